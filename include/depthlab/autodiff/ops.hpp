@@ -1,0 +1,606 @@
+#pragma once
+// Differentiable ops. Each op checks its operands (throwing an error that names the op and
+// the shapes), computes its value with primitives<B>, and registers a backward function
+// written right below the forward. Backward functions accumulate into parents (`+=`).
+// All op results are contiguous.
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "depthlab/autodiff/variable.hpp"
+#include "depthlab/backend/backend.hpp"
+#include "depthlab/core/rng.hpp"
+
+namespace depthlab {
+
+namespace detail {
+template <class T, class B>
+Tensor<T, B> contiguous_value(const Var<T, B>& v) {
+    return v.value().contiguous();
+}
+/// b broadcasts against a when it equals a's shape or a trailing part of it.
+inline bool is_suffix(const Shape& a, const Shape& b) {
+    if (b.rank() > a.rank()) return false;
+    for (int i = 1; i <= b.rank(); ++i)
+        if (a[a.rank() - i] != b[b.rank() - i]) return false;
+    return true;
+}
+/// Throws unless every value in ids lies in [0, n).
+inline void check_ids(const char* op, std::span<const std::int64_t> ids, index_t n, const char* what = "id") {
+    for (std::size_t i = 0; i < ids.size(); ++i)
+        DEPTHLAB_CHECK(ids[i] >= 0 && ids[i] < n, index_error, op, ": ", what, " ", ids[i], " at position ", i,
+                       " out of range [0, ", n, ")");
+}
+template <class T, class B>
+void check_finite(const char* op, const Tensor<T, B>& t, const char* what) {
+    const auto v = t.to_vector();
+    for (std::size_t i = 0; i < v.size(); ++i)
+        DEPTHLAB_CHECK(std::isfinite(v[i]), numeric_error, op, ": non-finite value ", v[i], " in ", what, " of shape ", t.shape(),
+                       " at flat index ", i);
+}
+}  // namespace detail
+
+// ---------------------------------------------------------------- matmul
+/// Batched matrix product. a: (..., M, K) (or (..., K, M) with trans_a),
+/// b: (..., K, N) (or (..., N, K) with trans_b). Either may be 2-D and is then shared by
+/// every batch entry; otherwise the batch dimensions must be equal. Result: (..., M, N).
+template <class T, class B>
+Var<T, B> matmul(const Var<T, B>& a, const Var<T, B>& b, bool trans_a = false, bool trans_b = false) {
+    using P = primitives<B>;
+    const Shape& sa = a.shape();
+    const Shape& sb = b.shape();
+    DEPTHLAB_CHECK(sa.rank() >= 2 && sb.rank() >= 2, shape_error, "matmul: operands need rank >= 2, got ", sa, " and ", sb);
+    const index_t M = trans_a ? sa.dim(-1) : sa.dim(-2), K = trans_a ? sa.dim(-2) : sa.dim(-1);
+    const index_t Kb = trans_b ? sb.dim(-1) : sb.dim(-2), N = trans_b ? sb.dim(-2) : sb.dim(-1);
+    DEPTHLAB_CHECK(K == Kb, shape_error, "matmul: inner dimensions differ: ", sa, (trans_a ? "^T" : ""), " x ", sb,
+                   (trans_b ? "^T" : ""));
+    const index_t batch_a = sa.numel() / std::max<index_t>(M * K, 1), batch_b = sb.numel() / std::max<index_t>(K * N, 1);
+    const bool a_shared = sa.rank() == 2, b_shared = sb.rank() == 2;
+    Shape out;
+    if (!a_shared) {
+        DEPTHLAB_CHECK(b_shared || Shape(sa.begin(), sa.end() - 2) == Shape(sb.begin(), sb.end() - 2), shape_error,
+                       "matmul: batch dimensions differ: ", sa, " x ", sb);
+        for (int i = 0; i < sa.rank() - 2; ++i) out.push_back(sa[i]);
+    } else {
+        for (int i = 0; i < sb.rank() - 2; ++i) out.push_back(sb[i]);
+    }
+    out.push_back(M);
+    out.push_back(N);
+    const index_t batch = std::max(batch_a, batch_b);
+    const index_t lda = trans_a ? M : K, ldb = trans_b ? K : N;
+    const auto A = detail::contiguous_value(a);
+    const auto Bv = detail::contiguous_value(b);
+    auto C = Tensor<T, B>::empty(out);
+    // A shared B with a non-transposed batched A is one big GEMM over batch*M rows.
+    const bool fold = b_shared && !trans_a;
+    if (fold) {
+        P::gemm(gemm_args{false, trans_b, batch * M, N, K, lda, ldb, N}, T(1), A.data(), Bv.data(), T(0), C.data());
+    } else {
+        P::gemm(gemm_args{trans_a, trans_b, M, N, K, lda, ldb, N, batch, a_shared ? 0 : M * K, b_shared ? 0 : K * N, M * N},
+                T(1), A.data(), Bv.data(), T(0), C.data());
+    }
+    return detail::make_result<T, B>(op_kind::matmul, std::move(C), {a, b}, [=](Node<T, B>& nd) {
+        const T* dC = nd.grad.data();
+        if (T* dA = detail::parent_grad(nd, 0)) {
+            // dA = dC op(B)^T (or its transpose when A was transposed)
+            if (a_shared && batch > 1) {
+                for (index_t i = 0; i < batch; ++i) {
+                    const T* Bi = Bv.data() + (b_shared ? 0 : i * K * N);
+                    if (!trans_a) P::gemm(gemm_args{false, !trans_b, M, K, N, N, ldb, K}, T(1), dC + i * M * N, Bi, T(1), dA);
+                    else P::gemm(gemm_args{trans_b, true, K, M, N, ldb, N, M}, T(1), Bi, dC + i * M * N, T(1), dA);
+                }
+            } else if (fold) {
+                P::gemm(gemm_args{false, !trans_b, batch * M, K, N, N, ldb, K}, T(1), dC, Bv.data(), T(1), dA);
+            } else if (!trans_a) {
+                P::gemm(gemm_args{false, !trans_b, M, K, N, N, ldb, K, batch, M * N, b_shared ? 0 : K * N, M * K}, T(1), dC,
+                        Bv.data(), T(1), dA);
+            } else {
+                P::gemm(gemm_args{trans_b, true, K, M, N, ldb, N, M, batch, b_shared ? 0 : K * N, M * N, M * K}, T(1),
+                        Bv.data(), dC, T(1), dA);
+            }
+        }
+        if (T* dB = detail::parent_grad(nd, 1)) {
+            // dB = op(A)^T dC (or dC^T op(A) when B was transposed); summed over a shared B's batch
+            if (fold) {
+                if (!trans_b) P::gemm(gemm_args{true, false, K, N, batch * M, lda, N, N}, T(1), A.data(), dC, T(1), dB);
+                else P::gemm(gemm_args{true, false, N, K, batch * M, N, lda, K}, T(1), dC, A.data(), T(1), dB);
+            } else if (b_shared && batch > 1) {
+                for (index_t i = 0; i < batch; ++i) {
+                    const T* Ai = A.data() + (a_shared ? 0 : i * M * K);
+                    if (!trans_b) P::gemm(gemm_args{!trans_a, false, K, N, M, lda, N, N}, T(1), Ai, dC + i * M * N, T(1), dB);
+                    else P::gemm(gemm_args{true, trans_a, N, K, M, N, lda, K}, T(1), dC + i * M * N, Ai, T(1), dB);
+                }
+            } else if (!trans_b) {
+                P::gemm(gemm_args{!trans_a, false, K, N, M, lda, N, N, batch, a_shared ? 0 : M * K, M * N, K * N}, T(1), A.data(),
+                        dC, T(1), dB);
+            } else {
+                P::gemm(gemm_args{true, trans_a, N, K, M, N, lda, K, batch, M * N, a_shared ? 0 : M * K, K * N}, T(1), dC,
+                        A.data(), T(1), dB);
+            }
+        }
+    });
+}
+
+// ---------------------------------------------------------------- linear
+/// y = x W^T + b.  x: (..., in), W: (out, in) as in PyTorch, b: (out) or undefined.
+template <class T, class B>
+Var<T, B> linear(const Var<T, B>& x, const Var<T, B>& W, const Var<T, B>& b = {}) {
+    using P = primitives<B>;
+    const Shape& sx = x.shape();
+    DEPTHLAB_CHECK(W.shape().rank() == 2 && sx.rank() >= 1 && sx.back() == W.shape()[1], shape_error, "linear: input ", sx,
+                   " does not fit weight ", W.shape(), " (expected weight (out, ", (sx.rank() ? sx.back() : 0), "))");
+    const index_t in = W.shape()[1], out = W.shape()[0], rows = sx.rows();
+    if (b.defined())
+        DEPTHLAB_CHECK(b.shape() == Shape{out}, shape_error, "linear: bias ", b.shape(), " does not fit weight ", W.shape());
+    const auto X = detail::contiguous_value(x);
+    const auto Wv = detail::contiguous_value(W);
+    auto Y = Tensor<T, B>::empty(sx.with_back(out));
+    if (b.defined()) {
+        // Y = b broadcast, then Y += X W^T: the bias add rides on the GEMM's beta.
+        const auto bv = detail::contiguous_value(b);
+        for (index_t r = 0; r < rows; ++r) P::axpby(out, T(1), bv.data(), T(0), Y.data() + r * out);
+        P::gemm(gemm_args{false, true, rows, out, in, in, in, out}, T(1), X.data(), Wv.data(), T(1), Y.data());
+    } else {
+        P::gemm(gemm_args{false, true, rows, out, in, in, in, out}, T(1), X.data(), Wv.data(), T(0), Y.data());
+    }
+    std::vector<Var<T, B>> inputs{x, W};
+    if (b.defined()) inputs.push_back(b);
+    const bool has_bias = b.defined();
+    return detail::make_result<T, B>(op_kind::linear, std::move(Y), std::move(inputs), [=](Node<T, B>& nd) {
+        const T* dY = nd.grad.data();
+        if (T* dX = detail::parent_grad(nd, 0))
+            P::gemm(gemm_args{false, false, rows, in, out, out, in, in}, T(1), dY, Wv.data(), T(1), dX);
+        if (T* dW = detail::parent_grad(nd, 1))
+            P::gemm(gemm_args{true, false, out, in, rows, out, in, in}, T(1), dY, X.data(), T(1), dW);
+        if (has_bias)
+            if (T* db = detail::parent_grad(nd, 2)) P::sum_rows_acc(rows, out, dY, db);
+    });
+}
+
+// ---------------------------------------------------------------- add / mul / bias / scale
+namespace detail {
+template <class T, class B>
+Var<T, B> broadcast_binary(op_kind op, const char* name, const Var<T, B>& a, const Var<T, B>& b) {
+    using P = primitives<B>;
+    DEPTHLAB_CHECK(is_suffix(a.shape(), b.shape()), shape_error, name, ": shapes ", a.shape(), " and ", b.shape(),
+                   " do not broadcast (the second must equal the first or a trailing part of it)");
+    const auto A = contiguous_value(a);
+    const auto Bv = contiguous_value(b);
+    const index_t n = A.numel(), cols = std::max<index_t>(Bv.numel(), 1), rows = Bv.numel() ? n / cols : 0;
+    const bool same = a.shape() == b.shape();
+    auto Y = Tensor<T, B>::empty(a.shape());
+    const bool is_mul = op == op_kind::mul;
+    if (is_mul) P::mul_row_vector(rows, cols, A.data(), Bv.data(), Y.data());
+    else P::add_row_vector(rows, cols, A.data(), Bv.data(), Y.data());
+    return make_result<T, B>(op, std::move(Y), {a, b}, [=](Node<T, B>& nd) {
+        const T* dY = nd.grad.data();
+        if (T* dA = parent_grad(nd, 0)) {
+            if (is_mul) P::mul_row_vector_acc(rows, cols, dY, Bv.data(), dA);
+            else P::axpby(n, T(1), dY, T(1), dA);
+        }
+        if (T* dB = parent_grad(nd, 1)) {
+            if (is_mul) {
+                if (same) P::mul_acc(n, dY, A.data(), dB);
+                else P::sum_rows_mul_acc(rows, cols, dY, A.data(), dB);
+            } else {
+                if (same) P::axpby(n, T(1), dY, T(1), dB);
+                else P::sum_rows_acc(rows, cols, dY, dB);
+            }
+        }
+    });
+}
+}  // namespace detail
+
+/// a + b, b equal to a's shape or to a trailing part of it (broadcast over the rest).
+template <class T, class B>
+Var<T, B> add(const Var<T, B>& a, const Var<T, B>& b) {
+    return detail::broadcast_binary(op_kind::add, "add", a, b);
+}
+/// a * b elementwise, with the same broadcasting as add.
+template <class T, class B>
+Var<T, B> mul(const Var<T, B>& a, const Var<T, B>& b) {
+    return detail::broadcast_binary(op_kind::mul, "mul", a, b);
+}
+/// x + b with b: (C) added to every row of x: (..., C).
+template <class T, class B>
+Var<T, B> bias(const Var<T, B>& x, const Var<T, B>& b) {
+    DEPTHLAB_CHECK(b.shape().rank() == 1 && x.shape().rank() >= 1 && b.shape()[0] == x.shape().back(), shape_error, "bias: bias ",
+                   b.shape(), " does not fit input ", x.shape());
+    Var<T, B> y = detail::broadcast_binary(op_kind::add, "bias", x, b);
+    y.node().op = op_kind::bias;
+    return y;
+}
+/// s * x.
+template <class T, class B>
+Var<T, B> scale(const Var<T, B>& x, T s) {
+    using P = primitives<B>;
+    const auto X = detail::contiguous_value(x);
+    auto Y = Tensor<T, B>::empty(x.shape());
+    P::axpby(X.numel(), s, X.data(), T(0), Y.data());
+    const index_t n = X.numel();
+    return detail::make_result<T, B>(op_kind::scale, std::move(Y), {x}, [=](Node<T, B>& nd) {
+        if (T* dX = detail::parent_grad(nd, 0)) P::axpby(n, s, nd.grad.data(), T(1), dX);
+    });
+}
+
+// ---------------------------------------------------------------- activations
+namespace detail {
+/// Unary activation: `fwd(n, x, y)`; `bwd(n, saved, dy, dx)` where saved is the input
+/// (from_output = false) or the output (true, cheaper for tanh and sigmoid).
+template <class T, class B, class Fwd, class Bwd>
+Var<T, B> activation(op_kind op, const Var<T, B>& x, bool from_output, Fwd fwd, Bwd bwd) {
+    const auto X = contiguous_value(x);
+    auto Y = Tensor<T, B>::empty(x.shape());
+    fwd(X.numel(), X.data(), Y.data());
+    const index_t n = X.numel();
+    const Tensor<T, B> saved = from_output ? Y : X;
+    return make_result<T, B>(op, std::move(Y), {x}, [=](Node<T, B>& nd) {
+        if (T* dX = parent_grad(nd, 0)) bwd(n, saved.data(), nd.grad.data(), dX);
+    });
+}
+}  // namespace detail
+
+/// GELU, tanh approximation (as BERT/ALBERT and PyTorch's approximate='tanh').
+template <class T, class B>
+Var<T, B> gelu(const Var<T, B>& x) {
+    using P = primitives<B>;
+    return detail::activation(op_kind::gelu, x, false, [](index_t n, const T* a, T* y) { P::gelu_fwd(n, a, y); },
+                              [](index_t n, const T* s, const T* dy, T* dx) { P::gelu_bwd(n, s, dy, dx); });
+}
+template <class T, class B>
+Var<T, B> relu(const Var<T, B>& x) {
+    using P = primitives<B>;
+    return detail::activation(op_kind::relu, x, false, [](index_t n, const T* a, T* y) { P::relu_fwd(n, a, y); },
+                              [](index_t n, const T* s, const T* dy, T* dx) { P::relu_bwd(n, s, dy, dx); });
+}
+template <class T, class B>
+Var<T, B> tanh(const Var<T, B>& x) {
+    using P = primitives<B>;
+    return detail::activation(op_kind::tanh, x, true, [](index_t n, const T* a, T* y) { P::tanh_fwd(n, a, y); },
+                              [](index_t n, const T* s, const T* dy, T* dx) { P::tanh_bwd(n, s, dy, dx); });
+}
+template <class T, class B>
+Var<T, B> sigmoid(const Var<T, B>& x) {
+    using P = primitives<B>;
+    return detail::activation(op_kind::sigmoid, x, true, [](index_t n, const T* a, T* y) { P::sigmoid_fwd(n, a, y); },
+                              [](index_t n, const T* s, const T* dy, T* dx) { P::sigmoid_bwd(n, s, dy, dx); });
+}
+
+// ---------------------------------------------------------------- softmax family
+/// softmax(scale * x + mask) over the last axis. mask (optional, additive, not
+/// differentiated) has x's last extent and leading extents equal to x's or 1, e.g. a
+/// padding mask (B,1,1,Tk) or a causal mask (Tq,Tk) for scores (B,H,Tq,Tk).
+template <class T, class B>
+Var<T, B> softmax(const Var<T, B>& x, T scale = T(1), const Tensor<T, B>& mask = {}) {
+    using P = primitives<B>;
+    const Shape& sx = x.shape();
+    DEPTHLAB_CHECK(sx.rank() >= 1, shape_error, "softmax: input must have rank >= 1, got ", sx);
+    const index_t cols = sx.back(), rows = sx.rows();
+    row_broadcast map;
+    Tensor<T, B> M;
+    if (mask.defined()) {
+        const Shape& sm = mask.shape();
+        bool ok = sm.rank() >= 1 && sm.rank() <= sx.rank() && sm.back() == cols;
+        M = mask.contiguous();
+        map.rank = sx.rank() - 1;
+        const int pad = sx.rank() - sm.rank();
+        index_t stride = cols;
+        for (int k = sx.rank() - 2; ok && k >= 0; --k) {
+            const index_t md = k - pad >= 0 ? sm[k - pad] : 1;
+            ok = md == 1 || md == sx[k];
+            map.dims[k] = sx[k];
+            map.strides[k] = md == 1 ? 0 : stride;
+            stride *= md;
+        }
+        DEPTHLAB_CHECK(ok, shape_error, "softmax: mask ", sm, " does not broadcast to scores ", sx);
+    }
+    const auto X = detail::contiguous_value(x);
+    auto Y = Tensor<T, B>::empty(sx);
+    P::softmax_fwd(rows, cols, X.data(), scale, M.defined() ? M.data() : nullptr, map, Y.data());
+    const Tensor<T, B> Ys = Y;
+    return detail::make_result<T, B>(op_kind::softmax, std::move(Y), {x}, [=](Node<T, B>& nd) {
+        if (T* dX = detail::parent_grad(nd, 0)) P::softmax_bwd(rows, cols, Ys.data(), nd.grad.data(), scale, dX);
+    });
+}
+/// log(softmax(x)) over the last axis.
+template <class T, class B>
+Var<T, B> log_softmax(const Var<T, B>& x) {
+    using P = primitives<B>;
+    DEPTHLAB_CHECK(x.shape().rank() >= 1, shape_error, "log_softmax: input must have rank >= 1, got ", x.shape());
+    const index_t cols = x.shape().back(), rows = x.shape().rows();
+    const auto X = detail::contiguous_value(x);
+    auto Y = Tensor<T, B>::empty(x.shape());
+    P::log_softmax_fwd(rows, cols, X.data(), Y.data());
+    const Tensor<T, B> Ys = Y;
+    return detail::make_result<T, B>(op_kind::log_softmax, std::move(Y), {x}, [=](Node<T, B>& nd) {
+        if (T* dX = detail::parent_grad(nd, 0)) P::log_softmax_bwd(rows, cols, Ys.data(), nd.grad.data(), dX);
+    });
+}
+
+/// Mean cross-entropy of logits (..., V) against integer targets (one per row), as
+/// PyTorch's F.cross_entropy: rows whose target is ignore_index are skipped (and not
+/// counted in the mean); label_smoothing mixes in the uniform distribution. When every
+/// row is ignored the loss is 0 with zero gradient. Throws on out-of-range targets and
+/// on a non-finite loss.
+template <class T, class B>
+Var<T, B> cross_entropy(const Var<T, B>& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index = -100,
+                        T label_smoothing = T(0)) {
+    using P = primitives<B>;
+    const Shape& s = logits.shape();
+    DEPTHLAB_CHECK(s.rank() >= 1 && static_cast<index_t>(targets.size()) == s.rows(), shape_error, "cross_entropy: ",
+                   targets.size(), " targets for logits ", s, " (expected one per row: ", s.rows(), ")");
+    DEPTHLAB_CHECK(label_smoothing >= T(0) && label_smoothing <= T(1), usage_error, "cross_entropy: label_smoothing ",
+                   label_smoothing, " outside [0, 1]");
+    const index_t rows = s.rows(), V = s.back();
+    index_t counted = 0;
+    for (std::size_t i = 0; i < targets.size(); ++i) {
+        if (targets[i] == ignore_index) continue;
+        DEPTHLAB_CHECK(targets[i] >= 0 && targets[i] < V, index_error, "cross_entropy: target ", targets[i], " at row ", i,
+                       " out of range [0, ", V, ") for logits ", s);
+        ++counted;
+    }
+    auto tgt = std::make_shared<std::vector<std::int64_t>>(targets.begin(), targets.end());
+    const auto X = detail::contiguous_value(logits);
+    auto loss_rows = Tensor<T, B>::empty({rows});
+    auto lse = Tensor<T, B>::empty({rows});
+    P::cross_entropy_fwd(rows, V, X.data(), tgt->data(), ignore_index, label_smoothing, loss_rows.data(), lse.data());
+    const T denom = counted > 0 ? T(1) / static_cast<T>(counted) : T(0);
+    auto L = Tensor<T, B>::full(Shape{}, P::sum(rows, loss_rows.data()) * denom);
+    DEPTHLAB_CHECK(std::isfinite(L.item()), numeric_error, "cross_entropy: non-finite loss ", L.item(),
+                   " (NaN or inf in the logits of shape ", s, "?)");
+    return detail::make_result<T, B>(op_kind::cross_entropy, std::move(L), {logits}, [=](Node<T, B>& nd) {
+        if (T* dX = detail::parent_grad(nd, 0)) {
+            const T g = nd.grad.item() * denom;
+            auto gr = Tensor<T, B>::full({rows}, g);
+            P::cross_entropy_bwd(rows, V, X.data(), tgt->data(), ignore_index, label_smoothing, lse.data(), gr.data(), dX);
+        }
+    });
+}
+
+// ---------------------------------------------------------------- layer norm
+/// LayerNorm over the last axis: (x - mean) / sqrt(var + eps) * gamma + beta.
+template <class T, class B>
+Var<T, B> layer_norm(const Var<T, B>& x, const Var<T, B>& gamma, const Var<T, B>& beta, T eps = T(1e-5)) {
+    using P = primitives<B>;
+    const Shape& sx = x.shape();
+    DEPTHLAB_CHECK(sx.rank() >= 1 && gamma.shape() == Shape{sx.back()} && beta.shape() == Shape{sx.back()}, shape_error,
+                   "layer_norm: input ", sx, ", gamma ", gamma.shape(), ", beta ", beta.shape(), " (expected both (",
+                   (sx.rank() ? sx.back() : 0), ",))");
+    const index_t cols = sx.back(), rows = sx.rows();
+    const auto X = detail::contiguous_value(x);
+    const auto G = detail::contiguous_value(gamma);
+    const auto Bt = detail::contiguous_value(beta);
+    auto Y = Tensor<T, B>::empty(sx);
+    auto mean = Tensor<T, B>::empty({rows});
+    auto rstd = Tensor<T, B>::empty({rows});
+    P::layernorm_fwd(rows, cols, X.data(), G.data(), Bt.data(), eps, Y.data(), mean.data(), rstd.data());
+    return detail::make_result<T, B>(op_kind::layer_norm, std::move(Y), {x, gamma, beta}, [=](Node<T, B>& nd) {
+        T* dX = detail::parent_grad(nd, 0);
+        T* dG = detail::parent_grad(nd, 1);
+        T* dB = detail::parent_grad(nd, 2);
+        Tensor<T, B> scratch;  // receives the gradient of a frozen gamma or beta
+        if ((dG == nullptr) != (dB == nullptr)) {
+            scratch = Tensor<T, B>::zeros({cols});
+            (dG ? dB : dG) = scratch.data();
+        }
+        P::layernorm_bwd(rows, cols, X.data(), nd.grad.data(), G.data(), mean.data(), rstd.data(), dX, dG, dB);
+    });
+}
+
+// ---------------------------------------------------------------- dropout
+/// Inverted dropout: zero each element with probability p, scale the rest by 1/(1-p).
+/// Identity when !training or p == 0. The mask comes from `gen` (reproducible).
+template <class T, class B>
+Var<T, B> dropout(const Var<T, B>& x, T p, Generator& gen, bool training = true) {
+    using P = primitives<B>;
+    DEPTHLAB_CHECK(p >= T(0) && p < T(1), usage_error, "dropout: probability ", p, " outside [0, 1)");
+    if (!training || p == T(0)) return x;
+    const index_t n = x.value().numel();
+    auto mask = Tensor<T, B>::empty(x.shape());
+    P::dropout_mask(n, p, gen, gen.reserve(static_cast<std::uint64_t>(n)), mask.data());
+    const auto X = detail::contiguous_value(x);
+    auto Y = Tensor<T, B>::empty(x.shape());
+    P::mul(n, X.data(), mask.data(), Y.data());
+    return detail::make_result<T, B>(op_kind::dropout, std::move(Y), {x}, [=](Node<T, B>& nd) {
+        if (T* dX = detail::parent_grad(nd, 0)) P::mul_acc(n, nd.grad.data(), mask.data(), dX);
+    });
+}
+
+// ---------------------------------------------------------------- rows by index
+/// out[i] = x[idx[i]] along axis 0.  x: (N, ...), result: (len(idx), ...).
+template <class T, class B>
+Var<T, B> gather_rows(const Var<T, B>& x, std::span<const std::int64_t> idx, op_kind op = op_kind::gather_rows) {
+    using P = primitives<B>;
+    const Shape& sx = x.shape();
+    const char* name = op_name(op);
+    DEPTHLAB_CHECK(sx.rank() >= 1, shape_error, name, ": input must have rank >= 1, got ", sx);
+    detail::check_ids(name, idx, sx[0], "index");
+    const index_t n = static_cast<index_t>(idx.size()), cols = sx.numel() / std::max<index_t>(sx[0], 1);
+    Shape so = sx;
+    so[0] = n;
+    auto ids = std::make_shared<std::vector<std::int64_t>>(idx.begin(), idx.end());
+    const auto X = detail::contiguous_value(x);
+    auto Y = Tensor<T, B>::empty(so);
+    P::gather_rows(n, cols, X.data(), ids->data(), Y.data());
+    return detail::make_result<T, B>(op, std::move(Y), {x}, [=](Node<T, B>& nd) {
+        if (T* dX = detail::parent_grad(nd, 0)) P::scatter_add_rows(n, cols, nd.grad.data(), ids->data(), dX);
+    });
+}
+/// out = zeros(rows, ...); out[idx[i]] += x[i].  x: (len(idx), ...), result: (rows, ...).
+template <class T, class B>
+Var<T, B> scatter_rows(const Var<T, B>& x, std::span<const std::int64_t> idx, index_t rows) {
+    using P = primitives<B>;
+    const Shape& sx = x.shape();
+    DEPTHLAB_CHECK(sx.rank() >= 1 && sx[0] == static_cast<index_t>(idx.size()), shape_error, "scatter_rows: ", idx.size(),
+                   " indices for input ", sx);
+    detail::check_ids("scatter_rows", idx, rows, "index");
+    const index_t n = sx[0], cols = sx.numel() / std::max<index_t>(n, 1);
+    Shape so = sx;
+    so[0] = rows;
+    auto ids = std::make_shared<std::vector<std::int64_t>>(idx.begin(), idx.end());
+    const auto X = detail::contiguous_value(x);
+    auto Y = Tensor<T, B>::zeros(so);
+    P::scatter_add_rows(n, cols, X.data(), ids->data(), Y.data());
+    return detail::make_result<T, B>(op_kind::scatter_rows, std::move(Y), {x}, [=](Node<T, B>& nd) {
+        if (T* dX = detail::parent_grad(nd, 0)) {
+            auto g = Tensor<T, B>::empty(sx);
+            P::gather_rows(n, cols, nd.grad.data(), ids->data(), g.data());
+            P::axpby(n * cols, T(1), g.data(), T(1), dX);
+        }
+    });
+}
+/// Embedding lookup: table (V, E), ids of shape `ids_shape` -> ids_shape + (E).
+template <class T, class B>
+Var<T, B> embedding(const Var<T, B>& table, std::span<const std::int64_t> ids, Shape ids_shape) {
+    DEPTHLAB_CHECK(table.shape().rank() == 2, shape_error, "embedding: table must be (vocab, dim), got ", table.shape());
+    DEPTHLAB_CHECK(ids_shape.numel() == static_cast<index_t>(ids.size()), shape_error, "embedding: ", ids.size(),
+                   " ids for shape ", ids_shape);
+    Var<T, B> rows = gather_rows(table, ids, op_kind::embedding);
+    ids_shape.push_back(table.shape()[1]);
+    rows.value() = rows.value().reshape(ids_shape);
+    return rows;
+}
+
+// ---------------------------------------------------------------- structure
+namespace detail {
+/// A view-producing op made concrete: value = contiguous copy of view(x.value());
+/// backward adds the gradient into the same view of x's gradient.
+template <class T, class B, class View>
+Var<T, B> view_op(op_kind op, const Var<T, B>& x, View view) {
+    auto Y = view(x.value()).contiguous();
+    if (Y.shares_storage(x.value())) Y = Y.clone();
+    return make_result<T, B>(op, std::move(Y), {x}, [=](Node<T, B>& nd) {
+        auto& p = *nd.parents[0];
+        if (!p.requires_grad) return;
+        Tensor<T, B> target = view(p.grad_buffer());
+        target.add_(nd.grad.reshape(target.shape()));
+    });
+}
+}  // namespace detail
+
+/// Elements [start, stop) along an axis.
+template <class T, class B>
+Var<T, B> slice(const Var<T, B>& x, int axis, index_t start, index_t stop) {
+    x.value().slice(axis, start, stop);  // validates
+    return detail::view_op<T, B>(op_kind::slice, x, [=](const Tensor<T, B>& t) { return t.slice(axis, start, stop); });
+}
+/// Swap two axes (materialised: the result is contiguous).
+template <class T, class B>
+Var<T, B> transpose(const Var<T, B>& x, int a, int b) {
+    x.shape().axis(a);
+    x.shape().axis(b);
+    return detail::view_op<T, B>(op_kind::transpose, x, [=](const Tensor<T, B>& t) { return t.transpose(a, b); });
+}
+/// Same elements, new shape (one extent may be -1).
+template <class T, class B>
+Var<T, B> reshape(const Var<T, B>& x, const Shape& s) {
+    const Shape out = x.value().reshape(s).shape();  // validates and resolves -1
+    const Shape in = x.shape();
+    auto Y = x.value().contiguous().reshape(out);
+    return detail::make_result<T, B>(op_kind::reshape, std::move(Y), {x}, [=](Node<T, B>& nd) {
+        if (T* dX = detail::parent_grad(nd, 0)) primitives<B>::axpby(in.numel(), T(1), nd.grad.data(), T(1), dX);
+    });
+}
+/// Pieces of the given sizes along an axis (sizes must add up to the extent).
+template <class T, class B>
+std::vector<Var<T, B>> split(const Var<T, B>& x, const std::vector<index_t>& sizes, int axis) {
+    const int a = x.shape().axis(axis);
+    index_t total = 0;
+    for (index_t s : sizes) total += s;
+    DEPTHLAB_CHECK(total == x.shape()[a], shape_error, "split: sizes add up to ", total, " but axis ", axis, " of ", x.shape(),
+                   " has ", x.shape()[a]);
+    std::vector<Var<T, B>> out;
+    index_t start = 0;
+    for (index_t s : sizes) {
+        const index_t st = start;
+        out.push_back(detail::view_op<T, B>(op_kind::split, x, [=](const Tensor<T, B>& t) { return t.slice(a, st, st + s); }));
+        start += s;
+    }
+    return out;
+}
+/// Join along an axis; all other extents must agree.
+template <class T, class B>
+Var<T, B> concat(const std::vector<Var<T, B>>& xs, int axis) {
+    DEPTHLAB_CHECK(!xs.empty(), shape_error, "concat: no inputs");
+    const Shape& s0 = xs[0].shape();
+    const int a = s0.axis(axis);
+    Shape out = s0;
+    out[a] = 0;
+    for (const auto& x : xs) {
+        bool ok = x.shape().rank() == s0.rank();
+        for (int k = 0; ok && k < s0.rank(); ++k) ok = k == a || x.shape()[k] == s0[k];
+        DEPTHLAB_CHECK(ok, shape_error, "concat: shape ", x.shape(), " does not match ", s0, " outside axis ", axis);
+        out[a] += x.shape()[a];
+    }
+    auto Y = Tensor<T, B>::empty(out);
+    std::vector<index_t> offsets;
+    index_t off = 0;
+    for (const auto& x : xs) {
+        offsets.push_back(off);
+        Y.slice(a, off, off + x.shape()[a]).copy_(x.value());
+        off += x.shape()[a];
+    }
+    return detail::make_result<T, B>(op_kind::concat, std::move(Y), xs, [=](Node<T, B>& nd) {
+        for (std::size_t i = 0; i < nd.parents.size(); ++i) {
+            auto& p = *nd.parents[i];
+            if (!p.requires_grad) continue;
+            p.grad_buffer().add_(nd.grad.slice(a, offsets[i], offsets[i] + p.value.shape()[a]));
+        }
+    });
+}
+
+// ---------------------------------------------------------------- reductions and losses
+/// Sum of all elements (a scalar of shape ()).
+template <class T, class B>
+Var<T, B> sum(const Var<T, B>& x) {
+    using P = primitives<B>;
+    const auto X = detail::contiguous_value(x);
+    const index_t n = X.numel();
+    auto S = Tensor<T, B>::full(Shape{}, P::sum(n, X.data()));
+    return detail::make_result<T, B>(op_kind::sum, std::move(S), {x}, [=](Node<T, B>& nd) {
+        if (T* dX = detail::parent_grad(nd, 0)) {
+            const auto g = Tensor<T, B>::full({n}, nd.grad.item());
+            P::axpby(n, T(1), g.data(), T(1), dX);
+        }
+    });
+}
+/// Mean of all elements.
+template <class T, class B>
+Var<T, B> mean(const Var<T, B>& x) {
+    DEPTHLAB_CHECK(x.value().numel() > 0, shape_error, "mean: empty input ", x.shape());
+    Var<T, B> s = scale(sum(x), T(1) / static_cast<T>(x.value().numel()));
+    s.node().op = op_kind::mean;
+    return s;
+}
+/// Mean squared error mean((a - b)^2); both operands may require gradients.
+template <class T, class B>
+Var<T, B> mse(const Var<T, B>& a, const Var<T, B>& b) {
+    using P = primitives<B>;
+    check_same_shape("mse", a.value(), b.value());
+    const auto A = detail::contiguous_value(a);
+    const auto Bv = detail::contiguous_value(b);
+    const index_t n = A.numel();
+    DEPTHLAB_CHECK(n > 0, shape_error, "mse: empty inputs ", a.shape());
+    auto diff = Tensor<T, B>::empty(a.shape());
+    P::axpby(n, T(1), A.data(), T(0), diff.data());
+    P::axpby(n, T(-1), Bv.data(), T(1), diff.data());
+    auto sq = Tensor<T, B>::empty(a.shape());
+    P::mul(n, diff.data(), diff.data(), sq.data());
+    auto L = Tensor<T, B>::full(Shape{}, P::sum(n, sq.data()) / static_cast<T>(n));
+    DEPTHLAB_CHECK(std::isfinite(L.item()), numeric_error, "mse: non-finite loss ", L.item(), " for inputs of shape ", a.shape());
+    return detail::make_result<T, B>(op_kind::mse, std::move(L), {a, b}, [=](Node<T, B>& nd) {
+        const T g = T(2) * nd.grad.item() / static_cast<T>(n);
+        if (T* dA = detail::parent_grad(nd, 0)) P::axpby(n, g, diff.data(), T(1), dA);
+        if (T* dB = detail::parent_grad(nd, 1)) P::axpby(n, -g, diff.data(), T(1), dB);
+    });
+}
+
+// Operators for readable model code.
+template <class T, class B>
+Var<T, B> operator+(const Var<T, B>& a, const Var<T, B>& b) { return add(a, b); }
+template <class T, class B>
+Var<T, B> operator*(const Var<T, B>& a, const Var<T, B>& b) { return mul(a, b); }
+
+}  // namespace depthlab

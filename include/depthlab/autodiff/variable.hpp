@@ -1,0 +1,164 @@
+#pragma once
+// Reverse-mode autodiff over coarse ops. A Var is a handle to a node that holds a value,
+// a lazily allocated gradient and, for results of ops, the parents and a backward
+// function. backward() walks the DAG in reverse topological order; every backward
+// function *accumulates* into its parents' gradients, so a value used twice (tied weights,
+// residual branches) needs no special case.
+#include <algorithm>
+#include <functional>
+#include <memory>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "depthlab/autodiff/op_kind.hpp"
+#include "depthlab/core/error.hpp"
+#include "depthlab/core/tensor.hpp"
+
+namespace depthlab {
+
+namespace detail {
+inline bool& grad_mode() {
+    thread_local bool enabled = true;
+    return enabled;
+}
+}  // namespace detail
+
+/// True unless inside a no_grad scope on this thread.
+inline bool grad_enabled() { return detail::grad_mode(); }
+
+/// RAII scope in which ops record nothing (evaluation, optimiser updates).
+class no_grad {
+public:
+    no_grad() : saved_(detail::grad_mode()) { detail::grad_mode() = false; }
+    ~no_grad() { detail::grad_mode() = saved_; }
+    no_grad(const no_grad&) = delete;
+    no_grad& operator=(const no_grad&) = delete;
+
+private:
+    bool saved_;
+};
+
+template <class T, class B>
+struct Node {
+    Tensor<T, B> value;
+    Tensor<T, B> grad;  // undefined until something flows into it
+    bool requires_grad = false;
+    bool retain_grad = false;  // keep the gradient of a non-leaf after backward
+    op_kind op = op_kind::leaf;
+    std::vector<std::shared_ptr<Node>> parents;
+    std::function<void(Node&)> backward;  // reads this->grad, accumulates into parents
+
+    /// The gradient buffer, zero-initialised on first use.
+    Tensor<T, B>& grad_buffer() {
+        if (!grad.defined()) grad = Tensor<T, B>::zeros(value.shape());
+        return grad;
+    }
+};
+
+template <class T, class B = backend::cpu>
+class Var {
+public:
+    using node_type = Node<T, B>;
+    using tensor_type = Tensor<T, B>;
+
+    Var() = default;
+    /// A constant (no gradient).
+    explicit Var(tensor_type value, bool requires_grad = false) : n_(std::make_shared<node_type>()) {
+        n_->value = std::move(value);
+        n_->requires_grad = requires_grad;
+    }
+    /// A trainable leaf.
+    static Var parameter(tensor_type value) { return Var(std::move(value), true); }
+    static Var constant(tensor_type value) { return Var(std::move(value), false); }
+
+    [[nodiscard]] bool defined() const { return n_ != nullptr; }
+    [[nodiscard]] const tensor_type& value() const { return node().value; }
+    [[nodiscard]] tensor_type& value() { return node().value; }
+    [[nodiscard]] const Shape& shape() const { return node().value.shape(); }
+    [[nodiscard]] bool requires_grad() const { return node().requires_grad; }
+    [[nodiscard]] bool is_leaf() const { return node().op == op_kind::leaf; }
+    [[nodiscard]] op_kind op() const { return node().op; }
+    /// The accumulated gradient (undefined tensor if none has flowed here).
+    [[nodiscard]] const tensor_type& grad() const { return node().grad; }
+    [[nodiscard]] tensor_type& grad() { return node().grad; }
+    void zero_grad() { node().grad = tensor_type(); }
+    /// Keep this non-leaf value's gradient after backward().
+    Var& retain_grad() {
+        node().retain_grad = true;
+        return *this;
+    }
+    [[nodiscard]] node_type& node() const {
+        DEPTHLAB_CHECK(n_ != nullptr, usage_error, "Var: use of an undefined variable");
+        return *n_;
+    }
+    [[nodiscard]] const std::shared_ptr<node_type>& node_ptr() const { return n_; }
+
+    /// Backpropagate from a scalar (seed 1).
+    void backward() const {
+        DEPTHLAB_CHECK(value().numel() == 1, shape_error, "backward: needs a scalar output or an explicit seed, got shape ",
+                       shape());
+        backward(tensor_type::ones(shape()));
+    }
+    /// Backpropagate a seed gradient of this value's shape.
+    void backward(const tensor_type& seed) const {
+        check_same_shape("backward(seed)", seed, value());
+        DEPTHLAB_CHECK(requires_grad(), usage_error, "backward: output of ", op_name(op()),
+                       " does not depend on any parameter (or was computed under no_grad)");
+        const std::vector<node_type*> order = topological_order();
+        node().grad_buffer().add_(seed);
+        for (auto it = order.rbegin(); it != order.rend(); ++it) {
+            node_type& nd = **it;
+            if (nd.backward && nd.grad.defined()) nd.backward(nd);
+            if (nd.op != op_kind::leaf && !nd.retain_grad) nd.grad = tensor_type();  // free intermediate gradients
+        }
+    }
+
+private:
+    // Post-order DFS over nodes that require grad (iterative: graphs can be deep).
+    std::vector<node_type*> topological_order() const {
+        std::vector<node_type*> order;
+        std::unordered_set<node_type*> seen;
+        std::vector<std::pair<node_type*, std::size_t>> stack{{n_.get(), 0}};
+        seen.insert(n_.get());
+        while (!stack.empty()) {
+            auto& [nd, next] = stack.back();
+            if (next < nd->parents.size()) {
+                node_type* p = nd->parents[next++].get();
+                if (p->requires_grad && seen.insert(p).second) stack.emplace_back(p, 0);
+            } else {
+                order.push_back(nd);
+                stack.pop_back();
+            }
+        }
+        return order;
+    }
+
+    std::shared_ptr<node_type> n_;
+};
+
+namespace detail {
+/// Result of an op: records parents and the backward function when any input requires a
+/// gradient and grad mode is on; otherwise a plain constant.
+template <class T, class B, class F>
+Var<T, B> make_result(op_kind op, Tensor<T, B> value, std::vector<Var<T, B>> inputs, F&& backward) {
+    Var<T, B> out(std::move(value));
+    const bool needs = grad_enabled() && std::any_of(inputs.begin(), inputs.end(), [](const Var<T, B>& v) { return v.requires_grad(); });
+    auto& nd = out.node();
+    nd.op = op;
+    if (!needs) return out;
+    nd.requires_grad = true;
+    nd.parents.reserve(inputs.size());
+    for (auto& v : inputs) nd.parents.push_back(v.node_ptr());
+    nd.backward = std::forward<F>(backward);
+    return out;
+}
+/// Gradient buffer of parent i if it takes a gradient, else nullptr.
+template <class T, class B>
+T* parent_grad(Node<T, B>& nd, std::size_t i) {
+    auto& p = *nd.parents[i];
+    return p.requires_grad ? p.grad_buffer().data() : nullptr;
+}
+}  // namespace detail
+
+}  // namespace depthlab

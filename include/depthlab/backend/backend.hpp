@@ -1,0 +1,45 @@
+#pragma once
+// Backends are compile-time policies. A backend tag names a device; `memory<B>` allocates
+// on it and `primitives<B>` holds every numerical routine the ops need (GEMM, elementwise,
+// reductions, softmax, layer norm, gather/scatter, dropout...). Ops only ever call
+// primitives<B>::..., so a new backend (CUDA) is a new specialisation, not a change to ops.
+#include <cstddef>
+#include <memory>
+
+#include "depthlab/core/shape.hpp"
+
+namespace depthlab {
+
+namespace backend {
+/// Host CPU: Eigen + oneDNN + OpenMP + run-time dispatched AVX2/AVX-512 kernels.
+struct cpu {
+    static constexpr const char* name = "cpu";
+    static constexpr bool host_accessible = true;  // tensors can be read element by element
+};
+/// NVIDIA GPU through cuBLAS (include depthlab/backend/cuda/cuda.hpp, build with CUDA).
+struct cuda {
+    static constexpr const char* name = "cuda";
+    static constexpr bool host_accessible = false;
+};
+}  // namespace backend
+
+/// One strided-batched GEMM, row-major, in BLAS terms:
+///   C[i] = alpha * op(A[i]) * op(B[i]) + beta * C[i],   op(X) = trans ? X^T : X,
+/// with op(A): (m, k), op(B): (k, n), C: (m, n); A[i] = A + i * stride_a, and a stride of 0
+/// shares one matrix across the batch.
+struct gemm_args {
+    bool trans_a = false, trans_b = false;
+    index_t m = 0, n = 0, k = 0;
+    index_t lda = 0, ldb = 0, ldc = 0;
+    index_t batch = 1, stride_a = 0, stride_b = 0, stride_c = 0;
+};
+
+/// Device memory of backend B; specialised per backend.
+template <class B>
+struct memory;
+
+/// Numerical primitives of backend B; specialised per backend.
+template <class B>
+struct primitives;
+
+}  // namespace depthlab

@@ -1,0 +1,160 @@
+#pragma once
+// Strided-batched GEMM on the CPU, row-major:
+//   C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b],  op(X) = X or X^T,
+// A[b] = A + b*stride_a (stride 0 broadcasts one matrix to every batch entry).
+// float goes through a oneDNN matmul primitive created once per shape and cached;
+// double (the gradient-check precision) and builds without oneDNN go through Eigen.
+#include <array>
+#include <cstdint>
+#include <mutex>
+#include <unordered_map>
+
+#include <Eigen/Core>
+
+#include "depthlab/backend/backend.hpp"
+#include "depthlab/core/error.hpp"
+#include "depthlab/core/parallel.hpp"
+#include "depthlab/core/shape.hpp"
+
+#if defined(DEPTHLAB_HAVE_ONEDNN)
+#include <oneapi/dnnl/dnnl.hpp>
+#if !defined(DNNL_VERSION_MAJOR) || DNNL_VERSION_MAJOR != 2
+#error "depthlab's oneDNN path targets the oneDNN 2.x API (Debian 12 ships 2.6); configure with -DDEPTHLAB_WITH_ONEDNN=OFF"
+#endif
+#endif
+
+namespace depthlab::cpu {
+
+using depthlab::gemm_args;
+
+inline void check_gemm(const gemm_args& g) {
+    const index_t a_cols = g.trans_a ? g.m : g.k, b_cols = g.trans_b ? g.k : g.n;
+    DEPTHLAB_CHECK(g.m >= 0 && g.n >= 0 && g.k >= 0 && g.batch >= 1, shape_error, "gemm: bad sizes m=", g.m, " n=", g.n,
+                   " k=", g.k, " batch=", g.batch);
+    DEPTHLAB_CHECK(g.lda >= a_cols && g.ldb >= b_cols && g.ldc >= g.n, shape_error, "gemm: leading dimensions lda=", g.lda,
+                   " ldb=", g.ldb, " ldc=", g.ldc, " too small for m=", g.m, " n=", g.n, " k=", g.k);
+    DEPTHLAB_CHECK(g.batch == 1 || g.stride_c != 0, shape_error, "gemm: batch of ", g.batch, " results with output stride 0");
+}
+
+/// Eigen path: any scalar type; batches in parallel when they are many and small.
+template <class T>
+void gemm_eigen(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c) {
+    using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    using CMap = Eigen::Map<const Mat, 0, Eigen::OuterStride<>>;
+    using MMap = Eigen::Map<Mat, 0, Eigen::OuterStride<>>;
+    auto one = [&](index_t i) {
+        const CMap A(a + i * g.stride_a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, Eigen::OuterStride<>(g.lda));
+        const CMap Bm(b + i * g.stride_b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, Eigen::OuterStride<>(g.ldb));
+        MMap C(c + i * g.stride_c, g.m, g.n, Eigen::OuterStride<>(g.ldc));
+        if (beta == T(0)) C.setZero();
+        else if (beta != T(1)) C *= beta;
+        if (g.k == 0) return;
+        if (!g.trans_a && !g.trans_b) C.noalias() += alpha * (A * Bm);
+        else if (g.trans_a && !g.trans_b) C.noalias() += alpha * (A.transpose() * Bm);
+        else if (!g.trans_a && g.trans_b) C.noalias() += alpha * (A * Bm.transpose());
+        else C.noalias() += alpha * (A.transpose() * Bm.transpose());
+    };
+    if (g.batch > 1 && g.m * g.n * g.k < (index_t{1} << 18)) {
+        parallel_for(g.batch, 1, [&](index_t b0, index_t b1) {
+            for (index_t i = b0; i < b1; ++i) one(i);
+        });
+    } else {
+        for (index_t i = 0; i < g.batch; ++i) one(i);
+    }
+}
+
+#if defined(DEPTHLAB_HAVE_ONEDNN)
+namespace onednn {
+
+inline dnnl::engine& engine() {
+    static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+    return e;
+}
+inline dnnl::stream& stream() {
+    static dnnl::stream s(engine());
+    return s;
+}
+
+struct matmul_key {
+    std::array<index_t, 13> v;
+    float alpha, beta;
+    bool operator==(const matmul_key& o) const { return v == o.v && alpha == o.alpha && beta == o.beta; }
+};
+struct matmul_key_hash {
+    std::size_t operator()(const matmul_key& k) const {
+        std::size_t h = 1469598103934665603ull;
+        for (index_t x : k.v) h = (h ^ static_cast<std::size_t>(x)) * 1099511628211ull;
+        return h ^ std::hash<float>{}(k.alpha) ^ (std::hash<float>{}(k.beta) << 1);
+    }
+};
+
+struct matmul_entry {
+    dnnl::matmul prim;
+    dnnl::memory::desc a, b, c;
+};
+
+/// The memory descriptors of one batched operand: dims (batch, rows, cols) with strides.
+inline dnnl::memory::desc operand(index_t batch, index_t stride, index_t rows, index_t cols, bool trans, index_t ld) {
+    using dims = dnnl::memory::dims;
+    const index_t bdim = stride == 0 ? 1 : batch;  // stride 0: broadcast a single matrix
+    const dims shape{bdim, rows, cols};
+    const dims strides{stride == 0 ? rows * cols : stride, trans ? 1 : ld, trans ? ld : 1};
+    return dnnl::memory::desc(shape, dnnl::memory::data_type::f32, strides);
+}
+
+/// Primitive for this shape: created on first use, then reused (creation costs far more
+/// than a small matmul). Thread-safe.
+inline const matmul_entry& get(const gemm_args& g, float alpha, float beta) {
+    static std::unordered_map<matmul_key, matmul_entry, matmul_key_hash> cache;
+    static std::mutex mutex;
+    const matmul_key key{{g.trans_a, g.trans_b, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.batch, g.stride_a, g.stride_b,
+                          g.stride_c, sizeof(float)},
+                         alpha,
+                         beta};
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+    const auto a = operand(g.batch, g.stride_a, g.m, g.k, g.trans_a, g.lda);
+    const auto b = operand(g.batch, g.stride_b, g.k, g.n, g.trans_b, g.ldb);
+    const auto c = operand(g.batch, g.stride_c, g.m, g.n, false, g.ldc);
+    dnnl::primitive_attr attr;
+    if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+    if (beta != 0.0f) {
+        dnnl::post_ops po;
+        po.append_sum(beta);
+        attr.set_post_ops(po);
+    }
+    const dnnl::matmul::desc desc(a, b, c);
+    const dnnl::matmul::primitive_desc pd(desc, attr, engine());
+    return cache.emplace(key, matmul_entry{dnnl::matmul(pd), a, b, c}).first->second;
+}
+
+inline void gemm(const gemm_args& g, float alpha, const float* a, const float* b, float beta, float* c) {
+    const matmul_entry& e = get(g, alpha, beta);
+    dnnl::memory ma(e.a, engine(), const_cast<float*>(a));
+    dnnl::memory mb(e.b, engine(), const_cast<float*>(b));
+    dnnl::memory mc(e.c, engine(), c);
+    e.prim.execute(stream(), {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
+    stream().wait();
+}
+
+}  // namespace onednn
+#endif
+
+/// The GEMM every op uses.
+template <class T>
+void gemm(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c) {
+    check_gemm(g);
+    if (g.m == 0 || g.n == 0) return;
+#if defined(DEPTHLAB_HAVE_ONEDNN)
+    if constexpr (std::is_same_v<T, float>) {
+        if (g.k > 0) {
+            onednn::gemm(g, alpha, a, b, beta, c);
+            return;
+        }
+    }
+#endif
+    gemm_eigen(g, alpha, a, b, beta, c);
+}
+
+}  // namespace depthlab::cpu

@@ -1,0 +1,75 @@
+#pragma once
+// Seeded, reproducible random numbers. Philox4x32-10 is counter based: the n-th number of a
+// stream depends only on (seed, n), so results do not depend on the thread count and the
+// whole generator state is two integers (easy to checkpoint and to restore exactly).
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <numbers>
+
+namespace depthlab {
+
+namespace detail {
+inline std::array<std::uint32_t, 4> philox4x32_10(std::array<std::uint32_t, 4> c, std::uint32_t k0,
+                                                  std::uint32_t k1) {
+    constexpr std::uint32_t m0 = 0xD2511F53u, m1 = 0xCD9E8D57u, w0 = 0x9E3779B9u, w1 = 0xBB67AE85u;
+    for (int r = 0; r < 10; ++r) {
+        const std::uint64_t p0 = std::uint64_t{m0} * c[0];
+        const std::uint64_t p1 = std::uint64_t{m1} * c[2];
+        c = {static_cast<std::uint32_t>(p1 >> 32) ^ c[1] ^ k0, static_cast<std::uint32_t>(p1),
+             static_cast<std::uint32_t>(p0 >> 32) ^ c[3] ^ k1, static_cast<std::uint32_t>(p0)};
+        k0 += w0;
+        k1 += w1;
+    }
+    return c;
+}
+}  // namespace detail
+
+/// Counter-based generator. `offset` counts 32-bit words consumed so far.
+class Generator {
+public:
+    explicit Generator(std::uint64_t seed = 0x5eed) : seed_(seed) {}
+
+    [[nodiscard]] std::uint64_t seed() const { return seed_; }
+    [[nodiscard]] std::uint64_t offset() const { return offset_; }
+    void set_state(std::uint64_t seed, std::uint64_t offset) { seed_ = seed; offset_ = offset; }
+
+    /// Reserve n words; returns the first index. Used by parallel fills: word i of the
+    /// reservation is `word(first + i)`, computable from any thread.
+    std::uint64_t reserve(std::uint64_t n) {
+        const std::uint64_t first = offset_;
+        offset_ += (n + 3) & ~std::uint64_t{3};  // keep blocks aligned: lanes never reused
+        return first;
+    }
+    /// Four consecutive words of block `block` (block = index / 4).
+    [[nodiscard]] std::array<std::uint32_t, 4> block(std::uint64_t block) const {
+        return detail::philox4x32_10({static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(block >> 32), 0u, 0u},
+                                     static_cast<std::uint32_t>(seed_), static_cast<std::uint32_t>(seed_ >> 32));
+    }
+    [[nodiscard]] std::uint32_t word(std::uint64_t index) const { return block(index >> 2)[index & 3]; }
+
+    // Convenience sequential draws.
+    std::uint32_t next_u32() { return word(reserve(1)); }
+    /// Uniform in [0, 1).
+    double uniform() { return to_unit(next_u32()); }
+    /// Uniform integer in [0, n).
+    std::uint64_t below(std::uint64_t n) { return static_cast<std::uint64_t>(uniform() * static_cast<double>(n)) % n; }
+    double normal() {
+        const std::uint64_t i = reserve(2);
+        return box_muller(word(i), word(i + 1));
+    }
+
+    static double to_unit(std::uint32_t w) { return static_cast<double>(w) * 0x1p-32; }
+    /// Standard normal from two words (Box–Muller; u1 shifted away from 0).
+    static double box_muller(std::uint32_t a, std::uint32_t b) {
+        const double u1 = (static_cast<double>(a) + 0.5) * 0x1p-32;
+        const double u2 = static_cast<double>(b) * 0x1p-32;
+        return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+    }
+
+private:
+    std::uint64_t seed_;
+    std::uint64_t offset_ = 0;
+};
+
+}  // namespace depthlab
