@@ -3,7 +3,8 @@
 #pragma once
 
 // ---- begin depthlab/depthlab.hpp ----
-// TEMPORARY umbrella header (created by the build-system helper); the lead will overwrite it.
+// depthlab: train transformers on CPU (and GPU) and measure how much depth they use.
+// One include for everything.
 // ---- begin depthlab/version.hpp ----
 
 namespace depthlab {
@@ -13,4 +14,3216 @@ inline constexpr int version_patch = 0;
 inline const char* version_string() { return "0.1.0"; }
 }  // namespace depthlab
 // ---- end depthlab/version.hpp ----
+// ---- begin depthlab/core/error.hpp ----
+// Errors: every check in depthlab throws a subclass of depthlab::error whose message names
+// the operation and the offending shapes, indices or path. Nothing is left to UB.
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace depthlab {
+
+class error : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+/// Operand shapes that do not fit the operation (also broadcasting mistakes).
+class shape_error : public error { public: using error::error; };
+/// An index or id outside its valid range.
+class index_error : public error { public: using error::error; };
+/// A file that is missing, truncated or corrupt.
+class io_error : public error { public: using error::error; };
+/// A non-finite value where a finite one is required.
+class numeric_error : public error { public: using error::error; };
+/// A misuse of the API (e.g. backward through a graph without gradients).
+class usage_error : public error { public: using error::error; };
+
+namespace detail {
+template <class... A>
+[[nodiscard]] std::string cat(A&&... parts) {
+    std::ostringstream os;
+    (os << ... << std::forward<A>(parts));
+    return os.str();
+}
+}  // namespace detail
+
+}  // namespace depthlab
+
+/// DEPTHLAB_CHECK(cond, kind, message parts...): throws depthlab::kind with the parts
+/// concatenated when cond is false. The message parts are only evaluated on failure.
+#define DEPTHLAB_CHECK(cond, kind, ...)                                       \
+    do {                                                                      \
+        if (!(cond)) [[unlikely]]                                             \
+            throw ::depthlab::kind(::depthlab::detail::cat(__VA_ARGS__));     \
+    } while (0)
+// ---- end depthlab/core/error.hpp ----
+// ---- begin depthlab/core/shape.hpp ----
+// Shape: a small fixed-capacity list of extents (rank <= 8). Row-major ("C") strides.
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <initializer_list>
+#include <ostream>
+#include <string>
+
+
+namespace depthlab {
+
+using index_t = std::int64_t;
+
+class Shape {
+public:
+    static constexpr int max_rank = 8;
+
+    Shape() = default;
+    Shape(std::initializer_list<index_t> dims) { assign(dims.begin(), dims.end()); }
+    template <class It>
+    Shape(It first, It last) { assign(first, last); }
+
+    [[nodiscard]] int rank() const { return rank_; }
+    [[nodiscard]] index_t operator[](int i) const { return dims_[static_cast<std::size_t>(i)]; }
+    index_t& operator[](int i) { return dims_[static_cast<std::size_t>(i)]; }
+    /// Dimension with Python-style negative indexing; throws on out-of-range.
+    [[nodiscard]] index_t dim(int i) const { return dims_[static_cast<std::size_t>(axis(i))]; }
+    [[nodiscard]] int axis(int i) const {
+        const int a = i < 0 ? i + rank_ : i;
+        DEPTHLAB_CHECK(a >= 0 && a < rank_, index_error, "axis ", i, " out of range for shape ", to_string());
+        return a;
+    }
+    /// True when no extent is -1.
+    [[nodiscard]] bool is_concrete() const { return std::all_of(begin(), end(), [](index_t d) { return d >= 0; }); }
+    [[nodiscard]] index_t numel() const {
+        index_t n = 1;
+        for (int i = 0; i < rank_; ++i) n *= dims_[static_cast<std::size_t>(i)];
+        return n;
+    }
+    [[nodiscard]] const index_t* begin() const { return dims_.data(); }
+    [[nodiscard]] const index_t* end() const { return dims_.data() + rank_; }
+    [[nodiscard]] index_t back() const { return dims_[static_cast<std::size_t>(rank_ - 1)]; }
+
+    void push_back(index_t d) {
+        DEPTHLAB_CHECK(rank_ < max_rank, shape_error, "Shape: rank above ", max_rank);
+        DEPTHLAB_CHECK(d >= -1, shape_error, "Shape: negative extent ", d, " (only -1, 'inferred', is allowed, in reshape)");
+        dims_[static_cast<std::size_t>(rank_++)] = d;
+    }
+    /// Same shape with the last dimension replaced.
+    [[nodiscard]] Shape with_back(index_t d) const {
+        Shape s = *this;
+        s[rank_ - 1] = d;
+        return s;
+    }
+    /// Product of all dimensions but the last ("rows" of a row-major matrix view).
+    [[nodiscard]] index_t rows() const {
+        index_t n = 1;
+        for (int i = 0; i + 1 < rank_; ++i) n *= dims_[static_cast<std::size_t>(i)];
+        return n;
+    }
+
+    friend bool operator==(const Shape& a, const Shape& b) {
+        return a.rank_ == b.rank_ && std::equal(a.begin(), a.end(), b.begin());
+    }
+    [[nodiscard]] std::string to_string() const {
+        std::string s = "(";
+        for (int i = 0; i < rank_; ++i) {
+            if (i) s += ", ";
+            s += std::to_string(dims_[static_cast<std::size_t>(i)]);
+        }
+        if (rank_ == 1) s += ",";
+        return s + ")";
+    }
+    friend std::ostream& operator<<(std::ostream& os, const Shape& s) { return os << s.to_string(); }
+
+private:
+    template <class It>
+    void assign(It first, It last) {
+        for (; first != last; ++first) push_back(static_cast<index_t>(*first));
+    }
+    std::array<index_t, max_rank> dims_{};
+    int rank_ = 0;
+};
+
+/// Row-major strides of a contiguous tensor of this shape.
+inline Shape contiguous_strides(const Shape& s) {
+    Shape st = s;
+    index_t acc = 1;
+    for (int i = s.rank() - 1; i >= 0; --i) {
+        st[i] = acc;
+        acc *= std::max<index_t>(s[i], 1);
+    }
+    return st;
+}
+
+}  // namespace depthlab
+// ---- end depthlab/core/shape.hpp ----
+// ---- begin depthlab/core/rng.hpp ----
+// Seeded, reproducible random numbers. Philox4x32-10 is counter based: the n-th number of a
+// stream depends only on (seed, n), so results do not depend on the thread count and the
+// whole generator state is two integers (easy to checkpoint and to restore exactly).
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <numbers>
+
+namespace depthlab {
+
+namespace detail {
+inline std::array<std::uint32_t, 4> philox4x32_10(std::array<std::uint32_t, 4> c, std::uint32_t k0,
+                                                  std::uint32_t k1) {
+    constexpr std::uint32_t m0 = 0xD2511F53u, m1 = 0xCD9E8D57u, w0 = 0x9E3779B9u, w1 = 0xBB67AE85u;
+    for (int r = 0; r < 10; ++r) {
+        const std::uint64_t p0 = std::uint64_t{m0} * c[0];
+        const std::uint64_t p1 = std::uint64_t{m1} * c[2];
+        c = {static_cast<std::uint32_t>(p1 >> 32) ^ c[1] ^ k0, static_cast<std::uint32_t>(p1),
+             static_cast<std::uint32_t>(p0 >> 32) ^ c[3] ^ k1, static_cast<std::uint32_t>(p0)};
+        k0 += w0;
+        k1 += w1;
+    }
+    return c;
+}
+}  // namespace detail
+
+/// Counter-based generator. `offset` counts 32-bit words consumed so far.
+class Generator {
+public:
+    explicit Generator(std::uint64_t seed = 0x5eed) : seed_(seed) {}
+
+    [[nodiscard]] std::uint64_t seed() const { return seed_; }
+    [[nodiscard]] std::uint64_t offset() const { return offset_; }
+    void set_state(std::uint64_t seed, std::uint64_t offset) { seed_ = seed; offset_ = offset; }
+
+    /// Reserve n words; returns the first index. Used by parallel fills: word i of the
+    /// reservation is `word(first + i)`, computable from any thread.
+    std::uint64_t reserve(std::uint64_t n) {
+        const std::uint64_t first = offset_;
+        offset_ += (n + 3) & ~std::uint64_t{3};  // keep blocks aligned: lanes never reused
+        return first;
+    }
+    /// Four consecutive words of block `block` (block = index / 4).
+    [[nodiscard]] std::array<std::uint32_t, 4> block(std::uint64_t block) const {
+        return detail::philox4x32_10({static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(block >> 32), 0u, 0u},
+                                     static_cast<std::uint32_t>(seed_), static_cast<std::uint32_t>(seed_ >> 32));
+    }
+    [[nodiscard]] std::uint32_t word(std::uint64_t index) const { return block(index >> 2)[index & 3]; }
+
+    // Convenience sequential draws.
+    std::uint32_t next_u32() { return word(reserve(1)); }
+    /// Uniform in [0, 1).
+    double uniform() { return to_unit(next_u32()); }
+    /// Uniform integer in [0, n).
+    std::uint64_t below(std::uint64_t n) { return static_cast<std::uint64_t>(uniform() * static_cast<double>(n)) % n; }
+    double normal() {
+        const std::uint64_t i = reserve(2);
+        return box_muller(word(i), word(i + 1));
+    }
+
+    static double to_unit(std::uint32_t w) { return static_cast<double>(w) * 0x1p-32; }
+    /// Standard normal from two words (Box–Muller; u1 shifted away from 0).
+    static double box_muller(std::uint32_t a, std::uint32_t b) {
+        const double u1 = (static_cast<double>(a) + 0.5) * 0x1p-32;
+        const double u2 = static_cast<double>(b) * 0x1p-32;
+        return std::sqrt(-2.0 * std::log(u1)) * std::cos(2.0 * std::numbers::pi * u2);
+    }
+
+private:
+    std::uint64_t seed_;
+    std::uint64_t offset_ = 0;
+};
+
+}  // namespace depthlab
+// ---- end depthlab/core/rng.hpp ----
+// ---- begin depthlab/core/parallel.hpp ----
+// Fork-join over index ranges with OpenMP (the same runtime oneDNN uses, so both share one
+// thread pool). Bodies must not throw: every check happens before the parallel region.
+#include <algorithm>
+
+
+#if defined(_OPENMP)
+#include <omp.h>
+#endif
+
+namespace depthlab {
+
+inline int max_threads() {
+#if defined(_OPENMP)
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
+}
+
+/// Calls f(begin, end) on disjoint chunks covering [0, n), each at least `grain` long
+/// (except when n < grain); runs serially when one chunk suffices or when already nested.
+template <class F>
+void parallel_for(index_t n, index_t grain, F&& f) {
+    if (n <= 0) return;
+#if defined(_OPENMP)
+    const index_t chunks = std::min<index_t>(max_threads(), (n + grain - 1) / std::max<index_t>(grain, 1));
+    if (chunks > 1 && !omp_in_parallel()) {
+#pragma omp parallel num_threads(static_cast<int>(chunks))
+        {
+            const index_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+            const index_t begin = n * t / nt, end = n * (t + 1) / nt;
+            if (begin < end) f(begin, end);
+        }
+        return;
+    }
+#else
+    (void)grain;
+#endif
+    f(index_t{0}, n);
+}
+
+}  // namespace depthlab
+// ---- end depthlab/core/parallel.hpp ----
+// ---- begin depthlab/backend/backend.hpp ----
+// Backends are compile-time policies. A backend tag names a device; `memory<B>` allocates
+// on it and `primitives<B>` holds every numerical routine the ops need (GEMM, elementwise,
+// reductions, softmax, layer norm, gather/scatter, dropout...). Ops only ever call
+// primitives<B>::..., so a new backend (CUDA) is a new specialisation, not a change to ops.
+#include <cstddef>
+#include <memory>
+
+
+namespace depthlab {
+
+namespace backend {
+/// Host CPU: Eigen + oneDNN + OpenMP + run-time dispatched AVX2/AVX-512 kernels.
+struct cpu {
+    static constexpr const char* name = "cpu";
+    static constexpr bool host_accessible = true;  // tensors can be read element by element
+};
+/// NVIDIA GPU through cuBLAS (include depthlab/backend/cuda/cuda.hpp, build with CUDA).
+struct cuda {
+    static constexpr const char* name = "cuda";
+    static constexpr bool host_accessible = false;
+};
+}  // namespace backend
+
+/// One strided-batched GEMM, row-major, in BLAS terms:
+///   C[i] = alpha * op(A[i]) * op(B[i]) + beta * C[i],   op(X) = trans ? X^T : X,
+/// with op(A): (m, k), op(B): (k, n), C: (m, n); A[i] = A + i * stride_a, and a stride of 0
+/// shares one matrix across the batch.
+struct gemm_args {
+    bool trans_a = false, trans_b = false;
+    index_t m = 0, n = 0, k = 0;
+    index_t lda = 0, ldb = 0, ldc = 0;
+    index_t batch = 1, stride_a = 0, stride_b = 0, stride_c = 0;
+};
+
+/// Device memory of backend B; specialised per backend.
+template <class B>
+struct memory;
+
+/// Numerical primitives of backend B; specialised per backend.
+template <class B>
+struct primitives;
+
+}  // namespace depthlab
+// ---- end depthlab/backend/backend.hpp ----
+// ---- begin depthlab/backend/cpu/cpu.hpp ----
+// primitives<backend::cpu>: the numerical routines behind every op, on host memory.
+// Parallel over rows or chunks with OpenMP; the inner loops are the per-ISA kernels.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+// ---- begin depthlab/backend/cpu/gemm.hpp ----
+// Strided-batched GEMM on the CPU, row-major:
+//   C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b],  op(X) = X or X^T,
+// A[b] = A + b*stride_a (stride 0 broadcasts one matrix to every batch entry).
+// float goes through a oneDNN matmul primitive created once per shape and cached;
+// double (the gradient-check precision) and builds without oneDNN go through Eigen.
+#include <array>
+#include <cstdint>
+#include <mutex>
+#include <unordered_map>
+
+#include <Eigen/Core>
+
+
+#if defined(DEPTHLAB_HAVE_ONEDNN)
+#include <oneapi/dnnl/dnnl.hpp>
+#if !defined(DNNL_VERSION_MAJOR) || DNNL_VERSION_MAJOR != 2
+#error "depthlab's oneDNN path targets the oneDNN 2.x API (Debian 12 ships 2.6); configure with -DDEPTHLAB_WITH_ONEDNN=OFF"
+#endif
+#endif
+
+namespace depthlab::cpu {
+
+using depthlab::gemm_args;
+
+inline void check_gemm(const gemm_args& g) {
+    const index_t a_cols = g.trans_a ? g.m : g.k, b_cols = g.trans_b ? g.k : g.n;
+    DEPTHLAB_CHECK(g.m >= 0 && g.n >= 0 && g.k >= 0 && g.batch >= 1, shape_error, "gemm: bad sizes m=", g.m, " n=", g.n,
+                   " k=", g.k, " batch=", g.batch);
+    DEPTHLAB_CHECK(g.lda >= a_cols && g.ldb >= b_cols && g.ldc >= g.n, shape_error, "gemm: leading dimensions lda=", g.lda,
+                   " ldb=", g.ldb, " ldc=", g.ldc, " too small for m=", g.m, " n=", g.n, " k=", g.k);
+    DEPTHLAB_CHECK(g.batch == 1 || g.stride_c != 0, shape_error, "gemm: batch of ", g.batch, " results with output stride 0");
+}
+
+/// Eigen path: any scalar type; batches in parallel when they are many and small.
+template <class T>
+void gemm_eigen(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c) {
+    using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    using CMap = Eigen::Map<const Mat, 0, Eigen::OuterStride<>>;
+    using MMap = Eigen::Map<Mat, 0, Eigen::OuterStride<>>;
+    auto one = [&](index_t i) {
+        const CMap A(a + i * g.stride_a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, Eigen::OuterStride<>(g.lda));
+        const CMap Bm(b + i * g.stride_b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, Eigen::OuterStride<>(g.ldb));
+        MMap C(c + i * g.stride_c, g.m, g.n, Eigen::OuterStride<>(g.ldc));
+        if (beta == T(0)) C.setZero();
+        else if (beta != T(1)) C *= beta;
+        if (g.k == 0) return;
+        if (!g.trans_a && !g.trans_b) C.noalias() += alpha * (A * Bm);
+        else if (g.trans_a && !g.trans_b) C.noalias() += alpha * (A.transpose() * Bm);
+        else if (!g.trans_a && g.trans_b) C.noalias() += alpha * (A * Bm.transpose());
+        else C.noalias() += alpha * (A.transpose() * Bm.transpose());
+    };
+    if (g.batch > 1 && g.m * g.n * g.k < (index_t{1} << 18)) {
+        parallel_for(g.batch, 1, [&](index_t b0, index_t b1) {
+            for (index_t i = b0; i < b1; ++i) one(i);
+        });
+    } else {
+        for (index_t i = 0; i < g.batch; ++i) one(i);
+    }
+}
+
+#if defined(DEPTHLAB_HAVE_ONEDNN)
+namespace onednn {
+
+inline dnnl::engine& engine() {
+    static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+    return e;
+}
+inline dnnl::stream& stream() {
+    static dnnl::stream s(engine());
+    return s;
+}
+
+struct matmul_key {
+    std::array<index_t, 13> v;
+    float alpha, beta;
+    bool operator==(const matmul_key& o) const { return v == o.v && alpha == o.alpha && beta == o.beta; }
+};
+struct matmul_key_hash {
+    std::size_t operator()(const matmul_key& k) const {
+        std::size_t h = 1469598103934665603ull;
+        for (index_t x : k.v) h = (h ^ static_cast<std::size_t>(x)) * 1099511628211ull;
+        return h ^ std::hash<float>{}(k.alpha) ^ (std::hash<float>{}(k.beta) << 1);
+    }
+};
+
+struct matmul_entry {
+    dnnl::matmul prim;
+    dnnl::memory::desc a, b, c;
+};
+
+/// The memory descriptors of one batched operand: dims (batch, rows, cols) with strides.
+inline dnnl::memory::desc operand(index_t batch, index_t stride, index_t rows, index_t cols, bool trans, index_t ld) {
+    using dims = dnnl::memory::dims;
+    const index_t bdim = stride == 0 ? 1 : batch;  // stride 0: broadcast a single matrix
+    const dims shape{bdim, rows, cols};
+    const dims strides{stride == 0 ? rows * cols : stride, trans ? 1 : ld, trans ? ld : 1};
+    return dnnl::memory::desc(shape, dnnl::memory::data_type::f32, strides);
+}
+
+/// Primitive for this shape: created on first use, then reused (creation costs far more
+/// than a small matmul). Thread-safe.
+inline const matmul_entry& get(const gemm_args& g, float alpha, float beta) {
+    static std::unordered_map<matmul_key, matmul_entry, matmul_key_hash> cache;
+    static std::mutex mutex;
+    const matmul_key key{{g.trans_a, g.trans_b, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.batch, g.stride_a, g.stride_b,
+                          g.stride_c, sizeof(float)},
+                         alpha,
+                         beta};
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+    const auto a = operand(g.batch, g.stride_a, g.m, g.k, g.trans_a, g.lda);
+    const auto b = operand(g.batch, g.stride_b, g.k, g.n, g.trans_b, g.ldb);
+    const auto c = operand(g.batch, g.stride_c, g.m, g.n, false, g.ldc);
+    dnnl::primitive_attr attr;
+    if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+    if (beta != 0.0f) {
+        dnnl::post_ops po;
+        po.append_sum(beta);
+        attr.set_post_ops(po);
+    }
+    const dnnl::matmul::desc desc(a, b, c);
+    const dnnl::matmul::primitive_desc pd(desc, attr, engine());
+    return cache.emplace(key, matmul_entry{dnnl::matmul(pd), a, b, c}).first->second;
+}
+
+inline void gemm(const gemm_args& g, float alpha, const float* a, const float* b, float beta, float* c) {
+    const matmul_entry& e = get(g, alpha, beta);
+    dnnl::memory ma(e.a, engine(), const_cast<float*>(a));
+    dnnl::memory mb(e.b, engine(), const_cast<float*>(b));
+    dnnl::memory mc(e.c, engine(), c);
+    e.prim.execute(stream(), {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
+    stream().wait();
+}
+
+}  // namespace onednn
+#endif
+
+/// The GEMM every op uses.
+template <class T>
+void gemm(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c) {
+    check_gemm(g);
+    if (g.m == 0 || g.n == 0) return;
+#if defined(DEPTHLAB_HAVE_ONEDNN)
+    if constexpr (std::is_same_v<T, float>) {
+        if (g.k > 0) {
+            onednn::gemm(g, alpha, a, b, beta, c);
+            return;
+        }
+    }
+#endif
+    gemm_eigen(g, alpha, a, b, beta, c);
+}
+
+}  // namespace depthlab::cpu
+// ---- end depthlab/backend/cpu/gemm.hpp ----
+// ---- begin depthlab/backend/cpu/kernels.hpp ----
+// The memory-bound CPU kernels, compiled once per (scalar type, ISA). `with_isa<T>(f)`
+// converts the run-time ISA choice into the template argument K = kernels<T, ISA> once per
+// call, so a primitive is written once and runs every path.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+// ---- begin depthlab/backend/cpu/vec.hpp ----
+// Vec<T, ISA>: the SIMD register a kernel is written against. Kernels are written once over
+// `V` (see kernels.inl) and compiled once per ISA inside a target region, so no translation
+// unit needs -mavx2 / -mavx512f and the binary still runs on any x86-64 CPU.
+// Tails are handled with masked loads/stores: kernels never read or write past `n`.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+
+// ---- begin depthlab/backend/cpu/isa.hpp ----
+// Run-time choice of the CPU instruction set. Kernels are compiled for every ISA (function
+// target attributes, no -march flag needed); CPUID picks the best one once, and the
+// environment variable DEPTHLAB_ISA=scalar|avx2|avx512 forces a path (tests run them all).
+#include <atomic>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+
+namespace depthlab::cpu {
+
+enum class isa : int { scalar = 0, avx2 = 1, avx512 = 2 };
+
+/// ISA tags: the run-time enum is turned into one of these template arguments once.
+struct isa_scalar { static constexpr isa value = isa::scalar; static constexpr const char* name = "scalar"; };
+struct isa_avx2 { static constexpr isa value = isa::avx2; static constexpr const char* name = "avx2"; };
+struct isa_avx512 { static constexpr isa value = isa::avx512; static constexpr const char* name = "avx512"; };
+
+inline const char* to_string(isa i) {
+    switch (i) {
+        case isa::avx512: return "avx512";
+        case isa::avx2: return "avx2";
+        default: return "scalar";
+    }
+}
+
+/// True when this CPU can run the given path.
+inline bool cpu_supports(isa i) {
+#if defined(__x86_64__) || defined(__i386__)
+    switch (i) {
+        case isa::scalar: return true;
+        case isa::avx2: return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        case isa::avx512:
+            return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                   __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+                   cpu_supports(isa::avx2);
+    }
+    return false;
+#else
+    return i == isa::scalar;
+#endif
+}
+
+inline isa best_isa() {
+    if (cpu_supports(isa::avx512)) return isa::avx512;
+    if (cpu_supports(isa::avx2)) return isa::avx2;
+    return isa::scalar;
+}
+
+inline isa parse_isa(std::string_view s) {
+    if (s == "scalar") return isa::scalar;
+    if (s == "avx2") return isa::avx2;
+    if (s == "avx512") return isa::avx512;
+    throw usage_error(detail::cat("DEPTHLAB_ISA: unknown value '", s, "' (expected scalar, avx2 or avx512)"));
+}
+
+namespace detail {
+inline isa initial_isa() {
+    const char* env = std::getenv("DEPTHLAB_ISA");
+    if (env == nullptr || *env == '\0') return best_isa();
+    const isa wanted = parse_isa(env);
+    DEPTHLAB_CHECK(cpu_supports(wanted), usage_error, "DEPTHLAB_ISA=", env, ": this CPU cannot run that path (best available: ",
+                   to_string(best_isa()), ")");
+    return wanted;
+}
+inline std::atomic<int>& isa_slot() {
+    static std::atomic<int> slot{static_cast<int>(initial_isa())};
+    return slot;
+}
+}  // namespace detail
+
+/// The path kernels use now.
+inline isa active_isa() { return static_cast<isa>(detail::isa_slot().load(std::memory_order_relaxed)); }
+
+/// Force a path (tests); throws if the CPU cannot run it.
+inline void set_isa(isa i) {
+    DEPTHLAB_CHECK(cpu_supports(i), usage_error, "set_isa(", to_string(i), "): not supported by this CPU");
+    detail::isa_slot().store(static_cast<int>(i), std::memory_order_relaxed);
+}
+
+/// RAII: use a path for a scope.
+class isa_scope {
+public:
+    explicit isa_scope(isa i) : saved_(active_isa()) { set_isa(i); }
+    ~isa_scope() { detail::isa_slot().store(static_cast<int>(saved_)); }
+    isa_scope(const isa_scope&) = delete;
+    isa_scope& operator=(const isa_scope&) = delete;
+
+private:
+    isa saved_;
+};
+
+}  // namespace depthlab::cpu
+// ---- end depthlab/backend/cpu/isa.hpp ----
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define DEPTHLAB_X86 1
+#else
+#define DEPTHLAB_X86 0
+#endif
+
+// Target regions: every function defined between BEGIN and END is compiled for that ISA.
+#if DEPTHLAB_X86 && defined(__clang__)
+#define DEPTHLAB_TARGET_AVX2_BEGIN _Pragma("clang attribute push(__attribute__((target(\"avx2,fma\"))), apply_to = function)")
+#define DEPTHLAB_TARGET_AVX512_BEGIN \
+    _Pragma("clang attribute push(__attribute__((target(\"avx512f,avx512bw,avx512dq,avx512vl,avx2,fma\"))), apply_to = function)")
+#define DEPTHLAB_TARGET_END _Pragma("clang attribute pop")
+#elif DEPTHLAB_X86 && defined(__GNUC__)
+#define DEPTHLAB_TARGET_AVX2_BEGIN \
+    _Pragma("GCC push_options") _Pragma("GCC target(\"avx2,fma\")") _Pragma("GCC diagnostic push")
+// GCC 12's AVX-512 intrinsics trip -Wmaybe-uninitialized on their own `__Y = __Y`
+// placeholders (a known false positive), so the region silences both warnings.
+#define DEPTHLAB_TARGET_AVX512_BEGIN                                                              \
+    _Pragma("GCC push_options") _Pragma("GCC target(\"avx512f,avx512bw,avx512dq,avx512vl,avx2,fma\")") \
+        _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"")              \
+            _Pragma("GCC diagnostic ignored \"-Wuninitialized\"")
+#define DEPTHLAB_TARGET_END _Pragma("GCC diagnostic pop") _Pragma("GCC pop_options")
+#endif
+
+#define DEPTHLAB_VEC_INLINE inline __attribute__((always_inline))
+
+namespace depthlab::cpu {
+
+template <class T, class ISA>
+struct Vec;
+
+/// One lane: the reference path, used for double and as the last fallback for float.
+template <class T>
+struct Vec<T, isa_scalar> {
+    using scalar = T;
+    static constexpr int width = 1;
+    T v;
+
+    static Vec set1(T x) { return {x}; }
+    static Vec zero() { return {T(0)}; }
+    static Vec load(const T* p) { return {*p}; }
+    static Vec load(const T* p, int n) { return {n > 0 ? *p : T(0)}; }
+    void store(T* p) const { *p = v; }
+    void store(T* p, int n) const { if (n > 0) *p = v; }
+
+    friend Vec operator+(Vec a, Vec b) { return {a.v + b.v}; }
+    friend Vec operator-(Vec a, Vec b) { return {a.v - b.v}; }
+    friend Vec operator*(Vec a, Vec b) { return {a.v * b.v}; }
+    friend Vec operator/(Vec a, Vec b) { return {a.v / b.v}; }
+    static Vec fma(Vec a, Vec b, Vec c) { return {a.v * b.v + c.v}; }
+    static Vec max(Vec a, Vec b) { return {std::max(a.v, b.v)}; }
+    static Vec min(Vec a, Vec b) { return {std::min(a.v, b.v)}; }
+    /// (a > b) ? x : y, lane-wise.
+    static Vec gt_select(Vec a, Vec b, Vec x, Vec y) { return {a.v > b.v ? x.v : y.v}; }
+    static Vec round(Vec a) { return {std::nearbyint(a.v)}; }
+    /// 2^n for integer-valued n in the normal range.
+    static Vec pow2i(Vec n) { return {std::ldexp(T(1), static_cast<int>(n.v))}; }
+    T reduce_add() const { return v; }
+    T reduce_max() const { return v; }
+};
+
+#if DEPTHLAB_X86
+DEPTHLAB_TARGET_AVX2_BEGIN
+template <>
+struct Vec<float, isa_avx2> {
+    using scalar = float;
+    static constexpr int width = 8;
+    __m256 v;
+
+    static DEPTHLAB_VEC_INLINE __m256i tail_mask(int n) {
+        return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    }
+    static DEPTHLAB_VEC_INLINE Vec set1(float x) { return {_mm256_set1_ps(x)}; }
+    static DEPTHLAB_VEC_INLINE Vec zero() { return {_mm256_setzero_ps()}; }
+    static DEPTHLAB_VEC_INLINE Vec load(const float* p) { return {_mm256_loadu_ps(p)}; }
+    static DEPTHLAB_VEC_INLINE Vec load(const float* p, int n) { return {_mm256_maskload_ps(p, tail_mask(n))}; }
+    DEPTHLAB_VEC_INLINE void store(float* p) const { _mm256_storeu_ps(p, v); }
+    DEPTHLAB_VEC_INLINE void store(float* p, int n) const { _mm256_maskstore_ps(p, tail_mask(n), v); }
+
+    friend DEPTHLAB_VEC_INLINE Vec operator+(Vec a, Vec b) { return {_mm256_add_ps(a.v, b.v)}; }
+    friend DEPTHLAB_VEC_INLINE Vec operator-(Vec a, Vec b) { return {_mm256_sub_ps(a.v, b.v)}; }
+    friend DEPTHLAB_VEC_INLINE Vec operator*(Vec a, Vec b) { return {_mm256_mul_ps(a.v, b.v)}; }
+    friend DEPTHLAB_VEC_INLINE Vec operator/(Vec a, Vec b) { return {_mm256_div_ps(a.v, b.v)}; }
+    static DEPTHLAB_VEC_INLINE Vec fma(Vec a, Vec b, Vec c) { return {_mm256_fmadd_ps(a.v, b.v, c.v)}; }
+    static DEPTHLAB_VEC_INLINE Vec max(Vec a, Vec b) { return {_mm256_max_ps(a.v, b.v)}; }
+    static DEPTHLAB_VEC_INLINE Vec min(Vec a, Vec b) { return {_mm256_min_ps(a.v, b.v)}; }
+    static DEPTHLAB_VEC_INLINE Vec gt_select(Vec a, Vec b, Vec x, Vec y) {
+        return {_mm256_blendv_ps(y.v, x.v, _mm256_cmp_ps(a.v, b.v, _CMP_GT_OQ))};
+    }
+    static DEPTHLAB_VEC_INLINE Vec round(Vec a) { return {_mm256_round_ps(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)}; }
+    static DEPTHLAB_VEC_INLINE Vec pow2i(Vec n) {
+        const __m256i e = _mm256_add_epi32(_mm256_cvtps_epi32(n.v), _mm256_set1_epi32(127));
+        return {_mm256_castsi256_ps(_mm256_slli_epi32(e, 23))};
+    }
+    DEPTHLAB_VEC_INLINE float reduce_add() const {
+        __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+        s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        s = _mm_add_ss(s, _mm_movehdup_ps(s));
+        return _mm_cvtss_f32(s);
+    }
+    DEPTHLAB_VEC_INLINE float reduce_max() const {
+        __m128 s = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+        s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+        s = _mm_max_ss(s, _mm_movehdup_ps(s));
+        return _mm_cvtss_f32(s);
+    }
+};
+DEPTHLAB_TARGET_END
+
+DEPTHLAB_TARGET_AVX512_BEGIN
+template <>
+struct Vec<float, isa_avx512> {
+    using scalar = float;
+    static constexpr int width = 16;
+    __m512 v;
+
+    static DEPTHLAB_VEC_INLINE __mmask16 tail_mask(int n) {
+        return n >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << std::max(n, 0)) - 1u);
+    }
+    static DEPTHLAB_VEC_INLINE Vec set1(float x) { return {_mm512_set1_ps(x)}; }
+    static DEPTHLAB_VEC_INLINE Vec zero() { return {_mm512_setzero_ps()}; }
+    static DEPTHLAB_VEC_INLINE Vec load(const float* p) { return {_mm512_loadu_ps(p)}; }
+    static DEPTHLAB_VEC_INLINE Vec load(const float* p, int n) { return {_mm512_maskz_loadu_ps(tail_mask(n), p)}; }
+    DEPTHLAB_VEC_INLINE void store(float* p) const { _mm512_storeu_ps(p, v); }
+    DEPTHLAB_VEC_INLINE void store(float* p, int n) const { _mm512_mask_storeu_ps(p, tail_mask(n), v); }
+
+    friend DEPTHLAB_VEC_INLINE Vec operator+(Vec a, Vec b) { return {_mm512_add_ps(a.v, b.v)}; }
+    friend DEPTHLAB_VEC_INLINE Vec operator-(Vec a, Vec b) { return {_mm512_sub_ps(a.v, b.v)}; }
+    friend DEPTHLAB_VEC_INLINE Vec operator*(Vec a, Vec b) { return {_mm512_mul_ps(a.v, b.v)}; }
+    friend DEPTHLAB_VEC_INLINE Vec operator/(Vec a, Vec b) { return {_mm512_div_ps(a.v, b.v)}; }
+    static DEPTHLAB_VEC_INLINE Vec fma(Vec a, Vec b, Vec c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
+    static DEPTHLAB_VEC_INLINE Vec max(Vec a, Vec b) { return {_mm512_max_ps(a.v, b.v)}; }
+    static DEPTHLAB_VEC_INLINE Vec min(Vec a, Vec b) { return {_mm512_min_ps(a.v, b.v)}; }
+    static DEPTHLAB_VEC_INLINE Vec gt_select(Vec a, Vec b, Vec x, Vec y) {
+        return {_mm512_mask_blend_ps(_mm512_cmp_ps_mask(a.v, b.v, _CMP_GT_OQ), y.v, x.v)};
+    }
+    static DEPTHLAB_VEC_INLINE Vec round(Vec a) { return {_mm512_roundscale_ps(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)}; }
+    static DEPTHLAB_VEC_INLINE Vec pow2i(Vec n) {
+        const __m512i e = _mm512_add_epi32(_mm512_cvtps_epi32(n.v), _mm512_set1_epi32(127));
+        return {_mm512_castsi512_ps(_mm512_slli_epi32(e, 23))};
+    }
+    DEPTHLAB_VEC_INLINE float reduce_add() const { return _mm512_reduce_add_ps(v); }
+    DEPTHLAB_VEC_INLINE float reduce_max() const { return _mm512_reduce_max_ps(v); }
+};
+DEPTHLAB_TARGET_END
+#endif  // DEPTHLAB_X86
+
+}  // namespace depthlab::cpu
+// ---- end depthlab/backend/cpu/vec.hpp ----
+
+namespace depthlab::cpu {
+
+template <class T, class ISA>
+struct kernels;
+
+template <>
+struct kernels<double, isa_scalar> {
+    using T = double;
+    using V = Vec<double, isa_scalar>;
+// ---- begin depthlab/backend/cpu/kernels.inl ----
+// Body of `struct kernels<T, ISA>` — included once per (T, ISA) inside a target region by
+// kernels.hpp, with `T` (float or double) and `V` (= Vec<T, ISA>) already declared.
+// Every kernel works on one contiguous chunk; the caller parallelises over chunks or rows.
+// Backward kernels accumulate (`dx +=`) so that a value used twice needs no special case.
+// No include guard on purpose: scripts/amalgamate inlines .inl files at every inclusion.
+
+static constexpr int W = V::width;
+
+// ---- vector math (written once over V; the one-lane path uses libm for exactness) ----
+template <class U = V>  // a template, so that the untaken branch is not compiled
+static DEPTHLAB_VEC_INLINE U vexp(U x) {
+    if constexpr (W == 1) {
+        return {std::exp(x.v)};
+    } else {
+        // Cephes-style expf: exp(x) = 2^n * exp(r), r = x - n ln2, |r| <= ln2/2.
+        x = U::min(U::max(x, U::set1(T(-87.3))), U::set1(T(88.7)));
+        const V n = V::round(x * V::set1(T(1.44269504088896341)));
+        V r = V::fma(n, V::set1(T(-0.693359375)), x);
+        r = V::fma(n, V::set1(T(2.12194440e-4)), r);
+        V p = V::set1(T(1.9875691500E-4));
+        p = V::fma(p, r, V::set1(T(1.3981999507E-3)));
+        p = V::fma(p, r, V::set1(T(8.3334519073E-3)));
+        p = V::fma(p, r, V::set1(T(4.1665795894E-2)));
+        p = V::fma(p, r, V::set1(T(1.6666665459E-1)));
+        p = V::fma(p, r, V::set1(T(5.0000001201E-1)));
+        p = V::fma(p, r * r, r + V::set1(T(1)));
+        return p * V::pow2i(n);
+    }
+}
+template <class U = V>
+static DEPTHLAB_VEC_INLINE U vtanh(U x) {
+    if constexpr (W == 1) {
+        return {std::tanh(x.v)};
+    } else {
+        const V one = V::set1(T(1));
+        return one - V::set1(T(2)) / (vexp(x + x) + one);
+    }
+}
+static DEPTHLAB_VEC_INLINE V vsigmoid(V x) {
+    const V one = V::set1(T(1));
+    return one / (one + vexp(V::zero() - x));
+}
+
+// Apply `f(i, rem)` over [0, n) in steps of W; `rem` < W only on the masked tail.
+template <class F>
+static DEPTHLAB_VEC_INLINE void for_each_vec(index_t n, F&& f) {
+    index_t i = 0;
+    for (; i + W <= n; i += W) f(i, W);
+    if (i < n) f(i, static_cast<int>(n - i));
+}
+
+// ---- elementwise ----
+// y = a + b
+static void add(index_t n, const T* a, const T* b, T* y) {
+    for_each_vec(n, [&](index_t i, int m) { (V::load(a + i, m) + V::load(b + i, m)).store(y + i, m); });
+}
+// y = a * b
+static void mul(index_t n, const T* a, const T* b, T* y) {
+    for_each_vec(n, [&](index_t i, int m) { (V::load(a + i, m) * V::load(b + i, m)).store(y + i, m); });
+}
+// y += a * b
+static void mul_acc(index_t n, const T* a, const T* b, T* y) {
+    for_each_vec(n, [&](index_t i, int m) { V::fma(V::load(a + i, m), V::load(b + i, m), V::load(y + i, m)).store(y + i, m); });
+}
+// y = alpha * x + beta * y   (beta == 0 never reads y, so y may be uninitialised)
+static void axpby(index_t n, T alpha, const T* x, T beta, T* y) {
+    const V va = V::set1(alpha), vb = V::set1(beta);
+    if (beta == T(0)) {
+        for_each_vec(n, [&](index_t i, int m) { (va * V::load(x + i, m)).store(y + i, m); });
+    } else {
+        for_each_vec(n, [&](index_t i, int m) { V::fma(va, V::load(x + i, m), vb * V::load(y + i, m)).store(y + i, m); });
+    }
+}
+// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+static void gelu_fwd(index_t n, const T* x, T* y) {
+    const V k0 = V::set1(T(0.7978845608028654)), k1 = V::set1(T(0.044715)), half = V::set1(T(0.5));
+    for_each_vec(n, [&](index_t i, int m) {
+        const V v = V::load(x + i, m);
+        const V t = vtanh(k0 * V::fma(k1 * v, v * v, v));
+        (half * v * (V::set1(T(1)) + t)).store(y + i, m);
+    });
+}
+// dx += dy * gelu'(x)
+static void gelu_bwd(index_t n, const T* x, const T* dy, T* dx) {
+    const V k0 = V::set1(T(0.7978845608028654)), k1 = V::set1(T(0.044715)), half = V::set1(T(0.5)), one = V::set1(T(1));
+    for_each_vec(n, [&](index_t i, int m) {
+        const V v = V::load(x + i, m);
+        const V v2 = v * v;
+        const V t = vtanh(k0 * V::fma(k1 * v, v2, v));
+        const V du = k0 * V::fma(V::set1(T(3)) * k1, v2, one);
+        const V g = half * (one + t) + half * v * (one - t * t) * du;
+        V::fma(V::load(dy + i, m), g, V::load(dx + i, m)).store(dx + i, m);
+    });
+}
+static void relu_fwd(index_t n, const T* x, T* y) {
+    for_each_vec(n, [&](index_t i, int m) { V::max(V::load(x + i, m), V::zero()).store(y + i, m); });
+}
+// dx += (x > 0) * dy
+static void relu_bwd(index_t n, const T* x, const T* dy, T* dx) {
+    for_each_vec(n, [&](index_t i, int m) {
+        const V g = V::gt_select(V::load(x + i, m), V::zero(), V::load(dy + i, m), V::zero());
+        (V::load(dx + i, m) + g).store(dx + i, m);
+    });
+}
+static void tanh_fwd(index_t n, const T* x, T* y) {
+    for_each_vec(n, [&](index_t i, int m) { vtanh(V::load(x + i, m)).store(y + i, m); });
+}
+// dx += dy * (1 - y^2), from the output y
+static void tanh_bwd(index_t n, const T* y, const T* dy, T* dx) {
+    for_each_vec(n, [&](index_t i, int m) {
+        const V v = V::load(y + i, m);
+        V::fma(V::load(dy + i, m), V::set1(T(1)) - v * v, V::load(dx + i, m)).store(dx + i, m);
+    });
+}
+static void sigmoid_fwd(index_t n, const T* x, T* y) {
+    for_each_vec(n, [&](index_t i, int m) { vsigmoid(V::load(x + i, m)).store(y + i, m); });
+}
+// dx += dy * y (1 - y), from the output y
+static void sigmoid_bwd(index_t n, const T* y, const T* dy, T* dx) {
+    for_each_vec(n, [&](index_t i, int m) {
+        const V v = V::load(y + i, m);
+        V::fma(V::load(dy + i, m), v * (V::set1(T(1)) - v), V::load(dx + i, m)).store(dx + i, m);
+    });
+}
+
+// ---- reductions ----
+static T sum(index_t n, const T* x) {
+    V acc = V::zero();
+    for_each_vec(n, [&](index_t i, int m) { acc = acc + V::load(x + i, m); });
+    return acc.reduce_add();
+}
+static T dot(index_t n, const T* a, const T* b) {
+    V acc = V::zero();
+    for_each_vec(n, [&](index_t i, int m) { acc = V::fma(V::load(a + i, m), V::load(b + i, m), acc); });
+    return acc.reduce_add();
+}
+static T max(index_t n, const T* x) {
+    V acc = V::set1(-std::numeric_limits<T>::infinity());
+    index_t i = 0;
+    for (; i + W <= n; i += W) acc = V::max(acc, V::load(x + i));
+    T r = acc.reduce_max();
+    for (; i < n; ++i) r = std::max(r, x[i]);
+    return r;
+}
+
+// ---- rows ----
+// y = softmax(scale * x + mask) over one row; mask may be null (additive, -inf allowed).
+// A row whose entries are all -inf yields zeros (a fully masked query attends to nothing).
+static void softmax_row(index_t n, const T* x, T scale, const T* mask, T* y) {
+    const V vs = V::set1(scale);
+    for_each_vec(n, [&](index_t i, int m) {
+        V z = vs * V::load(x + i, m);
+        if (mask) z = z + V::load(mask + i, m);
+        z.store(y + i, m);
+    });
+    const T mx = max(n, y);
+    if (mx == -std::numeric_limits<T>::infinity()) {
+        std::fill(y, y + n, T(0));
+        return;
+    }
+    const V vm = V::set1(mx);
+    V acc = V::zero();
+    for_each_vec(n, [&](index_t i, int m) {
+        vexp(V::load(y + i, m) - vm).store(y + i, m);
+        acc = acc + V::load(y + i, m);  // reload: the masked tail lanes read as 0, not exp(-mx)
+    });
+    const V inv = V::set1(T(1) / acc.reduce_add());
+    for_each_vec(n, [&](index_t i, int m) { (V::load(y + i, m) * inv).store(y + i, m); });
+}
+// dx += scale * y * (dy - <y, dy>)
+static void softmax_bwd_row(index_t n, const T* y, const T* dy, T scale, T* dx) {
+    const V d = V::set1(dot(n, y, dy));
+    const V vs = V::set1(scale);
+    for_each_vec(n, [&](index_t i, int m) {
+        const V v = V::load(y + i, m);
+        V::fma(vs * v, V::load(dy + i, m) - d, V::load(dx + i, m)).store(dx + i, m);
+    });
+}
+// y = x - logsumexp(x); returns logsumexp(x)
+static T log_softmax_row(index_t n, const T* x, T* y) {
+    const T mx = max(n, x);
+    const V vm = V::set1(mx);
+    V acc = V::zero();
+    index_t i = 0;
+    for (; i + W <= n; i += W) acc = acc + vexp(V::load(x + i) - vm);
+    T s = acc.reduce_add();
+    for (; i < n; ++i) s += std::exp(x[i] - mx);
+    const T lse = mx + std::log(s);
+    const V vl = V::set1(lse);
+    if (y) for_each_vec(n, [&](index_t j, int m) { (V::load(x + j, m) - vl).store(y + j, m); });
+    return lse;
+}
+// dx += dy - exp(y) * sum(dy), from the output y
+static void log_softmax_bwd_row(index_t n, const T* y, const T* dy, T* dx) {
+    const V s = V::set1(sum(n, dy));
+    for_each_vec(n, [&](index_t i, int m) {
+        const V g = V::load(dy + i, m) - vexp(V::load(y + i, m)) * s;
+        (V::load(dx + i, m) + g).store(dx + i, m);
+    });
+}
+// y = (x - mean) * rstd * gamma + beta; stores mean and rstd for the backward pass.
+static void layernorm_row(index_t n, const T* x, const T* gamma, const T* beta, T eps, T* y, T* mean_out, T* rstd_out) {
+    const T mean = sum(n, x) / static_cast<T>(n);
+    const V vm = V::set1(mean);
+    V acc = V::zero();
+    index_t j = 0;
+    for (; j + W <= n; j += W) {
+        const V d = V::load(x + j) - vm;
+        acc = V::fma(d, d, acc);
+    }
+    T var_sum = acc.reduce_add();
+    for (; j < n; ++j) var_sum += (x[j] - mean) * (x[j] - mean);
+    const T rstd = T(1) / std::sqrt(std::max(var_sum / static_cast<T>(n), T(0)) + eps);
+    const V vr = V::set1(rstd);
+    for_each_vec(n, [&](index_t i, int m) {
+        const V xh = (V::load(x + i, m) - vm) * vr;
+        V::fma(xh, V::load(gamma + i, m), V::load(beta + i, m)).store(y + i, m);
+    });
+    *mean_out = mean;
+    *rstd_out = rstd;
+}
+// dx += rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = gamma * dy
+static void layernorm_bwd_row(index_t n, const T* x, const T* dy, const T* gamma, T mean, T rstd, T* dx) {
+    const V vm = V::set1(mean), vr = V::set1(rstd);
+    V sg = V::zero(), sgx = V::zero();
+    for_each_vec(n, [&](index_t i, int m) {
+        const V xh = (V::load(x + i, m) - vm) * vr;
+        const V g = V::load(dy + i, m) * V::load(gamma + i, m);
+        sg = sg + g;
+        sgx = V::fma(g, xh, sgx);
+    });
+    const V mg = V::set1(sg.reduce_add() / static_cast<T>(n));
+    const V mgx = V::set1(sgx.reduce_add() / static_cast<T>(n));
+    for_each_vec(n, [&](index_t i, int m) {
+        const V xh = (V::load(x + i, m) - vm) * vr;
+        const V g = V::load(dy + i, m) * V::load(gamma + i, m);
+        V::fma(vr, g - mg - xh * mgx, V::load(dx + i, m)).store(dx + i, m);
+    });
+}
+// Parameter gradients of one row segment: dgamma += dy * xhat, dbeta += dy.
+// The caller splits columns between threads, so no two threads touch the same entry.
+static void layernorm_param_grad_row(index_t n, const T* x, const T* dy, T mean, T rstd, T* dgamma, T* dbeta) {
+    const V vm = V::set1(mean), vr = V::set1(rstd);
+    for_each_vec(n, [&](index_t i, int m) {
+        const V d = V::load(dy + i, m);
+        V::fma(d, (V::load(x + i, m) - vm) * vr, V::load(dgamma + i, m)).store(dgamma + i, m);
+        (V::load(dbeta + i, m) + d).store(dbeta + i, m);
+    });
+}
+// ---- end depthlab/backend/cpu/kernels.inl ----
+};
+
+template <>
+struct kernels<float, isa_scalar> {
+    using T = float;
+    using V = Vec<float, isa_scalar>;
+// ---- begin depthlab/backend/cpu/kernels.inl ----
+// Body of `struct kernels<T, ISA>` — included once per (T, ISA) inside a target region by
+// kernels.hpp, with `T` (float or double) and `V` (= Vec<T, ISA>) already declared.
+// Every kernel works on one contiguous chunk; the caller parallelises over chunks or rows.
+// Backward kernels accumulate (`dx +=`) so that a value used twice needs no special case.
+// No include guard on purpose: scripts/amalgamate inlines .inl files at every inclusion.
+
+static constexpr int W = V::width;
+
+// ---- vector math (written once over V; the one-lane path uses libm for exactness) ----
+template <class U = V>  // a template, so that the untaken branch is not compiled
+static DEPTHLAB_VEC_INLINE U vexp(U x) {
+    if constexpr (W == 1) {
+        return {std::exp(x.v)};
+    } else {
+        // Cephes-style expf: exp(x) = 2^n * exp(r), r = x - n ln2, |r| <= ln2/2.
+        x = U::min(U::max(x, U::set1(T(-87.3))), U::set1(T(88.7)));
+        const V n = V::round(x * V::set1(T(1.44269504088896341)));
+        V r = V::fma(n, V::set1(T(-0.693359375)), x);
+        r = V::fma(n, V::set1(T(2.12194440e-4)), r);
+        V p = V::set1(T(1.9875691500E-4));
+        p = V::fma(p, r, V::set1(T(1.3981999507E-3)));
+        p = V::fma(p, r, V::set1(T(8.3334519073E-3)));
+        p = V::fma(p, r, V::set1(T(4.1665795894E-2)));
+        p = V::fma(p, r, V::set1(T(1.6666665459E-1)));
+        p = V::fma(p, r, V::set1(T(5.0000001201E-1)));
+        p = V::fma(p, r * r, r + V::set1(T(1)));
+        return p * V::pow2i(n);
+    }
+}
+template <class U = V>
+static DEPTHLAB_VEC_INLINE U vtanh(U x) {
+    if constexpr (W == 1) {
+        return {std::tanh(x.v)};
+    } else {
+        const V one = V::set1(T(1));
+        return one - V::set1(T(2)) / (vexp(x + x) + one);
+    }
+}
+static DEPTHLAB_VEC_INLINE V vsigmoid(V x) {
+    const V one = V::set1(T(1));
+    return one / (one + vexp(V::zero() - x));
+}
+
+// Apply `f(i, rem)` over [0, n) in steps of W; `rem` < W only on the masked tail.
+template <class F>
+static DEPTHLAB_VEC_INLINE void for_each_vec(index_t n, F&& f) {
+    index_t i = 0;
+    for (; i + W <= n; i += W) f(i, W);
+    if (i < n) f(i, static_cast<int>(n - i));
+}
+
+// ---- elementwise ----
+// y = a + b
+static void add(index_t n, const T* a, const T* b, T* y) {
+    for_each_vec(n, [&](index_t i, int m) { (V::load(a + i, m) + V::load(b + i, m)).store(y + i, m); });
+}
+// y = a * b
+static void mul(index_t n, const T* a, const T* b, T* y) {
+    for_each_vec(n, [&](index_t i, int m) { (V::load(a + i, m) * V::load(b + i, m)).store(y + i, m); });
+}
+// y += a * b
+static void mul_acc(index_t n, const T* a, const T* b, T* y) {
+    for_each_vec(n, [&](index_t i, int m) { V::fma(V::load(a + i, m), V::load(b + i, m), V::load(y + i, m)).store(y + i, m); });
+}
+// y = alpha * x + beta * y   (beta == 0 never reads y, so y may be uninitialised)
+static void axpby(index_t n, T alpha, const T* x, T beta, T* y) {
+    const V va = V::set1(alpha), vb = V::set1(beta);
+    if (beta == T(0)) {
+        for_each_vec(n, [&](index_t i, int m) { (va * V::load(x + i, m)).store(y + i, m); });
+    } else {
+        for_each_vec(n, [&](index_t i, int m) { V::fma(va, V::load(x + i, m), vb * V::load(y + i, m)).store(y + i, m); });
+    }
+}
+// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+static void gelu_fwd(index_t n, const T* x, T* y) {
+    const V k0 = V::set1(T(0.7978845608028654)), k1 = V::set1(T(0.044715)), half = V::set1(T(0.5));
+    for_each_vec(n, [&](index_t i, int m) {
+        const V v = V::load(x + i, m);
+        const V t = vtanh(k0 * V::fma(k1 * v, v * v, v));
+        (half * v * (V::set1(T(1)) + t)).store(y + i, m);
+    });
+}
+// dx += dy * gelu'(x)
+static void gelu_bwd(index_t n, const T* x, const T* dy, T* dx) {
+    const V k0 = V::set1(T(0.7978845608028654)), k1 = V::set1(T(0.044715)), half = V::set1(T(0.5)), one = V::set1(T(1));
+    for_each_vec(n, [&](index_t i, int m) {
+        const V v = V::load(x + i, m);
+        const V v2 = v * v;
+        const V t = vtanh(k0 * V::fma(k1 * v, v2, v));
+        const V du = k0 * V::fma(V::set1(T(3)) * k1, v2, one);
+        const V g = half * (one + t) + half * v * (one - t * t) * du;
+        V::fma(V::load(dy + i, m), g, V::load(dx + i, m)).store(dx + i, m);
+    });
+}
+static void relu_fwd(index_t n, const T* x, T* y) {
+    for_each_vec(n, [&](index_t i, int m) { V::max(V::load(x + i, m), V::zero()).store(y + i, m); });
+}
+// dx += (x > 0) * dy
+static void relu_bwd(index_t n, const T* x, const T* dy, T* dx) {
+    for_each_vec(n, [&](index_t i, int m) {
+        const V g = V::gt_select(V::load(x + i, m), V::zero(), V::load(dy + i, m), V::zero());
+        (V::load(dx + i, m) + g).store(dx + i, m);
+    });
+}
+static void tanh_fwd(index_t n, const T* x, T* y) {
+    for_each_vec(n, [&](index_t i, int m) { vtanh(V::load(x + i, m)).store(y + i, m); });
+}
+// dx += dy * (1 - y^2), from the output y
+static void tanh_bwd(index_t n, const T* y, const T* dy, T* dx) {
+    for_each_vec(n, [&](index_t i, int m) {
+        const V v = V::load(y + i, m);
+        V::fma(V::load(dy + i, m), V::set1(T(1)) - v * v, V::load(dx + i, m)).store(dx + i, m);
+    });
+}
+static void sigmoid_fwd(index_t n, const T* x, T* y) {
+    for_each_vec(n, [&](index_t i, int m) { vsigmoid(V::load(x + i, m)).store(y + i, m); });
+}
+// dx += dy * y (1 - y), from the output y
+static void sigmoid_bwd(index_t n, const T* y, const T* dy, T* dx) {
+    for_each_vec(n, [&](index_t i, int m) {
+        const V v = V::load(y + i, m);
+        V::fma(V::load(dy + i, m), v * (V::set1(T(1)) - v), V::load(dx + i, m)).store(dx + i, m);
+    });
+}
+
+// ---- reductions ----
+static T sum(index_t n, const T* x) {
+    V acc = V::zero();
+    for_each_vec(n, [&](index_t i, int m) { acc = acc + V::load(x + i, m); });
+    return acc.reduce_add();
+}
+static T dot(index_t n, const T* a, const T* b) {
+    V acc = V::zero();
+    for_each_vec(n, [&](index_t i, int m) { acc = V::fma(V::load(a + i, m), V::load(b + i, m), acc); });
+    return acc.reduce_add();
+}
+static T max(index_t n, const T* x) {
+    V acc = V::set1(-std::numeric_limits<T>::infinity());
+    index_t i = 0;
+    for (; i + W <= n; i += W) acc = V::max(acc, V::load(x + i));
+    T r = acc.reduce_max();
+    for (; i < n; ++i) r = std::max(r, x[i]);
+    return r;
+}
+
+// ---- rows ----
+// y = softmax(scale * x + mask) over one row; mask may be null (additive, -inf allowed).
+// A row whose entries are all -inf yields zeros (a fully masked query attends to nothing).
+static void softmax_row(index_t n, const T* x, T scale, const T* mask, T* y) {
+    const V vs = V::set1(scale);
+    for_each_vec(n, [&](index_t i, int m) {
+        V z = vs * V::load(x + i, m);
+        if (mask) z = z + V::load(mask + i, m);
+        z.store(y + i, m);
+    });
+    const T mx = max(n, y);
+    if (mx == -std::numeric_limits<T>::infinity()) {
+        std::fill(y, y + n, T(0));
+        return;
+    }
+    const V vm = V::set1(mx);
+    V acc = V::zero();
+    for_each_vec(n, [&](index_t i, int m) {
+        vexp(V::load(y + i, m) - vm).store(y + i, m);
+        acc = acc + V::load(y + i, m);  // reload: the masked tail lanes read as 0, not exp(-mx)
+    });
+    const V inv = V::set1(T(1) / acc.reduce_add());
+    for_each_vec(n, [&](index_t i, int m) { (V::load(y + i, m) * inv).store(y + i, m); });
+}
+// dx += scale * y * (dy - <y, dy>)
+static void softmax_bwd_row(index_t n, const T* y, const T* dy, T scale, T* dx) {
+    const V d = V::set1(dot(n, y, dy));
+    const V vs = V::set1(scale);
+    for_each_vec(n, [&](index_t i, int m) {
+        const V v = V::load(y + i, m);
+        V::fma(vs * v, V::load(dy + i, m) - d, V::load(dx + i, m)).store(dx + i, m);
+    });
+}
+// y = x - logsumexp(x); returns logsumexp(x)
+static T log_softmax_row(index_t n, const T* x, T* y) {
+    const T mx = max(n, x);
+    const V vm = V::set1(mx);
+    V acc = V::zero();
+    index_t i = 0;
+    for (; i + W <= n; i += W) acc = acc + vexp(V::load(x + i) - vm);
+    T s = acc.reduce_add();
+    for (; i < n; ++i) s += std::exp(x[i] - mx);
+    const T lse = mx + std::log(s);
+    const V vl = V::set1(lse);
+    if (y) for_each_vec(n, [&](index_t j, int m) { (V::load(x + j, m) - vl).store(y + j, m); });
+    return lse;
+}
+// dx += dy - exp(y) * sum(dy), from the output y
+static void log_softmax_bwd_row(index_t n, const T* y, const T* dy, T* dx) {
+    const V s = V::set1(sum(n, dy));
+    for_each_vec(n, [&](index_t i, int m) {
+        const V g = V::load(dy + i, m) - vexp(V::load(y + i, m)) * s;
+        (V::load(dx + i, m) + g).store(dx + i, m);
+    });
+}
+// y = (x - mean) * rstd * gamma + beta; stores mean and rstd for the backward pass.
+static void layernorm_row(index_t n, const T* x, const T* gamma, const T* beta, T eps, T* y, T* mean_out, T* rstd_out) {
+    const T mean = sum(n, x) / static_cast<T>(n);
+    const V vm = V::set1(mean);
+    V acc = V::zero();
+    index_t j = 0;
+    for (; j + W <= n; j += W) {
+        const V d = V::load(x + j) - vm;
+        acc = V::fma(d, d, acc);
+    }
+    T var_sum = acc.reduce_add();
+    for (; j < n; ++j) var_sum += (x[j] - mean) * (x[j] - mean);
+    const T rstd = T(1) / std::sqrt(std::max(var_sum / static_cast<T>(n), T(0)) + eps);
+    const V vr = V::set1(rstd);
+    for_each_vec(n, [&](index_t i, int m) {
+        const V xh = (V::load(x + i, m) - vm) * vr;
+        V::fma(xh, V::load(gamma + i, m), V::load(beta + i, m)).store(y + i, m);
+    });
+    *mean_out = mean;
+    *rstd_out = rstd;
+}
+// dx += rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = gamma * dy
+static void layernorm_bwd_row(index_t n, const T* x, const T* dy, const T* gamma, T mean, T rstd, T* dx) {
+    const V vm = V::set1(mean), vr = V::set1(rstd);
+    V sg = V::zero(), sgx = V::zero();
+    for_each_vec(n, [&](index_t i, int m) {
+        const V xh = (V::load(x + i, m) - vm) * vr;
+        const V g = V::load(dy + i, m) * V::load(gamma + i, m);
+        sg = sg + g;
+        sgx = V::fma(g, xh, sgx);
+    });
+    const V mg = V::set1(sg.reduce_add() / static_cast<T>(n));
+    const V mgx = V::set1(sgx.reduce_add() / static_cast<T>(n));
+    for_each_vec(n, [&](index_t i, int m) {
+        const V xh = (V::load(x + i, m) - vm) * vr;
+        const V g = V::load(dy + i, m) * V::load(gamma + i, m);
+        V::fma(vr, g - mg - xh * mgx, V::load(dx + i, m)).store(dx + i, m);
+    });
+}
+// Parameter gradients of one row segment: dgamma += dy * xhat, dbeta += dy.
+// The caller splits columns between threads, so no two threads touch the same entry.
+static void layernorm_param_grad_row(index_t n, const T* x, const T* dy, T mean, T rstd, T* dgamma, T* dbeta) {
+    const V vm = V::set1(mean), vr = V::set1(rstd);
+    for_each_vec(n, [&](index_t i, int m) {
+        const V d = V::load(dy + i, m);
+        V::fma(d, (V::load(x + i, m) - vm) * vr, V::load(dgamma + i, m)).store(dgamma + i, m);
+        (V::load(dbeta + i, m) + d).store(dbeta + i, m);
+    });
+}
+// ---- end depthlab/backend/cpu/kernels.inl ----
+};
+
+#if DEPTHLAB_X86
+DEPTHLAB_TARGET_AVX2_BEGIN
+template <>
+struct kernels<float, isa_avx2> {
+    using T = float;
+    using V = Vec<float, isa_avx2>;
+// ---- begin depthlab/backend/cpu/kernels.inl ----
+// Body of `struct kernels<T, ISA>` — included once per (T, ISA) inside a target region by
+// kernels.hpp, with `T` (float or double) and `V` (= Vec<T, ISA>) already declared.
+// Every kernel works on one contiguous chunk; the caller parallelises over chunks or rows.
+// Backward kernels accumulate (`dx +=`) so that a value used twice needs no special case.
+// No include guard on purpose: scripts/amalgamate inlines .inl files at every inclusion.
+
+static constexpr int W = V::width;
+
+// ---- vector math (written once over V; the one-lane path uses libm for exactness) ----
+template <class U = V>  // a template, so that the untaken branch is not compiled
+static DEPTHLAB_VEC_INLINE U vexp(U x) {
+    if constexpr (W == 1) {
+        return {std::exp(x.v)};
+    } else {
+        // Cephes-style expf: exp(x) = 2^n * exp(r), r = x - n ln2, |r| <= ln2/2.
+        x = U::min(U::max(x, U::set1(T(-87.3))), U::set1(T(88.7)));
+        const V n = V::round(x * V::set1(T(1.44269504088896341)));
+        V r = V::fma(n, V::set1(T(-0.693359375)), x);
+        r = V::fma(n, V::set1(T(2.12194440e-4)), r);
+        V p = V::set1(T(1.9875691500E-4));
+        p = V::fma(p, r, V::set1(T(1.3981999507E-3)));
+        p = V::fma(p, r, V::set1(T(8.3334519073E-3)));
+        p = V::fma(p, r, V::set1(T(4.1665795894E-2)));
+        p = V::fma(p, r, V::set1(T(1.6666665459E-1)));
+        p = V::fma(p, r, V::set1(T(5.0000001201E-1)));
+        p = V::fma(p, r * r, r + V::set1(T(1)));
+        return p * V::pow2i(n);
+    }
+}
+template <class U = V>
+static DEPTHLAB_VEC_INLINE U vtanh(U x) {
+    if constexpr (W == 1) {
+        return {std::tanh(x.v)};
+    } else {
+        const V one = V::set1(T(1));
+        return one - V::set1(T(2)) / (vexp(x + x) + one);
+    }
+}
+static DEPTHLAB_VEC_INLINE V vsigmoid(V x) {
+    const V one = V::set1(T(1));
+    return one / (one + vexp(V::zero() - x));
+}
+
+// Apply `f(i, rem)` over [0, n) in steps of W; `rem` < W only on the masked tail.
+template <class F>
+static DEPTHLAB_VEC_INLINE void for_each_vec(index_t n, F&& f) {
+    index_t i = 0;
+    for (; i + W <= n; i += W) f(i, W);
+    if (i < n) f(i, static_cast<int>(n - i));
+}
+
+// ---- elementwise ----
+// y = a + b
+static void add(index_t n, const T* a, const T* b, T* y) {
+    for_each_vec(n, [&](index_t i, int m) { (V::load(a + i, m) + V::load(b + i, m)).store(y + i, m); });
+}
+// y = a * b
+static void mul(index_t n, const T* a, const T* b, T* y) {
+    for_each_vec(n, [&](index_t i, int m) { (V::load(a + i, m) * V::load(b + i, m)).store(y + i, m); });
+}
+// y += a * b
+static void mul_acc(index_t n, const T* a, const T* b, T* y) {
+    for_each_vec(n, [&](index_t i, int m) { V::fma(V::load(a + i, m), V::load(b + i, m), V::load(y + i, m)).store(y + i, m); });
+}
+// y = alpha * x + beta * y   (beta == 0 never reads y, so y may be uninitialised)
+static void axpby(index_t n, T alpha, const T* x, T beta, T* y) {
+    const V va = V::set1(alpha), vb = V::set1(beta);
+    if (beta == T(0)) {
+        for_each_vec(n, [&](index_t i, int m) { (va * V::load(x + i, m)).store(y + i, m); });
+    } else {
+        for_each_vec(n, [&](index_t i, int m) { V::fma(va, V::load(x + i, m), vb * V::load(y + i, m)).store(y + i, m); });
+    }
+}
+// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+static void gelu_fwd(index_t n, const T* x, T* y) {
+    const V k0 = V::set1(T(0.7978845608028654)), k1 = V::set1(T(0.044715)), half = V::set1(T(0.5));
+    for_each_vec(n, [&](index_t i, int m) {
+        const V v = V::load(x + i, m);
+        const V t = vtanh(k0 * V::fma(k1 * v, v * v, v));
+        (half * v * (V::set1(T(1)) + t)).store(y + i, m);
+    });
+}
+// dx += dy * gelu'(x)
+static void gelu_bwd(index_t n, const T* x, const T* dy, T* dx) {
+    const V k0 = V::set1(T(0.7978845608028654)), k1 = V::set1(T(0.044715)), half = V::set1(T(0.5)), one = V::set1(T(1));
+    for_each_vec(n, [&](index_t i, int m) {
+        const V v = V::load(x + i, m);
+        const V v2 = v * v;
+        const V t = vtanh(k0 * V::fma(k1 * v, v2, v));
+        const V du = k0 * V::fma(V::set1(T(3)) * k1, v2, one);
+        const V g = half * (one + t) + half * v * (one - t * t) * du;
+        V::fma(V::load(dy + i, m), g, V::load(dx + i, m)).store(dx + i, m);
+    });
+}
+static void relu_fwd(index_t n, const T* x, T* y) {
+    for_each_vec(n, [&](index_t i, int m) { V::max(V::load(x + i, m), V::zero()).store(y + i, m); });
+}
+// dx += (x > 0) * dy
+static void relu_bwd(index_t n, const T* x, const T* dy, T* dx) {
+    for_each_vec(n, [&](index_t i, int m) {
+        const V g = V::gt_select(V::load(x + i, m), V::zero(), V::load(dy + i, m), V::zero());
+        (V::load(dx + i, m) + g).store(dx + i, m);
+    });
+}
+static void tanh_fwd(index_t n, const T* x, T* y) {
+    for_each_vec(n, [&](index_t i, int m) { vtanh(V::load(x + i, m)).store(y + i, m); });
+}
+// dx += dy * (1 - y^2), from the output y
+static void tanh_bwd(index_t n, const T* y, const T* dy, T* dx) {
+    for_each_vec(n, [&](index_t i, int m) {
+        const V v = V::load(y + i, m);
+        V::fma(V::load(dy + i, m), V::set1(T(1)) - v * v, V::load(dx + i, m)).store(dx + i, m);
+    });
+}
+static void sigmoid_fwd(index_t n, const T* x, T* y) {
+    for_each_vec(n, [&](index_t i, int m) { vsigmoid(V::load(x + i, m)).store(y + i, m); });
+}
+// dx += dy * y (1 - y), from the output y
+static void sigmoid_bwd(index_t n, const T* y, const T* dy, T* dx) {
+    for_each_vec(n, [&](index_t i, int m) {
+        const V v = V::load(y + i, m);
+        V::fma(V::load(dy + i, m), v * (V::set1(T(1)) - v), V::load(dx + i, m)).store(dx + i, m);
+    });
+}
+
+// ---- reductions ----
+static T sum(index_t n, const T* x) {
+    V acc = V::zero();
+    for_each_vec(n, [&](index_t i, int m) { acc = acc + V::load(x + i, m); });
+    return acc.reduce_add();
+}
+static T dot(index_t n, const T* a, const T* b) {
+    V acc = V::zero();
+    for_each_vec(n, [&](index_t i, int m) { acc = V::fma(V::load(a + i, m), V::load(b + i, m), acc); });
+    return acc.reduce_add();
+}
+static T max(index_t n, const T* x) {
+    V acc = V::set1(-std::numeric_limits<T>::infinity());
+    index_t i = 0;
+    for (; i + W <= n; i += W) acc = V::max(acc, V::load(x + i));
+    T r = acc.reduce_max();
+    for (; i < n; ++i) r = std::max(r, x[i]);
+    return r;
+}
+
+// ---- rows ----
+// y = softmax(scale * x + mask) over one row; mask may be null (additive, -inf allowed).
+// A row whose entries are all -inf yields zeros (a fully masked query attends to nothing).
+static void softmax_row(index_t n, const T* x, T scale, const T* mask, T* y) {
+    const V vs = V::set1(scale);
+    for_each_vec(n, [&](index_t i, int m) {
+        V z = vs * V::load(x + i, m);
+        if (mask) z = z + V::load(mask + i, m);
+        z.store(y + i, m);
+    });
+    const T mx = max(n, y);
+    if (mx == -std::numeric_limits<T>::infinity()) {
+        std::fill(y, y + n, T(0));
+        return;
+    }
+    const V vm = V::set1(mx);
+    V acc = V::zero();
+    for_each_vec(n, [&](index_t i, int m) {
+        vexp(V::load(y + i, m) - vm).store(y + i, m);
+        acc = acc + V::load(y + i, m);  // reload: the masked tail lanes read as 0, not exp(-mx)
+    });
+    const V inv = V::set1(T(1) / acc.reduce_add());
+    for_each_vec(n, [&](index_t i, int m) { (V::load(y + i, m) * inv).store(y + i, m); });
+}
+// dx += scale * y * (dy - <y, dy>)
+static void softmax_bwd_row(index_t n, const T* y, const T* dy, T scale, T* dx) {
+    const V d = V::set1(dot(n, y, dy));
+    const V vs = V::set1(scale);
+    for_each_vec(n, [&](index_t i, int m) {
+        const V v = V::load(y + i, m);
+        V::fma(vs * v, V::load(dy + i, m) - d, V::load(dx + i, m)).store(dx + i, m);
+    });
+}
+// y = x - logsumexp(x); returns logsumexp(x)
+static T log_softmax_row(index_t n, const T* x, T* y) {
+    const T mx = max(n, x);
+    const V vm = V::set1(mx);
+    V acc = V::zero();
+    index_t i = 0;
+    for (; i + W <= n; i += W) acc = acc + vexp(V::load(x + i) - vm);
+    T s = acc.reduce_add();
+    for (; i < n; ++i) s += std::exp(x[i] - mx);
+    const T lse = mx + std::log(s);
+    const V vl = V::set1(lse);
+    if (y) for_each_vec(n, [&](index_t j, int m) { (V::load(x + j, m) - vl).store(y + j, m); });
+    return lse;
+}
+// dx += dy - exp(y) * sum(dy), from the output y
+static void log_softmax_bwd_row(index_t n, const T* y, const T* dy, T* dx) {
+    const V s = V::set1(sum(n, dy));
+    for_each_vec(n, [&](index_t i, int m) {
+        const V g = V::load(dy + i, m) - vexp(V::load(y + i, m)) * s;
+        (V::load(dx + i, m) + g).store(dx + i, m);
+    });
+}
+// y = (x - mean) * rstd * gamma + beta; stores mean and rstd for the backward pass.
+static void layernorm_row(index_t n, const T* x, const T* gamma, const T* beta, T eps, T* y, T* mean_out, T* rstd_out) {
+    const T mean = sum(n, x) / static_cast<T>(n);
+    const V vm = V::set1(mean);
+    V acc = V::zero();
+    index_t j = 0;
+    for (; j + W <= n; j += W) {
+        const V d = V::load(x + j) - vm;
+        acc = V::fma(d, d, acc);
+    }
+    T var_sum = acc.reduce_add();
+    for (; j < n; ++j) var_sum += (x[j] - mean) * (x[j] - mean);
+    const T rstd = T(1) / std::sqrt(std::max(var_sum / static_cast<T>(n), T(0)) + eps);
+    const V vr = V::set1(rstd);
+    for_each_vec(n, [&](index_t i, int m) {
+        const V xh = (V::load(x + i, m) - vm) * vr;
+        V::fma(xh, V::load(gamma + i, m), V::load(beta + i, m)).store(y + i, m);
+    });
+    *mean_out = mean;
+    *rstd_out = rstd;
+}
+// dx += rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = gamma * dy
+static void layernorm_bwd_row(index_t n, const T* x, const T* dy, const T* gamma, T mean, T rstd, T* dx) {
+    const V vm = V::set1(mean), vr = V::set1(rstd);
+    V sg = V::zero(), sgx = V::zero();
+    for_each_vec(n, [&](index_t i, int m) {
+        const V xh = (V::load(x + i, m) - vm) * vr;
+        const V g = V::load(dy + i, m) * V::load(gamma + i, m);
+        sg = sg + g;
+        sgx = V::fma(g, xh, sgx);
+    });
+    const V mg = V::set1(sg.reduce_add() / static_cast<T>(n));
+    const V mgx = V::set1(sgx.reduce_add() / static_cast<T>(n));
+    for_each_vec(n, [&](index_t i, int m) {
+        const V xh = (V::load(x + i, m) - vm) * vr;
+        const V g = V::load(dy + i, m) * V::load(gamma + i, m);
+        V::fma(vr, g - mg - xh * mgx, V::load(dx + i, m)).store(dx + i, m);
+    });
+}
+// Parameter gradients of one row segment: dgamma += dy * xhat, dbeta += dy.
+// The caller splits columns between threads, so no two threads touch the same entry.
+static void layernorm_param_grad_row(index_t n, const T* x, const T* dy, T mean, T rstd, T* dgamma, T* dbeta) {
+    const V vm = V::set1(mean), vr = V::set1(rstd);
+    for_each_vec(n, [&](index_t i, int m) {
+        const V d = V::load(dy + i, m);
+        V::fma(d, (V::load(x + i, m) - vm) * vr, V::load(dgamma + i, m)).store(dgamma + i, m);
+        (V::load(dbeta + i, m) + d).store(dbeta + i, m);
+    });
+}
+// ---- end depthlab/backend/cpu/kernels.inl ----
+};
+DEPTHLAB_TARGET_END
+
+DEPTHLAB_TARGET_AVX512_BEGIN
+template <>
+struct kernels<float, isa_avx512> {
+    using T = float;
+    using V = Vec<float, isa_avx512>;
+// ---- begin depthlab/backend/cpu/kernels.inl ----
+// Body of `struct kernels<T, ISA>` — included once per (T, ISA) inside a target region by
+// kernels.hpp, with `T` (float or double) and `V` (= Vec<T, ISA>) already declared.
+// Every kernel works on one contiguous chunk; the caller parallelises over chunks or rows.
+// Backward kernels accumulate (`dx +=`) so that a value used twice needs no special case.
+// No include guard on purpose: scripts/amalgamate inlines .inl files at every inclusion.
+
+static constexpr int W = V::width;
+
+// ---- vector math (written once over V; the one-lane path uses libm for exactness) ----
+template <class U = V>  // a template, so that the untaken branch is not compiled
+static DEPTHLAB_VEC_INLINE U vexp(U x) {
+    if constexpr (W == 1) {
+        return {std::exp(x.v)};
+    } else {
+        // Cephes-style expf: exp(x) = 2^n * exp(r), r = x - n ln2, |r| <= ln2/2.
+        x = U::min(U::max(x, U::set1(T(-87.3))), U::set1(T(88.7)));
+        const V n = V::round(x * V::set1(T(1.44269504088896341)));
+        V r = V::fma(n, V::set1(T(-0.693359375)), x);
+        r = V::fma(n, V::set1(T(2.12194440e-4)), r);
+        V p = V::set1(T(1.9875691500E-4));
+        p = V::fma(p, r, V::set1(T(1.3981999507E-3)));
+        p = V::fma(p, r, V::set1(T(8.3334519073E-3)));
+        p = V::fma(p, r, V::set1(T(4.1665795894E-2)));
+        p = V::fma(p, r, V::set1(T(1.6666665459E-1)));
+        p = V::fma(p, r, V::set1(T(5.0000001201E-1)));
+        p = V::fma(p, r * r, r + V::set1(T(1)));
+        return p * V::pow2i(n);
+    }
+}
+template <class U = V>
+static DEPTHLAB_VEC_INLINE U vtanh(U x) {
+    if constexpr (W == 1) {
+        return {std::tanh(x.v)};
+    } else {
+        const V one = V::set1(T(1));
+        return one - V::set1(T(2)) / (vexp(x + x) + one);
+    }
+}
+static DEPTHLAB_VEC_INLINE V vsigmoid(V x) {
+    const V one = V::set1(T(1));
+    return one / (one + vexp(V::zero() - x));
+}
+
+// Apply `f(i, rem)` over [0, n) in steps of W; `rem` < W only on the masked tail.
+template <class F>
+static DEPTHLAB_VEC_INLINE void for_each_vec(index_t n, F&& f) {
+    index_t i = 0;
+    for (; i + W <= n; i += W) f(i, W);
+    if (i < n) f(i, static_cast<int>(n - i));
+}
+
+// ---- elementwise ----
+// y = a + b
+static void add(index_t n, const T* a, const T* b, T* y) {
+    for_each_vec(n, [&](index_t i, int m) { (V::load(a + i, m) + V::load(b + i, m)).store(y + i, m); });
+}
+// y = a * b
+static void mul(index_t n, const T* a, const T* b, T* y) {
+    for_each_vec(n, [&](index_t i, int m) { (V::load(a + i, m) * V::load(b + i, m)).store(y + i, m); });
+}
+// y += a * b
+static void mul_acc(index_t n, const T* a, const T* b, T* y) {
+    for_each_vec(n, [&](index_t i, int m) { V::fma(V::load(a + i, m), V::load(b + i, m), V::load(y + i, m)).store(y + i, m); });
+}
+// y = alpha * x + beta * y   (beta == 0 never reads y, so y may be uninitialised)
+static void axpby(index_t n, T alpha, const T* x, T beta, T* y) {
+    const V va = V::set1(alpha), vb = V::set1(beta);
+    if (beta == T(0)) {
+        for_each_vec(n, [&](index_t i, int m) { (va * V::load(x + i, m)).store(y + i, m); });
+    } else {
+        for_each_vec(n, [&](index_t i, int m) { V::fma(va, V::load(x + i, m), vb * V::load(y + i, m)).store(y + i, m); });
+    }
+}
+// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+static void gelu_fwd(index_t n, const T* x, T* y) {
+    const V k0 = V::set1(T(0.7978845608028654)), k1 = V::set1(T(0.044715)), half = V::set1(T(0.5));
+    for_each_vec(n, [&](index_t i, int m) {
+        const V v = V::load(x + i, m);
+        const V t = vtanh(k0 * V::fma(k1 * v, v * v, v));
+        (half * v * (V::set1(T(1)) + t)).store(y + i, m);
+    });
+}
+// dx += dy * gelu'(x)
+static void gelu_bwd(index_t n, const T* x, const T* dy, T* dx) {
+    const V k0 = V::set1(T(0.7978845608028654)), k1 = V::set1(T(0.044715)), half = V::set1(T(0.5)), one = V::set1(T(1));
+    for_each_vec(n, [&](index_t i, int m) {
+        const V v = V::load(x + i, m);
+        const V v2 = v * v;
+        const V t = vtanh(k0 * V::fma(k1 * v, v2, v));
+        const V du = k0 * V::fma(V::set1(T(3)) * k1, v2, one);
+        const V g = half * (one + t) + half * v * (one - t * t) * du;
+        V::fma(V::load(dy + i, m), g, V::load(dx + i, m)).store(dx + i, m);
+    });
+}
+static void relu_fwd(index_t n, const T* x, T* y) {
+    for_each_vec(n, [&](index_t i, int m) { V::max(V::load(x + i, m), V::zero()).store(y + i, m); });
+}
+// dx += (x > 0) * dy
+static void relu_bwd(index_t n, const T* x, const T* dy, T* dx) {
+    for_each_vec(n, [&](index_t i, int m) {
+        const V g = V::gt_select(V::load(x + i, m), V::zero(), V::load(dy + i, m), V::zero());
+        (V::load(dx + i, m) + g).store(dx + i, m);
+    });
+}
+static void tanh_fwd(index_t n, const T* x, T* y) {
+    for_each_vec(n, [&](index_t i, int m) { vtanh(V::load(x + i, m)).store(y + i, m); });
+}
+// dx += dy * (1 - y^2), from the output y
+static void tanh_bwd(index_t n, const T* y, const T* dy, T* dx) {
+    for_each_vec(n, [&](index_t i, int m) {
+        const V v = V::load(y + i, m);
+        V::fma(V::load(dy + i, m), V::set1(T(1)) - v * v, V::load(dx + i, m)).store(dx + i, m);
+    });
+}
+static void sigmoid_fwd(index_t n, const T* x, T* y) {
+    for_each_vec(n, [&](index_t i, int m) { vsigmoid(V::load(x + i, m)).store(y + i, m); });
+}
+// dx += dy * y (1 - y), from the output y
+static void sigmoid_bwd(index_t n, const T* y, const T* dy, T* dx) {
+    for_each_vec(n, [&](index_t i, int m) {
+        const V v = V::load(y + i, m);
+        V::fma(V::load(dy + i, m), v * (V::set1(T(1)) - v), V::load(dx + i, m)).store(dx + i, m);
+    });
+}
+
+// ---- reductions ----
+static T sum(index_t n, const T* x) {
+    V acc = V::zero();
+    for_each_vec(n, [&](index_t i, int m) { acc = acc + V::load(x + i, m); });
+    return acc.reduce_add();
+}
+static T dot(index_t n, const T* a, const T* b) {
+    V acc = V::zero();
+    for_each_vec(n, [&](index_t i, int m) { acc = V::fma(V::load(a + i, m), V::load(b + i, m), acc); });
+    return acc.reduce_add();
+}
+static T max(index_t n, const T* x) {
+    V acc = V::set1(-std::numeric_limits<T>::infinity());
+    index_t i = 0;
+    for (; i + W <= n; i += W) acc = V::max(acc, V::load(x + i));
+    T r = acc.reduce_max();
+    for (; i < n; ++i) r = std::max(r, x[i]);
+    return r;
+}
+
+// ---- rows ----
+// y = softmax(scale * x + mask) over one row; mask may be null (additive, -inf allowed).
+// A row whose entries are all -inf yields zeros (a fully masked query attends to nothing).
+static void softmax_row(index_t n, const T* x, T scale, const T* mask, T* y) {
+    const V vs = V::set1(scale);
+    for_each_vec(n, [&](index_t i, int m) {
+        V z = vs * V::load(x + i, m);
+        if (mask) z = z + V::load(mask + i, m);
+        z.store(y + i, m);
+    });
+    const T mx = max(n, y);
+    if (mx == -std::numeric_limits<T>::infinity()) {
+        std::fill(y, y + n, T(0));
+        return;
+    }
+    const V vm = V::set1(mx);
+    V acc = V::zero();
+    for_each_vec(n, [&](index_t i, int m) {
+        vexp(V::load(y + i, m) - vm).store(y + i, m);
+        acc = acc + V::load(y + i, m);  // reload: the masked tail lanes read as 0, not exp(-mx)
+    });
+    const V inv = V::set1(T(1) / acc.reduce_add());
+    for_each_vec(n, [&](index_t i, int m) { (V::load(y + i, m) * inv).store(y + i, m); });
+}
+// dx += scale * y * (dy - <y, dy>)
+static void softmax_bwd_row(index_t n, const T* y, const T* dy, T scale, T* dx) {
+    const V d = V::set1(dot(n, y, dy));
+    const V vs = V::set1(scale);
+    for_each_vec(n, [&](index_t i, int m) {
+        const V v = V::load(y + i, m);
+        V::fma(vs * v, V::load(dy + i, m) - d, V::load(dx + i, m)).store(dx + i, m);
+    });
+}
+// y = x - logsumexp(x); returns logsumexp(x)
+static T log_softmax_row(index_t n, const T* x, T* y) {
+    const T mx = max(n, x);
+    const V vm = V::set1(mx);
+    V acc = V::zero();
+    index_t i = 0;
+    for (; i + W <= n; i += W) acc = acc + vexp(V::load(x + i) - vm);
+    T s = acc.reduce_add();
+    for (; i < n; ++i) s += std::exp(x[i] - mx);
+    const T lse = mx + std::log(s);
+    const V vl = V::set1(lse);
+    if (y) for_each_vec(n, [&](index_t j, int m) { (V::load(x + j, m) - vl).store(y + j, m); });
+    return lse;
+}
+// dx += dy - exp(y) * sum(dy), from the output y
+static void log_softmax_bwd_row(index_t n, const T* y, const T* dy, T* dx) {
+    const V s = V::set1(sum(n, dy));
+    for_each_vec(n, [&](index_t i, int m) {
+        const V g = V::load(dy + i, m) - vexp(V::load(y + i, m)) * s;
+        (V::load(dx + i, m) + g).store(dx + i, m);
+    });
+}
+// y = (x - mean) * rstd * gamma + beta; stores mean and rstd for the backward pass.
+static void layernorm_row(index_t n, const T* x, const T* gamma, const T* beta, T eps, T* y, T* mean_out, T* rstd_out) {
+    const T mean = sum(n, x) / static_cast<T>(n);
+    const V vm = V::set1(mean);
+    V acc = V::zero();
+    index_t j = 0;
+    for (; j + W <= n; j += W) {
+        const V d = V::load(x + j) - vm;
+        acc = V::fma(d, d, acc);
+    }
+    T var_sum = acc.reduce_add();
+    for (; j < n; ++j) var_sum += (x[j] - mean) * (x[j] - mean);
+    const T rstd = T(1) / std::sqrt(std::max(var_sum / static_cast<T>(n), T(0)) + eps);
+    const V vr = V::set1(rstd);
+    for_each_vec(n, [&](index_t i, int m) {
+        const V xh = (V::load(x + i, m) - vm) * vr;
+        V::fma(xh, V::load(gamma + i, m), V::load(beta + i, m)).store(y + i, m);
+    });
+    *mean_out = mean;
+    *rstd_out = rstd;
+}
+// dx += rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = gamma * dy
+static void layernorm_bwd_row(index_t n, const T* x, const T* dy, const T* gamma, T mean, T rstd, T* dx) {
+    const V vm = V::set1(mean), vr = V::set1(rstd);
+    V sg = V::zero(), sgx = V::zero();
+    for_each_vec(n, [&](index_t i, int m) {
+        const V xh = (V::load(x + i, m) - vm) * vr;
+        const V g = V::load(dy + i, m) * V::load(gamma + i, m);
+        sg = sg + g;
+        sgx = V::fma(g, xh, sgx);
+    });
+    const V mg = V::set1(sg.reduce_add() / static_cast<T>(n));
+    const V mgx = V::set1(sgx.reduce_add() / static_cast<T>(n));
+    for_each_vec(n, [&](index_t i, int m) {
+        const V xh = (V::load(x + i, m) - vm) * vr;
+        const V g = V::load(dy + i, m) * V::load(gamma + i, m);
+        V::fma(vr, g - mg - xh * mgx, V::load(dx + i, m)).store(dx + i, m);
+    });
+}
+// Parameter gradients of one row segment: dgamma += dy * xhat, dbeta += dy.
+// The caller splits columns between threads, so no two threads touch the same entry.
+static void layernorm_param_grad_row(index_t n, const T* x, const T* dy, T mean, T rstd, T* dgamma, T* dbeta) {
+    const V vm = V::set1(mean), vr = V::set1(rstd);
+    for_each_vec(n, [&](index_t i, int m) {
+        const V d = V::load(dy + i, m);
+        V::fma(d, (V::load(x + i, m) - vm) * vr, V::load(dgamma + i, m)).store(dgamma + i, m);
+        (V::load(dbeta + i, m) + d).store(dbeta + i, m);
+    });
+}
+// ---- end depthlab/backend/cpu/kernels.inl ----
+};
+DEPTHLAB_TARGET_END
+#endif
+
+/// Calls f.template operator()<K>() with K = kernels<T, active ISA>. double always takes
+/// the one-lane path (it is the precision reference used by gradient checks).
+template <class T, class F>
+decltype(auto) with_isa(F&& f) {
+    if constexpr (std::is_same_v<T, float>) {
+#if DEPTHLAB_X86
+        switch (active_isa()) {
+            case isa::avx512: return f.template operator()<kernels<float, isa_avx512>>();
+            case isa::avx2: return f.template operator()<kernels<float, isa_avx2>>();
+            default: break;
+        }
+#endif
+        return f.template operator()<kernels<float, isa_scalar>>();
+    } else {
+        return f.template operator()<kernels<T, isa_scalar>>();
+    }
+}
+
+}  // namespace depthlab::cpu
+// ---- end depthlab/backend/cpu/kernels.hpp ----
+// ---- begin depthlab/backend/cpu/memory.hpp ----
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+
+
+namespace depthlab {
+
+template <>
+struct memory<backend::cpu> {
+    static constexpr std::size_t alignment = 64;  // a cache line; also an AVX-512 register
+
+    template <class T>
+    static std::shared_ptr<T> allocate(std::size_t n) {
+        std::size_t bytes = (n * sizeof(T) + alignment - 1) / alignment * alignment;
+        if (bytes == 0) bytes = alignment;
+        void* p = std::aligned_alloc(alignment, bytes);
+        if (p == nullptr) throw std::bad_alloc();
+        return std::shared_ptr<T>(static_cast<T*>(p), [](T* q) { std::free(q); });
+    }
+    template <class T>
+    static void zero(T* p, std::size_t n) { std::memset(static_cast<void*>(p), 0, n * sizeof(T)); }
+    template <class T>
+    static void to_host(const T* src, T* dst, std::size_t n) { std::memcpy(dst, src, n * sizeof(T)); }
+    template <class T>
+    static void from_host(const T* src, T* dst, std::size_t n) { std::memcpy(dst, src, n * sizeof(T)); }
+};
+
+}  // namespace depthlab
+// ---- end depthlab/backend/cpu/memory.hpp ----
+
+namespace depthlab {
+
+/// Maps a row of a (..., cols) tensor to the row of a broadcast operand (e.g. an attention
+/// mask (B,1,1,Tk) for scores (B,H,Tq,Tk)): offset = sum_k digit_k(row) * stride_k, where
+/// the digits are the row's multi-index over `dims` and broadcast axes have stride 0.
+struct row_broadcast {
+    int rank = 0;
+    index_t dims[Shape::max_rank] = {};
+    index_t strides[Shape::max_rank] = {};
+    [[nodiscard]] index_t offset(index_t row) const {
+        index_t off = 0;
+        for (int k = rank - 1; k >= 0; --k) {
+            off += (row % dims[k]) * strides[k];
+            row /= dims[k];
+        }
+        return off;
+    }
+};
+
+template <>
+struct primitives<backend::cpu> {
+    using B = backend::cpu;
+    static constexpr index_t elem_grain = 1 << 15;  // elements per task for elementwise ops
+
+    static index_t row_grain(index_t cols) { return std::max<index_t>(1, elem_grain / std::max<index_t>(cols, 1)); }
+
+    // ---- elementwise ----
+    template <class T>
+    static void fill(index_t n, T v, T* y) {
+        parallel_for(n, elem_grain, [&](index_t b, index_t e) { std::fill(y + b, y + e, v); });
+    }
+    /// dst (=|+=) src over an N-d shape with arbitrary strides on both sides.
+    template <class T>
+    static void copy_strided(const Shape& shape, const T* src, const Shape& sst, T* dst, const Shape& dst_st, bool accumulate) {
+        const int r = shape.rank();
+        if (r == 0) {
+            *dst = accumulate ? *dst + *src : *src;
+            return;
+        }
+        const index_t inner = shape[r - 1], outer = shape.numel() / std::max<index_t>(inner, 1);
+        if (inner == 0) return;
+        const index_t si = sst[r - 1], di = dst_st[r - 1];
+        parallel_for(outer, row_grain(inner), [&](index_t b, index_t e) {
+            for (index_t o = b; o < e; ++o) {
+                index_t so = 0, doff = 0, rem = o;
+                for (int k = r - 2; k >= 0; --k) {
+                    const index_t d = rem % shape[k];
+                    rem /= shape[k];
+                    so += d * sst[k];
+                    doff += d * dst_st[k];
+                }
+                const T* s = src + so;
+                T* d = dst + doff;
+                if (accumulate) for (index_t i = 0; i < inner; ++i) d[i * di] += s[i * si];
+                else for (index_t i = 0; i < inner; ++i) d[i * di] = s[i * si];
+            }
+        });
+    }
+
+    /// Runs `K::kernel(len, offset)` for K = kernels<T, active ISA> over chunks of [0, n).
+    template <class T, class F>
+    static void chunked(index_t n, F&& f) {
+        cpu::with_isa<T>([&]<class K>() {
+            parallel_for(n, elem_grain, [&](index_t b, index_t e) { f.template operator()<K>(b, e - b); });
+        });
+    }
+    /// Runs `f<K>(row)` for every row in parallel.
+    template <class T, class F>
+    static void rowwise(index_t rows, index_t cols, F&& f) {
+        cpu::with_isa<T>([&]<class K>() {
+            parallel_for(rows, row_grain(cols), [&](index_t b, index_t e) {
+                for (index_t r = b; r < e; ++r) f.template operator()<K>(r);
+            });
+        });
+    }
+    /// Runs `f<K>(col_begin, col_count)` over column blocks (for reductions over rows:
+    /// each thread owns its columns, so no partial sums need merging).
+    template <class T, class F>
+    static void columnwise(index_t rows, index_t cols, F&& f) {
+        const index_t block = 64;
+        const index_t nblocks = (cols + block - 1) / block;
+        cpu::with_isa<T>([&]<class K>() {
+            parallel_for(nblocks, std::max<index_t>(1, elem_grain / std::max<index_t>(rows * block, 1)), [&](index_t b, index_t e) {
+                const index_t c0 = b * block, c1 = std::min(cols, e * block);
+                f.template operator()<K>(c0, c1 - c0);
+            });
+        });
+    }
+
+    // y = a + b
+    template <class T>
+    static void add(index_t n, const T* a, const T* b, T* y) {
+        chunked<T>(n, [&]<class K>(index_t o, index_t m) { K::add(m, a + o, b + o, y + o); });
+    }
+    // y = a * b
+    template <class T>
+    static void mul(index_t n, const T* a, const T* b, T* y) {
+        chunked<T>(n, [&]<class K>(index_t o, index_t m) { K::mul(m, a + o, b + o, y + o); });
+    }
+    // y += a * b
+    template <class T>
+    static void mul_acc(index_t n, const T* a, const T* b, T* y) {
+        chunked<T>(n, [&]<class K>(index_t o, index_t m) { K::mul_acc(m, a + o, b + o, y + o); });
+    }
+    // y = alpha * x + beta * y
+    template <class T>
+    static void axpby(index_t n, T alpha, const T* x, T beta, T* y) {
+        chunked<T>(n, [&]<class K>(index_t o, index_t m) { K::axpby(m, alpha, x + o, beta, y + o); });
+    }
+
+    // ---- row broadcast: x (rows, cols), v (cols) ----
+    // y[r] = x[r] + v   (bias)
+    template <class T>
+    static void add_row_vector(index_t rows, index_t cols, const T* x, const T* v, T* y) {
+        rowwise<T>(rows, cols, [&]<class K>(index_t r) { K::add(cols, x + r * cols, v, y + r * cols); });
+    }
+    // y[r] = x[r] * v
+    template <class T>
+    static void mul_row_vector(index_t rows, index_t cols, const T* x, const T* v, T* y) {
+        rowwise<T>(rows, cols, [&]<class K>(index_t r) { K::mul(cols, x + r * cols, v, y + r * cols); });
+    }
+    // dx[r] += dy[r] * v
+    template <class T>
+    static void mul_row_vector_acc(index_t rows, index_t cols, const T* dy, const T* v, T* dx) {
+        rowwise<T>(rows, cols, [&]<class K>(index_t r) { K::mul_acc(cols, dy + r * cols, v, dx + r * cols); });
+    }
+    // v += sum over rows of x            (bias gradient)
+    template <class T>
+    static void sum_rows_acc(index_t rows, index_t cols, const T* x, T* v) {
+        columnwise<T>(rows, cols, [&]<class K>(index_t c0, index_t nc) {
+            for (index_t r = 0; r < rows; ++r) K::add(nc, v + c0, x + r * cols + c0, v + c0);
+        });
+    }
+    // v += sum over rows of a * b        (gradient of a broadcast factor)
+    template <class T>
+    static void sum_rows_mul_acc(index_t rows, index_t cols, const T* a, const T* b, T* v) {
+        columnwise<T>(rows, cols, [&]<class K>(index_t c0, index_t nc) {
+            for (index_t r = 0; r < rows; ++r) K::mul_acc(nc, a + r * cols + c0, b + r * cols + c0, v + c0);
+        });
+    }
+
+    // ---- activations: forward from x, backward accumulates into dx ----
+    template <class T> static void gelu_fwd(index_t n, const T* x, T* y) {
+        chunked<T>(n, [&]<class K>(index_t o, index_t m) { K::gelu_fwd(m, x + o, y + o); });
+    }
+    template <class T> static void gelu_bwd(index_t n, const T* x, const T* dy, T* dx) {
+        chunked<T>(n, [&]<class K>(index_t o, index_t m) { K::gelu_bwd(m, x + o, dy + o, dx + o); });
+    }
+    template <class T> static void relu_fwd(index_t n, const T* x, T* y) {
+        chunked<T>(n, [&]<class K>(index_t o, index_t m) { K::relu_fwd(m, x + o, y + o); });
+    }
+    template <class T> static void relu_bwd(index_t n, const T* x, const T* dy, T* dx) {
+        chunked<T>(n, [&]<class K>(index_t o, index_t m) { K::relu_bwd(m, x + o, dy + o, dx + o); });
+    }
+    template <class T> static void tanh_fwd(index_t n, const T* x, T* y) {
+        chunked<T>(n, [&]<class K>(index_t o, index_t m) { K::tanh_fwd(m, x + o, y + o); });
+    }
+    // (from the output y)
+    template <class T> static void tanh_bwd(index_t n, const T* y, const T* dy, T* dx) {
+        chunked<T>(n, [&]<class K>(index_t o, index_t m) { K::tanh_bwd(m, y + o, dy + o, dx + o); });
+    }
+    template <class T> static void sigmoid_fwd(index_t n, const T* x, T* y) {
+        chunked<T>(n, [&]<class K>(index_t o, index_t m) { K::sigmoid_fwd(m, x + o, y + o); });
+    }
+    // (from the output y)
+    template <class T> static void sigmoid_bwd(index_t n, const T* y, const T* dy, T* dx) {
+        chunked<T>(n, [&]<class K>(index_t o, index_t m) { K::sigmoid_bwd(m, y + o, dy + o, dx + o); });
+    }
+
+    // ---- reductions ----
+    template <class T>
+    static T sum(index_t n, const T* x) {
+        const index_t nchunks = std::max<index_t>(1, std::min<index_t>(max_threads(), n / elem_grain));
+        std::vector<double> part(static_cast<std::size_t>(nchunks), 0.0);
+        cpu::with_isa<T>([&]<class K>() {
+            parallel_for(nchunks, 1, [&](index_t b, index_t e) {
+                for (index_t c = b; c < e; ++c) {
+                    const index_t lo = n * c / nchunks, hi = n * (c + 1) / nchunks;
+                    part[static_cast<std::size_t>(c)] = static_cast<double>(K::sum(hi - lo, x + lo));
+                }
+            });
+        });
+        double s = 0;
+        for (double p : part) s += p;
+        return static_cast<T>(s);
+    }
+
+    // ---- softmax family (last axis) ----
+    // y[r] = softmax(scale * x[r] + mask[map(r)]); mask may be null.
+    template <class T>
+    static void softmax_fwd(index_t rows, index_t cols, const T* x, T scale, const T* mask, const row_broadcast& map, T* y) {
+        rowwise<T>(rows, cols, [&]<class K>(index_t r) {
+            K::softmax_row(cols, x + r * cols, scale, mask ? mask + map.offset(r) : nullptr, y + r * cols);
+        });
+    }
+    // dx += scale * y * (dy - <y, dy>)
+    template <class T>
+    static void softmax_bwd(index_t rows, index_t cols, const T* y, const T* dy, T scale, T* dx) {
+        rowwise<T>(rows, cols, [&]<class K>(index_t r) { K::softmax_bwd_row(cols, y + r * cols, dy + r * cols, scale, dx + r * cols); });
+    }
+    template <class T>
+    static void log_softmax_fwd(index_t rows, index_t cols, const T* x, T* y) {
+        rowwise<T>(rows, cols, [&]<class K>(index_t r) { K::log_softmax_row(cols, x + r * cols, y + r * cols); });
+    }
+    template <class T>
+    static void log_softmax_bwd(index_t rows, index_t cols, const T* y, const T* dy, T* dx) {
+        rowwise<T>(rows, cols, [&]<class K>(index_t r) { K::log_softmax_bwd_row(cols, y + r * cols, dy + r * cols, dx + r * cols); });
+    }
+
+    // ---- layer norm (last axis) ----
+    template <class T>
+    static void layernorm_fwd(index_t rows, index_t cols, const T* x, const T* gamma, const T* beta, T eps, T* y, T* mean, T* rstd) {
+        rowwise<T>(rows, cols, [&]<class K>(index_t r) {
+            K::layernorm_row(cols, x + r * cols, gamma, beta, eps, y + r * cols, mean + r, rstd + r);
+        });
+    }
+    // dx += ..., dgamma += ..., dbeta += ...  (any of the three may be null)
+    template <class T>
+    static void layernorm_bwd(index_t rows, index_t cols, const T* x, const T* dy, const T* gamma, const T* mean, const T* rstd,
+                              T* dx, T* dgamma, T* dbeta) {
+        if (dx)
+            rowwise<T>(rows, cols, [&]<class K>(index_t r) {
+                K::layernorm_bwd_row(cols, x + r * cols, dy + r * cols, gamma, mean[r], rstd[r], dx + r * cols);
+            });
+        if (dgamma && dbeta)
+            columnwise<T>(rows, cols, [&]<class K>(index_t c0, index_t nc) {
+                for (index_t r = 0; r < rows; ++r)
+                    K::layernorm_param_grad_row(nc, x + r * cols + c0, dy + r * cols + c0, mean[r], rstd[r], dgamma + c0, dbeta + c0);
+            });
+    }
+
+    // ---- cross-entropy over rows of logits (rows, V) ----
+    // loss[r] = (1-eps)(lse - x[t]) + eps (lse - mean_j x[j]); rows with t == ignore get 0.
+    // Targets were range-checked by the caller.
+    template <class T>
+    static void cross_entropy_fwd(index_t rows, index_t V, const T* logits, const std::int64_t* target, std::int64_t ignore,
+                                  T smoothing, T* loss, T* lse) {
+        rowwise<T>(rows, V, [&]<class K>(index_t r) {
+            const T* x = logits + r * V;
+            const T l = K::log_softmax_row(V, x, nullptr);
+            lse[r] = l;
+            if (target[r] == ignore) {
+                loss[r] = T(0);
+                return;
+            }
+            T value = (T(1) - smoothing) * (l - x[target[r]]);
+            if (smoothing != T(0)) value += smoothing * (l - K::sum(V, x) / static_cast<T>(V));
+            loss[r] = value;
+        });
+    }
+    // dlogits[r] += g[r] * (softmax(x) - (1-eps) onehot(t) - eps/V); ignored rows untouched.
+    template <class T>
+    static void cross_entropy_bwd(index_t rows, index_t V, const T* logits, const std::int64_t* target, std::int64_t ignore,
+                                  T smoothing, const T* lse, const T* g, T* dlogits) {
+        rowwise<T>(rows, V, [&]<class K>(index_t r) {
+            if (target[r] == ignore) return;
+            const T* x = logits + r * V;
+            T* d = dlogits + r * V;
+            const T gr = g[r], l = lse[r], uniform = smoothing / static_cast<T>(V);
+            for (index_t j = 0; j < V; ++j) d[j] += gr * (std::exp(x[j] - l) - uniform);
+            d[target[r]] -= gr * (T(1) - smoothing);
+        });
+    }
+
+    // ---- rows by index ----
+    // out[i] = table[ids[i]]   (ids range-checked by the caller)
+    template <class T>
+    static void gather_rows(index_t n, index_t cols, const T* table, const std::int64_t* ids, T* out) {
+        parallel_for(n, row_grain(cols), [&](index_t b, index_t e) {
+            for (index_t i = b; i < e; ++i) std::copy_n(table + ids[i] * cols, cols, out + i * cols);
+        });
+    }
+    // table[ids[i]] += src[i]  (repeated ids accumulate; threads own column blocks)
+    template <class T>
+    static void scatter_add_rows(index_t n, index_t cols, const T* src, const std::int64_t* ids, T* table) {
+        columnwise<T>(n, cols, [&]<class K>(index_t c0, index_t nc) {
+            for (index_t i = 0; i < n; ++i) K::add(nc, table + ids[i] * cols + c0, src + i * cols + c0, table + ids[i] * cols + c0);
+        });
+    }
+
+    // ---- dropout ----
+    // mask[i] = (u_i >= p) / (1 - p), u_i the i-th uniform of the reserved stream.
+    template <class T>
+    static void dropout_mask(index_t n, T p, const Generator& gen, std::uint64_t first, T* mask) {
+        const T keep = T(1) / (T(1) - p);
+        const auto threshold = static_cast<std::uint64_t>(static_cast<double>(p) * 4294967296.0);
+        parallel_for((n + 3) / 4, elem_grain / 4, [&](index_t b, index_t e) {
+            for (index_t blk = b; blk < e; ++blk) {
+                const auto w = gen.block((first >> 2) + static_cast<std::uint64_t>(blk));
+                for (index_t j = 0; j < 4 && blk * 4 + j < n; ++j)
+                    mask[blk * 4 + j] = w[static_cast<std::size_t>(j)] >= threshold ? keep : T(0);
+            }
+        });
+    }
+
+    // ---- GEMM ----
+    template <class T>
+    static void gemm(const cpu::gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c) {
+        cpu::gemm(g, alpha, a, b, beta, c);
+    }
+};
+
+}  // namespace depthlab
+// ---- end depthlab/backend/cpu/cpu.hpp ----
+// ---- begin depthlab/core/tensor.hpp ----
+// Tensor<T, Backend>: a strided view on reference-counted, 64-byte aligned device memory.
+// Views (reshape, transpose, slice, select) share storage; contiguous()/clone() copy.
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+#include <iomanip>
+#include <memory>
+#include <ostream>
+#include <span>
+#include <type_traits>
+#include <vector>
+
+#include <Eigen/Core>
+
+
+namespace depthlab {
+
+template <class T, class B = backend::cpu>
+class Tensor {
+    static_assert(std::is_floating_point_v<T> || std::is_integral_v<T>, "Tensor holds arithmetic values");
+
+public:
+    using value_type = T;
+    using backend_type = B;
+
+    Tensor() = default;
+    /// Zero-initialised tensor of the given shape.
+    explicit Tensor(const Shape& shape) : Tensor(empty(shape)) { zero_(); }
+
+    // ---- factories ----
+    /// Uninitialised contents: only for outputs that are fully written before being read.
+    static Tensor empty(const Shape& shape) {
+        DEPTHLAB_CHECK(shape.is_concrete(), shape_error, "Tensor: shape ", shape, " has an inferred (-1) extent");
+        Tensor t;
+        t.shape_ = shape;
+        t.strides_ = contiguous_strides(shape);
+        t.storage_ = memory<B>::template allocate<T>(static_cast<std::size_t>(shape.numel()));
+        return t;
+    }
+    static Tensor zeros(const Shape& shape) { return Tensor(shape); }
+    static Tensor full(const Shape& shape, T value) {
+        Tensor t = empty(shape);
+        t.fill_(value);
+        return t;
+    }
+    static Tensor ones(const Shape& shape) { return full(shape, T(1)); }
+    static Tensor from(const Shape& shape, std::span<const T> values) {
+        DEPTHLAB_CHECK(static_cast<index_t>(values.size()) == shape.numel(), shape_error, "Tensor::from: ", values.size(),
+                       " values for shape ", shape, " (", shape.numel(), " elements)");
+        Tensor t = empty(shape);
+        memory<B>::from_host(values.data(), t.data(), values.size());
+        return t;
+    }
+    static Tensor from(const Shape& shape, std::initializer_list<T> values) {
+        return from(shape, std::span<const T>(values.begin(), values.size()));
+    }
+    static Tensor from(const Shape& shape, const std::vector<T>& values) { return from(shape, std::span<const T>(values)); }
+    /// Normal(mean, std) from a seeded generator: reproducible whatever the thread count.
+    static Tensor randn(const Shape& shape, Generator& gen, double stddev = 1.0, double mean = 0.0) {
+        std::vector<T> v(static_cast<std::size_t>(shape.numel()));
+        const std::uint64_t first = gen.reserve(2 * v.size());
+        for (std::size_t i = 0; i < v.size(); ++i)
+            v[i] = static_cast<T>(mean + stddev * Generator::box_muller(gen.word(first + 2 * i), gen.word(first + 2 * i + 1)));
+        return from(shape, v);
+    }
+    /// Uniform in [lo, hi).
+    static Tensor uniform(const Shape& shape, Generator& gen, double lo = 0.0, double hi = 1.0) {
+        std::vector<T> v(static_cast<std::size_t>(shape.numel()));
+        const std::uint64_t first = gen.reserve(v.size());
+        for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<T>(lo + (hi - lo) * Generator::to_unit(gen.word(first + i)));
+        return from(shape, v);
+    }
+
+    // ---- properties ----
+    [[nodiscard]] bool defined() const { return storage_ != nullptr; }
+    [[nodiscard]] const Shape& shape() const { return shape_; }
+    [[nodiscard]] const Shape& strides() const { return strides_; }
+    [[nodiscard]] int rank() const { return shape_.rank(); }
+    [[nodiscard]] index_t dim(int i) const { return shape_.dim(i); }
+    [[nodiscard]] index_t numel() const { return shape_.numel(); }
+    [[nodiscard]] T* data() { return storage_.get() + offset_; }
+    [[nodiscard]] const T* data() const { return storage_.get() + offset_; }
+    [[nodiscard]] bool is_contiguous() const {
+        index_t expect = 1;
+        for (int i = rank() - 1; i >= 0; --i) {
+            if (shape_[i] != 1 && strides_[i] != expect) return false;
+            expect *= shape_[i];
+        }
+        return true;
+    }
+    /// True when both views point to the same memory block.
+    [[nodiscard]] bool shares_storage(const Tensor& o) const { return storage_ == o.storage_; }
+
+    // ---- views ----
+    /// Same data, new shape; one extent may be -1 (inferred). Copies only if not contiguous.
+    [[nodiscard]] Tensor reshape(Shape s) const {
+        index_t known = 1;
+        int infer = -1;
+        for (int i = 0; i < s.rank(); ++i) {
+            if (s[i] == -1) {
+                DEPTHLAB_CHECK(infer < 0, shape_error, "reshape: more than one -1 in ", s);
+                infer = i;
+            } else {
+                known *= s[i];
+            }
+        }
+        if (infer >= 0) {
+            DEPTHLAB_CHECK(known > 0 && numel() % known == 0, shape_error, "reshape: cannot reshape ", shape_, " into ", s);
+            s[infer] = numel() / known;
+        }
+        DEPTHLAB_CHECK(s.numel() == numel(), shape_error, "reshape: cannot reshape ", shape_, " (", numel(), " elements) into ",
+                       s, " (", s.numel(), " elements)");
+        Tensor t = is_contiguous() ? *this : contiguous();
+        t.shape_ = s;
+        t.strides_ = contiguous_strides(s);
+        return t;
+    }
+    /// Swap two axes (a view: no copy).
+    [[nodiscard]] Tensor transpose(int a, int b) const {
+        Tensor t = *this;
+        a = shape_.axis(a);
+        b = shape_.axis(b);
+        std::swap(t.shape_[a], t.shape_[b]);
+        std::swap(t.strides_[a], t.strides_[b]);
+        return t;
+    }
+    /// Elements [start, stop) along an axis (a view).
+    [[nodiscard]] Tensor slice(int axis, index_t start, index_t stop) const {
+        const int a = shape_.axis(axis);
+        DEPTHLAB_CHECK(0 <= start && start <= stop && stop <= shape_[a], index_error, "slice: range [", start, ", ", stop,
+                       ") out of bounds for axis ", axis, " of shape ", shape_);
+        Tensor t = *this;
+        t.offset_ += start * strides_[a];
+        t.shape_[a] = stop - start;
+        return t;
+    }
+    /// Index `i` along an axis, dropping that axis (a view).
+    [[nodiscard]] Tensor select(int axis, index_t i) const {
+        const int a = shape_.axis(axis);
+        DEPTHLAB_CHECK(0 <= i && i < shape_[a], index_error, "select: index ", i, " out of bounds for axis ", axis, " of shape ",
+                       shape_);
+        Tensor t;
+        t.storage_ = storage_;
+        t.offset_ = offset_ + i * strides_[a];
+        for (int k = 0; k < rank(); ++k) {
+            if (k == a) continue;
+            t.shape_.push_back(shape_[k]);
+            t.strides_.push_back(strides_[k]);
+        }
+        return t;
+    }
+
+    // ---- copies ----
+    [[nodiscard]] Tensor contiguous() const {
+        if (is_contiguous()) return *this;
+        Tensor t = empty(shape_);
+        t.copy_(*this);
+        return t;
+    }
+    [[nodiscard]] Tensor clone() const {
+        Tensor t = empty(shape_);
+        t.copy_(*this);
+        return t;
+    }
+    /// Copy values from a tensor of the same shape (any strides) into this view.
+    Tensor& copy_(const Tensor& src) {
+        DEPTHLAB_CHECK(src.shape() == shape_, shape_error, "copy_: source shape ", src.shape(), " != destination shape ", shape_);
+        primitives<B>::copy_strided(shape_, src.data(), src.strides(), data(), strides_, /*accumulate=*/false);
+        return *this;
+    }
+    /// this += src (same shape, any strides).
+    Tensor& add_(const Tensor& src) {
+        DEPTHLAB_CHECK(src.shape() == shape_, shape_error, "add_: source shape ", src.shape(), " != destination shape ", shape_);
+        primitives<B>::copy_strided(shape_, src.data(), src.strides(), data(), strides_, /*accumulate=*/true);
+        return *this;
+    }
+    Tensor& fill_(T value) {
+        DEPTHLAB_CHECK(is_contiguous(), usage_error, "fill_: needs a contiguous tensor, got shape ", shape_);
+        primitives<B>::fill(numel(), value, data());
+        return *this;
+    }
+    Tensor& zero_() { return fill_(T(0)); }
+
+    template <class U>
+    [[nodiscard]] Tensor<U, B> cast() const {
+        static_assert(B::host_accessible, "cast: host backends only for now");
+        const std::vector<T> v = to_vector();
+        std::vector<U> u(v.begin(), v.end());
+        return Tensor<U, B>::from(shape_, u);
+    }
+
+    // ---- host access ----
+    [[nodiscard]] std::vector<T> to_vector() const {
+        const Tensor c = contiguous();
+        std::vector<T> v(static_cast<std::size_t>(numel()));
+        memory<B>::to_host(c.data(), v.data(), v.size());
+        return v;
+    }
+    template <class... I>
+    [[nodiscard]] T& operator()(I... idx) {
+        static_assert(B::host_accessible, "element access needs a host backend: use to_vector()");
+        return *(data() + offset_of({static_cast<index_t>(idx)...}));
+    }
+    template <class... I>
+    [[nodiscard]] const T& operator()(I... idx) const {
+        static_assert(B::host_accessible, "element access needs a host backend: use to_vector()");
+        return *(data() + offset_of({static_cast<index_t>(idx)...}));
+    }
+    [[nodiscard]] T item() const {
+        DEPTHLAB_CHECK(numel() == 1, shape_error, "item: tensor of shape ", shape_, " has ", numel(), " elements, not 1");
+        T v;
+        memory<B>::to_host(data(), &v, 1);
+        return v;
+    }
+
+    // ---- Eigen interop (host backends) ----
+    using EigenMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+    using EigenStride = Eigen::Stride<Eigen::Dynamic, Eigen::Dynamic>;
+    /// A 2-D tensor (any strides) as an Eigen matrix map.
+    [[nodiscard]] Eigen::Map<EigenMatrix, 0, EigenStride> matrix() {
+        static_assert(B::host_accessible, "Eigen maps need a host backend");
+        DEPTHLAB_CHECK(rank() == 2, shape_error, "matrix(): needs a 2-D tensor, got shape ", shape_);
+        return {data(), shape_[0], shape_[1], EigenStride(strides_[0], strides_[1])};
+    }
+    [[nodiscard]] Eigen::Map<const EigenMatrix, 0, EigenStride> matrix() const {
+        static_assert(B::host_accessible, "Eigen maps need a host backend");
+        DEPTHLAB_CHECK(rank() == 2, shape_error, "matrix(): needs a 2-D tensor, got shape ", shape_);
+        return {data(), shape_[0], shape_[1], EigenStride(strides_[0], strides_[1])};
+    }
+    /// All elements of a contiguous tensor as an Eigen vector map.
+    [[nodiscard]] Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, 1>, Eigen::Unaligned> vector() {
+        DEPTHLAB_CHECK(is_contiguous(), usage_error, "vector(): needs a contiguous tensor, got shape ", shape_);
+        return {data(), numel()};
+    }
+    [[nodiscard]] Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>, Eigen::Unaligned> vector() const {
+        DEPTHLAB_CHECK(is_contiguous(), usage_error, "vector(): needs a contiguous tensor, got shape ", shape_);
+        return {data(), numel()};
+    }
+
+    friend std::ostream& operator<<(std::ostream& os, const Tensor& t) {
+        os << "Tensor" << t.shape_ << " " << B::name << "\n";
+        if (!t.defined()) return os << "  (undefined)\n";
+        const std::vector<T> v = t.to_vector();
+        const index_t cols = t.rank() == 0 ? 1 : std::max<index_t>(t.shape_.back(), 1);
+        const index_t max_shown = 64;
+        for (index_t i = 0; i < static_cast<index_t>(v.size()) && i < max_shown; ++i) {
+            os << (i % cols == 0 ? "  " : " ") << std::setprecision(6) << v[static_cast<std::size_t>(i)];
+            if ((i + 1) % cols == 0) os << "\n";
+        }
+        if (static_cast<index_t>(v.size()) > max_shown) os << "  ... (" << v.size() - max_shown << " more)\n";
+        return os;
+    }
+
+private:
+    index_t offset_of(std::initializer_list<index_t> idx) const {
+        DEPTHLAB_CHECK(static_cast<int>(idx.size()) == rank(), index_error, "Tensor(): ", idx.size(), " indices for shape ", shape_);
+        index_t off = 0;
+        int k = 0;
+        for (index_t i : idx) {
+            DEPTHLAB_CHECK(0 <= i && i < shape_[k], index_error, "Tensor(): index ", i, " out of range for axis ", k, " of shape ",
+                           shape_);
+            off += i * strides_[k++];
+        }
+        return off;
+    }
+
+    std::shared_ptr<T> storage_;
+    index_t offset_ = 0;
+    Shape shape_;
+    Shape strides_;
+};
+
+/// Throws shape_error naming `op` unless a and b have the same shape.
+template <class A, class Bt>
+void check_same_shape(const char* op, const A& a, const Bt& b) {
+    DEPTHLAB_CHECK(a.shape() == b.shape(), shape_error, op, ": shapes ", a.shape(), " and ", b.shape(), " differ");
+}
+
+}  // namespace depthlab
+// ---- end depthlab/core/tensor.hpp ----
+// ---- begin depthlab/autodiff/op_kind.hpp ----
+// The list of differentiable ops. The test harness (tests/test_ops.cpp) checks that every
+// entry here has a reference, a finite-difference gradient check and a float-vs-double
+// case, so an op cannot be added without being tested.
+
+namespace depthlab {
+
+#define DEPTHLAB_OPS(X)                                                                                     \
+    X(leaf) X(matmul) X(linear) X(add) X(mul) X(scale) X(bias) X(gelu) X(relu) X(tanh) X(sigmoid)         \
+    X(softmax) X(log_softmax) X(cross_entropy) X(layer_norm) X(dropout) X(embedding) X(concat) X(split)     \
+    X(slice) X(reshape) X(transpose) X(gather_rows) X(scatter_rows) X(sum) X(mean) X(mse)
+
+enum class op_kind : int {
+#define DEPTHLAB_OP_ENUM(name) name,
+    DEPTHLAB_OPS(DEPTHLAB_OP_ENUM)
+#undef DEPTHLAB_OP_ENUM
+        count_
+};
+
+inline constexpr int op_count = static_cast<int>(op_kind::count_);
+
+inline const char* op_name(op_kind k) {
+    switch (k) {
+#define DEPTHLAB_OP_NAME(name) \
+    case op_kind::name: return #name;
+        DEPTHLAB_OPS(DEPTHLAB_OP_NAME)
+#undef DEPTHLAB_OP_NAME
+        default: return "?";
+    }
+}
+
+}  // namespace depthlab
+// ---- end depthlab/autodiff/op_kind.hpp ----
+// ---- begin depthlab/autodiff/variable.hpp ----
+// Reverse-mode autodiff over coarse ops. A Var is a handle to a node that holds a value,
+// a lazily allocated gradient and, for results of ops, the parents and a backward
+// function. backward() walks the DAG in reverse topological order; every backward
+// function *accumulates* into its parents' gradients, so a value used twice (tied weights,
+// residual branches) needs no special case.
+#include <algorithm>
+#include <functional>
+#include <memory>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+
+namespace depthlab {
+
+namespace detail {
+inline bool& grad_mode() {
+    thread_local bool enabled = true;
+    return enabled;
+}
+}  // namespace detail
+
+/// True unless inside a no_grad scope on this thread.
+inline bool grad_enabled() { return detail::grad_mode(); }
+
+/// RAII scope in which ops record nothing (evaluation, optimiser updates).
+class no_grad {
+public:
+    no_grad() : saved_(detail::grad_mode()) { detail::grad_mode() = false; }
+    ~no_grad() { detail::grad_mode() = saved_; }
+    no_grad(const no_grad&) = delete;
+    no_grad& operator=(const no_grad&) = delete;
+
+private:
+    bool saved_;
+};
+
+template <class T, class B>
+struct Node {
+    Tensor<T, B> value;
+    Tensor<T, B> grad;  // undefined until something flows into it
+    bool requires_grad = false;
+    bool retain_grad = false;  // keep the gradient of a non-leaf after backward
+    op_kind op = op_kind::leaf;
+    std::vector<std::shared_ptr<Node>> parents;
+    std::function<void(Node&)> backward;  // reads this->grad, accumulates into parents
+
+    /// The gradient buffer, zero-initialised on first use.
+    Tensor<T, B>& grad_buffer() {
+        if (!grad.defined()) grad = Tensor<T, B>::zeros(value.shape());
+        return grad;
+    }
+};
+
+template <class T, class B = backend::cpu>
+class Var {
+public:
+    using node_type = Node<T, B>;
+    using tensor_type = Tensor<T, B>;
+
+    Var() = default;
+    /// A constant (no gradient).
+    explicit Var(tensor_type value, bool requires_grad = false) : n_(std::make_shared<node_type>()) {
+        n_->value = std::move(value);
+        n_->requires_grad = requires_grad;
+    }
+    /// A trainable leaf.
+    static Var parameter(tensor_type value) { return Var(std::move(value), true); }
+    static Var constant(tensor_type value) { return Var(std::move(value), false); }
+
+    [[nodiscard]] bool defined() const { return n_ != nullptr; }
+    [[nodiscard]] const tensor_type& value() const { return node().value; }
+    [[nodiscard]] tensor_type& value() { return node().value; }
+    [[nodiscard]] const Shape& shape() const { return node().value.shape(); }
+    [[nodiscard]] bool requires_grad() const { return node().requires_grad; }
+    [[nodiscard]] bool is_leaf() const { return node().op == op_kind::leaf; }
+    [[nodiscard]] op_kind op() const { return node().op; }
+    /// The accumulated gradient (undefined tensor if none has flowed here).
+    [[nodiscard]] const tensor_type& grad() const { return node().grad; }
+    [[nodiscard]] tensor_type& grad() { return node().grad; }
+    void zero_grad() { node().grad = tensor_type(); }
+    /// Keep this non-leaf value's gradient after backward().
+    Var& retain_grad() {
+        node().retain_grad = true;
+        return *this;
+    }
+    [[nodiscard]] node_type& node() const {
+        DEPTHLAB_CHECK(n_ != nullptr, usage_error, "Var: use of an undefined variable");
+        return *n_;
+    }
+    [[nodiscard]] const std::shared_ptr<node_type>& node_ptr() const { return n_; }
+
+    /// Backpropagate from a scalar (seed 1).
+    void backward() const {
+        DEPTHLAB_CHECK(value().numel() == 1, shape_error, "backward: needs a scalar output or an explicit seed, got shape ",
+                       shape());
+        backward(tensor_type::ones(shape()));
+    }
+    /// Backpropagate a seed gradient of this value's shape.
+    void backward(const tensor_type& seed) const {
+        check_same_shape("backward(seed)", seed, value());
+        DEPTHLAB_CHECK(requires_grad(), usage_error, "backward: output of ", op_name(op()),
+                       " does not depend on any parameter (or was computed under no_grad)");
+        const std::vector<node_type*> order = topological_order();
+        node().grad_buffer().add_(seed);
+        for (auto it = order.rbegin(); it != order.rend(); ++it) {
+            node_type& nd = **it;
+            if (nd.backward && nd.grad.defined()) nd.backward(nd);
+            if (nd.op != op_kind::leaf && !nd.retain_grad) nd.grad = tensor_type();  // free intermediate gradients
+        }
+    }
+
+private:
+    // Post-order DFS over nodes that require grad (iterative: graphs can be deep).
+    std::vector<node_type*> topological_order() const {
+        std::vector<node_type*> order;
+        std::unordered_set<node_type*> seen;
+        std::vector<std::pair<node_type*, std::size_t>> stack{{n_.get(), 0}};
+        seen.insert(n_.get());
+        while (!stack.empty()) {
+            auto& [nd, next] = stack.back();
+            if (next < nd->parents.size()) {
+                node_type* p = nd->parents[next++].get();
+                if (p->requires_grad && seen.insert(p).second) stack.emplace_back(p, 0);
+            } else {
+                order.push_back(nd);
+                stack.pop_back();
+            }
+        }
+        return order;
+    }
+
+    std::shared_ptr<node_type> n_;
+};
+
+namespace detail {
+/// Result of an op: records parents and the backward function when any input requires a
+/// gradient and grad mode is on; otherwise a plain constant.
+template <class T, class B, class F>
+Var<T, B> make_result(op_kind op, Tensor<T, B> value, std::vector<Var<T, B>> inputs, F&& backward) {
+    Var<T, B> out(std::move(value));
+    const bool needs = grad_enabled() && std::any_of(inputs.begin(), inputs.end(), [](const Var<T, B>& v) { return v.requires_grad(); });
+    auto& nd = out.node();
+    nd.op = op;
+    if (!needs) return out;
+    nd.requires_grad = true;
+    nd.parents.reserve(inputs.size());
+    for (auto& v : inputs) nd.parents.push_back(v.node_ptr());
+    nd.backward = std::forward<F>(backward);
+    return out;
+}
+/// Gradient buffer of parent i if it takes a gradient, else nullptr.
+template <class T, class B>
+T* parent_grad(Node<T, B>& nd, std::size_t i) {
+    auto& p = *nd.parents[i];
+    return p.requires_grad ? p.grad_buffer().data() : nullptr;
+}
+}  // namespace detail
+
+}  // namespace depthlab
+// ---- end depthlab/autodiff/variable.hpp ----
+// ---- begin depthlab/autodiff/ops.hpp ----
+// Differentiable ops. Each op checks its operands (throwing an error that names the op and
+// the shapes), computes its value with primitives<B>, and registers a backward function
+// written right below the forward. Backward functions accumulate into parents (`+=`).
+// All op results are contiguous.
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+
+namespace depthlab {
+
+namespace detail {
+template <class T, class B>
+Tensor<T, B> contiguous_value(const Var<T, B>& v) {
+    return v.value().contiguous();
+}
+/// b broadcasts against a when it equals a's shape or a trailing part of it.
+inline bool is_suffix(const Shape& a, const Shape& b) {
+    if (b.rank() > a.rank()) return false;
+    for (int i = 1; i <= b.rank(); ++i)
+        if (a[a.rank() - i] != b[b.rank() - i]) return false;
+    return true;
+}
+/// Throws unless every value in ids lies in [0, n).
+inline void check_ids(const char* op, std::span<const std::int64_t> ids, index_t n, const char* what = "id") {
+    for (std::size_t i = 0; i < ids.size(); ++i)
+        DEPTHLAB_CHECK(ids[i] >= 0 && ids[i] < n, index_error, op, ": ", what, " ", ids[i], " at position ", i,
+                       " out of range [0, ", n, ")");
+}
+template <class T, class B>
+void check_finite(const char* op, const Tensor<T, B>& t, const char* what) {
+    const auto v = t.to_vector();
+    for (std::size_t i = 0; i < v.size(); ++i)
+        DEPTHLAB_CHECK(std::isfinite(v[i]), numeric_error, op, ": non-finite value ", v[i], " in ", what, " of shape ", t.shape(),
+                       " at flat index ", i);
+}
+}  // namespace detail
+
+// ---------------------------------------------------------------- matmul
+/// Batched matrix product. a: (..., M, K) (or (..., K, M) with trans_a),
+/// b: (..., K, N) (or (..., N, K) with trans_b). Either may be 2-D and is then shared by
+/// every batch entry; otherwise the batch dimensions must be equal. Result: (..., M, N).
+template <class T, class B>
+Var<T, B> matmul(const Var<T, B>& a, const Var<T, B>& b, bool trans_a = false, bool trans_b = false) {
+    using P = primitives<B>;
+    const Shape& sa = a.shape();
+    const Shape& sb = b.shape();
+    DEPTHLAB_CHECK(sa.rank() >= 2 && sb.rank() >= 2, shape_error, "matmul: operands need rank >= 2, got ", sa, " and ", sb);
+    const index_t M = trans_a ? sa.dim(-1) : sa.dim(-2), K = trans_a ? sa.dim(-2) : sa.dim(-1);
+    const index_t Kb = trans_b ? sb.dim(-1) : sb.dim(-2), N = trans_b ? sb.dim(-2) : sb.dim(-1);
+    DEPTHLAB_CHECK(K == Kb, shape_error, "matmul: inner dimensions differ: ", sa, (trans_a ? "^T" : ""), " x ", sb,
+                   (trans_b ? "^T" : ""));
+    const index_t batch_a = sa.numel() / std::max<index_t>(M * K, 1), batch_b = sb.numel() / std::max<index_t>(K * N, 1);
+    const bool a_shared = sa.rank() == 2, b_shared = sb.rank() == 2;
+    Shape out;
+    if (!a_shared) {
+        DEPTHLAB_CHECK(b_shared || Shape(sa.begin(), sa.end() - 2) == Shape(sb.begin(), sb.end() - 2), shape_error,
+                       "matmul: batch dimensions differ: ", sa, " x ", sb);
+        for (int i = 0; i < sa.rank() - 2; ++i) out.push_back(sa[i]);
+    } else {
+        for (int i = 0; i < sb.rank() - 2; ++i) out.push_back(sb[i]);
+    }
+    out.push_back(M);
+    out.push_back(N);
+    const index_t batch = std::max(batch_a, batch_b);
+    const index_t lda = trans_a ? M : K, ldb = trans_b ? K : N;
+    const auto A = detail::contiguous_value(a);
+    const auto Bv = detail::contiguous_value(b);
+    auto C = Tensor<T, B>::empty(out);
+    // A shared B with a non-transposed batched A is one big GEMM over batch*M rows.
+    const bool fold = b_shared && !trans_a;
+    if (fold) {
+        P::gemm(gemm_args{false, trans_b, batch * M, N, K, lda, ldb, N}, T(1), A.data(), Bv.data(), T(0), C.data());
+    } else {
+        P::gemm(gemm_args{trans_a, trans_b, M, N, K, lda, ldb, N, batch, a_shared ? 0 : M * K, b_shared ? 0 : K * N, M * N},
+                T(1), A.data(), Bv.data(), T(0), C.data());
+    }
+    return detail::make_result<T, B>(op_kind::matmul, std::move(C), {a, b}, [=](Node<T, B>& nd) {
+        const T* dC = nd.grad.data();
+        if (T* dA = detail::parent_grad(nd, 0)) {
+            // dA = dC op(B)^T (or its transpose when A was transposed)
+            if (a_shared && batch > 1) {
+                for (index_t i = 0; i < batch; ++i) {
+                    const T* Bi = Bv.data() + (b_shared ? 0 : i * K * N);
+                    if (!trans_a) P::gemm(gemm_args{false, !trans_b, M, K, N, N, ldb, K}, T(1), dC + i * M * N, Bi, T(1), dA);
+                    else P::gemm(gemm_args{trans_b, true, K, M, N, ldb, N, M}, T(1), Bi, dC + i * M * N, T(1), dA);
+                }
+            } else if (fold) {
+                P::gemm(gemm_args{false, !trans_b, batch * M, K, N, N, ldb, K}, T(1), dC, Bv.data(), T(1), dA);
+            } else if (!trans_a) {
+                P::gemm(gemm_args{false, !trans_b, M, K, N, N, ldb, K, batch, M * N, b_shared ? 0 : K * N, M * K}, T(1), dC,
+                        Bv.data(), T(1), dA);
+            } else {
+                P::gemm(gemm_args{trans_b, true, K, M, N, ldb, N, M, batch, b_shared ? 0 : K * N, M * N, M * K}, T(1),
+                        Bv.data(), dC, T(1), dA);
+            }
+        }
+        if (T* dB = detail::parent_grad(nd, 1)) {
+            // dB = op(A)^T dC (or dC^T op(A) when B was transposed); summed over a shared B's batch
+            if (fold) {
+                if (!trans_b) P::gemm(gemm_args{true, false, K, N, batch * M, lda, N, N}, T(1), A.data(), dC, T(1), dB);
+                else P::gemm(gemm_args{true, false, N, K, batch * M, N, lda, K}, T(1), dC, A.data(), T(1), dB);
+            } else if (b_shared && batch > 1) {
+                for (index_t i = 0; i < batch; ++i) {
+                    const T* Ai = A.data() + (a_shared ? 0 : i * M * K);
+                    if (!trans_b) P::gemm(gemm_args{!trans_a, false, K, N, M, lda, N, N}, T(1), Ai, dC + i * M * N, T(1), dB);
+                    else P::gemm(gemm_args{true, trans_a, N, K, M, N, lda, K}, T(1), dC + i * M * N, Ai, T(1), dB);
+                }
+            } else if (!trans_b) {
+                P::gemm(gemm_args{!trans_a, false, K, N, M, lda, N, N, batch, a_shared ? 0 : M * K, M * N, K * N}, T(1), A.data(),
+                        dC, T(1), dB);
+            } else {
+                P::gemm(gemm_args{true, trans_a, N, K, M, N, lda, K, batch, M * N, a_shared ? 0 : M * K, K * N}, T(1), dC,
+                        A.data(), T(1), dB);
+            }
+        }
+    });
+}
+
+// ---------------------------------------------------------------- linear
+/// y = x W^T + b.  x: (..., in), W: (out, in) as in PyTorch, b: (out) or undefined.
+template <class T, class B>
+Var<T, B> linear(const Var<T, B>& x, const Var<T, B>& W, const Var<T, B>& b = {}) {
+    using P = primitives<B>;
+    const Shape& sx = x.shape();
+    DEPTHLAB_CHECK(W.shape().rank() == 2 && sx.rank() >= 1 && sx.back() == W.shape()[1], shape_error, "linear: input ", sx,
+                   " does not fit weight ", W.shape(), " (expected weight (out, ", (sx.rank() ? sx.back() : 0), "))");
+    const index_t in = W.shape()[1], out = W.shape()[0], rows = sx.rows();
+    if (b.defined())
+        DEPTHLAB_CHECK(b.shape() == Shape{out}, shape_error, "linear: bias ", b.shape(), " does not fit weight ", W.shape());
+    const auto X = detail::contiguous_value(x);
+    const auto Wv = detail::contiguous_value(W);
+    auto Y = Tensor<T, B>::empty(sx.with_back(out));
+    if (b.defined()) {
+        // Y = b broadcast, then Y += X W^T: the bias add rides on the GEMM's beta.
+        const auto bv = detail::contiguous_value(b);
+        for (index_t r = 0; r < rows; ++r) P::axpby(out, T(1), bv.data(), T(0), Y.data() + r * out);
+        P::gemm(gemm_args{false, true, rows, out, in, in, in, out}, T(1), X.data(), Wv.data(), T(1), Y.data());
+    } else {
+        P::gemm(gemm_args{false, true, rows, out, in, in, in, out}, T(1), X.data(), Wv.data(), T(0), Y.data());
+    }
+    std::vector<Var<T, B>> inputs{x, W};
+    if (b.defined()) inputs.push_back(b);
+    const bool has_bias = b.defined();
+    return detail::make_result<T, B>(op_kind::linear, std::move(Y), std::move(inputs), [=](Node<T, B>& nd) {
+        const T* dY = nd.grad.data();
+        if (T* dX = detail::parent_grad(nd, 0))
+            P::gemm(gemm_args{false, false, rows, in, out, out, in, in}, T(1), dY, Wv.data(), T(1), dX);
+        if (T* dW = detail::parent_grad(nd, 1))
+            P::gemm(gemm_args{true, false, out, in, rows, out, in, in}, T(1), dY, X.data(), T(1), dW);
+        if (has_bias)
+            if (T* db = detail::parent_grad(nd, 2)) P::sum_rows_acc(rows, out, dY, db);
+    });
+}
+
+// ---------------------------------------------------------------- add / mul / bias / scale
+namespace detail {
+template <class T, class B>
+Var<T, B> broadcast_binary(op_kind op, const char* name, const Var<T, B>& a, const Var<T, B>& b) {
+    using P = primitives<B>;
+    DEPTHLAB_CHECK(is_suffix(a.shape(), b.shape()), shape_error, name, ": shapes ", a.shape(), " and ", b.shape(),
+                   " do not broadcast (the second must equal the first or a trailing part of it)");
+    const auto A = contiguous_value(a);
+    const auto Bv = contiguous_value(b);
+    const index_t n = A.numel(), cols = std::max<index_t>(Bv.numel(), 1), rows = Bv.numel() ? n / cols : 0;
+    const bool same = a.shape() == b.shape();
+    auto Y = Tensor<T, B>::empty(a.shape());
+    const bool is_mul = op == op_kind::mul;
+    if (is_mul) P::mul_row_vector(rows, cols, A.data(), Bv.data(), Y.data());
+    else P::add_row_vector(rows, cols, A.data(), Bv.data(), Y.data());
+    return make_result<T, B>(op, std::move(Y), {a, b}, [=](Node<T, B>& nd) {
+        const T* dY = nd.grad.data();
+        if (T* dA = parent_grad(nd, 0)) {
+            if (is_mul) P::mul_row_vector_acc(rows, cols, dY, Bv.data(), dA);
+            else P::axpby(n, T(1), dY, T(1), dA);
+        }
+        if (T* dB = parent_grad(nd, 1)) {
+            if (is_mul) {
+                if (same) P::mul_acc(n, dY, A.data(), dB);
+                else P::sum_rows_mul_acc(rows, cols, dY, A.data(), dB);
+            } else {
+                if (same) P::axpby(n, T(1), dY, T(1), dB);
+                else P::sum_rows_acc(rows, cols, dY, dB);
+            }
+        }
+    });
+}
+}  // namespace detail
+
+/// a + b, b equal to a's shape or to a trailing part of it (broadcast over the rest).
+template <class T, class B>
+Var<T, B> add(const Var<T, B>& a, const Var<T, B>& b) {
+    return detail::broadcast_binary(op_kind::add, "add", a, b);
+}
+/// a * b elementwise, with the same broadcasting as add.
+template <class T, class B>
+Var<T, B> mul(const Var<T, B>& a, const Var<T, B>& b) {
+    return detail::broadcast_binary(op_kind::mul, "mul", a, b);
+}
+/// x + b with b: (C) added to every row of x: (..., C).
+template <class T, class B>
+Var<T, B> bias(const Var<T, B>& x, const Var<T, B>& b) {
+    DEPTHLAB_CHECK(b.shape().rank() == 1 && x.shape().rank() >= 1 && b.shape()[0] == x.shape().back(), shape_error, "bias: bias ",
+                   b.shape(), " does not fit input ", x.shape());
+    Var<T, B> y = detail::broadcast_binary(op_kind::add, "bias", x, b);
+    y.node().op = op_kind::bias;
+    return y;
+}
+/// s * x.
+template <class T, class B>
+Var<T, B> scale(const Var<T, B>& x, T s) {
+    using P = primitives<B>;
+    const auto X = detail::contiguous_value(x);
+    auto Y = Tensor<T, B>::empty(x.shape());
+    P::axpby(X.numel(), s, X.data(), T(0), Y.data());
+    const index_t n = X.numel();
+    return detail::make_result<T, B>(op_kind::scale, std::move(Y), {x}, [=](Node<T, B>& nd) {
+        if (T* dX = detail::parent_grad(nd, 0)) P::axpby(n, s, nd.grad.data(), T(1), dX);
+    });
+}
+
+// ---------------------------------------------------------------- activations
+namespace detail {
+/// Unary activation: `fwd(n, x, y)`; `bwd(n, saved, dy, dx)` where saved is the input
+/// (from_output = false) or the output (true, cheaper for tanh and sigmoid).
+template <class T, class B, class Fwd, class Bwd>
+Var<T, B> activation(op_kind op, const Var<T, B>& x, bool from_output, Fwd fwd, Bwd bwd) {
+    const auto X = contiguous_value(x);
+    auto Y = Tensor<T, B>::empty(x.shape());
+    fwd(X.numel(), X.data(), Y.data());
+    const index_t n = X.numel();
+    const Tensor<T, B> saved = from_output ? Y : X;
+    return make_result<T, B>(op, std::move(Y), {x}, [=](Node<T, B>& nd) {
+        if (T* dX = parent_grad(nd, 0)) bwd(n, saved.data(), nd.grad.data(), dX);
+    });
+}
+}  // namespace detail
+
+/// GELU, tanh approximation (as BERT/ALBERT and PyTorch's approximate='tanh').
+template <class T, class B>
+Var<T, B> gelu(const Var<T, B>& x) {
+    using P = primitives<B>;
+    return detail::activation(op_kind::gelu, x, false, [](index_t n, const T* a, T* y) { P::gelu_fwd(n, a, y); },
+                              [](index_t n, const T* s, const T* dy, T* dx) { P::gelu_bwd(n, s, dy, dx); });
+}
+template <class T, class B>
+Var<T, B> relu(const Var<T, B>& x) {
+    using P = primitives<B>;
+    return detail::activation(op_kind::relu, x, false, [](index_t n, const T* a, T* y) { P::relu_fwd(n, a, y); },
+                              [](index_t n, const T* s, const T* dy, T* dx) { P::relu_bwd(n, s, dy, dx); });
+}
+template <class T, class B>
+Var<T, B> tanh(const Var<T, B>& x) {
+    using P = primitives<B>;
+    return detail::activation(op_kind::tanh, x, true, [](index_t n, const T* a, T* y) { P::tanh_fwd(n, a, y); },
+                              [](index_t n, const T* s, const T* dy, T* dx) { P::tanh_bwd(n, s, dy, dx); });
+}
+template <class T, class B>
+Var<T, B> sigmoid(const Var<T, B>& x) {
+    using P = primitives<B>;
+    return detail::activation(op_kind::sigmoid, x, true, [](index_t n, const T* a, T* y) { P::sigmoid_fwd(n, a, y); },
+                              [](index_t n, const T* s, const T* dy, T* dx) { P::sigmoid_bwd(n, s, dy, dx); });
+}
+
+// ---------------------------------------------------------------- softmax family
+/// softmax(scale * x + mask) over the last axis. mask (optional, additive, not
+/// differentiated) has x's last extent and leading extents equal to x's or 1, e.g. a
+/// padding mask (B,1,1,Tk) or a causal mask (Tq,Tk) for scores (B,H,Tq,Tk).
+template <class T, class B>
+Var<T, B> softmax(const Var<T, B>& x, T scale = T(1), const Tensor<T, B>& mask = {}) {
+    using P = primitives<B>;
+    const Shape& sx = x.shape();
+    DEPTHLAB_CHECK(sx.rank() >= 1, shape_error, "softmax: input must have rank >= 1, got ", sx);
+    const index_t cols = sx.back(), rows = sx.rows();
+    row_broadcast map;
+    Tensor<T, B> M;
+    if (mask.defined()) {
+        const Shape& sm = mask.shape();
+        bool ok = sm.rank() >= 1 && sm.rank() <= sx.rank() && sm.back() == cols;
+        M = mask.contiguous();
+        map.rank = sx.rank() - 1;
+        const int pad = sx.rank() - sm.rank();
+        index_t stride = cols;
+        for (int k = sx.rank() - 2; ok && k >= 0; --k) {
+            const index_t md = k - pad >= 0 ? sm[k - pad] : 1;
+            ok = md == 1 || md == sx[k];
+            map.dims[k] = sx[k];
+            map.strides[k] = md == 1 ? 0 : stride;
+            stride *= md;
+        }
+        DEPTHLAB_CHECK(ok, shape_error, "softmax: mask ", sm, " does not broadcast to scores ", sx);
+    }
+    const auto X = detail::contiguous_value(x);
+    auto Y = Tensor<T, B>::empty(sx);
+    P::softmax_fwd(rows, cols, X.data(), scale, M.defined() ? M.data() : nullptr, map, Y.data());
+    const Tensor<T, B> Ys = Y;
+    return detail::make_result<T, B>(op_kind::softmax, std::move(Y), {x}, [=](Node<T, B>& nd) {
+        if (T* dX = detail::parent_grad(nd, 0)) P::softmax_bwd(rows, cols, Ys.data(), nd.grad.data(), scale, dX);
+    });
+}
+/// log(softmax(x)) over the last axis.
+template <class T, class B>
+Var<T, B> log_softmax(const Var<T, B>& x) {
+    using P = primitives<B>;
+    DEPTHLAB_CHECK(x.shape().rank() >= 1, shape_error, "log_softmax: input must have rank >= 1, got ", x.shape());
+    const index_t cols = x.shape().back(), rows = x.shape().rows();
+    const auto X = detail::contiguous_value(x);
+    auto Y = Tensor<T, B>::empty(x.shape());
+    P::log_softmax_fwd(rows, cols, X.data(), Y.data());
+    const Tensor<T, B> Ys = Y;
+    return detail::make_result<T, B>(op_kind::log_softmax, std::move(Y), {x}, [=](Node<T, B>& nd) {
+        if (T* dX = detail::parent_grad(nd, 0)) P::log_softmax_bwd(rows, cols, Ys.data(), nd.grad.data(), dX);
+    });
+}
+
+/// Mean cross-entropy of logits (..., V) against integer targets (one per row), as
+/// PyTorch's F.cross_entropy: rows whose target is ignore_index are skipped (and not
+/// counted in the mean); label_smoothing mixes in the uniform distribution. When every
+/// row is ignored the loss is 0 with zero gradient. Throws on out-of-range targets and
+/// on a non-finite loss.
+template <class T, class B>
+Var<T, B> cross_entropy(const Var<T, B>& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index = -100,
+                        T label_smoothing = T(0)) {
+    using P = primitives<B>;
+    const Shape& s = logits.shape();
+    DEPTHLAB_CHECK(s.rank() >= 1 && static_cast<index_t>(targets.size()) == s.rows(), shape_error, "cross_entropy: ",
+                   targets.size(), " targets for logits ", s, " (expected one per row: ", s.rows(), ")");
+    DEPTHLAB_CHECK(label_smoothing >= T(0) && label_smoothing <= T(1), usage_error, "cross_entropy: label_smoothing ",
+                   label_smoothing, " outside [0, 1]");
+    const index_t rows = s.rows(), V = s.back();
+    index_t counted = 0;
+    for (std::size_t i = 0; i < targets.size(); ++i) {
+        if (targets[i] == ignore_index) continue;
+        DEPTHLAB_CHECK(targets[i] >= 0 && targets[i] < V, index_error, "cross_entropy: target ", targets[i], " at row ", i,
+                       " out of range [0, ", V, ") for logits ", s);
+        ++counted;
+    }
+    auto tgt = std::make_shared<std::vector<std::int64_t>>(targets.begin(), targets.end());
+    const auto X = detail::contiguous_value(logits);
+    auto loss_rows = Tensor<T, B>::empty({rows});
+    auto lse = Tensor<T, B>::empty({rows});
+    P::cross_entropy_fwd(rows, V, X.data(), tgt->data(), ignore_index, label_smoothing, loss_rows.data(), lse.data());
+    const T denom = counted > 0 ? T(1) / static_cast<T>(counted) : T(0);
+    auto L = Tensor<T, B>::full(Shape{}, P::sum(rows, loss_rows.data()) * denom);
+    DEPTHLAB_CHECK(std::isfinite(L.item()), numeric_error, "cross_entropy: non-finite loss ", L.item(),
+                   " (NaN or inf in the logits of shape ", s, "?)");
+    return detail::make_result<T, B>(op_kind::cross_entropy, std::move(L), {logits}, [=](Node<T, B>& nd) {
+        if (T* dX = detail::parent_grad(nd, 0)) {
+            const T g = nd.grad.item() * denom;
+            auto gr = Tensor<T, B>::full({rows}, g);
+            P::cross_entropy_bwd(rows, V, X.data(), tgt->data(), ignore_index, label_smoothing, lse.data(), gr.data(), dX);
+        }
+    });
+}
+
+// ---------------------------------------------------------------- layer norm
+/// LayerNorm over the last axis: (x - mean) / sqrt(var + eps) * gamma + beta.
+template <class T, class B>
+Var<T, B> layer_norm(const Var<T, B>& x, const Var<T, B>& gamma, const Var<T, B>& beta, T eps = T(1e-5)) {
+    using P = primitives<B>;
+    const Shape& sx = x.shape();
+    DEPTHLAB_CHECK(sx.rank() >= 1 && gamma.shape() == Shape{sx.back()} && beta.shape() == Shape{sx.back()}, shape_error,
+                   "layer_norm: input ", sx, ", gamma ", gamma.shape(), ", beta ", beta.shape(), " (expected both (",
+                   (sx.rank() ? sx.back() : 0), ",))");
+    const index_t cols = sx.back(), rows = sx.rows();
+    const auto X = detail::contiguous_value(x);
+    const auto G = detail::contiguous_value(gamma);
+    const auto Bt = detail::contiguous_value(beta);
+    auto Y = Tensor<T, B>::empty(sx);
+    auto mean = Tensor<T, B>::empty({rows});
+    auto rstd = Tensor<T, B>::empty({rows});
+    P::layernorm_fwd(rows, cols, X.data(), G.data(), Bt.data(), eps, Y.data(), mean.data(), rstd.data());
+    return detail::make_result<T, B>(op_kind::layer_norm, std::move(Y), {x, gamma, beta}, [=](Node<T, B>& nd) {
+        T* dX = detail::parent_grad(nd, 0);
+        T* dG = detail::parent_grad(nd, 1);
+        T* dB = detail::parent_grad(nd, 2);
+        Tensor<T, B> scratch;  // receives the gradient of a frozen gamma or beta
+        if ((dG == nullptr) != (dB == nullptr)) {
+            scratch = Tensor<T, B>::zeros({cols});
+            (dG ? dB : dG) = scratch.data();
+        }
+        P::layernorm_bwd(rows, cols, X.data(), nd.grad.data(), G.data(), mean.data(), rstd.data(), dX, dG, dB);
+    });
+}
+
+// ---------------------------------------------------------------- dropout
+/// Inverted dropout: zero each element with probability p, scale the rest by 1/(1-p).
+/// Identity when !training or p == 0. The mask comes from `gen` (reproducible).
+template <class T, class B>
+Var<T, B> dropout(const Var<T, B>& x, T p, Generator& gen, bool training = true) {
+    using P = primitives<B>;
+    DEPTHLAB_CHECK(p >= T(0) && p < T(1), usage_error, "dropout: probability ", p, " outside [0, 1)");
+    if (!training || p == T(0)) return x;
+    const index_t n = x.value().numel();
+    auto mask = Tensor<T, B>::empty(x.shape());
+    P::dropout_mask(n, p, gen, gen.reserve(static_cast<std::uint64_t>(n)), mask.data());
+    const auto X = detail::contiguous_value(x);
+    auto Y = Tensor<T, B>::empty(x.shape());
+    P::mul(n, X.data(), mask.data(), Y.data());
+    return detail::make_result<T, B>(op_kind::dropout, std::move(Y), {x}, [=](Node<T, B>& nd) {
+        if (T* dX = detail::parent_grad(nd, 0)) P::mul_acc(n, nd.grad.data(), mask.data(), dX);
+    });
+}
+
+// ---------------------------------------------------------------- rows by index
+/// out[i] = x[idx[i]] along axis 0.  x: (N, ...), result: (len(idx), ...).
+template <class T, class B>
+Var<T, B> gather_rows(const Var<T, B>& x, std::span<const std::int64_t> idx, op_kind op = op_kind::gather_rows) {
+    using P = primitives<B>;
+    const Shape& sx = x.shape();
+    const char* name = op_name(op);
+    DEPTHLAB_CHECK(sx.rank() >= 1, shape_error, name, ": input must have rank >= 1, got ", sx);
+    detail::check_ids(name, idx, sx[0], op == op_kind::embedding ? "id" : "index");
+    const index_t n = static_cast<index_t>(idx.size()), cols = sx.numel() / std::max<index_t>(sx[0], 1);
+    Shape so = sx;
+    so[0] = n;
+    auto ids = std::make_shared<std::vector<std::int64_t>>(idx.begin(), idx.end());
+    const auto X = detail::contiguous_value(x);
+    auto Y = Tensor<T, B>::empty(so);
+    P::gather_rows(n, cols, X.data(), ids->data(), Y.data());
+    return detail::make_result<T, B>(op, std::move(Y), {x}, [=](Node<T, B>& nd) {
+        if (T* dX = detail::parent_grad(nd, 0)) P::scatter_add_rows(n, cols, nd.grad.data(), ids->data(), dX);
+    });
+}
+/// out = zeros(rows, ...); out[idx[i]] += x[i].  x: (len(idx), ...), result: (rows, ...).
+template <class T, class B>
+Var<T, B> scatter_rows(const Var<T, B>& x, std::span<const std::int64_t> idx, index_t rows) {
+    using P = primitives<B>;
+    const Shape& sx = x.shape();
+    DEPTHLAB_CHECK(sx.rank() >= 1 && sx[0] == static_cast<index_t>(idx.size()), shape_error, "scatter_rows: ", idx.size(),
+                   " indices for input ", sx);
+    detail::check_ids("scatter_rows", idx, rows, "index");
+    const index_t n = sx[0], cols = sx.numel() / std::max<index_t>(n, 1);
+    Shape so = sx;
+    so[0] = rows;
+    auto ids = std::make_shared<std::vector<std::int64_t>>(idx.begin(), idx.end());
+    const auto X = detail::contiguous_value(x);
+    auto Y = Tensor<T, B>::zeros(so);
+    P::scatter_add_rows(n, cols, X.data(), ids->data(), Y.data());
+    return detail::make_result<T, B>(op_kind::scatter_rows, std::move(Y), {x}, [=](Node<T, B>& nd) {
+        if (T* dX = detail::parent_grad(nd, 0)) {
+            auto g = Tensor<T, B>::empty(sx);
+            P::gather_rows(n, cols, nd.grad.data(), ids->data(), g.data());
+            P::axpby(n * cols, T(1), g.data(), T(1), dX);
+        }
+    });
+}
+/// Embedding lookup: table (V, E), ids of shape `ids_shape` -> ids_shape + (E).
+template <class T, class B>
+Var<T, B> embedding(const Var<T, B>& table, std::span<const std::int64_t> ids, Shape ids_shape) {
+    DEPTHLAB_CHECK(table.shape().rank() == 2, shape_error, "embedding: table must be (vocab, dim), got ", table.shape());
+    DEPTHLAB_CHECK(ids_shape.numel() == static_cast<index_t>(ids.size()), shape_error, "embedding: ", ids.size(),
+                   " ids for shape ", ids_shape);
+    Var<T, B> rows = gather_rows(table, ids, op_kind::embedding);
+    ids_shape.push_back(table.shape()[1]);
+    rows.value() = rows.value().reshape(ids_shape);
+    return rows;
+}
+
+// ---------------------------------------------------------------- structure
+namespace detail {
+/// A view-producing op made concrete: value = contiguous copy of view(x.value());
+/// backward adds the gradient into the same view of x's gradient.
+template <class T, class B, class View>
+Var<T, B> view_op(op_kind op, const Var<T, B>& x, View view) {
+    auto Y = view(x.value()).contiguous();
+    if (Y.shares_storage(x.value())) Y = Y.clone();
+    return make_result<T, B>(op, std::move(Y), {x}, [=](Node<T, B>& nd) {
+        auto& p = *nd.parents[0];
+        if (!p.requires_grad) return;
+        Tensor<T, B> target = view(p.grad_buffer());
+        target.add_(nd.grad.reshape(target.shape()));
+    });
+}
+}  // namespace detail
+
+/// Elements [start, stop) along an axis.
+template <class T, class B>
+Var<T, B> slice(const Var<T, B>& x, int axis, index_t start, index_t stop) {
+    (void)x.value().slice(axis, start, stop);  // validates the range
+    return detail::view_op<T, B>(op_kind::slice, x, [=](const Tensor<T, B>& t) { return t.slice(axis, start, stop); });
+}
+/// Swap two axes (materialised: the result is contiguous).
+template <class T, class B>
+Var<T, B> transpose(const Var<T, B>& x, int a, int b) {
+    (void)x.shape().axis(a);  // validate both axes
+    (void)x.shape().axis(b);
+    return detail::view_op<T, B>(op_kind::transpose, x, [=](const Tensor<T, B>& t) { return t.transpose(a, b); });
+}
+/// Same elements, new shape (one extent may be -1).
+template <class T, class B>
+Var<T, B> reshape(const Var<T, B>& x, const Shape& s) {
+    const Shape out = x.value().reshape(s).shape();  // validates and resolves -1
+    const Shape in = x.shape();
+    auto Y = x.value().contiguous().reshape(out);
+    return detail::make_result<T, B>(op_kind::reshape, std::move(Y), {x}, [=](Node<T, B>& nd) {
+        if (T* dX = detail::parent_grad(nd, 0)) primitives<B>::axpby(in.numel(), T(1), nd.grad.data(), T(1), dX);
+    });
+}
+/// Pieces of the given sizes along an axis (sizes must add up to the extent).
+template <class T, class B>
+std::vector<Var<T, B>> split(const Var<T, B>& x, const std::vector<index_t>& sizes, int axis) {
+    const int a = x.shape().axis(axis);
+    index_t total = 0;
+    for (index_t s : sizes) total += s;
+    DEPTHLAB_CHECK(total == x.shape()[a], shape_error, "split: sizes add up to ", total, " but axis ", axis, " of ", x.shape(),
+                   " has ", x.shape()[a]);
+    std::vector<Var<T, B>> out;
+    index_t start = 0;
+    for (index_t s : sizes) {
+        const index_t st = start;
+        out.push_back(detail::view_op<T, B>(op_kind::split, x, [=](const Tensor<T, B>& t) { return t.slice(a, st, st + s); }));
+        start += s;
+    }
+    return out;
+}
+/// Join along an axis; all other extents must agree.
+template <class T, class B>
+Var<T, B> concat(const std::vector<Var<T, B>>& xs, int axis) {
+    DEPTHLAB_CHECK(!xs.empty(), shape_error, "concat: no inputs");
+    const Shape& s0 = xs[0].shape();
+    const int a = s0.axis(axis);
+    Shape out = s0;
+    out[a] = 0;
+    for (const auto& x : xs) {
+        bool ok = x.shape().rank() == s0.rank();
+        for (int k = 0; ok && k < s0.rank(); ++k) ok = k == a || x.shape()[k] == s0[k];
+        DEPTHLAB_CHECK(ok, shape_error, "concat: shape ", x.shape(), " does not match ", s0, " outside axis ", axis);
+        out[a] += x.shape()[a];
+    }
+    auto Y = Tensor<T, B>::empty(out);
+    std::vector<index_t> offsets;
+    index_t off = 0;
+    for (const auto& x : xs) {
+        offsets.push_back(off);
+        Y.slice(a, off, off + x.shape()[a]).copy_(x.value());
+        off += x.shape()[a];
+    }
+    return detail::make_result<T, B>(op_kind::concat, std::move(Y), xs, [=](Node<T, B>& nd) {
+        for (std::size_t i = 0; i < nd.parents.size(); ++i) {
+            auto& p = *nd.parents[i];
+            if (!p.requires_grad) continue;
+            p.grad_buffer().add_(nd.grad.slice(a, offsets[i], offsets[i] + p.value.shape()[a]));
+        }
+    });
+}
+
+// ---------------------------------------------------------------- reductions and losses
+/// Sum of all elements (a scalar of shape ()).
+template <class T, class B>
+Var<T, B> sum(const Var<T, B>& x) {
+    using P = primitives<B>;
+    const auto X = detail::contiguous_value(x);
+    const index_t n = X.numel();
+    auto S = Tensor<T, B>::full(Shape{}, P::sum(n, X.data()));
+    return detail::make_result<T, B>(op_kind::sum, std::move(S), {x}, [=](Node<T, B>& nd) {
+        if (T* dX = detail::parent_grad(nd, 0)) {
+            const auto g = Tensor<T, B>::full({n}, nd.grad.item());
+            P::axpby(n, T(1), g.data(), T(1), dX);
+        }
+    });
+}
+/// Mean of all elements.
+template <class T, class B>
+Var<T, B> mean(const Var<T, B>& x) {
+    DEPTHLAB_CHECK(x.value().numel() > 0, shape_error, "mean: empty input ", x.shape());
+    Var<T, B> s = scale(sum(x), T(1) / static_cast<T>(x.value().numel()));
+    s.node().op = op_kind::mean;
+    return s;
+}
+/// Mean squared error mean((a - b)^2); both operands may require gradients.
+template <class T, class B>
+Var<T, B> mse(const Var<T, B>& a, const Var<T, B>& b) {
+    using P = primitives<B>;
+    check_same_shape("mse", a.value(), b.value());
+    const auto A = detail::contiguous_value(a);
+    const auto Bv = detail::contiguous_value(b);
+    const index_t n = A.numel();
+    DEPTHLAB_CHECK(n > 0, shape_error, "mse: empty inputs ", a.shape());
+    auto diff = Tensor<T, B>::empty(a.shape());
+    P::axpby(n, T(1), A.data(), T(0), diff.data());
+    P::axpby(n, T(-1), Bv.data(), T(1), diff.data());
+    auto sq = Tensor<T, B>::empty(a.shape());
+    P::mul(n, diff.data(), diff.data(), sq.data());
+    auto L = Tensor<T, B>::full(Shape{}, P::sum(n, sq.data()) / static_cast<T>(n));
+    DEPTHLAB_CHECK(std::isfinite(L.item()), numeric_error, "mse: non-finite loss ", L.item(), " for inputs of shape ", a.shape());
+    return detail::make_result<T, B>(op_kind::mse, std::move(L), {a, b}, [=](Node<T, B>& nd) {
+        const T g = T(2) * nd.grad.item() / static_cast<T>(n);
+        if (T* dA = detail::parent_grad(nd, 0)) P::axpby(n, g, diff.data(), T(1), dA);
+        if (T* dB = detail::parent_grad(nd, 1)) P::axpby(n, -g, diff.data(), T(1), dB);
+    });
+}
+
+// Operators for readable model code.
+template <class T, class B>
+Var<T, B> operator+(const Var<T, B>& a, const Var<T, B>& b) { return add(a, b); }
+template <class T, class B>
+Var<T, B> operator*(const Var<T, B>& a, const Var<T, B>& b) { return mul(a, b); }
+
+}  // namespace depthlab
+// ---- end depthlab/autodiff/ops.hpp ----
 // ---- end depthlab/depthlab.hpp ----

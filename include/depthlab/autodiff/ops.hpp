@@ -416,7 +416,7 @@ Var<T, B> gather_rows(const Var<T, B>& x, std::span<const std::int64_t> idx, op_
     const Shape& sx = x.shape();
     const char* name = op_name(op);
     DEPTHLAB_CHECK(sx.rank() >= 1, shape_error, name, ": input must have rank >= 1, got ", sx);
-    detail::check_ids(name, idx, sx[0], "index");
+    detail::check_ids(name, idx, sx[0], op == op_kind::embedding ? "id" : "index");
     const index_t n = static_cast<index_t>(idx.size()), cols = sx.numel() / std::max<index_t>(sx[0], 1);
     Shape so = sx;
     so[0] = n;
@@ -483,14 +483,14 @@ Var<T, B> view_op(op_kind op, const Var<T, B>& x, View view) {
 /// Elements [start, stop) along an axis.
 template <class T, class B>
 Var<T, B> slice(const Var<T, B>& x, int axis, index_t start, index_t stop) {
-    x.value().slice(axis, start, stop);  // validates
+    (void)x.value().slice(axis, start, stop);  // validates the range
     return detail::view_op<T, B>(op_kind::slice, x, [=](const Tensor<T, B>& t) { return t.slice(axis, start, stop); });
 }
 /// Swap two axes (materialised: the result is contiguous).
 template <class T, class B>
 Var<T, B> transpose(const Var<T, B>& x, int a, int b) {
-    x.shape().axis(a);
-    x.shape().axis(b);
+    (void)x.shape().axis(a);  // validate both axes
+    (void)x.shape().axis(b);
     return detail::view_op<T, B>(op_kind::transpose, x, [=](const Tensor<T, B>& t) { return t.transpose(a, b); });
 }
 /// Same elements, new shape (one extent may be -1).

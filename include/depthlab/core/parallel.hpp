@@ -35,6 +35,8 @@ void parallel_for(index_t n, index_t grain, F&& f) {
         }
         return;
     }
+#else
+    (void)grain;
 #endif
     f(index_t{0}, n);
 }

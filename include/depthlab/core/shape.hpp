@@ -32,6 +32,8 @@ public:
         DEPTHLAB_CHECK(a >= 0 && a < rank_, index_error, "axis ", i, " out of range for shape ", to_string());
         return a;
     }
+    /// True when no extent is -1.
+    [[nodiscard]] bool is_concrete() const { return std::all_of(begin(), end(), [](index_t d) { return d >= 0; }); }
     [[nodiscard]] index_t numel() const {
         index_t n = 1;
         for (int i = 0; i < rank_; ++i) n *= dims_[static_cast<std::size_t>(i)];
@@ -43,7 +45,7 @@ public:
 
     void push_back(index_t d) {
         DEPTHLAB_CHECK(rank_ < max_rank, shape_error, "Shape: rank above ", max_rank);
-        DEPTHLAB_CHECK(d >= 0, shape_error, "Shape: negative extent ", d);
+        DEPTHLAB_CHECK(d >= -1, shape_error, "Shape: negative extent ", d, " (only -1, 'inferred', is allowed, in reshape)");
         dims_[static_cast<std::size_t>(rank_++)] = d;
     }
     /// Same shape with the last dimension replaced.

@@ -35,6 +35,7 @@ public:
     // ---- factories ----
     /// Uninitialised contents: only for outputs that are fully written before being read.
     static Tensor empty(const Shape& shape) {
+        DEPTHLAB_CHECK(shape.is_concrete(), shape_error, "Tensor: shape ", shape, " has an inferred (-1) extent");
         Tensor t;
         t.shape_ = shape;
         t.strides_ = contiguous_strides(shape);

@@ -26,10 +26,11 @@
 #define DEPTHLAB_TARGET_AVX2_BEGIN \
     _Pragma("GCC push_options") _Pragma("GCC target(\"avx2,fma\")") _Pragma("GCC diagnostic push")
 // GCC 12's AVX-512 intrinsics trip -Wmaybe-uninitialized on their own `__Y = __Y`
-// placeholders (a known false positive), so the region silences it.
+// placeholders (a known false positive), so the region silences both warnings.
 #define DEPTHLAB_TARGET_AVX512_BEGIN                                                              \
     _Pragma("GCC push_options") _Pragma("GCC target(\"avx512f,avx512bw,avx512dq,avx512vl,avx2,fma\")") \
-        _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"")
+        _Pragma("GCC diagnostic push") _Pragma("GCC diagnostic ignored \"-Wmaybe-uninitialized\"")              \
+            _Pragma("GCC diagnostic ignored \"-Wuninitialized\"")
 #define DEPTHLAB_TARGET_END _Pragma("GCC diagnostic pop") _Pragma("GCC pop_options")
 #endif
 

@@ -1,0 +1,106 @@
+// libtorch baselines for depthlab_bench. Compiled alone (torch's flags, C++17) and never
+// with depthlab headers; bench_main.cpp calls register_libtorch_benchmarks().
+//
+//   matmul/libtorch/MxKxN        at::mm_out into a preallocated output (BLAS sgemm: OpenBLAS
+//                                on Debian, hence LD_LIBRARY_PATH=.../openblas-openmp)
+//   gelu/libtorch/N              at::gelu_out(..., "tanh")  (depthlab's GELU is the tanh form)
+//   softmax/libtorch/RxC         at::_softmax_out over the last axis
+//   layernorm/libtorch/RxC       at::native_layer_norm (allocates its three results; its
+//                                out= variant is a functional call plus a copy in 1.13)
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <c10/core/GradMode.h>
+
+#include "bench_common.hpp"
+
+namespace depthlab_bench {
+namespace {
+
+at::Tensor random_tensor(at::IntArrayRef shape) { return at::rand(shape, at::kFloat) * 2.0 - 1.0; }
+
+void bm_matmul(benchmark::State& state, mm_shape s) {
+    at::NoGradGuard no_grad;
+    const at::Tensor a = random_tensor({s.m, s.k}), b = random_tensor({s.k, s.n});
+    at::Tensor c = at::empty({s.m, s.n}, at::kFloat);
+    at::mm_out(c, a, b);  // warm-up
+    for (auto _ : state) {
+        at::mm_out(c, a, b);
+        benchmark::DoNotOptimize(c.data_ptr<float>());
+        benchmark::ClobberMemory();
+    }
+    set_gflops(state, s.flops());
+}
+
+void bm_gelu(benchmark::State& state) {
+    at::NoGradGuard no_grad;
+    const at::Tensor x = random_tensor({gelu_n});
+    at::Tensor y = at::empty_like(x);
+    at::gelu_out(y, x, "tanh");
+    for (auto _ : state) {
+        at::gelu_out(y, x, "tanh");
+        benchmark::DoNotOptimize(y.data_ptr<float>());
+        benchmark::ClobberMemory();
+    }
+    set_gbytes(state, gelu_bytes());
+}
+
+void bm_softmax(benchmark::State& state) {
+    at::NoGradGuard no_grad;
+    const at::Tensor x = random_tensor({softmax_rows, softmax_cols});
+    at::Tensor y = at::empty_like(x);
+    at::_softmax_out(y, x, 1, false);
+    for (auto _ : state) {
+        at::_softmax_out(y, x, 1, false);
+        benchmark::DoNotOptimize(y.data_ptr<float>());
+        benchmark::ClobberMemory();
+    }
+    set_gbytes(state, softmax_bytes());
+}
+
+void bm_layernorm(benchmark::State& state) {
+    at::NoGradGuard no_grad;
+    const at::Tensor x = random_tensor({layernorm_rows, layernorm_cols});
+    const at::Tensor gamma = at::ones({layernorm_cols}, at::kFloat), beta = at::zeros({layernorm_cols}, at::kFloat);
+    const std::vector<int64_t> normalized{layernorm_cols};
+    benchmark::DoNotOptimize(std::get<0>(at::native_layer_norm(x, normalized, gamma, beta, 1e-5)).data_ptr<float>());
+    for (auto _ : state) {
+        auto out = at::native_layer_norm(x, normalized, gamma, beta, 1e-5);
+        benchmark::DoNotOptimize(std::get<0>(out).data_ptr<float>());
+        benchmark::ClobberMemory();
+    }
+    set_gbytes(state, layernorm_bytes());
+}
+
+std::string one_line(std::string s) {
+    for (char& ch : s)
+        if (ch == '\n') ch = ';';
+    while (!s.empty() && (s.back() == ';' || s.back() == ' ')) s.pop_back();
+    return s;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> register_libtorch_benchmarks(int threads) {
+    at::set_num_threads(threads);  // what torch::set_num_threads does
+    for (const mm_shape& s : matmul_shapes())
+        benchmark::RegisterBenchmark(("matmul/libtorch/" + s.name()).c_str(), bm_matmul, s)->UseRealTime()->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark(("gelu/libtorch/" + std::to_string(gelu_n)).c_str(), bm_gelu)->UseRealTime()->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(("softmax/libtorch/" + std::to_string(softmax_rows) + "x" + std::to_string(softmax_cols)).c_str(), bm_softmax)
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(("layernorm/libtorch/" + std::to_string(layernorm_rows) + "x" + std::to_string(layernorm_cols)).c_str(),
+                                 bm_layernorm)
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
+
+    return {
+        {"libtorch_threads", std::to_string(at::get_num_threads())},
+        {"libtorch_parallel", one_line(at::get_parallel_info())},
+    };
+}
+
+}  // namespace depthlab_bench

@@ -1,0 +1,266 @@
+// depthlab_bench: depthlab against raw oneDNN (here) and libtorch (bench_libtorch.cpp).
+//
+//   matmul/depthlab/MxKxN            depthlab::matmul op on Var<float> under no_grad (allocates
+//                                    its result every call, as the op does in a model)
+//   matmul_primitive/depthlab/MxKxN  primitives<cpu>::gemm into a preallocated output
+//   matmul/onednn/MxKxN              a raw oneDNN matmul primitive made once, preallocated output
+//   matmul/libtorch/MxKxN            at::mm_out (bench_libtorch.cpp)
+//   gelu|softmax|layernorm/<isa>/... the CPU primitives with the ISA path forced
+//
+// Run it through scripts/bench (OMP_NUM_THREADS, the OpenBLAS library path, JSON output and
+// the ratio tables of scripts/bench_ratios.py).
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include <benchmark/benchmark.h>
+
+#include "depthlab/depthlab.hpp"
+#include "bench_common.hpp"
+
+#if defined(DEPTHLAB_HAVE_ONEDNN)
+#include <oneapi/dnnl/dnnl.hpp>
+#endif
+
+namespace {
+
+using namespace depthlab_bench;
+using depthlab::index_t;
+using Tensorf = depthlab::Tensor<float>;
+using Varf = depthlab::Var<float>;
+using P = depthlab::primitives<depthlab::backend::cpu>;
+namespace dcpu = depthlab::cpu;
+
+Tensorf random_tensor(const depthlab::Shape& shape, std::uint64_t seed) {
+    depthlab::Generator gen(seed);
+    return Tensorf::uniform(shape, gen, -1.0, 1.0);
+}
+
+// ------------------------------------------------------------------ matmul
+depthlab::gemm_args plain_gemm(const mm_shape& s) {
+    // row-major A (m, k), B (k, n), C (m, n), no transposes
+    return depthlab::gemm_args{false, false, s.m, s.n, s.k, s.k, s.n, s.n};
+}
+
+#if defined(DEPTHLAB_HAVE_ONEDNN)
+std::string impl_info(const dnnl::primitive& prim) {
+    const char* info = nullptr;
+    if (dnnl_primitive_desc_query(prim.get_primitive_desc(), dnnl_query_impl_info_str, 0, &info) != dnnl_success || !info)
+        return "?";
+    return info;
+}
+#endif
+
+/// The op, as a model calls it: checks, result allocation, GEMM.
+void bm_matmul_op(benchmark::State& state, mm_shape s) {
+    depthlab::no_grad guard;
+    const Varf a(random_tensor({s.m, s.k}, 1)), b(random_tensor({s.k, s.n}, 2));
+    {
+        Varf warm = depthlab::matmul(a, b);  // creates and caches the oneDNN primitive
+        benchmark::DoNotOptimize(warm.value().data());
+    }
+    for (auto _ : state) {
+        Varf c = depthlab::matmul(a, b);
+        benchmark::DoNotOptimize(c.value().data());
+        benchmark::ClobberMemory();
+    }
+    set_gflops(state, s.flops());
+#if defined(DEPTHLAB_HAVE_ONEDNN)
+    state.SetLabel(impl_info(dcpu::onednn::get(plain_gemm(s), 1.0f, 0.0f).prim));
+#endif
+}
+
+/// The GEMM primitive every op uses, into a preallocated output.
+void bm_matmul_primitive(benchmark::State& state, mm_shape s) {
+    const Tensorf a = random_tensor({s.m, s.k}, 1), b = random_tensor({s.k, s.n}, 2);
+    Tensorf c = Tensorf::zeros({s.m, s.n});
+    const auto g = plain_gemm(s);
+    P::gemm(g, 1.0f, a.data(), b.data(), 0.0f, c.data());  // warm-up: primitive creation
+    for (auto _ : state) {
+        P::gemm(g, 1.0f, a.data(), b.data(), 0.0f, c.data());
+        benchmark::DoNotOptimize(c.data());
+        benchmark::ClobberMemory();
+    }
+    set_gflops(state, s.flops());
+#if defined(DEPTHLAB_HAVE_ONEDNN)
+    state.SetLabel(impl_info(dcpu::onednn::get(g, 1.0f, 0.0f).prim));
+#endif
+}
+
+#if defined(DEPTHLAB_HAVE_ONEDNN)
+/// Raw oneDNN: plain 2-D row-major descriptors, primitive and memory objects made once.
+void bm_matmul_onednn(benchmark::State& state, mm_shape s) {
+    using dt = dnnl::memory::data_type;
+    using tag = dnnl::memory::format_tag;
+    const Tensorf a = random_tensor({s.m, s.k}, 1), b = random_tensor({s.k, s.n}, 2);
+    Tensorf c = Tensorf::zeros({s.m, s.n});
+
+    dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+    dnnl::stream strm(eng);
+    const dnnl::memory::desc a_md({s.m, s.k}, dt::f32, tag::ab), b_md({s.k, s.n}, dt::f32, tag::ab),
+        c_md({s.m, s.n}, dt::f32, tag::ab);
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), eng);
+    const dnnl::matmul prim(pd);
+    dnnl::memory ma(a_md, eng, const_cast<float*>(a.data())), mb(b_md, eng, const_cast<float*>(b.data())),
+        mc(c_md, eng, c.data());
+    const std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};
+
+    prim.execute(strm, args);  // warm-up
+    strm.wait();
+    for (auto _ : state) {
+        prim.execute(strm, args);
+        strm.wait();
+        benchmark::ClobberMemory();
+    }
+    set_gflops(state, s.flops());
+    state.SetLabel(pd.impl_info_str());
+}
+#endif
+
+// ------------------------------------------------------------------ memory-bound kernels
+const dcpu::isa all_isas[] = {dcpu::isa::scalar, dcpu::isa::avx2, dcpu::isa::avx512};
+
+/// False (and the benchmark marked skipped) when this CPU cannot run the path.
+bool usable(benchmark::State& state, dcpu::isa path) {
+    if (dcpu::cpu_supports(path)) return true;
+    state.SkipWithError((std::string("this CPU cannot run the ") + dcpu::to_string(path) + " path").c_str());
+    return false;
+}
+
+void bm_gelu(benchmark::State& state, dcpu::isa path) {
+    if (!usable(state, path)) return;
+    const dcpu::isa_scope scope(path);
+    const Tensorf x = random_tensor({gelu_n}, 3);
+    Tensorf y = Tensorf::zeros({gelu_n});
+    P::gelu_fwd(gelu_n, x.data(), y.data());
+    for (auto _ : state) {
+        P::gelu_fwd(gelu_n, x.data(), y.data());
+        benchmark::DoNotOptimize(y.data());
+        benchmark::ClobberMemory();
+    }
+    set_gbytes(state, gelu_bytes());
+}
+
+void bm_softmax(benchmark::State& state, dcpu::isa path) {
+    if (!usable(state, path)) return;
+    const dcpu::isa_scope scope(path);
+    const index_t rows = softmax_rows, cols = softmax_cols;
+    const Tensorf x = random_tensor({rows, cols}, 4);
+    Tensorf y = Tensorf::zeros({rows, cols});
+    const depthlab::row_broadcast no_mask{};
+    P::softmax_fwd(rows, cols, x.data(), 1.0f, static_cast<const float*>(nullptr), no_mask, y.data());
+    for (auto _ : state) {
+        P::softmax_fwd(rows, cols, x.data(), 1.0f, static_cast<const float*>(nullptr), no_mask, y.data());
+        benchmark::DoNotOptimize(y.data());
+        benchmark::ClobberMemory();
+    }
+    set_gbytes(state, softmax_bytes());
+}
+
+void bm_layernorm(benchmark::State& state, dcpu::isa path) {
+    if (!usable(state, path)) return;
+    const dcpu::isa_scope scope(path);
+    const index_t rows = layernorm_rows, cols = layernorm_cols;
+    const Tensorf x = random_tensor({rows, cols}, 5);
+    const Tensorf gamma = Tensorf::ones({cols}), beta = Tensorf::zeros({cols});
+    Tensorf y = Tensorf::zeros({rows, cols}), mean = Tensorf::zeros({rows}), rstd = Tensorf::zeros({rows});
+    P::layernorm_fwd(rows, cols, x.data(), gamma.data(), beta.data(), 1e-5f, y.data(), mean.data(), rstd.data());
+    for (auto _ : state) {
+        P::layernorm_fwd(rows, cols, x.data(), gamma.data(), beta.data(), 1e-5f, y.data(), mean.data(), rstd.data());
+        benchmark::DoNotOptimize(y.data());
+        benchmark::ClobberMemory();
+    }
+    set_gbytes(state, layernorm_bytes());
+}
+
+// ------------------------------------------------------------------ registration, context
+void register_depthlab_benchmarks() {
+    for (const mm_shape& s : matmul_shapes()) {
+        benchmark::RegisterBenchmark(("matmul/depthlab/" + s.name()).c_str(), bm_matmul_op, s)->UseRealTime()->Unit(benchmark::kMillisecond);
+        benchmark::RegisterBenchmark(("matmul_primitive/depthlab/" + s.name()).c_str(), bm_matmul_primitive, s)
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
+#if defined(DEPTHLAB_HAVE_ONEDNN)
+        benchmark::RegisterBenchmark(("matmul/onednn/" + s.name()).c_str(), bm_matmul_onednn, s)->UseRealTime()->Unit(benchmark::kMillisecond);
+#endif
+    }
+    const std::string gelu_shape = std::to_string(gelu_n);
+    const std::string softmax_shape = std::to_string(softmax_rows) + "x" + std::to_string(softmax_cols);
+    const std::string layernorm_shape = std::to_string(layernorm_rows) + "x" + std::to_string(layernorm_cols);
+    for (const dcpu::isa path : all_isas) {
+        const std::string isa = dcpu::to_string(path);
+        benchmark::RegisterBenchmark(("gelu/" + isa + "/" + gelu_shape).c_str(), bm_gelu, path)->UseRealTime()->Unit(benchmark::kMicrosecond);
+        benchmark::RegisterBenchmark(("softmax/" + isa + "/" + softmax_shape).c_str(), bm_softmax, path)->UseRealTime()->Unit(benchmark::kMicrosecond);
+        benchmark::RegisterBenchmark(("layernorm/" + isa + "/" + layernorm_shape).c_str(), bm_layernorm, path)
+            ->UseRealTime()
+            ->Unit(benchmark::kMicrosecond);
+    }
+}
+
+/// Paths of the loaded shared objects whose file name contains one of `needles`.
+std::string loaded_libraries(const std::vector<std::string>& needles) {
+    std::ifstream maps("/proc/self/maps");
+    std::set<std::string> found;
+    std::string line;
+    while (std::getline(maps, line)) {
+        const auto slash = line.find('/');
+        if (slash == std::string::npos) continue;
+        const std::string path = line.substr(slash);
+        const std::string file = path.substr(path.rfind('/') + 1);
+        for (const auto& n : needles)
+            if (file.find(n) != std::string::npos) found.insert(path);
+    }
+    std::string out;
+    for (const auto& p : found) out += (out.empty() ? "" : ", ") + p;
+    return out.empty() ? "(none)" : out;
+}
+
+std::string supported_isas() {
+    std::string out;
+    for (const dcpu::isa path : all_isas)
+        if (dcpu::cpu_supports(path)) out += (out.empty() ? "" : " ") + std::string(dcpu::to_string(path));
+    return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    benchmark::Initialize(&argc, argv);
+    if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+
+    const int threads = depthlab::max_threads();
+    register_depthlab_benchmarks();
+
+    benchmark::AddCustomContext("depthlab_version", depthlab::version_string());
+    benchmark::AddCustomContext("depthlab_isa", std::string(dcpu::to_string(dcpu::active_isa())) + " (this CPU runs: " + supported_isas() + ")");
+    benchmark::AddCustomContext("omp_max_threads", std::to_string(threads));
+    const char* omp_env = std::getenv("OMP_NUM_THREADS");
+    benchmark::AddCustomContext("OMP_NUM_THREADS", omp_env ? omp_env : "(unset)");
+#if defined(DEPTHLAB_HAVE_ONEDNN)
+    const dnnl_version_t* v = dnnl_version();
+    benchmark::AddCustomContext("onednn", std::to_string(v->major) + "." + std::to_string(v->minor) + "." + std::to_string(v->patch) +
+                                              " (" + v->hash + ")");
+#else
+    benchmark::AddCustomContext("onednn", "not built in (DEPTHLAB_WITH_ONEDNN=OFF): depthlab GEMM is Eigen");
+#endif
+
+#if defined(DEPTHLAB_BENCH_HAVE_LIBTORCH)
+    for (const auto& [key, value] : register_libtorch_benchmarks(threads)) benchmark::AddCustomContext(key, value);
+    benchmark::AddCustomContext("libtorch_note",
+                                "libtorch uses OpenBLAS: run with LD_LIBRARY_PATH=/usr/lib/x86_64-linux-gnu/openblas-openmp "
+                                "(scripts/bench does this)");
+    benchmark::AddCustomContext("blas_loaded", loaded_libraries({"blas", "lapack", "mkl"}));
+#else
+    benchmark::AddCustomContext("libtorch", "not built in (libtorch-dev not found or DEPTHLAB_BENCH_WITH_LIBTORCH=OFF)");
+#endif
+    // Every OpenMP runtime in the process: there must be exactly one (libgomp with g++).
+    benchmark::AddCustomContext("openmp_runtime", loaded_libraries({"libgomp", "libomp", "libiomp"}));
+
+    benchmark::RunSpecifiedBenchmarks();
+    benchmark::Shutdown();
+    return 0;
+}

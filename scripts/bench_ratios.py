@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""Ratio tables from depthlab_bench's JSON output (--benchmark_out=FILE).
+
+    scripts/bench_ratios.py [build/bench.json]
+
+Benchmarks are named <what>/<impl>/<shape>[/real_time...]. Runs are grouped by <what> and
+<shape>; a <what> of the form <base>_<variant> whose <base> also exists (matmul_primitive
+next to matmul) joins the <base> group as impl <impl>:<variant>. Throughput is the GFLOP/s or
+GB/s counter (else 1/real_time); with --benchmark_repetitions the median is used.
+
+Each group prints every impl's throughput, then ratios row / column: depthlab's impls (and
+the ISA paths scalar/avx2/avx512 of the memory-bound kernels) against every other impl,
+and each ISA path against scalar. A ratio above 1 means the row is faster.
+"""
+import json
+import sys
+from collections import OrderedDict
+
+ISAS = ("scalar", "avx2", "avx512")
+RATE_COUNTERS = ("GFLOP/s", "GB/s")
+
+
+def is_ours(impl):
+    return impl.split(":")[0] in ("depthlab",) + ISAS
+
+
+def throughput(entry):
+    for key in RATE_COUNTERS:
+        if key in entry:
+            return key, float(entry[key])
+    t = float(entry.get("real_time", 0.0))
+    return "1/time", (1.0 / t if t > 0 else 0.0)
+
+
+def load(path):
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    runs = OrderedDict()  # run name -> list of entries (iterations) / dict of aggregates
+    for e in data.get("benchmarks", []):
+        if e.get("error_occurred"):
+            continue
+        name = e.get("run_name") or e.get("name", "")
+        slot = runs.setdefault(name, {"iterations": [], "aggregates": {}})
+        if e.get("run_type") == "aggregate":
+            slot["aggregates"][e.get("aggregate_name", "")] = e
+        else:
+            slot["iterations"].append(e)
+    results = OrderedDict()  # name -> (unit, value)
+    for name, slot in runs.items():
+        agg = slot["aggregates"]
+        if "median" in agg:
+            results[name] = throughput(agg["median"])
+        elif "mean" in agg:
+            results[name] = throughput(agg["mean"])
+        elif slot["iterations"]:
+            values = sorted(throughput(e)[1] for e in slot["iterations"])
+            results[name] = (throughput(slot["iterations"][0])[0], values[len(values) // 2])
+    return data.get("context", {}), results
+
+
+def group(results):
+    parsed = []
+    for name, (unit, value) in results.items():
+        parts = name.split("/")
+        if len(parts) < 3:
+            continue
+        parsed.append((parts[0], parts[1], parts[2], unit, value))
+    whats = {p[0] for p in parsed}
+    groups = OrderedDict()  # (what, shape) -> {"unit": u, "impls": OrderedDict(impl -> value)}
+    for what, impl, shape, unit, value in parsed:
+        base, _, variant = what.rpartition("_")
+        if base and base in whats:
+            what, impl = base, f"{impl}:{variant}"
+        g = groups.setdefault((what, shape), {"unit": unit, "impls": OrderedDict()})
+        g["impls"][impl] = value
+    return groups
+
+
+def fmt(x):
+    return f"{x:10.3f}" if x is not None else f"{'-':>10}"
+
+
+def print_group(what, shape, g):
+    impls = g["impls"]
+    unit = g["unit"]
+    width = max([len(i) for i in impls] + [12])
+    print(f"{what} {shape}  [{unit}]")
+    for impl, value in impls.items():
+        print(f"  {impl:<{width}} {value:12.3f}")
+    rows = [i for i in impls if is_ours(i)]
+    cols = [i for i in impls if not is_ours(i)]
+    if "scalar" in impls and any(i in impls for i in ISAS[1:]):
+        cols.append("scalar")
+    rows = [r for r in rows if not (cols == [r])]
+    if not rows or not cols:
+        print()
+        return
+    print(f"  ratio (row / column):")
+    print(f"  {'':<{width}} " + " ".join(f"{c:>10}" for c in cols))
+    for r in rows:
+        cells = []
+        for c in cols:
+            cells.append(fmt(None) if r == c or impls[c] <= 0 else fmt(impls[r] / impls[c]))
+        print(f"  {r:<{width}} " + " ".join(cells))
+    print()
+
+
+def main(argv):
+    path = argv[1] if len(argv) > 1 else "build/bench.json"
+    try:
+        context, results = load(path)
+    except (OSError, json.JSONDecodeError) as err:
+        print(f"bench_ratios: cannot read {path}: {err}", file=sys.stderr)
+        return 1
+    for key in ("depthlab_isa", "omp_max_threads", "openmp_runtime", "blas_loaded"):
+        if key in context:
+            print(f"{key}: {context[key]}")
+    print()
+    groups = group(results)
+    if not groups:
+        print("bench_ratios: no successful <what>/<impl>/<shape> runs in", path)
+        return 1
+    for (what, shape), g in groups.items():
+        print_group(what, shape, g)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

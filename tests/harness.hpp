@@ -1,0 +1,75 @@
+#pragma once
+// Shared test helpers: backends under test, tolerance checks, conversions.
+#include <cmath>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <doctest/doctest.h>
+
+#include <depthlab/depthlab.hpp>
+
+namespace depthlab_test {
+
+using depthlab::index_t;
+using depthlab::Shape;
+
+/// The backends every templated test runs on. The CUDA backend joins when built with it.
+#if defined(DEPTHLAB_HAVE_CUDA)
+#define DEPTHLAB_TEST_BACKENDS depthlab::backend::cpu, depthlab::backend::cuda
+#else
+#define DEPTHLAB_TEST_BACKENDS depthlab::backend::cpu
+#endif
+
+/// Largest violation of |a - b| <= atol + rtol * |b| (0 when all close); `where` gets the
+/// index of the worst element.
+inline double worst_violation(const std::vector<double>& a, const std::vector<double>& b, double rtol, double atol,
+                              std::size_t* where = nullptr) {
+    double worst = 0;
+    for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) {
+        const double excess = std::abs(a[i] - b[i]) - (atol + rtol * std::abs(b[i]));
+        const bool bad = !(std::isfinite(a[i]) == std::isfinite(b[i])) || (std::isnan(a[i]) != std::isnan(b[i]));
+        if (bad || excess > worst) {
+            worst = bad ? INFINITY : excess;
+            if (where) *where = i;
+        }
+    }
+    return worst;
+}
+
+/// CHECKs that got ≈ want elementwise, with a message naming what differs and where.
+inline void check_close(const std::string& what, const std::vector<double>& got, const std::vector<double>& want, double rtol,
+                        double atol) {
+    INFO(what);
+    REQUIRE(got.size() == want.size());
+    std::size_t at = 0;
+    const double v = worst_violation(got, want, rtol, atol, &at);
+    if (v > 0) {
+        std::ostringstream os;
+        os << what << ": element " << at << " got " << got[at] << " want " << want[at] << " (rtol " << rtol << ", atol " << atol
+           << ")";
+        FAIL_CHECK(os.str());
+    }
+}
+
+template <class T, class B>
+std::vector<double> to_double(const depthlab::Tensor<T, B>& t) {
+    const auto v = t.to_vector();
+    return {v.begin(), v.end()};
+}
+
+template <class T, class B>
+depthlab::Tensor<T, B> from_double(const Shape& s, const std::vector<double>& v) {
+    std::vector<T> c(v.begin(), v.end());
+    return depthlab::Tensor<T, B>::from(s, c);
+}
+
+/// Every ISA path this CPU can run (the float kernels are checked on each).
+inline std::vector<depthlab::cpu::isa> runnable_isas() {
+    std::vector<depthlab::cpu::isa> out;
+    for (auto i : {depthlab::cpu::isa::scalar, depthlab::cpu::isa::avx2, depthlab::cpu::isa::avx512})
+        if (depthlab::cpu::cpu_supports(i)) out.push_back(i);
+    return out;
+}
+
+}  // namespace depthlab_test

@@ -1,0 +1,209 @@
+// Core: shapes, tensors and views, the RNG, ISA selection, GEMM, the autodiff engine and
+// the errors that bad input must raise.
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "harness.hpp"
+
+using namespace depthlab;
+using doctest::Contains;
+
+TEST_CASE("Shape: extents, strides, printing, axis checks") {
+    const Shape s{2, 3, 4};
+    CHECK(s.rank() == 3);
+    CHECK(s.numel() == 24);
+    CHECK(s.rows() == 6);
+    CHECK(s.dim(-1) == 4);
+    CHECK(s.to_string() == "(2, 3, 4)");
+    CHECK(Shape{5}.to_string() == "(5,)");
+    CHECK(contiguous_strides(s) == Shape{12, 4, 1});
+    CHECK_THROWS_AS((void)s.dim(3), index_error);
+    CHECK_THROWS_WITH_AS(Shape({2, -3}), Contains("negative extent -3"), shape_error);
+}
+
+TEST_CASE("Tensor: factories, alignment, element access") {
+    auto z = Tensor<float>::zeros({3, 5});
+    CHECK(reinterpret_cast<std::uintptr_t>(z.data()) % 64 == 0);
+    for (float v : z.to_vector()) CHECK(v == 0.0f);
+    auto t = Tensor<double>::from({2, 3}, {1, 2, 3, 4, 5, 6});
+    CHECK(t(1, 2) == 6.0);
+    t(0, 1) = 9;
+    CHECK(t.to_vector()[1] == 9.0);
+    CHECK_THROWS_WITH_AS((void)t(2, 0), Contains("index 2 out of range for axis 0 of shape (2, 3)"), index_error);
+    CHECK_THROWS_WITH_AS(Tensor<double>::from({2, 2}, {1, 2, 3}), Contains("3 values for shape (2, 2)"), shape_error);
+    CHECK(Tensor<float>::full({4}, 2.5f).to_vector() == std::vector<float>(4, 2.5f));
+    CHECK_THROWS_AS((void)Tensor<float>::empty({-1, 3}), shape_error);
+}
+
+TEST_CASE("Tensor: views share storage; contiguous and clone copy") {
+    auto t = Tensor<double>::from({2, 3}, {0, 1, 2, 3, 4, 5});
+    auto tt = t.transpose(0, 1);
+    CHECK(tt.shape() == Shape{3, 2});
+    CHECK(!tt.is_contiguous());
+    CHECK(tt.shares_storage(t));
+    CHECK(tt.contiguous().to_vector() == std::vector<double>{0, 3, 1, 4, 2, 5});
+    auto s = t.slice(1, 1, 3);
+    CHECK(s.to_vector() == std::vector<double>{1, 2, 4, 5});
+    s(0, 0) = 10;  // writes through the view
+    CHECK(t(0, 1) == 10.0);
+    CHECK(t.select(0, 1).to_vector() == std::vector<double>{3, 4, 5});
+    CHECK(t.reshape({3, -1}).shape() == Shape{3, 2});
+    CHECK(tt.reshape({6}).to_vector() == std::vector<double>{0, 3, 10, 4, 2, 5});  // non-contiguous: copies
+    auto c = t.clone();
+    c(0, 0) = 42;
+    CHECK(t(0, 0) == 0.0);
+    CHECK_THROWS_WITH_AS((void)t.reshape({4, 2}), Contains("cannot reshape (2, 3)"), shape_error);
+    CHECK_THROWS_WITH_AS((void)t.slice(1, 2, 4), Contains("out of bounds for axis 1 of shape (2, 3)"), index_error);
+    auto dst = Tensor<double>::zeros({3, 2});
+    CHECK_THROWS_WITH_AS(dst.copy_(t), Contains("copy_: source shape (2, 3) != destination shape (3, 2)"), shape_error);
+    dst.copy_(tt);
+    CHECK(dst.to_vector() == tt.contiguous().to_vector());
+}
+
+TEST_CASE("Tensor: Eigen maps and printing") {
+    auto t = Tensor<float>::from({2, 3}, {1, 2, 3, 4, 5, 6});
+    CHECK(t.matrix()(1, 2) == 6.0f);
+    CHECK(t.transpose(0, 1).matrix()(2, 1) == 6.0f);  // strided map, no copy
+    CHECK(t.vector().sum() == 21.0f);
+    std::ostringstream os;
+    os << t;
+    CHECK(os.str().find("Tensor(2, 3) cpu") != std::string::npos);
+}
+
+TEST_CASE("Generator: reproducible, counter based, sane distributions") {
+    Generator a(7), b(7), c(8);
+    const auto x = Tensor<double>::randn({1000}, a).to_vector();
+    CHECK(x == Tensor<double>::randn({1000}, b).to_vector());
+    CHECK(x != Tensor<double>::randn({1000}, c).to_vector());
+    // the state is two integers: restoring it replays the stream
+    Generator d(3);
+    (void)d.normal();
+    const auto saved_offset = d.offset();
+    const double next = d.normal();
+    d.set_state(3, saved_offset);
+    CHECK(d.normal() == next);
+    Generator e(11);
+    const auto big = Tensor<double>::randn({200000}, e).to_vector();
+    const double mean = std::accumulate(big.begin(), big.end(), 0.0) / big.size();
+    double var = 0;
+    for (double v : big) var += (v - mean) * (v - mean) / big.size();
+    CHECK(std::abs(mean) < 0.01);
+    CHECK(std::abs(var - 1) < 0.02);
+}
+
+TEST_CASE("dropout masks do not depend on the thread count") {
+    auto mask_with = [](int threads) {
+        omp_set_num_threads(threads);
+        Generator gen(5);
+        auto m = Tensor<float>::empty({300000});
+        primitives<backend::cpu>::dropout_mask<float>(m.numel(), 0.25f, gen, gen.reserve(300000), m.data());
+        return m.to_vector();
+    };
+    const int saved = max_threads();
+    const auto one = mask_with(1), two = mask_with(2);
+    omp_set_num_threads(saved);
+    CHECK(one == two);
+    const auto dropped = std::count(one.begin(), one.end(), 0.0f);
+    CHECK(std::abs(static_cast<double>(dropped) / one.size() - 0.25) < 0.01);
+}
+
+TEST_CASE("ISA selection: parse, support, forcing") {
+    CHECK(cpu::parse_isa("avx2") == cpu::isa::avx2);
+    CHECK_THROWS_WITH_AS(cpu::parse_isa("sse9"), Contains("unknown value 'sse9'"), usage_error);
+    CHECK(cpu::cpu_supports(cpu::isa::scalar));
+    CHECK(cpu::cpu_supports(cpu::best_isa()));
+    {
+        cpu::isa_scope scope(cpu::isa::scalar);
+        CHECK(cpu::active_isa() == cpu::isa::scalar);
+    }
+    if (!cpu::cpu_supports(cpu::isa::avx512)) CHECK_THROWS_AS(cpu::set_isa(cpu::isa::avx512), usage_error);
+    MESSAGE("best ISA on this CPU: ", cpu::to_string(cpu::best_isa()), "; active: ", cpu::to_string(cpu::active_isa()));
+}
+
+TEST_CASE_TEMPLATE("GEMM: strides, transposes, alpha/beta, batches against a loop reference", T, float, double) {
+    Generator gen(3);
+    const index_t M = 5, N = 7, K = 9, batch = 3;
+    for (int t = 0; t < 4; ++t) {
+        const bool ta = t & 1, tb = t & 2;
+        const index_t lda = (ta ? M : K) + 2, ldb = (tb ? K : N) + 1, ldc = N + 3;
+        const index_t sa = (ta ? K : M) * lda, sb = (tb ? N : K) * ldb, sc = M * ldc;
+        auto A = Tensor<T>::randn({batch * sa}, gen), Bm = Tensor<T>::randn({batch * sb}, gen), C = Tensor<T>::randn({batch * sc}, gen);
+        const auto C0 = C.to_vector();
+        const T alpha = T(0.5), beta = T(2);
+        primitives<backend::cpu>::gemm<T>(gemm_args{ta, tb, M, N, K, lda, ldb, ldc, batch, sa, sb, sc}, alpha, A.data(), Bm.data(), beta,
+                                          C.data());
+        const auto a = A.to_vector(), b = Bm.to_vector(), c = C.to_vector();
+        double worst = 0;
+        for (index_t i = 0; i < batch; ++i)
+            for (index_t m = 0; m < M; ++m)
+                for (index_t n = 0; n < N; ++n) {
+                    double s = 0;
+                    for (index_t k = 0; k < K; ++k)
+                        s += double(a[i * sa + (ta ? k * lda + m : m * lda + k)]) * double(b[i * sb + (tb ? n * ldb + k : k * ldb + n)]);
+                    const double want = alpha * s + beta * C0[i * sc + m * ldc + n];
+                    worst = std::max(worst, std::abs(want - c[i * sc + m * ldc + n]));
+                }
+        CAPTURE(ta);
+        CAPTURE(tb);
+        CHECK(worst < (std::is_same_v<T, float> ? 1e-4 : 1e-12));
+        // padding between rows is never written
+        CHECK(c[N] == C0[N]);
+    }
+}
+
+TEST_CASE("autodiff: tied weights accumulate, DAGs, retain_grad, no_grad") {
+    Generator gen(9);
+    using V = Var<double>;
+    auto W = V::parameter(Tensor<double>::randn({4, 4}, gen));
+    auto x = V::constant(Tensor<double>::randn({3, 4}, gen));
+    // the same weight applied twice (a tied 2-layer stack)
+    auto h1 = linear(x, W);
+    h1.retain_grad();
+    auto h2 = linear(depthlab::tanh(h1), W);
+    auto loss = sum(mul(h2, h2));
+    loss.backward();
+    const auto g_tied = W.grad().to_vector();
+    CHECK(h1.grad().defined());  // kept on request
+    // the gradient equals the sum of the two uses' gradients, computed separately
+    auto W1 = V::parameter(W.value().clone()), W2 = V::parameter(W.value().clone());
+    auto l2 = sum(mul(linear(depthlab::tanh(linear(x, W1)), W2), linear(depthlab::tanh(linear(x, W1)), W2)));
+    l2.backward();
+    const auto g1 = W1.grad().to_vector(), g2 = W2.grad().to_vector();
+    for (std::size_t i = 0; i < g_tied.size(); ++i) CHECK(g_tied[i] == doctest::Approx(g1[i] + g2[i]).epsilon(1e-12));
+    {
+        no_grad guard;
+        auto y = linear(x, W);
+        CHECK(!y.requires_grad());
+        CHECK_THROWS_WITH_AS(sum(y).backward(), Contains("does not depend on any parameter"), usage_error);
+    }
+    CHECK_THROWS_WITH_AS(h2.backward(), Contains("needs a scalar output or an explicit seed, got shape (3, 4)"), shape_error);
+}
+
+TEST_CASE("bad input: errors name the op and the shapes") {
+    Generator gen(1);
+    using V = Var<float>;
+    auto a = V::parameter(Tensor<float>::randn({2, 3}, gen));
+    auto b = V::parameter(Tensor<float>::randn({4, 5}, gen));
+    CHECK_THROWS_WITH_AS(matmul(a, b), Contains("matmul: inner dimensions differ: (2, 3) x (4, 5)"), shape_error);
+    CHECK_THROWS_WITH_AS(linear(a, b), Contains("linear: input (2, 3) does not fit weight (4, 5)"), shape_error);
+    CHECK_THROWS_WITH_AS(add(a, b), Contains("add: shapes (2, 3) and (4, 5) do not broadcast"), shape_error);
+    CHECK_THROWS_WITH_AS(bias(a, V::constant(Tensor<float>::zeros({2}))), Contains("bias: bias (2,) does not fit input (2, 3)"),
+                         shape_error);
+    const std::vector<std::int64_t> bad_target{0, 3};
+    CHECK_THROWS_WITH_AS(cross_entropy(a, bad_target), Contains("cross_entropy: target 3 at row 1 out of range [0, 3)"), index_error);
+    const std::vector<std::int64_t> one_target{0};
+    CHECK_THROWS_WITH_AS(cross_entropy(a, one_target), Contains("1 targets for logits (2, 3)"), shape_error);
+    const std::vector<std::int64_t> bad_ids{0, 7};
+    CHECK_THROWS_WITH_AS(embedding(b, bad_ids, {2}), Contains("embedding: id 7 at position 1 out of range [0, 4)"), index_error);
+    CHECK_THROWS_WITH_AS(softmax(a, 1.0f, Tensor<float>::zeros({3, 3})), Contains("softmax: mask (3, 3) does not broadcast to scores (2, 3)"),
+                         shape_error);
+    CHECK_THROWS_WITH_AS(concat(std::vector{a, b}, 0), Contains("concat: shape (4, 5) does not match (2, 3)"), shape_error);
+    CHECK_THROWS_WITH_AS(layer_norm(a, b, b), Contains("layer_norm: input (2, 3), gamma (4, 5)"), shape_error);
+    CHECK_THROWS_WITH_AS(split(a, {1, 1}, 1), Contains("split: sizes add up to 2 but axis 1 of (2, 3) has 3"), shape_error);
+    CHECK_THROWS_AS(dropout(a, 1.5f, gen), usage_error);
+    auto nan_logits = V::parameter(Tensor<float>::from({1, 2}, {NAN, 0.f}));
+    CHECK_THROWS_WITH_AS(cross_entropy(nan_logits, one_target), Contains("cross_entropy: non-finite loss"), numeric_error);
+}
