@@ -36,8 +36,10 @@ def load(path):
     with open(path, encoding="utf-8") as f:
         data = json.load(f)
     runs = OrderedDict()  # run name -> list of entries (iterations) / dict of aggregates
+    skipped = OrderedDict()  # run name -> error message (e.g. an ISA this CPU lacks)
     for e in data.get("benchmarks", []):
         if e.get("error_occurred"):
+            skipped[e.get("run_name") or e.get("name", "")] = e.get("error_message", "")
             continue
         name = e.get("run_name") or e.get("name", "")
         slot = runs.setdefault(name, {"iterations": [], "aggregates": {}})
@@ -55,7 +57,7 @@ def load(path):
         elif slot["iterations"]:
             values = sorted(throughput(e)[1] for e in slot["iterations"])
             results[name] = (throughput(slot["iterations"][0])[0], values[len(values) // 2])
-    return data.get("context", {}), results
+    return data.get("context", {}), results, skipped
 
 
 def group(results):
@@ -108,13 +110,18 @@ def print_group(what, shape, g):
 def main(argv):
     path = argv[1] if len(argv) > 1 else "build/bench.json"
     try:
-        context, results = load(path)
+        context, results, skipped = load(path)
     except (OSError, json.JSONDecodeError) as err:
         print(f"bench_ratios: cannot read {path}: {err}", file=sys.stderr)
         return 1
     for key in ("depthlab_isa", "omp_max_threads", "openmp_runtime", "blas_loaded"):
         if key in context:
             print(f"{key}: {context[key]}")
+    if context.get("load_avg"):
+        # Anything else running (builds, other benchmarks) makes the numbers meaningless.
+        print("load_avg at start:", ", ".join(f"{x:.2f}" for x in context["load_avg"]))
+    for name, msg in skipped.items():
+        print(f"skipped: {name}: {msg}")
     print()
     groups = group(results)
     if not groups:

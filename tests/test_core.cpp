@@ -207,3 +207,24 @@ TEST_CASE("bad input: errors name the op and the shapes") {
     auto nan_logits = V::parameter(Tensor<float>::from({1, 2}, {NAN, 0.f}));
     CHECK_THROWS_WITH_AS(cross_entropy(nan_logits, one_target), Contains("cross_entropy: non-finite loss"), numeric_error);
 }
+
+TEST_CASE("host allocator: aligned, size classes, blocks reused") {
+    using cache = depthlab::detail::block_cache;
+    CHECK(cache::size_class(1) == 64);
+    CHECK(cache::size_class(4096) == 4096);
+    CHECK(cache::size_class(4097) == 4096 + 512);
+    CHECK(cache::size_class((1 << 20) + 1) == (1 << 20) + (1 << 17));
+    for (std::size_t bytes : {std::size_t{100}, std::size_t{5000}, std::size_t{3} << 20}) {
+        const std::size_t cls = cache::size_class(bytes);
+        CHECK(cls >= bytes);
+        CHECK(cls <= bytes + bytes / 8 + 64);
+    }
+    const float* first;
+    {
+        auto t = Tensor<float>::empty({1 << 20});
+        first = t.data();
+        CHECK(reinterpret_cast<std::uintptr_t>(first) % 64 == 0);
+    }
+    auto again = Tensor<float>::empty({(1 << 20) - 10});  // same size class: the freed block comes back
+    CHECK(again.data() == first);
+}

@@ -73,18 +73,19 @@ public:
     static Var constant(tensor_type value) { return Var(std::move(value), false); }
 
     [[nodiscard]] bool defined() const { return n_ != nullptr; }
-    [[nodiscard]] const tensor_type& value() const { return node().value; }
-    [[nodiscard]] tensor_type& value() { return node().value; }
+    // A Var is a handle (like a shared_ptr): constness of the handle does not make the
+    // value read-only, so parameters held in const containers can still be updated.
+    [[nodiscard]] tensor_type& value() const { return node().value; }
     [[nodiscard]] const Shape& shape() const { return node().value.shape(); }
     [[nodiscard]] bool requires_grad() const { return node().requires_grad; }
     [[nodiscard]] bool is_leaf() const { return node().op == op_kind::leaf; }
     [[nodiscard]] op_kind op() const { return node().op; }
     /// The accumulated gradient (undefined tensor if none has flowed here).
-    [[nodiscard]] const tensor_type& grad() const { return node().grad; }
-    [[nodiscard]] tensor_type& grad() { return node().grad; }
-    void zero_grad() { node().grad = tensor_type(); }
+    [[nodiscard]] tensor_type& grad() const { return node().grad; }
+    /// Drops the gradient (the next backward starts from zero).
+    void zero_grad() const { node().grad = tensor_type(); }
     /// Keep this non-leaf value's gradient after backward().
-    Var& retain_grad() {
+    const Var& retain_grad() const {
         node().retain_grad = true;
         return *this;
     }

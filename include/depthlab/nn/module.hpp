@@ -1,0 +1,102 @@
+#pragma once
+// Module: a named tree of parameters, as in PyTorch. Parameter names follow state_dict
+// habits ("encoder.3.self_attention.q_proj.weight"), so checkpoints map one to one.
+// Parameters are Var handles: swapping a parameter's value (rewinding, interpolation)
+// never needs the model to be rebuilt.
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "depthlab/autodiff/variable.hpp"
+#include "depthlab/core/error.hpp"
+#include "depthlab/core/tensor.hpp"
+
+namespace depthlab::nn {
+
+template <class T, class B>
+using named_parameter = std::pair<std::string, Var<T, B>>;
+
+template <class T, class B = backend::cpu>
+class Module {
+public:
+    using value_type = T;
+    using backend_type = B;
+
+    Module() = default;
+    Module(const Module&) = delete;
+    Module& operator=(const Module&) = delete;
+    virtual ~Module() = default;
+
+    /// Every parameter below this module, depth first, in registration order.
+    [[nodiscard]] std::vector<named_parameter<T, B>> named_parameters(const std::string& prefix = "") const {
+        std::vector<named_parameter<T, B>> out;
+        collect(prefix, out);
+        return out;
+    }
+    [[nodiscard]] std::vector<Var<T, B>> parameters() const {
+        std::vector<Var<T, B>> out;
+        for (auto& [name, p] : named_parameters()) out.push_back(p);
+        return out;
+    }
+    /// Parameter by its full name; throws naming the missing parameter.
+    [[nodiscard]] Var<T, B> parameter(const std::string& name) const {
+        for (auto& [n, p] : named_parameters())
+            if (n == name) return p;
+        throw error(detail::cat("Module: no parameter named '", name, "'"));
+    }
+    [[nodiscard]] index_t parameter_count() const {
+        index_t n = 0;
+        for (auto& [name, p] : named_parameters()) n += p.value().numel();
+        return n;
+    }
+    void zero_grad() {
+        for (auto& [name, p] : named_parameters()) p.zero_grad();
+    }
+    /// Direct children with their names.
+    [[nodiscard]] const std::vector<std::pair<std::string, Module*>>& children() const { return children_; }
+    /// Walks this module and every descendant with its full name.
+    void visit(const std::function<void(const std::string&, Module&)>& f, const std::string& prefix = "") {
+        f(prefix, *this);
+        for (auto& [name, child] : children_) child->visit(f, join(prefix, name));
+    }
+
+    /// Training mode switches dropout on; eval mode off (like nn.Module.train()/eval()).
+    void train(bool on = true) {
+        visit([on](const std::string&, Module& m) { m.training_ = on; });
+    }
+    void eval() { train(false); }
+    [[nodiscard]] bool is_training() const { return training_; }
+
+protected:
+    Var<T, B> register_parameter(const std::string& name, Tensor<T, B> value) {
+        Var<T, B> p = Var<T, B>::parameter(std::move(value));
+        params_.emplace_back(name, p);
+        return p;
+    }
+    /// Registers a child that this module owns (the caller keeps a reference or pointer).
+    template <class M>
+    M& register_module(const std::string& name, std::unique_ptr<M> m) {
+        M& ref = *m;
+        children_.emplace_back(name, &ref);
+        owned_.push_back(std::move(m));
+        return ref;
+    }
+    /// Registers a child owned elsewhere (e.g. one layer shared by every iteration).
+    void register_shared(const std::string& name, Module& m) { children_.emplace_back(name, &m); }
+
+private:
+    static std::string join(const std::string& a, const std::string& b) { return a.empty() ? b : a + "." + b; }
+    void collect(const std::string& prefix, std::vector<named_parameter<T, B>>& out) const {
+        for (auto& [name, p] : params_) out.emplace_back(join(prefix, name), p);
+        for (auto& [name, child] : children_) child->collect(join(prefix, name), out);
+    }
+
+    std::vector<named_parameter<T, B>> params_;
+    std::vector<std::pair<std::string, Module*>> children_;
+    std::vector<std::unique_ptr<Module>> owned_;
+    bool training_ = true;
+};
+
+}  // namespace depthlab::nn
