@@ -183,14 +183,14 @@ template <class Body>
 void run_case(const std::string& name, Body body) {
     const Fixture fx = depthlab_test::load_fixture(fixture_path(name));
     {
-        Run<double> r{fx, "", name + " double", 1e-9, 1e-12, {}, {}};
+        Run<double> r{fx, "", name + " double", 1e-9, 1e-12};
         body(r);
         r.report();
     }
     for (const auto i : {depthlab::cpu::isa::scalar, depthlab::cpu::isa::avx2, depthlab::cpu::isa::avx512}) {
         if (!depthlab::cpu::cpu_supports(i)) continue;
         const depthlab::cpu::isa_scope scope(i);
-        Run<float> r{fx, "f32.", name + " float/" + depthlab::cpu::to_string(i), 1e-4, 1e-5, {}, {}};
+        Run<float> r{fx, "f32.", name + " float/" + depthlab::cpu::to_string(i), 1e-4, 1e-5};
         body(r);
         r.report();
     }
