@@ -323,6 +323,63 @@ std::vector<op_case<B>> all_cases() {
                                  for (std::size_t i = 0; i < x[0].size(); ++i) s += (x[0][i] - x[1][i]) * (x[0][i] - x[1][i]);
                                  return vec{s / 21};
                              }));
+    // fused multi-head attention: packed self-attention with a padding mask, and
+    // cross-attention (q from one source, k and v packed in another) with a causal-style mask
+    const auto attention_ref = [](const vec& qs, index_t Wq, index_t qo, const vec& ks, index_t Wk, index_t ko, const vec& vs,
+                                  index_t Wv, index_t vo, index_t Bn, index_t Tq, index_t Tk, index_t dim, index_t H,
+                                  const std::function<double(index_t, index_t, index_t, index_t)>& mask) {
+        const index_t dh = dim / H;
+        vec out(static_cast<std::size_t>(Bn * Tq * dim), 0.0);
+        for (index_t b = 0; b < Bn; ++b)
+            for (index_t h = 0; h < H; ++h)
+                for (index_t i = 0; i < Tq; ++i) {
+                    vec s(static_cast<std::size_t>(Tk));
+                    double mx = -INFINITY;
+                    for (index_t j = 0; j < Tk; ++j) {
+                        double d = 0;
+                        for (index_t e = 0; e < dh; ++e)
+                            d += qs[(b * Tq + i) * Wq + qo + h * dh + e] * ks[(b * Tk + j) * Wk + ko + h * dh + e];
+                        s[j] = d / std::sqrt(double(dh)) + mask(b, h, i, j);
+                        mx = std::max(mx, s[j]);
+                    }
+                    double z = 0;
+                    for (double& e : s) z += (e = std::exp(e - mx));
+                    for (index_t e = 0; e < dh; ++e) {
+                        double acc = 0;
+                        for (index_t j = 0; j < Tk; ++j) acc += s[j] / z * vs[(b * Tk + j) * Wv + vo + h * dh + e];
+                        out[(b * Tq + i) * dim + h * dh + e] = acc;
+                    }
+                }
+        return out;
+    };
+    vec attn_pad(2 * 5, 0.0);
+    attn_pad[5 + 4] = -INFINITY;  // sequence 1: last key is padding
+    attn_pad[5 + 3] = -INFINITY;
+    c.push_back(make_case<B>(
+        "attention self packed qkv + padding mask", op_kind::attention, {{{2, 5, 24}}},
+        [=](const auto& v) {
+            using T = scalar_of<decltype(v)>;
+            using Bk = typename std::decay_t<decltype(v[0].value())>::backend_type;
+            return attention<T, Bk>({v[0], 0}, {v[0], 8}, {v[0], 16}, 8, {.heads = 2}, from_double<T, Bk>({2, 1, 1, 5}, attn_pad));
+        },
+        [=](const inputs_t& x) {
+            return attention_ref(x[0], 24, 0, x[0], 24, 8, x[0], 24, 16, 2, 5, 5, 8, 2,
+                                 [&](index_t b, index_t, index_t, index_t j) { return attn_pad[b * 5 + j]; });
+        }));
+    vec attn_causal(3 * 4, 0.0);
+    for (int i = 0; i < 3; ++i)
+        for (int j = i + 2; j < 4; ++j) attn_causal[i * 4 + j] = -1e9;
+    c.push_back(make_case<B>(
+        "attention cross q / packed kv + broadcast mask", op_kind::attention, {{{2, 3, 12}}, {{2, 4, 24}}},
+        [=](const auto& v) {
+            using T = scalar_of<decltype(v)>;
+            using Bk = typename std::decay_t<decltype(v[0].value())>::backend_type;
+            return attention<T, Bk>({v[0], 0}, {v[1], 0}, {v[1], 12}, 12, {.heads = 3}, from_double<T, Bk>({3, 4}, attn_causal));
+        },
+        [=](const inputs_t& x) {
+            return attention_ref(x[0], 12, 0, x[1], 24, 0, x[1], 24, 12, 2, 3, 4, 12, 3,
+                                 [&](index_t, index_t, index_t i, index_t j) { return attn_causal[i * 4 + j]; });
+        }));
     return c;
 }
 

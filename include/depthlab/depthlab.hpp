@@ -12,3 +12,4 @@
 #include "depthlab/autodiff/op_kind.hpp"
 #include "depthlab/autodiff/variable.hpp"
 #include "depthlab/autodiff/ops.hpp"
+#include "depthlab/autodiff/attention.hpp"

@@ -303,12 +303,15 @@ struct cuda {
 /// One strided-batched GEMM, row-major, in BLAS terms:
 ///   C[i] = alpha * op(A[i]) * op(B[i]) + beta * C[i],   op(X) = trans ? X^T : X,
 /// with op(A): (m, k), op(B): (k, n), C: (m, n); A[i] = A + i * stride_a, and a stride of 0
-/// shares one matrix across the batch.
+/// shares one matrix across the batch. An optional outer batch (batch2, stride_*2) makes
+/// the index (j, i) with A[j, i] = A + j * stride_a2 + i * stride_a: attention over
+/// (batch, heads) reads heads straight out of a (B, T, H*dh) activation this way.
 struct gemm_args {
     bool trans_a = false, trans_b = false;
     index_t m = 0, n = 0, k = 0;
     index_t lda = 0, ldb = 0, ldc = 0;
     index_t batch = 1, stride_a = 0, stride_b = 0, stride_c = 0;
+    index_t batch2 = 1, stride_a2 = 0, stride_b2 = 0, stride_c2 = 0;
 };
 
 /// Device memory of backend B; specialised per backend.
@@ -362,6 +365,8 @@ inline void check_gemm(const gemm_args& g) {
     DEPTHLAB_CHECK(g.lda >= a_cols && g.ldb >= b_cols && g.ldc >= g.n, shape_error, "gemm: leading dimensions lda=", g.lda,
                    " ldb=", g.ldb, " ldc=", g.ldc, " too small for m=", g.m, " n=", g.n, " k=", g.k);
     DEPTHLAB_CHECK(g.batch == 1 || g.stride_c != 0, shape_error, "gemm: batch of ", g.batch, " results with output stride 0");
+    DEPTHLAB_CHECK(g.batch2 >= 1 && (g.batch2 == 1 || g.stride_c2 != 0), shape_error, "gemm: outer batch of ", g.batch2,
+                   " results with output stride 0");
 }
 
 /// Eigen path: any scalar type; batches in parallel when they are many and small.
@@ -370,10 +375,14 @@ void gemm_eigen(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* 
     using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
     using CMap = Eigen::Map<const Mat, 0, Eigen::OuterStride<>>;
     using MMap = Eigen::Map<Mat, 0, Eigen::OuterStride<>>;
-    auto one = [&](index_t i) {
-        const CMap A(a + i * g.stride_a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, Eigen::OuterStride<>(g.lda));
-        const CMap Bm(b + i * g.stride_b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, Eigen::OuterStride<>(g.ldb));
-        MMap C(c + i * g.stride_c, g.m, g.n, Eigen::OuterStride<>(g.ldc));
+    auto one = [&](index_t flat) {
+        const index_t j = flat / g.batch, i = flat % g.batch;
+        const T* a0 = a + j * g.stride_a2;
+        const T* b0 = b + j * g.stride_b2;
+        T* c0 = c + j * g.stride_c2;
+        const CMap A(a0 + i * g.stride_a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, Eigen::OuterStride<>(g.lda));
+        const CMap Bm(b0 + i * g.stride_b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, Eigen::OuterStride<>(g.ldb));
+        MMap C(c0 + i * g.stride_c, g.m, g.n, Eigen::OuterStride<>(g.ldc));
         if (beta == T(0)) C.setZero();
         else if (beta != T(1)) C *= beta;
         if (g.k == 0) return;
@@ -382,12 +391,13 @@ void gemm_eigen(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* 
         else if (!g.trans_a && g.trans_b) C.noalias() += alpha * (A * Bm.transpose());
         else C.noalias() += alpha * (A.transpose() * Bm.transpose());
     };
-    if (g.batch > 1 && g.m * g.n * g.k < (index_t{1} << 18)) {
-        parallel_for(g.batch, 1, [&](index_t b0, index_t b1) {
-            for (index_t i = b0; i < b1; ++i) one(i);
+    const index_t total = g.batch * g.batch2;
+    if (total > 1 && g.m * g.n * g.k < (index_t{1} << 18)) {
+        parallel_for(total, 1, [&](index_t f0, index_t f1) {
+            for (index_t f = f0; f < f1; ++f) one(f);
         });
     } else {
-        for (index_t i = 0; i < g.batch; ++i) one(i);
+        for (index_t f = 0; f < total; ++f) one(f);
     }
 }
 
@@ -404,7 +414,7 @@ inline dnnl::stream& stream() {
 }
 
 struct matmul_key {
-    std::array<index_t, 13> v;
+    std::array<index_t, 17> v;
     float alpha, beta;
     bool operator==(const matmul_key& o) const { return v == o.v && alpha == o.alpha && beta == o.beta; }
 };
@@ -421,12 +431,16 @@ struct matmul_entry {
     dnnl::memory::desc a, b, c;
 };
 
-/// The memory descriptors of one batched operand: dims (batch, rows, cols) with strides.
-inline dnnl::memory::desc operand(index_t batch, index_t stride, index_t rows, index_t cols, bool trans, index_t ld) {
+/// The memory descriptor of one operand: dims (batch2, batch, rows, cols) with strides;
+/// a batch stride of 0 broadcasts (extent 1 for oneDNN).
+inline dnnl::memory::desc operand(index_t batch2, index_t stride2, index_t batch, index_t stride, index_t rows, index_t cols,
+                                  bool trans, index_t ld) {
     using dims = dnnl::memory::dims;
-    const index_t bdim = stride == 0 ? 1 : batch;  // stride 0: broadcast a single matrix
-    const dims shape{bdim, rows, cols};
-    const dims strides{stride == 0 ? rows * cols : stride, trans ? 1 : ld, trans ? ld : 1};
+    const index_t bdim = stride == 0 ? 1 : batch, b2dim = stride2 == 0 ? 1 : batch2;
+    const index_t s1 = stride == 0 ? rows * cols : stride;
+    const index_t s2 = stride2 == 0 ? s1 * bdim : stride2;
+    const dims shape{b2dim, bdim, rows, cols};
+    const dims strides{s2, s1, trans ? 1 : ld, trans ? ld : 1};
     return dnnl::memory::desc(shape, dnnl::memory::data_type::f32, strides);
 }
 
@@ -436,15 +450,15 @@ inline const matmul_entry& get(const gemm_args& g, float alpha, float beta) {
     static std::unordered_map<matmul_key, matmul_entry, matmul_key_hash> cache;
     static std::mutex mutex;
     const matmul_key key{{g.trans_a, g.trans_b, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.batch, g.stride_a, g.stride_b,
-                          g.stride_c, sizeof(float)},
+                          g.stride_c, g.batch2, g.stride_a2, g.stride_b2, g.stride_c2, sizeof(float)},
                          alpha,
                          beta};
     std::lock_guard<std::mutex> lock(mutex);
     auto it = cache.find(key);
     if (it != cache.end()) return it->second;
-    const auto a = operand(g.batch, g.stride_a, g.m, g.k, g.trans_a, g.lda);
-    const auto b = operand(g.batch, g.stride_b, g.k, g.n, g.trans_b, g.ldb);
-    const auto c = operand(g.batch, g.stride_c, g.m, g.n, false, g.ldc);
+    const auto a = operand(g.batch2, g.stride_a2, g.batch, g.stride_a, g.m, g.k, g.trans_a, g.lda);
+    const auto b = operand(g.batch2, g.stride_b2, g.batch, g.stride_b, g.k, g.n, g.trans_b, g.ldb);
+    const auto c = operand(g.batch2, g.stride_c2, g.batch, g.stride_c, g.m, g.n, false, g.ldc);
     dnnl::primitive_attr attr;
     if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
     if (beta != 0.0f) {
@@ -930,13 +944,14 @@ static void softmax_row(index_t n, const T* x, T scale, const T* mask, T* y) {
     const V inv = V::set1(T(1) / acc.reduce_add());
     for_each_vec(n, [&](index_t i, int m) { (V::load(y + i, m) * inv).store(y + i, m); });
 }
-// dx += scale * y * (dy - <y, dy>)
-static void softmax_bwd_row(index_t n, const T* y, const T* dy, T scale, T* dx) {
+// dx (+)= scale * y * (dy - <y, dy>); without accumulate dx may alias dy.
+static void softmax_bwd_row(index_t n, const T* y, const T* dy, T scale, T* dx, bool accumulate) {
     const V d = V::set1(dot(n, y, dy));
     const V vs = V::set1(scale);
     for_each_vec(n, [&](index_t i, int m) {
         const V v = V::load(y + i, m);
-        V::fma(vs * v, V::load(dy + i, m) - d, V::load(dx + i, m)).store(dx + i, m);
+        const V base = accumulate ? V::load(dx + i, m) : V::zero();
+        V::fma(vs * v, V::load(dy + i, m) - d, base).store(dx + i, m);
     });
 }
 // y = x - logsumexp(x); returns logsumexp(x)
@@ -1187,13 +1202,14 @@ static void softmax_row(index_t n, const T* x, T scale, const T* mask, T* y) {
     const V inv = V::set1(T(1) / acc.reduce_add());
     for_each_vec(n, [&](index_t i, int m) { (V::load(y + i, m) * inv).store(y + i, m); });
 }
-// dx += scale * y * (dy - <y, dy>)
-static void softmax_bwd_row(index_t n, const T* y, const T* dy, T scale, T* dx) {
+// dx (+)= scale * y * (dy - <y, dy>); without accumulate dx may alias dy.
+static void softmax_bwd_row(index_t n, const T* y, const T* dy, T scale, T* dx, bool accumulate) {
     const V d = V::set1(dot(n, y, dy));
     const V vs = V::set1(scale);
     for_each_vec(n, [&](index_t i, int m) {
         const V v = V::load(y + i, m);
-        V::fma(vs * v, V::load(dy + i, m) - d, V::load(dx + i, m)).store(dx + i, m);
+        const V base = accumulate ? V::load(dx + i, m) : V::zero();
+        V::fma(vs * v, V::load(dy + i, m) - d, base).store(dx + i, m);
     });
 }
 // y = x - logsumexp(x); returns logsumexp(x)
@@ -1446,13 +1462,14 @@ static void softmax_row(index_t n, const T* x, T scale, const T* mask, T* y) {
     const V inv = V::set1(T(1) / acc.reduce_add());
     for_each_vec(n, [&](index_t i, int m) { (V::load(y + i, m) * inv).store(y + i, m); });
 }
-// dx += scale * y * (dy - <y, dy>)
-static void softmax_bwd_row(index_t n, const T* y, const T* dy, T scale, T* dx) {
+// dx (+)= scale * y * (dy - <y, dy>); without accumulate dx may alias dy.
+static void softmax_bwd_row(index_t n, const T* y, const T* dy, T scale, T* dx, bool accumulate) {
     const V d = V::set1(dot(n, y, dy));
     const V vs = V::set1(scale);
     for_each_vec(n, [&](index_t i, int m) {
         const V v = V::load(y + i, m);
-        V::fma(vs * v, V::load(dy + i, m) - d, V::load(dx + i, m)).store(dx + i, m);
+        const V base = accumulate ? V::load(dx + i, m) : V::zero();
+        V::fma(vs * v, V::load(dy + i, m) - d, base).store(dx + i, m);
     });
 }
 // y = x - logsumexp(x); returns logsumexp(x)
@@ -1705,13 +1722,14 @@ static void softmax_row(index_t n, const T* x, T scale, const T* mask, T* y) {
     const V inv = V::set1(T(1) / acc.reduce_add());
     for_each_vec(n, [&](index_t i, int m) { (V::load(y + i, m) * inv).store(y + i, m); });
 }
-// dx += scale * y * (dy - <y, dy>)
-static void softmax_bwd_row(index_t n, const T* y, const T* dy, T scale, T* dx) {
+// dx (+)= scale * y * (dy - <y, dy>); without accumulate dx may alias dy.
+static void softmax_bwd_row(index_t n, const T* y, const T* dy, T scale, T* dx, bool accumulate) {
     const V d = V::set1(dot(n, y, dy));
     const V vs = V::set1(scale);
     for_each_vec(n, [&](index_t i, int m) {
         const V v = V::load(y + i, m);
-        V::fma(vs * v, V::load(dy + i, m) - d, V::load(dx + i, m)).store(dx + i, m);
+        const V base = accumulate ? V::load(dx + i, m) : V::zero();
+        V::fma(vs * v, V::load(dy + i, m) - d, base).store(dx + i, m);
     });
 }
 // y = x - logsumexp(x); returns logsumexp(x)
@@ -2121,10 +2139,12 @@ struct primitives<backend::cpu> {
             K::softmax_row(cols, x + r * cols, scale, mask ? mask + map.offset(r) : nullptr, y + r * cols);
         });
     }
-    // dx += scale * y * (dy - <y, dy>)
+    // dx (+)= scale * y * (dy - <y, dy>); without accumulate, dx may alias dy
     template <class T>
-    static void softmax_bwd(index_t rows, index_t cols, const T* y, const T* dy, T scale, T* dx) {
-        rowwise<T>(rows, cols, [&]<class K>(index_t r) { K::softmax_bwd_row(cols, y + r * cols, dy + r * cols, scale, dx + r * cols); });
+    static void softmax_bwd(index_t rows, index_t cols, const T* y, const T* dy, T scale, T* dx, bool accumulate = true) {
+        rowwise<T>(rows, cols, [&]<class K>(index_t r) {
+            K::softmax_bwd_row(cols, y + r * cols, dy + r * cols, scale, dx + r * cols, accumulate);
+        });
     }
     template <class T>
     static void log_softmax_fwd(index_t rows, index_t cols, const T* x, T* y) {
@@ -2521,7 +2541,7 @@ namespace depthlab {
 #define DEPTHLAB_OPS(X)                                                                                     \
     X(leaf) X(matmul) X(linear) X(add) X(mul) X(scale) X(bias) X(gelu) X(relu) X(tanh) X(sigmoid)         \
     X(softmax) X(log_softmax) X(cross_entropy) X(layer_norm) X(dropout) X(embedding) X(concat) X(split)     \
-    X(slice) X(reshape) X(transpose) X(gather_rows) X(scatter_rows) X(sum) X(mean) X(mse)
+    X(slice) X(reshape) X(transpose) X(gather_rows) X(scatter_rows) X(sum) X(mean) X(mse) X(attention)
 
 enum class op_kind : int {
 #define DEPTHLAB_OP_ENUM(name) name,
@@ -2738,6 +2758,29 @@ inline void check_ids(const char* op, std::span<const std::int64_t> ids, index_t
     for (std::size_t i = 0; i < ids.size(); ++i)
         DEPTHLAB_CHECK(ids[i] >= 0 && ids[i] < n, index_error, op, ": ", what, " ", ids[i], " at position ", i,
                        " out of range [0, ", n, ")");
+}
+/// Maps each row of scores `sx` (..., cols) to its row of an additive mask whose leading
+/// extents equal the scores' or are 1; M receives the contiguous mask (undefined if none).
+template <class T, class B>
+row_broadcast mask_rows(const char* op, const Shape& sx, const Tensor<T, B>& mask, Tensor<T, B>& M) {
+    row_broadcast map;
+    if (!mask.defined()) return map;
+    const Shape& sm = mask.shape();
+    const index_t cols = sx.back();
+    bool ok = sm.rank() >= 1 && sm.rank() <= sx.rank() && sm.back() == cols;
+    M = mask.contiguous();
+    map.rank = sx.rank() - 1;
+    const int pad = sx.rank() - sm.rank();
+    index_t stride = cols;
+    for (int k = sx.rank() - 2; ok && k >= 0; --k) {
+        const index_t md = k - pad >= 0 ? sm[k - pad] : 1;
+        ok = md == 1 || md == sx[k];
+        map.dims[k] = sx[k];
+        map.strides[k] = md == 1 ? 0 : stride;
+        stride *= md;
+    }
+    DEPTHLAB_CHECK(ok, shape_error, op, ": mask ", sm, " does not broadcast to scores ", sx);
+    return map;
 }
 template <class T, class B>
 void check_finite(const char* op, const Tensor<T, B>& t, const char* what) {
@@ -2984,24 +3027,8 @@ Var<T, B> softmax(const Var<T, B>& x, T scale = T(1), const Tensor<T, B>& mask =
     const Shape& sx = x.shape();
     DEPTHLAB_CHECK(sx.rank() >= 1, shape_error, "softmax: input must have rank >= 1, got ", sx);
     const index_t cols = sx.back(), rows = sx.rows();
-    row_broadcast map;
     Tensor<T, B> M;
-    if (mask.defined()) {
-        const Shape& sm = mask.shape();
-        bool ok = sm.rank() >= 1 && sm.rank() <= sx.rank() && sm.back() == cols;
-        M = mask.contiguous();
-        map.rank = sx.rank() - 1;
-        const int pad = sx.rank() - sm.rank();
-        index_t stride = cols;
-        for (int k = sx.rank() - 2; ok && k >= 0; --k) {
-            const index_t md = k - pad >= 0 ? sm[k - pad] : 1;
-            ok = md == 1 || md == sx[k];
-            map.dims[k] = sx[k];
-            map.strides[k] = md == 1 ? 0 : stride;
-            stride *= md;
-        }
-        DEPTHLAB_CHECK(ok, shape_error, "softmax: mask ", sm, " does not broadcast to scores ", sx);
-    }
+    const row_broadcast map = detail::mask_rows("softmax", sx, mask, M);
     const auto X = detail::contiguous_value(x);
     auto Y = Tensor<T, B>::empty(sx);
     P::softmax_fwd(rows, cols, X.data(), scale, M.defined() ? M.data() : nullptr, map, Y.data());
@@ -3311,4 +3338,108 @@ Var<T, B> operator*(const Var<T, B>& a, const Var<T, B>& b) { return mul(a, b); 
 
 }  // namespace depthlab
 // ---- end depthlab/autodiff/ops.hpp ----
+// ---- begin depthlab/autodiff/attention.hpp ----
+// Fused multi-head scaled dot-product attention as one coarse op.
+//
+// Heads are read straight out of the projections' (B, T, width) layout through strided
+// batched GEMMs (outer batch = sequences, inner batch = heads), and the output is written
+// in (B, Tq, H*dh) layout: no head split/merge copies, no transposes. q, k and v may be
+// column ranges of one packed projection (self-attention: [q | k | v] = x W_qkv^T).
+#include <cstdint>
+
+
+namespace depthlab {
+
+/// Columns [offset, offset + dim) of a (B, T, width) activation: one of q, k or v.
+template <class T, class B>
+struct projection_slice {
+    Var<T, B> src;
+    index_t offset = 0;
+};
+
+struct attention_options {
+    int heads = 1;
+    double scale = 0;        // 0: 1/sqrt(head_dim)
+    double dropout = 0;      // on the attention probabilities (training only)
+};
+
+/// out (B, Tq, dim) = concat_h softmax(scale * q_h k_h^T + mask) v_h.
+/// q: (B, Tq, *), k and v: (B, Tk, *), each a column slice of width `dim`; mask: additive,
+/// broadcastable to (B, H, Tq, Tk) (e.g. padding (B,1,1,Tk), causal (Tq,Tk)); gen is used
+/// only when dropout > 0 (training).
+template <class T, class B>
+Var<T, B> attention(const projection_slice<T, B>& q, const projection_slice<T, B>& k, const projection_slice<T, B>& v, index_t dim,
+                    const attention_options& opt, const Tensor<T, B>& mask = {}, Generator* gen = nullptr) {
+    using P = primitives<B>;
+    const Shape& sq = q.src.shape();
+    const Shape& sk = k.src.shape();
+    const Shape& sv = v.src.shape();
+    DEPTHLAB_CHECK(sq.rank() == 3 && sk.rank() == 3 && sv.rank() == 3 && sq[0] == sk[0] && sk[0] == sv[0] && sk[1] == sv[1],
+                   shape_error, "attention: q source ", sq, ", k source ", sk, ", v source ", sv,
+                   " (expected (B, Tq, *), (B, Tk, *), (B, Tk, *))");
+    DEPTHLAB_CHECK(opt.heads >= 1 && dim % opt.heads == 0, shape_error, "attention: dim ", dim, " is not divisible by ", opt.heads,
+                   " heads");
+    DEPTHLAB_CHECK(q.offset >= 0 && q.offset + dim <= sq[2] && k.offset >= 0 && k.offset + dim <= sk[2] && v.offset >= 0 &&
+                       v.offset + dim <= sv[2],
+                   shape_error, "attention: column slices [", q.offset, ", +", dim, "), [", k.offset, ", +", dim, "), [", v.offset,
+                   ", +", dim, ") exceed sources ", sq, ", ", sk, ", ", sv);
+    DEPTHLAB_CHECK(opt.dropout >= 0 && opt.dropout < 1 && (opt.dropout == 0 || gen != nullptr), usage_error,
+                   "attention: dropout ", opt.dropout, " needs 0 <= p < 1 and a generator");
+    const index_t Bn = sq[0], Tq = sq[1], Tk = sk[1], H = opt.heads, dh = dim / H;
+    const index_t Wq = sq[2], Wk = sk[2], Wv = sv[2];
+    const T alpha = static_cast<T>(opt.scale > 0 ? opt.scale : 1.0 / std::sqrt(static_cast<double>(dh)));
+    const Shape score_shape{Bn, H, Tq, Tk};
+    Tensor<T, B> M;
+    const row_broadcast map = detail::mask_rows("attention", score_shape, mask, M);
+
+    const auto Q = q.src.value().contiguous(), K = k.src.value().contiguous(), Vv = v.src.value().contiguous();
+    const T* qp = Q.data() + q.offset;
+    const T* kp = K.data() + k.offset;
+    const T* vp = Vv.data() + v.offset;
+    const index_t S = Tq * Tk;  // one head's score matrix
+
+    // scores = alpha q k^T, per (sequence, head); then softmax with the mask, in place
+    auto Pm = Tensor<T, B>::empty(score_shape);
+    P::gemm(gemm_args{false, true, Tq, Tk, dh, Wq, Wk, Tk, H, dh, dh, S, Bn, Tq * Wq, Tk * Wk, H * S}, alpha, qp, kp, T(0), Pm.data());
+    P::softmax_fwd(Bn * H * Tq, Tk, Pm.data(), T(1), M.defined() ? M.data() : nullptr, map, Pm.data());
+    // optional dropout on the probabilities
+    Tensor<T, B> drop, Pd = Pm;
+    if (opt.dropout > 0) {
+        drop = Tensor<T, B>::empty(score_shape);
+        P::dropout_mask(drop.numel(), static_cast<T>(opt.dropout), *gen, gen->reserve(static_cast<std::uint64_t>(drop.numel())),
+                        drop.data());
+        Pd = Tensor<T, B>::empty(score_shape);
+        P::mul(Pd.numel(), Pm.data(), drop.data(), Pd.data());
+    }
+    // out[b, :, h*dh:(h+1)*dh] = P[b, h] v[b, :, h]
+    auto O = Tensor<T, B>::empty({Bn, Tq, dim});
+    P::gemm(gemm_args{false, false, Tq, dh, Tk, Tk, Wv, dim, H, S, dh, dh, Bn, H * S, Tk * Wv, Tq * dim}, T(1), Pd.data(), vp, T(0),
+            O.data());
+
+    const index_t qo = q.offset, ko = k.offset, vo = v.offset;
+    return detail::make_result<T, B>(op_kind::attention, std::move(O), {q.src, k.src, v.src}, [=](Node<T, B>& nd) {
+        const T* dO = nd.grad.data();
+        auto dP = Tensor<T, B>::empty(score_shape);
+        // dPd = dO v^T
+        P::gemm(gemm_args{false, true, Tq, Tk, dh, dim, Wv, Tk, H, dh, dh, S, Bn, Tq * dim, Tk * Wv, H * S}, T(1), dO, vp, T(0),
+                dP.data());
+        // dv += Pd^T dO
+        if (T* dV = detail::parent_grad(nd, 2))
+            P::gemm(gemm_args{true, false, Tk, dh, Tq, Tk, dim, Wv, H, S, dh, dh, Bn, H * S, Tq * dim, Tk * Wv}, T(1), Pd.data(), dO, T(1),
+                    dV + vo);
+        if (drop.defined()) P::mul(dP.numel(), dP.data(), drop.data(), dP.data());
+        // dS = P * (dP - <P, dP>), in place
+        P::softmax_bwd(Bn * H * Tq, Tk, Pm.data(), dP.data(), T(1), dP.data(), /*accumulate=*/false);
+        // dq += alpha dS k ; dk += alpha dS^T q
+        if (T* dQ = detail::parent_grad(nd, 0))
+            P::gemm(gemm_args{false, false, Tq, dh, Tk, Tk, Wk, Wq, H, S, dh, dh, Bn, H * S, Tk * Wk, Tq * Wq}, alpha, dP.data(), kp, T(1),
+                    dQ + qo);
+        if (T* dK = detail::parent_grad(nd, 1))
+            P::gemm(gemm_args{true, false, Tk, dh, Tq, Tk, Wq, Wk, H, S, dh, dh, Bn, H * S, Tq * Wq, Tk * Wk}, alpha, dP.data(), qp, T(1),
+                    dK + ko);
+    });
+}
+
+}  // namespace depthlab
+// ---- end depthlab/autodiff/attention.hpp ----
 // ---- end depthlab/depthlab.hpp ----

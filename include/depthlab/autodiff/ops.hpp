@@ -33,6 +33,29 @@ inline void check_ids(const char* op, std::span<const std::int64_t> ids, index_t
         DEPTHLAB_CHECK(ids[i] >= 0 && ids[i] < n, index_error, op, ": ", what, " ", ids[i], " at position ", i,
                        " out of range [0, ", n, ")");
 }
+/// Maps each row of scores `sx` (..., cols) to its row of an additive mask whose leading
+/// extents equal the scores' or are 1; M receives the contiguous mask (undefined if none).
+template <class T, class B>
+row_broadcast mask_rows(const char* op, const Shape& sx, const Tensor<T, B>& mask, Tensor<T, B>& M) {
+    row_broadcast map;
+    if (!mask.defined()) return map;
+    const Shape& sm = mask.shape();
+    const index_t cols = sx.back();
+    bool ok = sm.rank() >= 1 && sm.rank() <= sx.rank() && sm.back() == cols;
+    M = mask.contiguous();
+    map.rank = sx.rank() - 1;
+    const int pad = sx.rank() - sm.rank();
+    index_t stride = cols;
+    for (int k = sx.rank() - 2; ok && k >= 0; --k) {
+        const index_t md = k - pad >= 0 ? sm[k - pad] : 1;
+        ok = md == 1 || md == sx[k];
+        map.dims[k] = sx[k];
+        map.strides[k] = md == 1 ? 0 : stride;
+        stride *= md;
+    }
+    DEPTHLAB_CHECK(ok, shape_error, op, ": mask ", sm, " does not broadcast to scores ", sx);
+    return map;
+}
 template <class T, class B>
 void check_finite(const char* op, const Tensor<T, B>& t, const char* what) {
     const auto v = t.to_vector();
@@ -278,24 +301,8 @@ Var<T, B> softmax(const Var<T, B>& x, T scale = T(1), const Tensor<T, B>& mask =
     const Shape& sx = x.shape();
     DEPTHLAB_CHECK(sx.rank() >= 1, shape_error, "softmax: input must have rank >= 1, got ", sx);
     const index_t cols = sx.back(), rows = sx.rows();
-    row_broadcast map;
     Tensor<T, B> M;
-    if (mask.defined()) {
-        const Shape& sm = mask.shape();
-        bool ok = sm.rank() >= 1 && sm.rank() <= sx.rank() && sm.back() == cols;
-        M = mask.contiguous();
-        map.rank = sx.rank() - 1;
-        const int pad = sx.rank() - sm.rank();
-        index_t stride = cols;
-        for (int k = sx.rank() - 2; ok && k >= 0; --k) {
-            const index_t md = k - pad >= 0 ? sm[k - pad] : 1;
-            ok = md == 1 || md == sx[k];
-            map.dims[k] = sx[k];
-            map.strides[k] = md == 1 ? 0 : stride;
-            stride *= md;
-        }
-        DEPTHLAB_CHECK(ok, shape_error, "softmax: mask ", sm, " does not broadcast to scores ", sx);
-    }
+    const row_broadcast map = detail::mask_rows("softmax", sx, mask, M);
     const auto X = detail::contiguous_value(x);
     auto Y = Tensor<T, B>::empty(sx);
     P::softmax_fwd(rows, cols, X.data(), scale, M.defined() ? M.data() : nullptr, map, Y.data());

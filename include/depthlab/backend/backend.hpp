@@ -26,12 +26,15 @@ struct cuda {
 /// One strided-batched GEMM, row-major, in BLAS terms:
 ///   C[i] = alpha * op(A[i]) * op(B[i]) + beta * C[i],   op(X) = trans ? X^T : X,
 /// with op(A): (m, k), op(B): (k, n), C: (m, n); A[i] = A + i * stride_a, and a stride of 0
-/// shares one matrix across the batch.
+/// shares one matrix across the batch. An optional outer batch (batch2, stride_*2) makes
+/// the index (j, i) with A[j, i] = A + j * stride_a2 + i * stride_a: attention over
+/// (batch, heads) reads heads straight out of a (B, T, H*dh) activation this way.
 struct gemm_args {
     bool trans_a = false, trans_b = false;
     index_t m = 0, n = 0, k = 0;
     index_t lda = 0, ldb = 0, ldc = 0;
     index_t batch = 1, stride_a = 0, stride_b = 0, stride_c = 0;
+    index_t batch2 = 1, stride_a2 = 0, stride_b2 = 0, stride_c2 = 0;
 };
 
 /// Device memory of backend B; specialised per backend.

@@ -29,6 +29,7 @@
 #include <limits>
 #include <map>
 #include <set>
+#include <tuple>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -276,5 +277,272 @@ inline void save_safetensors(const std::string& path, const std::vector<std::pai
     w.set_metadata(metadata);
     w.write(path);
 }
+
+// ---------------------------------------------------------------------------------------
+// Reading
+// ---------------------------------------------------------------------------------------
+
+/// An open safetensors file whose header has been fully validated. Errors are io_error
+/// with messages `checkpoint <path>: ...` that name the tensor at fault. The file stays
+/// open (a file replaced by an atomic save keeps being read consistently); data is read
+/// with pread, so const methods may be called from several threads.
+class safetensors_file {
+public:
+    /// Headers above this size are refused (the reference implementation's limit).
+    static constexpr std::uint64_t max_header_bytes = 100'000'000;
+
+    explicit safetensors_file(std::string path) : path_(std::move(path)) {
+        fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd_ < 0) fail("cannot open: ", detail::errno_text(errno));
+        try {
+            parse();
+        } catch (...) {
+            ::close(fd_);
+            fd_ = -1;
+            throw;
+        }
+    }
+    safetensors_file(const safetensors_file&) = delete;
+    safetensors_file& operator=(const safetensors_file&) = delete;
+    safetensors_file(safetensors_file&& o) noexcept
+        : path_(std::move(o.path_)), fd_(std::exchange(o.fd_, -1)), file_size_(o.file_size_), data_start_(o.data_start_),
+          entries_(std::move(o.entries_)), order_(std::move(o.order_)), metadata_(std::move(o.metadata_)) {}
+    safetensors_file& operator=(safetensors_file&& o) noexcept {
+        if (this != &o) {
+            if (fd_ >= 0) ::close(fd_);
+            path_ = std::move(o.path_);
+            fd_ = std::exchange(o.fd_, -1);
+            file_size_ = o.file_size_;
+            data_start_ = o.data_start_;
+            entries_ = std::move(o.entries_);
+            order_ = std::move(o.order_);
+            metadata_ = std::move(o.metadata_);
+        }
+        return *this;
+    }
+    ~safetensors_file() {
+        if (fd_ >= 0) ::close(fd_);
+    }
+
+    [[nodiscard]] const std::string& path() const { return path_; }
+    /// Tensor names in the order of their data in the file.
+    [[nodiscard]] const std::vector<std::string>& names() const { return order_; }
+    [[nodiscard]] bool contains(const std::string& name) const { return entries_.count(name) != 0; }
+    /// The header entry of a tensor; throws io_error if the file has no such tensor.
+    [[nodiscard]] const tensor_entry& entry(const std::string& name) const {
+        const auto it = entries_.find(name);
+        if (it == entries_.end()) {
+            std::string have;
+            std::size_t shown = 0;
+            for (const std::string& n : order_) {
+                if (shown++ == 16) {
+                    have += ", ...";
+                    break;
+                }
+                have += (have.empty() ? "" : ", ") + n;
+            }
+            fail("no tensor named '", name, "' (the file has ", order_.size(), ": ", have, ")");
+        }
+        return it->second;
+    }
+    [[nodiscard]] const metadata_map& metadata() const { return metadata_; }
+    /// Byte offset of the data section in the file (8 + header length).
+    [[nodiscard]] std::uint64_t data_start() const { return data_start_; }
+
+    /// The raw little-endian bytes of a tensor.
+    [[nodiscard]] std::vector<unsigned char> read_bytes(const std::string& name) const {
+        const tensor_entry& e = entry(name);
+        std::vector<unsigned char> v(static_cast<std::size_t>(e.end - e.begin));
+        read_at(data_start_ + e.begin, v.data(), v.size(), name);
+        return v;
+    }
+
+    /// A tensor as Tensor<T, B>. The dtype must be T's, except that F32 and F64 convert into
+    /// each other; anything else (e.g. I64 into float) throws io_error.
+    template <class T, class B = backend::cpu>
+    [[nodiscard]] Tensor<T, B> load(const std::string& name) const {
+        const tensor_entry& e = entry(name);
+        const std::string want = dtype_of<T>::name;
+        if (e.dtype == want) return Tensor<T, B>::from(e.shape, read_values<T>(name, e));
+        if constexpr (std::is_floating_point_v<T>) {
+            if (e.dtype == "F32" || e.dtype == "F64") {
+                std::vector<T> v;
+                if (e.dtype == "F32") {
+                    const std::vector<float> src = read_values<float>(name, e);
+                    v.assign(src.begin(), src.end());
+                } else {
+                    const std::vector<double> src = read_values<double>(name, e);
+                    v.reserve(src.size());
+                    for (double x : src) v.push_back(static_cast<T>(x));
+                }
+                return Tensor<T, B>::from(e.shape, v);
+            }
+        }
+        fail("tensor '", name, "' is ", e.dtype, ", cannot load it as ", want, " (only F32 <-> F64 convert)");
+    }
+
+    /// Loads a tensor into an existing one of the same shape, in place (dst keeps its
+    /// storage, so every handle on it sees the new values). dst is only written once the
+    /// whole tensor has been read.
+    template <class T, class B>
+    void load_into(const std::string& name, Tensor<T, B>& dst) const {
+        const tensor_entry& e = entry(name);
+        if (!(e.shape == dst.shape())) fail("tensor '", name, "' has shape ", e.shape, ", model expects ", dst.shape());
+        dst.copy_(load<T, B>(name));
+    }
+
+private:
+    template <class... A>
+    [[noreturn]] void fail(A&&... parts) const {
+        throw io_error(depthlab::detail::cat("checkpoint ", path_, ": ", std::forward<A>(parts)...));
+    }
+
+    void read_at(std::uint64_t offset, void* dst, std::size_t n, const std::string& what) const {
+        auto* p = static_cast<unsigned char*>(dst);
+        while (n > 0) {
+            const ::ssize_t got = ::pread(fd_, p, std::min<std::size_t>(n, std::size_t{1} << 30), static_cast<::off_t>(offset));
+            if (got < 0 && errno == EINTR) continue;
+            if (got < 0) fail("reading ", what, ": ", detail::errno_text(errno));
+            if (got == 0) fail("reading ", what, ": unexpected end of file at byte ", offset, " (the file shrank after it was opened?)");
+            p += got;
+            n -= static_cast<std::size_t>(got);
+            offset += static_cast<std::uint64_t>(got);
+        }
+    }
+
+    template <class T>
+    std::vector<T> read_values(const std::string& name, const tensor_entry& e) const {
+        std::vector<T> v(static_cast<std::size_t>(e.shape.numel()));
+        read_at(data_start_ + e.begin, v.data(), v.size() * sizeof(T), "tensor '" + name + "'");
+        return v;
+    }
+
+    void parse() {
+        struct ::stat st {};
+        if (::fstat(fd_, &st) != 0) fail("cannot stat: ", detail::errno_text(errno));
+        if (!S_ISREG(st.st_mode)) fail("not a regular file");
+        file_size_ = static_cast<std::uint64_t>(st.st_size);
+        if (file_size_ < 8)
+            fail("file is ", file_size_, " bytes, shorter than the 8-byte header length field (truncated, or not safetensors)");
+        unsigned char len[8];
+        read_at(0, len, 8, "the header length");
+        std::uint64_t n = 0;
+        for (int i = 7; i >= 0; --i) n = (n << 8) | len[i];
+        if (n > file_size_ - 8)
+            fail("header length ", n, " exceeds the ", file_size_ - 8,
+                 " bytes that follow the length field (truncated, or not a safetensors file)");
+        if (n > max_header_bytes) fail("header length ", n, " is above the ", max_header_bytes, "-byte limit");
+        data_start_ = 8 + n;
+        const std::uint64_t data_size = file_size_ - data_start_;
+        std::string text(static_cast<std::size_t>(n), '\0');
+        read_at(8, text.data(), text.size(), "the header");
+
+        // Parse, refusing duplicate keys (nlohmann would keep the last one silently).
+        std::vector<std::set<std::string>> keys;
+        const auto on_event = [&](int, nlohmann::json::parse_event_t ev, nlohmann::json& parsed) {
+            using ev_t = nlohmann::json::parse_event_t;
+            if (ev == ev_t::object_start) keys.emplace_back();
+            if (ev == ev_t::object_end && !keys.empty()) keys.pop_back();
+            if (ev == ev_t::key && !keys.empty() && parsed.is_string() && !keys.back().insert(parsed.get<std::string>()).second)
+                fail("invalid header: duplicate key '", parsed.get<std::string>(), "'");
+            return true;
+        };
+        nlohmann::json h;
+        try {
+            h = nlohmann::json::parse(text, on_event);
+        } catch (const nlohmann::json::exception& e) {
+            fail("invalid JSON header (", n, " bytes): ", e.what());
+        }
+        if (!h.is_object()) fail("invalid header: a JSON ", h.type_name(), ", not an object");
+
+        for (auto it = h.begin(); it != h.end(); ++it) {
+            const std::string& name = it.key();
+            const nlohmann::json& v = it.value();
+            if (name == "__metadata__") {
+                if (!v.is_object()) fail("'__metadata__' is a JSON ", v.type_name(), ", not an object");
+                for (auto m = v.begin(); m != v.end(); ++m) {
+                    if (!m.value().is_string())
+                        fail("metadata '", m.key(), "' is a JSON ", m.value().type_name(), ", not a string");
+                    metadata_[m.key()] = m.value().get<std::string>();
+                }
+                continue;
+            }
+            entries_[name] = parse_entry(name, v, data_size);
+        }
+
+        // The tensors must tile the data section: no overlap, no hole, no trailing bytes.
+        std::vector<std::pair<const std::string*, const tensor_entry*>> sorted;
+        for (const auto& [name, e] : entries_) sorted.emplace_back(&name, &e);
+        std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
+            return std::tie(a.second->begin, a.second->end, *a.first) < std::tie(b.second->begin, b.second->end, *b.first);
+        });
+        std::uint64_t pos = 0;
+        const std::string* prev = nullptr;
+        for (const auto& [name, e] : sorted) {
+            if (e->begin < pos)
+                fail("tensor '", *name, "': data_offsets [", e->begin, ", ", e->end, "] overlap tensor '", *prev,
+                     "' (which ends at ", pos, ")");
+            if (e->begin > pos)
+                fail("tensor '", *name, "': data_offsets [", e->begin, ", ", e->end, "] leave bytes [", pos, ", ", e->begin,
+                     ") of the data section unused");
+            pos = e->end;
+            prev = name;
+            order_.push_back(*name);
+        }
+        if (pos != data_size)
+            fail("the data section has ", data_size, " bytes but the tensors cover only ", pos, " (", data_size - pos,
+                 " trailing bytes)");
+    }
+
+    tensor_entry parse_entry(const std::string& name, const nlohmann::json& v, std::uint64_t data_size) const {
+        if (!v.is_object()) fail("tensor '", name, "': header entry is a JSON ", v.type_name(), ", not an object");
+        tensor_entry e;
+        const auto dtype = v.find("dtype");
+        if (dtype == v.end()) fail("tensor '", name, "': header entry has no 'dtype'");
+        if (!dtype->is_string()) fail("tensor '", name, "': 'dtype' is not a string");
+        e.dtype = dtype->get<std::string>();
+        const std::size_t item = dtype_size(e.dtype);
+        if (item == 0) fail("tensor '", name, "': unknown dtype '", e.dtype, "'");
+
+        const auto shape = v.find("shape");
+        if (shape == v.end()) fail("tensor '", name, "': header entry has no 'shape'");
+        if (!shape->is_array()) fail("tensor '", name, "': 'shape' is not an array");
+        if (shape->size() > static_cast<std::size_t>(Shape::max_rank))
+            fail("tensor '", name, "': shape has rank ", shape->size(), ", depthlab supports at most ", Shape::max_rank);
+        std::uint64_t bytes = item;
+        bool overflow = false;
+        for (const auto& d : *shape) {
+            if (!d.is_number_unsigned() || d.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<index_t>::max()))
+                fail("tensor '", name, "': shape ", shape->dump(), " has an extent that is not a non-negative integer");
+            const auto x = d.get<std::uint64_t>();
+            overflow = overflow || __builtin_mul_overflow(bytes, x, &bytes);
+            e.shape.push_back(static_cast<index_t>(x));
+        }
+        if (overflow) fail("tensor '", name, "': shape ", e.shape, " is too large");
+
+        const auto offsets = v.find("data_offsets");
+        if (offsets == v.end()) fail("tensor '", name, "': header entry has no 'data_offsets'");
+        if (!offsets->is_array() || offsets->size() != 2 || !(*offsets)[0].is_number_unsigned() ||
+            !(*offsets)[1].is_number_unsigned())
+            fail("tensor '", name, "': data_offsets ", offsets->dump(), " is not a pair of non-negative integers");
+        e.begin = (*offsets)[0].get<std::uint64_t>();
+        e.end = (*offsets)[1].get<std::uint64_t>();
+        if (e.begin > e.end) fail("tensor '", name, "': data_offsets [", e.begin, ", ", e.end, "] end before they begin");
+        if (e.end > data_size)
+            fail("tensor '", name, "': data_offsets [", e.begin, ", ", e.end, "] run past the end of the data section (",
+                 data_size, " bytes; truncated file?)");
+        if (e.end - e.begin != bytes)
+            fail("tensor '", name, "': data_offsets [", e.begin, ", ", e.end, "] span ", e.end - e.begin, " bytes, but shape ",
+                 e.shape, " of ", e.dtype, " needs ", bytes);
+        return e;
+    }
+
+    std::string path_;
+    int fd_ = -1;
+    std::uint64_t file_size_ = 0, data_start_ = 0;
+    std::map<std::string, tensor_entry> entries_;
+    std::vector<std::string> order_;
+    metadata_map metadata_;
+};
 
 }  // namespace depthlab::io

@@ -210,10 +210,12 @@ struct primitives<backend::cpu> {
             K::softmax_row(cols, x + r * cols, scale, mask ? mask + map.offset(r) : nullptr, y + r * cols);
         });
     }
-    // dx += scale * y * (dy - <y, dy>)
+    // dx (+)= scale * y * (dy - <y, dy>); without accumulate, dx may alias dy
     template <class T>
-    static void softmax_bwd(index_t rows, index_t cols, const T* y, const T* dy, T scale, T* dx) {
-        rowwise<T>(rows, cols, [&]<class K>(index_t r) { K::softmax_bwd_row(cols, y + r * cols, dy + r * cols, scale, dx + r * cols); });
+    static void softmax_bwd(index_t rows, index_t cols, const T* y, const T* dy, T scale, T* dx, bool accumulate = true) {
+        rowwise<T>(rows, cols, [&]<class K>(index_t r) {
+            K::softmax_bwd_row(cols, y + r * cols, dy + r * cols, scale, dx + r * cols, accumulate);
+        });
     }
     template <class T>
     static void log_softmax_fwd(index_t rows, index_t cols, const T* x, T* y) {

@@ -34,6 +34,8 @@ inline void check_gemm(const gemm_args& g) {
     DEPTHLAB_CHECK(g.lda >= a_cols && g.ldb >= b_cols && g.ldc >= g.n, shape_error, "gemm: leading dimensions lda=", g.lda,
                    " ldb=", g.ldb, " ldc=", g.ldc, " too small for m=", g.m, " n=", g.n, " k=", g.k);
     DEPTHLAB_CHECK(g.batch == 1 || g.stride_c != 0, shape_error, "gemm: batch of ", g.batch, " results with output stride 0");
+    DEPTHLAB_CHECK(g.batch2 >= 1 && (g.batch2 == 1 || g.stride_c2 != 0), shape_error, "gemm: outer batch of ", g.batch2,
+                   " results with output stride 0");
 }
 
 /// Eigen path: any scalar type; batches in parallel when they are many and small.
@@ -42,10 +44,14 @@ void gemm_eigen(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* 
     using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
     using CMap = Eigen::Map<const Mat, 0, Eigen::OuterStride<>>;
     using MMap = Eigen::Map<Mat, 0, Eigen::OuterStride<>>;
-    auto one = [&](index_t i) {
-        const CMap A(a + i * g.stride_a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, Eigen::OuterStride<>(g.lda));
-        const CMap Bm(b + i * g.stride_b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, Eigen::OuterStride<>(g.ldb));
-        MMap C(c + i * g.stride_c, g.m, g.n, Eigen::OuterStride<>(g.ldc));
+    auto one = [&](index_t flat) {
+        const index_t j = flat / g.batch, i = flat % g.batch;
+        const T* a0 = a + j * g.stride_a2;
+        const T* b0 = b + j * g.stride_b2;
+        T* c0 = c + j * g.stride_c2;
+        const CMap A(a0 + i * g.stride_a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, Eigen::OuterStride<>(g.lda));
+        const CMap Bm(b0 + i * g.stride_b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, Eigen::OuterStride<>(g.ldb));
+        MMap C(c0 + i * g.stride_c, g.m, g.n, Eigen::OuterStride<>(g.ldc));
         if (beta == T(0)) C.setZero();
         else if (beta != T(1)) C *= beta;
         if (g.k == 0) return;
@@ -54,12 +60,13 @@ void gemm_eigen(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* 
         else if (!g.trans_a && g.trans_b) C.noalias() += alpha * (A * Bm.transpose());
         else C.noalias() += alpha * (A.transpose() * Bm.transpose());
     };
-    if (g.batch > 1 && g.m * g.n * g.k < (index_t{1} << 18)) {
-        parallel_for(g.batch, 1, [&](index_t b0, index_t b1) {
-            for (index_t i = b0; i < b1; ++i) one(i);
+    const index_t total = g.batch * g.batch2;
+    if (total > 1 && g.m * g.n * g.k < (index_t{1} << 18)) {
+        parallel_for(total, 1, [&](index_t f0, index_t f1) {
+            for (index_t f = f0; f < f1; ++f) one(f);
         });
     } else {
-        for (index_t i = 0; i < g.batch; ++i) one(i);
+        for (index_t f = 0; f < total; ++f) one(f);
     }
 }
 
@@ -76,7 +83,7 @@ inline dnnl::stream& stream() {
 }
 
 struct matmul_key {
-    std::array<index_t, 13> v;
+    std::array<index_t, 17> v;
     float alpha, beta;
     bool operator==(const matmul_key& o) const { return v == o.v && alpha == o.alpha && beta == o.beta; }
 };
@@ -93,12 +100,16 @@ struct matmul_entry {
     dnnl::memory::desc a, b, c;
 };
 
-/// The memory descriptors of one batched operand: dims (batch, rows, cols) with strides.
-inline dnnl::memory::desc operand(index_t batch, index_t stride, index_t rows, index_t cols, bool trans, index_t ld) {
+/// The memory descriptor of one operand: dims (batch2, batch, rows, cols) with strides;
+/// a batch stride of 0 broadcasts (extent 1 for oneDNN).
+inline dnnl::memory::desc operand(index_t batch2, index_t stride2, index_t batch, index_t stride, index_t rows, index_t cols,
+                                  bool trans, index_t ld) {
     using dims = dnnl::memory::dims;
-    const index_t bdim = stride == 0 ? 1 : batch;  // stride 0: broadcast a single matrix
-    const dims shape{bdim, rows, cols};
-    const dims strides{stride == 0 ? rows * cols : stride, trans ? 1 : ld, trans ? ld : 1};
+    const index_t bdim = stride == 0 ? 1 : batch, b2dim = stride2 == 0 ? 1 : batch2;
+    const index_t s1 = stride == 0 ? rows * cols : stride;
+    const index_t s2 = stride2 == 0 ? s1 * bdim : stride2;
+    const dims shape{b2dim, bdim, rows, cols};
+    const dims strides{s2, s1, trans ? 1 : ld, trans ? ld : 1};
     return dnnl::memory::desc(shape, dnnl::memory::data_type::f32, strides);
 }
 
@@ -108,15 +119,15 @@ inline const matmul_entry& get(const gemm_args& g, float alpha, float beta) {
     static std::unordered_map<matmul_key, matmul_entry, matmul_key_hash> cache;
     static std::mutex mutex;
     const matmul_key key{{g.trans_a, g.trans_b, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.batch, g.stride_a, g.stride_b,
-                          g.stride_c, sizeof(float)},
+                          g.stride_c, g.batch2, g.stride_a2, g.stride_b2, g.stride_c2, sizeof(float)},
                          alpha,
                          beta};
     std::lock_guard<std::mutex> lock(mutex);
     auto it = cache.find(key);
     if (it != cache.end()) return it->second;
-    const auto a = operand(g.batch, g.stride_a, g.m, g.k, g.trans_a, g.lda);
-    const auto b = operand(g.batch, g.stride_b, g.k, g.n, g.trans_b, g.ldb);
-    const auto c = operand(g.batch, g.stride_c, g.m, g.n, false, g.ldc);
+    const auto a = operand(g.batch2, g.stride_a2, g.batch, g.stride_a, g.m, g.k, g.trans_a, g.lda);
+    const auto b = operand(g.batch2, g.stride_b2, g.batch, g.stride_b, g.k, g.n, g.trans_b, g.ldb);
+    const auto c = operand(g.batch2, g.stride_c2, g.batch, g.stride_c, g.m, g.n, false, g.ldc);
     dnnl::primitive_attr attr;
     if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
     if (beta != 0.0f) {

@@ -167,13 +167,14 @@ static void softmax_row(index_t n, const T* x, T scale, const T* mask, T* y) {
     const V inv = V::set1(T(1) / acc.reduce_add());
     for_each_vec(n, [&](index_t i, int m) { (V::load(y + i, m) * inv).store(y + i, m); });
 }
-// dx += scale * y * (dy - <y, dy>)
-static void softmax_bwd_row(index_t n, const T* y, const T* dy, T scale, T* dx) {
+// dx (+)= scale * y * (dy - <y, dy>); without accumulate dx may alias dy.
+static void softmax_bwd_row(index_t n, const T* y, const T* dy, T scale, T* dx, bool accumulate) {
     const V d = V::set1(dot(n, y, dy));
     const V vs = V::set1(scale);
     for_each_vec(n, [&](index_t i, int m) {
         const V v = V::load(y + i, m);
-        V::fma(vs * v, V::load(dy + i, m) - d, V::load(dx + i, m)).store(dx + i, m);
+        const V base = accumulate ? V::load(dx + i, m) : V::zero();
+        V::fma(vs * v, V::load(dy + i, m) - d, base).store(dx + i, m);
     });
 }
 // y = x - logsumexp(x); returns logsumexp(x)

@@ -1,0 +1,104 @@
+#pragma once
+// Fused multi-head scaled dot-product attention as one coarse op.
+//
+// Heads are read straight out of the projections' (B, T, width) layout through strided
+// batched GEMMs (outer batch = sequences, inner batch = heads), and the output is written
+// in (B, Tq, H*dh) layout: no head split/merge copies, no transposes. q, k and v may be
+// column ranges of one packed projection (self-attention: [q | k | v] = x W_qkv^T).
+#include <cstdint>
+
+#include "depthlab/autodiff/ops.hpp"
+
+namespace depthlab {
+
+/// Columns [offset, offset + dim) of a (B, T, width) activation: one of q, k or v.
+template <class T, class B>
+struct projection_slice {
+    Var<T, B> src;
+    index_t offset = 0;
+};
+
+struct attention_options {
+    int heads = 1;
+    double scale = 0;        // 0: 1/sqrt(head_dim)
+    double dropout = 0;      // on the attention probabilities (training only)
+};
+
+/// out (B, Tq, dim) = concat_h softmax(scale * q_h k_h^T + mask) v_h.
+/// q: (B, Tq, *), k and v: (B, Tk, *), each a column slice of width `dim`; mask: additive,
+/// broadcastable to (B, H, Tq, Tk) (e.g. padding (B,1,1,Tk), causal (Tq,Tk)); gen is used
+/// only when dropout > 0 (training).
+template <class T, class B>
+Var<T, B> attention(const projection_slice<T, B>& q, const projection_slice<T, B>& k, const projection_slice<T, B>& v, index_t dim,
+                    const attention_options& opt, const Tensor<T, B>& mask = {}, Generator* gen = nullptr) {
+    using P = primitives<B>;
+    const Shape& sq = q.src.shape();
+    const Shape& sk = k.src.shape();
+    const Shape& sv = v.src.shape();
+    DEPTHLAB_CHECK(sq.rank() == 3 && sk.rank() == 3 && sv.rank() == 3 && sq[0] == sk[0] && sk[0] == sv[0] && sk[1] == sv[1],
+                   shape_error, "attention: q source ", sq, ", k source ", sk, ", v source ", sv,
+                   " (expected (B, Tq, *), (B, Tk, *), (B, Tk, *))");
+    DEPTHLAB_CHECK(opt.heads >= 1 && dim % opt.heads == 0, shape_error, "attention: dim ", dim, " is not divisible by ", opt.heads,
+                   " heads");
+    DEPTHLAB_CHECK(q.offset >= 0 && q.offset + dim <= sq[2] && k.offset >= 0 && k.offset + dim <= sk[2] && v.offset >= 0 &&
+                       v.offset + dim <= sv[2],
+                   shape_error, "attention: column slices [", q.offset, ", +", dim, "), [", k.offset, ", +", dim, "), [", v.offset,
+                   ", +", dim, ") exceed sources ", sq, ", ", sk, ", ", sv);
+    DEPTHLAB_CHECK(opt.dropout >= 0 && opt.dropout < 1 && (opt.dropout == 0 || gen != nullptr), usage_error,
+                   "attention: dropout ", opt.dropout, " needs 0 <= p < 1 and a generator");
+    const index_t Bn = sq[0], Tq = sq[1], Tk = sk[1], H = opt.heads, dh = dim / H;
+    const index_t Wq = sq[2], Wk = sk[2], Wv = sv[2];
+    const T alpha = static_cast<T>(opt.scale > 0 ? opt.scale : 1.0 / std::sqrt(static_cast<double>(dh)));
+    const Shape score_shape{Bn, H, Tq, Tk};
+    Tensor<T, B> M;
+    const row_broadcast map = detail::mask_rows("attention", score_shape, mask, M);
+
+    const auto Q = q.src.value().contiguous(), K = k.src.value().contiguous(), Vv = v.src.value().contiguous();
+    const T* qp = Q.data() + q.offset;
+    const T* kp = K.data() + k.offset;
+    const T* vp = Vv.data() + v.offset;
+    const index_t S = Tq * Tk;  // one head's score matrix
+
+    // scores = alpha q k^T, per (sequence, head); then softmax with the mask, in place
+    auto Pm = Tensor<T, B>::empty(score_shape);
+    P::gemm(gemm_args{false, true, Tq, Tk, dh, Wq, Wk, Tk, H, dh, dh, S, Bn, Tq * Wq, Tk * Wk, H * S}, alpha, qp, kp, T(0), Pm.data());
+    P::softmax_fwd(Bn * H * Tq, Tk, Pm.data(), T(1), M.defined() ? M.data() : nullptr, map, Pm.data());
+    // optional dropout on the probabilities
+    Tensor<T, B> drop, Pd = Pm;
+    if (opt.dropout > 0) {
+        drop = Tensor<T, B>::empty(score_shape);
+        P::dropout_mask(drop.numel(), static_cast<T>(opt.dropout), *gen, gen->reserve(static_cast<std::uint64_t>(drop.numel())),
+                        drop.data());
+        Pd = Tensor<T, B>::empty(score_shape);
+        P::mul(Pd.numel(), Pm.data(), drop.data(), Pd.data());
+    }
+    // out[b, :, h*dh:(h+1)*dh] = P[b, h] v[b, :, h]
+    auto O = Tensor<T, B>::empty({Bn, Tq, dim});
+    P::gemm(gemm_args{false, false, Tq, dh, Tk, Tk, Wv, dim, H, S, dh, dh, Bn, H * S, Tk * Wv, Tq * dim}, T(1), Pd.data(), vp, T(0),
+            O.data());
+
+    const index_t qo = q.offset, ko = k.offset, vo = v.offset;
+    return detail::make_result<T, B>(op_kind::attention, std::move(O), {q.src, k.src, v.src}, [=](Node<T, B>& nd) {
+        const T* dO = nd.grad.data();
+        auto dP = Tensor<T, B>::empty(score_shape);
+        // dPd = dO v^T
+        P::gemm(gemm_args{false, true, Tq, Tk, dh, dim, Wv, Tk, H, dh, dh, S, Bn, Tq * dim, Tk * Wv, H * S}, T(1), dO, vp, T(0),
+                dP.data());
+        // dv += Pd^T dO
+        if (T* dV = detail::parent_grad(nd, 2))
+            P::gemm(gemm_args{true, false, Tk, dh, Tq, Tk, dim, Wv, H, S, dh, dh, Bn, H * S, Tq * dim, Tk * Wv}, T(1), Pd.data(), dO, T(1),
+                    dV + vo);
+        if (drop.defined()) P::mul(dP.numel(), dP.data(), drop.data(), dP.data());
+        // dS = P * (dP - <P, dP>), in place
+        P::softmax_bwd(Bn * H * Tq, Tk, Pm.data(), dP.data(), T(1), dP.data(), /*accumulate=*/false);
+        // dq += alpha dS k ; dk += alpha dS^T q
+        if (T* dQ = detail::parent_grad(nd, 0))
+            P::gemm(gemm_args{false, false, Tq, dh, Tk, Tk, Wk, Wq, H, S, dh, dh, Bn, H * S, Tk * Wk, Tq * Wq}, alpha, dP.data(), kp, T(1),
+                    dQ + qo);
+        if (T* dK = detail::parent_grad(nd, 1))
+            P::gemm(gemm_args{true, false, Tk, dh, Tq, Tk, Wq, Wk, H, S, dh, dh, Bn, H * S, Tq * Wq, Tk * Wk}, alpha, dP.data(), qp, T(1),
+                    dK + ko);
+    });
+}
+
+}  // namespace depthlab

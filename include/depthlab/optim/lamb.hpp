@@ -1,0 +1,97 @@
+#pragma once
+// LAMB (You et al. 2019, "Large Batch Optimization for Deep Learning: Training BERT in
+// 76 minutes"), as used for BERT/ALBERT pre-training:
+//   m = beta1 m + (1 - beta1) g,   v = beta2 v + (1 - beta2) g^2
+//   u = m_hat / (sqrt(v_hat) + eps) + wd w       (m_hat, v_hat bias-corrected; wd = 0 for
+//                                                 parameters excluded from weight decay)
+//   r = ||w|| / ||u||    (1 when either norm is 0, and 1 for parameters excluded from layer
+//                         adaptation)
+//   w -= lr r u
+// Choices, where implementations differ:
+//  * Parameters excluded from weight decay (biases, norms by default) are also excluded from
+//    layer adaptation (r = 1: a plain Adam step), as in ALBERT's and NVIDIA's BERT LAMB
+//    (exclude_from_layer_adaptation defaults to exclude_from_weight_decay). Set
+//    LambOptions::exclude_from_adaptation to choose otherwise (exclude_none: adapt all).
+//  * Bias correction is on, as in the paper's algorithm; bias_correction = false gives
+//    the TF ALBERT optimiser (no correction).
+//  * No clamp on the trust ratio (the paper's phi is the identity).
+//  * Norms are summed in double, also for float parameters.
+// State: "lamb.m.<parameter>", "lamb.v.<parameter>".
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "depthlab/optim/optimizer.hpp"
+
+namespace depthlab::optim {
+
+struct LambOptions {
+    double lr = 1e-3;
+    double beta1 = 0.9;
+    double beta2 = 0.999;
+    double eps = 1e-6;
+    double weight_decay = 0.01;
+    bool bias_correction = true;
+    name_predicate exclude_from_weight_decay = exclude_norm_and_bias;
+    /// Parameters for which this holds take trust ratio 1. Empty: the same as
+    /// exclude_from_weight_decay.
+    name_predicate exclude_from_adaptation = {};
+};
+
+template <class T, class B = backend::cpu>
+class Lamb : public Optimizer<T, B> {
+    using base = Optimizer<T, B>;
+
+public:
+    Lamb(const named_parameters<T, B>& params, LambOptions opt = {})
+        : base(params, opt.lr, opt.weight_decay, opt.exclude_from_weight_decay, "lamb"), opt_(std::move(opt)) {
+        DEPTHLAB_CHECK(opt_.beta1 >= 0 && opt_.beta1 < 1, usage_error, "lamb: beta1 must be in [0, 1), got ", opt_.beta1);
+        DEPTHLAB_CHECK(opt_.beta2 >= 0 && opt_.beta2 < 1, usage_error, "lamb: beta2 must be in [0, 1), got ", opt_.beta2);
+        DEPTHLAB_CHECK(std::isfinite(opt_.eps) && opt_.eps >= 0, usage_error, "lamb: eps must be finite and >= 0, got ", opt_.eps);
+        for (const auto& p : this->params())
+            adapt_.push_back(opt_.exclude_from_adaptation ? !opt_.exclude_from_adaptation(p.name) : !p.decay_excluded);
+    }
+
+    [[nodiscard]] std::string type() const override { return "lamb"; }
+    [[nodiscard]] std::vector<std::string> slot_names() const override { return {"m", "v"}; }
+    [[nodiscard]] const LambOptions& options() const { return opt_; }
+    /// Whether params()[i] uses the trust ratio.
+    [[nodiscard]] bool adapts(std::size_t i) const { return adapt_.at(i); }
+    /// The trust ratio of params()[i] at its last update (1 before any, or when not adapted).
+    [[nodiscard]] double last_trust_ratio(std::size_t i) const { return ratio_.empty() ? 1.0 : ratio_.at(i); }
+
+protected:
+    void update(std::size_t i, double lr, double weight_decay) override {
+        auto& p = this->param(i);
+        const index_t n = p.var.value().numel();
+        T* w = p.var.value().data();
+        T* m = this->slot(i, 0).data();
+        T* v = this->slot(i, 1).data();
+        const auto am = detail::adam_moments<T>::make(opt_.beta1, opt_.beta2, opt_.eps, p.steps, opt_.bias_correction);
+        const T wd = static_cast<T>(weight_decay);
+        const auto sums = detail::lamb_moments<T>(n, w, p.var.grad().data(), m, v, am, wd);
+        double r = 1.0;
+        if (adapt_[i]) {
+            const double wn = std::sqrt(sums[0]), un = std::sqrt(sums[1]);
+            if (wn > 0 && un > 0) r = wn / un;
+        }
+        if (ratio_.empty()) ratio_.assign(adapt_.size(), 1.0);
+        ratio_[i] = r;
+        detail::lamb_apply<T>(n, w, m, v, am, wd, static_cast<T>(lr * r));
+    }
+    [[nodiscard]] std::vector<std::pair<std::string, double>> hyperparameters() const override {
+        return {{"beta1", opt_.beta1},
+                {"beta2", opt_.beta2},
+                {"eps", opt_.eps},
+                {"weight_decay", opt_.weight_decay},
+                {"bias_correction", opt_.bias_correction ? 1.0 : 0.0}};
+    }
+
+private:
+    LambOptions opt_;
+    std::vector<bool> adapt_;
+    std::vector<double> ratio_;
+};
+
+}  // namespace depthlab::optim
