@@ -13,3 +13,7 @@
 #include "depthlab/autodiff/variable.hpp"
 #include "depthlab/autodiff/ops.hpp"
 #include "depthlab/autodiff/attention.hpp"
+#include "depthlab/nn/module.hpp"
+#include "depthlab/nn/layers.hpp"
+#include "depthlab/nn/transformer.hpp"
+#include "depthlab/nn/models.hpp"

@@ -3442,4 +3442,663 @@ Var<T, B> attention(const projection_slice<T, B>& q, const projection_slice<T, B
 
 }  // namespace depthlab
 // ---- end depthlab/autodiff/attention.hpp ----
+// ---- begin depthlab/nn/module.hpp ----
+// Module: a named tree of parameters, as in PyTorch. Parameter names follow state_dict
+// habits ("encoder.3.self_attention.q_proj.weight"), so checkpoints map one to one.
+// Parameters are Var handles: swapping a parameter's value (rewinding, interpolation)
+// never needs the model to be rebuilt.
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+
+namespace depthlab::nn {
+
+template <class T, class B>
+using named_parameter = std::pair<std::string, Var<T, B>>;
+
+template <class T, class B = backend::cpu>
+class Module {
+public:
+    using value_type = T;
+    using backend_type = B;
+
+    Module() = default;
+    Module(const Module&) = delete;
+    Module& operator=(const Module&) = delete;
+    virtual ~Module() = default;
+
+    /// Every parameter below this module, depth first, in registration order.
+    [[nodiscard]] std::vector<named_parameter<T, B>> named_parameters(const std::string& prefix = "") const {
+        std::vector<named_parameter<T, B>> out;
+        collect(prefix, out);
+        return out;
+    }
+    [[nodiscard]] std::vector<Var<T, B>> parameters() const {
+        std::vector<Var<T, B>> out;
+        for (auto& [name, p] : named_parameters()) out.push_back(p);
+        return out;
+    }
+    /// Parameter by its full name; throws naming the missing parameter.
+    [[nodiscard]] Var<T, B> parameter(const std::string& name) const {
+        for (auto& [n, p] : named_parameters())
+            if (n == name) return p;
+        throw error(detail::cat("Module: no parameter named '", name, "'"));
+    }
+    [[nodiscard]] index_t parameter_count() const {
+        index_t n = 0;
+        for (auto& [name, p] : named_parameters()) n += p.value().numel();
+        return n;
+    }
+    void zero_grad() {
+        for (auto& [name, p] : named_parameters()) p.zero_grad();
+    }
+    /// Direct children with their names.
+    [[nodiscard]] const std::vector<std::pair<std::string, Module*>>& children() const { return children_; }
+    /// Walks this module and every descendant with its full name.
+    void visit(const std::function<void(const std::string&, Module&)>& f, const std::string& prefix = "") {
+        f(prefix, *this);
+        for (auto& [name, child] : children_) child->visit(f, join(prefix, name));
+    }
+
+    /// Training mode switches dropout on; eval mode off (like nn.Module.train()/eval()).
+    void train(bool on = true) {
+        visit([on](const std::string&, Module& m) { m.training_ = on; });
+    }
+    void eval() { train(false); }
+    [[nodiscard]] bool is_training() const { return training_; }
+
+protected:
+    Var<T, B> register_parameter(const std::string& name, Tensor<T, B> value) {
+        Var<T, B> p = Var<T, B>::parameter(std::move(value));
+        params_.emplace_back(name, p);
+        return p;
+    }
+    /// Registers a child that this module owns (the caller keeps a reference or pointer).
+    template <class M>
+    M& register_module(const std::string& name, std::unique_ptr<M> m) {
+        M& ref = *m;
+        children_.emplace_back(name, &ref);
+        owned_.push_back(std::move(m));
+        return ref;
+    }
+    /// Registers a child owned elsewhere (e.g. one layer shared by every iteration).
+    void register_shared(const std::string& name, Module& m) { children_.emplace_back(name, &m); }
+
+private:
+    static std::string join(const std::string& a, const std::string& b) {
+        if (a.empty()) return b;
+        return b.empty() ? a : a + "." + b;
+    }
+    void collect(const std::string& prefix, std::vector<named_parameter<T, B>>& out) const {
+        for (auto& [name, p] : params_) out.emplace_back(join(prefix, name), p);
+        for (auto& [name, child] : children_) child->collect(join(prefix, name), out);
+    }
+
+    std::vector<named_parameter<T, B>> params_;
+    std::vector<std::pair<std::string, Module*>> children_;
+    std::vector<std::unique_ptr<Module>> owned_;
+    bool training_ = true;
+};
+
+}  // namespace depthlab::nn
+// ---- end depthlab/nn/module.hpp ----
+// ---- begin depthlab/nn/layers.hpp ----
+// Basic layers: Linear, LayerNorm, Embedding. Parameter names and layouts follow PyTorch
+// (Linear.weight is (out, in)), so state dicts map one to one.
+#include <cmath>
+
+
+namespace depthlab::nn {
+
+/// How weights are initialised.
+enum class init_scheme {
+    pytorch,  // nn.Linear default: U(-1/sqrt(in), 1/sqrt(in)) for weight and bias
+    bert,     // N(0, 0.02) weights, zero biases (BERT / ALBERT)
+    xavier,   // U(-sqrt(6/(in+out)), +) weights, zero biases (Transformer base, fairseq)
+};
+
+template <class T, class B = backend::cpu>
+class Linear : public Module<T, B> {
+public:
+    Linear(index_t in, index_t out, Generator& gen, init_scheme init = init_scheme::pytorch, bool with_bias = true)
+        : in_features(in), out_features(out) {
+        Tensor<T, B> w, b;
+        switch (init) {
+            case init_scheme::pytorch: {
+                const double bound = 1.0 / std::sqrt(static_cast<double>(in));
+                w = Tensor<T, B>::uniform({out, in}, gen, -bound, bound);
+                b = Tensor<T, B>::uniform({out}, gen, -bound, bound);
+                break;
+            }
+            case init_scheme::bert:
+                w = Tensor<T, B>::randn({out, in}, gen, 0.02);
+                b = Tensor<T, B>::zeros({out});
+                break;
+            case init_scheme::xavier: {
+                const double bound = std::sqrt(6.0 / static_cast<double>(in + out));
+                w = Tensor<T, B>::uniform({out, in}, gen, -bound, bound);
+                b = Tensor<T, B>::zeros({out});
+                break;
+            }
+        }
+        weight = this->register_parameter("weight", std::move(w));
+        if (with_bias) bias = this->register_parameter("bias", std::move(b));
+    }
+    /// x: (..., in) -> (..., out)
+    Var<T, B> operator()(const Var<T, B>& x) const { return linear(x, weight, bias); }
+
+    index_t in_features, out_features;
+    Var<T, B> weight, bias;
+};
+
+template <class T, class B = backend::cpu>
+class LayerNorm : public Module<T, B> {
+public:
+    explicit LayerNorm(index_t dim, double eps = 1e-5) : eps(eps) {
+        weight = this->register_parameter("weight", Tensor<T, B>::ones({dim}));
+        bias = this->register_parameter("bias", Tensor<T, B>::zeros({dim}));
+    }
+    /// x: (..., dim)
+    Var<T, B> operator()(const Var<T, B>& x) const { return layer_norm(x, weight, bias, static_cast<T>(eps)); }
+
+    double eps;
+    Var<T, B> weight, bias;
+};
+
+template <class T, class B = backend::cpu>
+class Embedding : public Module<T, B> {
+public:
+    Embedding(index_t num, index_t dim, Generator& gen, double stddev = 1.0) {
+        weight = this->register_parameter("weight", Tensor<T, B>::randn({num, dim}, gen, stddev));
+    }
+    /// ids of shape `shape` -> shape + (dim)
+    Var<T, B> operator()(std::span<const std::int64_t> ids, const Shape& shape) const { return embedding(weight, ids, shape); }
+
+    [[nodiscard]] index_t num_embeddings() const { return weight.shape()[0]; }
+    [[nodiscard]] index_t dim() const { return weight.shape()[1]; }
+    Var<T, B> weight;
+};
+
+}  // namespace depthlab::nn
+// ---- end depthlab/nn/layers.hpp ----
+// ---- begin depthlab/nn/transformer.hpp ----
+// Transformer building blocks: multi-head attention, feed-forward, residual sub-layers
+// (post-LN by default, pre-LN as an option), encoder and decoder layers, and stacks whose
+// depth policy is a template argument: `untied` (L distinct layers) or `tied` (one layer
+// applied L times, ALBERT). Sizes are run-time; the number of iterations of a stack is a
+// run-time argument, so a tied model can run deeper or shallower than it was trained.
+//
+// Sub-layers are the unit of the component analyses: each `Residual` is addressable by its
+// name ("encoder.3.self_attention", "decoder.5.cross_attention", "decoder.5.feed_forward"),
+// owns its branch and its LayerNorm (parameters under that name), and can be switched off:
+// then its branch outputs zero and only the residual path remains — in a post-LN layer the
+// LayerNorm still normalises that path (y = LN(x)); in a pre-LN layer y = x.
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+
+namespace depthlab::nn {
+
+enum class activation { gelu, relu };
+
+struct transformer_config {
+    index_t dim = 256;              // model width H
+    int heads = 4;
+    index_t ff_dim = 1024;
+    activation act = activation::gelu;  // GELU is the tanh approximation
+    double dropout = 0.1;           // on residual branches and after the FF activation
+    double attention_dropout = 0.1; // on attention probabilities
+    bool norm_first = false;        // false: post-LN (both papers); true: pre-LN
+    double ln_eps = 1e-5;
+    init_scheme init = init_scheme::pytorch;
+};
+
+// ---- masks (additive: 0 keeps, -inf removes) ----
+/// (B, 1, 1, T) from per-sequence lengths: positions >= length are padding.
+template <class T, class B = backend::cpu>
+Tensor<T, B> padding_mask(const std::vector<index_t>& lengths, index_t T_) {
+    std::vector<T> m(lengths.size() * static_cast<std::size_t>(T_), T(0));
+    for (std::size_t b = 0; b < lengths.size(); ++b) {
+        DEPTHLAB_CHECK(lengths[b] >= 0 && lengths[b] <= T_, index_error, "padding_mask: length ", lengths[b], " of sequence ", b,
+                       " outside [0, ", T_, "]");
+        for (index_t t = lengths[b]; t < T_; ++t) m[b * T_ + t] = -std::numeric_limits<T>::infinity();
+    }
+    return Tensor<T, B>::from({static_cast<index_t>(lengths.size()), 1, 1, T_}, m);
+}
+/// (T, T): query i sees keys j <= i.
+template <class T, class B = backend::cpu>
+Tensor<T, B> causal_mask(index_t T_) {
+    std::vector<T> m(static_cast<std::size_t>(T_ * T_), T(0));
+    for (index_t i = 0; i < T_; ++i)
+        for (index_t j = i + 1; j < T_; ++j) m[i * T_ + j] = -std::numeric_limits<T>::infinity();
+    return Tensor<T, B>::from({T_, T_}, m);
+}
+/// (B, 1, T, T): causal and padding together (decoder self-attention on padded batches).
+template <class T, class B = backend::cpu>
+Tensor<T, B> causal_padding_mask(const std::vector<index_t>& lengths, index_t T_) {
+    const auto pad = padding_mask<T, B>(lengths, T_).to_vector();
+    const auto cau = causal_mask<T, B>(T_).to_vector();
+    const index_t Bn = static_cast<index_t>(lengths.size());
+    std::vector<T> m(static_cast<std::size_t>(Bn * T_ * T_));
+    for (index_t b = 0; b < Bn; ++b)
+        for (index_t i = 0; i < T_; ++i)
+            for (index_t j = 0; j < T_; ++j) m[(b * T_ + i) * T_ + j] = pad[b * T_ + j] + cau[i * T_ + j];
+    return Tensor<T, B>::from({Bn, 1, T_, T_}, m);
+}
+
+// ---- attention ----
+/// Multi-head attention with PyTorch's parameter layout: in_proj_weight (3D, D) packs
+/// W_q, W_k, W_v; out_proj is a Linear(D, D).
+template <class T, class B = backend::cpu>
+class MultiHeadAttention : public Module<T, B> {
+public:
+    MultiHeadAttention(const transformer_config& cfg, Generator& gen) : cfg_(cfg), rng_(&gen) {
+        const index_t D = cfg.dim;
+        DEPTHLAB_CHECK(D % cfg.heads == 0, shape_error, "MultiHeadAttention: dim ", D, " not divisible by ", cfg.heads, " heads");
+        Tensor<T, B> w = cfg.init == init_scheme::bert
+                             ? Tensor<T, B>::randn({3 * D, D}, gen, 0.02)
+                             : Tensor<T, B>::uniform({3 * D, D}, gen, -std::sqrt(6.0 / (4.0 * D)), std::sqrt(6.0 / (4.0 * D)));
+        in_proj_weight = this->register_parameter("in_proj_weight", std::move(w));
+        in_proj_bias = this->register_parameter("in_proj_bias", Tensor<T, B>::zeros({3 * D}));
+        out_proj = &this->register_module("out_proj", std::make_unique<Linear<T, B>>(D, D, gen, cfg.init));
+        if (cfg.init == init_scheme::pytorch) out_proj->bias.value().zero_();  // as nn.MultiheadAttention
+    }
+    /// Self-attention. x: (B, T, D); mask additive, broadcastable to (B, H, T, T).
+    Var<T, B> operator()(const Var<T, B>& x, const Tensor<T, B>& mask = {}) const {
+        const index_t D = cfg_.dim;
+        const Var<T, B> qkv = linear(x, in_proj_weight, in_proj_bias);  // (B, T, 3D)
+        return (*out_proj)(attention<T, B>({qkv, 0}, {qkv, D}, {qkv, 2 * D}, D, options(), mask, rng_));
+    }
+    /// Cross-attention: queries from x (B, Tq, D), keys and values from memory (B, Tk, D).
+    Var<T, B> operator()(const Var<T, B>& x, const Var<T, B>& memory, const Tensor<T, B>& mask) const {
+        const index_t D = cfg_.dim;
+        const Var<T, B> q = linear(x, slice(in_proj_weight, 0, 0, D), slice(in_proj_bias, 0, 0, D));
+        const Var<T, B> kv = linear(memory, slice(in_proj_weight, 0, D, 3 * D), slice(in_proj_bias, 0, D, 3 * D));
+        return (*out_proj)(attention<T, B>({q, 0}, {kv, 0}, {kv, D}, D, options(), mask, rng_));
+    }
+
+    Var<T, B> in_proj_weight, in_proj_bias;
+    Linear<T, B>* out_proj;
+
+private:
+    attention_options options() const {
+        return {.heads = cfg_.heads, .scale = 0, .dropout = this->is_training() ? cfg_.attention_dropout : 0.0};
+    }
+    transformer_config cfg_;
+    Generator* rng_;
+};
+
+/// linear2(dropout(act(linear1(x)))), as in torch.nn.TransformerEncoderLayer.
+template <class T, class B = backend::cpu>
+class FeedForward : public Module<T, B> {
+public:
+    FeedForward(const transformer_config& cfg, Generator& gen) : cfg_(cfg), rng_(&gen) {
+        linear1 = &this->register_module("linear1", std::make_unique<Linear<T, B>>(cfg.dim, cfg.ff_dim, gen, cfg.init));
+        linear2 = &this->register_module("linear2", std::make_unique<Linear<T, B>>(cfg.ff_dim, cfg.dim, gen, cfg.init));
+    }
+    /// x: (..., D) -> (..., D)
+    Var<T, B> operator()(const Var<T, B>& x) const {
+        Var<T, B> h = (*linear1)(x);
+        h = cfg_.act == activation::gelu ? gelu(h) : relu(h);
+        h = dropout(h, static_cast<T>(cfg_.dropout), *rng_, this->is_training());
+        return (*linear2)(h);
+    }
+    Linear<T, B>* linear1;
+    Linear<T, B>* linear2;
+
+private:
+    transformer_config cfg_;
+    Generator* rng_;
+};
+
+// ---- residual sub-layers ----
+enum class sublayer_type { self_attention, cross_attention, feed_forward };
+inline const char* to_string(sublayer_type t) {
+    switch (t) {
+        case sublayer_type::self_attention: return "self_attention";
+        case sublayer_type::cross_attention: return "cross_attention";
+        default: return "feed_forward";
+    }
+}
+
+/// What the analyses see of a sub-layer, whatever its branch type.
+struct residual_base {
+    sublayer_type type;
+    bool enabled = true;  // false: the branch outputs zero (ablation)
+    explicit residual_base(sublayer_type t) : type(t) {}
+    virtual ~residual_base() = default;
+};
+
+/// post-LN: y = LN(x + Drop(branch(x, ...)));  pre-LN: y = x + Drop(branch(LN(x), ...)).
+/// The branch's parameters are named directly under this sub-layer, its norm as ".norm".
+template <class Branch, class T, class B = backend::cpu>
+class Residual : public Module<T, B>, public residual_base {
+public:
+    Residual(sublayer_type t, const transformer_config& cfg, Generator& gen)
+        : residual_base(t), branch(cfg, gen), norm(cfg.dim, cfg.ln_eps), cfg_(cfg), rng_(&gen) {
+        this->register_shared("", branch);
+        this->register_shared("norm", norm);
+    }
+    template <class... Args>
+    Var<T, B> operator()(const Var<T, B>& x, Args&&... args) const {
+        const T p = static_cast<T>(cfg_.dropout);
+        const bool train = this->is_training();
+        if (cfg_.norm_first) {
+            if (!enabled) return x;
+            return x + dropout(branch(norm(x), std::forward<Args>(args)...), p, *rng_, train);
+        }
+        if (!enabled) return norm(x);
+        return norm(x + dropout(branch(x, std::forward<Args>(args)...), p, *rng_, train));
+    }
+    Branch branch;
+    LayerNorm<T, B> norm;
+
+private:
+    transformer_config cfg_;
+    Generator* rng_;
+};
+
+template <class T, class B = backend::cpu>
+class EncoderLayer : public Module<T, B> {
+public:
+    EncoderLayer(const transformer_config& cfg, Generator& gen)
+        : self_attention(sublayer_type::self_attention, cfg, gen), feed_forward(sublayer_type::feed_forward, cfg, gen) {
+        this->register_shared("self_attention", self_attention);
+        this->register_shared("feed_forward", feed_forward);
+    }
+    /// x: (B, T, D); mask: additive, broadcastable to (B, H, T, T)
+    Var<T, B> operator()(const Var<T, B>& x, const Tensor<T, B>& mask = {}) const { return feed_forward(self_attention(x, mask)); }
+
+    Residual<MultiHeadAttention<T, B>, T, B> self_attention;
+    Residual<FeedForward<T, B>, T, B> feed_forward;
+};
+
+template <class T, class B = backend::cpu>
+class DecoderLayer : public Module<T, B> {
+public:
+    DecoderLayer(const transformer_config& cfg, Generator& gen)
+        : self_attention(sublayer_type::self_attention, cfg, gen),
+          cross_attention(sublayer_type::cross_attention, cfg, gen),
+          feed_forward(sublayer_type::feed_forward, cfg, gen) {
+        this->register_shared("self_attention", self_attention);
+        this->register_shared("cross_attention", cross_attention);
+        this->register_shared("feed_forward", feed_forward);
+    }
+    /// x: (B, Tq, D), memory: (B, Tk, D); self_mask (causal [+ padding]), memory_mask (padding)
+    Var<T, B> operator()(const Var<T, B>& x, const Var<T, B>& memory, const Tensor<T, B>& self_mask,
+                         const Tensor<T, B>& memory_mask = {}) const {
+        return feed_forward(cross_attention(self_attention(x, self_mask), memory, memory_mask));
+    }
+
+    Residual<MultiHeadAttention<T, B>, T, B> self_attention;
+    Residual<MultiHeadAttention<T, B>, T, B> cross_attention;
+    Residual<FeedForward<T, B>, T, B> feed_forward;
+};
+
+// ---- stacks ----
+/// Depth policies.
+struct untied {
+    static constexpr bool is_tied = false;
+};
+struct tied {
+    static constexpr bool is_tied = true;
+};
+
+/// `depth` layers (untied, named "0", "1", ...) or one layer named "shared" applied
+/// `depth` times (tied). forward(iterations, ...) runs any number of iterations of a tied
+/// stack; an untied stack runs at most its depth.
+template <class Layer, class Tying, class T, class B = backend::cpu>
+class Stack : public Module<T, B> {
+public:
+    Stack(int depth, const transformer_config& cfg, Generator& gen) : depth(depth) {
+        DEPTHLAB_CHECK(depth >= 1, usage_error, "Stack: depth ", depth, " < 1");
+        if constexpr (Tying::is_tied) {
+            layers_.push_back(&this->register_module("shared", std::make_unique<Layer>(cfg, gen)));
+        } else {
+            for (int i = 0; i < depth; ++i) layers_.push_back(&this->register_module(std::to_string(i), std::make_unique<Layer>(cfg, gen)));
+        }
+    }
+    /// The layer applied at iteration i (the shared one when tied).
+    [[nodiscard]] Layer& layer(int i) const {
+        DEPTHLAB_CHECK(i >= 0 && (Tying::is_tied || i < depth), index_error, "Stack: layer ", i, " of ", depth);
+        return *layers_[Tying::is_tied ? 0 : static_cast<std::size_t>(i)];
+    }
+    /// Applies `iterations` layers (default: depth) to x, passing the extra arguments on.
+    template <class... Args>
+    Var<T, B> forward(int iterations, Var<T, B> x, const Args&... args) const {
+        if (iterations < 0) iterations = depth;
+        DEPTHLAB_CHECK(Tying::is_tied || iterations <= depth, usage_error, "Stack: ", iterations, " iterations on an untied stack of depth ",
+                       depth);
+        for (int i = 0; i < iterations; ++i) x = layer(i)(x, args...);
+        return x;
+    }
+    int depth;
+
+private:
+    std::vector<Layer*> layers_;
+};
+
+// ---- addressing sub-layers ----
+/// Every residual sub-layer below `m`, with its full name, in model order.
+template <class T, class B>
+std::vector<std::pair<std::string, residual_base*>> sublayers(Module<T, B>& m) {
+    std::vector<std::pair<std::string, residual_base*>> out;
+    m.visit([&](const std::string& name, Module<T, B>& mod) {
+        if (auto* r = dynamic_cast<residual_base*>(&mod)) out.emplace_back(name, r);
+    });
+    return out;
+}
+
+/// Parameters whose names lie under a module name (exactly `prefix.` + ...).
+template <class T, class B>
+std::vector<named_parameter<T, B>> parameters_under(const Module<T, B>& m, const std::string& prefix) {
+    std::vector<named_parameter<T, B>> out;
+    for (auto& np : m.named_parameters())
+        if (np.first.size() > prefix.size() && np.first.compare(0, prefix.size(), prefix) == 0 && np.first[prefix.size()] == '.')
+            out.push_back(np);
+    return out;
+}
+
+}  // namespace depthlab::nn
+// ---- end depthlab/nn/transformer.hpp ----
+// ---- begin depthlab/nn/models.hpp ----
+// Models of the two studies: an ALBERT-style encoder (factorised embedding E -> H, a stack
+// of encoder layers — tied by default —, an MLM head tied to the token embedding, a pooler
+// and a 2-way sentence-order head) and an encoder-decoder Transformer for translation.
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+
+namespace depthlab::nn {
+
+// ----------------------------------------------------------------------------- ALBERT
+struct albert_config {
+    index_t vocab = 8000;
+    index_t embed = 128;      // E (factorised embedding size)
+    index_t max_len = 128;
+    index_t segments = 2;
+    int depth = 6;            // iterations of the (tied) stack; N_max with ACT
+    transformer_config layer{.dim = 256, .heads = 4, .ff_dim = 1024, .act = activation::gelu, .dropout = 0.1,
+                             .attention_dropout = 0.1, .norm_first = false, .ln_eps = 1e-12, .init = init_scheme::bert};
+};
+
+/// A batch of token sequences: ids and segment ids (B*T, row-major) plus lengths.
+struct token_batch {
+    index_t batch = 0, length = 0;
+    std::vector<std::int64_t> ids, segments;
+    std::vector<index_t> lengths;  // real tokens per sequence; the rest is padding
+};
+
+template <class T, class B = backend::cpu>
+class AlbertEmbeddings : public Module<T, B> {
+public:
+    AlbertEmbeddings(const albert_config& c, Generator& gen) : cfg_(c), rng_(&gen) {
+        word = &this->register_module("word_embeddings", std::make_unique<Embedding<T, B>>(c.vocab, c.embed, gen, 0.02));
+        position = &this->register_module("position_embeddings", std::make_unique<Embedding<T, B>>(c.max_len, c.embed, gen, 0.02));
+        segment = &this->register_module("token_type_embeddings", std::make_unique<Embedding<T, B>>(c.segments, c.embed, gen, 0.02));
+        norm = &this->register_module("norm", std::make_unique<LayerNorm<T, B>>(c.embed, c.layer.ln_eps));
+        projection = &this->register_module("projection", std::make_unique<Linear<T, B>>(c.embed, c.layer.dim, gen, c.layer.init));
+    }
+    /// -> (B, T, H)
+    Var<T, B> operator()(const token_batch& b) const {
+        DEPTHLAB_CHECK(b.length <= cfg_.max_len, shape_error, "AlbertEmbeddings: sequence length ", b.length, " > max_len ", cfg_.max_len);
+        std::vector<std::int64_t> pos(static_cast<std::size_t>(b.length));
+        for (index_t t = 0; t < b.length; ++t) pos[t] = t;
+        Var<T, B> e = (*word)(b.ids, {b.batch, b.length});
+        e = add(e, (*position)(pos, {b.length}));
+        e = e + (*segment)(b.segments, {b.batch, b.length});
+        e = dropout((*norm)(e), static_cast<T>(cfg_.layer.dropout), *rng_, this->is_training());
+        return (*projection)(e);
+    }
+    Embedding<T, B>*word, *position, *segment;
+    LayerNorm<T, B>* norm;
+    Linear<T, B>* projection;
+
+private:
+    albert_config cfg_;
+    Generator* rng_;
+};
+
+/// ALBERT: embeddings -> Stack<EncoderLayer, Tying> -> heads. Tying defaults to `tied`.
+template <class T, class B = backend::cpu, class Tying = tied>
+class Albert : public Module<T, B> {
+public:
+    explicit Albert(const albert_config& c, std::uint64_t seed = 0) : cfg(c), gen_(seed) {
+        embeddings = &this->register_module("embeddings", std::make_unique<AlbertEmbeddings<T, B>>(c, gen_));
+        encoder = &this->register_module("encoder", std::make_unique<Stack<EncoderLayer<T, B>, Tying, T, B>>(c.depth, c.layer, gen_));
+        mlm_dense = &this->register_module("mlm.dense", std::make_unique<Linear<T, B>>(c.layer.dim, c.embed, gen_, c.layer.init));
+        mlm_norm = &this->register_module("mlm.norm", std::make_unique<LayerNorm<T, B>>(c.embed, c.layer.ln_eps));
+        mlm_bias = this->register_parameter("mlm.bias", Tensor<T, B>::zeros({c.vocab}));
+        pooler = &this->register_module("pooler", std::make_unique<Linear<T, B>>(c.layer.dim, c.layer.dim, gen_, c.layer.init));
+        sop = &this->register_module("sop_classifier", std::make_unique<Linear<T, B>>(c.layer.dim, 2, gen_, c.layer.init));
+    }
+    /// Hidden states (B, T, H) after `iterations` layers (default: the configured depth).
+    Var<T, B> encode(const token_batch& b, int iterations = -1) const {
+        return encoder->forward(iterations, (*embeddings)(b), padding_mask<T, B>(b.lengths, b.length));
+    }
+    /// MLM logits (n, V) at the given flat positions (b * T + t) only — the other
+    /// positions are never projected to the vocabulary.
+    Var<T, B> mlm_logits(const Var<T, B>& hidden, std::span<const std::int64_t> positions) const {
+        const Shape& s = hidden.shape();
+        Var<T, B> h = gather_rows(reshape(hidden, {s[0] * s[1], s[2]}), positions);
+        h = (*mlm_norm)(gelu((*mlm_dense)(h)));
+        return linear(h, embeddings->word->weight, mlm_bias);  // decoder tied to the token embedding
+    }
+    /// Sentence-order logits (B, 2) from the pooled first ([CLS]) token.
+    Var<T, B> sop_logits(const Var<T, B>& hidden) const {
+        const Shape& s = hidden.shape();
+        std::vector<std::int64_t> cls(static_cast<std::size_t>(s[0]));
+        for (index_t b = 0; b < s[0]; ++b) cls[b] = b * s[1];
+        return (*sop)(depthlab::tanh((*pooler)(gather_rows(reshape(hidden, {s[0] * s[1], s[2]}), cls))));
+    }
+
+    albert_config cfg;
+    AlbertEmbeddings<T, B>* embeddings;
+    Stack<EncoderLayer<T, B>, Tying, T, B>* encoder;
+    Linear<T, B>* mlm_dense;
+    LayerNorm<T, B>* mlm_norm;
+    Var<T, B> mlm_bias;
+    Linear<T, B>* pooler;
+    Linear<T, B>* sop;
+    /// The generator behind dropout masks (saved with checkpoints for exact resumption).
+    Generator& rng() { return gen_; }
+
+private:
+    Generator gen_;
+};
+
+// ------------------------------------------------------------------ encoder-decoder
+struct seq2seq_config {
+    index_t src_vocab = 4000, tgt_vocab = 4000;
+    bool share_embeddings = false;  // one table for source and target (joint vocabulary)
+    bool tie_output = true;         // output projection = target embedding^T
+    int encoder_layers = 6, decoder_layers = 6;
+    index_t max_len = 256;
+    transformer_config layer{.dim = 512, .heads = 8, .ff_dim = 2048, .act = activation::relu, .dropout = 0.1,
+                             .attention_dropout = 0.1, .norm_first = false, .ln_eps = 1e-5, .init = init_scheme::xavier};
+};
+
+/// Sinusoidal positions (Vaswani et al.): (max_len, D).
+template <class T, class B = backend::cpu>
+Tensor<T, B> sinusoidal_positions(index_t max_len, index_t D) {
+    std::vector<T> p(static_cast<std::size_t>(max_len * D));
+    for (index_t t = 0; t < max_len; ++t)
+        for (index_t i = 0; i < D; i += 2) {
+            const double f = std::pow(10000.0, -static_cast<double>(i) / static_cast<double>(D));
+            p[t * D + i] = static_cast<T>(std::sin(t * f));
+            if (i + 1 < D) p[t * D + i + 1] = static_cast<T>(std::cos(t * f));
+        }
+    return Tensor<T, B>::from({max_len, D}, p);
+}
+
+template <class T, class B = backend::cpu>
+class Seq2SeqTransformer : public Module<T, B> {
+public:
+    explicit Seq2SeqTransformer(const seq2seq_config& c, std::uint64_t seed = 0)
+        : cfg(c), gen_(seed), positions_(sinusoidal_positions<T, B>(c.max_len, c.layer.dim)) {
+        const index_t D = c.layer.dim;
+        const double std_emb = std::pow(static_cast<double>(D), -0.5);
+        src_embed = &this->register_module("src_embed", std::make_unique<Embedding<T, B>>(c.src_vocab, D, gen_, std_emb));
+        if (c.share_embeddings) {
+            DEPTHLAB_CHECK(c.src_vocab == c.tgt_vocab, usage_error, "Seq2SeqTransformer: shared embeddings need one vocabulary (",
+                           c.src_vocab, " vs ", c.tgt_vocab, ")");
+            tgt_embed = src_embed;
+        } else {
+            tgt_embed = &this->register_module("tgt_embed", std::make_unique<Embedding<T, B>>(c.tgt_vocab, D, gen_, std_emb));
+        }
+        encoder = &this->register_module("encoder", std::make_unique<Stack<EncoderLayer<T, B>, untied, T, B>>(c.encoder_layers, c.layer, gen_));
+        decoder = &this->register_module("decoder", std::make_unique<Stack<DecoderLayer<T, B>, untied, T, B>>(c.decoder_layers, c.layer, gen_));
+        if (c.layer.norm_first) {
+            encoder_norm = &this->register_module("encoder_norm", std::make_unique<LayerNorm<T, B>>(D, c.layer.ln_eps));
+            decoder_norm = &this->register_module("decoder_norm", std::make_unique<LayerNorm<T, B>>(D, c.layer.ln_eps));
+        }
+        if (!c.tie_output)
+            output = &this->register_module("output_projection", std::make_unique<Linear<T, B>>(D, c.tgt_vocab, gen_, c.layer.init, false));
+    }
+    /// Source ids (B*Ts) -> memory (B, Ts, D).
+    Var<T, B> encode(const token_batch& src) const {
+        Var<T, B> x = embed(*src_embed, src);
+        x = encoder->forward(-1, x, padding_mask<T, B>(src.lengths, src.length));
+        return encoder_norm ? (*encoder_norm)(x) : x;
+    }
+    /// Target input ids (B*Tt, starting with BOS) -> logits (B, Tt, V_tgt).
+    Var<T, B> decode(const Var<T, B>& memory, const token_batch& src, const token_batch& tgt_in) const {
+        Var<T, B> y = embed(*tgt_embed, tgt_in);
+        y = decoder->forward(-1, y, memory, causal_padding_mask<T, B>(tgt_in.lengths, tgt_in.length),
+                             padding_mask<T, B>(src.lengths, src.length));
+        if (decoder_norm) y = (*decoder_norm)(y);
+        return output ? (*output)(y) : linear(y, tgt_embed->weight);
+    }
+
+    seq2seq_config cfg;
+    Embedding<T, B>*src_embed, *tgt_embed;
+    Stack<EncoderLayer<T, B>, untied, T, B>* encoder;
+    Stack<DecoderLayer<T, B>, untied, T, B>* decoder;
+    LayerNorm<T, B>* encoder_norm = nullptr;
+    LayerNorm<T, B>* decoder_norm = nullptr;
+    Linear<T, B>* output = nullptr;
+    Generator& rng() { return gen_; }
+
+private:
+    /// sqrt(D) * embedding + positions, then dropout.
+    Var<T, B> embed(const Embedding<T, B>& table, const token_batch& b) const {
+        DEPTHLAB_CHECK(b.length <= cfg.max_len, shape_error, "Seq2SeqTransformer: length ", b.length, " > max_len ", cfg.max_len);
+        Var<T, B> e = scale(table(b.ids, {b.batch, b.length}), static_cast<T>(std::sqrt(static_cast<double>(cfg.layer.dim))));
+        e = add(e, Var<T, B>::constant(positions_.slice(0, 0, b.length)));
+        return dropout(e, static_cast<T>(cfg.layer.dropout), gen_, this->is_training());
+    }
+    mutable Generator gen_;
+    Tensor<T, B> positions_;
+};
+
+}  // namespace depthlab::nn
+// ---- end depthlab/nn/models.hpp ----
 // ---- end depthlab/depthlab.hpp ----

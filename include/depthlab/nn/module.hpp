@@ -87,7 +87,10 @@ protected:
     void register_shared(const std::string& name, Module& m) { children_.emplace_back(name, &m); }
 
 private:
-    static std::string join(const std::string& a, const std::string& b) { return a.empty() ? b : a + "." + b; }
+    static std::string join(const std::string& a, const std::string& b) {
+        if (a.empty()) return b;
+        return b.empty() ? a : a + "." + b;
+    }
     void collect(const std::string& prefix, std::vector<named_parameter<T, B>>& out) const {
         for (auto& [name, p] : params_) out.emplace_back(join(prefix, name), p);
         for (auto& [name, child] : children_) child->collect(join(prefix, name), out);

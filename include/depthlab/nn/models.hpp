@@ -1,0 +1,194 @@
+#pragma once
+// Models of the two studies: an ALBERT-style encoder (factorised embedding E -> H, a stack
+// of encoder layers — tied by default —, an MLM head tied to the token embedding, a pooler
+// and a 2-way sentence-order head) and an encoder-decoder Transformer for translation.
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "depthlab/nn/transformer.hpp"
+
+namespace depthlab::nn {
+
+// ----------------------------------------------------------------------------- ALBERT
+struct albert_config {
+    index_t vocab = 8000;
+    index_t embed = 128;      // E (factorised embedding size)
+    index_t max_len = 128;
+    index_t segments = 2;
+    int depth = 6;            // iterations of the (tied) stack; N_max with ACT
+    transformer_config layer{.dim = 256, .heads = 4, .ff_dim = 1024, .act = activation::gelu, .dropout = 0.1,
+                             .attention_dropout = 0.1, .norm_first = false, .ln_eps = 1e-12, .init = init_scheme::bert};
+};
+
+/// A batch of token sequences: ids and segment ids (B*T, row-major) plus lengths.
+struct token_batch {
+    index_t batch = 0, length = 0;
+    std::vector<std::int64_t> ids, segments;
+    std::vector<index_t> lengths;  // real tokens per sequence; the rest is padding
+};
+
+template <class T, class B = backend::cpu>
+class AlbertEmbeddings : public Module<T, B> {
+public:
+    AlbertEmbeddings(const albert_config& c, Generator& gen) : cfg_(c), rng_(&gen) {
+        word = &this->register_module("word_embeddings", std::make_unique<Embedding<T, B>>(c.vocab, c.embed, gen, 0.02));
+        position = &this->register_module("position_embeddings", std::make_unique<Embedding<T, B>>(c.max_len, c.embed, gen, 0.02));
+        segment = &this->register_module("token_type_embeddings", std::make_unique<Embedding<T, B>>(c.segments, c.embed, gen, 0.02));
+        norm = &this->register_module("norm", std::make_unique<LayerNorm<T, B>>(c.embed, c.layer.ln_eps));
+        projection = &this->register_module("projection", std::make_unique<Linear<T, B>>(c.embed, c.layer.dim, gen, c.layer.init));
+    }
+    /// -> (B, T, H)
+    Var<T, B> operator()(const token_batch& b) const {
+        DEPTHLAB_CHECK(b.length <= cfg_.max_len, shape_error, "AlbertEmbeddings: sequence length ", b.length, " > max_len ", cfg_.max_len);
+        std::vector<std::int64_t> pos(static_cast<std::size_t>(b.length));
+        for (index_t t = 0; t < b.length; ++t) pos[t] = t;
+        Var<T, B> e = (*word)(b.ids, {b.batch, b.length});
+        e = add(e, (*position)(pos, {b.length}));
+        e = e + (*segment)(b.segments, {b.batch, b.length});
+        e = dropout((*norm)(e), static_cast<T>(cfg_.layer.dropout), *rng_, this->is_training());
+        return (*projection)(e);
+    }
+    Embedding<T, B>*word, *position, *segment;
+    LayerNorm<T, B>* norm;
+    Linear<T, B>* projection;
+
+private:
+    albert_config cfg_;
+    Generator* rng_;
+};
+
+/// ALBERT: embeddings -> Stack<EncoderLayer, Tying> -> heads. Tying defaults to `tied`.
+template <class T, class B = backend::cpu, class Tying = tied>
+class Albert : public Module<T, B> {
+public:
+    explicit Albert(const albert_config& c, std::uint64_t seed = 0) : cfg(c), gen_(seed) {
+        embeddings = &this->register_module("embeddings", std::make_unique<AlbertEmbeddings<T, B>>(c, gen_));
+        encoder = &this->register_module("encoder", std::make_unique<Stack<EncoderLayer<T, B>, Tying, T, B>>(c.depth, c.layer, gen_));
+        mlm_dense = &this->register_module("mlm.dense", std::make_unique<Linear<T, B>>(c.layer.dim, c.embed, gen_, c.layer.init));
+        mlm_norm = &this->register_module("mlm.norm", std::make_unique<LayerNorm<T, B>>(c.embed, c.layer.ln_eps));
+        mlm_bias = this->register_parameter("mlm.bias", Tensor<T, B>::zeros({c.vocab}));
+        pooler = &this->register_module("pooler", std::make_unique<Linear<T, B>>(c.layer.dim, c.layer.dim, gen_, c.layer.init));
+        sop = &this->register_module("sop_classifier", std::make_unique<Linear<T, B>>(c.layer.dim, 2, gen_, c.layer.init));
+    }
+    /// Hidden states (B, T, H) after `iterations` layers (default: the configured depth).
+    Var<T, B> encode(const token_batch& b, int iterations = -1) const {
+        return encoder->forward(iterations, (*embeddings)(b), padding_mask<T, B>(b.lengths, b.length));
+    }
+    /// MLM logits (n, V) at the given flat positions (b * T + t) only — the other
+    /// positions are never projected to the vocabulary.
+    Var<T, B> mlm_logits(const Var<T, B>& hidden, std::span<const std::int64_t> positions) const {
+        const Shape& s = hidden.shape();
+        Var<T, B> h = gather_rows(reshape(hidden, {s[0] * s[1], s[2]}), positions);
+        h = (*mlm_norm)(gelu((*mlm_dense)(h)));
+        return linear(h, embeddings->word->weight, mlm_bias);  // decoder tied to the token embedding
+    }
+    /// Sentence-order logits (B, 2) from the pooled first ([CLS]) token.
+    Var<T, B> sop_logits(const Var<T, B>& hidden) const {
+        const Shape& s = hidden.shape();
+        std::vector<std::int64_t> cls(static_cast<std::size_t>(s[0]));
+        for (index_t b = 0; b < s[0]; ++b) cls[b] = b * s[1];
+        return (*sop)(depthlab::tanh((*pooler)(gather_rows(reshape(hidden, {s[0] * s[1], s[2]}), cls))));
+    }
+
+    albert_config cfg;
+    AlbertEmbeddings<T, B>* embeddings;
+    Stack<EncoderLayer<T, B>, Tying, T, B>* encoder;
+    Linear<T, B>* mlm_dense;
+    LayerNorm<T, B>* mlm_norm;
+    Var<T, B> mlm_bias;
+    Linear<T, B>* pooler;
+    Linear<T, B>* sop;
+    /// The generator behind dropout masks (saved with checkpoints for exact resumption).
+    Generator& rng() { return gen_; }
+
+private:
+    Generator gen_;
+};
+
+// ------------------------------------------------------------------ encoder-decoder
+struct seq2seq_config {
+    index_t src_vocab = 4000, tgt_vocab = 4000;
+    bool share_embeddings = false;  // one table for source and target (joint vocabulary)
+    bool tie_output = true;         // output projection = target embedding^T
+    int encoder_layers = 6, decoder_layers = 6;
+    index_t max_len = 256;
+    transformer_config layer{.dim = 512, .heads = 8, .ff_dim = 2048, .act = activation::relu, .dropout = 0.1,
+                             .attention_dropout = 0.1, .norm_first = false, .ln_eps = 1e-5, .init = init_scheme::xavier};
+};
+
+/// Sinusoidal positions (Vaswani et al.): (max_len, D).
+template <class T, class B = backend::cpu>
+Tensor<T, B> sinusoidal_positions(index_t max_len, index_t D) {
+    std::vector<T> p(static_cast<std::size_t>(max_len * D));
+    for (index_t t = 0; t < max_len; ++t)
+        for (index_t i = 0; i < D; i += 2) {
+            const double f = std::pow(10000.0, -static_cast<double>(i) / static_cast<double>(D));
+            p[t * D + i] = static_cast<T>(std::sin(t * f));
+            if (i + 1 < D) p[t * D + i + 1] = static_cast<T>(std::cos(t * f));
+        }
+    return Tensor<T, B>::from({max_len, D}, p);
+}
+
+template <class T, class B = backend::cpu>
+class Seq2SeqTransformer : public Module<T, B> {
+public:
+    explicit Seq2SeqTransformer(const seq2seq_config& c, std::uint64_t seed = 0)
+        : cfg(c), gen_(seed), positions_(sinusoidal_positions<T, B>(c.max_len, c.layer.dim)) {
+        const index_t D = c.layer.dim;
+        const double std_emb = std::pow(static_cast<double>(D), -0.5);
+        src_embed = &this->register_module("src_embed", std::make_unique<Embedding<T, B>>(c.src_vocab, D, gen_, std_emb));
+        if (c.share_embeddings) {
+            DEPTHLAB_CHECK(c.src_vocab == c.tgt_vocab, usage_error, "Seq2SeqTransformer: shared embeddings need one vocabulary (",
+                           c.src_vocab, " vs ", c.tgt_vocab, ")");
+            tgt_embed = src_embed;
+        } else {
+            tgt_embed = &this->register_module("tgt_embed", std::make_unique<Embedding<T, B>>(c.tgt_vocab, D, gen_, std_emb));
+        }
+        encoder = &this->register_module("encoder", std::make_unique<Stack<EncoderLayer<T, B>, untied, T, B>>(c.encoder_layers, c.layer, gen_));
+        decoder = &this->register_module("decoder", std::make_unique<Stack<DecoderLayer<T, B>, untied, T, B>>(c.decoder_layers, c.layer, gen_));
+        if (c.layer.norm_first) {
+            encoder_norm = &this->register_module("encoder_norm", std::make_unique<LayerNorm<T, B>>(D, c.layer.ln_eps));
+            decoder_norm = &this->register_module("decoder_norm", std::make_unique<LayerNorm<T, B>>(D, c.layer.ln_eps));
+        }
+        if (!c.tie_output)
+            output = &this->register_module("output_projection", std::make_unique<Linear<T, B>>(D, c.tgt_vocab, gen_, c.layer.init, false));
+    }
+    /// Source ids (B*Ts) -> memory (B, Ts, D).
+    Var<T, B> encode(const token_batch& src) const {
+        Var<T, B> x = embed(*src_embed, src);
+        x = encoder->forward(-1, x, padding_mask<T, B>(src.lengths, src.length));
+        return encoder_norm ? (*encoder_norm)(x) : x;
+    }
+    /// Target input ids (B*Tt, starting with BOS) -> logits (B, Tt, V_tgt).
+    Var<T, B> decode(const Var<T, B>& memory, const token_batch& src, const token_batch& tgt_in) const {
+        Var<T, B> y = embed(*tgt_embed, tgt_in);
+        y = decoder->forward(-1, y, memory, causal_padding_mask<T, B>(tgt_in.lengths, tgt_in.length),
+                             padding_mask<T, B>(src.lengths, src.length));
+        if (decoder_norm) y = (*decoder_norm)(y);
+        return output ? (*output)(y) : linear(y, tgt_embed->weight);
+    }
+
+    seq2seq_config cfg;
+    Embedding<T, B>*src_embed, *tgt_embed;
+    Stack<EncoderLayer<T, B>, untied, T, B>* encoder;
+    Stack<DecoderLayer<T, B>, untied, T, B>* decoder;
+    LayerNorm<T, B>* encoder_norm = nullptr;
+    LayerNorm<T, B>* decoder_norm = nullptr;
+    Linear<T, B>* output = nullptr;
+    Generator& rng() { return gen_; }
+
+private:
+    /// sqrt(D) * embedding + positions, then dropout.
+    Var<T, B> embed(const Embedding<T, B>& table, const token_batch& b) const {
+        DEPTHLAB_CHECK(b.length <= cfg.max_len, shape_error, "Seq2SeqTransformer: length ", b.length, " > max_len ", cfg.max_len);
+        Var<T, B> e = scale(table(b.ids, {b.batch, b.length}), static_cast<T>(std::sqrt(static_cast<double>(cfg.layer.dim))));
+        e = add(e, Var<T, B>::constant(positions_.slice(0, 0, b.length)));
+        return dropout(e, static_cast<T>(cfg.layer.dropout), gen_, this->is_training());
+    }
+    mutable Generator gen_;
+    Tensor<T, B> positions_;
+};
+
+}  // namespace depthlab::nn

@@ -1,0 +1,284 @@
+#pragma once
+// Transformer building blocks: multi-head attention, feed-forward, residual sub-layers
+// (post-LN by default, pre-LN as an option), encoder and decoder layers, and stacks whose
+// depth policy is a template argument: `untied` (L distinct layers) or `tied` (one layer
+// applied L times, ALBERT). Sizes are run-time; the number of iterations of a stack is a
+// run-time argument, so a tied model can run deeper or shallower than it was trained.
+//
+// Sub-layers are the unit of the component analyses: each `Residual` is addressable by its
+// name ("encoder.3.self_attention", "decoder.5.cross_attention", "decoder.5.feed_forward"),
+// owns its branch and its LayerNorm (parameters under that name), and can be switched off:
+// then its branch outputs zero and only the residual path remains — in a post-LN layer the
+// LayerNorm still normalises that path (y = LN(x)); in a pre-LN layer y = x.
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "depthlab/autodiff/attention.hpp"
+#include "depthlab/nn/layers.hpp"
+
+namespace depthlab::nn {
+
+enum class activation { gelu, relu };
+
+struct transformer_config {
+    index_t dim = 256;              // model width H
+    int heads = 4;
+    index_t ff_dim = 1024;
+    activation act = activation::gelu;  // GELU is the tanh approximation
+    double dropout = 0.1;           // on residual branches and after the FF activation
+    double attention_dropout = 0.1; // on attention probabilities
+    bool norm_first = false;        // false: post-LN (both papers); true: pre-LN
+    double ln_eps = 1e-5;
+    init_scheme init = init_scheme::pytorch;
+};
+
+// ---- masks (additive: 0 keeps, -inf removes) ----
+/// (B, 1, 1, T) from per-sequence lengths: positions >= length are padding.
+template <class T, class B = backend::cpu>
+Tensor<T, B> padding_mask(const std::vector<index_t>& lengths, index_t T_) {
+    std::vector<T> m(lengths.size() * static_cast<std::size_t>(T_), T(0));
+    for (std::size_t b = 0; b < lengths.size(); ++b) {
+        DEPTHLAB_CHECK(lengths[b] >= 0 && lengths[b] <= T_, index_error, "padding_mask: length ", lengths[b], " of sequence ", b,
+                       " outside [0, ", T_, "]");
+        for (index_t t = lengths[b]; t < T_; ++t) m[b * T_ + t] = -std::numeric_limits<T>::infinity();
+    }
+    return Tensor<T, B>::from({static_cast<index_t>(lengths.size()), 1, 1, T_}, m);
+}
+/// (T, T): query i sees keys j <= i.
+template <class T, class B = backend::cpu>
+Tensor<T, B> causal_mask(index_t T_) {
+    std::vector<T> m(static_cast<std::size_t>(T_ * T_), T(0));
+    for (index_t i = 0; i < T_; ++i)
+        for (index_t j = i + 1; j < T_; ++j) m[i * T_ + j] = -std::numeric_limits<T>::infinity();
+    return Tensor<T, B>::from({T_, T_}, m);
+}
+/// (B, 1, T, T): causal and padding together (decoder self-attention on padded batches).
+template <class T, class B = backend::cpu>
+Tensor<T, B> causal_padding_mask(const std::vector<index_t>& lengths, index_t T_) {
+    const auto pad = padding_mask<T, B>(lengths, T_).to_vector();
+    const auto cau = causal_mask<T, B>(T_).to_vector();
+    const index_t Bn = static_cast<index_t>(lengths.size());
+    std::vector<T> m(static_cast<std::size_t>(Bn * T_ * T_));
+    for (index_t b = 0; b < Bn; ++b)
+        for (index_t i = 0; i < T_; ++i)
+            for (index_t j = 0; j < T_; ++j) m[(b * T_ + i) * T_ + j] = pad[b * T_ + j] + cau[i * T_ + j];
+    return Tensor<T, B>::from({Bn, 1, T_, T_}, m);
+}
+
+// ---- attention ----
+/// Multi-head attention with PyTorch's parameter layout: in_proj_weight (3D, D) packs
+/// W_q, W_k, W_v; out_proj is a Linear(D, D).
+template <class T, class B = backend::cpu>
+class MultiHeadAttention : public Module<T, B> {
+public:
+    MultiHeadAttention(const transformer_config& cfg, Generator& gen) : cfg_(cfg), rng_(&gen) {
+        const index_t D = cfg.dim;
+        DEPTHLAB_CHECK(D % cfg.heads == 0, shape_error, "MultiHeadAttention: dim ", D, " not divisible by ", cfg.heads, " heads");
+        Tensor<T, B> w = cfg.init == init_scheme::bert
+                             ? Tensor<T, B>::randn({3 * D, D}, gen, 0.02)
+                             : Tensor<T, B>::uniform({3 * D, D}, gen, -std::sqrt(6.0 / (4.0 * D)), std::sqrt(6.0 / (4.0 * D)));
+        in_proj_weight = this->register_parameter("in_proj_weight", std::move(w));
+        in_proj_bias = this->register_parameter("in_proj_bias", Tensor<T, B>::zeros({3 * D}));
+        out_proj = &this->register_module("out_proj", std::make_unique<Linear<T, B>>(D, D, gen, cfg.init));
+        if (cfg.init == init_scheme::pytorch) out_proj->bias.value().zero_();  // as nn.MultiheadAttention
+    }
+    /// Self-attention. x: (B, T, D); mask additive, broadcastable to (B, H, T, T).
+    Var<T, B> operator()(const Var<T, B>& x, const Tensor<T, B>& mask = {}) const {
+        const index_t D = cfg_.dim;
+        const Var<T, B> qkv = linear(x, in_proj_weight, in_proj_bias);  // (B, T, 3D)
+        return (*out_proj)(attention<T, B>({qkv, 0}, {qkv, D}, {qkv, 2 * D}, D, options(), mask, rng_));
+    }
+    /// Cross-attention: queries from x (B, Tq, D), keys and values from memory (B, Tk, D).
+    Var<T, B> operator()(const Var<T, B>& x, const Var<T, B>& memory, const Tensor<T, B>& mask) const {
+        const index_t D = cfg_.dim;
+        const Var<T, B> q = linear(x, slice(in_proj_weight, 0, 0, D), slice(in_proj_bias, 0, 0, D));
+        const Var<T, B> kv = linear(memory, slice(in_proj_weight, 0, D, 3 * D), slice(in_proj_bias, 0, D, 3 * D));
+        return (*out_proj)(attention<T, B>({q, 0}, {kv, 0}, {kv, D}, D, options(), mask, rng_));
+    }
+
+    Var<T, B> in_proj_weight, in_proj_bias;
+    Linear<T, B>* out_proj;
+
+private:
+    attention_options options() const {
+        return {.heads = cfg_.heads, .scale = 0, .dropout = this->is_training() ? cfg_.attention_dropout : 0.0};
+    }
+    transformer_config cfg_;
+    Generator* rng_;
+};
+
+/// linear2(dropout(act(linear1(x)))), as in torch.nn.TransformerEncoderLayer.
+template <class T, class B = backend::cpu>
+class FeedForward : public Module<T, B> {
+public:
+    FeedForward(const transformer_config& cfg, Generator& gen) : cfg_(cfg), rng_(&gen) {
+        linear1 = &this->register_module("linear1", std::make_unique<Linear<T, B>>(cfg.dim, cfg.ff_dim, gen, cfg.init));
+        linear2 = &this->register_module("linear2", std::make_unique<Linear<T, B>>(cfg.ff_dim, cfg.dim, gen, cfg.init));
+    }
+    /// x: (..., D) -> (..., D)
+    Var<T, B> operator()(const Var<T, B>& x) const {
+        Var<T, B> h = (*linear1)(x);
+        h = cfg_.act == activation::gelu ? gelu(h) : relu(h);
+        h = dropout(h, static_cast<T>(cfg_.dropout), *rng_, this->is_training());
+        return (*linear2)(h);
+    }
+    Linear<T, B>* linear1;
+    Linear<T, B>* linear2;
+
+private:
+    transformer_config cfg_;
+    Generator* rng_;
+};
+
+// ---- residual sub-layers ----
+enum class sublayer_type { self_attention, cross_attention, feed_forward };
+inline const char* to_string(sublayer_type t) {
+    switch (t) {
+        case sublayer_type::self_attention: return "self_attention";
+        case sublayer_type::cross_attention: return "cross_attention";
+        default: return "feed_forward";
+    }
+}
+
+/// What the analyses see of a sub-layer, whatever its branch type.
+struct residual_base {
+    sublayer_type type;
+    bool enabled = true;  // false: the branch outputs zero (ablation)
+    explicit residual_base(sublayer_type t) : type(t) {}
+    virtual ~residual_base() = default;
+};
+
+/// post-LN: y = LN(x + Drop(branch(x, ...)));  pre-LN: y = x + Drop(branch(LN(x), ...)).
+/// The branch's parameters are named directly under this sub-layer, its norm as ".norm".
+template <class Branch, class T, class B = backend::cpu>
+class Residual : public Module<T, B>, public residual_base {
+public:
+    Residual(sublayer_type t, const transformer_config& cfg, Generator& gen)
+        : residual_base(t), branch(cfg, gen), norm(cfg.dim, cfg.ln_eps), cfg_(cfg), rng_(&gen) {
+        this->register_shared("", branch);
+        this->register_shared("norm", norm);
+    }
+    template <class... Args>
+    Var<T, B> operator()(const Var<T, B>& x, Args&&... args) const {
+        const T p = static_cast<T>(cfg_.dropout);
+        const bool train = this->is_training();
+        if (cfg_.norm_first) {
+            if (!enabled) return x;
+            return x + dropout(branch(norm(x), std::forward<Args>(args)...), p, *rng_, train);
+        }
+        if (!enabled) return norm(x);
+        return norm(x + dropout(branch(x, std::forward<Args>(args)...), p, *rng_, train));
+    }
+    Branch branch;
+    LayerNorm<T, B> norm;
+
+private:
+    transformer_config cfg_;
+    Generator* rng_;
+};
+
+template <class T, class B = backend::cpu>
+class EncoderLayer : public Module<T, B> {
+public:
+    EncoderLayer(const transformer_config& cfg, Generator& gen)
+        : self_attention(sublayer_type::self_attention, cfg, gen), feed_forward(sublayer_type::feed_forward, cfg, gen) {
+        this->register_shared("self_attention", self_attention);
+        this->register_shared("feed_forward", feed_forward);
+    }
+    /// x: (B, T, D); mask: additive, broadcastable to (B, H, T, T)
+    Var<T, B> operator()(const Var<T, B>& x, const Tensor<T, B>& mask = {}) const { return feed_forward(self_attention(x, mask)); }
+
+    Residual<MultiHeadAttention<T, B>, T, B> self_attention;
+    Residual<FeedForward<T, B>, T, B> feed_forward;
+};
+
+template <class T, class B = backend::cpu>
+class DecoderLayer : public Module<T, B> {
+public:
+    DecoderLayer(const transformer_config& cfg, Generator& gen)
+        : self_attention(sublayer_type::self_attention, cfg, gen),
+          cross_attention(sublayer_type::cross_attention, cfg, gen),
+          feed_forward(sublayer_type::feed_forward, cfg, gen) {
+        this->register_shared("self_attention", self_attention);
+        this->register_shared("cross_attention", cross_attention);
+        this->register_shared("feed_forward", feed_forward);
+    }
+    /// x: (B, Tq, D), memory: (B, Tk, D); self_mask (causal [+ padding]), memory_mask (padding)
+    Var<T, B> operator()(const Var<T, B>& x, const Var<T, B>& memory, const Tensor<T, B>& self_mask,
+                         const Tensor<T, B>& memory_mask = {}) const {
+        return feed_forward(cross_attention(self_attention(x, self_mask), memory, memory_mask));
+    }
+
+    Residual<MultiHeadAttention<T, B>, T, B> self_attention;
+    Residual<MultiHeadAttention<T, B>, T, B> cross_attention;
+    Residual<FeedForward<T, B>, T, B> feed_forward;
+};
+
+// ---- stacks ----
+/// Depth policies.
+struct untied {
+    static constexpr bool is_tied = false;
+};
+struct tied {
+    static constexpr bool is_tied = true;
+};
+
+/// `depth` layers (untied, named "0", "1", ...) or one layer named "shared" applied
+/// `depth` times (tied). forward(iterations, ...) runs any number of iterations of a tied
+/// stack; an untied stack runs at most its depth.
+template <class Layer, class Tying, class T, class B = backend::cpu>
+class Stack : public Module<T, B> {
+public:
+    Stack(int depth, const transformer_config& cfg, Generator& gen) : depth(depth) {
+        DEPTHLAB_CHECK(depth >= 1, usage_error, "Stack: depth ", depth, " < 1");
+        if constexpr (Tying::is_tied) {
+            layers_.push_back(&this->register_module("shared", std::make_unique<Layer>(cfg, gen)));
+        } else {
+            for (int i = 0; i < depth; ++i) layers_.push_back(&this->register_module(std::to_string(i), std::make_unique<Layer>(cfg, gen)));
+        }
+    }
+    /// The layer applied at iteration i (the shared one when tied).
+    [[nodiscard]] Layer& layer(int i) const {
+        DEPTHLAB_CHECK(i >= 0 && (Tying::is_tied || i < depth), index_error, "Stack: layer ", i, " of ", depth);
+        return *layers_[Tying::is_tied ? 0 : static_cast<std::size_t>(i)];
+    }
+    /// Applies `iterations` layers (default: depth) to x, passing the extra arguments on.
+    template <class... Args>
+    Var<T, B> forward(int iterations, Var<T, B> x, const Args&... args) const {
+        if (iterations < 0) iterations = depth;
+        DEPTHLAB_CHECK(Tying::is_tied || iterations <= depth, usage_error, "Stack: ", iterations, " iterations on an untied stack of depth ",
+                       depth);
+        for (int i = 0; i < iterations; ++i) x = layer(i)(x, args...);
+        return x;
+    }
+    int depth;
+
+private:
+    std::vector<Layer*> layers_;
+};
+
+// ---- addressing sub-layers ----
+/// Every residual sub-layer below `m`, with its full name, in model order.
+template <class T, class B>
+std::vector<std::pair<std::string, residual_base*>> sublayers(Module<T, B>& m) {
+    std::vector<std::pair<std::string, residual_base*>> out;
+    m.visit([&](const std::string& name, Module<T, B>& mod) {
+        if (auto* r = dynamic_cast<residual_base*>(&mod)) out.emplace_back(name, r);
+    });
+    return out;
+}
+
+/// Parameters whose names lie under a module name (exactly `prefix.` + ...).
+template <class T, class B>
+std::vector<named_parameter<T, B>> parameters_under(const Module<T, B>& m, const std::string& prefix) {
+    std::vector<named_parameter<T, B>> out;
+    for (auto& np : m.named_parameters())
+        if (np.first.size() > prefix.size() && np.first.compare(0, prefix.size(), prefix) == 0 && np.first[prefix.size()] == '.')
+            out.push_back(np);
+    return out;
+}
+
+}  // namespace depthlab::nn
