@@ -4101,4 +4101,907 @@ private:
 
 }  // namespace depthlab::nn
 // ---- end depthlab/nn/models.hpp ----
+// ---- begin depthlab/optim/optimizer.hpp ----
+// Optimizer<T, B>: the base of every optimiser (SGD, Adam, AdamW, LAMB), modelled on
+// torch.optim.Optimizer.
+//
+//  * Parameters come as named Vars (Module::named_parameters()). A Var listed twice (tied
+//    weights, a shared layer reached under two names) is updated once, under its first name.
+//  * They are split into two parameter groups: "decay" (weight decay applies) and
+//    "no_decay" (excluded by a name predicate, by default exclude_norm_and_bias, as in
+//    BERT/ALBERT). Pass exclude_none to decay everything as plain torch.optim does.
+//  * step() updates every parameter whose gradient is defined and skips the others (the
+//    semantics of torch with zero_grad(set_to_none=True)); zero_grad() leaves gradients
+//    undefined. Bias corrections and first-step rules use a per-parameter step count, as
+//    torch does, so a parameter that got no gradient on some steps is treated exactly as
+//    torch treats it.
+//  * State for checkpoints: state_tensors() gives "<type>.<slot>.<parameter>" tensors
+//    (e.g. "adam.m.encoder.0.norm1.weight"), state_scalars() the step counts and learning
+//    rate as exact decimal strings, load_state() restores both after checking every name
+//    and shape. A resumed optimiser takes bit for bit the step an uninterrupted one takes.
+//
+// The per-element update loops of all optimisers live in namespace detail below (plain
+// loops in parallel_for chunks; the compiler vectorises them). Reductions (LAMB's norms,
+// gradient clipping) sum in double over fixed chunks, so results do not depend on the
+// number of threads.
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+
+namespace depthlab::optim {
+
+template <class T, class B = backend::cpu>
+using named_parameters = std::vector<std::pair<std::string, Var<T, B>>>;
+
+/// A predicate on a parameter name; true = excluded (from weight decay, from LAMB's
+/// layer adaptation).
+using name_predicate = std::function<bool(std::string_view)>;
+
+/// BERT/ALBERT weight-decay exclusion: biases (a name that is "bias" or ends in ".bias")
+/// and normalisation parameters (a name containing "norm", case-insensitively, so both
+/// "encoder.0.norm1.weight" and Hugging Face's "LayerNorm.weight" match).
+inline bool exclude_norm_and_bias(std::string_view name) {
+    if (name == "bias" || name.ends_with(".bias")) return true;
+    for (std::size_t i = 0; i + 4 <= name.size(); ++i) {
+        const auto lower = [&](std::size_t k) { return static_cast<char>(std::tolower(static_cast<unsigned char>(name[i + k]))); };
+        if (lower(0) == 'n' && lower(1) == 'o' && lower(2) == 'r' && lower(3) == 'm') return true;
+    }
+    return false;
+}
+/// Excludes nothing: every parameter is decayed (plain torch.optim behaviour).
+inline bool exclude_none(std::string_view) { return false; }
+
+namespace detail {
+
+inline constexpr index_t update_grain = index_t{1} << 15;  // elements per parallel task
+
+/// Calls body(i) for every i in [0, n), in parallel chunks.
+template <class F>
+void for_each_index(index_t n, F&& body) {
+    parallel_for(n, update_grain, [&](index_t b, index_t e) {
+        for (index_t i = b; i < e; ++i) body(i);
+    });
+}
+
+/// {sum_i f(i)[0], sum_i f(i)[1]} in double. The chunks are fixed (not one per thread) and
+/// their partial sums are added in order, so the result does not depend on the thread count.
+template <class F>
+std::array<double, 2> sum2(index_t n, F&& f) {
+    const index_t nchunks = std::max<index_t>(1, (n + update_grain - 1) / update_grain);
+    std::vector<std::array<double, 2>> part(static_cast<std::size_t>(nchunks), {0.0, 0.0});
+    parallel_for(nchunks, 1, [&](index_t cb, index_t ce) {
+        for (index_t c = cb; c < ce; ++c) {
+            const index_t lo = c * update_grain, hi = std::min(n, lo + update_grain);
+            double s0 = 0, s1 = 0;
+            for (index_t i = lo; i < hi; ++i) {
+                const std::array<double, 2> v = f(i);
+                s0 += v[0];
+                s1 += v[1];
+            }
+            part[static_cast<std::size_t>(c)] = {s0, s1};
+        }
+    });
+    std::array<double, 2> s{0.0, 0.0};
+    for (const auto& p : part) {
+        s[0] += p[0];
+        s[1] += p[1];
+    }
+    return s;
+}
+
+/// Sum of squares of x[0..n) in double (deterministic, see sum2).
+template <class T>
+double sum_squares(index_t n, const T* x) {
+    return sum2(n, [x](index_t i) {
+        const double v = static_cast<double>(x[i]);
+        return std::array<double, 2>{v * v, 0.0};
+    })[0];
+}
+
+/// x *= factor.
+template <class T>
+void scale(index_t n, T* x, T factor) {
+    for_each_index(n, [=](index_t i) { x[i] *= factor; });
+}
+
+/// SGD as torch.optim.SGD: d = g + wd w; with momentum, buf = d on the first step of this
+/// parameter, else buf = momentum buf + (1 - dampening) d; d = nesterov ? d + momentum buf : buf;
+/// w -= lr d. `buf` is null without momentum.
+template <class T>
+void sgd_update(index_t n, T* w, const T* g, T* buf, bool first, T lr, T wd, T momentum, T dampening, bool nesterov) {
+    const T keep = T(1) - dampening;
+    for_each_index(n, [=](index_t i) {
+        T d = g[i] + wd * w[i];
+        if (buf) {
+            buf[i] = first ? d : momentum * buf[i] + keep * d;
+            d = nesterov ? d + momentum * buf[i] : buf[i];
+        }
+        w[i] -= lr * d;
+    });
+}
+
+/// The Adam moment update and normalised direction, shared by Adam, AdamW and LAMB:
+///   m = beta1 m + (1 - beta1) g,   v = beta2 v + (1 - beta2) g^2,
+///   direction = m_hat / (sqrt(v_hat) + eps),  m_hat = m / (1 - beta1^t), v_hat = v / (1 - beta2^t)
+/// (bias correction optional: without it m_hat = m, v_hat = v).
+template <class T>
+struct adam_moments {
+    T beta1, beta2, c1, c2, inv_bc1, inv_sqrt_bc2, eps;
+
+    static adam_moments make(double beta1, double beta2, double eps, std::int64_t step, bool bias_correction = true) {
+        const double t = static_cast<double>(step);
+        const double bc1 = bias_correction ? 1.0 - std::pow(beta1, t) : 1.0;
+        const double bc2 = bias_correction ? 1.0 - std::pow(beta2, t) : 1.0;
+        return {static_cast<T>(beta1), static_cast<T>(beta2), static_cast<T>(1.0 - beta1), static_cast<T>(1.0 - beta2),
+                static_cast<T>(1.0 / bc1),  static_cast<T>(1.0 / std::sqrt(bc2)), static_cast<T>(eps)};
+    }
+    /// Updates m and v with gradient g; returns the direction.
+    T update(T g, T& m, T& v) const {
+        m = beta1 * m + c1 * g;
+        v = beta2 * v + c2 * g * g;
+        return direction(m, v);
+    }
+    [[nodiscard]] T direction(T m, T v) const { return (m * inv_bc1) / (std::sqrt(v) * inv_sqrt_bc2 + eps); }
+};
+
+/// Adam / AdamW: g' = g + l2 w (Adam's coupled decay); w = decay w - lr direction(g')
+/// with decay = 1 - lr wd for AdamW's decoupled decay (1 for Adam).
+template <class T>
+void adam_update(index_t n, T* w, const T* g, T* m, T* v, const adam_moments<T>& am, T lr, T l2, T decay) {
+    for_each_index(n, [=, &am](index_t i) {
+        const T u = am.update(g[i] + l2 * w[i], m[i], v[i]);
+        w[i] = decay * w[i] - lr * u;
+    });
+}
+
+/// LAMB, pass 1: updates m and v; returns {||w||^2, ||u||^2} with u = direction + wd w.
+template <class T>
+std::array<double, 2> lamb_moments(index_t n, const T* w, const T* g, T* m, T* v, const adam_moments<T>& am, T wd) {
+    return sum2(n, [=, &am](index_t i) {
+        const T u = am.update(g[i], m[i], v[i]) + wd * w[i];
+        const double wi = static_cast<double>(w[i]), ui = static_cast<double>(u);
+        return std::array<double, 2>{wi * wi, ui * ui};
+    });
+}
+/// LAMB, pass 2: w -= step u, with u recomputed from the updated m, v (the same
+/// arithmetic as pass 1, so the same values; no buffer for u).
+template <class T>
+void lamb_apply(index_t n, T* w, const T* m, const T* v, const adam_moments<T>& am, T wd, T step) {
+    for_each_index(n, [=, &am](index_t i) {
+        const T u = am.direction(m[i], v[i]) + wd * w[i];
+        w[i] -= step * u;
+    });
+}
+
+inline std::string format_double(double v) {
+    char buf[64];
+    const auto r = std::to_chars(buf, buf + sizeof buf, v);  // shortest round-trip form
+    return std::string(buf, r.ptr);
+}
+template <class N>
+bool parse_number(const std::string& s, N& out) {
+    const auto r = std::from_chars(s.data(), s.data() + s.size(), out);
+    return r.ec == std::errc() && r.ptr == s.data() + s.size() && !s.empty();
+}
+
+}  // namespace detail
+
+template <class T, class B = backend::cpu>
+class Optimizer {
+public:
+    using tensor_type = Tensor<T, B>;
+    using var_type = Var<T, B>;
+    using state_tensor_list = std::vector<std::pair<std::string, tensor_type>>;
+    using state_scalar_map = std::map<std::string, std::string>;
+
+    /// One parameter and its optimiser state.
+    struct Param {
+        std::string name;
+        var_type var;
+        std::size_t group = 0;         // index into groups()
+        bool decay_excluded = false;   // the weight-decay predicate excluded it
+        std::int64_t steps = 0;        // updates this parameter has received
+        std::vector<tensor_type> slots;  // per slot_names(); allocated on the first update
+    };
+    /// Parameters sharing hyper-parameters (here: the weight decay).
+    struct ParamGroup {
+        std::string name;  // "decay" or "no_decay"
+        double weight_decay = 0;
+        std::vector<std::size_t> params;  // indices into params()
+    };
+
+    Optimizer(const Optimizer&) = delete;
+    Optimizer& operator=(const Optimizer&) = delete;
+    virtual ~Optimizer() = default;
+
+    /// "sgd", "adam", "adamw", "lamb": the prefix of state names.
+    [[nodiscard]] virtual std::string type() const = 0;
+    /// Names of the per-parameter state tensors ({"m", "v"} for Adam; may be empty).
+    [[nodiscard]] virtual std::vector<std::string> slot_names() const = 0;
+
+    /// One update of every parameter whose gradient is defined. Everything is checked
+    /// (shapes, contiguity) before anything is modified.
+    void step() {
+        static_assert(B::host_accessible, "Optimizer: the update loops run on host memory; a device backend needs its own");
+        for (const Param& p : params_) {
+            if (!p.var.grad().defined()) continue;
+            const tensor_type& w = p.var.value();
+            const tensor_type& g = p.var.grad();
+            DEPTHLAB_CHECK(g.shape() == w.shape(), shape_error, type(), ".step: gradient of '", p.name, "' has shape ", g.shape(),
+                           " but the parameter has shape ", w.shape());
+            DEPTHLAB_CHECK(w.is_contiguous() && g.is_contiguous(), usage_error, type(), ".step: parameter '", p.name,
+                           "' or its gradient is not contiguous");
+            for (std::size_t k = 0; k < p.slots.size(); ++k)
+                DEPTHLAB_CHECK(!p.slots[k].defined() || p.slots[k].shape() == w.shape(), shape_error, type(), ".step: parameter '",
+                               p.name, "' now has shape ", w.shape(), " but its state '", slot_names()[k], "' has shape ",
+                               p.slots[k].shape());
+        }
+        no_grad guard;
+        ++step_count_;
+        for (std::size_t i = 0; i < params_.size(); ++i) {
+            Param& p = params_[i];
+            if (!p.var.grad().defined()) continue;
+            ++p.steps;
+            update(i, lr_, groups_[p.group].weight_decay);
+        }
+    }
+    /// Leaves every gradient undefined (the next backward() starts afresh).
+    void zero_grad() {
+        for (Param& p : params_) p.var.zero_grad();
+    }
+
+    [[nodiscard]] double lr() const { return lr_; }
+    void set_lr(double lr) {
+        DEPTHLAB_CHECK(std::isfinite(lr) && lr >= 0, usage_error, type(), ": learning rate must be finite and >= 0, got ", lr);
+        lr_ = lr;
+    }
+    /// Number of step() calls so far (restored by load_state).
+    [[nodiscard]] std::int64_t step_count() const { return step_count_; }
+
+    [[nodiscard]] const std::vector<Param>& params() const { return params_; }
+    [[nodiscard]] const std::vector<ParamGroup>& groups() const { return groups_; }
+    /// The parameters as (name, Var), duplicates removed (e.g. for clip_grad_norm).
+    [[nodiscard]] named_parameters<T, B> parameters() const {
+        named_parameters<T, B> out;
+        for (const Param& p : params_) out.emplace_back(p.name, p.var);
+        return out;
+    }
+
+    // ---- state export / import (checkpoints) ----
+
+    /// "<type>.<slot>.<parameter>" for every parameter that has been updated at least once.
+    /// The tensors share storage with the live state: write or clone them before the next step().
+    [[nodiscard]] state_tensor_list state_tensors() const {
+        state_tensor_list out;
+        const auto slots = slot_names();
+        for (const Param& p : params_) {
+            if (p.steps == 0) continue;
+            for (std::size_t k = 0; k < slots.size(); ++k) out.emplace_back(type() + "." + slots[k] + "." + p.name, p.slots[k]);
+        }
+        return out;
+    }
+    /// Exact scalars: "optimizer" (the type), "step", "lr" (shortest round-trip decimal),
+    /// "<type>.step.<parameter>" for every updated parameter, and "<type>.hparam.<name>"
+    /// (informational: load_state ignores them; the constructed optimiser's settings win).
+    [[nodiscard]] state_scalar_map state_scalars() const {
+        state_scalar_map out;
+        out["optimizer"] = type();
+        out["step"] = std::to_string(step_count_);
+        out["lr"] = detail::format_double(lr_);
+        for (const Param& p : params_)
+            if (p.steps > 0) out[type() + ".step." + p.name] = std::to_string(p.steps);
+        for (const auto& [k, v] : hyperparameters()) out[type() + ".hparam." + k] = detail::format_double(v);
+        return out;
+    }
+    /// Restores what state_tensors()/state_scalars() exported. Checks, before changing
+    /// anything: the optimiser type, every scalar, that every tensor name is a known slot of
+    /// a known parameter with the parameter's shape, and that each updated parameter has all
+    /// its slots. Throws usage_error (names, values) or shape_error (shapes) naming the culprit.
+    void load_state(const state_tensor_list& tensors, const state_scalar_map& scalars) {
+        const std::string where = type() + ".load_state: ";
+        const auto scalar = [&](const std::string& key) -> const std::string& {
+            const auto it = scalars.find(key);
+            DEPTHLAB_CHECK(it != scalars.end(), usage_error, where, "missing scalar '", key, "'");
+            return it->second;
+        };
+        const std::string& kind = scalar("optimizer");
+        DEPTHLAB_CHECK(kind == type(), usage_error, where, "the state belongs to a '", kind, "' optimiser, not '", type(), "'");
+        std::int64_t step = 0;
+        DEPTHLAB_CHECK(detail::parse_number(scalar("step"), step) && step >= 0, usage_error, where, "scalar 'step' = '",
+                       scalar("step"), "' is not a step count");
+        double lr = 0;
+        DEPTHLAB_CHECK(detail::parse_number(scalar("lr"), lr) && std::isfinite(lr) && lr >= 0, usage_error, where, "scalar 'lr' = '",
+                       scalar("lr"), "' is not a learning rate");
+
+        const std::string step_prefix = type() + ".step.", hparam_prefix = type() + ".hparam.";
+        std::vector<std::int64_t> steps(params_.size(), 0);
+        for (const auto& [key, value] : scalars) {
+            if (key == "optimizer" || key == "step" || key == "lr" || key.starts_with(hparam_prefix)) continue;
+            DEPTHLAB_CHECK(key.starts_with(step_prefix), usage_error, where, "unknown scalar '", key, "'");
+            const std::string name = key.substr(step_prefix.size());
+            const std::size_t i = find_param(name);
+            DEPTHLAB_CHECK(i < params_.size(), usage_error, where, "scalar '", key, "' names no parameter of this optimiser");
+            std::int64_t s = 0;
+            DEPTHLAB_CHECK(detail::parse_number(value, s) && s >= 1 && s <= step, usage_error, where, "scalar '", key, "' = '", value,
+                           "' is not a step count in [1, ", step, "]");
+            steps[i] = s;
+        }
+
+        const auto slots = slot_names();
+        const std::string tensor_prefix = type() + ".";
+        std::vector<std::vector<const tensor_type*>> found(params_.size(), std::vector<const tensor_type*>(slots.size(), nullptr));
+        for (const auto& [key, t] : tensors) {
+            DEPTHLAB_CHECK(key.starts_with(tensor_prefix), usage_error, where, "tensor '", key, "' is not '", type(),
+                           ".<slot>.<parameter>'");
+            const std::string rest = key.substr(tensor_prefix.size());
+            const std::size_t dot = rest.find('.');
+            const std::string slot = dot == std::string::npos ? rest : rest.substr(0, dot);
+            const auto sk = std::find(slots.begin(), slots.end(), slot);
+            DEPTHLAB_CHECK(dot != std::string::npos && sk != slots.end(), usage_error, where, "tensor '", key, "': '", slot,
+                           "' is not a state slot of ", type());
+            const std::string name = rest.substr(dot + 1);
+            const std::size_t i = find_param(name);
+            DEPTHLAB_CHECK(i < params_.size(), usage_error, where, "tensor '", key, "' names no parameter of this optimiser");
+            const auto k = static_cast<std::size_t>(sk - slots.begin());
+            DEPTHLAB_CHECK(found[i][k] == nullptr, usage_error, where, "tensor '", key, "' appears twice");
+            DEPTHLAB_CHECK(t.defined(), usage_error, where, "tensor '", key, "' is undefined");
+            DEPTHLAB_CHECK(t.shape() == params_[i].var.value().shape(), shape_error, where, "tensor '", key, "' has shape ", t.shape(),
+                           " but parameter '", name, "' has shape ", params_[i].var.value().shape());
+            DEPTHLAB_CHECK(steps[i] > 0, usage_error, where, "tensor '", key, "' given but scalar '", step_prefix, name,
+                           "' (the parameter's step count) is missing");
+            found[i][k] = &t;
+        }
+        for (std::size_t i = 0; i < params_.size(); ++i)
+            for (std::size_t k = 0; k < slots.size(); ++k)
+                DEPTHLAB_CHECK(steps[i] == 0 || found[i][k] != nullptr, usage_error, where, "missing tensor '", tensor_prefix,
+                               slots[k], ".", params_[i].name, "' (parameter '", params_[i].name, "' has taken ", steps[i],
+                               " steps)");
+
+        // All checked: apply.
+        for (std::size_t i = 0; i < params_.size(); ++i) {
+            Param& p = params_[i];
+            p.steps = steps[i];
+            p.slots.assign(slots.size(), tensor_type());
+            if (steps[i] == 0) continue;
+            for (std::size_t k = 0; k < slots.size(); ++k) {
+                p.slots[k] = tensor_type::empty(found[i][k]->shape());
+                p.slots[k].copy_(*found[i][k]);
+            }
+        }
+        step_count_ = step;
+        lr_ = lr;
+    }
+
+protected:
+    /// Builds the groups: parameters for which `exclude_from_decay(name)` holds get no
+    /// weight decay. Throws usage_error on an empty list, an undefined Var, a repeated
+    /// name, or bad lr / weight decay.
+    Optimizer(const named_parameters<T, B>& params, double lr, double weight_decay, const name_predicate& exclude_from_decay,
+              const std::string& type_name) {
+        DEPTHLAB_CHECK(!params.empty(), usage_error, type_name, ": empty parameter list");
+        DEPTHLAB_CHECK(std::isfinite(lr) && lr >= 0, usage_error, type_name, ": learning rate must be finite and >= 0, got ", lr);
+        DEPTHLAB_CHECK(std::isfinite(weight_decay) && weight_decay >= 0, usage_error, type_name,
+                       ": weight decay must be finite and >= 0, got ", weight_decay);
+        lr_ = lr;
+        groups_ = {ParamGroup{"decay", weight_decay, {}}, ParamGroup{"no_decay", 0.0, {}}};
+        std::unordered_set<const void*> seen_nodes;
+        std::set<std::string> seen_names;
+        for (const auto& [name, var] : params) {
+            DEPTHLAB_CHECK(var.defined(), usage_error, type_name, ": parameter '", name, "' is an undefined Var");
+            DEPTHLAB_CHECK(seen_names.insert(name).second, usage_error, type_name, ": parameter name '", name, "' appears twice");
+            if (!seen_nodes.insert(var.node_ptr().get()).second) continue;  // the same Var under another name
+            Param p;
+            p.name = name;
+            p.var = var;
+            p.decay_excluded = exclude_from_decay ? exclude_from_decay(name) : false;
+            p.group = p.decay_excluded ? 1 : 0;
+            groups_[p.group].params.push_back(params_.size());
+            params_.push_back(std::move(p));
+        }
+    }
+
+    /// Updates params()[i] (its gradient is defined and checked; its step count already
+    /// incremented) with the current learning rate and its group's weight decay.
+    virtual void update(std::size_t i, double lr, double weight_decay) = 0;
+    /// Hyper-parameters reported by state_scalars().
+    [[nodiscard]] virtual std::vector<std::pair<std::string, double>> hyperparameters() const = 0;
+
+    Param& param(std::size_t i) { return params_[i]; }
+    /// State slot k of parameter i, zero-initialised on first use.
+    tensor_type& slot(std::size_t i, std::size_t k) {
+        Param& p = params_[i];
+        if (p.slots.size() <= k) p.slots.resize(k + 1);
+        if (!p.slots[k].defined()) p.slots[k] = tensor_type::zeros(p.var.value().shape());
+        return p.slots[k];
+    }
+
+private:
+    [[nodiscard]] std::size_t find_param(const std::string& name) const {
+        for (std::size_t i = 0; i < params_.size(); ++i)
+            if (params_[i].name == name) return i;
+        return params_.size();
+    }
+
+    std::vector<Param> params_;
+    std::vector<ParamGroup> groups_;
+    double lr_ = 0;
+    std::int64_t step_count_ = 0;
+};
+
+}  // namespace depthlab::optim
+// ---- end depthlab/optim/optimizer.hpp ----
+// ---- begin depthlab/optim/sgd.hpp ----
+// SGD with momentum (optionally Nesterov) and L2 weight decay, as torch.optim.SGD:
+//   d = g + wd w
+//   buf = d                                   (first update of this parameter)
+//   buf = momentum buf + (1 - dampening) d    (later updates)
+//   d = nesterov ? d + momentum buf : buf     (when momentum != 0)
+//   w -= lr d
+// State: "sgd.momentum.<parameter>" when momentum != 0 (none otherwise).
+#include <string>
+#include <utility>
+#include <vector>
+
+
+namespace depthlab::optim {
+
+struct SGDOptions {
+    double lr = 0.01;
+    double momentum = 0.0;
+    double dampening = 0.0;
+    bool nesterov = false;
+    double weight_decay = 0.0;
+    /// Parameters for which this holds get no weight decay.
+    name_predicate exclude_from_weight_decay = exclude_norm_and_bias;
+};
+
+template <class T, class B = backend::cpu>
+class SGD : public Optimizer<T, B> {
+    using base = Optimizer<T, B>;
+
+public:
+    SGD(const named_parameters<T, B>& params, SGDOptions opt = {})
+        : base(params, opt.lr, opt.weight_decay, opt.exclude_from_weight_decay, "sgd"), opt_(std::move(opt)) {
+        DEPTHLAB_CHECK(std::isfinite(opt_.momentum) && opt_.momentum >= 0, usage_error, "sgd: momentum must be >= 0, got ",
+                       opt_.momentum);
+        DEPTHLAB_CHECK(std::isfinite(opt_.dampening), usage_error, "sgd: dampening must be finite, got ", opt_.dampening);
+        DEPTHLAB_CHECK(!opt_.nesterov || (opt_.momentum > 0 && opt_.dampening == 0), usage_error,
+                       "sgd: Nesterov momentum requires a momentum > 0 and zero dampening");
+    }
+
+    [[nodiscard]] std::string type() const override { return "sgd"; }
+    [[nodiscard]] std::vector<std::string> slot_names() const override {
+        return opt_.momentum != 0 ? std::vector<std::string>{"momentum"} : std::vector<std::string>{};
+    }
+    [[nodiscard]] const SGDOptions& options() const { return opt_; }
+
+protected:
+    void update(std::size_t i, double lr, double weight_decay) override {
+        auto& p = this->param(i);
+        T* buf = opt_.momentum != 0 ? this->slot(i, 0).data() : nullptr;
+        detail::sgd_update<T>(p.var.value().numel(), p.var.value().data(), p.var.grad().data(), buf, p.steps == 1,
+                              static_cast<T>(lr), static_cast<T>(weight_decay), static_cast<T>(opt_.momentum),
+                              static_cast<T>(opt_.dampening), opt_.nesterov);
+    }
+    [[nodiscard]] std::vector<std::pair<std::string, double>> hyperparameters() const override {
+        return {{"momentum", opt_.momentum},
+                {"dampening", opt_.dampening},
+                {"nesterov", opt_.nesterov ? 1.0 : 0.0},
+                {"weight_decay", opt_.weight_decay}};
+    }
+
+private:
+    SGDOptions opt_;
+};
+
+}  // namespace depthlab::optim
+// ---- end depthlab/optim/sgd.hpp ----
+// ---- begin depthlab/optim/adam.hpp ----
+// Adam (torch.optim.Adam: weight decay as an L2 term added to the gradient) and AdamW
+// (torch.optim.AdamW: decoupled decay, w *= 1 - lr wd before the Adam step), both with
+// bias correction:
+//   g' = g + wd w                              (Adam only)
+//   m = beta1 m + (1 - beta1) g',  v = beta2 v + (1 - beta2) g'^2
+//   w = (1 - lr wd) w                          (AdamW only)
+//   w -= lr (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + eps)
+// t is the parameter's own step count. State: "<adam|adamw>.m.<parameter>", ".v.".
+#include <string>
+#include <utility>
+#include <vector>
+
+
+namespace depthlab::optim {
+
+struct AdamOptions {
+    double lr = 1e-3;
+    double beta1 = 0.9;
+    double beta2 = 0.999;
+    double eps = 1e-8;
+    double weight_decay = 0.0;  // L2, added to the gradient
+    name_predicate exclude_from_weight_decay = exclude_norm_and_bias;
+};
+
+struct AdamWOptions {
+    double lr = 1e-3;
+    double beta1 = 0.9;
+    double beta2 = 0.999;
+    double eps = 1e-8;
+    double weight_decay = 1e-2;  // decoupled
+    name_predicate exclude_from_weight_decay = exclude_norm_and_bias;
+};
+
+namespace detail {
+/// Adam and AdamW: one implementation, the decay mode chosen at construction.
+template <class T, class B>
+class AdamBase : public Optimizer<T, B> {
+    using base = Optimizer<T, B>;
+
+public:
+    [[nodiscard]] std::string type() const override { return decoupled_ ? "adamw" : "adam"; }
+    [[nodiscard]] std::vector<std::string> slot_names() const override { return {"m", "v"}; }
+
+protected:
+    AdamBase(const named_parameters<T, B>& params, double lr, double beta1, double beta2, double eps, double weight_decay,
+             const name_predicate& exclude, bool decoupled)
+        : base(params, lr, weight_decay, exclude, decoupled ? "adamw" : "adam"),
+          beta1_(beta1), beta2_(beta2), eps_(eps), weight_decay_(weight_decay), decoupled_(decoupled) {
+        const char* name = decoupled ? "adamw" : "adam";
+        DEPTHLAB_CHECK(beta1 >= 0 && beta1 < 1, usage_error, name, ": beta1 must be in [0, 1), got ", beta1);
+        DEPTHLAB_CHECK(beta2 >= 0 && beta2 < 1, usage_error, name, ": beta2 must be in [0, 1), got ", beta2);
+        DEPTHLAB_CHECK(std::isfinite(eps) && eps >= 0, usage_error, name, ": eps must be finite and >= 0, got ", eps);
+    }
+
+    void update(std::size_t i, double lr, double weight_decay) override {
+        auto& p = this->param(i);
+        const auto am = adam_moments<T>::make(beta1_, beta2_, eps_, p.steps);
+        const T l2 = decoupled_ ? T(0) : static_cast<T>(weight_decay);
+        const T decay = decoupled_ ? static_cast<T>(1.0 - lr * weight_decay) : T(1);
+        adam_update<T>(p.var.value().numel(), p.var.value().data(), p.var.grad().data(), this->slot(i, 0).data(),
+                       this->slot(i, 1).data(), am, static_cast<T>(lr), l2, decay);
+    }
+    [[nodiscard]] std::vector<std::pair<std::string, double>> hyperparameters() const override {
+        return {{"beta1", beta1_}, {"beta2", beta2_}, {"eps", eps_}, {"weight_decay", weight_decay_}};
+    }
+
+private:
+    double beta1_, beta2_, eps_, weight_decay_;
+    bool decoupled_;
+};
+}  // namespace detail
+
+template <class T, class B = backend::cpu>
+class Adam : public detail::AdamBase<T, B> {
+public:
+    Adam(const named_parameters<T, B>& params, const AdamOptions& o = {})
+        : detail::AdamBase<T, B>(params, o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.exclude_from_weight_decay, false) {}
+};
+
+template <class T, class B = backend::cpu>
+class AdamW : public detail::AdamBase<T, B> {
+public:
+    AdamW(const named_parameters<T, B>& params, const AdamWOptions& o = {})
+        : detail::AdamBase<T, B>(params, o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.exclude_from_weight_decay, true) {}
+};
+
+}  // namespace depthlab::optim
+// ---- end depthlab/optim/adam.hpp ----
+// ---- begin depthlab/optim/lamb.hpp ----
+// LAMB (You et al. 2019, "Large Batch Optimization for Deep Learning: Training BERT in
+// 76 minutes"), as used for BERT/ALBERT pre-training:
+//   m = beta1 m + (1 - beta1) g,   v = beta2 v + (1 - beta2) g^2
+//   u = m_hat / (sqrt(v_hat) + eps) + wd w       (m_hat, v_hat bias-corrected; wd = 0 for
+//                                                 parameters excluded from weight decay)
+//   r = ||w|| / ||u||    (1 when either norm is 0, and 1 for parameters excluded from layer
+//                         adaptation)
+//   w -= lr r u
+// Choices, where implementations differ:
+//  * Parameters excluded from weight decay (biases, norms by default) are also excluded from
+//    layer adaptation (r = 1: a plain Adam step), as in ALBERT's and NVIDIA's BERT LAMB
+//    (exclude_from_layer_adaptation defaults to exclude_from_weight_decay). Set
+//    LambOptions::exclude_from_adaptation to choose otherwise (exclude_none: adapt all).
+//  * Bias correction is on, as in the paper's algorithm; bias_correction = false gives
+//    the TF ALBERT optimiser (no correction).
+//  * No clamp on the trust ratio (the paper's phi is the identity).
+//  * Norms are summed in double, also for float parameters.
+// State: "lamb.m.<parameter>", "lamb.v.<parameter>".
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+
+namespace depthlab::optim {
+
+struct LambOptions {
+    double lr = 1e-3;
+    double beta1 = 0.9;
+    double beta2 = 0.999;
+    double eps = 1e-6;
+    double weight_decay = 0.01;
+    bool bias_correction = true;
+    name_predicate exclude_from_weight_decay = exclude_norm_and_bias;
+    /// Parameters for which this holds take trust ratio 1. Empty: the same as
+    /// exclude_from_weight_decay.
+    name_predicate exclude_from_adaptation = {};
+};
+
+template <class T, class B = backend::cpu>
+class Lamb : public Optimizer<T, B> {
+    using base = Optimizer<T, B>;
+
+public:
+    Lamb(const named_parameters<T, B>& params, LambOptions opt = {})
+        : base(params, opt.lr, opt.weight_decay, opt.exclude_from_weight_decay, "lamb"), opt_(std::move(opt)) {
+        DEPTHLAB_CHECK(opt_.beta1 >= 0 && opt_.beta1 < 1, usage_error, "lamb: beta1 must be in [0, 1), got ", opt_.beta1);
+        DEPTHLAB_CHECK(opt_.beta2 >= 0 && opt_.beta2 < 1, usage_error, "lamb: beta2 must be in [0, 1), got ", opt_.beta2);
+        DEPTHLAB_CHECK(std::isfinite(opt_.eps) && opt_.eps >= 0, usage_error, "lamb: eps must be finite and >= 0, got ", opt_.eps);
+        for (const auto& p : this->params())
+            adapt_.push_back(opt_.exclude_from_adaptation ? !opt_.exclude_from_adaptation(p.name) : !p.decay_excluded);
+    }
+
+    [[nodiscard]] std::string type() const override { return "lamb"; }
+    [[nodiscard]] std::vector<std::string> slot_names() const override { return {"m", "v"}; }
+    [[nodiscard]] const LambOptions& options() const { return opt_; }
+    /// Whether params()[i] uses the trust ratio.
+    [[nodiscard]] bool adapts(std::size_t i) const { return adapt_.at(i); }
+    /// The trust ratio of params()[i] at its last update (1 before any, or when not adapted).
+    [[nodiscard]] double last_trust_ratio(std::size_t i) const { return ratio_.empty() ? 1.0 : ratio_.at(i); }
+
+protected:
+    void update(std::size_t i, double lr, double weight_decay) override {
+        auto& p = this->param(i);
+        const index_t n = p.var.value().numel();
+        T* w = p.var.value().data();
+        T* m = this->slot(i, 0).data();
+        T* v = this->slot(i, 1).data();
+        const auto am = detail::adam_moments<T>::make(opt_.beta1, opt_.beta2, opt_.eps, p.steps, opt_.bias_correction);
+        const T wd = static_cast<T>(weight_decay);
+        const auto sums = detail::lamb_moments<T>(n, w, p.var.grad().data(), m, v, am, wd);
+        double r = 1.0;
+        if (adapt_[i]) {
+            const double wn = std::sqrt(sums[0]), un = std::sqrt(sums[1]);
+            if (wn > 0 && un > 0) r = wn / un;
+        }
+        if (ratio_.empty()) ratio_.assign(adapt_.size(), 1.0);
+        ratio_[i] = r;
+        detail::lamb_apply<T>(n, w, m, v, am, wd, static_cast<T>(lr * r));
+    }
+    [[nodiscard]] std::vector<std::pair<std::string, double>> hyperparameters() const override {
+        return {{"beta1", opt_.beta1},
+                {"beta2", opt_.beta2},
+                {"eps", opt_.eps},
+                {"weight_decay", opt_.weight_decay},
+                {"bias_correction", opt_.bias_correction ? 1.0 : 0.0}};
+    }
+
+private:
+    LambOptions opt_;
+    std::vector<bool> adapt_;
+    std::vector<double> ratio_;
+};
+
+}  // namespace depthlab::optim
+// ---- end depthlab/optim/lamb.hpp ----
+// ---- begin depthlab/optim/schedule.hpp ----
+// Learning-rate schedules: small value types with `double lr(std::int64_t step) const`,
+// where `step` is the number of optimiser steps already taken (0 for the first update),
+// the convention of Hugging Face's LambdaLR schedules and of BERT's TF code (so the first
+// update of a warm-up schedule uses lr 0). Typical use, before each update:
+//     opt.set_lr(schedule.lr(opt.step_count()));
+//     opt.step();
+// Steps past total_steps keep the final value. A negative step throws usage_error.
+#include <algorithm>
+#include <cmath>
+#include <concepts>
+#include <cstdint>
+
+
+namespace depthlab::optim {
+
+/// Anything with `double lr(std::int64_t) const`.
+template <class S>
+concept lr_schedule = requires(const S& s, std::int64_t step) {
+    { s.lr(step) } -> std::convertible_to<double>;
+};
+
+namespace detail {
+inline void check_schedule(bool ok, const char* what) { DEPTHLAB_CHECK(ok, usage_error, what); }
+inline void check_step(std::int64_t step, const char* schedule) {
+    DEPTHLAB_CHECK(step >= 0, usage_error, schedule, ".lr: negative step ", step);
+}
+}  // namespace detail
+
+/// lr(step) = value.
+class constant {
+public:
+    explicit constant(double value) : value_(value) {
+        detail::check_schedule(std::isfinite(value) && value >= 0, "constant: the learning rate must be finite and >= 0");
+    }
+    [[nodiscard]] double lr(std::int64_t step) const {
+        detail::check_step(step, "constant");
+        return value_;
+    }
+
+private:
+    double value_;
+};
+
+/// Polynomial decay after a linear warm-up (Hugging Face's
+/// get_polynomial_decay_schedule_with_warmup):
+///   step < warmup:                 peak * step / warmup
+///   warmup <= step <= total:       (peak - end) * (1 - (step - warmup) / (total - warmup))^power + end
+///   step > total:                  end
+class polynomial_decay {
+public:
+    polynomial_decay(double peak, std::int64_t warmup_steps, std::int64_t total_steps, double power = 1.0, double end_lr = 0.0)
+        : peak_(peak), end_(end_lr), power_(power), warmup_(warmup_steps), total_(total_steps) {
+        detail::check_schedule(std::isfinite(peak) && peak >= 0, "polynomial_decay: peak must be finite and >= 0");
+        detail::check_schedule(std::isfinite(end_lr) && end_lr >= 0 && end_lr <= peak,
+                               "polynomial_decay: end_lr must be in [0, peak]");
+        detail::check_schedule(std::isfinite(power) && power > 0, "polynomial_decay: power must be > 0");
+        detail::check_schedule(warmup_steps >= 0 && total_steps >= warmup_steps,
+                               "polynomial_decay: needs 0 <= warmup_steps <= total_steps");
+    }
+    [[nodiscard]] double lr(std::int64_t step) const {
+        detail::check_step(step, "polynomial_decay");
+        if (step < warmup_) return peak_ * static_cast<double>(step) / static_cast<double>(warmup_);
+        if (step >= total_) return end_;
+        const double left = 1.0 - static_cast<double>(step - warmup_) / static_cast<double>(total_ - warmup_);
+        return (peak_ - end_) * std::pow(left, power_) + end_;
+    }
+
+private:
+    double peak_, end_, power_;
+    std::int64_t warmup_, total_;
+};
+
+/// Linear warm-up to peak, then linear decay to 0 at total_steps (BERT; Hugging Face's
+/// get_linear_schedule_with_warmup): polynomial_decay with power 1 and end 0.
+class warmup_linear {
+public:
+    warmup_linear(double peak, std::int64_t warmup_steps, std::int64_t total_steps) : impl_(peak, warmup_steps, total_steps) {}
+    [[nodiscard]] double lr(std::int64_t step) const { return impl_.lr(step); }
+
+private:
+    polynomial_decay impl_;
+};
+
+/// Inverse square root (Vaswani et al.; fairseq's inverse_sqrt with warmup_init_lr = 0):
+///   lr = peak * min(step / warmup, sqrt(warmup / step)),   lr(0) = 0.
+class inverse_sqrt {
+public:
+    inverse_sqrt(double peak, std::int64_t warmup_steps) : peak_(peak), warmup_(warmup_steps) {
+        detail::check_schedule(std::isfinite(peak) && peak >= 0, "inverse_sqrt: peak must be finite and >= 0");
+        detail::check_schedule(warmup_steps >= 1, "inverse_sqrt: warmup_steps must be >= 1");
+    }
+    [[nodiscard]] double lr(std::int64_t step) const {
+        detail::check_step(step, "inverse_sqrt");
+        if (step == 0) return 0.0;
+        const double s = static_cast<double>(step), w = static_cast<double>(warmup_);
+        return step < warmup_ ? peak_ * s / w : peak_ * std::sqrt(w / s);
+    }
+
+private:
+    double peak_;
+    std::int64_t warmup_;
+};
+
+}  // namespace depthlab::optim
+// ---- end depthlab/optim/schedule.hpp ----
+// ---- begin depthlab/optim/clip.hpp ----
+// Gradient clipping and scaling.
+//
+// clip_grad_norm(params, max_norm) is torch.nn.utils.clip_grad_norm_(..., norm_type=2,
+// error_if_nonfinite=True): total = sqrt(sum over parameters of ||grad||^2); when
+// max_norm / (total + 1e-6) < 1, every gradient is multiplied by that factor. It returns
+// the total norm before clipping. Parameters without a gradient are ignored; a Var listed
+// twice counts once. A non-finite total norm throws numeric_error naming the first
+// parameter whose gradient holds a non-finite value, and leaves every gradient unchanged.
+//
+// Gradient accumulation (an effective batch of N micro-batches): backward() adds into
+// the gradients (+=), so
+//     opt.zero_grad();
+//     for (int k = 0; k < N; ++k) {
+//         Var loss = compute_loss(micro_batch[k]);
+//         depthlab::scale(loss, T(1) / T(N)).backward();   // or plain backward(), then
+//     }                                                    //   scale_grads(params, 1.0 / N) here
+//     clip_grad_norm(opt.parameters(), 1.0);    // clip the accumulated (mean) gradient
+//     opt.step();
+// Scaling by 1/N makes the accumulated gradient the mean over the N micro-batches, as one
+// big batch would give (when each micro-batch loss is itself a mean over equally many
+// examples). scale_grads(params, 1.0 / N) after the loop is equivalent to scaling each loss.
+#include <cmath>
+#include <string>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+
+namespace depthlab::optim {
+
+namespace detail {
+/// The distinct parameters (by node) of `params` that have a gradient, checked contiguous.
+template <class T, class B>
+std::vector<const std::pair<std::string, Var<T, B>>*> with_grads(const named_parameters<T, B>& params, const char* fn) {
+    static_assert(B::host_accessible, "clip/scale: host backends only for now");
+    std::vector<const std::pair<std::string, Var<T, B>>*> out;
+    std::unordered_set<const void*> seen;
+    for (const auto& np : params) {
+        const auto& [name, var] = np;
+        DEPTHLAB_CHECK(var.defined(), usage_error, fn, ": parameter '", name, "' is an undefined Var");
+        if (!var.grad().defined() || !seen.insert(var.node_ptr().get()).second) continue;
+        DEPTHLAB_CHECK(var.grad().is_contiguous(), usage_error, fn, ": the gradient of '", name, "' is not contiguous");
+        out.push_back(&np);
+    }
+    return out;
+}
+template <class T, class B>
+named_parameters<T, B> numbered(const std::vector<Var<T, B>>& params) {
+    named_parameters<T, B> out;
+    for (std::size_t i = 0; i < params.size(); ++i) out.emplace_back("#" + std::to_string(i), params[i]);
+    return out;
+}
+}  // namespace detail
+
+/// Clips the global L2 norm of the gradients to max_norm (> 0); returns the norm before.
+template <class T, class B>
+double clip_grad_norm(const named_parameters<T, B>& params, double max_norm) {
+    DEPTHLAB_CHECK(std::isfinite(max_norm) && max_norm > 0, usage_error, "clip_grad_norm: max_norm must be finite and > 0, got ",
+                   max_norm);
+    const auto list = detail::with_grads(params, "clip_grad_norm");
+    double sum = 0;
+    for (const auto* np : list) sum += detail::sum_squares(np->second.grad().numel(), np->second.grad().data());
+    const double total = std::sqrt(sum);
+    if (!std::isfinite(total)) {
+        for (const auto* np : list) {
+            const auto& g = np->second.grad();
+            const T* x = g.data();
+            for (index_t i = 0; i < g.numel(); ++i)
+                DEPTHLAB_CHECK(std::isfinite(x[i]), numeric_error, "clip_grad_norm: the gradient of '", np->first,
+                               "' is not finite (element ", i, " is ", x[i], "); the total norm is ", total);
+        }
+        throw numeric_error(depthlab::detail::cat("clip_grad_norm: the total gradient norm overflowed (", total, ") though every element is finite"));
+    }
+    const double coef = max_norm / (total + 1e-6);
+    if (coef < 1.0)
+        for (const auto* np : list) {
+            Var<T, B> v = np->second;  // a handle: its gradient is the parameter's
+            detail::scale(v.grad().numel(), v.grad().data(), static_cast<T>(coef));
+        }
+    return total;
+}
+template <class T, class B>
+double clip_grad_norm(const std::vector<Var<T, B>>& params, double max_norm) {
+    return clip_grad_norm(detail::numbered(params), max_norm);
+}
+
+/// Multiplies every defined gradient by factor (each distinct Var once).
+template <class T, class B>
+void scale_grads(const named_parameters<T, B>& params, double factor) {
+    DEPTHLAB_CHECK(std::isfinite(factor), usage_error, "scale_grads: factor must be finite, got ", factor);
+    for (const auto* np : detail::with_grads(params, "scale_grads")) {
+        Var<T, B> v = np->second;
+        detail::scale(v.grad().numel(), v.grad().data(), static_cast<T>(factor));
+    }
+}
+template <class T, class B>
+void scale_grads(const std::vector<Var<T, B>>& params, double factor) {
+    scale_grads(detail::numbered(params), factor);
+}
+
+}  // namespace depthlab::optim
+// ---- end depthlab/optim/clip.hpp ----
 // ---- end depthlab/depthlab.hpp ----

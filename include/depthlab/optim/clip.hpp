@@ -72,7 +72,7 @@ double clip_grad_norm(const named_parameters<T, B>& params, double max_norm) {
                 DEPTHLAB_CHECK(std::isfinite(x[i]), numeric_error, "clip_grad_norm: the gradient of '", np->first,
                                "' is not finite (element ", i, " is ", x[i], "); the total norm is ", total);
         }
-        throw numeric_error(detail::cat("clip_grad_norm: the total gradient norm overflowed (", total, ") though every element is finite"));
+        throw numeric_error(depthlab::detail::cat("clip_grad_norm: the total gradient norm overflowed (", total, ") though every element is finite"));
     }
     const double coef = max_norm / (total + 1e-6);
     if (coef < 1.0)
