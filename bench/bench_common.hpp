@@ -49,6 +49,31 @@ inline void set_gbytes(benchmark::State& state, double bytes) {
     state.counters["GB/s"] = benchmark::Counter(bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 
+/// One post-LN transformer encoder layer on a (b, s, d) batch: h heads, ff hidden units.
+struct layer_shape {
+    std::int64_t d, h, ff, b, s;
+    [[nodiscard]] std::string name() const {
+        return "d" + std::to_string(d) + "_h" + std::to_string(h) + "_ff" + std::to_string(ff) + "_b" + std::to_string(b) + "_s" +
+               std::to_string(s);
+    }
+    [[nodiscard]] double tokens() const { return static_cast<double>(b * s); }
+    /// Forward FLOPs: QKV (6d^2) + output projection (2d^2) + feed-forward (4 d ff) per
+    /// token, plus scores and probabilities x values (4 s d) per token.
+    [[nodiscard]] double forward_flops() const {
+        const double D = static_cast<double>(d), F = static_cast<double>(ff), S = static_cast<double>(s);
+        return tokens() * (8.0 * D * D + 4.0 * D * F + 4.0 * S * D);
+    }
+};
+inline const std::vector<layer_shape>& layer_shapes() {
+    static const std::vector<layer_shape> shapes{{256, 4, 1024, 32, 128}, {512, 8, 2048, 16, 128}};
+    return shapes;
+}
+/// tokens/s and GFLOP/s counters of a layer benchmark (train: forward + backward = 3x).
+inline void set_layer_counters(benchmark::State& state, const layer_shape& l, bool train) {
+    state.counters["tokens/s"] = benchmark::Counter(l.tokens(), benchmark::Counter::kIsIterationInvariantRate);
+    set_gflops(state, l.forward_flops() * (train ? 3.0 : 1.0));
+}
+
 #if defined(DEPTHLAB_BENCH_HAVE_LIBTORCH)
 /// Registers matmul/libtorch/... and the libtorch baselines of the memory-bound kernels;
 /// sets libtorch's intra-op threads to `threads`. Returns context lines (key, value).

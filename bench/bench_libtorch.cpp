@@ -11,6 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include <torch/nn/modules/transformer.h>
+#include <torch/nn/modules/transformerlayer.h>
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <c10/core/GradMode.h>
@@ -21,6 +23,41 @@ namespace depthlab_bench {
 namespace {
 
 at::Tensor random_tensor(at::IntArrayRef shape) { return at::rand(shape, at::kFloat) * 2.0 - 1.0; }
+
+torch::nn::TransformerEncoderLayer make_layer(const layer_shape& l) {
+    // post-LN, ReLU (the defaults), dropout 0; input layout (S, B, D) as torch 1.13 expects
+    return torch::nn::TransformerEncoderLayer(
+        torch::nn::TransformerEncoderLayerOptions(l.d, l.h).dim_feedforward(l.ff).dropout(0.0));
+}
+
+void bm_encoder_layer_train(benchmark::State& state, layer_shape l) {
+    auto layer = make_layer(l);
+    layer->train();
+    const at::Tensor x = random_tensor({l.s, l.b, l.d}).set_requires_grad(true);
+    const at::Tensor seed = at::ones({l.s, l.b, l.d});
+    auto step = [&] {
+        layer->zero_grad();
+        x.mutable_grad() = at::Tensor();
+        at::Tensor y = layer->forward(x);
+        y.backward(seed);
+        benchmark::DoNotOptimize(x.grad().data_ptr<float>());
+    };
+    step();
+    for (auto _ : state) step();
+    set_layer_counters(state, l, true);
+}
+void bm_encoder_layer_forward(benchmark::State& state, layer_shape l) {
+    auto layer = make_layer(l);
+    layer->eval();
+    at::NoGradGuard no_grad;
+    const at::Tensor x = random_tensor({l.s, l.b, l.d});
+    layer->forward(x);
+    for (auto _ : state) {
+        at::Tensor y = layer->forward(x);
+        benchmark::DoNotOptimize(y.data_ptr<float>());
+    }
+    set_layer_counters(state, l, false);
+}
 
 void bm_matmul(benchmark::State& state, mm_shape s) {
     at::NoGradGuard no_grad;
@@ -86,6 +123,14 @@ std::string one_line(std::string s) {
 
 std::vector<std::pair<std::string, std::string>> register_libtorch_benchmarks(int threads) {
     at::set_num_threads(threads);  // what torch::set_num_threads does
+    for (const layer_shape& l : layer_shapes()) {
+        benchmark::RegisterBenchmark(("encoder_layer_train/libtorch/" + l.name()).c_str(), bm_encoder_layer_train, l)
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
+        benchmark::RegisterBenchmark(("encoder_layer_forward/libtorch/" + l.name()).c_str(), bm_encoder_layer_forward, l)
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
+    }
     for (const mm_shape& s : matmul_shapes())
         benchmark::RegisterBenchmark(("matmul/libtorch/" + s.name()).c_str(), bm_matmul, s)->UseRealTime()->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark(("gelu/libtorch/" + std::to_string(gelu_n)).c_str(), bm_gelu)->UseRealTime()->Unit(benchmark::kMicrosecond);

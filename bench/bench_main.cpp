@@ -177,8 +177,55 @@ void bm_layernorm(benchmark::State& state, dcpu::isa path) {
     set_gbytes(state, layernorm_bytes());
 }
 
+// ------------------------------------------------------------------ encoder layer
+depthlab::nn::transformer_config layer_config(const layer_shape& l) {
+    // as torch::nn::TransformerEncoderLayer's defaults: post-LN, ReLU; dropout 0 here
+    return {.dim = l.d, .heads = static_cast<int>(l.h), .ff_dim = l.ff, .act = depthlab::nn::activation::relu, .dropout = 0.0,
+            .attention_dropout = 0.0, .norm_first = false, .ln_eps = 1e-5, .init = depthlab::nn::init_scheme::pytorch};
+}
+
+/// One training step of a layer: forward, backward of sum(y * 1) into every parameter and
+/// the input (as inside a stack), gradients reset each step.
+void bm_encoder_layer_train(benchmark::State& state, layer_shape l) {
+    depthlab::Generator gen(1);
+    depthlab::nn::EncoderLayer<float> layer(layer_config(l), gen);
+    const Varf x = Varf::parameter(random_tensor({l.b, l.s, l.d}, 3));
+    const Tensorf seed = Tensorf::ones({l.b, l.s, l.d});
+    auto step = [&] {
+        layer.zero_grad();
+        x.zero_grad();
+        Varf y = layer(x);
+        y.backward(seed);
+        benchmark::DoNotOptimize(x.grad().data());
+    };
+    step();  // warm-up: primitives created, allocator cache filled
+    for (auto _ : state) step();
+    set_layer_counters(state, l, true);
+}
+void bm_encoder_layer_forward(benchmark::State& state, layer_shape l) {
+    depthlab::Generator gen(1);
+    depthlab::nn::EncoderLayer<float> layer(layer_config(l), gen);
+    layer.eval();
+    depthlab::no_grad guard;
+    const Varf x(random_tensor({l.b, l.s, l.d}, 3));
+    { Varf warm = layer(x); }
+    for (auto _ : state) {
+        Varf y = layer(x);
+        benchmark::DoNotOptimize(y.value().data());
+    }
+    set_layer_counters(state, l, false);
+}
+
 // ------------------------------------------------------------------ registration, context
 void register_depthlab_benchmarks() {
+    for (const layer_shape& l : layer_shapes()) {
+        benchmark::RegisterBenchmark(("encoder_layer_train/depthlab/" + l.name()).c_str(), bm_encoder_layer_train, l)
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
+        benchmark::RegisterBenchmark(("encoder_layer_forward/depthlab/" + l.name()).c_str(), bm_encoder_layer_forward, l)
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
+    }
     for (const mm_shape& s : matmul_shapes()) {
         benchmark::RegisterBenchmark(("matmul/depthlab/" + s.name()).c_str(), bm_matmul_op, s)->UseRealTime()->Unit(benchmark::kMillisecond);
         benchmark::RegisterBenchmark(("matmul_primitive/depthlab/" + s.name()).c_str(), bm_matmul_primitive, s)
