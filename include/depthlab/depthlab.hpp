@@ -23,3 +23,4 @@
 #include "depthlab/optim/lamb.hpp"
 #include "depthlab/optim/schedule.hpp"
 #include "depthlab/optim/clip.hpp"
+#include "depthlab/nn/snapshot.hpp"

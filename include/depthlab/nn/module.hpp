@@ -18,6 +18,13 @@ namespace depthlab::nn {
 template <class T, class B>
 using named_parameter = std::pair<std::string, Var<T, B>>;
 
+/// True when a parameter name is `prefix` itself or lies below it ("prefix." + ...); an
+/// empty prefix matches everything. "encoder.1" does not match "encoder.10.x".
+inline bool is_under(const std::string& name, const std::string& prefix) {
+    if (prefix.empty() || name == prefix) return true;
+    return name.size() > prefix.size() && name.compare(0, prefix.size(), prefix) == 0 && name[prefix.size()] == '.';
+}
+
 template <class T, class B = backend::cpu>
 class Module {
 public:

@@ -276,8 +276,7 @@ template <class T, class B>
 std::vector<named_parameter<T, B>> parameters_under(const Module<T, B>& m, const std::string& prefix) {
     std::vector<named_parameter<T, B>> out;
     for (auto& np : m.named_parameters())
-        if (np.first.size() > prefix.size() && np.first.compare(0, prefix.size(), prefix) == 0 && np.first[prefix.size()] == '.')
-            out.push_back(np);
+        if (is_under(np.first, prefix)) out.push_back(np);
     return out;
 }
 
