@@ -96,7 +96,7 @@ if(EXISTS "${PROJECT_SOURCE_DIR}/single_include/depthlab/depthlab.hpp")
   target_compile_features(single_include_smoke PRIVATE cxx_std_20)
   target_compile_definitions(single_include_smoke PRIVATE
     "DEPTHLAB_EXPECTED_VERSION=\"${PROJECT_VERSION}\"")
-  target_link_libraries(single_include_smoke PRIVATE Eigen3::Eigen OpenMP::OpenMP_CXX)
+  target_link_libraries(single_include_smoke PRIVATE Eigen3::Eigen OpenMP::OpenMP_CXX nlohmann_json::nlohmann_json)
   if(DEPTHLAB_WITH_ONEDNN)
     target_link_libraries(single_include_smoke PRIVATE DNNL::dnnl)
     target_compile_definitions(single_include_smoke PRIVATE DEPTHLAB_HAVE_ONEDNN=1)

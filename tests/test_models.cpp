@@ -12,35 +12,6 @@ using doctest::Contains;
 
 namespace {
 
-/// Source: random tokens 3..V-1 of random length; target: the source reversed.
-/// Ids: 0 = PAD, 1 = BOS, 2 = EOS. Target input = BOS + reversed, output = reversed + EOS.
-struct reverse_batch {
-    token_batch src, tgt_in;
-    std::vector<std::int64_t> tgt_out;
-};
-reverse_batch make_reverse_batch(Generator& gen, index_t B, index_t max_len, index_t V) {
-    reverse_batch r;
-    const index_t Ts = max_len, Tt = max_len + 1;
-    r.src = {B, Ts, std::vector<std::int64_t>(B * Ts, 0), std::vector<std::int64_t>(B * Ts, 0), {}};
-    r.tgt_in = {B, Tt, std::vector<std::int64_t>(B * Tt, 0), std::vector<std::int64_t>(B * Tt, 0), {}};
-    r.tgt_out.assign(B * Tt, -100);
-    for (index_t b = 0; b < B; ++b) {
-        const index_t len = 2 + static_cast<index_t>(gen.below(max_len - 1));
-        std::vector<std::int64_t> s(len);
-        for (auto& t : s) t = 3 + static_cast<std::int64_t>(gen.below(V - 3));
-        for (index_t t = 0; t < len; ++t) r.src.ids[b * Ts + t] = s[t];
-        r.src.lengths.push_back(len);
-        r.tgt_in.ids[b * Tt] = 1;
-        for (index_t t = 0; t < len; ++t) {
-            r.tgt_in.ids[b * Tt + t + 1] = s[len - 1 - t];
-            r.tgt_out[b * Tt + t] = s[len - 1 - t];
-        }
-        r.tgt_out[b * Tt + len] = 2;
-        r.tgt_in.lengths.push_back(len + 1);
-    }
-    return r;
-}
-
 seq2seq_config tiny_seq2seq() {
     seq2seq_config c;
     c.src_vocab = c.tgt_vocab = 12;
@@ -66,10 +37,10 @@ TEST_CASE("an encoder-decoder learns to reverse sequences") {
     opts.lr = 3e-3;
     opts.weight_decay = 0;
     optim::Adam<float> adam(model.named_parameters(), opts);
-    Generator data(11);
+    Generator gen(11);
     double loss = 0;
     for (int step = 0; step < 400; ++step) {
-        const auto b = make_reverse_batch(data, 32, 6, 12);
+        const auto b = data::reverse_task_batch(gen, 32, 6, 12);
         const auto logits = model.decode(model.encode(b.src), b.src, b.tgt_in);
         auto L = cross_entropy(logits, b.tgt_out);
         adam.zero_grad();
@@ -82,7 +53,7 @@ TEST_CASE("an encoder-decoder learns to reverse sequences") {
     // greedy check on fresh data: every output position right
     model.eval();
     no_grad guard;
-    const auto b = make_reverse_batch(data, 64, 6, 12);
+    const auto b = data::reverse_task_batch(gen, 64, 6, 12);
     const auto logits = model.decode(model.encode(b.src), b.src, b.tgt_in).value();
     int wrong = 0, total = 0;
     for (index_t i = 0; i < 64 * 7; ++i) {

@@ -24,3 +24,7 @@
 #include "depthlab/optim/schedule.hpp"
 #include "depthlab/optim/clip.hpp"
 #include "depthlab/nn/snapshot.hpp"
+#include "depthlab/data/synthetic.hpp"
+#include "depthlab/train/progress.hpp"
+#include "depthlab/io/safetensors.hpp"
+#include "depthlab/io/checkpoint.hpp"

@@ -1933,12 +1933,19 @@ struct memory<backend::cpu> {
     /// Free cached blocks (e.g. between phases with very different tensor sizes).
     static void release_cached() { detail::block_cache::instance().release_all(); }
     static std::size_t cached_bytes() { return detail::block_cache::instance().cached_bytes(); }
+    // (n == 0 may come with null pointers, which memcpy/memset must never see)
     template <class T>
-    static void zero(T* p, std::size_t n) { std::memset(static_cast<void*>(p), 0, n * sizeof(T)); }
+    static void zero(T* p, std::size_t n) {
+        if (n) std::memset(static_cast<void*>(p), 0, n * sizeof(T));
+    }
     template <class T>
-    static void to_host(const T* src, T* dst, std::size_t n) { std::memcpy(dst, src, n * sizeof(T)); }
+    static void to_host(const T* src, T* dst, std::size_t n) {
+        if (n) std::memcpy(dst, src, n * sizeof(T));
+    }
     template <class T>
-    static void from_host(const T* src, T* dst, std::size_t n) { std::memcpy(dst, src, n * sizeof(T)); }
+    static void from_host(const T* src, T* dst, std::size_t n) {
+        if (n) std::memcpy(dst, src, n * sizeof(T));
+    }
 };
 
 }  // namespace depthlab
@@ -5076,4 +5083,925 @@ private:
 
 }  // namespace depthlab::nn
 // ---- end depthlab/nn/snapshot.hpp ----
+// ---- begin depthlab/data/synthetic.hpp ----
+// Synthetic sequence-to-sequence data for smoke tests and examples: reverse a random
+// sequence. Ids: 0 = PAD, 1 = BOS, 2 = EOS, 3..vocab-1 = symbols.
+#include <cstdint>
+#include <vector>
+
+
+namespace depthlab::data {
+
+struct seq2seq_batch {
+    nn::token_batch src, tgt_in;         // tgt_in = BOS + target
+    std::vector<std::int64_t> tgt_out;   // target + EOS, -100 at padding (ignored by the loss)
+    [[nodiscard]] std::int64_t target_tokens() const {
+        std::int64_t n = 0;
+        for (auto t : tgt_out) n += t >= 0;
+        return n;
+    }
+};
+
+/// B sequences of length 2..max_len of symbols 3..vocab-1, and their reversals.
+inline seq2seq_batch reverse_task_batch(Generator& gen, index_t B, index_t max_len, index_t vocab) {
+    DEPTHLAB_CHECK(max_len >= 2 && vocab >= 4, usage_error, "reverse_task_batch: needs max_len >= 2 and vocab >= 4");
+    seq2seq_batch r;
+    const index_t Ts = max_len, Tt = max_len + 1;
+    r.src = {B, Ts, std::vector<std::int64_t>(B * Ts, 0), std::vector<std::int64_t>(B * Ts, 0), {}};
+    r.tgt_in = {B, Tt, std::vector<std::int64_t>(B * Tt, 0), std::vector<std::int64_t>(B * Tt, 0), {}};
+    r.tgt_out.assign(static_cast<std::size_t>(B * Tt), -100);
+    for (index_t b = 0; b < B; ++b) {
+        const index_t len = 2 + static_cast<index_t>(gen.below(static_cast<std::uint64_t>(max_len - 1)));
+        std::vector<std::int64_t> s(static_cast<std::size_t>(len));
+        for (auto& t : s) t = 3 + static_cast<std::int64_t>(gen.below(static_cast<std::uint64_t>(vocab - 3)));
+        for (index_t t = 0; t < len; ++t) r.src.ids[b * Ts + t] = s[t];
+        r.src.lengths.push_back(len);
+        r.tgt_in.ids[b * Tt] = 1;
+        for (index_t t = 0; t < len; ++t) {
+            r.tgt_in.ids[b * Tt + t + 1] = s[len - 1 - t];
+            r.tgt_out[b * Tt + t] = s[len - 1 - t];
+        }
+        r.tgt_out[b * Tt + len] = 2;
+        r.tgt_in.lengths.push_back(len + 1);
+    }
+    return r;
+}
+
+}  // namespace depthlab::data
+// ---- end depthlab/data/synthetic.hpp ----
+// ---- begin depthlab/train/progress.hpp ----
+// Progress of a long run, the way a PyTorch / Hugging Face user expects it: one line per
+// report with step, loss parts, tokens/s, elapsed time and ETA, and the same record as a
+// JSON line (metrics.jsonl) for plots.
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <iomanip>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+
+namespace depthlab::train {
+
+/// "1h02m", "3m05s", "12.3s"
+inline std::string format_duration(double seconds) {
+    char buf[32];
+    if (!(seconds >= 0) || seconds > 1e8) return "?";
+    if (seconds >= 3600) std::snprintf(buf, sizeof buf, "%dh%02dm", static_cast<int>(seconds / 3600), static_cast<int>(seconds / 60) % 60);
+    else if (seconds >= 60) std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(seconds / 60), static_cast<int>(seconds) % 60);
+    else std::snprintf(buf, sizeof buf, "%.1fs", seconds);
+    return buf;
+}
+
+class progress_meter {
+public:
+    /// total_steps: for the ETA; first_step: where a resumed run starts (rates count only
+    /// the steps of this process); jsonl_path: empty for no file.
+    progress_meter(std::int64_t total_steps, std::int64_t first_step = 0, const std::string& jsonl_path = "")
+        : total_(total_steps), first_(first_step), start_(clock::now()) {
+        if (!jsonl_path.empty()) {
+            jsonl_.open(jsonl_path, std::ios::app);
+            DEPTHLAB_CHECK(jsonl_.good(), io_error, "progress_meter: cannot open ", jsonl_path, " for writing");
+        }
+    }
+    /// Counts tokens processed (for tokens/s).
+    void add_tokens(std::int64_t n) { tokens_ += n; }
+
+    /// Prints one line and appends one JSON record: step, the named values, rates, times.
+    void report(std::int64_t step, const std::vector<std::pair<std::string, double>>& values, std::FILE* out = stdout) {
+        const double elapsed = std::chrono::duration<double>(clock::now() - start_).count();
+        const double done = static_cast<double>(step - first_);
+        const double eta = done > 0 ? elapsed / done * static_cast<double>(total_ - step) : -1;
+        const double tps = elapsed > 0 ? static_cast<double>(tokens_) / elapsed : 0;
+        std::ostringstream line;
+        line << "step " << step << "/" << total_;
+        for (const auto& [k, v] : values) line << "  " << k << " " << std::setprecision(4) << std::fixed << v;
+        line << "  " << std::setprecision(0) << std::fixed << tps << " tok/s  elapsed " << format_duration(elapsed) << "  ETA "
+             << format_duration(eta);
+        std::fprintf(out, "%s\n", line.str().c_str());
+        std::fflush(out);
+        if (jsonl_.is_open()) {
+            std::ostringstream js;
+            js << std::setprecision(9) << "{\"step\": " << step;
+            for (const auto& [k, v] : values) js << ", \"" << k << "\": " << json_number(v);
+            js << ", \"tokens_per_s\": " << json_number(tps) << ", \"elapsed_s\": " << json_number(elapsed) << "}";
+            jsonl_ << js.str() << "\n";
+            jsonl_.flush();
+        }
+    }
+    [[nodiscard]] double elapsed_seconds() const { return std::chrono::duration<double>(clock::now() - start_).count(); }
+
+private:
+    using clock = std::chrono::steady_clock;
+    static std::string json_number(double v) {
+        if (!(v == v) || v > 1.7e308 || v < -1.7e308) return "null";  // JSON has no NaN/inf
+        std::ostringstream os;
+        os << std::setprecision(9) << v;
+        return os.str();
+    }
+    std::int64_t total_, first_;
+    std::int64_t tokens_ = 0;
+    clock::time_point start_;
+    std::ofstream jsonl_;
+};
+
+}  // namespace depthlab::train
+// ---- end depthlab/train/progress.hpp ----
+// ---- begin depthlab/io/safetensors.hpp ----
+// safetensors: the tensor file format of Hugging Face / PyTorch checkpoints.
+//
+//   [8 bytes]  N, little-endian u64: length of the header
+//   [N bytes]  UTF-8 JSON object, padded with spaces to a multiple of 8 bytes:
+//                {"__metadata__": {"key": "value", ...},              (optional, strings only)
+//                 "name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}, ...}
+//   [rest]     the data: every tensor row-major, little-endian, at [begin, end) counted
+//              from the first byte after the header. The tensors cover the data section
+//              exactly: no overlap, no hole, nothing after the last one.
+//
+// Writing (safetensors_writer, save_safetensors) is atomic: the bytes go to a temporary file
+// next to the target (`<path>.tmp.<pid>.<n>`), which is flushed, fsync'ed and renamed over
+// the target; on any failure the temporary file is removed and io_error is thrown, so
+// `path` either keeps its old content or has the complete new one.
+//
+// Reading (safetensors_file) validates the whole header when the file is opened (sizes,
+// JSON, every entry, every offset) and throws io_error naming the file and the tensor; the
+// data is read on demand with pread. Loading converts F32 <-> F64 on request, nothing else.
+// POSIX only (open/pread/fsync/rename); the host must be little-endian.
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <map>
+#include <set>
+#include <tuple>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+
+namespace depthlab::io {
+
+static_assert(std::endian::native == std::endian::little, "depthlab::io reads and writes safetensors on little-endian hosts only");
+
+using metadata_map = std::map<std::string, std::string>;
+
+/// One tensor of a safetensors header. `begin`/`end` are byte offsets into the data section.
+struct tensor_entry {
+    std::string dtype;
+    Shape shape;
+    std::uint64_t begin = 0, end = 0;
+};
+
+// ---------------------------------------------------------------------------------------
+// dtypes
+// ---------------------------------------------------------------------------------------
+
+/// The safetensors dtype of a C++ element type (F32, F64, I64, I32, ...).
+template <class T>
+struct dtype_of;
+template <> struct dtype_of<float> { static constexpr const char* name = "F32"; };
+template <> struct dtype_of<double> { static constexpr const char* name = "F64"; };
+template <> struct dtype_of<std::int64_t> { static constexpr const char* name = "I64"; };
+template <> struct dtype_of<std::int32_t> { static constexpr const char* name = "I32"; };
+template <> struct dtype_of<std::int16_t> { static constexpr const char* name = "I16"; };
+template <> struct dtype_of<std::int8_t> { static constexpr const char* name = "I8"; };
+template <> struct dtype_of<std::uint64_t> { static constexpr const char* name = "U64"; };
+template <> struct dtype_of<std::uint32_t> { static constexpr const char* name = "U32"; };
+template <> struct dtype_of<std::uint16_t> { static constexpr const char* name = "U16"; };
+template <> struct dtype_of<std::uint8_t> { static constexpr const char* name = "U8"; };
+
+/// Bytes per element of a safetensors dtype, 0 if the dtype is unknown. Every dtype of the
+/// format is known (so that files holding e.g. BF16 tensors open and their other tensors
+/// load), though only those with a dtype_of<> can be loaded.
+inline std::size_t dtype_size(const std::string& dtype) {
+    static const std::map<std::string, std::size_t, std::less<>> sizes = {
+        {"BOOL", 1}, {"U8", 1}, {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"I16", 2}, {"U16", 2}, {"F16", 2},
+        {"BF16", 2}, {"I32", 4}, {"U32", 4}, {"F32", 4},     {"F64", 8},     {"I64", 8}, {"U64", 8}};
+    const auto it = sizes.find(dtype);
+    return it == sizes.end() ? 0 : it->second;
+}
+
+// ---------------------------------------------------------------------------------------
+// Writing
+// ---------------------------------------------------------------------------------------
+
+/// Receives the bytes of one tensor (any number of calls).
+using byte_sink = std::function<void(const void* data, std::size_t bytes)>;
+/// Produces the bytes of one tensor into the sink; must give exactly the declared size.
+using byte_producer = std::function<void(const byte_sink&)>;
+
+namespace detail {
+inline std::atomic<std::uint64_t>& temp_counter() {
+    static std::atomic<std::uint64_t> n{0};
+    return n;
+}
+inline std::string errno_text(int err) { return std::strerror(err); }
+}  // namespace detail
+
+/// Collects named tensors and metadata, then writes them atomically with write(path).
+/// Tensors are held by handle (shared storage): their values are read during write().
+class safetensors_writer {
+public:
+    /// Adds a tensor (float, double, int64, or another type with a dtype_of<>).
+    template <class T, class B>
+    void add(const std::string& name, const Tensor<T, B>& t) {
+        DEPTHLAB_CHECK(t.defined(), usage_error, "safetensors_writer: tensor '", name, "' is undefined");
+        const Tensor<T, B> held = t;
+        add_raw(name, dtype_of<T>::name, t.shape(), [held](const byte_sink& put) {
+            if constexpr (B::host_accessible) {
+                const Tensor<T, B> c = held.contiguous();
+                put(c.data(), static_cast<std::size_t>(c.numel()) * sizeof(T));
+            } else {
+                const std::vector<T> v = held.to_vector();
+                put(v.data(), v.size() * sizeof(T));
+            }
+        });
+    }
+    /// Adds a tensor whose bytes come from `produce` during write(). It must put exactly
+    /// shape.numel() * dtype_size(dtype) bytes (checked); an exception it throws aborts the
+    /// write (the target is left untouched). Also the hook the tests use to fail midway.
+    void add_raw(const std::string& name, const std::string& dtype, const Shape& shape, byte_producer produce) {
+        DEPTHLAB_CHECK(!name.empty(), usage_error, "safetensors_writer: empty tensor name");
+        DEPTHLAB_CHECK(name != "__metadata__", usage_error, "safetensors_writer: '__metadata__' is reserved, not a tensor name");
+        DEPTHLAB_CHECK(names_.insert(name).second, usage_error, "safetensors_writer: duplicate tensor name '", name, "'");
+        const std::size_t size = dtype_size(dtype);
+        DEPTHLAB_CHECK(size != 0, usage_error, "safetensors_writer: tensor '", name, "' has unknown dtype '", dtype, "'");
+        DEPTHLAB_CHECK(shape.is_concrete(), usage_error, "safetensors_writer: tensor '", name, "' has shape ", shape,
+                       " with an inferred extent");
+        records_.push_back({name, dtype, shape, static_cast<std::uint64_t>(shape.numel()) * size, std::move(produce)});
+    }
+    void set_metadata(metadata_map m) { metadata_ = std::move(m); }
+    void add_metadata(const std::string& key, const std::string& value) { metadata_[key] = value; }
+    [[nodiscard]] const metadata_map& metadata() const { return metadata_; }
+    [[nodiscard]] std::size_t size() const { return records_.size(); }
+
+    /// The header JSON (without the length field), padded with spaces so that its length
+    /// is a multiple of 8. Offsets follow the order in which tensors were added.
+    [[nodiscard]] std::string header() const {
+        nlohmann::ordered_json h = nlohmann::ordered_json::object();
+        if (!metadata_.empty()) {
+            nlohmann::ordered_json m = nlohmann::ordered_json::object();
+            for (const auto& [k, v] : metadata_) m[k] = v;
+            h["__metadata__"] = std::move(m);
+        }
+        std::uint64_t offset = 0;
+        for (const record& r : records_) {
+            nlohmann::ordered_json e = nlohmann::ordered_json::object();
+            e["dtype"] = r.dtype;
+            e["shape"] = std::vector<index_t>(r.shape.begin(), r.shape.end());
+            e["data_offsets"] = {offset, offset + r.bytes};
+            offset += r.bytes;
+            h[r.name] = std::move(e);
+        }
+        std::string s;
+        try {
+            s = h.dump();
+        } catch (const nlohmann::json::exception& e) {  // invalid UTF-8 in a name or in metadata
+            throw usage_error(depthlab::detail::cat("safetensors_writer: cannot encode the header: ", e.what()));
+        }
+        s.append((8 - s.size() % 8) % 8, ' ');
+        return s;
+    }
+
+    /// Writes the file atomically (see the top of this header). Throws io_error naming
+    /// `path` on failure, after removing the temporary file; `path` is then untouched.
+    void write(const std::string& path) const {
+        const std::string head = header();
+        const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(detail::temp_counter()++);
+        std::FILE* f = std::fopen(tmp.c_str(), "wbx");  // x: never reuse someone else's file
+        if (f == nullptr)
+            throw io_error(depthlab::detail::cat("save_safetensors ", path, ": cannot create temporary file ", tmp, ": ",
+                                                 detail::errno_text(errno)));
+        struct failure {
+            std::string why;
+        };
+        auto cleanup = [&] {
+            if (f != nullptr) std::fclose(f);
+            f = nullptr;
+            std::remove(tmp.c_str());
+        };
+        std::string why;
+        try {
+            auto put = [&](const void* data, std::size_t n) {
+                if (n != 0 && std::fwrite(data, 1, n, f) != n)
+                    throw failure{depthlab::detail::cat("write failed: ", detail::errno_text(errno))};
+            };
+            unsigned char len[8];
+            for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(static_cast<std::uint64_t>(head.size()) >> (8 * i));
+            put(len, 8);
+            put(head.data(), head.size());
+            for (const record& r : records_) {
+                std::uint64_t got = 0;
+                const byte_sink sink = [&](const void* data, std::size_t n) {
+                    if (got + n > r.bytes)
+                        throw failure{depthlab::detail::cat("tensor '", r.name, "': producer gave more than the ", r.bytes,
+                                                            " bytes of shape ", r.shape, " ", r.dtype)};
+                    put(data, n);
+                    got += n;
+                };
+                r.produce(sink);
+                if (got != r.bytes)
+                    throw failure{depthlab::detail::cat("tensor '", r.name, "': producer gave ", got, " bytes, shape ", r.shape,
+                                                        " ", r.dtype, " needs ", r.bytes)};
+            }
+            if (std::fflush(f) != 0) throw failure{depthlab::detail::cat("flush failed: ", detail::errno_text(errno))};
+            if (::fsync(::fileno(f)) != 0) throw failure{depthlab::detail::cat("fsync failed: ", detail::errno_text(errno))};
+            const int rc = std::fclose(f);
+            f = nullptr;
+            if (rc != 0) throw failure{depthlab::detail::cat("close failed: ", detail::errno_text(errno))};
+            if (std::rename(tmp.c_str(), path.c_str()) != 0)
+                throw failure{depthlab::detail::cat("cannot rename ", tmp, " over it: ", detail::errno_text(errno))};
+        } catch (const failure& e) {
+            why = e.why;
+        } catch (const std::exception& e) {
+            why = depthlab::detail::cat("write aborted: ", e.what());
+        } catch (...) {
+            cleanup();
+            throw;
+        }
+        if (!why.empty()) {
+            cleanup();
+            throw io_error(depthlab::detail::cat("save_safetensors ", path, ": ", why));
+        }
+        sync_directory(path);
+    }
+
+private:
+    struct record {
+        std::string name, dtype;
+        Shape shape;
+        std::uint64_t bytes;
+        byte_producer produce;
+    };
+    /// Makes the rename durable (best effort: some file systems refuse fsync on a directory).
+    static void sync_directory(const std::string& path) {
+        const std::size_t slash = path.find_last_of('/');
+        const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+        const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (fd >= 0) {
+            (void)::fsync(fd);
+            ::close(fd);
+        }
+    }
+
+    std::vector<record> records_;
+    std::set<std::string> names_;
+    metadata_map metadata_;
+};
+
+/// Writes named tensors of one element type (plus metadata) atomically.
+template <class T, class B>
+void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor<T, B>>>& tensors,
+                      const metadata_map& metadata = {}) {
+    safetensors_writer w;
+    for (const auto& [name, t] : tensors) w.add(name, t);
+    w.set_metadata(metadata);
+    w.write(path);
+}
+
+/// A host tensor of one of the three checkpoint dtypes.
+using any_tensor = std::variant<Tensor<float>, Tensor<double>, Tensor<std::int64_t>>;
+
+/// Writes named tensors of mixed dtypes (F32, F64, I64) plus metadata atomically.
+inline void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, any_tensor>>& tensors,
+                             const metadata_map& metadata = {}) {
+    safetensors_writer w;
+    for (const auto& [name, t] : tensors) std::visit([&, &n = name](const auto& x) { w.add(n, x); }, t);
+    w.set_metadata(metadata);
+    w.write(path);
+}
+
+// ---------------------------------------------------------------------------------------
+// Reading
+// ---------------------------------------------------------------------------------------
+
+/// An open safetensors file whose header has been fully validated. Errors are io_error
+/// with messages `checkpoint <path>: ...` that name the tensor at fault. The file stays
+/// open (a file replaced by an atomic save keeps being read consistently); data is read
+/// with pread, so const methods may be called from several threads.
+class safetensors_file {
+public:
+    /// Headers above this size are refused (the reference implementation's limit).
+    static constexpr std::uint64_t max_header_bytes = 100'000'000;
+
+    explicit safetensors_file(std::string path) : path_(std::move(path)) {
+        fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd_ < 0) fail("cannot open: ", detail::errno_text(errno));
+        try {
+            parse();
+        } catch (...) {
+            ::close(fd_);
+            fd_ = -1;
+            throw;
+        }
+    }
+    safetensors_file(const safetensors_file&) = delete;
+    safetensors_file& operator=(const safetensors_file&) = delete;
+    safetensors_file(safetensors_file&& o) noexcept
+        : path_(std::move(o.path_)), fd_(std::exchange(o.fd_, -1)), file_size_(o.file_size_), data_start_(o.data_start_),
+          entries_(std::move(o.entries_)), order_(std::move(o.order_)), metadata_(std::move(o.metadata_)) {}
+    safetensors_file& operator=(safetensors_file&& o) noexcept {
+        if (this != &o) {
+            if (fd_ >= 0) ::close(fd_);
+            path_ = std::move(o.path_);
+            fd_ = std::exchange(o.fd_, -1);
+            file_size_ = o.file_size_;
+            data_start_ = o.data_start_;
+            entries_ = std::move(o.entries_);
+            order_ = std::move(o.order_);
+            metadata_ = std::move(o.metadata_);
+        }
+        return *this;
+    }
+    ~safetensors_file() {
+        if (fd_ >= 0) ::close(fd_);
+    }
+
+    [[nodiscard]] const std::string& path() const { return path_; }
+    /// Tensor names in the order of their data in the file.
+    [[nodiscard]] const std::vector<std::string>& names() const { return order_; }
+    [[nodiscard]] bool contains(const std::string& name) const { return entries_.count(name) != 0; }
+    /// The header entry of a tensor; throws io_error if the file has no such tensor.
+    [[nodiscard]] const tensor_entry& entry(const std::string& name) const {
+        const auto it = entries_.find(name);
+        if (it == entries_.end()) {
+            std::string have;
+            std::size_t shown = 0;
+            for (const std::string& n : order_) {
+                if (shown++ == 16) {
+                    have += ", ...";
+                    break;
+                }
+                have += (have.empty() ? "" : ", ") + n;
+            }
+            fail("no tensor named '", name, "' (the file has ", order_.size(), ": ", have, ")");
+        }
+        return it->second;
+    }
+    [[nodiscard]] const metadata_map& metadata() const { return metadata_; }
+    /// Byte offset of the data section in the file (8 + header length).
+    [[nodiscard]] std::uint64_t data_start() const { return data_start_; }
+
+    /// The raw little-endian bytes of a tensor.
+    [[nodiscard]] std::vector<unsigned char> read_bytes(const std::string& name) const {
+        const tensor_entry& e = entry(name);
+        std::vector<unsigned char> v(static_cast<std::size_t>(e.end - e.begin));
+        read_at(data_start_ + e.begin, v.data(), v.size(), name);
+        return v;
+    }
+
+    /// A tensor as Tensor<T, B>. The dtype must be T's, except that F32 and F64 convert into
+    /// each other; anything else (e.g. I64 into float) throws io_error.
+    template <class T, class B = backend::cpu>
+    [[nodiscard]] Tensor<T, B> load(const std::string& name) const {
+        const tensor_entry& e = entry(name);
+        const std::string want = dtype_of<T>::name;
+        if (e.shape.numel() == 0 && (e.dtype == want || (std::is_floating_point_v<T> && (e.dtype == "F32" || e.dtype == "F64"))))
+            return Tensor<T, B>::empty(e.shape);  // nothing to read (and no null pointer to copy from)
+        if (e.dtype == want) return Tensor<T, B>::from(e.shape, read_values<T>(name, e));
+        if constexpr (std::is_floating_point_v<T>) {
+            if (e.dtype == "F32" || e.dtype == "F64") {
+                std::vector<T> v;
+                if (e.dtype == "F32") {
+                    const std::vector<float> src = read_values<float>(name, e);
+                    v.assign(src.begin(), src.end());
+                } else {
+                    const std::vector<double> src = read_values<double>(name, e);
+                    v.reserve(src.size());
+                    for (double x : src) v.push_back(static_cast<T>(x));
+                }
+                return Tensor<T, B>::from(e.shape, v);
+            }
+        }
+        fail("tensor '", name, "' is ", e.dtype, ", cannot load it as ", want, " (only F32 <-> F64 convert)");
+    }
+
+    /// Loads a tensor into an existing one of the same shape, in place (dst keeps its
+    /// storage, so every handle on it sees the new values). dst is only written once the
+    /// whole tensor has been read.
+    template <class T, class B>
+    void load_into(const std::string& name, Tensor<T, B>& dst) const {
+        const tensor_entry& e = entry(name);
+        if (!(e.shape == dst.shape())) fail("tensor '", name, "' has shape ", e.shape, ", model expects ", dst.shape());
+        dst.copy_(load<T, B>(name));
+    }
+
+private:
+    template <class... A>
+    [[noreturn]] void fail(A&&... parts) const {
+        throw io_error(depthlab::detail::cat("checkpoint ", path_, ": ", std::forward<A>(parts)...));
+    }
+
+    void read_at(std::uint64_t offset, void* dst, std::size_t n, const std::string& what) const {
+        auto* p = static_cast<unsigned char*>(dst);
+        while (n > 0) {
+            const ::ssize_t got = ::pread(fd_, p, std::min<std::size_t>(n, std::size_t{1} << 30), static_cast<::off_t>(offset));
+            if (got < 0 && errno == EINTR) continue;
+            if (got < 0) fail("reading ", what, ": ", detail::errno_text(errno));
+            if (got == 0) fail("reading ", what, ": unexpected end of file at byte ", offset, " (the file shrank after it was opened?)");
+            p += got;
+            n -= static_cast<std::size_t>(got);
+            offset += static_cast<std::uint64_t>(got);
+        }
+    }
+
+    template <class T>
+    std::vector<T> read_values(const std::string& name, const tensor_entry& e) const {
+        std::vector<T> v(static_cast<std::size_t>(e.shape.numel()));
+        read_at(data_start_ + e.begin, v.data(), v.size() * sizeof(T), "tensor '" + name + "'");
+        return v;
+    }
+
+    void parse() {
+        struct ::stat st {};
+        if (::fstat(fd_, &st) != 0) fail("cannot stat: ", detail::errno_text(errno));
+        if (!S_ISREG(st.st_mode)) fail("not a regular file");
+        file_size_ = static_cast<std::uint64_t>(st.st_size);
+        if (file_size_ < 8)
+            fail("file is ", file_size_, " bytes, shorter than the 8-byte header length field (truncated, or not safetensors)");
+        unsigned char len[8];
+        read_at(0, len, 8, "the header length");
+        std::uint64_t n = 0;
+        for (int i = 7; i >= 0; --i) n = (n << 8) | len[i];
+        if (n > file_size_ - 8)
+            fail("header length ", n, " exceeds the ", file_size_ - 8,
+                 " bytes that follow the length field (truncated, or not a safetensors file)");
+        if (n > max_header_bytes) fail("header length ", n, " is above the ", max_header_bytes, "-byte limit");
+        data_start_ = 8 + n;
+        const std::uint64_t data_size = file_size_ - data_start_;
+        std::string text(static_cast<std::size_t>(n), '\0');
+        read_at(8, text.data(), text.size(), "the header");
+
+        // nlohmann stops at a NUL byte as if the input ended there; JSON text has none.
+        if (const std::size_t nul = text.find('\0'); nul != std::string::npos)
+            fail("invalid JSON header (", n, " bytes): NUL byte at offset ", nul, " (wrong header length?)");
+        // Parse, refusing duplicate keys (nlohmann would keep the last one silently).
+        std::vector<std::set<std::string>> keys;
+        const auto on_event = [&](int, nlohmann::json::parse_event_t ev, nlohmann::json& parsed) {
+            using ev_t = nlohmann::json::parse_event_t;
+            if (ev == ev_t::object_start) keys.emplace_back();
+            if (ev == ev_t::object_end && !keys.empty()) keys.pop_back();
+            if (ev == ev_t::key && !keys.empty() && parsed.is_string() && !keys.back().insert(parsed.get<std::string>()).second)
+                fail("invalid header: duplicate key '", parsed.get<std::string>(), "'");
+            return true;
+        };
+        nlohmann::json h;
+        try {
+            h = nlohmann::json::parse(text, on_event);
+        } catch (const nlohmann::json::exception& e) {
+            fail("invalid JSON header (", n, " bytes): ", e.what());
+        }
+        if (!h.is_object()) fail("invalid header: a JSON ", h.type_name(), ", not an object");
+
+        for (auto it = h.begin(); it != h.end(); ++it) {
+            const std::string& name = it.key();
+            const nlohmann::json& v = it.value();
+            if (name == "__metadata__") {
+                if (!v.is_object()) fail("'__metadata__' is a JSON ", v.type_name(), ", not an object");
+                for (auto m = v.begin(); m != v.end(); ++m) {
+                    if (!m.value().is_string())
+                        fail("metadata '", m.key(), "' is a JSON ", m.value().type_name(), ", not a string");
+                    metadata_[m.key()] = m.value().get<std::string>();
+                }
+                continue;
+            }
+            entries_[name] = parse_entry(name, v, data_size);
+        }
+
+        // The tensors must tile the data section: no overlap, no hole, no trailing bytes.
+        std::vector<std::pair<const std::string*, const tensor_entry*>> sorted;
+        for (const auto& [name, e] : entries_) sorted.emplace_back(&name, &e);
+        std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
+            return std::tie(a.second->begin, a.second->end, *a.first) < std::tie(b.second->begin, b.second->end, *b.first);
+        });
+        std::uint64_t pos = 0;
+        const std::string* prev = nullptr;
+        for (const auto& [name, e] : sorted) {
+            if (e->begin < pos)
+                fail("tensor '", *name, "': data_offsets [", e->begin, ", ", e->end, "] overlap tensor '", *prev,
+                     "' (which ends at ", pos, ")");
+            if (e->begin > pos)
+                fail("tensor '", *name, "': data_offsets [", e->begin, ", ", e->end, "] leave bytes [", pos, ", ", e->begin,
+                     ") of the data section unused");
+            pos = e->end;
+            prev = name;
+            order_.push_back(*name);
+        }
+        if (pos != data_size)
+            fail("the data section has ", data_size, " bytes but the tensors cover only ", pos, " (", data_size - pos,
+                 " trailing bytes)");
+    }
+
+    tensor_entry parse_entry(const std::string& name, const nlohmann::json& v, std::uint64_t data_size) const {
+        if (!v.is_object()) fail("tensor '", name, "': header entry is a JSON ", v.type_name(), ", not an object");
+        tensor_entry e;
+        const auto dtype = v.find("dtype");
+        if (dtype == v.end()) fail("tensor '", name, "': header entry has no 'dtype'");
+        if (!dtype->is_string()) fail("tensor '", name, "': 'dtype' is not a string");
+        e.dtype = dtype->get<std::string>();
+        const std::size_t item = dtype_size(e.dtype);
+        if (item == 0) fail("tensor '", name, "': unknown dtype '", e.dtype, "'");
+
+        const auto shape = v.find("shape");
+        if (shape == v.end()) fail("tensor '", name, "': header entry has no 'shape'");
+        if (!shape->is_array()) fail("tensor '", name, "': 'shape' is not an array");
+        if (shape->size() > static_cast<std::size_t>(Shape::max_rank))
+            fail("tensor '", name, "': shape has rank ", shape->size(), ", depthlab supports at most ", Shape::max_rank);
+        std::uint64_t bytes = item;
+        bool overflow = false;
+        for (const auto& d : *shape) {
+            if (!d.is_number_unsigned() || d.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<index_t>::max()))
+                fail("tensor '", name, "': shape ", shape->dump(), " has an extent that is not a non-negative integer");
+            const auto x = d.get<std::uint64_t>();
+            overflow = overflow || __builtin_mul_overflow(bytes, x, &bytes);
+            e.shape.push_back(static_cast<index_t>(x));
+        }
+        if (overflow) fail("tensor '", name, "': shape ", e.shape, " is too large");
+
+        const auto offsets = v.find("data_offsets");
+        if (offsets == v.end()) fail("tensor '", name, "': header entry has no 'data_offsets'");
+        if (!offsets->is_array() || offsets->size() != 2 || !(*offsets)[0].is_number_unsigned() ||
+            !(*offsets)[1].is_number_unsigned())
+            fail("tensor '", name, "': data_offsets ", offsets->dump(), " is not a pair of non-negative integers");
+        e.begin = (*offsets)[0].get<std::uint64_t>();
+        e.end = (*offsets)[1].get<std::uint64_t>();
+        if (e.begin > e.end) fail("tensor '", name, "': data_offsets [", e.begin, ", ", e.end, "] end before they begin");
+        if (e.end > data_size)
+            fail("tensor '", name, "': data_offsets [", e.begin, ", ", e.end, "] run past the end of the data section (",
+                 data_size, " bytes; truncated file?)");
+        if (e.end - e.begin != bytes)
+            fail("tensor '", name, "': data_offsets [", e.begin, ", ", e.end, "] span ", e.end - e.begin, " bytes, but shape ",
+                 e.shape, " of ", e.dtype, " needs ", bytes);
+        return e;
+    }
+
+    std::string path_;
+    int fd_ = -1;
+    std::uint64_t file_size_ = 0, data_start_ = 0;
+    std::map<std::string, tensor_entry> entries_;
+    std::vector<std::string> order_;
+    metadata_map metadata_;
+};
+
+}  // namespace depthlab::io
+// ---- end depthlab/io/safetensors.hpp ----
+// ---- begin depthlab/io/checkpoint.hpp ----
+// Checkpoints: a model's parameters, and optionally the rest of a training run's state, in
+// one safetensors file (see safetensors.hpp; writes are atomic).
+//
+// Layout of the file:
+//   - every model parameter under its state_dict name ("encoder.0.q_proj.weight"), in the
+//     model's element type: the file is a plain safetensors state dict that PyTorch
+//     (safetensors.torch.load_file) reads as is;
+//   - training state tensors (optimizer moments, ...) under `state_prefix` + their own name,
+//     e.g. "__state__.optim.adam.m.encoder.0.q_proj.weight";
+//   - metadata: strings. Exact integers (step counter, RNG seed and offset) are stored as
+//     decimal strings, doubles in their shortest round-trip form (training_state helpers).
+//
+//   io::save_parameters(path, model, {{"config", "..."}});
+//   io::load_parameters(path, model);                // strict: names and shapes must match
+//
+//   io::training_state<float> st;                      // what the optimizer and loop add
+//   st.add_section("optim", opt.state_tensors(), opt.state_scalars());
+//   st.set_u64("step", step);
+//   st.set_generator("rng", gen);
+//   io::save_checkpoint(dir + "/checkpoint.safetensors", model, st);
+//   ...
+//   io::training_state<float> back = io::load_checkpoint(path, model);
+//   opt.load_state(back.section_tensors("optim"), back.section_metadata("optim"));
+//   step = back.get_u64("step");
+//   back.restore_generator("rng", gen);
+//
+// Loading copies into the existing parameter tensors in place (every Var handle stays
+// valid) and only after the whole file has been checked and read: a failing load leaves
+// the model as it was.
+#include <charconv>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+
+namespace depthlab::io {
+
+/// Names of training state tensors in a checkpoint file start with this.
+inline constexpr std::string_view state_prefix = "__state__.";
+
+/// What load_parameters found besides the tensors it loaded (both empty after a strict load).
+struct load_report {
+    std::vector<std::string> missing;     ///< model parameters absent from the file (left as they were)
+    std::vector<std::string> unexpected;  ///< tensors in the file that the model does not have (ignored)
+};
+
+namespace detail {
+inline std::string join_names(const std::vector<std::string>& names, std::size_t max_shown = 20) {
+    std::string s;
+    for (std::size_t i = 0; i < names.size() && i < max_shown; ++i) s += (i ? ", " : "") + ("'" + names[i] + "'");
+    if (names.size() > max_shown) s += depthlab::detail::cat(", ... (", names.size() - max_shown, " more)");
+    return s;
+}
+
+/// Checks the file against the module, reads every parameter it has into temporaries, then
+/// copies them in place. Tensors under state_prefix are never parameters (and never unexpected).
+template <class T, class B>
+load_report load_module(const safetensors_file& f, const nn::Module<T, B>& module, bool strict) {
+    auto params = module.named_parameters();  // handles: writing through them updates the module
+    load_report rep;
+    std::map<std::string, bool> known;
+    for (const auto& [name, p] : params) known[name] = true;
+    for (const std::string& n : f.names())
+        if (n.rfind(state_prefix, 0) != 0 && !known.count(n)) rep.unexpected.push_back(n);
+    for (const auto& [name, p] : params)
+        if (!f.contains(name)) rep.missing.push_back(name);
+    if (strict && (!rep.missing.empty() || !rep.unexpected.empty())) {
+        std::string msg = depthlab::detail::cat("checkpoint ", f.path(), ": does not match the model");
+        if (!rep.missing.empty()) msg += depthlab::detail::cat("; missing ", rep.missing.size(), ": ", join_names(rep.missing));
+        if (!rep.unexpected.empty())
+            msg += depthlab::detail::cat("; unexpected ", rep.unexpected.size(), ": ", join_names(rep.unexpected));
+        throw io_error(msg);
+    }
+    // Shapes and dtypes first (cheap, and before anything is read or written).
+    for (const auto& [name, p] : params) {
+        if (!f.contains(name)) continue;
+        const tensor_entry& e = f.entry(name);
+        DEPTHLAB_CHECK(e.shape == p.value().shape(), io_error, "checkpoint ", f.path(), ": tensor '", name, "' has shape ",
+                       e.shape, ", model expects ", p.value().shape());
+        DEPTHLAB_CHECK(e.dtype == "F32" || e.dtype == "F64", io_error, "checkpoint ", f.path(), ": tensor '", name, "' is ",
+                       e.dtype, ", model parameters are ", dtype_of<T>::name);
+    }
+    std::vector<std::pair<Tensor<T, B>*, Tensor<T, B>>> staged;
+    for (auto& [name, p] : params)
+        if (f.contains(name)) staged.emplace_back(&p.value(), f.template load<T, B>(name));
+    for (auto& [dst, src] : staged) dst->copy_(src);
+    return rep;
+}
+}  // namespace detail
+
+/// Writes every parameter of `module` under its state_dict name, plus metadata (atomic).
+template <class T, class B>
+void save_parameters(const std::string& path, const nn::Module<T, B>& module, const metadata_map& metadata = {}) {
+    safetensors_writer w;
+    for (const auto& [name, p] : module.named_parameters()) w.add(name, p.value());
+    w.set_metadata(metadata);
+    w.write(path);
+}
+
+/// Loads parameters saved by save_parameters (or save_checkpoint, or PyTorch's
+/// safetensors.torch.save_file of a state dict) into `module`, in place.
+/// strict: every parameter must be in the file and the file must hold nothing else (training
+/// state tensors excepted); otherwise missing ones are left as they are and unexpected ones
+/// ignored (both listed in the report). Shapes must match either way; F32 and F64 tensors
+/// convert to the model's type. Throws io_error naming the file and the tensors at fault.
+template <class T, class B>
+load_report load_parameters(const std::string& path, nn::Module<T, B>& module, bool strict = true) {
+    const safetensors_file f(path);
+    return detail::load_module(f, module, strict);
+}
+
+/// Everything a resumable run needs besides the parameters: named tensors (optimizer
+/// moments, ...; any names, stored under state_prefix) and string metadata (step counter,
+/// RNG state, hyper-parameters, config). The helpers store numbers exactly.
+template <class T, class B = backend::cpu>
+struct training_state {
+    std::vector<std::pair<std::string, Tensor<T, B>>> tensors;
+    metadata_map metadata;
+
+    [[nodiscard]] bool has_tensor(const std::string& name) const {
+        for (const auto& [n, t] : tensors)
+            if (n == name) return true;
+        return false;
+    }
+    /// The tensor called `name`; throws io_error listing what there is.
+    [[nodiscard]] const Tensor<T, B>& tensor(const std::string& name) const {
+        std::vector<std::string> have;
+        for (const auto& [n, t] : tensors) {
+            if (n == name) return t;
+            have.push_back(n);
+        }
+        throw io_error(depthlab::detail::cat("training_state: no tensor '", name, "' (has ", have.size(), ": ",
+                                             detail::join_names(have), ")"));
+    }
+    /// The metadata string under `key`; throws io_error if absent.
+    [[nodiscard]] const std::string& get(const std::string& key) const {
+        const auto it = metadata.find(key);
+        DEPTHLAB_CHECK(it != metadata.end(), io_error, "training_state: no metadata '", key, "'");
+        return it->second;
+    }
+
+    /// Adds an exported sub-state under "<section>.": its tensors as "<section>.<name>" and
+    /// its scalars as metadata "<section>.<key>". For an optimizer:
+    ///     st.add_section("optim", opt.state_tensors(), opt.state_scalars());
+    ///     opt.load_state(back.section_tensors("optim"), back.section_metadata("optim"));
+    /// Throws usage_error if a name is already taken.
+    void add_section(const std::string& section, const std::vector<std::pair<std::string, Tensor<T, B>>>& ts,
+                     const metadata_map& scalars = {}) {
+        const std::string pre = section + ".";
+        for (const auto& [n, t] : ts) {
+            DEPTHLAB_CHECK(!has_tensor(pre + n), usage_error, "training_state: tensor '", pre + n, "' added twice");
+            tensors.emplace_back(pre + n, t);
+        }
+        for (const auto& [k, v] : scalars)
+            DEPTHLAB_CHECK(metadata.emplace(pre + k, v).second, usage_error, "training_state: metadata '", pre + k, "' added twice");
+    }
+    /// The tensors of a section, without the "<section>." prefix (in file order).
+    [[nodiscard]] std::vector<std::pair<std::string, Tensor<T, B>>> section_tensors(const std::string& section) const {
+        const std::string pre = section + ".";
+        std::vector<std::pair<std::string, Tensor<T, B>>> out;
+        for (const auto& [n, t] : tensors)
+            if (n.rfind(pre, 0) == 0) out.emplace_back(n.substr(pre.size()), t);
+        return out;
+    }
+    /// The metadata of a section, without the "<section>." prefix.
+    [[nodiscard]] metadata_map section_metadata(const std::string& section) const {
+        const std::string pre = section + ".";
+        metadata_map out;
+        for (const auto& [k, v] : metadata)
+            if (k.rfind(pre, 0) == 0) out.emplace(k.substr(pre.size()), v);
+        return out;
+    }
+
+    void set_u64(const std::string& key, std::uint64_t v) { metadata[key] = std::to_string(v); }
+    /// Parses a decimal u64 exactly (no sign, no spaces, no overflow), else io_error.
+    [[nodiscard]] std::uint64_t get_u64(const std::string& key) const {
+        const std::string& s = get(key);
+        std::uint64_t v = 0;
+        const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+        DEPTHLAB_CHECK(!s.empty() && ec == std::errc() && end == s.data() + s.size(), io_error, "training_state: metadata '",
+                       key, "' = '", s, "' is not an unsigned 64-bit integer");
+        return v;
+    }
+    /// Shortest decimal form that reads back to the same double (inf/nan included).
+    void set_double(const std::string& key, double v) {
+        char buf[64];
+        const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+        metadata[key] = std::string(buf, end);
+        (void)ec;
+    }
+    [[nodiscard]] double get_double(const std::string& key) const {
+        const std::string& s = get(key);
+        double v = 0;
+        const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+        DEPTHLAB_CHECK(!s.empty() && ec == std::errc() && end == s.data() + s.size(), io_error, "training_state: metadata '",
+                       key, "' = '", s, "' is not a number");
+        return v;
+    }
+    /// A Generator's whole state: "<key>.seed" and "<key>.offset" (decimal u64).
+    void set_generator(const std::string& key, const Generator& g) {
+        set_u64(key + ".seed", g.seed());
+        set_u64(key + ".offset", g.offset());
+    }
+    void restore_generator(const std::string& key, Generator& g) const { g.set_state(get_u64(key + ".seed"), get_u64(key + ".offset")); }
+};
+
+/// Writes the parameters of `module` and a training state in one file (atomic). State
+/// tensor names get state_prefix; the state's metadata becomes the file's metadata.
+template <class T, class B>
+void save_checkpoint(const std::string& path, const nn::Module<T, B>& module, const training_state<T, B>& state) {
+    safetensors_writer w;
+    for (const auto& [name, p] : module.named_parameters()) {
+        DEPTHLAB_CHECK(name.rfind(state_prefix, 0) != 0, usage_error, "save_checkpoint ", path, ": parameter name '", name,
+                       "' starts with the reserved prefix '", state_prefix, "'");
+        w.add(name, p.value());
+    }
+    for (const auto& [name, t] : state.tensors) w.add(std::string(state_prefix) + name, t);
+    w.set_metadata(state.metadata);
+    w.write(path);
+}
+
+/// Loads a checkpoint written by save_checkpoint: the parameters into `module` (in place,
+/// strict as in load_parameters), and returns the training state (tensors without the
+/// prefix, converted to T if stored as the other float type; all metadata). The module is
+/// only modified once every tensor has been checked and read.
+template <class T, class B>
+training_state<T, B> load_checkpoint(const std::string& path, nn::Module<T, B>& module, bool strict = true) {
+    const safetensors_file f(path);
+    training_state<T, B> st;
+    for (const std::string& n : f.names())  // read the state first: a failure leaves the module untouched
+        if (n.rfind(state_prefix, 0) == 0) st.tensors.emplace_back(n.substr(state_prefix.size()), f.template load<T, B>(n));
+    st.metadata = f.metadata();
+    detail::load_module(f, module, strict);
+    return st;
+}
+
+}  // namespace depthlab::io
+// ---- end depthlab/io/checkpoint.hpp ----
 // ---- end depthlab/depthlab.hpp ----

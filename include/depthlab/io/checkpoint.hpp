@@ -15,12 +15,13 @@
 //   io::load_parameters(path, model);                // strict: names and shapes must match
 //
 //   io::training_state<float> st;                      // what the optimizer and loop add
-//   st.tensors.emplace_back("optim.adam.m.w", m_w);
+//   st.add_section("optim", opt.state_tensors(), opt.state_scalars());
 //   st.set_u64("step", step);
 //   st.set_generator("rng", gen);
 //   io::save_checkpoint(dir + "/checkpoint.safetensors", model, st);
 //   ...
 //   io::training_state<float> back = io::load_checkpoint(path, model);
+//   opt.load_state(back.section_tensors("optim"), back.section_metadata("optim"));
 //   step = back.get_u64("step");
 //   back.restore_generator("rng", gen);
 //
@@ -146,6 +147,38 @@ struct training_state {
         const auto it = metadata.find(key);
         DEPTHLAB_CHECK(it != metadata.end(), io_error, "training_state: no metadata '", key, "'");
         return it->second;
+    }
+
+    /// Adds an exported sub-state under "<section>.": its tensors as "<section>.<name>" and
+    /// its scalars as metadata "<section>.<key>". For an optimizer:
+    ///     st.add_section("optim", opt.state_tensors(), opt.state_scalars());
+    ///     opt.load_state(back.section_tensors("optim"), back.section_metadata("optim"));
+    /// Throws usage_error if a name is already taken.
+    void add_section(const std::string& section, const std::vector<std::pair<std::string, Tensor<T, B>>>& ts,
+                     const metadata_map& scalars = {}) {
+        const std::string pre = section + ".";
+        for (const auto& [n, t] : ts) {
+            DEPTHLAB_CHECK(!has_tensor(pre + n), usage_error, "training_state: tensor '", pre + n, "' added twice");
+            tensors.emplace_back(pre + n, t);
+        }
+        for (const auto& [k, v] : scalars)
+            DEPTHLAB_CHECK(metadata.emplace(pre + k, v).second, usage_error, "training_state: metadata '", pre + k, "' added twice");
+    }
+    /// The tensors of a section, without the "<section>." prefix (in file order).
+    [[nodiscard]] std::vector<std::pair<std::string, Tensor<T, B>>> section_tensors(const std::string& section) const {
+        const std::string pre = section + ".";
+        std::vector<std::pair<std::string, Tensor<T, B>>> out;
+        for (const auto& [n, t] : tensors)
+            if (n.rfind(pre, 0) == 0) out.emplace_back(n.substr(pre.size()), t);
+        return out;
+    }
+    /// The metadata of a section, without the "<section>." prefix.
+    [[nodiscard]] metadata_map section_metadata(const std::string& section) const {
+        const std::string pre = section + ".";
+        metadata_map out;
+        for (const auto& [k, v] : metadata)
+            if (k.rfind(pre, 0) == 0) out.emplace(k.substr(pre.size()), v);
+        return out;
     }
 
     void set_u64(const std::string& key, std::uint64_t v) { metadata[key] = std::to_string(v); }

@@ -42,6 +42,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "depthlab/backend/cpu/cpu.hpp"  // Tensor<T> defaults to the CPU backend
 #include "depthlab/core/error.hpp"
 #include "depthlab/core/shape.hpp"
 #include "depthlab/core/tensor.hpp"
@@ -363,6 +364,8 @@ public:
     [[nodiscard]] Tensor<T, B> load(const std::string& name) const {
         const tensor_entry& e = entry(name);
         const std::string want = dtype_of<T>::name;
+        if (e.shape.numel() == 0 && (e.dtype == want || (std::is_floating_point_v<T> && (e.dtype == "F32" || e.dtype == "F64"))))
+            return Tensor<T, B>::empty(e.shape);  // nothing to read (and no null pointer to copy from)
         if (e.dtype == want) return Tensor<T, B>::from(e.shape, read_values<T>(name, e));
         if constexpr (std::is_floating_point_v<T>) {
             if (e.dtype == "F32" || e.dtype == "F64") {
@@ -437,6 +440,9 @@ private:
         std::string text(static_cast<std::size_t>(n), '\0');
         read_at(8, text.data(), text.size(), "the header");
 
+        // nlohmann stops at a NUL byte as if the input ended there; JSON text has none.
+        if (const std::size_t nul = text.find('\0'); nul != std::string::npos)
+            fail("invalid JSON header (", n, " bytes): NUL byte at offset ", nul, " (wrong header length?)");
         // Parse, refusing duplicate keys (nlohmann would keep the last one silently).
         std::vector<std::set<std::string>> keys;
         const auto on_event = [&](int, nlohmann::json::parse_event_t ev, nlohmann::json& parsed) {

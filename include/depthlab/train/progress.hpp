@@ -1,0 +1,81 @@
+#pragma once
+// Progress of a long run, the way a PyTorch / Hugging Face user expects it: one line per
+// report with step, loss parts, tokens/s, elapsed time and ETA, and the same record as a
+// JSON line (metrics.jsonl) for plots.
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <iomanip>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "depthlab/core/error.hpp"
+
+namespace depthlab::train {
+
+/// "1h02m", "3m05s", "12.3s"
+inline std::string format_duration(double seconds) {
+    char buf[32];
+    if (!(seconds >= 0) || seconds > 1e8) return "?";
+    if (seconds >= 3600) std::snprintf(buf, sizeof buf, "%dh%02dm", static_cast<int>(seconds / 3600), static_cast<int>(seconds / 60) % 60);
+    else if (seconds >= 60) std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(seconds / 60), static_cast<int>(seconds) % 60);
+    else std::snprintf(buf, sizeof buf, "%.1fs", seconds);
+    return buf;
+}
+
+class progress_meter {
+public:
+    /// total_steps: for the ETA; first_step: where a resumed run starts (rates count only
+    /// the steps of this process); jsonl_path: empty for no file.
+    progress_meter(std::int64_t total_steps, std::int64_t first_step = 0, const std::string& jsonl_path = "")
+        : total_(total_steps), first_(first_step), start_(clock::now()) {
+        if (!jsonl_path.empty()) {
+            jsonl_.open(jsonl_path, std::ios::app);
+            DEPTHLAB_CHECK(jsonl_.good(), io_error, "progress_meter: cannot open ", jsonl_path, " for writing");
+        }
+    }
+    /// Counts tokens processed (for tokens/s).
+    void add_tokens(std::int64_t n) { tokens_ += n; }
+
+    /// Prints one line and appends one JSON record: step, the named values, rates, times.
+    void report(std::int64_t step, const std::vector<std::pair<std::string, double>>& values, std::FILE* out = stdout) {
+        const double elapsed = std::chrono::duration<double>(clock::now() - start_).count();
+        const double done = static_cast<double>(step - first_);
+        const double eta = done > 0 ? elapsed / done * static_cast<double>(total_ - step) : -1;
+        const double tps = elapsed > 0 ? static_cast<double>(tokens_) / elapsed : 0;
+        std::ostringstream line;
+        line << "step " << step << "/" << total_;
+        for (const auto& [k, v] : values) line << "  " << k << " " << std::setprecision(4) << std::fixed << v;
+        line << "  " << std::setprecision(0) << std::fixed << tps << " tok/s  elapsed " << format_duration(elapsed) << "  ETA "
+             << format_duration(eta);
+        std::fprintf(out, "%s\n", line.str().c_str());
+        std::fflush(out);
+        if (jsonl_.is_open()) {
+            std::ostringstream js;
+            js << std::setprecision(9) << "{\"step\": " << step;
+            for (const auto& [k, v] : values) js << ", \"" << k << "\": " << json_number(v);
+            js << ", \"tokens_per_s\": " << json_number(tps) << ", \"elapsed_s\": " << json_number(elapsed) << "}";
+            jsonl_ << js.str() << "\n";
+            jsonl_.flush();
+        }
+    }
+    [[nodiscard]] double elapsed_seconds() const { return std::chrono::duration<double>(clock::now() - start_).count(); }
+
+private:
+    using clock = std::chrono::steady_clock;
+    static std::string json_number(double v) {
+        if (!(v == v) || v > 1.7e308 || v < -1.7e308) return "null";  // JSON has no NaN/inf
+        std::ostringstream os;
+        os << std::setprecision(9) << v;
+        return os.str();
+    }
+    std::int64_t total_, first_;
+    std::int64_t tokens_ = 0;
+    clock::time_point start_;
+    std::ofstream jsonl_;
+};
+
+}  // namespace depthlab::train
