@@ -380,6 +380,50 @@ std::vector<op_case<B>> all_cases() {
             return attention_ref(x[0], 12, 0, x[1], 24, 0, x[1], 24, 12, 2, 3, 4, 12, 3,
                                  [&](index_t, index_t, index_t i, index_t j) { return attn_causal[i * 4 + j]; });
         }));
+    // ragged attention: 3 sequences of 4 positions with 2, 0 and 3 queries, 3/2/4 real keys
+    const std::vector<index_t> rq_off{0, 2, 2, 5}, rk_len{3, 2, 4};
+    c.push_back(make_case<B>(
+        "ragged_attention", op_kind::ragged_attention, {{{5, 8}}, {{12, 16}}},
+        [=](const auto& v) {
+            using T = scalar_of<decltype(v)>;
+            using Bk = typename std::decay_t<decltype(v[0].value())>::backend_type;
+            return ragged_attention<T, Bk>({v[0], 0}, rq_off, {v[1], 0}, {v[1], 8}, 4, rk_len, 8, 2);
+        },
+        [=](const inputs_t& x) {
+            vec out(5 * 8, 0.0);
+            for (index_t b = 0; b < 3; ++b)
+                for (index_t i = rq_off[b]; i < rq_off[b + 1]; ++i)
+                    for (index_t h = 0; h < 2; ++h) {
+                        vec s(static_cast<std::size_t>(rk_len[b]));
+                        double mx = -INFINITY, z = 0;
+                        for (index_t j = 0; j < rk_len[b]; ++j) {
+                            double d = 0;
+                            for (index_t e = 0; e < 4; ++e) d += x[0][i * 8 + h * 4 + e] * x[1][(b * 4 + j) * 16 + h * 4 + e];
+                            s[j] = d / 2.0;
+                            mx = std::max(mx, s[j]);
+                        }
+                        for (double& e : s) z += (e = std::exp(e - mx));
+                        for (index_t e = 0; e < 4; ++e)
+                            for (index_t j = 0; j < rk_len[b]; ++j) out[i * 8 + h * 4 + e] += s[j] / z * x[1][(b * 4 + j) * 16 + 8 + h * 4 + e];
+                    }
+            return out;
+        }));
+    c.push_back(make_case<B>("scale_rows", op_kind::scale_rows, {{{4, 19}}, {{4}}}, [](const auto& v) { return scale_rows(v[0], v[1]); },
+                             [](const inputs_t& x) {
+                                 vec y(x[0].size());
+                                 for (std::size_t i = 0; i < y.size(); ++i) y[i] = x[0][i] * x[1][i / 19];
+                                 return y;
+                             }));
+    c.push_back(make_case<B>("row_update", op_kind::row_update, {{{5, 3}}, {{2, 3}}},
+                             [](const auto& v) { return row_update(v[0], std::vector<std::int64_t>{3, 0}, v[1]); },
+                             [](const inputs_t& x) {
+                                 vec y = x[0];
+                                 for (int j = 0; j < 3; ++j) {
+                                     y[3 * 3 + j] = x[1][j];
+                                     y[0 * 3 + j] = x[1][3 + j];
+                                 }
+                                 return y;
+                             }));
     return c;
 }
 

@@ -312,6 +312,9 @@ struct gemm_args {
     index_t lda = 0, ldb = 0, ldc = 0;
     index_t batch = 1, stride_a = 0, stride_b = 0, stride_c = 0;
     index_t batch2 = 1, stride_a2 = 0, stride_b2 = 0, stride_c2 = 0;
+    /// Sizes and strides change from call to call (ragged attention): a backend may use
+    /// one shape-generic kernel instead of one specialised per shape.
+    bool dynamic_shape = false;
 };
 
 /// Device memory of backend B; specialised per backend.
@@ -408,8 +411,10 @@ inline dnnl::engine& engine() {
     static dnnl::engine e(dnnl::engine::kind::cpu, 0);
     return e;
 }
+/// One stream per thread: callers may run independent GEMMs from inside a parallel region
+/// (e.g. one sequence each), and a oneDNN stream must not be shared by concurrent calls.
 inline dnnl::stream& stream() {
-    static dnnl::stream s(engine());
+    thread_local dnnl::stream s(engine());
     return s;
 }
 
@@ -471,12 +476,43 @@ inline const matmul_entry& get(const gemm_args& g, float alpha, float beta) {
     return cache.emplace(key, matmul_entry{dnnl::matmul(pd), a, b, c}).first->second;
 }
 
+/// Shape-generic primitive for dynamic_shape calls: m, n, k and every stride are given at
+/// execution (DNNL_RUNTIME_DIM_VAL), so one primitive serves every size of ragged attention
+/// instead of one per size. Keyed by the transposes, batch extents, alpha and beta.
+inline const dnnl::matmul& get_dynamic(const gemm_args& g, float alpha, float beta) {
+    static std::unordered_map<matmul_key, dnnl::matmul, matmul_key_hash> cache;
+    static std::mutex mutex;
+    const index_t b_a = g.stride_a == 0 ? 1 : g.batch, b_b = g.stride_b == 0 ? 1 : g.batch;
+    const index_t b2_a = g.stride_a2 == 0 ? 1 : g.batch2, b2_b = g.stride_b2 == 0 ? 1 : g.batch2;
+    const matmul_key key{{g.trans_a, g.trans_b, g.batch, g.batch2, b_a, b_b, b2_a, b2_b, -1, 0, 0, 0, 0, 0, 0, 0, sizeof(float)}, alpha, beta};
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+    using dims = dnnl::memory::dims;
+    constexpr auto rt = DNNL_RUNTIME_DIM_VAL;
+    auto desc = [&](index_t b2, index_t b1) {
+        return dnnl::memory::desc(dims{b2, b1, rt, rt}, dnnl::memory::data_type::f32, dims{rt, rt, rt, rt});
+    };
+    dnnl::primitive_attr attr;
+    if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+    if (beta != 0.0f) {
+        dnnl::post_ops po;
+        po.append_sum(beta);
+        attr.set_post_ops(po);
+    }
+    const dnnl::matmul::desc d(desc(b2_a, b_a), desc(b2_b, b_b), desc(g.batch2, g.batch));
+    return cache.emplace(key, dnnl::matmul(dnnl::matmul::primitive_desc(d, attr, engine()))).first->second;
+}
+
 inline void gemm(const gemm_args& g, float alpha, const float* a, const float* b, float beta, float* c) {
-    const matmul_entry& e = get(g, alpha, beta);
-    dnnl::memory ma(e.a, engine(), const_cast<float*>(a));
-    dnnl::memory mb(e.b, engine(), const_cast<float*>(b));
-    dnnl::memory mc(e.c, engine(), c);
-    e.prim.execute(stream(), {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
+    const auto a_md = operand(g.batch2, g.stride_a2, g.batch, g.stride_a, g.m, g.k, g.trans_a, g.lda);
+    const auto b_md = operand(g.batch2, g.stride_b2, g.batch, g.stride_b, g.k, g.n, g.trans_b, g.ldb);
+    const auto c_md = operand(g.batch2, g.stride_c2, g.batch, g.stride_c, g.m, g.n, false, g.ldc);
+    const dnnl::matmul& prim = g.dynamic_shape ? get_dynamic(g, alpha, beta) : get(g, alpha, beta).prim;
+    dnnl::memory ma(a_md, engine(), const_cast<float*>(a));
+    dnnl::memory mb(b_md, engine(), const_cast<float*>(b));
+    dnnl::memory mc(c_md, engine(), c);
+    prim.execute(stream(), {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
     stream().wait();
 }
 
@@ -2092,6 +2128,20 @@ struct primitives<backend::cpu> {
         });
     }
 
+    // y[r] = w[r] * x[r]   (per-row weights: ACT's state interpolation)
+    template <class T>
+    static void scale_rows(index_t rows, index_t cols, const T* x, const T* w, T* y) {
+        rowwise<T>(rows, cols, [&]<class K>(index_t r) { K::axpby(cols, w[r], x + r * cols, T(0), y + r * cols); });
+    }
+    // dx[r] += w[r] * dy[r] (dx may be null);  dw[r] += <dy[r], x[r]> (dw may be null)
+    template <class T>
+    static void scale_rows_bwd(index_t rows, index_t cols, const T* x, const T* w, const T* dy, T* dx, T* dw) {
+        rowwise<T>(rows, cols, [&]<class K>(index_t r) {
+            if (dx) K::axpby(cols, w[r], dy + r * cols, T(1), dx + r * cols);
+            if (dw) dw[r] += K::dot(cols, dy + r * cols, x + r * cols);
+        });
+    }
+
     // ---- activations: forward from x, backward accumulates into dx ----
     template <class T> static void gelu_fwd(index_t n, const T* x, T* y) {
         chunked<T>(n, [&]<class K>(index_t o, index_t m) { K::gelu_fwd(m, x + o, y + o); });
@@ -2548,7 +2598,8 @@ namespace depthlab {
 #define DEPTHLAB_OPS(X)                                                                                     \
     X(leaf) X(matmul) X(linear) X(add) X(mul) X(scale) X(bias) X(gelu) X(relu) X(tanh) X(sigmoid)         \
     X(softmax) X(log_softmax) X(cross_entropy) X(layer_norm) X(dropout) X(embedding) X(concat) X(split)     \
-    X(slice) X(reshape) X(transpose) X(gather_rows) X(scatter_rows) X(sum) X(mean) X(mse) X(attention)
+    X(slice) X(reshape) X(transpose) X(gather_rows) X(scatter_rows) X(sum) X(mean) X(mse) X(attention)    \
+    X(ragged_attention) X(scale_rows) X(row_update)
 
 enum class op_kind : int {
 #define DEPTHLAB_OP_ENUM(name) name,
@@ -3191,6 +3242,61 @@ Var<T, B> scatter_rows(const Var<T, B>& x, std::span<const std::int64_t> idx, in
         }
     });
 }
+/// y = copy of base with rows idx[i] replaced by rows[i] (idx without repeats).
+/// base: (N, ...), rows: (len(idx), ...). Gradients: base gets dy outside the replaced rows,
+/// rows get dy of their rows. (ACT: only the running tokens' states change.)
+template <class T, class B>
+Var<T, B> row_update(const Var<T, B>& base, std::span<const std::int64_t> idx, const Var<T, B>& rows) {
+    using P = primitives<B>;
+    const Shape& sb = base.shape();
+    const Shape& sr = rows.shape();
+    DEPTHLAB_CHECK(sb.rank() >= 1 && sr.rank() == sb.rank() && sr[0] == static_cast<index_t>(idx.size()) &&
+                       Shape(sb.begin() + 1, sb.end()) == Shape(sr.begin() + 1, sr.end()),
+                   shape_error, "row_update: base ", sb, ", ", idx.size(), " indices, rows ", sr);
+    detail::check_ids("row_update", idx, sb[0], "index");
+    {
+        std::vector<char> seen(static_cast<std::size_t>(sb[0]), 0);
+        for (std::size_t i = 0; i < idx.size(); ++i) {
+            DEPTHLAB_CHECK(!seen[static_cast<std::size_t>(idx[i])], index_error, "row_update: index ", idx[i], " repeated (position ", i, ")");
+            seen[static_cast<std::size_t>(idx[i])] = 1;
+        }
+    }
+    const index_t n = sr[0], cols = sb.numel() / std::max<index_t>(sb[0], 1);
+    auto ids = std::make_shared<std::vector<std::int64_t>>(idx.begin(), idx.end());
+    auto Y = base.value().contiguous().clone();
+    const auto R = detail::contiguous_value(rows);
+    for (index_t i = 0; i < n; ++i) P::axpby(cols, T(1), R.data() + i * cols, T(0), Y.data() + (*ids)[i] * cols);
+    return detail::make_result<T, B>(op_kind::row_update, std::move(Y), {base, rows}, [=](Node<T, B>& nd) {
+        const T* dY = nd.grad.data();
+        if (T* dB = detail::parent_grad(nd, 0)) {
+            auto g = nd.grad.clone();
+            for (index_t i = 0; i < n; ++i) P::fill(cols, T(0), g.data() + (*ids)[i] * cols);
+            P::axpby(g.numel(), T(1), g.data(), T(1), dB);
+        }
+        if (T* dR = detail::parent_grad(nd, 1)) {
+            auto g = Tensor<T, B>::empty(sr);
+            P::gather_rows(n, cols, dY, ids->data(), g.data());
+            P::axpby(n * cols, T(1), g.data(), T(1), dR);
+        }
+    });
+}
+/// y[r] = w[r] * x[r] for x: (N, C), w: (N) — a per-row weight.
+template <class T, class B>
+Var<T, B> scale_rows(const Var<T, B>& x, const Var<T, B>& w) {
+    using P = primitives<B>;
+    const Shape& sx = x.shape();
+    DEPTHLAB_CHECK(sx.rank() == 2 && w.shape() == Shape{sx[0]}, shape_error, "scale_rows: input ", sx, " and weights ", w.shape(),
+                   " (expected (N, C) and (N,))");
+    const index_t rows = sx[0], cols = sx[1];
+    const auto X = detail::contiguous_value(x);
+    const auto Wt = detail::contiguous_value(w);
+    auto Y = Tensor<T, B>::empty(sx);
+    P::scale_rows(rows, cols, X.data(), Wt.data(), Y.data());
+    return detail::make_result<T, B>(op_kind::scale_rows, std::move(Y), {x, w}, [=](Node<T, B>& nd) {
+        P::scale_rows_bwd(rows, cols, X.data(), Wt.data(), nd.grad.data(), detail::parent_grad(nd, 0), detail::parent_grad(nd, 1));
+    });
+}
+
 /// Embedding lookup: table (V, E), ids of shape `ids_shape` -> ids_shape + (E).
 template <class T, class B>
 Var<T, B> embedding(const Var<T, B>& table, std::span<const std::int64_t> ids, Shape ids_shape) {
@@ -3444,6 +3550,89 @@ Var<T, B> attention(const projection_slice<T, B>& q, const projection_slice<T, B
         if (T* dK = detail::parent_grad(nd, 1))
             P::gemm(gemm_args{true, false, Tk, dh, Tq, Tk, Wq, Wk, H, S, dh, dh, Bn, H * S, Tq * Wq, Tk * Wk}, alpha, dP.data(), qp, T(1),
                     dK + ko);
+    });
+}
+
+/// Attention of a ragged set of queries over per-sequence keys: the running tokens of an
+/// adaptive-depth encoder attend to every (running or halted) token of their sequence.
+/// q.src: (Nq, Wq), the queries of sequence b being rows [q_offsets[b], q_offsets[b+1]);
+/// k.src, v.src: (B * T_, W) (or (B, T_, W)), row b*T_ + t; only keys t < key_lengths[b]
+/// exist (padding is never attended to, and costs nothing). Result: (Nq, dim).
+template <class T, class B>
+Var<T, B> ragged_attention(const projection_slice<T, B>& q, const std::vector<index_t>& q_offsets, const projection_slice<T, B>& k,
+                           const projection_slice<T, B>& v, index_t T_, const std::vector<index_t>& key_lengths, index_t dim, int heads) {
+    using P = primitives<B>;
+    const index_t Bn = static_cast<index_t>(key_lengths.size());
+    const Shape& sq = q.src.shape();
+    const Shape& sk = k.src.shape();
+    const Shape& sv = v.src.shape();
+    DEPTHLAB_CHECK(sq.rank() == 2 && static_cast<index_t>(q_offsets.size()) == Bn + 1 && q_offsets.front() == 0 &&
+                       q_offsets.back() == sq[0],
+                   shape_error, "ragged_attention: queries ", sq, " with ", q_offsets.size(), " offsets for ", Bn, " sequences");
+    DEPTHLAB_CHECK(sk.numel() / sk.back() == Bn * T_ && sv.numel() / sv.back() == Bn * T_, shape_error, "ragged_attention: keys ",
+                   sk, " and values ", sv, " are not ", Bn, " sequences of ", T_, " rows");
+    DEPTHLAB_CHECK(heads >= 1 && dim % heads == 0, shape_error, "ragged_attention: dim ", dim, " not divisible by ", heads, " heads");
+    const index_t Wq = sq[1], Wk = sk.back(), Wv = sv.back(), H = heads, dh = dim / H;
+    DEPTHLAB_CHECK(q.offset + dim <= Wq && k.offset + dim <= Wk && v.offset + dim <= Wv, shape_error,
+                   "ragged_attention: column slices exceed sources ", sq, ", ", sk, ", ", sv);
+    std::vector<index_t> poff(static_cast<std::size_t>(Bn + 1), 0);  // offsets of each sequence's scores
+    for (index_t b = 0; b < Bn; ++b) {
+        const index_t nb = q_offsets[b + 1] - q_offsets[b], Lb = key_lengths[b];
+        DEPTHLAB_CHECK(nb >= 0 && Lb >= (nb > 0 ? 1 : 0) && Lb <= T_, shape_error, "ragged_attention: sequence ", b, " has ", nb,
+                       " queries and ", Lb, " keys (of at most ", T_, ")");
+        poff[b + 1] = poff[b] + H * nb * Lb;
+    }
+    const T alpha = static_cast<T>(1.0 / std::sqrt(static_cast<double>(dh)));
+    // sizes differ per sequence and per iteration: ask for shape-generic GEMMs
+    const auto dyn = [](gemm_args g) {
+        g.dynamic_shape = true;
+        return g;
+    };
+    const auto Q = q.src.value().contiguous(), K = k.src.value().contiguous(), Vv = v.src.value().contiguous();
+    const T* qp = Q.data() + q.offset;
+    const T* kp = K.data() + k.offset;
+    const T* vp = Vv.data() + v.offset;
+    auto Pm = Tensor<T, B>::empty({poff.back()});
+    auto O = Tensor<T, B>::empty({sq[0], dim});
+    // one sequence per task: each task's GEMMs are small and independent
+    parallel_for(Bn, 1, [&](index_t b0, index_t b1) {
+        for (index_t b = b0; b < b1; ++b) {
+            const index_t q0 = q_offsets[b], nb = q_offsets[b + 1] - q0, Lb = key_lengths[b];
+            if (nb == 0) continue;
+            T* Pb = Pm.data() + poff[b];
+            P::gemm(dyn(gemm_args{false, true, nb, Lb, dh, Wq, Wk, Lb, H, dh, dh, nb * Lb}), alpha, qp + q0 * Wq, kp + b * T_ * Wk, T(0), Pb);
+            P::softmax_fwd(H * nb, Lb, Pb, T(1), static_cast<const T*>(nullptr), row_broadcast{}, Pb);
+            P::gemm(dyn(gemm_args{false, false, nb, dh, Lb, Lb, Wv, dim, H, nb * Lb, dh, dh}), T(1), Pb, vp + b * T_ * Wv, T(0), O.data() + q0 * dim);
+        }
+    });
+    const index_t qo = q.offset, ko = k.offset, vo = v.offset;
+    return detail::make_result<T, B>(op_kind::ragged_attention, std::move(O), {q.src, k.src, v.src}, [=](Node<T, B>& nd) {
+        const T* dO = nd.grad.data();
+        T* dQ = detail::parent_grad(nd, 0);
+        T* dK = detail::parent_grad(nd, 1);
+        T* dV = detail::parent_grad(nd, 2);
+        auto dP = Tensor<T, B>::empty({poff.back()});
+        // sequences write disjoint key/value rows and query rows, so tasks never collide
+        // (q, k and v may share one source: their column slices are disjoint too)
+        parallel_for(Bn, 1, [&](index_t b0, index_t b1) {
+            for (index_t b = b0; b < b1; ++b) {
+                const index_t q0 = q_offsets[b], nb = q_offsets[b + 1] - q0, Lb = key_lengths[b];
+                if (nb == 0) continue;
+                const T* Pb = Pm.data() + poff[b];
+                T* dPb = dP.data() + poff[b];
+                P::gemm(dyn(gemm_args{false, true, nb, Lb, dh, dim, Wv, Lb, H, dh, dh, nb * Lb}), T(1), dO + q0 * dim, vp + b * T_ * Wv, T(0), dPb);
+                if (dV)
+                    P::gemm(dyn(gemm_args{true, false, Lb, dh, nb, Lb, dim, Wv, H, nb * Lb, dh, dh}), T(1), Pb, dO + q0 * dim, T(1),
+                            dV + b * T_ * Wv + vo);
+                P::softmax_bwd(H * nb, Lb, Pb, dPb, T(1), dPb, /*accumulate=*/false);
+                if (dQ)
+                    P::gemm(dyn(gemm_args{false, false, nb, dh, Lb, Lb, Wk, Wq, H, nb * Lb, dh, dh}), alpha, dPb, kp + b * T_ * Wk, T(1),
+                            dQ + q0 * Wq + qo);
+                if (dK)
+                    P::gemm(dyn(gemm_args{true, false, Lb, dh, nb, Lb, Wq, Wk, H, nb * Lb, dh, dh}), alpha, dPb, qp + q0 * Wq, T(1),
+                            dK + b * T_ * Wk + ko);
+            }
+        });
     });
 }
 

@@ -458,6 +458,61 @@ Var<T, B> scatter_rows(const Var<T, B>& x, std::span<const std::int64_t> idx, in
         }
     });
 }
+/// y = copy of base with rows idx[i] replaced by rows[i] (idx without repeats).
+/// base: (N, ...), rows: (len(idx), ...). Gradients: base gets dy outside the replaced rows,
+/// rows get dy of their rows. (ACT: only the running tokens' states change.)
+template <class T, class B>
+Var<T, B> row_update(const Var<T, B>& base, std::span<const std::int64_t> idx, const Var<T, B>& rows) {
+    using P = primitives<B>;
+    const Shape& sb = base.shape();
+    const Shape& sr = rows.shape();
+    DEPTHLAB_CHECK(sb.rank() >= 1 && sr.rank() == sb.rank() && sr[0] == static_cast<index_t>(idx.size()) &&
+                       Shape(sb.begin() + 1, sb.end()) == Shape(sr.begin() + 1, sr.end()),
+                   shape_error, "row_update: base ", sb, ", ", idx.size(), " indices, rows ", sr);
+    detail::check_ids("row_update", idx, sb[0], "index");
+    {
+        std::vector<char> seen(static_cast<std::size_t>(sb[0]), 0);
+        for (std::size_t i = 0; i < idx.size(); ++i) {
+            DEPTHLAB_CHECK(!seen[static_cast<std::size_t>(idx[i])], index_error, "row_update: index ", idx[i], " repeated (position ", i, ")");
+            seen[static_cast<std::size_t>(idx[i])] = 1;
+        }
+    }
+    const index_t n = sr[0], cols = sb.numel() / std::max<index_t>(sb[0], 1);
+    auto ids = std::make_shared<std::vector<std::int64_t>>(idx.begin(), idx.end());
+    auto Y = base.value().contiguous().clone();
+    const auto R = detail::contiguous_value(rows);
+    for (index_t i = 0; i < n; ++i) P::axpby(cols, T(1), R.data() + i * cols, T(0), Y.data() + (*ids)[i] * cols);
+    return detail::make_result<T, B>(op_kind::row_update, std::move(Y), {base, rows}, [=](Node<T, B>& nd) {
+        const T* dY = nd.grad.data();
+        if (T* dB = detail::parent_grad(nd, 0)) {
+            auto g = nd.grad.clone();
+            for (index_t i = 0; i < n; ++i) P::fill(cols, T(0), g.data() + (*ids)[i] * cols);
+            P::axpby(g.numel(), T(1), g.data(), T(1), dB);
+        }
+        if (T* dR = detail::parent_grad(nd, 1)) {
+            auto g = Tensor<T, B>::empty(sr);
+            P::gather_rows(n, cols, dY, ids->data(), g.data());
+            P::axpby(n * cols, T(1), g.data(), T(1), dR);
+        }
+    });
+}
+/// y[r] = w[r] * x[r] for x: (N, C), w: (N) — a per-row weight.
+template <class T, class B>
+Var<T, B> scale_rows(const Var<T, B>& x, const Var<T, B>& w) {
+    using P = primitives<B>;
+    const Shape& sx = x.shape();
+    DEPTHLAB_CHECK(sx.rank() == 2 && w.shape() == Shape{sx[0]}, shape_error, "scale_rows: input ", sx, " and weights ", w.shape(),
+                   " (expected (N, C) and (N,))");
+    const index_t rows = sx[0], cols = sx[1];
+    const auto X = detail::contiguous_value(x);
+    const auto Wt = detail::contiguous_value(w);
+    auto Y = Tensor<T, B>::empty(sx);
+    P::scale_rows(rows, cols, X.data(), Wt.data(), Y.data());
+    return detail::make_result<T, B>(op_kind::scale_rows, std::move(Y), {x, w}, [=](Node<T, B>& nd) {
+        P::scale_rows_bwd(rows, cols, X.data(), Wt.data(), nd.grad.data(), detail::parent_grad(nd, 0), detail::parent_grad(nd, 1));
+    });
+}
+
 /// Embedding lookup: table (V, E), ids of shape `ids_shape` -> ids_shape + (E).
 template <class T, class B>
 Var<T, B> embedding(const Var<T, B>& table, std::span<const std::int64_t> ids, Shape ids_shape) {

@@ -35,6 +35,9 @@ struct gemm_args {
     index_t lda = 0, ldb = 0, ldc = 0;
     index_t batch = 1, stride_a = 0, stride_b = 0, stride_c = 0;
     index_t batch2 = 1, stride_a2 = 0, stride_b2 = 0, stride_c2 = 0;
+    /// Sizes and strides change from call to call (ragged attention): a backend may use
+    /// one shape-generic kernel instead of one specialised per shape.
+    bool dynamic_shape = false;
 };
 
 /// Device memory of backend B; specialised per backend.

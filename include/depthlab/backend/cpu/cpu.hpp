@@ -156,6 +156,20 @@ struct primitives<backend::cpu> {
         });
     }
 
+    // y[r] = w[r] * x[r]   (per-row weights: ACT's state interpolation)
+    template <class T>
+    static void scale_rows(index_t rows, index_t cols, const T* x, const T* w, T* y) {
+        rowwise<T>(rows, cols, [&]<class K>(index_t r) { K::axpby(cols, w[r], x + r * cols, T(0), y + r * cols); });
+    }
+    // dx[r] += w[r] * dy[r] (dx may be null);  dw[r] += <dy[r], x[r]> (dw may be null)
+    template <class T>
+    static void scale_rows_bwd(index_t rows, index_t cols, const T* x, const T* w, const T* dy, T* dx, T* dw) {
+        rowwise<T>(rows, cols, [&]<class K>(index_t r) {
+            if (dx) K::axpby(cols, w[r], dy + r * cols, T(1), dx + r * cols);
+            if (dw) dw[r] += K::dot(cols, dy + r * cols, x + r * cols);
+        });
+    }
+
     // ---- activations: forward from x, backward accumulates into dx ----
     template <class T> static void gelu_fwd(index_t n, const T* x, T* y) {
         chunked<T>(n, [&]<class K>(index_t o, index_t m) { K::gelu_fwd(m, x + o, y + o); });

@@ -1,0 +1,796 @@
+#pragma once
+// Component-value analyses (Wang & Tu, COLING 2020, "Rethinking the Value of Transformer
+// Components"): how much each module of a trained model is worth, measured two ways, and
+// what to do with the answer (prune, or rewind and fine-tune).
+//
+//   contribution  (hard)  switch module n off, measure the metric, switch it on again:
+//                         d_n = clip(base − metric_without_n, 0, C), score_n = d_n / max_m d_m.
+//   criticality   (soft)  move module n alone from its trained weights θᶠ towards its
+//                         initial ones θ⁰: θ_n(α) = (1 − α)θ_n⁰ + αθ_nᶠ; the score is the
+//                         smallest α ∈ [0, 1] with metric(α) >= base − ε (grid or bisection).
+//   pruning               switch the k least important modules off together, k = 0..K.
+//   rewinding             reset the k least important modules to θ⁰, fine-tune (the caller's
+//                         callback), measure before and after.
+//
+// Works on any model built from depthlab modules: the metric is a callback and the modules
+// are a list the caller may build by hand. default_modules(model) lists the residual
+// sub-layers (nn::sublayers) with the paper's types.
+//
+// Conventions (read these before using the numbers):
+//  * Metric direction: HIGHER IS BETTER (BLEU, accuracy). For a loss pass its negative
+//    (`[&] { return -loss(); }`); then also set the clip C and ε in loss units.
+//  * The metric must be deterministic: put the model in eval mode (dropout off) before
+//    calling any analysis. Metric calls run inside depthlab::no_grad unless
+//    run_options::no_grad is false (the fine-tuning callback never does).
+//  * Every analysis leaves the model as it found it — all modules switched on, every
+//    parameter at θᶠ — also when the metric (or an ablate function) throws: the changes are
+//    held by RAII guards (scoped_ablation, scoped_interpolation). Analyses assume they start
+//    with every module switched on. The exception: rewind_and_finetune() leaves the model
+//    rewound and fine-tuned, by design.
+//  * What "removing" a default module means: its residual branch outputs zero and the
+//    residual path stays. In a post-LN layer the sub-layer's LayerNorm still runs
+//    (y = LN(x)); in a pre-LN layer the sub-layer becomes the identity (y = x). So for
+//    post-LN models the LayerNorm's parameters are not counted as removed by pruning
+//    (module_ref::kept_prefixes); rewinding and criticality do move them (the LayerNorm
+//    lives under the sub-layer's name).
+//  * Tied models (one set of sub-layers named "encoder.shared.*"): a module is the shared
+//    sub-layer, so removing or rewinding it acts on EVERY iteration; its layer is -1.
+//  * Result vectors follow the order of the module list given.
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <concepts>
+#include <cstddef>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <numeric>
+#include <optional>
+#include <ostream>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "depthlab/autodiff/variable.hpp"
+#include "depthlab/core/error.hpp"
+#include "depthlab/nn/module.hpp"
+#include "depthlab/nn/snapshot.hpp"
+#include "depthlab/nn/transformer.hpp"
+#include "depthlab/train/progress.hpp"
+
+namespace depthlab::analysis {
+
+// ============================================================================ modules
+
+/// One unit of analysis.
+struct module_ref {
+    std::string name;   // unique, e.g. "decoder.5.feed_forward"
+    std::string type;   // "E:SA", "E:FF", "D:SA", "D:EA", "D:FF" (free text for custom modules)
+    int layer = -1;     // layer index; -1 when the module is shared by every layer (tied)
+    /// Parameters of the module: every parameter whose name is `prefix` or starts with
+    /// `prefix.` (nn::is_under). Criticality and rewinding move these; pruning counts them.
+    /// Empty: the module has no parameters of its own (criticality/rewinding refuse it,
+    /// pruning counts 0) — an empty prefix never means "the whole model" here.
+    std::string prefix;
+    /// ablate(true) switches the module off (its output contributes nothing), ablate(false)
+    /// switches it on again. Needed by contribution and pruning only.
+    std::function<void(bool)> ablate;
+    /// Prefixes under `prefix` whose parameters an ablated module still uses (the LayerNorm
+    /// of a post-LN sub-layer): not counted as removed by pruning.
+    std::vector<std::string> kept_prefixes;
+};
+
+namespace detail {
+inline std::vector<std::string> split_name(const std::string& s) {
+    std::vector<std::string> out;
+    std::string cur;
+    for (char c : s) {
+        if (c == '.') {
+            out.push_back(cur);
+            cur.clear();
+        } else {
+            cur += c;
+        }
+    }
+    out.push_back(cur);
+    return out;
+}
+inline bool all_digits(const std::string& s) {
+    return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+}  // namespace detail
+
+/// Paper type ("E:SA", ...) and layer of a sub-layer name: side "D" when a component of the
+/// name is "decoder", "E" otherwise; SA / EA / FF from the sub-layer type; layer = the last
+/// all-digit component of the name, -1 when there is none (a tied stack's "shared").
+inline std::pair<std::string, int> paper_type(const std::string& name, nn::sublayer_type t) {
+    const auto parts = detail::split_name(name);
+    const bool decoder = std::find(parts.begin(), parts.end(), "decoder") != parts.end();
+    const char* kind = t == nn::sublayer_type::self_attention    ? "SA"
+                       : t == nn::sublayer_type::cross_attention ? "EA"
+                                                                 : "FF";
+    int layer = -1;
+    for (auto it = parts.rbegin(); it != parts.rend(); ++it)
+        if (detail::all_digits(*it)) {
+            layer = std::stoi(*it);
+            break;
+        }
+    return {std::string(decoder ? "D:" : "E:") + kind, layer};
+}
+
+/// Every residual sub-layer of `model` (nn::sublayers, model order) as a module:
+/// encoder self_attention -> "E:SA", encoder feed_forward -> "E:FF", decoder
+/// self_attention -> "D:SA", decoder cross_attention -> "D:EA", decoder feed_forward ->
+/// "D:FF"; layer = the index in the name, -1 for a tied stack's "shared" layer (it stands
+/// for every iteration). prefix = the sub-layer name; ablate flips residual_base::enabled.
+/// norm_first: whether the sub-layers are pre-LN. Read from model.cfg.layer.norm_first
+/// when the model has it (Seq2SeqTransformer, Albert), else post-LN (both papers) unless
+/// given. For post-LN the sub-layer's ".norm" is a kept prefix (still used when ablated).
+/// The returned ablate functions point into `model`: keep it alive while using them.
+template <class Model>
+    requires std::derived_from<Model, nn::Module<typename Model::value_type, typename Model::backend_type>>
+std::vector<module_ref> default_modules(Model& model, std::optional<bool> norm_first = std::nullopt) {
+    bool pre_ln = false;
+    if constexpr (requires { static_cast<bool>(model.cfg.layer.norm_first); }) pre_ln = model.cfg.layer.norm_first;
+    if (norm_first) pre_ln = *norm_first;
+    std::vector<module_ref> out;
+    nn::Module<typename Model::value_type, typename Model::backend_type>& base = model;
+    for (auto& [name, r] : nn::sublayers(base)) {
+        auto [type, layer] = paper_type(name, r->type);
+        module_ref m;
+        m.name = name;
+        m.type = std::move(type);
+        m.layer = layer;
+        m.prefix = name;
+        nn::residual_base* sub = r;
+        m.ablate = [sub](bool off) { sub->enabled = !off; };
+        if (!pre_ln) m.kept_prefixes.push_back(name + ".norm");
+        out.push_back(std::move(m));
+    }
+    DEPTHLAB_CHECK(!out.empty(), usage_error, "default_modules: the model has no residual sub-layers");
+    return out;
+}
+
+/// Number of parameter values the listed modules stop using when all of them are ablated:
+/// parameters under a module's prefix and under none of its kept prefixes, each counted once.
+template <class T, class B>
+index_t parameters_removed(const nn::Module<T, B>& model, const std::vector<const module_ref*>& modules) {
+    index_t n = 0;
+    for (auto& [name, p] : model.named_parameters()) {
+        for (const module_ref* m : modules) {
+            if (m->prefix.empty() || !nn::is_under(name, m->prefix)) continue;
+            const bool kept = std::any_of(m->kept_prefixes.begin(), m->kept_prefixes.end(),
+                                          [&](const std::string& k) { return nn::is_under(name, k); });
+            if (kept) continue;
+            n += p.value().numel();
+            break;
+        }
+    }
+    return n;
+}
+template <class T, class B>
+index_t parameters_removed(const nn::Module<T, B>& model, const std::vector<module_ref>& modules) {
+    std::vector<const module_ref*> ptrs;
+    for (const auto& m : modules) ptrs.push_back(&m);
+    return parameters_removed(model, ptrs);
+}
+
+// ============================================================================ guards
+
+/// Switches modules off for its lifetime; switches them on again (reverse order) when
+/// destroyed, also during stack unwinding. Errors while switching on are swallowed there.
+class scoped_ablation {
+public:
+    scoped_ablation() = default;
+    explicit scoped_ablation(const module_ref& m) { add(m); }
+    scoped_ablation(const scoped_ablation&) = delete;
+    scoped_ablation& operator=(const scoped_ablation&) = delete;
+    ~scoped_ablation() { restore(); }
+
+    /// Switches one more module off.
+    void add(const module_ref& m) {
+        DEPTHLAB_CHECK(static_cast<bool>(m.ablate), usage_error, "ablation: module '", m.name, "' has no ablate function");
+        off_.push_back(&m);  // before the call: a half-done ablate(true) is undone too
+        m.ablate(true);
+    }
+    /// Switches every module on again now.
+    void restore() noexcept {
+        while (!off_.empty()) {
+            try {
+                off_.back()->ablate(false);
+            } catch (...) {
+            }
+            off_.pop_back();
+        }
+    }
+    [[nodiscard]] std::size_t size() const { return off_.size(); }
+
+private:
+    std::vector<const module_ref*> off_;
+};
+
+/// Sets the parameters under `prefix` to (1 − α) θ⁰ + α θᶠ for its lifetime (set() moves α);
+/// writes θᶠ back under the prefix when destroyed, also during stack unwinding.
+template <class T, class B>
+class scoped_interpolation {
+public:
+    scoped_interpolation(nn::Module<T, B>& model, std::string prefix, const nn::Snapshot<T, B>& initial, const nn::Snapshot<T, B>& final_)
+        : model_(model), prefix_(std::move(prefix)), initial_(initial), final_(final_) {
+        DEPTHLAB_CHECK(!prefix_.empty(), usage_error, "interpolation: empty parameter prefix (it would move the whole model)");
+    }
+    scoped_interpolation(const scoped_interpolation&) = delete;
+    scoped_interpolation& operator=(const scoped_interpolation&) = delete;
+    ~scoped_interpolation() {
+        try {
+            final_.restore(model_, prefix_);
+        } catch (...) {
+        }
+    }
+    void set(double alpha) {
+        DEPTHLAB_CHECK(alpha >= 0.0 && alpha <= 1.0, usage_error, "interpolation: alpha ", alpha, " outside [0, 1]");
+        nn::Snapshot<T, B>::interpolate(model_, initial_, final_, alpha, prefix_);
+    }
+
+private:
+    nn::Module<T, B>& model_;
+    std::string prefix_;
+    const nn::Snapshot<T, B>& initial_;
+    const nn::Snapshot<T, B>& final_;
+};
+
+// ============================================================================ options
+
+/// What a progress callback receives before each step of a long analysis.
+struct progress_event {
+    std::string stage;           // "contribution", "criticality", "pruning", "rewinding"
+    std::size_t index = 0;       // 1-based step about to run
+    std::size_t total = 0;       // number of steps
+    std::string module;          // the module (or the last module removed) of the step
+    std::size_t evaluations = 0; // metric evaluations so far (this analysis)
+    double elapsed_s = 0;
+    double eta_s = -1;           // -1 until one step has finished
+};
+
+using metric_fn = std::function<double()>;
+using progress_fn = std::function<void(const progress_event&)>;
+
+struct run_options {
+    progress_fn progress;         // called before each step (may be empty)
+    bool print_progress = false;  // one stderr line per step: "contribution: module 3 of 30 (name), ..."
+    bool no_grad = true;          // run the metric inside depthlab::no_grad
+};
+
+struct contribution_options {
+    /// C = clip_fraction · |base| (the paper: BLEU_base / 10). |base| so that a negative
+    /// metric (a negated loss) still gets a non-negative C; with base = 0, C = 0 and every
+    /// score is 0 (the result says so) — set `clip` then.
+    double clip_fraction = 0.1;
+    std::optional<double> clip;   // absolute C, overrides clip_fraction; +inf: no clipping
+    std::optional<double> base;   // the baseline metric when already known (saves one evaluation)
+    run_options run;
+};
+
+enum class search_method { grid, bisection };
+inline const char* to_string(search_method m) { return m == search_method::grid ? "grid" : "bisection"; }
+
+struct criticality_options {
+    double epsilon = 0.5;          // metric(α) passes when >= base − epsilon (paper: 0.5 BLEU)
+    search_method method = search_method::grid;
+    int grid_steps = 10;           // grid α ∈ {0, 1/k, ..., 1}, k = grid_steps
+    bool grid_full_scan = false;   // evaluate every grid α (a full curve) instead of stopping at the first pass
+    double tolerance = 1e-2;       // bisection stops when the bracket is this narrow ...
+    int max_evaluations = 20;      // ... or after this many evaluations for the module (α = 0 included)
+    bool check_final = true;       // refuse to start unless the model holds θᶠ exactly
+    std::optional<double> base;    // the baseline metric when already known
+    run_options run;
+};
+
+// ============================================================================ results
+
+struct contribution_entry {
+    std::string name, type;
+    int layer = -1;
+    double metric_without = 0;  // metric with this module switched off
+    double drop = 0;            // d_n = clip(base − metric_without, 0, C); a NaN metric counts as the full drop C
+    double score = 0;           // d_n / max_m d_m ∈ [0, 1]
+};
+struct contribution_result {
+    double base = 0;             // metric of the full model
+    double clip = 0;             // C used
+    double max_drop = 0;         // max_m d_m
+    bool all_zero = false;       // max_m d_m == 0: no module matters at this C; every score is 0 (no division)
+    std::size_t evaluations = 0; // metric calls, the baseline included
+    std::vector<contribution_entry> modules;
+    [[nodiscard]] std::vector<double> scores() const {
+        std::vector<double> s;
+        for (const auto& m : modules) s.push_back(m.score);
+        return s;
+    }
+};
+
+struct criticality_entry {
+    std::string name, type;
+    int layer = -1;
+    double alpha = 1;              // criticality: smallest passing α found (1 when none passed)
+    double metric_at_alpha = 0;    // metric at that α (bisection: the baseline when α = 1 was never left)
+    std::string search;            // "grid" or "bisection"
+    bool found = true;             // false: no grid α passed, not even α = 1 (a non-deterministic metric?)
+    std::vector<std::pair<double, double>> trace;  // every (α, metric) evaluated, in order
+};
+struct criticality_result {
+    double base = 0, epsilon = 0;
+    std::size_t evaluations = 0;   // metric calls, the baseline included
+    std::vector<criticality_entry> modules;
+    /// The criticality scores (α): higher = more important.
+    [[nodiscard]] std::vector<double> scores() const {
+        std::vector<double> s;
+        for (const auto& m : modules) s.push_back(m.alpha);
+        return s;
+    }
+};
+
+struct pruning_point {
+    int k = 0;                                 // modules removed
+    std::vector<std::string> modules_removed;  // the k least important, in removal order
+    index_t parameters_removed = 0;            // parameter values they stop using
+    double metric = 0;
+};
+struct pruning_result {
+    index_t total_parameters = 0;
+    std::size_t evaluations = 0;
+    std::vector<pruning_point> curve;  // k = 0..K; k = 0 is the full model (the baseline)
+};
+
+struct rewinding_point {
+    int k = 0;                         // modules rewound to θ⁰
+    std::vector<std::string> modules;  // which (the k least important)
+    double metric_before_finetune = 0;
+    double metric_after_finetune = 0;
+};
+
+// ============================================================================ internals
+
+namespace detail {
+
+inline void check_modules(const std::vector<module_ref>& modules, const char* what, bool need_ablate, bool need_prefix) {
+    DEPTHLAB_CHECK(!modules.empty(), usage_error, what, ": no modules");
+    std::unordered_set<std::string> seen;
+    for (const auto& m : modules) {
+        DEPTHLAB_CHECK(!m.name.empty(), usage_error, what, ": a module has an empty name");
+        DEPTHLAB_CHECK(seen.insert(m.name).second, usage_error, what, ": module name '", m.name, "' appears twice");
+        DEPTHLAB_CHECK(!need_ablate || static_cast<bool>(m.ablate), usage_error, what, ": module '", m.name, "' has no ablate function");
+        DEPTHLAB_CHECK(!need_prefix || !m.prefix.empty(), usage_error, what, ": module '", m.name, "' has no parameter prefix");
+    }
+}
+
+/// Counts metric calls, wraps them in no_grad, reports progress with an ETA.
+class evaluator {
+public:
+    evaluator(const metric_fn& f, const run_options& o, std::string stage) : f_(f), o_(o), stage_(std::move(stage)), start_(clock::now()) {
+        DEPTHLAB_CHECK(static_cast<bool>(f_), usage_error, stage_, ": no metric callback");
+    }
+    double operator()() {
+        ++count_;
+        if (o_.no_grad) {
+            no_grad g;
+            return f_();
+        }
+        return f_();
+    }
+    /// Before step i (0-based) of n.
+    void step(std::size_t i, std::size_t n, const std::string& module) {
+        if (!o_.progress && !o_.print_progress) return;
+        const double elapsed = std::chrono::duration<double>(clock::now() - start_).count();
+        progress_event e{stage_, i + 1, n, module, count_, elapsed, i > 0 ? elapsed / static_cast<double>(i) * static_cast<double>(n - i) : -1};
+        if (o_.progress) o_.progress(e);
+        if (o_.print_progress) {
+            std::fprintf(stderr, "%s: module %zu of %zu (%s), %zu evaluations, elapsed %s, ETA %s\n", stage_.c_str(), e.index, e.total,
+                         module.c_str(), e.evaluations, train::format_duration(elapsed).c_str(),
+                         e.eta_s < 0 ? "?" : train::format_duration(e.eta_s).c_str());
+            std::fflush(stderr);
+        }
+    }
+    [[nodiscard]] std::size_t count() const { return count_; }
+
+private:
+    using clock = std::chrono::steady_clock;
+    const metric_fn& f_;
+    const run_options& o_;
+    std::string stage_;
+    clock::time_point start_;
+    std::size_t count_ = 0;
+};
+
+template <class T, class B>
+void check_holds(const nn::Module<T, B>& model, const nn::Snapshot<T, B>& snap, const char* what) {
+    for (auto& [name, p] : model.named_parameters())
+        DEPTHLAB_CHECK(p.value().to_vector() == snap.at(name).to_vector(), usage_error, what, ": the model does not hold θᶠ (parameter '", name,
+                       "' differs from the final snapshot); pass the snapshots in the order (initial, final)");
+}
+
+}  // namespace detail
+
+// ============================================================================ contribution
+
+/// Contribution score of every module (see the top of the file). Each module is switched
+/// off for one evaluation and on again, even when the metric throws.
+inline contribution_result contribution(const std::vector<module_ref>& modules, const metric_fn& metric, const contribution_options& opts = {}) {
+    detail::check_modules(modules, "contribution", true, false);
+    DEPTHLAB_CHECK(opts.clip_fraction >= 0, usage_error, "contribution: clip_fraction ", opts.clip_fraction, " < 0");
+    DEPTHLAB_CHECK(!opts.clip || *opts.clip >= 0, usage_error, "contribution: clip ", *opts.clip, " < 0");
+    detail::evaluator eval(metric, opts.run, "contribution");
+    contribution_result r;
+    r.base = opts.base ? *opts.base : eval();
+    DEPTHLAB_CHECK(!std::isnan(r.base), numeric_error, "contribution: the baseline metric is NaN");
+    r.clip = opts.clip ? *opts.clip : opts.clip_fraction * std::abs(r.base);
+    for (std::size_t i = 0; i < modules.size(); ++i) {
+        const module_ref& m = modules[i];
+        eval.step(i, modules.size(), m.name);
+        double v;
+        {
+            scoped_ablation off(m);
+            v = eval();
+        }
+        const double d = std::isnan(v) ? r.clip : std::clamp(r.base - v, 0.0, r.clip);
+        r.modules.push_back({m.name, m.type, m.layer, v, d, 0.0});
+        r.max_drop = std::max(r.max_drop, d);
+    }
+    r.all_zero = !(r.max_drop > 0);
+    if (!r.all_zero)
+        for (auto& e : r.modules) e.score = std::isinf(r.max_drop) ? (std::isinf(e.drop) ? 1.0 : 0.0) : e.drop / r.max_drop;
+    r.evaluations = eval.count();
+    return r;
+}
+
+/// Contribution of default_modules(model).
+template <class Model>
+    requires std::derived_from<Model, nn::Module<typename Model::value_type, typename Model::backend_type>>
+contribution_result contribution(Model& model, const metric_fn& metric, const contribution_options& opts = {}) {
+    return contribution(default_modules(model), metric, opts);
+}
+
+// ============================================================================ criticality
+
+/// Criticality of every module (see the top of the file). `initial` = θ⁰, `final_` = θᶠ;
+/// the model must hold θᶠ (checked unless opts.check_final is false). Only the parameters
+/// under the module's prefix move; θᶠ is written back after each module, also on exceptions.
+///  grid:      α = 0, 1/k, ..., 1 in increasing order; the first passing α (all of them with
+///             grid_full_scan). α = 1 is evaluated like any other grid point.
+///  bisection: assumes metric(α) monotone. Evaluates α = 0 (passes: criticality 0); else
+///             brackets [lo fails, hi passes] starting from hi = 1 — θᶠ, whose metric is the
+///             baseline, not re-evaluated — and halves until hi − lo <= tolerance or
+///             max_evaluations; reports hi.
+template <class T, class B>
+criticality_result criticality(nn::Module<T, B>& model, const std::vector<module_ref>& modules, const nn::Snapshot<T, B>& initial,
+                               const nn::Snapshot<T, B>& final_, const metric_fn& metric, const criticality_options& opts = {}) {
+    detail::check_modules(modules, "criticality", false, true);
+    DEPTHLAB_CHECK(opts.grid_steps >= 1, usage_error, "criticality: grid_steps ", opts.grid_steps, " < 1");
+    DEPTHLAB_CHECK(opts.tolerance > 0, usage_error, "criticality: tolerance ", opts.tolerance, " <= 0");
+    DEPTHLAB_CHECK(opts.max_evaluations >= 1, usage_error, "criticality: max_evaluations ", opts.max_evaluations, " < 1");
+    DEPTHLAB_CHECK(opts.epsilon >= 0, usage_error, "criticality: epsilon ", opts.epsilon, " < 0");
+    if (opts.check_final) detail::check_holds(model, final_, "criticality");
+    detail::evaluator eval(metric, opts.run, "criticality");
+    criticality_result r;
+    r.epsilon = opts.epsilon;
+    r.base = opts.base ? *opts.base : eval();
+    DEPTHLAB_CHECK(!std::isnan(r.base), numeric_error, "criticality: the baseline metric is NaN");
+    const double threshold = r.base - opts.epsilon;
+    auto passes = [&](double v) { return v >= threshold; };  // NaN never passes
+    for (std::size_t i = 0; i < modules.size(); ++i) {
+        const module_ref& m = modules[i];
+        eval.step(i, modules.size(), m.name);
+        criticality_entry e{m.name, m.type, m.layer, 1.0, r.base, to_string(opts.method), true, {}};
+        scoped_interpolation<T, B> interp(model, m.prefix, initial, final_);
+        auto at = [&](double alpha) {
+            interp.set(alpha);
+            const double v = eval();
+            e.trace.emplace_back(alpha, v);
+            return v;
+        };
+        if (opts.method == search_method::grid) {
+            e.found = false;
+            for (int j = 0; j <= opts.grid_steps; ++j) {
+                const double alpha = j == opts.grid_steps ? 1.0 : static_cast<double>(j) / opts.grid_steps;
+                const double v = at(alpha);
+                if (!e.found && passes(v)) {
+                    e.found = true;
+                    e.alpha = alpha;
+                    e.metric_at_alpha = v;
+                    if (!opts.grid_full_scan) break;
+                }
+            }
+            if (!e.found) {
+                e.alpha = 1.0;
+                e.metric_at_alpha = e.trace.back().second;
+            }
+        } else {
+            const double v0 = at(0.0);
+            if (passes(v0)) {
+                e.alpha = 0.0;
+                e.metric_at_alpha = v0;
+            } else {
+                double lo = 0.0, hi = 1.0, hi_metric = r.base;
+                int n = 1;
+                while (hi - lo > opts.tolerance && n < opts.max_evaluations) {
+                    const double mid = 0.5 * (lo + hi);
+                    const double v = at(mid);
+                    ++n;
+                    if (passes(v)) {
+                        hi = mid;
+                        hi_metric = v;
+                    } else {
+                        lo = mid;
+                    }
+                }
+                e.alpha = hi;
+                e.metric_at_alpha = hi_metric;
+            }
+        }
+        r.modules.push_back(std::move(e));
+    }
+    r.evaluations = eval.count();
+    return r;
+}
+
+// ============================================================================ ranking, pruning, rewinding
+
+/// Indices of `modules` from least to most important (ascending score; ties broken by
+/// name, std::string order). `importance` is aligned with `modules` (e.g. result.scores()).
+inline std::vector<std::size_t> least_important_first(const std::vector<module_ref>& modules, const std::vector<double>& importance) {
+    DEPTHLAB_CHECK(modules.size() == importance.size(), shape_error, "ranking: ", modules.size(), " modules but ", importance.size(),
+                   " scores");
+    for (std::size_t i = 0; i < importance.size(); ++i)
+        DEPTHLAB_CHECK(!std::isnan(importance[i]), numeric_error, "ranking: the score of '", modules[i].name, "' is NaN");
+    std::vector<std::size_t> idx(modules.size());
+    std::iota(idx.begin(), idx.end(), std::size_t{0});
+    std::sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) {
+        if (importance[a] != importance[b]) return importance[a] < importance[b];
+        return modules[a].name < modules[b].name;
+    });
+    return idx;
+}
+
+/// Pruning curve: for k = 0..max_k, the k least important modules switched off together,
+/// the metric and the parameters they stop using. Every module is switched on again at the
+/// end, also on exceptions. k = 0 evaluates the full model.
+template <class T, class B>
+pruning_result pruning_curve(const nn::Module<T, B>& model, const std::vector<module_ref>& modules, const std::vector<double>& importance,
+                             const metric_fn& metric, int max_k, const run_options& run = {}) {
+    detail::check_modules(modules, "pruning", true, false);
+    DEPTHLAB_CHECK(max_k >= 0 && static_cast<std::size_t>(max_k) <= modules.size(), usage_error, "pruning: max_k ", max_k, " outside [0, ",
+                   modules.size(), "]");
+    const auto order = least_important_first(modules, importance);
+    detail::evaluator eval(metric, run, "pruning");
+    pruning_result r;
+    r.total_parameters = model.parameter_count();
+    scoped_ablation off;
+    std::vector<const module_ref*> removed;
+    pruning_point pt;
+    for (int k = 0; k <= max_k; ++k) {
+        if (k > 0) {
+            const module_ref& m = modules[order[static_cast<std::size_t>(k - 1)]];
+            off.add(m);
+            removed.push_back(&m);
+            pt.modules_removed.push_back(m.name);
+        }
+        eval.step(static_cast<std::size_t>(k), static_cast<std::size_t>(max_k) + 1, removed.empty() ? std::string("none") : removed.back()->name);
+        pt.k = k;
+        pt.parameters_removed = parameters_removed(model, removed);
+        pt.metric = eval();
+        r.curve.push_back(pt);
+    }
+    off.restore();
+    r.evaluations = eval.count();
+    return r;
+}
+
+/// Resets the parameters of the listed modules to θ⁰ (everything under their prefixes,
+/// LayerNorm included); the rest of the model is untouched.
+template <class T, class B>
+void rewind(nn::Module<T, B>& model, const std::vector<const module_ref*>& modules, const nn::Snapshot<T, B>& initial) {
+    for (const module_ref* m : modules) {
+        DEPTHLAB_CHECK(!m->prefix.empty(), usage_error, "rewind: module '", m->name, "' has no parameter prefix");
+        initial.restore(model, m->prefix);
+    }
+}
+
+/// Rewinds the k least important modules to θ⁰, measures, calls `finetune` (the caller's
+/// training of the whole model), measures again. The model is LEFT rewound and fine-tuned
+/// (that is the point); if finetune throws, it is left wherever finetune stopped.
+template <class T, class B>
+rewinding_point rewind_and_finetune(nn::Module<T, B>& model, const std::vector<module_ref>& modules, const std::vector<double>& importance,
+                                    int k, const nn::Snapshot<T, B>& initial, const metric_fn& metric, const std::function<void()>& finetune,
+                                    const run_options& run = {}) {
+    detail::check_modules(modules, "rewinding", false, true);
+    DEPTHLAB_CHECK(k >= 0 && static_cast<std::size_t>(k) <= modules.size(), usage_error, "rewinding: k ", k, " outside [0, ", modules.size(), "]");
+    const auto order = least_important_first(modules, importance);
+    std::vector<const module_ref*> chosen;
+    rewinding_point pt;
+    pt.k = k;
+    for (int i = 0; i < k; ++i) {
+        chosen.push_back(&modules[order[static_cast<std::size_t>(i)]]);
+        pt.modules.push_back(chosen.back()->name);
+    }
+    detail::evaluator eval(metric, run, "rewinding");
+    rewind(model, chosen, initial);
+    pt.metric_before_finetune = eval();
+    if (finetune) finetune();
+    pt.metric_after_finetune = eval();
+    return pt;
+}
+
+/// rewind_and_finetune for each k in ks, each starting from θᶠ; finetune(k) is called with
+/// the k being run (create a fresh optimiser in it: its state must not carry over from the
+/// previous k). The model is set back to θᶠ at the end, also on exceptions.
+template <class T, class B>
+std::vector<rewinding_point> rewinding_curve(nn::Module<T, B>& model, const std::vector<module_ref>& modules, const std::vector<double>& importance,
+                                             const std::vector<int>& ks, const nn::Snapshot<T, B>& initial, const nn::Snapshot<T, B>& final_,
+                                             const metric_fn& metric, const std::function<void(int)>& finetune, const run_options& run = {}) {
+    struct restore_final {
+        nn::Module<T, B>& m;
+        const nn::Snapshot<T, B>& s;
+        ~restore_final() {
+            try {
+                s.restore(m);
+            } catch (...) {
+            }
+        }
+    } guard{model, final_};
+    std::vector<rewinding_point> out;
+    for (std::size_t i = 0; i < ks.size(); ++i) {
+        if (run.progress || run.print_progress) {
+            detail::evaluator progress(metric, run, "rewinding");
+            progress.step(i, ks.size(), "k=" + std::to_string(ks[i]));
+        }
+        final_.restore(model);
+        const int k = ks[i];
+        out.push_back(rewind_and_finetune(model, modules, importance, k, initial, metric, [&] { if (finetune) finetune(k); }, run_options{{}, false, run.no_grad}));
+    }
+    return out;
+}
+
+// ============================================================================ statistics
+
+/// Ranks 1..n of v (ascending); tied values get the average of their ranks.
+inline std::vector<double> average_ranks(const std::vector<double>& v) {
+    for (double x : v) DEPTHLAB_CHECK(!std::isnan(x), numeric_error, "average_ranks: NaN value");
+    std::vector<std::size_t> idx(v.size());
+    std::iota(idx.begin(), idx.end(), std::size_t{0});
+    std::stable_sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) { return v[a] < v[b]; });
+    std::vector<double> rank(v.size());
+    for (std::size_t i = 0; i < idx.size();) {
+        std::size_t j = i;
+        while (j + 1 < idx.size() && v[idx[j + 1]] == v[idx[i]]) ++j;
+        const double avg = 0.5 * static_cast<double>(i + j) + 1.0;
+        for (std::size_t t = i; t <= j; ++t) rank[idx[t]] = avg;
+        i = j + 1;
+    }
+    return rank;
+}
+
+/// Spearman rank correlation: Pearson correlation of the average ranks. NaN when either
+/// side is constant (no ranking to compare); throws on size mismatch or fewer than 2 values.
+inline double spearman(const std::vector<double>& a, const std::vector<double>& b) {
+    DEPTHLAB_CHECK(a.size() == b.size(), shape_error, "spearman: ", a.size(), " vs ", b.size(), " values");
+    DEPTHLAB_CHECK(a.size() >= 2, usage_error, "spearman: needs at least 2 values, got ", a.size());
+    const auto ra = average_ranks(a), rb = average_ranks(b);
+    const double mean = 0.5 * static_cast<double>(a.size() + 1);  // mean rank, ties included
+    double sab = 0, saa = 0, sbb = 0;
+    for (std::size_t i = 0; i < ra.size(); ++i) {
+        sab += (ra[i] - mean) * (rb[i] - mean);
+        saa += (ra[i] - mean) * (ra[i] - mean);
+        sbb += (rb[i] - mean) * (rb[i] - mean);
+    }
+    if (saa == 0 || sbb == 0) return std::numeric_limits<double>::quiet_NaN();
+    return sab / std::sqrt(saa * sbb);
+}
+
+/// Spearman between contribution and criticality scores, modules matched by name.
+inline double spearman(const contribution_result& c, const criticality_result& k) {
+    std::unordered_map<std::string, double> alpha;
+    for (const auto& e : k.modules) alpha.emplace(e.name, e.alpha);
+    DEPTHLAB_CHECK(alpha.size() == c.modules.size(), usage_error, "spearman: ", c.modules.size(), " contribution vs ", alpha.size(),
+                   " criticality modules");
+    std::vector<double> a, b;
+    for (const auto& e : c.modules) {
+        auto it = alpha.find(e.name);
+        DEPTHLAB_CHECK(it != alpha.end(), usage_error, "spearman: module '", e.name, "' has no criticality score");
+        a.push_back(e.score);
+        b.push_back(it->second);
+    }
+    return spearman(a, b);
+}
+
+// ============================================================================ CSV
+// Column contracts (header line first, one row per module / k, "," separated, RFC 4180
+// quoting, numbers in shortest round-trip form, "nan"/"inf"/"-inf" for non-finite values):
+//   contribution.csv  module,type,layer,metric_without,score
+//   criticality.csv   module,type,layer,alpha,metric_at_alpha,search
+//   pruning.csv       k,modules_removed,parameters_removed,metric
+//                     modules_removed: the k removed module names in removal order
+//                     (least important first), joined by ';' (empty for k = 0).
+//   rewinding.csv     k,modules,metric_before_finetune,metric_after_finetune
+//                     modules: the k rewound module names, joined by ';'.
+// layer is -1 for a module shared by every layer (tied stacks).
+
+namespace detail {
+inline std::string csv_number(double v) {
+    if (std::isnan(v)) return "nan";
+    if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+    char buf[64];
+    auto res = std::to_chars(buf, buf + sizeof buf, v);
+    return std::string(buf, res.ptr);
+}
+inline std::string csv_field(const std::string& s) {
+    if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+    std::string q = "\"";
+    for (char c : s) {
+        if (c == '"') q += '"';
+        q += c;
+    }
+    return q + "\"";
+}
+inline std::string join(const std::vector<std::string>& v, char sep = ';') {
+    std::string s;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+        if (i) s += sep;
+        s += v[i];
+    }
+    return s;
+}
+/// Writes through a temporary file and renames it: a reader never sees half a file.
+template <class F>
+void write_file(const std::string& path, F&& body) {
+    const std::string tmp = path + ".tmp";
+    {
+        std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+        DEPTHLAB_CHECK(f.good(), io_error, "CSV: cannot open ", tmp, " for writing");
+        body(f);
+        f.flush();
+        DEPTHLAB_CHECK(f.good(), io_error, "CSV: write to ", tmp, " failed");
+    }
+    std::error_code ec;
+    std::filesystem::rename(tmp, path, ec);
+    DEPTHLAB_CHECK(!ec, io_error, "CSV: cannot rename ", tmp, " to ", path, ": ", ec.message());
+}
+}  // namespace detail
+
+inline void write_csv(std::ostream& os, const contribution_result& r) {
+    os << "module,type,layer,metric_without,score\n";
+    for (const auto& e : r.modules)
+        os << detail::csv_field(e.name) << ',' << detail::csv_field(e.type) << ',' << e.layer << ',' << detail::csv_number(e.metric_without) << ','
+           << detail::csv_number(e.score) << '\n';
+}
+inline void write_csv(std::ostream& os, const criticality_result& r) {
+    os << "module,type,layer,alpha,metric_at_alpha,search\n";
+    for (const auto& e : r.modules)
+        os << detail::csv_field(e.name) << ',' << detail::csv_field(e.type) << ',' << e.layer << ',' << detail::csv_number(e.alpha) << ','
+           << detail::csv_number(e.metric_at_alpha) << ',' << detail::csv_field(e.search) << '\n';
+}
+inline void write_csv(std::ostream& os, const pruning_result& r) {
+    os << "k,modules_removed,parameters_removed,metric\n";
+    for (const auto& p : r.curve)
+        os << p.k << ',' << detail::csv_field(detail::join(p.modules_removed)) << ',' << p.parameters_removed << ',' << detail::csv_number(p.metric)
+           << '\n';
+}
+inline void write_csv(std::ostream& os, const std::vector<rewinding_point>& r) {
+    os << "k,modules,metric_before_finetune,metric_after_finetune\n";
+    for (const auto& p : r)
+        os << p.k << ',' << detail::csv_field(detail::join(p.modules)) << ',' << detail::csv_number(p.metric_before_finetune) << ','
+           << detail::csv_number(p.metric_after_finetune) << '\n';
+}
+/// Writes any of the results above to `path` (contribution.csv, criticality.csv,
+/// pruning.csv, rewinding.csv by convention); throws io_error naming the path on failure.
+template <class R>
+    requires requires(std::ostream& os, const R& r) { write_csv(os, r); }
+void write_csv(const std::string& path, const R& r) {
+    detail::write_file(path, [&](std::ostream& f) { write_csv(f, r); });
+}
+
+}  // namespace depthlab::analysis
