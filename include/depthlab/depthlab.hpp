@@ -28,3 +28,4 @@
 #include "depthlab/train/progress.hpp"
 #include "depthlab/io/safetensors.hpp"
 #include "depthlab/io/checkpoint.hpp"
+#include "depthlab/halting/act.hpp"

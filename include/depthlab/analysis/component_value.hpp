@@ -538,6 +538,16 @@ criticality_result criticality(nn::Module<T, B>& model, const std::vector<module
     return r;
 }
 
+/// Criticality of default_modules(model).
+template <class Model>
+    requires std::derived_from<Model, nn::Module<typename Model::value_type, typename Model::backend_type>>
+criticality_result criticality(Model& model, const nn::Snapshot<typename Model::value_type, typename Model::backend_type>& initial,
+                               const nn::Snapshot<typename Model::value_type, typename Model::backend_type>& final_, const metric_fn& metric,
+                               const criticality_options& opts = {}) {
+    nn::Module<typename Model::value_type, typename Model::backend_type>& base = model;
+    return criticality(base, default_modules(model), initial, final_, metric, opts);
+}
+
 // ============================================================================ ranking, pruning, rewinding
 
 /// Indices of `modules` from least to most important (ascending score; ties broken by
@@ -600,16 +610,11 @@ void rewind(nn::Module<T, B>& model, const std::vector<const module_ref*>& modul
     }
 }
 
-/// Rewinds the k least important modules to θ⁰, measures, calls `finetune` (the caller's
-/// training of the whole model), measures again. The model is LEFT rewound and fine-tuned
-/// (that is the point); if finetune throws, it is left wherever finetune stopped.
+namespace detail {
 template <class T, class B>
-rewinding_point rewind_and_finetune(nn::Module<T, B>& model, const std::vector<module_ref>& modules, const std::vector<double>& importance,
-                                    int k, const nn::Snapshot<T, B>& initial, const metric_fn& metric, const std::function<void()>& finetune,
-                                    const run_options& run = {}) {
-    detail::check_modules(modules, "rewinding", false, true);
+rewinding_point rewind_once(nn::Module<T, B>& model, const std::vector<module_ref>& modules, const std::vector<std::size_t>& order, int k,
+                            const nn::Snapshot<T, B>& initial, evaluator& eval, const std::function<void()>& finetune) {
     DEPTHLAB_CHECK(k >= 0 && static_cast<std::size_t>(k) <= modules.size(), usage_error, "rewinding: k ", k, " outside [0, ", modules.size(), "]");
-    const auto order = least_important_first(modules, importance);
     std::vector<const module_ref*> chosen;
     rewinding_point pt;
     pt.k = k;
@@ -617,12 +622,26 @@ rewinding_point rewind_and_finetune(nn::Module<T, B>& model, const std::vector<m
         chosen.push_back(&modules[order[static_cast<std::size_t>(i)]]);
         pt.modules.push_back(chosen.back()->name);
     }
-    detail::evaluator eval(metric, run, "rewinding");
     rewind(model, chosen, initial);
     pt.metric_before_finetune = eval();
     if (finetune) finetune();
     pt.metric_after_finetune = eval();
     return pt;
+}
+}  // namespace detail
+
+/// Rewinds the k least important modules to θ⁰, measures, calls `finetune` (the caller's
+/// training of the whole model; it runs with gradients on), measures again. The model is
+/// LEFT rewound and fine-tuned (that is the point); if finetune throws, it is left
+/// wherever finetune stopped.
+template <class T, class B>
+rewinding_point rewind_and_finetune(nn::Module<T, B>& model, const std::vector<module_ref>& modules, const std::vector<double>& importance,
+                                    int k, const nn::Snapshot<T, B>& initial, const metric_fn& metric, const std::function<void()>& finetune,
+                                    const run_options& run = {}) {
+    detail::check_modules(modules, "rewinding", false, true);
+    const auto order = least_important_first(modules, importance);
+    detail::evaluator eval(metric, run, "rewinding");
+    return detail::rewind_once(model, modules, order, k, initial, eval, finetune);
 }
 
 /// rewind_and_finetune for each k in ks, each starting from θᶠ; finetune(k) is called with
@@ -632,6 +651,8 @@ template <class T, class B>
 std::vector<rewinding_point> rewinding_curve(nn::Module<T, B>& model, const std::vector<module_ref>& modules, const std::vector<double>& importance,
                                              const std::vector<int>& ks, const nn::Snapshot<T, B>& initial, const nn::Snapshot<T, B>& final_,
                                              const metric_fn& metric, const std::function<void(int)>& finetune, const run_options& run = {}) {
+    detail::check_modules(modules, "rewinding", false, true);
+    const auto order = least_important_first(modules, importance);
     struct restore_final {
         nn::Module<T, B>& m;
         const nn::Snapshot<T, B>& s;
@@ -642,15 +663,15 @@ std::vector<rewinding_point> rewinding_curve(nn::Module<T, B>& model, const std:
             }
         }
     } guard{model, final_};
+    detail::evaluator eval(metric, run, "rewinding");
     std::vector<rewinding_point> out;
     for (std::size_t i = 0; i < ks.size(); ++i) {
-        if (run.progress || run.print_progress) {
-            detail::evaluator progress(metric, run, "rewinding");
-            progress.step(i, ks.size(), "k=" + std::to_string(ks[i]));
-        }
-        final_.restore(model);
         const int k = ks[i];
-        out.push_back(rewind_and_finetune(model, modules, importance, k, initial, metric, [&] { if (finetune) finetune(k); }, run_options{{}, false, run.no_grad}));
+        eval.step(i, ks.size(), "k=" + std::to_string(k));
+        final_.restore(model);
+        out.push_back(detail::rewind_once(model, modules, order, k, initial, eval, [&] {
+            if (finetune) finetune(k);
+        }));
     }
     return out;
 }
@@ -692,15 +713,15 @@ inline double spearman(const std::vector<double>& a, const std::vector<double>& 
 }
 
 /// Spearman between contribution and criticality scores, modules matched by name.
-inline double spearman(const contribution_result& c, const criticality_result& k) {
+inline double rank_correlation(const contribution_result& c, const criticality_result& k) {
     std::unordered_map<std::string, double> alpha;
     for (const auto& e : k.modules) alpha.emplace(e.name, e.alpha);
-    DEPTHLAB_CHECK(alpha.size() == c.modules.size(), usage_error, "spearman: ", c.modules.size(), " contribution vs ", alpha.size(),
+    DEPTHLAB_CHECK(alpha.size() == c.modules.size(), usage_error, "rank_correlation: ", c.modules.size(), " contribution vs ", alpha.size(),
                    " criticality modules");
     std::vector<double> a, b;
     for (const auto& e : c.modules) {
         auto it = alpha.find(e.name);
-        DEPTHLAB_CHECK(it != alpha.end(), usage_error, "spearman: module '", e.name, "' has no criticality score");
+        DEPTHLAB_CHECK(it != alpha.end(), usage_error, "rank_correlation: module '", e.name, "' has no criticality score");
         a.push_back(e.score);
         b.push_back(it->second);
     }
@@ -785,11 +806,18 @@ inline void write_csv(std::ostream& os, const std::vector<rewinding_point>& r) {
         os << p.k << ',' << detail::csv_field(detail::join(p.modules)) << ',' << detail::csv_number(p.metric_before_finetune) << ','
            << detail::csv_number(p.metric_after_finetune) << '\n';
 }
-/// Writes any of the results above to `path` (contribution.csv, criticality.csv,
-/// pruning.csv, rewinding.csv by convention); throws io_error naming the path on failure.
-template <class R>
-    requires requires(std::ostream& os, const R& r) { write_csv(os, r); }
-void write_csv(const std::string& path, const R& r) {
+/// The same, to a file (contribution.csv, criticality.csv, pruning.csv, rewinding.csv by
+/// convention), written through a temporary file and renamed; io_error naming the path.
+inline void write_csv(const std::string& path, const contribution_result& r) {
+    detail::write_file(path, [&](std::ostream& f) { write_csv(f, r); });
+}
+inline void write_csv(const std::string& path, const criticality_result& r) {
+    detail::write_file(path, [&](std::ostream& f) { write_csv(f, r); });
+}
+inline void write_csv(const std::string& path, const pruning_result& r) {
+    detail::write_file(path, [&](std::ostream& f) { write_csv(f, r); });
+}
+inline void write_csv(const std::string& path, const std::vector<rewinding_point>& r) {
     detail::write_file(path, [&](std::ostream& f) { write_csv(f, r); });
 }
 

@@ -1,0 +1,344 @@
+#pragma once
+// Per-token adaptive depth over a tied transformer layer (ACT), as in ../shared/papers.md §A
+// (Simoulin & Crabbé 2021, following the official code):
+//
+//   y^n   = layer(s^{n-1})                            the whole layer, all positions
+//   p^n   = sigmoid(w_h · y^n + b_h)                  from the layer OUTPUT; b_h = 0 at init
+//   running  = cum < 1                                padding starts with cum = 1: never runs
+//   new_halt = (cum + p·running >  1 − ε)·running     strict '>'
+//   running  = (cum + p·running <= 1 − ε)·running
+//   cum += p·running;  R += new_halt·(1 − cum);  cum += new_halt·R
+//   N += running + new_halt;   w = p·running + new_halt·R
+//   s^n = w·y^n + (1 − w)·s^{n−1}                     running interpolation
+//   loop while any token runs and n < N_max           no forced halt: such a token keeps R = 0
+//
+// Ponder cost per sequence P = Σ_t mask_t (N_t + R_t); N is a constant for the gradient, only R
+// carries gradient to the halting unit.
+//
+// Two implementations of the same policy:
+//  * dense (the reference and test oracle): every position goes through the layer every
+//    iteration; halted tokens get w = 0.
+//  * compact (policy `act` only): a halted token's state is frozen and, with tied weights, so
+//    are its key and value projections; each iteration computes keys/values only for the
+//    tokens whose state changed in the previous iteration, and queries, attention, output
+//    projection, feed-forward and halting unit only for the running tokens. Exact, and its
+//    cost falls with the number of running tokens.
+//
+// Policies (compile-time): fixed (N_max iterations, no halting unit use), act (the paper),
+// act_graves (Graves 2016 mean-field output s = Σ_n w^n y^n, the state passed on is y^n;
+// halting bias initialised to 1), act_ut (Universal-Transformer style: halted tokens keep
+// being transformed, s = y^n for them). PonderNet is not implemented yet.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "depthlab/nn/transformer.hpp"
+
+namespace depthlab::halting {
+
+struct fixed {
+    static constexpr const char* name = "fixed";
+};
+struct act {
+    static constexpr const char* name = "act";
+};
+struct act_graves {
+    static constexpr const char* name = "act_graves";
+};
+struct act_ut {
+    static constexpr const char* name = "act_ut";
+};
+
+struct act_options {
+    int max_iterations = 6;      // N_max
+    double epsilon = 0.01;       // halting threshold 1 − ε
+    int min_iterations = 0;      // remedy against collapse: no token halts before this iteration
+    bool compact = true;         // policy act: run only the running tokens (exact)
+    bool record_cosine = true;   // fixed-point trace: cos(s^{n−1}, s^n) for running tokens
+};
+
+/// What happened to every token (flat index b*T + t).
+struct halting_record {
+    index_t batch = 0, length = 0;
+    int iterations = 0;                  // iterations run (max over tokens)
+    std::vector<int> N;                  // iterations per token (0 for padding)
+    std::vector<double> R;               // remainders
+    std::vector<std::vector<double>> cosine;  // [iteration][token]: cos(s^{n-1}, s^n), NaN when not running
+    std::vector<index_t> running_per_iteration;
+};
+
+template <class T, class B = backend::cpu>
+struct act_result {
+    Var<T, B> hidden;   // (B, T, H)
+    Var<T, B> ponder;   // scalar: mean over the batch of Σ_t mask (N_t + R_t) — gradient through R only
+    halting_record record;
+};
+
+/// The paper's halting arithmetic on the host, token by token (in the model's precision, so
+/// that both implementations take the same decisions). Kept separate so that it can be
+/// tested on hand-computed cases.
+template <class T>
+struct act_state {
+    std::vector<T> cum, R;
+    std::vector<int> N;
+    std::vector<char> running;
+    T threshold;      // 1 − ε
+    int min_iterations;
+
+    /// n tokens; mask[i] = 0 marks padding (starts halted, cum = 1).
+    act_state(const std::vector<char>& mask, double epsilon, int min_iter = 0)
+        : cum(mask.size()), R(mask.size(), T(0)), N(mask.size(), 0), running(mask), threshold(static_cast<T>(1.0 - epsilon)),
+          min_iterations(min_iter) {
+        for (std::size_t i = 0; i < mask.size(); ++i) cum[i] = mask[i] ? T(0) : T(1);
+    }
+    struct masks {
+        std::vector<T> running_after, new_halt;
+        index_t still_running = 0;
+    };
+    /// Iteration n (1-based) with halting probabilities p for the tokens in `rows`
+    /// (p[j] belongs to token rows[j]); returns the masks over `rows`.
+    masks step(const std::vector<T>& p, const std::vector<std::int64_t>& rows, int n) {
+        masks m;
+        m.running_after.assign(rows.size(), T(0));
+        m.new_halt.assign(rows.size(), T(0));
+        for (std::size_t j = 0; j < rows.size(); ++j) {
+            const auto i = static_cast<std::size_t>(rows[j]);
+            if (!running[i]) continue;
+            const bool halt = cum[i] + p[j] > threshold && n >= min_iterations;  // strict '>'
+            if (halt) {
+                m.new_halt[j] = T(1);
+                R[i] += T(1) - cum[i];
+                cum[i] += R[i];
+                running[i] = 0;
+            } else {
+                m.running_after[j] = T(1);
+                cum[i] += p[j];
+                ++m.still_running;
+            }
+            N[i] += 1;
+        }
+        return m;
+    }
+    [[nodiscard]] bool any_running() const {
+        for (char r : running)
+            if (r) return true;
+        return false;
+    }
+};
+
+/// A tied encoder layer iterated with per-token halting.
+template <class T, class B = backend::cpu, class Policy = act>
+class ActEncoder : public nn::Module<T, B> {
+public:
+    ActEncoder(const nn::transformer_config& cfg, Generator& gen, act_options opt = {}) : opt(opt), cfg_(cfg) {
+        layer = &this->register_module("shared", std::make_unique<nn::EncoderLayer<T, B>>(cfg, gen));
+        halting_unit = &this->register_module("halting", std::make_unique<nn::Linear<T, B>>(cfg.dim, 1, gen, nn::init_scheme::bert));
+        // p = sigmoid(w·y + b): w ~ N(0, 0.02), b = 0 (the paper) or 1 (Graves)
+        halting_unit->bias.value().fill_(std::is_same_v<Policy, act_graves> ? T(1) : T(0));
+    }
+
+    /// x: (B, T, H) embeddings; lengths: real tokens per sequence.
+    act_result<T, B> operator()(const Var<T, B>& x, const std::vector<index_t>& lengths) const {
+        const Shape& sx = x.shape();
+        DEPTHLAB_CHECK(sx.rank() == 3 && static_cast<index_t>(lengths.size()) == sx[0], shape_error, "ActEncoder: input ", sx, " with ",
+                       lengths.size(), " lengths");
+        DEPTHLAB_CHECK(opt.max_iterations >= 1 && opt.epsilon > 0 && opt.epsilon < 1, usage_error, "ActEncoder: max_iterations ",
+                       opt.max_iterations, ", epsilon ", opt.epsilon);
+        if constexpr (std::is_same_v<Policy, act>) {
+            if (opt.compact) return compact_forward(x, lengths);
+        }
+        return dense_forward(x, lengths);
+    }
+
+    act_options opt;
+    nn::EncoderLayer<T, B>* layer;
+    nn::Linear<T, B>* halting_unit;
+
+private:
+    using V = Var<T, B>;
+    using Tn = Tensor<T, B>;
+
+    using step_masks = typename act_state<T>::masks;
+    static V constant(const std::vector<T>& v) { return V::constant(Tn::from({static_cast<index_t>(v.size())}, v)); }
+    static V ones_like_vec(index_t n) { return V::constant(Tn::ones({n})); }
+    /// The differentiable part of one halting step over m tokens:
+    /// returns w and updates cum and R (Vars of length m).
+    static V halting_step(const V& p, V& cum, V& R, const step_masks& m) {
+        const index_t n = p.shape()[0];
+        const V pr = mul(p, constant(m.running_after));                               // p · running
+        cum = add(cum, pr);
+        const V rn = mul(add(ones_like_vec(n), scale(cum, T(-1))), constant(m.new_halt));  // new_halt · (1 − cum)
+        R = add(R, rn);
+        cum = add(cum, rn);
+        return add(pr, rn);  // w = p·running + new_halt·R
+    }
+    /// Padding mask over flat tokens and the initial record.
+    static std::vector<char> token_mask(const std::vector<index_t>& lengths, index_t Tt) {
+        std::vector<char> m(lengths.size() * static_cast<std::size_t>(Tt), 0);
+        for (std::size_t b = 0; b < lengths.size(); ++b)
+            for (index_t t = 0; t < lengths[b]; ++t) m[b * Tt + t] = 1;
+        return m;
+    }
+    static std::vector<T> initial_cum(const std::vector<char>& mask) {
+        std::vector<T> c(mask.size());
+        for (std::size_t i = 0; i < mask.size(); ++i) c[i] = mask[i] ? T(0) : T(1);
+        return c;
+    }
+    void finish_record(halting_record& rec, const act_state<T>& st) const {
+        rec.N = st.N;
+        rec.R.assign(st.R.begin(), st.R.end());
+    }
+    /// ponder = mean_b Σ_t mask (N + R): N enters as a constant, R with its gradient.
+    static V ponder_cost(const V& R, const halting_record& rec) {
+        double n_sum = 0;
+        for (int v : rec.N) n_sum += v;
+        const T inv_b = T(1) / static_cast<T>(std::max<index_t>(rec.batch, 1));
+        return add(scale(sum(R), inv_b), V::constant(Tn::full(Shape{}, static_cast<T>(n_sum) * inv_b)));
+    }
+    void record_cosine(halting_record& rec, const Tn& before, const Tn& after, const std::vector<std::int64_t>& rows) const {
+        if (!opt.record_cosine) return;
+        std::vector<double> cos(static_cast<std::size_t>(rec.batch * rec.length), std::numeric_limits<double>::quiet_NaN());
+        const index_t H = before.shape().back();
+        for (std::size_t j = 0; j < rows.size(); ++j) {
+            const T* x = before.data() + static_cast<index_t>(j) * H;
+            const T* y = after.data() + static_cast<index_t>(j) * H;
+            double xy = 0, xx = 0, yy = 0;
+            for (index_t c = 0; c < H; ++c) {
+                xy += double(x[c]) * y[c];
+                xx += double(x[c]) * x[c];
+                yy += double(y[c]) * y[c];
+            }
+            cos[static_cast<std::size_t>(rows[j])] = xy / std::sqrt(std::max(xx * yy, 1e-300));
+        }
+        rec.cosine.push_back(std::move(cos));
+    }
+    static std::vector<std::int64_t> running_rows(const act_state<T>& st) {
+        std::vector<std::int64_t> rows;
+        for (std::size_t i = 0; i < st.running.size(); ++i)
+            if (st.running[i]) rows.push_back(static_cast<std::int64_t>(i));
+        return rows;
+    }
+
+    // ---- dense masked reference: any policy ----
+    act_result<T, B> dense_forward(const V& x, const std::vector<index_t>& lengths) const {
+        const index_t Bn = x.shape()[0], Tt = x.shape()[1], H = x.shape()[2], N = Bn * Tt;
+        const Tn mask = nn::padding_mask<T, B>(lengths, Tt);
+        const std::vector<char> tokens = token_mask(lengths, Tt);
+        act_state<T> st(tokens, opt.epsilon, opt.min_iterations);
+        halting_record rec{Bn, Tt, 0, {}, {}, {}, {}};
+        V s = reshape(x, {N, H});
+        V cum = constant(initial_cum(tokens));
+        V R = V::constant(Tn::zeros({N}));
+        V out;  // Graves: the mean-field sum
+        std::vector<std::int64_t> all(static_cast<std::size_t>(N));
+        for (index_t i = 0; i < N; ++i) all[i] = i;
+        for (int n = 1; n <= opt.max_iterations && st.any_running(); ++n) {
+            const std::vector<std::int64_t> rows = running_rows(st);
+            rec.running_per_iteration.push_back(static_cast<index_t>(rows.size()));
+            rec.iterations = n;
+            const V y = reshape((*layer)(reshape(s, {Bn, Tt, H}), mask), {N, H});
+            if constexpr (std::is_same_v<Policy, fixed>) {
+                record_cosine(rec, gather_rows(s, rows).value(), gather_rows(y, rows).value(), rows);
+                for (std::int64_t i : rows) st.N[static_cast<std::size_t>(i)] += 1;
+                s = y;
+                continue;
+            } else {
+                const V p = reshape(sigmoid((*halting_unit)(y)), {N});
+                const step_masks m = st.step(p.value().to_vector(), all, n);
+                const V w = halting_step(p, cum, R, m);
+                V s_next;
+                if constexpr (std::is_same_v<Policy, act_graves>) {
+                    s_next = y;  // the state passed on is the layer output
+                    const V contrib = scale_rows(y, w);
+                    out = out.defined() ? add(out, contrib) : contrib;
+                } else {
+                    s_next = add(s, scale_rows(add(y, scale(s, T(-1))), w));  // w·y + (1 − w)·s
+                    if constexpr (std::is_same_v<Policy, act_ut>) {
+                        // tokens halted before this iteration keep being transformed
+                        std::vector<std::int64_t> halted;
+                        std::vector<char> was_running(static_cast<std::size_t>(N), 0);
+                        for (std::int64_t i : rows) was_running[static_cast<std::size_t>(i)] = 1;
+                        for (index_t i = 0; i < N; ++i)
+                            if (tokens[i] && !was_running[i]) halted.push_back(i);
+                        if (!halted.empty()) s_next = row_update(s_next, halted, gather_rows(y, halted));
+                    }
+                }
+                record_cosine(rec, gather_rows(s, rows).value(), gather_rows(s_next, rows).value(), rows);
+                s = s_next;
+            }
+        }
+        if constexpr (std::is_same_v<Policy, act_graves>) {
+            if (out.defined()) s = out;  // tokens that never halted keep weights summing below 1, as in Graves
+        }
+        finish_record(rec, st);
+        V ponder = std::is_same_v<Policy, fixed> ? V::constant(Tn::zeros(Shape{})) : ponder_cost(R, rec);
+        return {reshape(s, {Bn, Tt, H}), ponder, std::move(rec)};
+    }
+
+    // ---- compact path: policy act, exact ----
+    act_result<T, B> compact_forward(const V& x, const std::vector<index_t>& lengths) const {
+        const index_t Bn = x.shape()[0], Tt = x.shape()[1], H = x.shape()[2], N = Bn * Tt;
+        const auto& attn = layer->self_attention.branch;
+        const std::vector<char> tokens = token_mask(lengths, Tt);
+        act_state<T> st(tokens, opt.epsilon, opt.min_iterations);
+        halting_record rec{Bn, Tt, 0, {}, {}, {}, {}};
+        V s = reshape(x, {N, H});
+        V cum = constant(initial_cum(tokens));
+        V R = V::constant(Tn::zeros({N}));
+        // keys and values of every position from the initial states; afterwards only the rows
+        // whose state changed in the previous iteration are recomputed (tied weights)
+        const V w_q = slice(attn.in_proj_weight, 0, 0, H), b_q = slice(attn.in_proj_bias, 0, 0, H);
+        const V w_kv = slice(attn.in_proj_weight, 0, H, 3 * H), b_kv = slice(attn.in_proj_bias, 0, H, 3 * H);
+        V KV = linear(s, w_kv, b_kv);  // (N, 2H)
+        std::vector<std::int64_t> changed;
+        for (int n = 1; n <= opt.max_iterations && st.any_running(); ++n) {
+            const std::vector<std::int64_t> idx = running_rows(st);  // sorted: grouped by sequence
+            std::vector<index_t> q_off(static_cast<std::size_t>(Bn + 1), 0);
+            for (std::int64_t i : idx) ++q_off[static_cast<std::size_t>(i / Tt) + 1];
+            for (index_t b = 0; b < Bn; ++b) q_off[b + 1] += q_off[b];
+            const index_t nr = static_cast<index_t>(idx.size());
+            rec.running_per_iteration.push_back(nr);
+            rec.iterations = n;
+            if (!changed.empty()) KV = row_update(KV, changed, linear(gather_rows(s, changed), w_kv, b_kv));
+            const V s_run = gather_rows(s, idx);
+            const V q = linear(s_run, w_q, b_q);
+            const V a = (*attn.out_proj)(ragged_attention<T, B>({q, 0}, q_off, {KV, 0}, {KV, H}, Tt, lengths, H, cfg_.heads));
+            const V y = run_rest_of_layer(s_run, a);
+            const V p = reshape(sigmoid((*halting_unit)(y)), {nr});
+            const step_masks m = st.step(p.value().to_vector(), idx, n);
+            V cum_run = gather_rows(cum, idx);
+            V r_run = gather_rows(R, idx);
+            const V w = halting_step(p, cum_run, r_run, m);
+            const V s_new = add(s_run, scale_rows(add(y, scale(s_run, T(-1))), w));
+            record_cosine(rec, s_run.value(), s_new.value(), idx);
+            s = row_update(s, idx, s_new);
+            cum = row_update(cum, idx, cum_run);
+            R = row_update(R, idx, r_run);
+            changed = idx;
+        }
+        finish_record(rec, st);
+        return {reshape(s, {Bn, Tt, H}), ponder_cost(R, rec), std::move(rec)};
+    }
+    /// The layer after its attention core, for running rows only: output projection done by
+    /// the caller; residual + LN (post-LN) and the feed-forward sub-layer.
+    V run_rest_of_layer(const V& s_run, const V& attn_out) const {
+        const auto& sa = layer->self_attention;
+        DEPTHLAB_CHECK(!cfg_.norm_first, usage_error, "ActEncoder: the compact path implements post-LN layers (the paper's); use compact = false");
+        DEPTHLAB_CHECK(sa.enabled && layer->feed_forward.enabled, usage_error,
+                       "ActEncoder: compact path with an ablated sub-layer; use compact = false");
+        V h = sa.norm(add(s_run, dropout_or_identity(attn_out, static_cast<T>(cfg_.dropout))));
+        return layer->feed_forward(h);
+    }
+    V dropout_or_identity(const V& v, T p) const {
+        DEPTHLAB_CHECK(!(this->is_training() && p > 0), usage_error,
+                       "ActEncoder: the compact path runs without dropout for now (set dropout 0 or compact = false)");
+        (void)p;
+        return v;
+    }
+
+    nn::transformer_config cfg_;
+};
+
+}  // namespace depthlab::halting

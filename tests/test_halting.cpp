@@ -1,0 +1,203 @@
+// ACT halting: the paper's arithmetic on hand-computed cases, padding, no forced halt, the
+// ponder gradient, and the equivalence of the compact path (running tokens only, cached
+// keys/values) with the dense masked reference — values and every gradient.
+#include <cmath>
+#include <map>
+#include <vector>
+
+#include "harness.hpp"
+
+using namespace depthlab;
+using namespace depthlab::halting;
+using depthlab_test::check_close;
+using depthlab_test::to_double;
+
+TEST_CASE("ACT arithmetic: hand-computed cases") {
+    SUBCASE("p = 0.3, 0.3, 0.5 halts at iteration 3 with R = 0.4") {
+        act_state<double> st({1}, 0.01);
+        const std::vector<std::int64_t> row{0};
+        st.step({0.3}, row, 1);
+        st.step({0.3}, row, 2);
+        CHECK(st.running[0]);
+        const auto m = st.step({0.5}, row, 3);
+        CHECK(m.new_halt[0] == 1.0);
+        CHECK(st.N[0] == 3);
+        CHECK(st.R[0] == doctest::Approx(0.4).epsilon(1e-12));
+        CHECK(st.cum[0] == doctest::Approx(1.0));
+        CHECK(!st.any_running());
+    }
+    SUBCASE("strict '>': reaching exactly 1 - eps keeps running") {
+        act_state<double> st({1}, 0.25);  // threshold 0.75, exact in binary
+        const std::vector<std::int64_t> row{0};
+        st.step({0.5}, row, 1);
+        st.step({0.25}, row, 2);  // cum + p == 0.75: not > 0.75
+        CHECK(st.running[0]);
+        st.step({0.125}, row, 3);
+        CHECK(!st.running[0]);
+        CHECK(st.N[0] == 3);
+        CHECK(st.R[0] == 0.25);
+    }
+    SUBCASE("p > 1 - eps at the first iteration: N = 1, R = 1") {
+        act_state<double> st({1}, 0.01);
+        st.step({0.995}, {0}, 1);
+        CHECK(st.N[0] == 1);
+        CHECK(st.R[0] == 1.0);
+    }
+    SUBCASE("padding starts halted and never runs; min_iterations delays halting") {
+        act_state<double> st({1, 0}, 0.01, /*min_iter=*/2);
+        st.step({0.999, 0.999}, {0, 1}, 1);
+        CHECK(st.running[0]);  // could not halt before iteration 2
+        CHECK(st.N[1] == 0);
+        st.step({0.999, 0.999}, {0, 1}, 2);
+        CHECK(!st.running[0]);
+        CHECK(st.N[0] == 2);
+        CHECK(st.R[1] == 0.0);
+    }
+}
+
+namespace {
+
+nn::transformer_config small_layer() {
+    nn::transformer_config c;
+    c.dim = 16;
+    c.heads = 2;
+    c.ff_dim = 32;
+    c.dropout = c.attention_dropout = 0;
+    c.init = nn::init_scheme::bert;
+    return c;
+}
+
+/// Sets the halting unit so that p varies strongly across tokens and iterations.
+template <class T>
+void spread_halting(ActEncoder<T>& enc, double bias, std::uint64_t seed) {
+    Generator g(seed);
+    enc.halting_unit->weight.value().copy_(Tensor<T>::randn({1, 16}, g, 0.6));
+    enc.halting_unit->bias.value().fill_(static_cast<T>(bias));
+}
+
+struct run_out {
+    std::vector<double> hidden, ponder;
+    std::map<std::string, std::vector<double>> grads;
+    halting_record rec;
+};
+
+template <class T>
+run_out run(ActEncoder<T>& enc, const Tensor<T>& x0, const std::vector<index_t>& lengths, bool compact) {
+    enc.opt.compact = compact;
+    enc.zero_grad();
+    auto x = Var<T>::parameter(x0.clone());
+    auto r = enc(x, lengths);
+    Generator g(77);
+    const auto w = Tensor<T>::randn(r.hidden.shape(), g);
+    // loss = sum(w * hidden) + 3 * ponder: exercises both gradient paths
+    auto loss = add(sum(mul(r.hidden, Var<T>::constant(w))), scale(r.ponder, T(3)));
+    loss.backward();
+    run_out o;
+    o.hidden = to_double(r.hidden.value());
+    o.ponder = to_double(r.ponder.value());
+    o.grads["input"] = to_double(x.grad());
+    for (auto& [name, p] : enc.named_parameters())
+        o.grads[name] = p.grad().defined() ? to_double(p.grad()) : std::vector<double>(p.value().numel(), 0.0);
+    o.rec = r.record;
+    return o;
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("ACT: the compact path equals the dense masked reference (values and gradients)", T, double, float) {
+    const double rtol = std::is_same_v<T, double> ? 1e-9 : 2e-4, atol = std::is_same_v<T, double> ? 1e-11 : 2e-5;
+    for (std::uint64_t seed : {1u, 2u, 3u}) {
+        CAPTURE(seed);
+        Generator gen(seed);
+        act_options opt;
+        opt.max_iterations = 6;
+        ActEncoder<T> enc(small_layer(), gen, opt);
+        spread_halting(enc, seed == 3 ? 0.5 : -1.0, seed + 100);
+        const std::vector<index_t> lengths{7, 4, 1};
+        const auto x0 = Tensor<T>::randn({3, 7, 16}, gen);
+        const run_out dense = run(enc, x0, lengths, false);
+        const run_out compact = run(enc, x0, lengths, true);
+        CHECK(dense.rec.N == compact.rec.N);
+        check_close("R", compact.rec.R, dense.rec.R, rtol, atol);
+        check_close("hidden", compact.hidden, dense.hidden, rtol, atol);
+        check_close("ponder", compact.ponder, dense.ponder, rtol, atol);
+        for (auto& [name, g] : dense.grads) check_close("gradient of " + name, compact.grads.at(name), g, rtol, atol);
+        // padding never runs
+        for (index_t b = 0; b < 3; ++b)
+            for (index_t t = lengths[b]; t < 7; ++t) CHECK(dense.rec.N[b * 7 + t] == 0);
+        // the batch covers several halting iterations
+        std::map<int, int> hist;
+        for (int n : dense.rec.N)
+            if (n > 0) ++hist[n];
+        MESSAGE("seed ", seed, ": ", hist.size(), " distinct halting iterations");
+        CHECK(hist.size() >= 3);
+    }
+}
+
+TEST_CASE("ACT: no forced halt at N_max, tokens keep R = 0") {
+    Generator gen(5);
+    act_options opt;
+    opt.max_iterations = 3;
+    ActEncoder<double> enc(small_layer(), gen, opt);
+    enc.halting_unit->bias.value().fill_(-30.0);  // p ~ 1e-13: nobody halts
+    const auto r = enc(Var<double>::constant(Tensor<double>::randn({2, 5, 16}, gen)), {5, 3});
+    CHECK(r.record.iterations == 3);
+    for (index_t i = 0; i < 10; ++i) {
+        CHECK(r.record.N[i] == (i % 5 < (i < 5 ? 5 : 3) ? 3 : 0));
+        CHECK(r.record.R[i] == 0.0);
+    }
+    CHECK(r.ponder.value().item() == doctest::Approx((8 * 3) / 2.0));
+}
+
+TEST_CASE("ACT: the ponder gradient flows through R only (finite differences on the halting bias)") {
+    Generator gen(8);
+    ActEncoder<double> enc(small_layer(), gen);
+    spread_halting(enc, -0.5, 9);
+    const auto x = Var<double>::constant(Tensor<double>::randn({2, 6, 16}, gen));
+    const std::vector<index_t> lengths{6, 4};
+    auto r = enc(x, lengths);
+    r.ponder.backward();
+    const double analytic = enc.halting_unit->bias.grad().item();
+    const double h = 1e-6, b0 = enc.halting_unit->bias.value().item();
+    auto ponder_at = [&](double b) {
+        enc.halting_unit->bias.value().fill_(b);
+        no_grad guard;
+        auto rr = enc(x, lengths);
+        CHECK(rr.record.N == r.record.N);  // the step is small enough not to change any decision
+        return rr.ponder.value().item();
+    };
+    const double numeric = (ponder_at(b0 + h) - ponder_at(b0 - h)) / (2 * h);
+    CHECK(analytic == doctest::Approx(numeric).epsilon(1e-5));
+    CHECK(analytic != 0.0);
+}
+
+TEST_CASE("ACT variants: fixed depth, Graves mean-field, UT-style run and differentiate") {
+    Generator gen(4);
+    const auto x0 = Tensor<double>::randn({2, 5, 16}, gen);
+    const std::vector<index_t> lengths{5, 3};
+    {
+        ActEncoder<double, backend::cpu, fixed> enc(small_layer(), gen, {.max_iterations = 3});
+        auto r = enc(Var<double>::constant(x0), lengths);
+        CHECK(r.record.N[0] == 3);
+        CHECK(r.ponder.value().item() == 0.0);
+        // identical to applying the layer three times
+        auto s = Var<double>::constant(x0);
+        for (int i = 0; i < 3; ++i) s = (*enc.layer)(s, nn::padding_mask<double>(lengths, 5));
+        check_close("fixed depth", to_double(r.hidden.value()), to_double(s.value()), 1e-12, 1e-12);
+    }
+    {
+        ActEncoder<double, backend::cpu, act_graves> enc(small_layer(), gen);
+        CHECK(enc.halting_unit->bias.value().item() == 1.0);  // Graves' initialisation
+        auto x = Var<double>::parameter(x0.clone());
+        auto r = enc(x, lengths);
+        add(sum(r.hidden), r.ponder).backward();
+        CHECK(x.grad().defined());
+    }
+    {
+        ActEncoder<double, backend::cpu, act_ut> enc(small_layer(), gen);
+        auto x = Var<double>::parameter(x0.clone());
+        auto r = enc(x, lengths);
+        add(sum(r.hidden), r.ponder).backward();
+        CHECK(enc.halting_unit->weight.grad().defined());
+    }
+}
