@@ -216,8 +216,83 @@ void bm_encoder_layer_forward(benchmark::State& state, layer_shape l) {
     set_layer_counters(state, l, false);
 }
 
+// ------------------------------------------------------------------ ACT encoder
+// A tied layer iterated with ACT at controlled halting profiles: the halting unit gets small
+// random weights and a bias found by bisection so that the mean number of iterations is the
+// target fraction of N_max. depthlab = the compact path, masked = the dense reference (every
+// position through the layer until the last token halts), fixed = N_max plain iterations.
+constexpr int act_max_iterations = 6;
+
+template <class Policy>
+struct act_setup {
+    depthlab::Generator gen{1};
+    depthlab::halting::ActEncoder<float, depthlab::backend::cpu, Policy> enc;
+    Varf x;
+    std::vector<index_t> lengths;
+    double mean_iterations = 0;
+    act_setup(const layer_shape& l, double target_fraction)
+        : enc(layer_config(l), gen, {.max_iterations = act_max_iterations}),
+          x(Varf::parameter(random_tensor({l.b, l.s, l.d}, 3))),
+          lengths(static_cast<std::size_t>(l.b), l.s) {
+        if constexpr (std::is_same_v<Policy, depthlab::halting::fixed>) return;
+        depthlab::Generator g(5);
+        enc.halting_unit->weight.value().copy_(Tensorf::randn({1, l.d}, g, 0.05));
+        double lo = -12, hi = 12;  // bias: high => halt early
+        for (int it = 0; it < 30; ++it) {
+            const double mid = 0.5 * (lo + hi);
+            if (measure(mid) > target_fraction * act_max_iterations) lo = mid;
+            else hi = mid;
+        }
+        mean_iterations = measure(0.5 * (lo + hi));
+    }
+    double measure(double bias) {
+        enc.halting_unit->bias.value().fill_(static_cast<float>(bias));
+        depthlab::no_grad guard;
+        const auto r = enc(x, lengths);
+        double n = 0;
+        for (int v : r.record.N) n += v;
+        return n / static_cast<double>(r.record.N.size());
+    }
+};
+
+template <class Policy>
+void bm_act_train(benchmark::State& state, layer_shape l, double fraction, bool compact) {
+    act_setup<Policy> su(l, fraction);
+    su.enc.opt.compact = compact;
+    auto step = [&] {
+        su.enc.zero_grad();
+        su.x.zero_grad();
+        auto r = su.enc(su.x, su.lengths);
+        depthlab::add(depthlab::sum(r.hidden), r.ponder).backward();
+        benchmark::DoNotOptimize(su.x.grad().data());
+    };
+    step();
+    for (auto _ : state) step();
+    state.counters["tokens/s"] = benchmark::Counter(l.tokens(), benchmark::Counter::kIsIterationInvariantRate);
+    state.counters["mean_iterations"] =
+        std::is_same_v<Policy, depthlab::halting::fixed> ? double(act_max_iterations) : su.mean_iterations;
+}
+
 // ------------------------------------------------------------------ registration, context
 void register_depthlab_benchmarks() {
+    {
+        namespace h = depthlab::halting;
+        const layer_shape l = layer_shapes().front();
+        const std::string shape = l.name() + "_n" + std::to_string(act_max_iterations);
+        benchmark::RegisterBenchmark(("act_encoder_train/fixed/" + shape).c_str(), bm_act_train<h::fixed>, l, 1.0, false)
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
+        for (const double f : {0.25, 0.5, 0.6, 0.75}) {
+            char tag[32];
+            std::snprintf(tag, sizeof tag, "_mean%.0fpct", f * 100);
+            benchmark::RegisterBenchmark(("act_encoder_train/depthlab/" + shape + tag).c_str(), bm_act_train<h::act>, l, f, true)
+                ->UseRealTime()
+                ->Unit(benchmark::kMillisecond);
+            benchmark::RegisterBenchmark(("act_encoder_train/masked/" + shape + tag).c_str(), bm_act_train<h::act>, l, f, false)
+                ->UseRealTime()
+                ->Unit(benchmark::kMillisecond);
+        }
+    }
     for (const layer_shape& l : layer_shapes()) {
         benchmark::RegisterBenchmark(("encoder_layer_train/depthlab/" + l.name()).c_str(), bm_encoder_layer_train, l)
             ->UseRealTime()

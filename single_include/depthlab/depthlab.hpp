@@ -312,9 +312,23 @@ struct gemm_args {
     index_t lda = 0, ldb = 0, ldc = 0;
     index_t batch = 1, stride_a = 0, stride_b = 0, stride_c = 0;
     index_t batch2 = 1, stride_a2 = 0, stride_b2 = 0, stride_c2 = 0;
-    /// Sizes and strides change from call to call (ragged attention): a backend may use
-    /// one shape-generic kernel instead of one specialised per shape.
-    bool dynamic_shape = false;
+};
+
+/// Maps a row of a (..., cols) tensor to the row of a broadcast operand (e.g. an attention
+/// mask (B,1,1,Tk) for scores (B,H,Tq,Tk)): offset = sum_k digit_k(row) * stride_k, where
+/// the digits are the row's multi-index over `dims` and broadcast axes have stride 0.
+struct row_broadcast {
+    int rank = 0;
+    index_t dims[Shape::max_rank] = {};
+    index_t strides[Shape::max_rank] = {};
+    [[nodiscard]] index_t offset(index_t row) const {
+        index_t off = 0;
+        for (int k = rank - 1; k >= 0; --k) {
+            off += (row % dims[k]) * strides[k];
+            row /= dims[k];
+        }
+        return off;
+    }
 };
 
 /// Device memory of backend B; specialised per backend.
@@ -476,39 +490,11 @@ inline const matmul_entry& get(const gemm_args& g, float alpha, float beta) {
     return cache.emplace(key, matmul_entry{dnnl::matmul(pd), a, b, c}).first->second;
 }
 
-/// Shape-generic primitive for dynamic_shape calls: m, n, k and every stride are given at
-/// execution (DNNL_RUNTIME_DIM_VAL), so one primitive serves every size of ragged attention
-/// instead of one per size. Keyed by the transposes, batch extents, alpha and beta.
-inline const dnnl::matmul& get_dynamic(const gemm_args& g, float alpha, float beta) {
-    static std::unordered_map<matmul_key, dnnl::matmul, matmul_key_hash> cache;
-    static std::mutex mutex;
-    const index_t b_a = g.stride_a == 0 ? 1 : g.batch, b_b = g.stride_b == 0 ? 1 : g.batch;
-    const index_t b2_a = g.stride_a2 == 0 ? 1 : g.batch2, b2_b = g.stride_b2 == 0 ? 1 : g.batch2;
-    const matmul_key key{{g.trans_a, g.trans_b, g.batch, g.batch2, b_a, b_b, b2_a, b2_b, -1, 0, 0, 0, 0, 0, 0, 0, sizeof(float)}, alpha, beta};
-    std::lock_guard<std::mutex> lock(mutex);
-    auto it = cache.find(key);
-    if (it != cache.end()) return it->second;
-    using dims = dnnl::memory::dims;
-    constexpr auto rt = DNNL_RUNTIME_DIM_VAL;
-    auto desc = [&](index_t b2, index_t b1) {
-        return dnnl::memory::desc(dims{b2, b1, rt, rt}, dnnl::memory::data_type::f32, dims{rt, rt, rt, rt});
-    };
-    dnnl::primitive_attr attr;
-    if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
-    if (beta != 0.0f) {
-        dnnl::post_ops po;
-        po.append_sum(beta);
-        attr.set_post_ops(po);
-    }
-    const dnnl::matmul::desc d(desc(b2_a, b_a), desc(b2_b, b_b), desc(g.batch2, g.batch));
-    return cache.emplace(key, dnnl::matmul(dnnl::matmul::primitive_desc(d, attr, engine()))).first->second;
-}
-
 inline void gemm(const gemm_args& g, float alpha, const float* a, const float* b, float beta, float* c) {
     const auto a_md = operand(g.batch2, g.stride_a2, g.batch, g.stride_a, g.m, g.k, g.trans_a, g.lda);
     const auto b_md = operand(g.batch2, g.stride_b2, g.batch, g.stride_b, g.k, g.n, g.trans_b, g.ldb);
     const auto c_md = operand(g.batch2, g.stride_c2, g.batch, g.stride_c, g.m, g.n, false, g.ldc);
-    const dnnl::matmul& prim = g.dynamic_shape ? get_dynamic(g, alpha, beta) : get(g, alpha, beta).prim;
+    const dnnl::matmul& prim = get(g, alpha, beta).prim;
     dnnl::memory ma(a_md, engine(), const_cast<float*>(a));
     dnnl::memory mb(b_md, engine(), const_cast<float*>(b));
     dnnl::memory mc(c_md, engine(), c);
@@ -1989,23 +1975,6 @@ struct memory<backend::cpu> {
 
 namespace depthlab {
 
-/// Maps a row of a (..., cols) tensor to the row of a broadcast operand (e.g. an attention
-/// mask (B,1,1,Tk) for scores (B,H,Tq,Tk)): offset = sum_k digit_k(row) * stride_k, where
-/// the digits are the row's multi-index over `dims` and broadcast axes have stride 0.
-struct row_broadcast {
-    int rank = 0;
-    index_t dims[Shape::max_rank] = {};
-    index_t strides[Shape::max_rank] = {};
-    [[nodiscard]] index_t offset(index_t row) const {
-        index_t off = 0;
-        for (int k = rank - 1; k >= 0; --k) {
-            off += (row % dims[k]) * strides[k];
-            row /= dims[k];
-        }
-        return off;
-    }
-};
-
 template <>
 struct primitives<backend::cpu> {
     using B = backend::cpu;
@@ -3269,9 +3238,9 @@ Var<T, B> row_update(const Var<T, B>& base, std::span<const std::int64_t> idx, c
     return detail::make_result<T, B>(op_kind::row_update, std::move(Y), {base, rows}, [=](Node<T, B>& nd) {
         const T* dY = nd.grad.data();
         if (T* dB = detail::parent_grad(nd, 0)) {
-            auto g = nd.grad.clone();
-            for (index_t i = 0; i < n; ++i) P::fill(cols, T(0), g.data() + (*ids)[i] * cols);
-            P::axpby(g.numel(), T(1), g.data(), T(1), dB);
+            // every row passes through, then the replaced rows are taken back out (one pass, no copy)
+            P::axpby(nd.grad.numel(), T(1), dY, T(1), dB);
+            for (index_t i = 0; i < n; ++i) P::axpby(cols, T(-1), dY + (*ids)[i] * cols, T(1), dB + (*ids)[i] * cols);
         }
         if (T* dR = detail::parent_grad(nd, 1)) {
             auto g = Tensor<T, B>::empty(sr);
@@ -3459,9 +3428,23 @@ Var<T, B> operator*(const Var<T, B>& a, const Var<T, B>& b) { return mul(a, b); 
 // in (B, Tq, H*dh) layout: no head split/merge copies, no transposes. q, k and v may be
 // column ranges of one packed projection (self-attention: [q | k | v] = x W_qkv^T).
 #include <cstdint>
+#include <limits>
+#include <vector>
 
 
 namespace depthlab {
+
+/// (B, 1, 1, T) additive key mask: keys t >= lengths[b] get -inf.
+template <class T, class B>
+Tensor<T, B> key_padding_mask(const std::vector<index_t>& lengths, index_t T_) {
+    std::vector<T> m(lengths.size() * static_cast<std::size_t>(T_), T(0));
+    for (std::size_t b = 0; b < lengths.size(); ++b) {
+        DEPTHLAB_CHECK(lengths[b] >= 0 && lengths[b] <= T_, index_error, "padding mask: length ", lengths[b], " of sequence ", b,
+                       " outside [0, ", T_, "]");
+        for (index_t t = lengths[b]; t < T_; ++t) m[b * T_ + t] = -std::numeric_limits<T>::infinity();
+    }
+    return Tensor<T, B>::from({static_cast<index_t>(lengths.size()), 1, 1, T_}, m);
+}
 
 /// Columns [offset, offset + dim) of a (B, T, width) activation: one of q, k or v.
 template <class T, class B>
@@ -3557,11 +3540,16 @@ Var<T, B> attention(const projection_slice<T, B>& q, const projection_slice<T, B
 /// adaptive-depth encoder attend to every (running or halted) token of their sequence.
 /// q.src: (Nq, Wq), the queries of sequence b being rows [q_offsets[b], q_offsets[b+1]);
 /// k.src, v.src: (B * T_, W) (or (B, T_, W)), row b*T_ + t; only keys t < key_lengths[b]
-/// exist (padding is never attended to, and costs nothing). Result: (Nq, dim).
+/// exist. Result: (Nq, dim).
+///
+/// Implementation: the queries are scattered into a (B, M, Wq) block, M = the largest query
+/// count rounded up to a multiple of 8 (few distinct GEMM shapes, so oneDNN primitives are
+/// reused), and the batched attention runs on it with a key padding mask; the result rows
+/// are gathered back. Only this attention core pays for the padding — the projections and
+/// the feed-forward around it run on the compact rows.
 template <class T, class B>
 Var<T, B> ragged_attention(const projection_slice<T, B>& q, const std::vector<index_t>& q_offsets, const projection_slice<T, B>& k,
                            const projection_slice<T, B>& v, index_t T_, const std::vector<index_t>& key_lengths, index_t dim, int heads) {
-    using P = primitives<B>;
     const index_t Bn = static_cast<index_t>(key_lengths.size());
     const Shape& sq = q.src.shape();
     const Shape& sk = k.src.shape();
@@ -3571,69 +3559,26 @@ Var<T, B> ragged_attention(const projection_slice<T, B>& q, const std::vector<in
                    shape_error, "ragged_attention: queries ", sq, " with ", q_offsets.size(), " offsets for ", Bn, " sequences");
     DEPTHLAB_CHECK(sk.numel() / sk.back() == Bn * T_ && sv.numel() / sv.back() == Bn * T_, shape_error, "ragged_attention: keys ",
                    sk, " and values ", sv, " are not ", Bn, " sequences of ", T_, " rows");
-    DEPTHLAB_CHECK(heads >= 1 && dim % heads == 0, shape_error, "ragged_attention: dim ", dim, " not divisible by ", heads, " heads");
-    const index_t Wq = sq[1], Wk = sk.back(), Wv = sv.back(), H = heads, dh = dim / H;
-    DEPTHLAB_CHECK(q.offset + dim <= Wq && k.offset + dim <= Wk && v.offset + dim <= Wv, shape_error,
-                   "ragged_attention: column slices exceed sources ", sq, ", ", sk, ", ", sv);
-    std::vector<index_t> poff(static_cast<std::size_t>(Bn + 1), 0);  // offsets of each sequence's scores
+    index_t M = 0;
     for (index_t b = 0; b < Bn; ++b) {
-        const index_t nb = q_offsets[b + 1] - q_offsets[b], Lb = key_lengths[b];
-        DEPTHLAB_CHECK(nb >= 0 && Lb >= (nb > 0 ? 1 : 0) && Lb <= T_, shape_error, "ragged_attention: sequence ", b, " has ", nb,
-                       " queries and ", Lb, " keys (of at most ", T_, ")");
-        poff[b + 1] = poff[b] + H * nb * Lb;
+        const index_t nb = q_offsets[b + 1] - q_offsets[b];
+        DEPTHLAB_CHECK(nb >= 0 && key_lengths[b] >= 0 && key_lengths[b] <= T_, shape_error, "ragged_attention: sequence ", b, " has ",
+                       nb, " queries and ", key_lengths[b], " keys (of at most ", T_, ")");
+        M = std::max(M, nb);
     }
-    const T alpha = static_cast<T>(1.0 / std::sqrt(static_cast<double>(dh)));
-    // sizes differ per sequence and per iteration: ask for shape-generic GEMMs
-    const auto dyn = [](gemm_args g) {
-        g.dynamic_shape = true;
-        return g;
-    };
-    const auto Q = q.src.value().contiguous(), K = k.src.value().contiguous(), Vv = v.src.value().contiguous();
-    const T* qp = Q.data() + q.offset;
-    const T* kp = K.data() + k.offset;
-    const T* vp = Vv.data() + v.offset;
-    auto Pm = Tensor<T, B>::empty({poff.back()});
-    auto O = Tensor<T, B>::empty({sq[0], dim});
-    // one sequence per task: each task's GEMMs are small and independent
-    parallel_for(Bn, 1, [&](index_t b0, index_t b1) {
-        for (index_t b = b0; b < b1; ++b) {
-            const index_t q0 = q_offsets[b], nb = q_offsets[b + 1] - q0, Lb = key_lengths[b];
-            if (nb == 0) continue;
-            T* Pb = Pm.data() + poff[b];
-            P::gemm(dyn(gemm_args{false, true, nb, Lb, dh, Wq, Wk, Lb, H, dh, dh, nb * Lb}), alpha, qp + q0 * Wq, kp + b * T_ * Wk, T(0), Pb);
-            P::softmax_fwd(H * nb, Lb, Pb, T(1), static_cast<const T*>(nullptr), row_broadcast{}, Pb);
-            P::gemm(dyn(gemm_args{false, false, nb, dh, Lb, Lb, Wv, dim, H, nb * Lb, dh, dh}), T(1), Pb, vp + b * T_ * Wv, T(0), O.data() + q0 * dim);
-        }
-    });
-    const index_t qo = q.offset, ko = k.offset, vo = v.offset;
-    return detail::make_result<T, B>(op_kind::ragged_attention, std::move(O), {q.src, k.src, v.src}, [=](Node<T, B>& nd) {
-        const T* dO = nd.grad.data();
-        T* dQ = detail::parent_grad(nd, 0);
-        T* dK = detail::parent_grad(nd, 1);
-        T* dV = detail::parent_grad(nd, 2);
-        auto dP = Tensor<T, B>::empty({poff.back()});
-        // sequences write disjoint key/value rows and query rows, so tasks never collide
-        // (q, k and v may share one source: their column slices are disjoint too)
-        parallel_for(Bn, 1, [&](index_t b0, index_t b1) {
-            for (index_t b = b0; b < b1; ++b) {
-                const index_t q0 = q_offsets[b], nb = q_offsets[b + 1] - q0, Lb = key_lengths[b];
-                if (nb == 0) continue;
-                const T* Pb = Pm.data() + poff[b];
-                T* dPb = dP.data() + poff[b];
-                P::gemm(dyn(gemm_args{false, true, nb, Lb, dh, dim, Wv, Lb, H, dh, dh, nb * Lb}), T(1), dO + q0 * dim, vp + b * T_ * Wv, T(0), dPb);
-                if (dV)
-                    P::gemm(dyn(gemm_args{true, false, Lb, dh, nb, Lb, dim, Wv, H, nb * Lb, dh, dh}), T(1), Pb, dO + q0 * dim, T(1),
-                            dV + b * T_ * Wv + vo);
-                P::softmax_bwd(H * nb, Lb, Pb, dPb, T(1), dPb, /*accumulate=*/false);
-                if (dQ)
-                    P::gemm(dyn(gemm_args{false, false, nb, dh, Lb, Lb, Wk, Wq, H, nb * Lb, dh, dh}), alpha, dPb, kp + b * T_ * Wk, T(1),
-                            dQ + q0 * Wq + qo);
-                if (dK)
-                    P::gemm(dyn(gemm_args{true, false, Lb, dh, nb, Lb, Wq, Wk, H, nb * Lb, dh, dh}), alpha, dPb, qp + q0 * Wq, T(1),
-                            dK + b * T_ * Wk + ko);
-            }
-        });
-    });
+    M = std::max<index_t>(1, (M + 7) / 8 * 8);
+    std::vector<std::int64_t> slot(static_cast<std::size_t>(sq[0]));  // query row -> row of the (B, M) block
+    for (index_t b = 0; b < Bn; ++b)
+        for (index_t i = q_offsets[b]; i < q_offsets[b + 1]; ++i) slot[i] = b * M + (i - q_offsets[b]);
+    const Var<T, B> q_block = reshape(scatter_rows(q.src, slot, Bn * M), {Bn, M, sq[1]});
+    const Var<T, B> k3 = reshape(k.src, {Bn, T_, sk.back()});
+    const Var<T, B> v3 = k.src.node_ptr() == v.src.node_ptr() ? k3 : reshape(v.src, {Bn, T_, sv.back()});
+    std::vector<index_t> lengths(key_lengths.begin(), key_lengths.end());
+    const Var<T, B> out = attention<T, B>({q_block, q.offset}, {k3, k.offset}, {v3, v.offset}, dim, {.heads = heads},
+                                          key_padding_mask<T, B>(lengths, T_));
+    Var<T, B> rows = gather_rows(reshape(out, {Bn * M, dim}), slot);
+    rows.node().op = op_kind::ragged_attention;
+    return rows;
 }
 
 }  // namespace depthlab
@@ -3866,13 +3811,7 @@ struct transformer_config {
 /// (B, 1, 1, T) from per-sequence lengths: positions >= length are padding.
 template <class T, class B = backend::cpu>
 Tensor<T, B> padding_mask(const std::vector<index_t>& lengths, index_t T_) {
-    std::vector<T> m(lengths.size() * static_cast<std::size_t>(T_), T(0));
-    for (std::size_t b = 0; b < lengths.size(); ++b) {
-        DEPTHLAB_CHECK(lengths[b] >= 0 && lengths[b] <= T_, index_error, "padding_mask: length ", lengths[b], " of sequence ", b,
-                       " outside [0, ", T_, "]");
-        for (index_t t = lengths[b]; t < T_; ++t) m[b * T_ + t] = -std::numeric_limits<T>::infinity();
-    }
-    return Tensor<T, B>::from({static_cast<index_t>(lengths.size()), 1, 1, T_}, m);
+    return key_padding_mask<T, B>(lengths, T_);
 }
 /// (T, T): query i sees keys j <= i.
 template <class T, class B = backend::cpu>
@@ -5318,6 +5257,954 @@ inline seq2seq_batch reverse_task_batch(Generator& gen, index_t B, index_t max_l
 
 }  // namespace depthlab::data
 // ---- end depthlab/data/synthetic.hpp ----
+// ---- begin depthlab/data/translation.hpp ----
+// Translation data: aligned text files, and batches of token ids made by token count with
+// length bucketing. No tokenizer here: the batcher works on ids (encode the text with the
+// sentencepiece model of scripts/train-translation-tokenizer, e.g. `spm_encode
+// --output_format=id`, which `read_id_lines` reads).
+//
+// Ids follow that model: pad = 0, unk = 1, bos = 2, eos = 3 (configurable). A pair (x, y)
+// becomes src = x (+ EOS if `src_eos`), tgt_in = BOS + y, tgt_out = y + EOS; padding is
+// pad_id in src/tgt_in and -100 in tgt_out (ignored by the loss).
+//
+// Batching per epoch, all randomness from the depthlab::Generator passed in:
+//   1. shuffle the pairs;
+//   2. cut the shuffled list into windows of `window` pairs (0: one window) and sort each
+//      window by length (stable, so pairs of equal length stay in shuffled order);
+//   3. cut each sorted window greedily into batches whose padded size
+//      B * max(Ts, Tt) (Ts, Tt: the longest source / target in the batch, BOS/EOS
+//      included) stays <= max_tokens (and B <= max_sentences when that is > 0);
+//   4. shuffle the batches.
+// Each kept pair is in exactly one batch per epoch. Pairs longer than max_len (source or
+// target, BOS/EOS included), alone larger than max_tokens, or with an empty source (and
+// no source EOS) are dropped at construction and counted in `dropped()`.
+#include <algorithm>
+#include <cstdint>
+#include <fstream>
+#include <numeric>
+#include <string>
+#include <vector>
+
+// synthetic.hpp (seq2seq_batch) pulls in the model headers, which need the backend first.
+
+namespace depthlab::data {
+
+/// Lines of a UTF-8 text file (a trailing '\r' is removed; a final newline adds no line).
+[[nodiscard]] inline std::vector<std::string> read_lines(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    DEPTHLAB_CHECK(f.good(), io_error, "read_lines: cannot open ", path);
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(f, line);) {
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        lines.push_back(std::move(line));
+    }
+    DEPTHLAB_CHECK(f.eof(), io_error, "read_lines: error reading ", path);
+    return lines;
+}
+
+/// Lines of space-separated non-negative integer ids (`spm_encode --output_format=id`).
+[[nodiscard]] inline std::vector<std::vector<std::int64_t>> read_id_lines(const std::string& path) {
+    std::vector<std::vector<std::int64_t>> out;
+    std::size_t lineno = 0;
+    for (const auto& line : read_lines(path)) {
+        ++lineno;
+        std::vector<std::int64_t> ids;
+        std::int64_t v = 0;
+        bool in_number = false;
+        for (char c : line) {
+            if (c >= '0' && c <= '9') {
+                DEPTHLAB_CHECK(v <= (INT64_MAX - 9) / 10, io_error, "read_id_lines: ", path, ":", lineno, ": id too large");
+                v = v * 10 + (c - '0');
+                in_number = true;
+            } else if (c == ' ' || c == '\t') {
+                if (in_number) ids.push_back(v);
+                v = 0;
+                in_number = false;
+            } else {
+                DEPTHLAB_CHECK(false, io_error, "read_id_lines: ", path, ":", lineno, ": unexpected character '", c, "'");
+            }
+        }
+        if (in_number) ids.push_back(v);
+        out.push_back(std::move(ids));
+    }
+    return out;
+}
+
+struct parallel_text {
+    std::vector<std::string> src, tgt;
+    [[nodiscard]] std::size_t size() const { return src.size(); }
+};
+
+/// Two aligned files (line i of one translates line i of the other).
+[[nodiscard]] inline parallel_text load_parallel(const std::string& src_path, const std::string& tgt_path) {
+    parallel_text p{read_lines(src_path), read_lines(tgt_path)};
+    DEPTHLAB_CHECK(p.src.size() == p.tgt.size(), io_error, "load_parallel: ", src_path, " has ", p.src.size(),
+                   " lines but ", tgt_path, " has ", p.tgt.size());
+    return p;
+}
+
+/// `dir/split.src_lang` and `dir/split.tgt_lang`, as scripts/fetch-translation writes
+/// them (dir = .data/translation, split = train|dev|test|mt). English->German by default.
+[[nodiscard]] inline parallel_text load_translation_split(const std::string& dir, const std::string& split,
+                                                          const std::string& src_lang = "en",
+                                                          const std::string& tgt_lang = "de") {
+    return load_parallel(dir + "/" + split + "." + src_lang, dir + "/" + split + "." + tgt_lang);
+}
+
+/// One sentence pair as token ids, without BOS/EOS.
+struct token_pair {
+    std::vector<std::int64_t> src, tgt;
+};
+
+struct translation_batching {
+    index_t max_tokens = 4096;   ///< padded tokens per batch: B * max(Ts, Tt)
+    index_t max_sentences = 0;   ///< > 0: at most this many pairs per batch
+    index_t max_len = 256;       ///< longest source / target kept (BOS/EOS included)
+    index_t window = 0;          ///< pairs sorted together (0: the whole epoch)
+    std::int64_t pad_id = 0, bos_id = 2, eos_id = 3;
+    bool src_eos = true;         ///< append EOS to the source
+};
+
+class translation_batcher {
+public:
+    translation_batcher(std::vector<token_pair> pairs, translation_batching cfg) : cfg_(cfg) {
+        DEPTHLAB_CHECK(cfg.max_tokens >= 1 && cfg.max_len >= 1 && cfg.window >= 0 && cfg.max_sentences >= 0, usage_error,
+                       "translation_batcher: max_tokens, max_len must be >= 1 and window, max_sentences >= 0");
+        DEPTHLAB_CHECK(cfg.pad_id >= 0 && cfg.bos_id >= 0 && cfg.eos_id >= 0, usage_error,
+                       "translation_batcher: special ids must be >= 0");
+        pairs_.reserve(pairs.size());
+        for (auto& p : pairs) {
+            const index_t ls = src_len(p), lt = tgt_len(p);
+            if (ls == 0 || ls > cfg.max_len || lt > cfg.max_len || std::max(ls, lt) > cfg.max_tokens) {
+                ++dropped_;
+                continue;
+            }
+            for (auto id : p.src) DEPTHLAB_CHECK(id >= 0, index_error, "translation_batcher: negative id ", id);
+            for (auto id : p.tgt) DEPTHLAB_CHECK(id >= 0, index_error, "translation_batcher: negative id ", id);
+            pairs_.push_back(std::move(p));
+        }
+    }
+
+    [[nodiscard]] std::size_t size() const { return pairs_.size(); }
+    [[nodiscard]] std::size_t dropped() const { return dropped_; }
+    [[nodiscard]] const token_pair& pair(std::size_t i) const { return pairs_[i]; }
+    [[nodiscard]] const translation_batching& config() const { return cfg_; }
+
+    /// Padded length of the source (EOS included when src_eos) and of tgt_in / tgt_out.
+    [[nodiscard]] index_t src_len(const token_pair& p) const { return static_cast<index_t>(p.src.size()) + (cfg_.src_eos ? 1 : 0); }
+    [[nodiscard]] static index_t tgt_len(const token_pair& p) { return static_cast<index_t>(p.tgt.size()) + 1; }
+
+    /// One epoch's batches as lists of pair indices (into the kept pairs); advances `gen`.
+    [[nodiscard]] std::vector<std::vector<std::size_t>> epoch_plan(Generator& gen) const {
+        std::vector<std::size_t> order(pairs_.size());
+        std::iota(order.begin(), order.end(), std::size_t{0});
+        shuffle(order, gen);
+        const std::size_t W = cfg_.window > 0 ? static_cast<std::size_t>(cfg_.window) : std::max<std::size_t>(order.size(), 1);
+        std::vector<std::vector<std::size_t>> batches;
+        for (std::size_t w0 = 0; w0 < order.size(); w0 += W) {
+            const auto first = order.begin() + static_cast<std::ptrdiff_t>(w0);
+            const auto last = order.begin() + static_cast<std::ptrdiff_t>(std::min(order.size(), w0 + W));
+            std::stable_sort(first, last, [&](std::size_t a, std::size_t b) {
+                const index_t ka = std::max(src_len(pairs_[a]), tgt_len(pairs_[a]));
+                const index_t kb = std::max(src_len(pairs_[b]), tgt_len(pairs_[b]));
+                return ka != kb ? ka < kb : src_len(pairs_[a]) < src_len(pairs_[b]);
+            });
+            std::vector<std::size_t> cur;
+            index_t ts = 0, tt = 0;
+            for (auto it = first; it != last; ++it) {
+                const index_t ns = std::max(ts, src_len(pairs_[*it])), nt = std::max(tt, tgt_len(pairs_[*it]));
+                const auto n = static_cast<index_t>(cur.size()) + 1;
+                const bool fits = n * std::max(ns, nt) <= cfg_.max_tokens && (cfg_.max_sentences == 0 || n <= cfg_.max_sentences);
+                if (!fits) {
+                    batches.push_back(std::move(cur));
+                    cur.clear();
+                    ts = src_len(pairs_[*it]);
+                    tt = tgt_len(pairs_[*it]);
+                } else {
+                    ts = ns;
+                    tt = nt;
+                }
+                cur.push_back(*it);
+            }
+            if (!cur.empty()) batches.push_back(std::move(cur));
+        }
+        shuffle(batches, gen);
+        return batches;
+    }
+
+    /// The padded batch of the given pairs.
+    [[nodiscard]] seq2seq_batch make_batch(const std::vector<std::size_t>& idx) const {
+        DEPTHLAB_CHECK(!idx.empty(), usage_error, "translation_batcher::make_batch: no pairs");
+        const auto B = static_cast<index_t>(idx.size());
+        index_t Ts = 0, Tt = 0;
+        for (auto i : idx) {
+            DEPTHLAB_CHECK(i < pairs_.size(), index_error, "translation_batcher::make_batch: pair ", i, " of ", pairs_.size());
+            Ts = std::max(Ts, src_len(pairs_[i]));
+            Tt = std::max(Tt, tgt_len(pairs_[i]));
+        }
+        seq2seq_batch r;
+        r.src = {B, Ts, std::vector<std::int64_t>(static_cast<std::size_t>(B * Ts), cfg_.pad_id),
+                 std::vector<std::int64_t>(static_cast<std::size_t>(B * Ts), 0), {}};
+        r.tgt_in = {B, Tt, std::vector<std::int64_t>(static_cast<std::size_t>(B * Tt), cfg_.pad_id),
+                    std::vector<std::int64_t>(static_cast<std::size_t>(B * Tt), 0), {}};
+        r.tgt_out.assign(static_cast<std::size_t>(B * Tt), -100);
+        for (index_t b = 0; b < B; ++b) {
+            const token_pair& p = pairs_[idx[static_cast<std::size_t>(b)]];
+            auto* s = r.src.ids.data() + b * Ts;
+            std::copy(p.src.begin(), p.src.end(), s);
+            if (cfg_.src_eos) s[p.src.size()] = cfg_.eos_id;
+            r.src.lengths.push_back(src_len(p));
+            auto* ti = r.tgt_in.ids.data() + b * Tt;
+            auto* to = r.tgt_out.data() + b * Tt;
+            ti[0] = cfg_.bos_id;
+            std::copy(p.tgt.begin(), p.tgt.end(), ti + 1);
+            std::copy(p.tgt.begin(), p.tgt.end(), to);
+            to[p.tgt.size()] = cfg_.eos_id;
+            r.tgt_in.lengths.push_back(tgt_len(p));
+        }
+        return r;
+    }
+
+    /// All of one epoch's batches (convenience; `epoch_plan` + `make_batch` make them lazily).
+    [[nodiscard]] std::vector<seq2seq_batch> epoch(Generator& gen) const {
+        std::vector<seq2seq_batch> out;
+        for (const auto& b : epoch_plan(gen)) out.push_back(make_batch(b));
+        return out;
+    }
+
+private:
+    template <class V>
+    static void shuffle(V& v, Generator& gen) {  // Fisher-Yates
+        for (std::size_t i = v.size(); i > 1; --i) {
+            const auto j = static_cast<std::size_t>(gen.below(static_cast<std::uint64_t>(i)));
+            std::swap(v[i - 1], v[j]);
+        }
+    }
+
+    translation_batching cfg_;
+    std::vector<token_pair> pairs_;
+    std::size_t dropped_ = 0;
+};
+
+}  // namespace depthlab::data
+// ---- end depthlab/data/translation.hpp ----
+// ---- begin depthlab/metrics/bleu.hpp ----
+// BLEU as sacreBLEU 2.x computes it by default (`sacrebleu.metrics.BLEU()`):
+//   * tokenisation '13a' (mteval-v13a.pl): the line is right-stripped, `<skipped>` and
+//     `-\n` removed, `\n` -> ' ', `&quot; &amp; &lt; &gt;` unescaped (in that order); then
+//     every ASCII symbol except `' , . -` (i.e. { | } ~ [ \ ] ^ _ ` space ! " # $ % & ( ) * +
+//     : ; < = > ? @ /) is split off; `.` and `,` are split off unless both neighbours are
+//     digits ("1,000.5" stays, "end." splits); `-` is split off after a digit; whitespace
+//     (Python's definition) is collapsed. Case is kept.
+//   * n-grams of order 1..4; a hypothesis n-gram's count is clipped by the largest count of
+//     that n-gram in any one reference; corpus statistics are sums over segments.
+//   * brevity penalty exp(1 - r/c) when c < r (1 otherwise, 0 when c = 0), with r the sum
+//     over segments of the reference length closest to the hypothesis length (on a tie the
+//     shorter reference).
+//   * smoothing 'exp' (mteval's: the k-th order with no match gets precision
+//     1 / (2^k * total)), for the corpus score too; effective order off.
+//   * empty references are skipped (a segment may have fewer references than others,
+//     signature `nrefs:var`); a segment with none at all is an error.
+// Not supported: sacreBLEU's lowercase option and the other tokenizers (zh, intl, ...);
+// `tokenize = false` is sacreBLEU's tokenize='none'.
+// `sentence_bleu` matches `sacrebleu.sentence_bleu` (smoothing 'exp', effective order on).
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <iterator>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <unordered_map>
+#include <vector>
+
+// ---- begin depthlab/metrics/text.hpp ----
+// Text helpers shared by the metrics: UTF-8 code points and whitespace as Python 3's
+// `str.split()` / `str.rstrip()` see it, so that BLEU and chrF tokenise exactly like
+// sacreBLEU (which is written in Python). Invalid UTF-8 bytes count as one (non-space)
+// character each.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace depthlab::metrics {
+
+namespace detail {
+/// Decode the code point starting at s[i]; `len` gets its length in bytes (>= 1).
+inline char32_t decode_utf8(std::string_view s, std::size_t i, std::size_t& len) {
+    const auto b0 = static_cast<unsigned char>(s[i]);
+    auto cont = [&](std::size_t k) {
+        return i + k < s.size() && (static_cast<unsigned char>(s[i + k]) & 0xC0u) == 0x80u;
+    };
+    auto bits = [&](std::size_t k) { return static_cast<char32_t>(static_cast<unsigned char>(s[i + k]) & 0x3Fu); };
+    if (b0 < 0x80u) { len = 1; return b0; }
+    if ((b0 & 0xE0u) == 0xC0u && b0 >= 0xC2u && cont(1)) {
+        len = 2;
+        return (static_cast<char32_t>(b0 & 0x1Fu) << 6) | bits(1);
+    }
+    if ((b0 & 0xF0u) == 0xE0u && cont(1) && cont(2)) {
+        const char32_t c = (static_cast<char32_t>(b0 & 0x0Fu) << 12) | (bits(1) << 6) | bits(2);
+        if (c >= 0x800 && (c < 0xD800 || c > 0xDFFF)) { len = 3; return c; }
+    }
+    if ((b0 & 0xF8u) == 0xF0u && cont(1) && cont(2) && cont(3)) {
+        const char32_t c = (static_cast<char32_t>(b0 & 0x07u) << 18) | (bits(1) << 12) | (bits(2) << 6) | bits(3);
+        if (c >= 0x10000 && c <= 0x10FFFF) { len = 4; return c; }
+    }
+    len = 1;
+    return 0xFFFD;  // invalid byte: one opaque character
+}
+}  // namespace detail
+
+/// Python's `str.isspace()` for one code point.
+[[nodiscard]] constexpr bool is_python_space(char32_t c) {
+    return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+           (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+/// Byte offsets of the code points of `s`, plus s.size() at the end.
+[[nodiscard]] inline std::vector<std::size_t> code_point_offsets(std::string_view s) {
+    std::vector<std::size_t> off;
+    off.reserve(s.size() + 1);
+    for (std::size_t i = 0, len = 0; i < s.size(); i += len) {
+        off.push_back(i);
+        (void)detail::decode_utf8(s, i, len);
+    }
+    off.push_back(s.size());
+    return off;
+}
+
+/// Python's `s.split()`: the runs of non-whitespace, as views into `s`.
+[[nodiscard]] inline std::vector<std::string_view> split_whitespace(std::string_view s) {
+    std::vector<std::string_view> out;
+    std::size_t start = std::string_view::npos;
+    for (std::size_t i = 0, len = 0; i < s.size(); i += len) {
+        const bool space = is_python_space(detail::decode_utf8(s, i, len));
+        if (space && start != std::string_view::npos) {
+            out.push_back(s.substr(start, i - start));
+            start = std::string_view::npos;
+        } else if (!space && start == std::string_view::npos) {
+            start = i;
+        }
+    }
+    if (start != std::string_view::npos) out.push_back(s.substr(start));
+    return out;
+}
+
+/// Python's `s.rstrip()`.
+[[nodiscard]] inline std::string_view rstrip_whitespace(std::string_view s) {
+    std::size_t end = 0;
+    for (std::size_t i = 0, len = 0; i < s.size(); i += len)
+        if (!is_python_space(detail::decode_utf8(s, i, len))) end = i + len;
+    return s.substr(0, end);
+}
+
+/// Python's `''.join(s.split())`: all whitespace removed.
+[[nodiscard]] inline std::string remove_whitespace(std::string_view s) {
+    std::string out;
+    for (auto w : split_whitespace(s)) out += w;
+    return out;
+}
+
+namespace detail {
+inline void replace_all(std::string& s, std::string_view from, std::string_view to) {
+    std::string out;
+    std::size_t pos = 0;
+    for (std::size_t hit; (hit = s.find(from, pos)) != std::string::npos; pos = hit + from.size()) {
+        out.append(s, pos, hit - pos);
+        out += to;
+    }
+    if (pos == 0) return;
+    out.append(s, pos, std::string::npos);
+    s = std::move(out);
+}
+}  // namespace detail
+
+}  // namespace depthlab::metrics
+// ---- end depthlab/metrics/text.hpp ----
+
+namespace depthlab::metrics {
+
+/// A range of references: anything iterable whose elements convert to std::string_view
+/// (but not a single string).
+template <class R>
+concept reference_range = !std::is_convertible_v<const R&, std::string_view> && requires(const R& r) {
+    { std::string_view(*std::begin(r)) };
+    std::end(r);
+};
+
+/// The 13a tokeniser of mteval-v13a.pl / sacreBLEU; returns the tokens joined by ' '.
+[[nodiscard]] inline std::string tokenize_13a(std::string_view line) {
+    std::string s(rstrip_whitespace(line));
+    detail::replace_all(s, "<skipped>", "");
+    detail::replace_all(s, "-\n", "");
+    detail::replace_all(s, "\n", " ");
+    detail::replace_all(s, "&quot;", "\"");
+    detail::replace_all(s, "&amp;", "&");
+    detail::replace_all(s, "&lt;", "<");
+    detail::replace_all(s, "&gt;", ">");
+    s = " " + s + " ";
+
+    // The four substitutions are regexes applied left to right without overlap (as
+    // Python's re.sub does). They only test ASCII bytes, and a UTF-8 multi-byte sequence
+    // never contains one, so working on bytes gives the same result as on code points.
+    auto digit = [](char c) { return c >= '0' && c <= '9'; };
+    auto symbol = [](char c) {  // [\{-\~\[-\` -\&\(-\+\:-\@\/]
+        const auto u = static_cast<unsigned char>(c);
+        return (u >= 0x7B && u <= 0x7E) || (u >= 0x5B && u <= 0x60) || (u >= 0x20 && u <= 0x26) ||
+               (u >= 0x28 && u <= 0x2B) || (u >= 0x3A && u <= 0x40) || u == 0x2F;
+    };
+    auto dot_comma = [](char c) { return c == '.' || c == ','; };
+
+    std::string t;  // ([\{-\~\[-\` -\&\(-\+\:-\@\/]) -> ' \1 '
+    t.reserve(s.size() * 2);
+    for (char c : s) {
+        if (symbol(c)) { t += ' '; t += c; t += ' '; } else t += c;
+    }
+    s.clear();  // ([^0-9])([\.,]) -> '\1 \2 '
+    for (std::size_t i = 0; i < t.size();) {
+        if (i + 1 < t.size() && !digit(t[i]) && dot_comma(t[i + 1])) {
+            s += t[i]; s += ' '; s += t[i + 1]; s += ' ';
+            i += 2;
+        } else s += t[i++];
+    }
+    t.clear();  // ([\.,])([^0-9]) -> ' \1 \2'
+    for (std::size_t i = 0; i < s.size();) {
+        if (i + 1 < s.size() && dot_comma(s[i]) && !digit(s[i + 1])) {
+            t += ' '; t += s[i]; t += ' '; t += s[i + 1];
+            i += 2;
+        } else t += s[i++];
+    }
+    s.clear();  // ([0-9])(-) -> '\1 \2 '
+    for (std::size_t i = 0; i < t.size();) {
+        if (i + 1 < t.size() && digit(t[i]) && t[i + 1] == '-') {
+            s += t[i]; s += " - ";
+            i += 2;
+        } else s += t[i++];
+    }
+    std::string out;
+    for (auto w : split_whitespace(s)) {
+        if (!out.empty()) out += ' ';
+        out += w;
+    }
+    return out;
+}
+
+enum class bleu_smooth { none, floor, add_k, exp };
+
+struct bleu_options {
+    bleu_smooth smooth = bleu_smooth::exp;
+    double smooth_value = -1;      ///< < 0: sacreBLEU's default (floor 0.1, add-k 1)
+    bool effective_order = false;  ///< stop at the first order with no hypothesis n-gram
+    int max_ngram_order = 4;
+    bool tokenize = true;          ///< '13a'; false = sacreBLEU's tokenize='none'
+};
+
+/// Options of `sacrebleu.sentence_bleu` (exp smoothing, effective order).
+[[nodiscard]] inline bleu_options sentence_bleu_options() {
+    bleu_options o;
+    o.effective_order = true;
+    return o;
+}
+
+/// Sufficient statistics of BLEU; they add up over segments (and over corpora).
+struct bleu_stats {
+    std::int64_t sys_len = 0, ref_len = 0;
+    std::vector<std::int64_t> correct, total;  // per order 1..N
+    explicit bleu_stats(int order = 4) : correct(static_cast<std::size_t>(order), 0), total(static_cast<std::size_t>(order), 0) {}
+    bleu_stats& operator+=(const bleu_stats& o) {
+        DEPTHLAB_CHECK(o.correct.size() == correct.size(), usage_error, "bleu_stats: adding statistics of order ",
+                       o.correct.size(), " to order ", correct.size());
+        sys_len += o.sys_len;
+        ref_len += o.ref_len;
+        for (std::size_t i = 0; i < correct.size(); ++i) {
+            correct[i] += o.correct[i];
+            total[i] += o.total[i];
+        }
+        return *this;
+    }
+};
+
+struct bleu_score {
+    double score = 0;                  ///< 0..100
+    std::vector<double> precisions;    ///< per order, in percent (smoothed as sacreBLEU reports them)
+    std::vector<std::int64_t> counts;  ///< matched n-grams per order
+    std::vector<std::int64_t> totals;  ///< hypothesis n-grams per order
+    double bp = 0;
+    std::int64_t sys_len = 0, ref_len = 0;
+    int nrefs = 1;  ///< references per segment; -1 when it varies ("var")
+    bleu_options options;
+
+    [[nodiscard]] double ratio() const { return ref_len ? static_cast<double>(sys_len) / static_cast<double>(ref_len) : 0.0; }
+
+    /// sacreBLEU's signature, e.g. "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:depthlab-0.1.0".
+    [[nodiscard]] std::string signature() const {
+        std::string smooth;
+        char buf[32];
+        switch (options.smooth) {
+            case bleu_smooth::none: smooth = "none"; break;
+            case bleu_smooth::exp: smooth = "exp"; break;
+            case bleu_smooth::floor:
+                std::snprintf(buf, sizeof buf, "floor[%.2f]", options.smooth_value < 0 ? 0.1 : options.smooth_value);
+                smooth = buf;
+                break;
+            case bleu_smooth::add_k:
+                std::snprintf(buf, sizeof buf, "add-k[%.2f]", options.smooth_value < 0 ? 1.0 : options.smooth_value);
+                smooth = buf;
+                break;
+        }
+        return "nrefs:" + (nrefs < 0 ? std::string("var") : std::to_string(nrefs)) + "|case:mixed|eff:" +
+               (options.effective_order ? "yes" : "no") + "|tok:" + (options.tokenize ? "13a" : "none") +
+               "|smooth:" + smooth + "|version:depthlab-" + version_string();
+    }
+
+    /// sacreBLEU's score line: "BLEU|<signature> = 25.00 60.0/40.0/25.0/16.7 (BP = 1.000
+    /// ratio = 1.000 hyp_len = 5 ref_len = 5)"; without the "|<signature>" part when
+    /// `with_signature` is false.
+    [[nodiscard]] std::string format(int width = 2, bool with_signature = true) const {
+        std::string out = with_signature ? "BLEU|" + signature() : "BLEU";
+        char buf[128];
+        std::snprintf(buf, sizeof buf, " = %.*f ", width, score);
+        out += buf;
+        for (std::size_t i = 0; i < precisions.size(); ++i) {
+            std::snprintf(buf, sizeof buf, "%s%.1f", i ? "/" : "", precisions[i]);
+            out += buf;
+        }
+        std::snprintf(buf, sizeof buf, " (BP = %.3f ratio = %.3f hyp_len = %lld ref_len = %lld)", bp, ratio(),
+                      static_cast<long long>(sys_len), static_cast<long long>(ref_len));
+        return out + buf;
+    }
+};
+
+/// The score from summed statistics (sacreBLEU's BLEU.compute_bleu).
+[[nodiscard]] inline bleu_score compute_bleu(const bleu_stats& st, const bleu_options& o = {}) {
+    const int N = o.max_ngram_order;
+    DEPTHLAB_CHECK(N >= 1 && static_cast<std::size_t>(N) == st.correct.size(), usage_error,
+                   "compute_bleu: statistics of order ", st.correct.size(), " but max_ngram_order ", N);
+    bleu_score r;
+    r.options = o;
+    r.counts = st.correct;
+    r.totals = st.total;
+    r.sys_len = st.sys_len;
+    r.ref_len = st.ref_len;
+    r.precisions.assign(static_cast<std::size_t>(N), 0.0);
+    if (st.sys_len < st.ref_len)
+        r.bp = st.sys_len > 0 ? std::exp(1.0 - static_cast<double>(st.ref_len) / static_cast<double>(st.sys_len)) : 0.0;
+    else
+        r.bp = 1.0;
+    if (std::all_of(st.correct.begin(), st.correct.end(), [](std::int64_t c) { return c == 0; })) return r;
+
+    const double value = o.smooth_value >= 0 ? o.smooth_value : (o.smooth == bleu_smooth::floor ? 0.1 : 1.0);
+    double smooth_mteval = 1.0;
+    int eff_order = N;
+    for (int n = 1; n <= N; ++n) {
+        double correct = static_cast<double>(st.correct[n - 1]), total = static_cast<double>(st.total[n - 1]);
+        if (o.smooth == bleu_smooth::add_k && n > 1) {
+            correct += value;
+            total += value;
+        }
+        if (total == 0) break;
+        if (o.effective_order) eff_order = n;
+        if (correct == 0) {
+            if (o.smooth == bleu_smooth::exp) {
+                smooth_mteval *= 2;
+                r.precisions[n - 1] = 100.0 / (smooth_mteval * total);
+            } else if (o.smooth == bleu_smooth::floor) {
+                r.precisions[n - 1] = 100.0 * value / total;
+            }
+        } else {
+            r.precisions[n - 1] = 100.0 * correct / total;
+        }
+    }
+    double log_sum = 0;  // sacreBLEU's my_log: log(0) is taken as -9999999999
+    for (int n = 0; n < eff_order; ++n) log_sum += r.precisions[n] == 0.0 ? -9999999999.0 : std::log(r.precisions[n]);
+    r.score = r.bp * std::exp(log_sum / eff_order);
+    return r;
+}
+
+/// Accumulates BLEU statistics segment by segment (for evaluation loops); `score()` any time.
+class bleu_accumulator {
+public:
+    explicit bleu_accumulator(bleu_options o = {}) : opt_(o), stats_(o.max_ngram_order) {
+        DEPTHLAB_CHECK(o.max_ngram_order >= 1, usage_error, "bleu: max_ngram_order must be >= 1, got ", o.max_ngram_order);
+    }
+
+    /// Statistics of one segment against its references (empty references are skipped).
+    template <reference_range Refs>
+    [[nodiscard]] bleu_stats segment_stats(std::string_view hyp, const Refs& refs) const {
+        const std::size_t N = static_cast<std::size_t>(opt_.max_ngram_order);
+        std::vector<std::unordered_map<std::string, std::int64_t>> ref_max(N);
+        std::vector<std::int64_t> ref_lens;
+        for (const auto& ref_any : refs) {
+            const std::string_view ref(ref_any);
+            if (ref.empty()) continue;
+            std::vector<std::unordered_map<std::string, std::int64_t>> counts(N);
+            ref_lens.push_back(count_ngrams(preprocess(ref), counts));
+            for (std::size_t n = 0; n < N; ++n)
+                for (auto& [g, c] : counts[n]) {
+                    auto& m = ref_max[n][g];
+                    m = std::max(m, c);
+                }
+        }
+        DEPTHLAB_CHECK(!ref_lens.empty(), usage_error, "bleu: a segment has no (non-empty) reference");
+        std::vector<std::unordered_map<std::string, std::int64_t>> hyp_counts(N);
+        const std::int64_t hyp_len = count_ngrams(preprocess(hyp), hyp_counts);
+        std::int64_t closest_diff = -1, closest_len = -1;
+        for (auto len : ref_lens) {
+            const std::int64_t diff = len > hyp_len ? len - hyp_len : hyp_len - len;
+            if (closest_diff == -1 || diff < closest_diff) {
+                closest_diff = diff;
+                closest_len = len;
+            } else if (diff == closest_diff && len < closest_len) {
+                closest_len = len;
+            }
+        }
+        bleu_stats st(opt_.max_ngram_order);
+        st.sys_len = hyp_len;
+        st.ref_len = closest_len;
+        for (std::size_t n = 0; n < N; ++n)
+            for (auto& [g, c] : hyp_counts[n]) {
+                st.total[n] += c;
+                if (auto it = ref_max[n].find(g); it != ref_max[n].end()) st.correct[n] += std::min(c, it->second);
+            }
+        return st;
+    }
+
+    /// Add one segment; `refs` is any range of string-like references.
+    template <reference_range Refs>
+    void add(std::string_view hyp, const Refs& refs) {
+        stats_ += segment_stats(hyp, refs);
+        std::size_t k = 0;
+        for (const auto& r : refs) k += !std::string_view(r).empty();
+        nrefs_.insert(k);
+    }
+    void add(std::string_view hyp, std::string_view ref) { add(hyp, std::array<std::string_view, 1>{ref}); }
+
+    [[nodiscard]] bleu_score score() const {
+        bleu_score r = compute_bleu(stats_, opt_);
+        r.nrefs = nrefs_.size() == 1 ? static_cast<int>(*nrefs_.begin()) : (nrefs_.empty() ? 1 : -1);
+        return r;
+    }
+    [[nodiscard]] const bleu_stats& stats() const { return stats_; }
+    [[nodiscard]] const bleu_options& options() const { return opt_; }
+
+private:
+    [[nodiscard]] std::string preprocess(std::string_view s) const {
+        return opt_.tokenize ? tokenize_13a(s) : std::string(rstrip_whitespace(s));
+    }
+    // n-grams of a tokenised line, keyed by the tokens joined with ' ' (tokens hold no
+    // whitespace, so the key is unambiguous); returns the token count.
+    static std::int64_t count_ngrams(const std::string& line, std::vector<std::unordered_map<std::string, std::int64_t>>& out) {
+        const auto tokens = split_whitespace(line);
+        const std::size_t T = tokens.size();
+        for (std::size_t n = 1; n <= out.size(); ++n)
+            for (std::size_t i = 0; i + n <= T; ++i) {
+                std::string key(tokens[i]);
+                for (std::size_t k = 1; k < n; ++k) {
+                    key += ' ';
+                    key += tokens[i + k];
+                }
+                ++out[n - 1][key];
+            }
+        return static_cast<std::int64_t>(T);
+    }
+
+    bleu_options opt_;
+    bleu_stats stats_;
+    std::set<std::size_t> nrefs_;
+};
+
+/// Corpus BLEU. `ref_streams[k][i]` is the k-th reference of segment i (sacreBLEU's
+/// layout: one list per reference set); every stream must have one entry per hypothesis
+/// (use "" where a segment has fewer references).
+[[nodiscard]] inline bleu_score corpus_bleu(std::span<const std::string> hyps,
+                                            std::span<const std::vector<std::string>> ref_streams,
+                                            const bleu_options& o = {}) {
+    DEPTHLAB_CHECK(!ref_streams.empty(), usage_error, "corpus_bleu: no reference stream");
+    for (std::size_t k = 0; k < ref_streams.size(); ++k)
+        DEPTHLAB_CHECK(ref_streams[k].size() == hyps.size(), usage_error, "corpus_bleu: ", hyps.size(),
+                       " hypotheses but reference stream ", k, " has ", ref_streams[k].size(), " segments");
+    bleu_accumulator acc(o);
+    std::vector<std::string_view> refs(ref_streams.size());
+    for (std::size_t i = 0; i < hyps.size(); ++i) {
+        for (std::size_t k = 0; k < ref_streams.size(); ++k) refs[k] = ref_streams[k][i];
+        acc.add(hyps[i], refs);
+    }
+    return acc.score();
+}
+
+/// Corpus BLEU against a single reference per segment.
+[[nodiscard]] inline bleu_score corpus_bleu(std::span<const std::string> hyps, std::span<const std::string> refs,
+                                            const bleu_options& o = {}) {
+    const std::vector<std::vector<std::string>> streams{std::vector<std::string>(refs.begin(), refs.end())};
+    return corpus_bleu(hyps, std::span<const std::vector<std::string>>(streams), o);
+}
+
+/// Sentence BLEU of one hypothesis against its references (`sacrebleu.sentence_bleu`).
+[[nodiscard]] inline bleu_score sentence_bleu(std::string_view hyp, std::span<const std::string> refs,
+                                              const bleu_options& o = sentence_bleu_options()) {
+    bleu_accumulator acc(o);
+    acc.add(hyp, refs);
+    return acc.score();
+}
+
+}  // namespace depthlab::metrics
+// ---- end depthlab/metrics/bleu.hpp ----
+// ---- begin depthlab/metrics/chrf.hpp ----
+// chrF as sacreBLEU 2.x computes it by default (`sacrebleu.metrics.CHRF()`: chrF2 with
+// character order 6, word order 0, beta 2, case kept, whitespace removed, no eps
+// smoothing), and chrF++ with word_order = 2.
+//   * whitespace (Python's definition) is deleted, then character (code point) n-grams of
+//     order 1..6 are counted; per order the statistics are [hypothesis n-grams, reference
+//     n-grams, matches] (hypothesis n-grams count 0 when the reference has none of that
+//     order); matches are clipped counts.
+//   * word n-grams (chrF++): words split at whitespace, one ASCII punctuation character
+//     split off the end (else the start) of each word longer than one character.
+//   * with several references a segment takes the statistics of the reference with the
+//     best sentence-level score (the first on a tie); corpus statistics are sums.
+//   * score: precision and recall averaged over the orders with hypothesis and reference
+//     n-grams ("effective order"), then F_beta = (1+b^2) P R / (b^2 P + R), times 100.
+// Not supported: sacreBLEU's lowercase option.
+#include <array>
+#include <cstdint>
+#include <cstdio>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+
+namespace depthlab::metrics {
+
+struct chrf_options {
+    int char_order = 6;
+    int word_order = 0;  ///< 2 for chrF++
+    double beta = 2;
+    bool whitespace = false;     ///< keep whitespace in the character n-grams
+    bool eps_smoothing = false;  ///< chrF++.py / Moses / NLTK style smoothing instead of effective order
+};
+
+struct chrf_score {
+    double score = 0;  ///< 0..100
+    int nrefs = 1;     ///< -1 when it varies
+    chrf_options options;
+    std::vector<std::int64_t> stats;  ///< [hyp, ref, match] per order (char orders first)
+
+    [[nodiscard]] std::string name() const {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "chrF%g", options.beta);
+        return buf + std::string(static_cast<std::size_t>(options.word_order), '+');
+    }
+    /// e.g. "nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:depthlab-0.1.0"
+    [[nodiscard]] std::string signature() const {
+        return "nrefs:" + (nrefs < 0 ? std::string("var") : std::to_string(nrefs)) + "|case:mixed|eff:" +
+               (options.eps_smoothing ? "no" : "yes") + "|nc:" + std::to_string(options.char_order) +
+               "|nw:" + std::to_string(options.word_order) + "|space:" + (options.whitespace ? "yes" : "no") +
+               "|version:depthlab-" + version_string();
+    }
+    /// sacreBLEU's score line, e.g. "chrF2|<signature> = 45.67".
+    [[nodiscard]] std::string format(int width = 2, bool with_signature = true) const {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, " = %.*f", width, score);
+        return (with_signature ? name() + "|" + signature() : name()) + buf;
+    }
+};
+
+/// The chrF score from [hyp, ref, match] statistics (sacreBLEU's CHRF._compute_f_score).
+[[nodiscard]] inline double chrf_f_score(std::span<const std::int64_t> stats, const chrf_options& o) {
+    const int order = o.char_order + o.word_order;
+    DEPTHLAB_CHECK(stats.size() == static_cast<std::size_t>(3 * order), usage_error, "chrf: ", stats.size(),
+                   " statistics for ", order, " orders");
+    constexpr double eps = 1e-16;
+    const double factor = o.beta * o.beta;
+    double score = 0, avg_prec = 0, avg_rec = 0;
+    int effective_order = 0;
+    for (int i = 0; i < order; ++i) {
+        const auto n_hyp = stats[3 * i], n_ref = stats[3 * i + 1], n_match = stats[3 * i + 2];
+        const double prec = n_hyp > 0 ? static_cast<double>(n_match) / static_cast<double>(n_hyp) : eps;
+        const double rec = n_ref > 0 ? static_cast<double>(n_match) / static_cast<double>(n_ref) : eps;
+        const double denom = factor * prec + rec;
+        score += denom > 0 ? (1 + factor) * prec * rec / denom : eps;
+        if (n_hyp > 0 && n_ref > 0) {
+            avg_prec += prec;
+            avg_rec += rec;
+            ++effective_order;
+        }
+    }
+    if (o.eps_smoothing) return 100 * score / order;
+    if (effective_order == 0) return 0.0;
+    avg_prec /= effective_order;
+    avg_rec /= effective_order;
+    if (avg_prec + avg_rec == 0) return 0.0;
+    return 100 * (1 + factor) * avg_prec * avg_rec / (factor * avg_prec + avg_rec);
+}
+
+class chrf_accumulator {
+public:
+    explicit chrf_accumulator(chrf_options o = {}) : opt_(o), stats_(static_cast<std::size_t>(3 * (o.char_order + o.word_order)), 0) {
+        DEPTHLAB_CHECK(o.char_order >= 0 && o.word_order >= 0 && o.char_order + o.word_order >= 1, usage_error,
+                       "chrf: orders must be >= 0 and not both 0");
+    }
+
+    /// Statistics of one segment: those of its best reference (empty references skipped).
+    template <reference_range Refs>
+    [[nodiscard]] std::vector<std::int64_t> segment_stats(std::string_view hyp, const Refs& refs) const {
+        ngrams h;
+        extract(hyp, h);
+        std::vector<std::int64_t> best;
+        double best_f = -1.0;
+        bool any = false;
+        for (const auto& ref_any : refs) {
+            const std::string_view ref(ref_any);
+            if (ref.empty()) continue;
+            any = true;
+            ngrams r;
+            extract(ref, r);
+            std::vector<std::int64_t> st;
+            st.reserve(stats_.size());
+            for (std::size_t n = 0; n < h.counts.size(); ++n) {
+                std::int64_t hyp_count = 0, match = 0, ref_count = 0;
+                for (const auto& [g, c] : h.counts[n]) {
+                    hyp_count += c;
+                    if (auto it = r.counts[n].find(g); it != r.counts[n].end()) match += std::min(c, it->second);
+                }
+                for (const auto& [g, c] : r.counts[n]) ref_count += c;
+                st.push_back(r.counts[n].empty() ? 0 : hyp_count);
+                st.push_back(ref_count);
+                st.push_back(match);
+            }
+            const double f = chrf_f_score(st, opt_);
+            if (f > best_f) {
+                best_f = f;
+                best = std::move(st);
+            }
+        }
+        DEPTHLAB_CHECK(any, usage_error, "chrf: a segment has no (non-empty) reference");
+        return best;
+    }
+
+    template <reference_range Refs>
+    void add(std::string_view hyp, const Refs& refs) {
+        const auto st = segment_stats(hyp, refs);
+        for (std::size_t i = 0; i < st.size(); ++i) stats_[i] += st[i];
+        std::size_t k = 0;
+        for (const auto& r : refs) k += !std::string_view(r).empty();
+        nrefs_.insert(k);
+    }
+    void add(std::string_view hyp, std::string_view ref) { add(hyp, std::array<std::string_view, 1>{ref}); }
+
+    [[nodiscard]] chrf_score score() const {
+        chrf_score r;
+        r.score = chrf_f_score(stats_, opt_);
+        r.nrefs = nrefs_.size() == 1 ? static_cast<int>(*nrefs_.begin()) : (nrefs_.empty() ? 1 : -1);
+        r.options = opt_;
+        r.stats = stats_;
+        return r;
+    }
+
+private:
+    // The n-gram keys are string_views into `text` / `words` storage kept alongside.
+    struct ngrams {
+        std::string text;
+        std::vector<std::string> word_grams;  // owns word n-gram keys
+        std::vector<std::unordered_map<std::string_view, std::int64_t>> counts;
+        ngrams() = default;
+        ngrams(const ngrams&) = delete;  // the views point into this object's strings
+        ngrams& operator=(const ngrams&) = delete;
+    };
+
+    void extract(std::string_view line, ngrams& g) const {
+        g.text = opt_.whitespace ? std::string(line) : remove_whitespace(line);
+        const auto off = code_point_offsets(g.text);
+        const std::size_t C = off.size() - 1;  // code points
+        g.counts.resize(static_cast<std::size_t>(opt_.char_order + opt_.word_order));
+        const std::string_view text(g.text);
+        for (std::size_t n = 1; n <= static_cast<std::size_t>(opt_.char_order); ++n)
+            for (std::size_t i = 0; i + n <= C; ++i) ++g.counts[n - 1][text.substr(off[i], off[i + n] - off[i])];
+        if (opt_.word_order > 0) {
+            const auto words = split_punctuation(line);
+            for (std::size_t n = 1; n <= static_cast<std::size_t>(opt_.word_order); ++n)
+                for (std::size_t i = 0; i + n <= words.size(); ++i) {
+                    std::string key(words[i]);
+                    for (std::size_t k = 1; k < n; ++k) {
+                        key += ' ';
+                        key += words[i + k];
+                    }
+                    g.word_grams.push_back(std::move(key));
+                }
+            g.word_grams.shrink_to_fit();  // no reallocation after the views are taken
+            std::size_t idx = 0;
+            for (std::size_t n = 1; n <= static_cast<std::size_t>(opt_.word_order); ++n)
+                for (std::size_t i = 0; i + n <= words.size(); ++i)
+                    ++g.counts[static_cast<std::size_t>(opt_.char_order) + n - 1][std::string_view(g.word_grams[idx++])];
+        }
+    }
+
+    // sacreBLEU's _remove_punctuation: split one ASCII punctuation character off the end
+    // (else the start) of every word longer than one character.
+    static std::vector<std::string_view> split_punctuation(std::string_view line) {
+        constexpr std::string_view puncts = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~";
+        std::vector<std::string_view> out;
+        for (auto w : split_whitespace(line)) {
+            if (code_point_offsets(w).size() - 1 == 1) {
+                out.push_back(w);
+            } else if (puncts.find(w.back()) != std::string_view::npos) {
+                out.push_back(w.substr(0, w.size() - 1));
+                out.push_back(w.substr(w.size() - 1));
+            } else if (puncts.find(w.front()) != std::string_view::npos) {
+                out.push_back(w.substr(0, 1));
+                out.push_back(w.substr(1));
+            } else {
+                out.push_back(w);
+            }
+        }
+        return out;
+    }
+
+    chrf_options opt_;
+    std::vector<std::int64_t> stats_;
+    std::set<std::size_t> nrefs_;
+};
+
+/// Corpus chrF; `ref_streams[k][i]` is the k-th reference of segment i.
+[[nodiscard]] inline chrf_score corpus_chrf(std::span<const std::string> hyps,
+                                            std::span<const std::vector<std::string>> ref_streams,
+                                            const chrf_options& o = {}) {
+    DEPTHLAB_CHECK(!ref_streams.empty(), usage_error, "corpus_chrf: no reference stream");
+    for (std::size_t k = 0; k < ref_streams.size(); ++k)
+        DEPTHLAB_CHECK(ref_streams[k].size() == hyps.size(), usage_error, "corpus_chrf: ", hyps.size(),
+                       " hypotheses but reference stream ", k, " has ", ref_streams[k].size(), " segments");
+    chrf_accumulator acc(o);
+    std::vector<std::string_view> refs(ref_streams.size());
+    for (std::size_t i = 0; i < hyps.size(); ++i) {
+        for (std::size_t k = 0; k < ref_streams.size(); ++k) refs[k] = ref_streams[k][i];
+        acc.add(hyps[i], refs);
+    }
+    return acc.score();
+}
+
+[[nodiscard]] inline chrf_score corpus_chrf(std::span<const std::string> hyps, std::span<const std::string> refs,
+                                            const chrf_options& o = {}) {
+    const std::vector<std::vector<std::string>> streams{std::vector<std::string>(refs.begin(), refs.end())};
+    return corpus_chrf(hyps, std::span<const std::vector<std::string>>(streams), o);
+}
+
+[[nodiscard]] inline chrf_score sentence_chrf(std::string_view hyp, std::span<const std::string> refs,
+                                              const chrf_options& o = {}) {
+    chrf_accumulator acc(o);
+    acc.add(hyp, refs);
+    return acc.score();
+}
+
+}  // namespace depthlab::metrics
+// ---- end depthlab/metrics/chrf.hpp ----
 // ---- begin depthlab/train/progress.hpp ----
 // Progress of a long run, the way a PyTorch / Hugging Face user expects it: one line per
 // report with step, loss parts, tokens/s, elapsed time and ETA, and the same record as a
@@ -6537,4 +7424,2897 @@ private:
 
 }  // namespace depthlab::halting
 // ---- end depthlab/halting/act.hpp ----
+// ---- begin depthlab/data/albert_data.hpp ----
+// ALBERT pretraining batches (masked LM + sentence-order prediction) from tokenised
+// documents. Works on token ids only: no tokenizer is needed (scripts/train-tokenizer writes
+// the corpus as id files, read_id_corpus reads them; depthlab/data/tokenizer.hpp is the
+// opt-in sentencepiece wrapper).
+//
+// Semantics follow google-research/albert create_pretraining_data.py (the code behind
+// Simoulin & Crabbé 2021), with the static "dupe_factor" copies replaced by fresh draws
+// every epoch (dynamic masking):
+//  * Chunking (per document, per epoch): target = max_len - 3, or with probability
+//    short_seq_prob (0.1) a uniform length in [2, max_len - 3] — drawn once per document, as
+//    in ALBERT. Sentences are appended to a chunk until its length reaches the target or the
+//    document ends.
+//  * Segments: A = the first a_end sentences of the chunk (a_end uniform in [1, count-1]),
+//    B = the rest. With probability swap_prob (0.5) A and B are swapped (SOP label 1).
+//    A one-sentence chunk cannot be split into sentences; single_sentence_policy says what
+//    happens (ALBERT: B = sentences from a random other document, label 1).
+//    The pair is truncated to max_len - 3 tokens by repeatedly removing a token, from the
+//    front or the back with probability 1/2, of the longer segment (ALBERT's
+//    truncate_seq_pair). Sequence: [CLS] A [SEP] B [SEP], segments 0 up to the first [SEP]
+//    included, 1 after.
+//  * Masking: candidates are words (a token with word_start[id] == 0 joins the previous
+//    word: whole-word masking, ALBERT's default) or single tokens when word_start is
+//    empty; [CLS], [SEP] and [PAD] are never candidates, and a word never spans a [SEP].
+//    num_to_predict = min(max_predictions, max(1, round_half_even(len * mask_prob))) with len
+//    counting [CLS] and both [SEP]. Candidate start positions are visited in random order;
+//    at each one n is drawn with p(n) ∝ 1/n (n ≤ max_ngram = 3; reversed when
+//    favor_shorter_ngram is false) and clipped to the words left in the sequence (ALBERT's
+//    slicing); if the n words would exceed num_to_predict, n-1, n-2, ... are tried; the
+//    n-gram is skipped when it overlaps one already chosen. N-grams may span the middle
+//    [SEP] (they are runs of consecutive candidates, as in ALBERT). Each chosen token:
+//    [MASK] with p 0.8, else kept with p 0.1/0.2, else a random id in [random_min, vocab)
+//    (ALBERT draws from the whole vocabulary, specials included; depthlab never inserts a
+//    special token).
+//    Note: with max_len 128 and max_predictions 20 the cap binds above mask_prob ≈ 0.16;
+//    the thesis' 20% needs max_predictions >= 26 (round(128 * 0.2)).
+//  * Order: every epoch, the documents are shuffled, chunked, and (shuffle_instances) the
+//    chunks are shuffled globally (ALBERT shuffles all instances). Instance i of epoch e is
+//    drawn from its own Philox stream (seed, e, i): any instance can be rebuilt on its own,
+//    and the sampler's whole state is {seed, epoch, position} (sampler_state).
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <limits>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+// cpu.hpp first: autodiff/ops.hpp (via models.hpp) uses row_broadcast from it without
+// including it.
+
+namespace depthlab::data {
+
+/// Ids of the special tokens. The defaults are the ids scripts/train-tokenizer reserves.
+struct special_ids {
+    std::int64_t pad = 0, unk = 1, cls = 2, sep = 3, mask = 4;
+};
+
+/// What each position of a batch is, for the per-category halting analyses.
+enum class token_category : std::uint8_t {
+    pad = 0,
+    unmasked = 1,          // a real token that was not chosen for prediction
+    mask_to_mask = 2,      // chosen, replaced by [MASK]
+    mask_to_random = 3,    // chosen, replaced by a random token (which may equal the original)
+    mask_to_original = 4,  // chosen, kept
+    cls = 5,
+    sep = 6,
+};
+inline constexpr int token_category_count = 7;
+[[nodiscard]] inline const char* to_string(token_category c) {
+    switch (c) {
+        case token_category::pad: return "pad";
+        case token_category::unmasked: return "unmasked";
+        case token_category::mask_to_mask: return "mask_to_mask";
+        case token_category::mask_to_random: return "mask_to_random";
+        case token_category::mask_to_original: return "mask_to_original";
+        case token_category::cls: return "cls";
+        case token_category::sep: return "sep";
+    }
+    return "?";
+}
+
+/// What to do with a chunk of a single sentence (a document's last sentence, a short
+/// document, or a sentence longer than the target length).
+enum class single_sentence_policy {
+    random_document,  // ALBERT's code: B = sentences of a random other document, label 1
+    split,            // split the sentence at a uniform token boundary, then swap as usual
+    skip,             // drop the chunk
+};
+
+struct albert_data_config {
+    index_t max_len = 128;
+    double mask_prob = 0.15;       // the thesis uses 0.20 (raise max_predictions with it)
+    index_t max_predictions = 20;
+    int max_ngram = 3;
+    bool favor_shorter_ngram = true;  // p(n) ∝ 1/n; false: the reverse order (ALBERT flag)
+    double mask_token_prob = 0.8;     // chosen token -> [MASK]
+    double random_token_prob = 0.1;   // chosen token -> random id; the rest are kept
+    double short_seq_prob = 0.1;
+    double swap_prob = 0.5;
+    single_sentence_policy single_sentence = single_sentence_policy::random_document;
+    special_ids specials{};
+    std::int64_t vocab = 0;       // required: every id of the corpus is < vocab
+    std::int64_t random_min = 5;  // random replacements are drawn from [random_min, vocab)
+    /// Per id: 1 if the token starts a word (whole-word masking); empty: every token is a
+    /// word. See word_start_table().
+    std::vector<std::uint8_t> word_start;
+    bool pad_to_max_len = false;    // false: batches are padded to their longest sequence
+    bool shuffle_instances = true;  // false: chunks come document by document (documents still shuffled)
+
+    void validate() const {
+        DEPTHLAB_CHECK(max_len >= 5, usage_error, "albert_data_config: max_len ", max_len, " < 5");
+        DEPTHLAB_CHECK(mask_prob >= 0 && mask_prob <= 1, usage_error, "albert_data_config: mask_prob ", mask_prob, " not in [0, 1]");
+        DEPTHLAB_CHECK(max_predictions >= 0, usage_error, "albert_data_config: max_predictions ", max_predictions, " < 0");
+        DEPTHLAB_CHECK(max_ngram >= 1 && max_ngram <= 16, usage_error, "albert_data_config: max_ngram ", max_ngram, " not in [1, 16]");
+        DEPTHLAB_CHECK(mask_token_prob >= 0 && random_token_prob >= 0 && mask_token_prob + random_token_prob <= 1 + 1e-12,
+                       usage_error, "albert_data_config: mask_token_prob ", mask_token_prob, " + random_token_prob ",
+                       random_token_prob, " must be probabilities summing to at most 1");
+        DEPTHLAB_CHECK(short_seq_prob >= 0 && short_seq_prob <= 1, usage_error, "albert_data_config: short_seq_prob ", short_seq_prob, " not in [0, 1]");
+        DEPTHLAB_CHECK(swap_prob >= 0 && swap_prob <= 1, usage_error, "albert_data_config: swap_prob ", swap_prob, " not in [0, 1]");
+        DEPTHLAB_CHECK(vocab > 0, usage_error, "albert_data_config: vocab must be set (got ", vocab, ")");
+        DEPTHLAB_CHECK(random_token_prob == 0 || (random_min >= 0 && random_min < vocab), usage_error,
+                       "albert_data_config: random replacements need 0 <= random_min (", random_min, ") < vocab (", vocab, ")");
+        DEPTHLAB_CHECK(word_start.empty() || static_cast<std::int64_t>(word_start.size()) >= vocab, usage_error,
+                       "albert_data_config: word_start has ", word_start.size(), " entries for a vocabulary of ", vocab);
+    }
+};
+
+// ------------------------------------------------------------------------------ corpus
+
+/// Tokenised documents, stored flat: documents -> sentences -> int32 ids. Empty sentences
+/// and empty documents are dropped (as ALBERT does).
+class corpus {
+public:
+    corpus() = default;
+    template <class Int>
+    explicit corpus(const std::vector<std::vector<std::vector<Int>>>& documents) {
+        for (const auto& d : documents) add_document(d);
+    }
+
+    template <class Int>
+    void add_document(const std::vector<std::vector<Int>>& sentences) {
+        end_document();
+        for (const auto& s : sentences) push_sentence(std::span<const Int>(s));
+        end_document();
+    }
+    /// Streaming: append a sentence to the open document (it is closed by end_document()).
+    template <class Int>
+    void push_sentence(std::span<const Int> ids) {
+        if (ids.empty()) return;
+        for (Int id : ids) {
+            DEPTHLAB_CHECK(id >= 0 && static_cast<std::int64_t>(id) <= std::numeric_limits<std::int32_t>::max(), index_error,
+                           "corpus: token id ", static_cast<std::int64_t>(id), " out of range [0, 2^31)");
+            ids_.push_back(static_cast<std::int32_t>(id));
+            max_id_ = std::max<std::int64_t>(max_id_, id);
+        }
+        sentence_start_.push_back(static_cast<std::int64_t>(ids_.size()));
+    }
+    void end_document() {
+        const auto s = static_cast<std::int64_t>(sentence_start_.size()) - 1;
+        if (s > document_start_.back()) document_start_.push_back(s);
+    }
+
+    [[nodiscard]] index_t documents() const { return static_cast<index_t>(document_start_.size()) - 1; }
+    /// Sentences in closed documents.
+    [[nodiscard]] index_t sentences() const { return document_start_.back(); }
+    [[nodiscard]] index_t tokens() const { return sentence_start_[static_cast<std::size_t>(sentences())]; }
+    [[nodiscard]] index_t document_sentences(index_t d) const {
+        check_doc(d);
+        return document_start_[d + 1] - document_start_[d];
+    }
+    [[nodiscard]] std::span<const std::int32_t> sentence(index_t d, index_t s) const {
+        check_doc(d);
+        DEPTHLAB_CHECK(s >= 0 && s < document_start_[d + 1] - document_start_[d], index_error, "corpus: sentence ", s,
+                       " of document ", d, " (which has ", document_start_[d + 1] - document_start_[d], ")");
+        const index_t g = document_start_[d] + s;
+        return {ids_.data() + sentence_start_[g], static_cast<std::size_t>(sentence_start_[g + 1] - sentence_start_[g])};
+    }
+    [[nodiscard]] index_t sentence_length(index_t d, index_t s) const { return static_cast<index_t>(sentence(d, s).size()); }
+    /// Largest id seen (-1 when empty).
+    [[nodiscard]] std::int64_t max_id() const { return max_id_; }
+
+private:
+    void check_doc(index_t d) const {
+        DEPTHLAB_CHECK(d >= 0 && d < documents(), index_error, "corpus: document ", d, " of ", documents());
+    }
+    std::vector<std::int32_t> ids_;
+    std::vector<std::int64_t> sentence_start_{0};  // token offsets, one more than sentences
+    std::vector<std::int64_t> document_start_{0};  // sentence offsets, one more than documents
+    std::int64_t max_id_ = -1;
+};
+
+/// Reads an id file: one sentence per line as whitespace-separated non-negative integers, a
+/// blank line between documents (spm_encode --output_format=id on the text files does it;
+/// scripts/train-tokenizer writes .data/english/{train,dev}.ids).
+[[nodiscard]] inline corpus read_id_corpus(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    DEPTHLAB_CHECK(in.good(), io_error, "read_id_corpus: cannot open '", path, "'");
+    corpus c;
+    std::string line;
+    std::vector<std::int32_t> ids;
+    std::int64_t line_no = 0;
+    while (std::getline(in, line)) {
+        ++line_no;
+        ids.clear();
+        const char* p = line.data();
+        const char* end = p + line.size();
+        while (true) {
+            while (p < end && (*p == ' ' || *p == '\t' || *p == '\r')) ++p;
+            if (p == end) break;
+            std::int32_t v = 0;
+            const auto [next, ec] = std::from_chars(p, end, v);
+            DEPTHLAB_CHECK(ec == std::errc{} && v >= 0 && (next == end || *next == ' ' || *next == '\t' || *next == '\r'), io_error,
+                           "read_id_corpus: '", path, "' line ", line_no, ": expected non-negative integer ids, got '",
+                           std::string_view(p, static_cast<std::size_t>(std::min<std::ptrdiff_t>(end - p, 20))), "'");
+            ids.push_back(v);
+            p = next;
+        }
+        if (ids.empty()) c.end_document();
+        else c.push_sentence(std::span<const std::int32_t>(ids));
+    }
+    DEPTHLAB_CHECK(!in.bad(), io_error, "read_id_corpus: read error in '", path, "'");
+    c.end_document();
+    return c;
+}
+
+/// ALBERT's rule for a sentencepiece piece starting a word (_is_start_piece_sp): it starts
+/// with "▁" or "<", is a single punctuation character, or contains a character that is
+/// neither an ASCII letter nor ASCII punctuation (a digit, a non-ASCII character, ...).
+[[nodiscard]] inline bool is_word_start_piece(std::string_view piece) {
+    constexpr std::string_view punct = "!\"#$%&'()*+,-./:;?@[\\]^_`{|}~";
+    if (piece.starts_with("\xE2\x96\x81") || piece.starts_with("<")) return true;
+    if (piece.size() == 1 && punct.find(piece[0]) != std::string_view::npos) return true;
+    for (const char ch : piece) {
+        const auto u = static_cast<unsigned char>(ch);
+        const bool letter = (u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z');
+        if (!letter && punct.find(ch) == std::string_view::npos) return true;
+    }
+    return false;
+}
+/// Per id, whether the piece starts a word; the special tokens count as word starts.
+[[nodiscard]] inline std::vector<std::uint8_t> word_start_table(std::span<const std::string> pieces, const special_ids& sp = {}) {
+    std::vector<std::uint8_t> t(pieces.size());
+    for (std::size_t i = 0; i < pieces.size(); ++i) t[i] = is_word_start_piece(pieces[i]) ? 1 : 0;
+    for (const std::int64_t id : {sp.pad, sp.unk, sp.cls, sp.sep, sp.mask})
+        if (id >= 0 && static_cast<std::size_t>(id) < t.size()) t[static_cast<std::size_t>(id)] = 1;
+    return t;
+}
+/// The pieces of a sentencepiece .vocab file (`piece<TAB>score` per line, line i = id i).
+[[nodiscard]] inline std::vector<std::string> read_spm_vocab(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    DEPTHLAB_CHECK(in.good(), io_error, "read_spm_vocab: cannot open '", path, "'");
+    std::vector<std::string> pieces;
+    std::string line;
+    while (std::getline(in, line)) {
+        const auto tab = line.find('\t');
+        DEPTHLAB_CHECK(tab != std::string::npos && tab > 0, io_error, "read_spm_vocab: '", path, "' line ", pieces.size() + 1,
+                       " is not 'piece<TAB>score'");
+        pieces.push_back(line.substr(0, tab));
+    }
+    DEPTHLAB_CHECK(!pieces.empty(), io_error, "read_spm_vocab: '", path, "' is empty");
+    return pieces;
+}
+
+// ------------------------------------------------------------------------------ examples
+
+/// One sequence [CLS] A [SEP] B [SEP] with its masking.
+struct albert_example {
+    std::vector<std::int64_t> ids;       // after masking
+    std::vector<std::int64_t> segments;  // 0 for [CLS] A [SEP], 1 for B [SEP]
+    std::vector<std::uint8_t> categories;
+    std::vector<std::int64_t> mlm_positions;  // in-sequence positions, ascending
+    std::vector<std::int64_t> mlm_labels;     // original ids at those positions
+    std::int64_t sop_label = 0;               // 1: swapped (or B from another document)
+    bool random_next = false;                 // B came from another document
+    index_t a_length = 0, b_length = 0;       // tokens in A and B (after truncation)
+    [[nodiscard]] index_t length() const { return static_cast<index_t>(ids.size()); }
+};
+
+/// Counters for tests and logs (accumulated when a pointer is passed).
+struct masking_stats {
+    std::array<std::int64_t, 17> ngram_drawn{};     // n drawn from p(n), before any fallback
+    std::array<std::int64_t, 17> ngram_accepted{};  // n (in words) of the n-grams masked
+    std::int64_t sequences = 0, tokens = 0, predictions = 0;
+    std::int64_t to_mask = 0, to_random = 0, kept = 0;
+    std::int64_t swapped = 0, random_next = 0;
+};
+
+/// A chunk of consecutive sentences of one document: the material of one example.
+struct albert_chunk {
+    std::int32_t doc = 0, first = 0, count = 0, target = 0;
+};
+
+namespace detail {
+inline std::uint64_t splitmix64(std::uint64_t x) {
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+/// Uniform integer in [lo, hi] (Python's randint).
+inline std::int64_t randint(Generator& g, std::int64_t lo, std::int64_t hi) {
+    return lo + static_cast<std::int64_t>(g.below(static_cast<std::uint64_t>(hi - lo + 1)));
+}
+}  // namespace detail
+
+/// Masks `ex.ids` in place (ALBERT's create_masked_lm_predictions, see the file comment)
+/// and fills mlm_positions, mlm_labels and categories. Expects ids and segments set.
+inline void mask_example(albert_example& ex, const albert_data_config& cfg, Generator& gen, masking_stats* stats = nullptr) {
+    const special_ids& sp = cfg.specials;
+    const auto L = static_cast<std::size_t>(ex.length());
+    ex.categories.assign(L, static_cast<std::uint8_t>(token_category::unmasked));
+    ex.mlm_positions.clear();
+    ex.mlm_labels.clear();
+    if (L > 0 && ex.ids[0] == sp.cls) ex.categories[0] = static_cast<std::uint8_t>(token_category::cls);
+    // Candidate words: groups of positions (flat positions + offsets).
+    std::vector<std::int32_t> pos;
+    std::vector<std::int32_t> word{0};
+    pos.reserve(L);
+    bool after_special = true;
+    for (std::size_t i = 0; i < L; ++i) {
+        const std::int64_t id = ex.ids[i];
+        if (id == sp.cls || id == sp.sep || id == sp.pad) {
+            if (id == sp.sep) ex.categories[i] = static_cast<std::uint8_t>(token_category::sep);
+            after_special = true;
+            continue;
+        }
+        const bool starts = after_special || static_cast<std::size_t>(id) >= cfg.word_start.size() ||
+                            cfg.word_start[static_cast<std::size_t>(id)] != 0;  // no table (or an id past it): every token is a word
+        if (starts && !pos.empty()) word.push_back(static_cast<std::int32_t>(pos.size()));
+        pos.push_back(static_cast<std::int32_t>(i));
+        after_special = false;
+    }
+    if (!pos.empty()) word.push_back(static_cast<std::int32_t>(pos.size()));
+    const auto words = static_cast<std::int64_t>(word.size()) - 1;
+    if (stats) {
+        ++stats->sequences;
+        stats->tokens += static_cast<std::int64_t>(L);
+    }
+    if (cfg.mask_prob == 0 || words <= 0) return;
+
+    const auto num_to_predict = std::min<std::int64_t>(
+        cfg.max_predictions, std::max<std::int64_t>(1, static_cast<std::int64_t>(std::nearbyint(static_cast<double>(L) * cfg.mask_prob))));
+    // p(n) ∝ 1/n (or reversed), cumulative.
+    const int N = cfg.max_ngram;
+    std::array<double, 17> cum{};
+    double total = 0;
+    for (int n = 1; n <= N; ++n) total += 1.0 / (cfg.favor_shorter_ngram ? n : N + 1 - n);
+    double acc = 0;
+    for (int n = 1; n <= N; ++n) cum[n] = (acc += 1.0 / (cfg.favor_shorter_ngram ? n : N + 1 - n) / total);
+
+    std::vector<std::int32_t> order(static_cast<std::size_t>(words));
+    for (std::int64_t i = 0; i < words; ++i) order[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(i);
+    for (std::int64_t i = words - 1; i > 0; --i)  // Fisher-Yates
+        std::swap(order[static_cast<std::size_t>(i)], order[static_cast<std::size_t>(gen.below(static_cast<std::uint64_t>(i + 1)))]);
+
+    std::vector<std::uint8_t> covered(L, 0);
+    const double keep_given_not_mask =
+        cfg.mask_token_prob >= 1 ? 0.0 : std::max(0.0, 1 - cfg.mask_token_prob - cfg.random_token_prob) / (1 - cfg.mask_token_prob);
+    std::int64_t masked = 0;
+    for (const std::int32_t start : order) {
+        if (masked >= num_to_predict) break;
+        const double u = gen.uniform();
+        int n = 1;
+        while (n < N && u >= cum[n]) ++n;
+        if (stats) ++stats->ngram_drawn[static_cast<std::size_t>(n)];
+        n = static_cast<int>(std::min<std::int64_t>(n, words - start));  // ALBERT's slice at the end
+        auto span_tokens = [&](int m) { return word[static_cast<std::size_t>(start + m)] - word[static_cast<std::size_t>(start)]; };
+        while (n > 1 && masked + span_tokens(n) > num_to_predict) --n;
+        if (masked + span_tokens(n) > num_to_predict) continue;
+        const std::int32_t b = word[static_cast<std::size_t>(start)], e = word[static_cast<std::size_t>(start + n)];
+        bool overlap = false;
+        for (std::int32_t k = b; k < e && !overlap; ++k) overlap = covered[static_cast<std::size_t>(pos[static_cast<std::size_t>(k)])] != 0;
+        if (overlap) continue;
+        if (stats) ++stats->ngram_accepted[static_cast<std::size_t>(n)];
+        for (std::int32_t k = b; k < e; ++k) {
+            const auto i = static_cast<std::size_t>(pos[static_cast<std::size_t>(k)]);
+            covered[i] = 1;
+            ex.mlm_positions.push_back(static_cast<std::int64_t>(i));
+            token_category c;
+            if (gen.uniform() < cfg.mask_token_prob) {
+                c = token_category::mask_to_mask;
+            } else if (gen.uniform() < keep_given_not_mask) {
+                c = token_category::mask_to_original;
+            } else {
+                c = token_category::mask_to_random;
+            }
+            ex.categories[i] = static_cast<std::uint8_t>(c);
+            ++masked;
+        }
+    }
+    std::sort(ex.mlm_positions.begin(), ex.mlm_positions.end());
+    ex.mlm_labels.resize(ex.mlm_positions.size());
+    for (std::size_t k = 0; k < ex.mlm_positions.size(); ++k) {
+        const auto i = static_cast<std::size_t>(ex.mlm_positions[k]);
+        ex.mlm_labels[k] = ex.ids[i];
+        switch (static_cast<token_category>(ex.categories[i])) {
+            case token_category::mask_to_mask: ex.ids[i] = sp.mask; break;
+            case token_category::mask_to_random: ex.ids[i] = cfg.random_min + detail::randint(gen, 0, cfg.vocab - cfg.random_min - 1); break;
+            default: break;
+        }
+    }
+    if (stats) {
+        stats->predictions += static_cast<std::int64_t>(ex.mlm_positions.size());
+        for (const auto p : ex.mlm_positions) {
+            const auto c = static_cast<token_category>(ex.categories[static_cast<std::size_t>(p)]);
+            stats->to_mask += c == token_category::mask_to_mask;
+            stats->to_random += c == token_category::mask_to_random;
+            stats->kept += c == token_category::mask_to_original;
+        }
+    }
+}
+
+/// Builds (segments, truncation, SOP) and masks the example of one chunk.
+[[nodiscard]] inline albert_example make_example(const corpus& data, const albert_chunk& ch, const albert_data_config& cfg, Generator& gen,
+                                                 masking_stats* stats = nullptr) {
+    DEPTHLAB_CHECK(ch.count >= 1, usage_error, "make_example: empty chunk");
+    const index_t max_tokens = cfg.max_len - 3;
+    std::vector<std::int64_t> a, b;
+    auto append = [&](std::vector<std::int64_t>& v, index_t d, index_t s) {
+        const auto sent = data.sentence(d, s);
+        v.insert(v.end(), sent.begin(), sent.end());
+    };
+    const index_t a_end = ch.count >= 2 ? detail::randint(gen, 1, ch.count - 1) : 1;
+    for (index_t j = 0; j < a_end; ++j) append(a, ch.doc, ch.first + j);
+    albert_example ex;
+    if (ch.count == 1 && cfg.single_sentence == single_sentence_policy::random_document) {
+        ex.random_next = true;
+        ex.sop_label = 1;
+        const index_t target_b = ch.target - static_cast<index_t>(a.size());
+        index_t rd = ch.doc;
+        for (int tries = 0; tries < 10; ++tries) {
+            rd = detail::randint(gen, 0, data.documents() - 1);
+            if (rd != ch.doc) break;
+        }
+        const index_t n = data.document_sentences(rd);
+        for (index_t j = detail::randint(gen, 0, n - 1); j < n; ++j) {
+            append(b, rd, j);
+            if (static_cast<index_t>(b.size()) >= target_b) break;
+        }
+    } else {
+        if (ch.count == 1) {  // split policy: cut the sentence in two
+            DEPTHLAB_CHECK(a.size() >= 2, usage_error, "make_example: cannot split a one-token sentence");
+            const auto cut = static_cast<std::size_t>(detail::randint(gen, 1, static_cast<std::int64_t>(a.size()) - 1));
+            b.assign(a.begin() + static_cast<std::ptrdiff_t>(cut), a.end());
+            a.resize(cut);
+        } else {
+            for (index_t j = a_end; j < ch.count; ++j) append(b, ch.doc, ch.first + j);
+        }
+        if (gen.uniform() < cfg.swap_prob) {
+            std::swap(a, b);
+            ex.sop_label = 1;
+        }
+    }
+    // truncate_seq_pair: drop a token of the longer segment, from the front or the back.
+    std::size_t a0 = 0, a1 = a.size(), b0 = 0, b1 = b.size();
+    while (static_cast<index_t>((a1 - a0) + (b1 - b0)) > max_tokens) {
+        const bool trunc_a = (a1 - a0) > (b1 - b0);
+        std::size_t& lo = trunc_a ? a0 : b0;
+        std::size_t& hi = trunc_a ? a1 : b1;
+        if (gen.uniform() < 0.5) ++lo;
+        else --hi;
+    }
+    DEPTHLAB_CHECK(a1 > a0 && b1 > b0, usage_error, "make_example: empty segment (chunk of document ", ch.doc, ")");
+    ex.a_length = static_cast<index_t>(a1 - a0);
+    ex.b_length = static_cast<index_t>(b1 - b0);
+    const auto L = static_cast<std::size_t>(ex.a_length + ex.b_length + 3);
+    ex.ids.reserve(L);
+    ex.ids.push_back(cfg.specials.cls);
+    ex.ids.insert(ex.ids.end(), a.begin() + static_cast<std::ptrdiff_t>(a0), a.begin() + static_cast<std::ptrdiff_t>(a1));
+    ex.ids.push_back(cfg.specials.sep);
+    ex.ids.insert(ex.ids.end(), b.begin() + static_cast<std::ptrdiff_t>(b0), b.begin() + static_cast<std::ptrdiff_t>(b1));
+    ex.ids.push_back(cfg.specials.sep);
+    ex.segments.assign(L, 1);
+    std::fill(ex.segments.begin(), ex.segments.begin() + ex.a_length + 2, 0);
+    if (stats) {
+        stats->swapped += ex.sop_label == 1 && !ex.random_next;
+        stats->random_next += ex.random_next;
+    }
+    mask_example(ex, cfg, gen, stats);
+    return ex;
+}
+
+/// Splits every document (in `doc_order`) into chunks (ALBERT's loop; see the file comment).
+/// One-sentence chunks are dropped under the skip policy, and under split when the sentence
+/// has a single token.
+[[nodiscard]] inline std::vector<albert_chunk> make_chunks(const corpus& data, std::span<const index_t> doc_order,
+                                                           const albert_data_config& cfg, Generator& gen) {
+    const index_t max_tokens = cfg.max_len - 3;
+    std::vector<albert_chunk> out;
+    out.reserve(static_cast<std::size_t>(data.tokens() / std::max<index_t>(1, max_tokens / 2) + data.documents()));
+    for (const index_t d : doc_order) {
+        index_t target = max_tokens;
+        if (gen.uniform() < cfg.short_seq_prob) target = detail::randint(gen, 2, max_tokens);
+        const index_t n = data.document_sentences(d);
+        index_t first = 0, length = 0;
+        for (index_t i = 0; i < n; ++i) {
+            length += data.sentence_length(d, i);
+            if (i == n - 1 || length >= target) {
+                const index_t count = i - first + 1;
+                const bool drop = count == 1 && (cfg.single_sentence == single_sentence_policy::skip ||
+                                                 (cfg.single_sentence == single_sentence_policy::split && length < 2));
+                if (!drop)
+                    out.push_back({static_cast<std::int32_t>(d), static_cast<std::int32_t>(first), static_cast<std::int32_t>(count),
+                                   static_cast<std::int32_t>(target)});
+                first = i + 1;
+                length = 0;
+            }
+        }
+    }
+    return out;
+}
+
+// ------------------------------------------------------------------------------ batches
+
+/// A batch of ALBERT pretraining examples.
+struct albert_batch {
+    nn::token_batch tokens;                   // ids (masked), segments, lengths; padding id 0
+    std::vector<std::int64_t> mlm_positions;  // flat b * T + t, ascending
+    std::vector<std::int64_t> mlm_labels;     // original ids at mlm_positions
+    std::vector<std::int64_t> sop_labels;     // (B): 1 = swapped / not in order
+    std::vector<std::uint8_t> token_category; // (B * T) values of data::token_category
+    [[nodiscard]] index_t size() const { return tokens.batch; }
+    [[nodiscard]] index_t predictions() const { return static_cast<index_t>(mlm_positions.size()); }
+    [[nodiscard]] data::token_category category(index_t b, index_t t) const {
+        return static_cast<data::token_category>(token_category[static_cast<std::size_t>(b * tokens.length + t)]);
+    }
+};
+
+/// Pads the examples into a batch of length `length` (0: the longest example). Padding:
+/// id `pad`, segment 0, category pad.
+[[nodiscard]] inline albert_batch collate(std::span<const albert_example> examples, index_t length = 0, std::int64_t pad = 0) {
+    albert_batch r;
+    const auto B = static_cast<index_t>(examples.size());
+    index_t T = 0;
+    for (const auto& e : examples) T = std::max(T, e.length());
+    DEPTHLAB_CHECK(length == 0 || length >= T, shape_error, "collate: length ", length, " < longest example ", T);
+    if (length > 0) T = length;
+    r.tokens.batch = B;
+    r.tokens.length = T;
+    r.tokens.ids.assign(static_cast<std::size_t>(B * T), pad);
+    r.tokens.segments.assign(static_cast<std::size_t>(B * T), 0);
+    r.tokens.lengths.resize(static_cast<std::size_t>(B));
+    r.token_category.assign(static_cast<std::size_t>(B * T), static_cast<std::uint8_t>(token_category::pad));
+    r.sop_labels.resize(static_cast<std::size_t>(B));
+    for (index_t b = 0; b < B; ++b) {
+        const auto& e = examples[static_cast<std::size_t>(b)];
+        const auto off = static_cast<std::ptrdiff_t>(b * T);
+        std::copy(e.ids.begin(), e.ids.end(), r.tokens.ids.begin() + off);
+        std::copy(e.segments.begin(), e.segments.end(), r.tokens.segments.begin() + off);
+        std::copy(e.categories.begin(), e.categories.end(), r.token_category.begin() + off);
+        r.tokens.lengths[static_cast<std::size_t>(b)] = e.length();
+        r.sop_labels[static_cast<std::size_t>(b)] = e.sop_label;
+        for (std::size_t k = 0; k < e.mlm_positions.size(); ++k) {
+            r.mlm_positions.push_back(b * T + e.mlm_positions[k]);
+            r.mlm_labels.push_back(e.mlm_labels[k]);
+        }
+    }
+    return r;
+}
+
+/// Everything needed to resume a sampler exactly.
+struct sampler_state {
+    std::uint64_t seed = 0, epoch = 0, position = 0;
+    bool operator==(const sampler_state&) const = default;
+};
+
+/// Endless source of ALBERT batches over a corpus: every epoch shuffles the documents,
+/// chunks them, shuffles the chunks, and builds each example from its own random stream.
+/// Deterministic in (seed, epoch, position): state()/set_state() checkpoint and resume it.
+class albert_sampler {
+public:
+    albert_sampler(corpus data, albert_data_config cfg, std::uint64_t seed)
+        : data_(std::move(data)), cfg_(std::move(cfg)), seed_(seed) {
+        cfg_.validate();
+        DEPTHLAB_CHECK(data_.documents() > 0, usage_error, "albert_sampler: the corpus has no documents");
+        DEPTHLAB_CHECK(data_.max_id() < cfg_.vocab, index_error, "albert_sampler: corpus id ", data_.max_id(), " >= vocab ", cfg_.vocab);
+        start_epoch(0);
+    }
+
+    /// The next `batch_size` examples (continuing into the next epoch when this one ends).
+    [[nodiscard]] albert_batch next(index_t batch_size, masking_stats* stats = nullptr) {
+        DEPTHLAB_CHECK(batch_size > 0, usage_error, "albert_sampler::next: batch size ", batch_size);
+        std::vector<albert_example> ex;
+        ex.reserve(static_cast<std::size_t>(batch_size));
+        while (static_cast<index_t>(ex.size()) < batch_size) {
+            if (position_ >= chunks_.size()) start_epoch(epoch_ + 1);
+            ex.push_back(example(static_cast<index_t>(position_++), stats));
+        }
+        return collate(ex, cfg_.pad_to_max_len ? cfg_.max_len : 0, cfg_.specials.pad);
+    }
+    /// Example `i` of the current epoch (pure: does not move the sampler).
+    [[nodiscard]] albert_example example(index_t i, masking_stats* stats = nullptr) const {
+        DEPTHLAB_CHECK(i >= 0 && i < epoch_size(), index_error, "albert_sampler::example: ", i, " of ", epoch_size());
+        Generator g(instance_key_);
+        g.set_state(instance_key_, static_cast<std::uint64_t>(i) << 32);
+        return make_example(data_, chunks_[static_cast<std::size_t>(i)], cfg_, g, stats);
+    }
+
+    [[nodiscard]] index_t epoch_size() const { return static_cast<index_t>(chunks_.size()); }
+    [[nodiscard]] index_t remaining() const { return epoch_size() - static_cast<index_t>(position_); }
+    [[nodiscard]] std::uint64_t epoch() const { return epoch_; }
+    [[nodiscard]] const std::vector<albert_chunk>& chunks() const { return chunks_; }
+    [[nodiscard]] sampler_state state() const { return {seed_, epoch_, position_}; }
+    void set_state(const sampler_state& s) {
+        seed_ = s.seed;
+        start_epoch(s.epoch);
+        DEPTHLAB_CHECK(s.position <= chunks_.size(), index_error, "albert_sampler::set_state: position ", s.position, " > epoch size ",
+                       chunks_.size());
+        position_ = s.position;
+    }
+    [[nodiscard]] const corpus& data() const { return data_; }
+    [[nodiscard]] const albert_data_config& config() const { return cfg_; }
+
+private:
+    void start_epoch(std::uint64_t e) {
+        epoch_ = e;
+        position_ = 0;
+        const std::uint64_t key = detail::splitmix64(detail::splitmix64(seed_) ^ (e * 2 + 0));
+        instance_key_ = detail::splitmix64(detail::splitmix64(seed_) ^ (e * 2 + 1));
+        Generator g(key);
+        std::vector<index_t> order(static_cast<std::size_t>(data_.documents()));
+        for (std::size_t i = 0; i < order.size(); ++i) order[i] = static_cast<index_t>(i);
+        for (std::size_t i = order.size(); i-- > 1;) std::swap(order[i], order[g.below(i + 1)]);
+        chunks_ = make_chunks(data_, order, cfg_, g);
+        DEPTHLAB_CHECK(!chunks_.empty(), usage_error, "albert_sampler: no example can be made from the corpus (all chunks skipped)");
+        if (cfg_.shuffle_instances)
+            for (std::size_t i = chunks_.size(); i-- > 1;) std::swap(chunks_[i], chunks_[g.below(i + 1)]);
+    }
+
+    corpus data_;
+    albert_data_config cfg_;
+    std::uint64_t seed_, epoch_ = 0, position_ = 0, instance_key_ = 0;
+    std::vector<albert_chunk> chunks_;
+};
+
+}  // namespace depthlab::data
+// ---- end depthlab/data/albert_data.hpp ----
+// ---- begin depthlab/analysis/component_value.hpp ----
+// Component-value analyses (Wang & Tu, COLING 2020, "Rethinking the Value of Transformer
+// Components"): how much each module of a trained model is worth, measured two ways, and
+// what to do with the answer (prune, or rewind and fine-tune).
+//
+//   contribution  (hard)  switch module n off, measure the metric, switch it on again:
+//                         d_n = clip(base − metric_without_n, 0, C), score_n = d_n / max_m d_m.
+//   criticality   (soft)  move module n alone from its trained weights θᶠ towards its
+//                         initial ones θ⁰: θ_n(α) = (1 − α)θ_n⁰ + αθ_nᶠ; the score is the
+//                         smallest α ∈ [0, 1] with metric(α) >= base − ε (grid or bisection).
+//   pruning               switch the k least important modules off together, k = 0..K.
+//   rewinding             reset the k least important modules to θ⁰, fine-tune (the caller's
+//                         callback), measure before and after.
+//
+// Works on any model built from depthlab modules: the metric is a callback and the modules
+// are a list the caller may build by hand. default_modules(model) lists the residual
+// sub-layers (nn::sublayers) with the paper's types.
+//
+// Conventions (read these before using the numbers):
+//  * Metric direction: HIGHER IS BETTER (BLEU, accuracy). For a loss pass its negative
+//    (`[&] { return -loss(); }`); then also set the clip C and ε in loss units.
+//  * The metric must be deterministic: put the model in eval mode (dropout off) before
+//    calling any analysis. Metric calls run inside depthlab::no_grad unless
+//    run_options::no_grad is false (the fine-tuning callback never does).
+//  * Every analysis leaves the model as it found it — all modules switched on, every
+//    parameter at θᶠ — also when the metric (or an ablate function) throws: the changes are
+//    held by RAII guards (scoped_ablation, scoped_interpolation). Analyses assume they start
+//    with every module switched on. The exception: rewind_and_finetune() leaves the model
+//    rewound and fine-tuned, by design.
+//  * What "removing" a default module means: its residual branch outputs zero and the
+//    residual path stays. In a post-LN layer the sub-layer's LayerNorm still runs
+//    (y = LN(x)); in a pre-LN layer the sub-layer becomes the identity (y = x). So for
+//    post-LN models the LayerNorm's parameters are not counted as removed by pruning
+//    (module_ref::kept_prefixes); rewinding and criticality do move them (the LayerNorm
+//    lives under the sub-layer's name).
+//  * Tied models (one set of sub-layers named "encoder.shared.*"): a module is the shared
+//    sub-layer, so removing or rewinding it acts on EVERY iteration; its layer is -1.
+//  * Result vectors follow the order of the module list given.
+//  * Like every depthlab header, include it after <depthlab/depthlab.hpp> (or through it).
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <concepts>
+#include <cstddef>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <numeric>
+#include <optional>
+#include <ostream>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+
+namespace depthlab::analysis {
+
+// ============================================================================ modules
+
+/// One unit of analysis.
+struct module_ref {
+    std::string name;   // unique, e.g. "decoder.5.feed_forward"
+    std::string type;   // "E:SA", "E:FF", "D:SA", "D:EA", "D:FF" (free text for custom modules)
+    int layer = -1;     // layer index; -1 when the module is shared by every layer (tied)
+    /// Parameters of the module: every parameter whose name is `prefix` or starts with
+    /// `prefix.` (nn::is_under). Criticality and rewinding move these; pruning counts them.
+    /// Empty: the module has no parameters of its own (criticality/rewinding refuse it,
+    /// pruning counts 0) — an empty prefix never means "the whole model" here.
+    std::string prefix;
+    /// ablate(true) switches the module off (its output contributes nothing), ablate(false)
+    /// switches it on again. Needed by contribution and pruning only.
+    std::function<void(bool)> ablate;
+    /// Prefixes under `prefix` whose parameters an ablated module still uses (the LayerNorm
+    /// of a post-LN sub-layer): not counted as removed by pruning.
+    std::vector<std::string> kept_prefixes;
+};
+
+namespace detail {
+inline std::vector<std::string> split_name(const std::string& s) {
+    std::vector<std::string> out;
+    std::string cur;
+    for (char c : s) {
+        if (c == '.') {
+            out.push_back(cur);
+            cur.clear();
+        } else {
+            cur += c;
+        }
+    }
+    out.push_back(cur);
+    return out;
+}
+inline bool all_digits(const std::string& s) {
+    return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+}  // namespace detail
+
+/// Paper type ("E:SA", ...) and layer of a sub-layer name: side "D" when a component of the
+/// name is "decoder", "E" otherwise; SA / EA / FF from the sub-layer type; layer = the last
+/// all-digit component of the name, -1 when there is none (a tied stack's "shared").
+inline std::pair<std::string, int> paper_type(const std::string& name, nn::sublayer_type t) {
+    const auto parts = detail::split_name(name);
+    const bool decoder = std::find(parts.begin(), parts.end(), "decoder") != parts.end();
+    const char* kind = t == nn::sublayer_type::self_attention    ? "SA"
+                       : t == nn::sublayer_type::cross_attention ? "EA"
+                                                                 : "FF";
+    int layer = -1;
+    for (auto it = parts.rbegin(); it != parts.rend(); ++it)
+        if (detail::all_digits(*it)) {
+            layer = std::stoi(*it);
+            break;
+        }
+    return {std::string(decoder ? "D:" : "E:") + kind, layer};
+}
+
+/// Every residual sub-layer of `model` (nn::sublayers, model order) as a module:
+/// encoder self_attention -> "E:SA", encoder feed_forward -> "E:FF", decoder
+/// self_attention -> "D:SA", decoder cross_attention -> "D:EA", decoder feed_forward ->
+/// "D:FF"; layer = the index in the name, -1 for a tied stack's "shared" layer (it stands
+/// for every iteration). prefix = the sub-layer name; ablate flips residual_base::enabled.
+/// norm_first: whether the sub-layers are pre-LN. Read from model.cfg.layer.norm_first
+/// when the model has it (Seq2SeqTransformer, Albert), else post-LN (both papers) unless
+/// given. For post-LN the sub-layer's ".norm" is a kept prefix (still used when ablated).
+/// The returned ablate functions point into `model`: keep it alive while using them.
+template <class Model>
+    requires std::derived_from<Model, nn::Module<typename Model::value_type, typename Model::backend_type>>
+std::vector<module_ref> default_modules(Model& model, std::optional<bool> norm_first = std::nullopt) {
+    bool pre_ln = false;
+    if constexpr (requires { static_cast<bool>(model.cfg.layer.norm_first); }) pre_ln = model.cfg.layer.norm_first;
+    if (norm_first) pre_ln = *norm_first;
+    std::vector<module_ref> out;
+    nn::Module<typename Model::value_type, typename Model::backend_type>& base = model;
+    for (auto& [name, r] : nn::sublayers(base)) {
+        auto [type, layer] = paper_type(name, r->type);
+        module_ref m;
+        m.name = name;
+        m.type = std::move(type);
+        m.layer = layer;
+        m.prefix = name;
+        nn::residual_base* sub = r;
+        m.ablate = [sub](bool off) { sub->enabled = !off; };
+        if (!pre_ln) m.kept_prefixes.push_back(name + ".norm");
+        out.push_back(std::move(m));
+    }
+    DEPTHLAB_CHECK(!out.empty(), usage_error, "default_modules: the model has no residual sub-layers");
+    return out;
+}
+
+/// Number of parameter values the listed modules stop using when all of them are ablated:
+/// parameters under a module's prefix and under none of its kept prefixes, each counted once.
+template <class T, class B>
+index_t parameters_removed(const nn::Module<T, B>& model, const std::vector<const module_ref*>& modules) {
+    index_t n = 0;
+    for (auto& [name, p] : model.named_parameters()) {
+        for (const module_ref* m : modules) {
+            if (m->prefix.empty() || !nn::is_under(name, m->prefix)) continue;
+            const bool kept = std::any_of(m->kept_prefixes.begin(), m->kept_prefixes.end(),
+                                          [&](const std::string& k) { return nn::is_under(name, k); });
+            if (kept) continue;
+            n += p.value().numel();
+            break;
+        }
+    }
+    return n;
+}
+template <class T, class B>
+index_t parameters_removed(const nn::Module<T, B>& model, const std::vector<module_ref>& modules) {
+    std::vector<const module_ref*> ptrs;
+    for (const auto& m : modules) ptrs.push_back(&m);
+    return parameters_removed(model, ptrs);
+}
+
+// ============================================================================ guards
+
+/// Switches modules off for its lifetime; switches them on again (reverse order) when
+/// destroyed, also during stack unwinding. Errors while switching on are swallowed there.
+class scoped_ablation {
+public:
+    scoped_ablation() = default;
+    explicit scoped_ablation(const module_ref& m) { add(m); }
+    scoped_ablation(const scoped_ablation&) = delete;
+    scoped_ablation& operator=(const scoped_ablation&) = delete;
+    ~scoped_ablation() { restore(); }
+
+    /// Switches one more module off.
+    void add(const module_ref& m) {
+        DEPTHLAB_CHECK(static_cast<bool>(m.ablate), usage_error, "ablation: module '", m.name, "' has no ablate function");
+        off_.push_back(&m);  // before the call: a half-done ablate(true) is undone too
+        m.ablate(true);
+    }
+    /// Switches every module on again now.
+    void restore() noexcept {
+        while (!off_.empty()) {
+            try {
+                off_.back()->ablate(false);
+            } catch (...) {
+            }
+            off_.pop_back();
+        }
+    }
+    [[nodiscard]] std::size_t size() const { return off_.size(); }
+
+private:
+    std::vector<const module_ref*> off_;
+};
+
+/// Sets the parameters under `prefix` to (1 − α) θ⁰ + α θᶠ for its lifetime (set() moves α);
+/// writes θᶠ back under the prefix when destroyed, also during stack unwinding.
+template <class T, class B>
+class scoped_interpolation {
+public:
+    scoped_interpolation(nn::Module<T, B>& model, std::string prefix, const nn::Snapshot<T, B>& initial, const nn::Snapshot<T, B>& final_)
+        : model_(model), prefix_(std::move(prefix)), initial_(initial), final_snapshot_(final_) {
+        DEPTHLAB_CHECK(!prefix_.empty(), usage_error, "interpolation: empty parameter prefix (it would move the whole model)");
+    }
+    scoped_interpolation(const scoped_interpolation&) = delete;
+    scoped_interpolation& operator=(const scoped_interpolation&) = delete;
+    ~scoped_interpolation() {
+        try {
+            final_snapshot_.restore(model_, prefix_);
+        } catch (...) {
+        }
+    }
+    void set(double alpha) {
+        DEPTHLAB_CHECK(alpha >= 0.0 && alpha <= 1.0, usage_error, "interpolation: alpha ", alpha, " outside [0, 1]");
+        nn::Snapshot<T, B>::interpolate(model_, initial_, final_snapshot_, alpha, prefix_);
+    }
+
+private:
+    nn::Module<T, B>& model_;
+    std::string prefix_;
+    const nn::Snapshot<T, B>& initial_;
+    const nn::Snapshot<T, B>& final_snapshot_;
+};
+
+// ============================================================================ options
+
+/// What a progress callback receives before each step of a long analysis.
+struct progress_event {
+    std::string stage;           // "contribution", "criticality", "pruning", "rewinding"
+    std::size_t index = 0;       // 1-based step about to run
+    std::size_t total = 0;       // number of steps
+    std::string module;          // the module (or the last module removed) of the step
+    std::size_t evaluations = 0; // metric evaluations so far (this analysis)
+    double elapsed_s = 0;
+    double eta_s = -1;           // -1 until one step has finished
+};
+
+using metric_fn = std::function<double()>;
+using progress_fn = std::function<void(const progress_event&)>;
+
+struct run_options {
+    progress_fn progress;         // called before each step (may be empty)
+    bool print_progress = false;  // one stderr line per step: "contribution: module 3 of 30 (name), 3 evaluations, elapsed 1.2s, ETA 11.0s"
+    bool no_grad = true;          // run the metric inside depthlab::no_grad
+};
+
+struct contribution_options {
+    /// C = clip_fraction · |base| (the paper: BLEU_base / 10). |base| so that a negative
+    /// metric (a negated loss) still gets a non-negative C; with base = 0, C = 0 and every
+    /// score is 0 (the result says so) — set `clip` then.
+    double clip_fraction = 0.1;
+    std::optional<double> clip;   // absolute C, overrides clip_fraction; +inf: no clipping
+    std::optional<double> base;   // the baseline metric when already known (saves one evaluation)
+    run_options run;
+};
+
+enum class search_method { grid, bisection };
+inline const char* to_string(search_method m) { return m == search_method::grid ? "grid" : "bisection"; }
+
+struct criticality_options {
+    double epsilon = 0.5;          // metric(α) passes when >= base − epsilon (paper: 0.5 BLEU)
+    search_method method = search_method::grid;
+    int grid_steps = 10;           // grid α ∈ {0, 1/k, ..., 1}, k = grid_steps
+    bool grid_full_scan = false;   // evaluate every grid α (a full curve) instead of stopping at the first pass
+    double tolerance = 1e-2;       // bisection stops when the bracket is this narrow ...
+    int max_evaluations = 20;      // ... or after this many evaluations for the module (α = 0 included)
+    bool check_final = true;       // refuse to start unless the model holds θᶠ exactly
+    std::optional<double> base;    // the baseline metric when already known
+    run_options run;
+};
+
+// ============================================================================ results
+
+struct contribution_entry {
+    std::string name, type;
+    int layer = -1;
+    double metric_without = 0;  // metric with this module switched off
+    double drop = 0;            // d_n = clip(base − metric_without, 0, C); a NaN metric counts as the full drop C
+    double score = 0;           // d_n / max_m d_m ∈ [0, 1]
+};
+struct contribution_result {
+    double base = 0;             // metric of the full model
+    double clip = 0;             // C used
+    double max_drop = 0;         // max_m d_m
+    bool all_zero = false;       // max_m d_m == 0: no module matters at this C; every score is 0 (no division)
+    std::size_t evaluations = 0; // metric calls, the baseline included
+    std::vector<contribution_entry> modules;
+    [[nodiscard]] std::vector<double> scores() const {
+        std::vector<double> s;
+        for (const auto& m : modules) s.push_back(m.score);
+        return s;
+    }
+};
+
+struct criticality_entry {
+    std::string name, type;
+    int layer = -1;
+    double alpha = 1;              // criticality: smallest passing α found (1 when none passed)
+    double metric_at_alpha = 0;    // metric at that α (bisection: the baseline when α = 1 was never left)
+    std::string search;            // "grid" or "bisection"
+    bool found = true;             // false: no grid α passed, not even α = 1 (a non-deterministic metric?)
+    std::vector<std::pair<double, double>> trace;  // every (α, metric) evaluated, in order
+};
+struct criticality_result {
+    double base = 0, epsilon = 0;
+    std::size_t evaluations = 0;   // metric calls, the baseline included
+    std::vector<criticality_entry> modules;
+    /// The criticality scores (α): higher = more important.
+    [[nodiscard]] std::vector<double> scores() const {
+        std::vector<double> s;
+        for (const auto& m : modules) s.push_back(m.alpha);
+        return s;
+    }
+};
+
+struct pruning_point {
+    int k = 0;                                 // modules removed
+    std::vector<std::string> modules_removed;  // the k least important, in removal order
+    index_t parameters_removed = 0;            // parameter values they stop using
+    double metric = 0;
+};
+struct pruning_result {
+    index_t total_parameters = 0;
+    std::size_t evaluations = 0;
+    std::vector<pruning_point> curve;  // k = 0..K; k = 0 is the full model (the baseline)
+};
+
+struct rewinding_point {
+    int k = 0;                         // modules rewound to θ⁰
+    std::vector<std::string> modules;  // which (the k least important)
+    double metric_before_finetune = 0;
+    double metric_after_finetune = 0;
+};
+
+// ============================================================================ internals
+
+namespace detail {
+
+inline void check_modules(const std::vector<module_ref>& modules, const char* what, bool need_ablate, bool need_prefix) {
+    DEPTHLAB_CHECK(!modules.empty(), usage_error, what, ": no modules");
+    std::unordered_set<std::string> seen;
+    for (const auto& m : modules) {
+        DEPTHLAB_CHECK(!m.name.empty(), usage_error, what, ": a module has an empty name");
+        DEPTHLAB_CHECK(seen.insert(m.name).second, usage_error, what, ": module name '", m.name, "' appears twice");
+        DEPTHLAB_CHECK(!need_ablate || static_cast<bool>(m.ablate), usage_error, what, ": module '", m.name, "' has no ablate function");
+        DEPTHLAB_CHECK(!need_prefix || !m.prefix.empty(), usage_error, what, ": module '", m.name, "' has no parameter prefix");
+    }
+}
+
+/// Counts metric calls, wraps them in no_grad, reports progress with an ETA.
+class evaluator {
+public:
+    evaluator(const metric_fn& f, const run_options& o, std::string stage, const char* unit = "module")
+        : f_(f), o_(o), stage_(std::move(stage)), unit_(unit), start_(clock::now()) {
+        DEPTHLAB_CHECK(static_cast<bool>(f_), usage_error, stage_, ": no metric callback");
+    }
+    double operator()() {
+        ++count_;
+        if (o_.no_grad) {
+            no_grad g;
+            return f_();
+        }
+        return f_();
+    }
+    /// Before step i (0-based) of n.
+    void step(std::size_t i, std::size_t n, const std::string& module) {
+        if (!o_.progress && !o_.print_progress) return;
+        const double elapsed = std::chrono::duration<double>(clock::now() - start_).count();
+        progress_event e{stage_, i + 1, n, module, count_, elapsed, i > 0 ? elapsed / static_cast<double>(i) * static_cast<double>(n - i) : -1};
+        if (o_.progress) o_.progress(e);
+        if (o_.print_progress) {
+            std::fprintf(stderr, "%s: %s %zu of %zu (%s), %zu evaluations, elapsed %s, ETA %s\n", stage_.c_str(), unit_, e.index, e.total,
+                         module.c_str(), e.evaluations, train::format_duration(elapsed).c_str(),
+                         e.eta_s < 0 ? "?" : train::format_duration(e.eta_s).c_str());
+            std::fflush(stderr);
+        }
+    }
+    [[nodiscard]] std::size_t count() const { return count_; }
+
+private:
+    using clock = std::chrono::steady_clock;
+    const metric_fn& f_;
+    const run_options& o_;
+    std::string stage_;
+    const char* unit_;
+    clock::time_point start_;
+    std::size_t count_ = 0;
+};
+
+template <class T, class B>
+void check_holds(const nn::Module<T, B>& model, const nn::Snapshot<T, B>& snap, const char* what) {
+    for (auto& [name, p] : model.named_parameters())
+        DEPTHLAB_CHECK(p.value().to_vector() == snap.at(name).to_vector(), usage_error, what, ": the model does not hold θᶠ (parameter '", name,
+                       "' differs from the final snapshot); pass the snapshots in the order (initial, final)");
+}
+
+}  // namespace detail
+
+// ============================================================================ contribution
+
+/// Contribution score of every module (see the top of the file). Each module is switched
+/// off for one evaluation and on again, even when the metric throws.
+inline contribution_result contribution(const std::vector<module_ref>& modules, const metric_fn& metric, const contribution_options& opts = {}) {
+    detail::check_modules(modules, "contribution", true, false);
+    DEPTHLAB_CHECK(opts.clip_fraction >= 0, usage_error, "contribution: clip_fraction ", opts.clip_fraction, " < 0");
+    DEPTHLAB_CHECK(!opts.clip || *opts.clip >= 0, usage_error, "contribution: clip ", *opts.clip, " < 0");
+    detail::evaluator eval(metric, opts.run, "contribution");
+    contribution_result r;
+    r.base = opts.base ? *opts.base : eval();
+    DEPTHLAB_CHECK(!std::isnan(r.base), numeric_error, "contribution: the baseline metric is NaN");
+    r.clip = opts.clip ? *opts.clip : opts.clip_fraction * std::abs(r.base);
+    for (std::size_t i = 0; i < modules.size(); ++i) {
+        const module_ref& m = modules[i];
+        eval.step(i, modules.size(), m.name);
+        double v;
+        {
+            scoped_ablation off(m);
+            v = eval();
+        }
+        const double d = std::isnan(v) ? r.clip : std::clamp(r.base - v, 0.0, r.clip);
+        r.modules.push_back({m.name, m.type, m.layer, v, d, 0.0});
+        r.max_drop = std::max(r.max_drop, d);
+    }
+    r.all_zero = !(r.max_drop > 0);
+    if (!r.all_zero)
+        for (auto& e : r.modules) e.score = std::isinf(r.max_drop) ? (std::isinf(e.drop) ? 1.0 : 0.0) : e.drop / r.max_drop;
+    r.evaluations = eval.count();
+    return r;
+}
+
+/// Contribution of default_modules(model).
+template <class Model>
+    requires std::derived_from<Model, nn::Module<typename Model::value_type, typename Model::backend_type>>
+contribution_result contribution(Model& model, const metric_fn& metric, const contribution_options& opts = {}) {
+    return contribution(default_modules(model), metric, opts);
+}
+
+// ============================================================================ criticality
+
+/// Criticality of every module (see the top of the file). `initial` = θ⁰, `final_` = θᶠ;
+/// the model must hold θᶠ (checked unless opts.check_final is false). Only the parameters
+/// under the module's prefix move; θᶠ is written back after each module, also on exceptions.
+///  grid:      α = 0, 1/k, ..., 1 in increasing order; the first passing α (all of them with
+///             grid_full_scan). α = 1 is evaluated like any other grid point.
+///  bisection: assumes metric(α) monotone. Evaluates α = 0 (passes: criticality 0); else
+///             brackets [lo fails, hi passes] starting from hi = 1 — θᶠ, whose metric is the
+///             baseline, not re-evaluated — and halves until hi − lo <= tolerance or
+///             max_evaluations; reports hi.
+template <class T, class B>
+criticality_result criticality(nn::Module<T, B>& model, const std::vector<module_ref>& modules, const nn::Snapshot<T, B>& initial,
+                               const nn::Snapshot<T, B>& final_, const metric_fn& metric, const criticality_options& opts = {}) {
+    detail::check_modules(modules, "criticality", false, true);
+    DEPTHLAB_CHECK(opts.grid_steps >= 1, usage_error, "criticality: grid_steps ", opts.grid_steps, " < 1");
+    DEPTHLAB_CHECK(opts.tolerance > 0, usage_error, "criticality: tolerance ", opts.tolerance, " <= 0");
+    DEPTHLAB_CHECK(opts.max_evaluations >= 1, usage_error, "criticality: max_evaluations ", opts.max_evaluations, " < 1");
+    DEPTHLAB_CHECK(opts.epsilon >= 0, usage_error, "criticality: epsilon ", opts.epsilon, " < 0");
+    if (opts.check_final) detail::check_holds(model, final_, "criticality");
+    detail::evaluator eval(metric, opts.run, "criticality");
+    criticality_result r;
+    r.epsilon = opts.epsilon;
+    r.base = opts.base ? *opts.base : eval();
+    DEPTHLAB_CHECK(!std::isnan(r.base), numeric_error, "criticality: the baseline metric is NaN");
+    const double threshold = r.base - opts.epsilon;
+    auto passes = [&](double v) { return v >= threshold; };  // NaN never passes
+    for (std::size_t i = 0; i < modules.size(); ++i) {
+        const module_ref& m = modules[i];
+        eval.step(i, modules.size(), m.name);
+        criticality_entry e{m.name, m.type, m.layer, 1.0, r.base, to_string(opts.method), true, {}};
+        scoped_interpolation<T, B> interp(model, m.prefix, initial, final_);
+        auto at = [&](double alpha) {
+            interp.set(alpha);
+            const double v = eval();
+            e.trace.emplace_back(alpha, v);
+            return v;
+        };
+        if (opts.method == search_method::grid) {
+            e.found = false;
+            for (int j = 0; j <= opts.grid_steps; ++j) {
+                const double alpha = j == opts.grid_steps ? 1.0 : static_cast<double>(j) / opts.grid_steps;
+                const double v = at(alpha);
+                if (!e.found && passes(v)) {
+                    e.found = true;
+                    e.alpha = alpha;
+                    e.metric_at_alpha = v;
+                    if (!opts.grid_full_scan) break;
+                }
+            }
+            if (!e.found) {
+                e.alpha = 1.0;
+                e.metric_at_alpha = e.trace.back().second;
+            }
+        } else {
+            const double v0 = at(0.0);
+            if (passes(v0)) {
+                e.alpha = 0.0;
+                e.metric_at_alpha = v0;
+            } else {
+                double lo = 0.0, hi = 1.0, hi_metric = r.base;
+                int n = 1;
+                while (hi - lo > opts.tolerance && n < opts.max_evaluations) {
+                    const double mid = 0.5 * (lo + hi);
+                    const double v = at(mid);
+                    ++n;
+                    if (passes(v)) {
+                        hi = mid;
+                        hi_metric = v;
+                    } else {
+                        lo = mid;
+                    }
+                }
+                e.alpha = hi;
+                e.metric_at_alpha = hi_metric;
+            }
+        }
+        r.modules.push_back(std::move(e));
+    }
+    r.evaluations = eval.count();
+    return r;
+}
+
+/// Criticality of default_modules(model).
+template <class Model>
+    requires std::derived_from<Model, nn::Module<typename Model::value_type, typename Model::backend_type>>
+criticality_result criticality(Model& model, const nn::Snapshot<typename Model::value_type, typename Model::backend_type>& initial,
+                               const nn::Snapshot<typename Model::value_type, typename Model::backend_type>& final_, const metric_fn& metric,
+                               const criticality_options& opts = {}) {
+    nn::Module<typename Model::value_type, typename Model::backend_type>& base = model;
+    return criticality(base, default_modules(model), initial, final_, metric, opts);
+}
+
+// ============================================================================ ranking, pruning, rewinding
+
+/// Indices of `modules` from least to most important (ascending score; ties broken by
+/// name, std::string order). `importance` is aligned with `modules` (e.g. result.scores()).
+inline std::vector<std::size_t> least_important_first(const std::vector<module_ref>& modules, const std::vector<double>& importance) {
+    DEPTHLAB_CHECK(modules.size() == importance.size(), shape_error, "ranking: ", modules.size(), " modules but ", importance.size(),
+                   " scores");
+    for (std::size_t i = 0; i < importance.size(); ++i)
+        DEPTHLAB_CHECK(!std::isnan(importance[i]), numeric_error, "ranking: the score of '", modules[i].name, "' is NaN");
+    std::vector<std::size_t> idx(modules.size());
+    std::iota(idx.begin(), idx.end(), std::size_t{0});
+    std::sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) {
+        if (importance[a] != importance[b]) return importance[a] < importance[b];
+        return modules[a].name < modules[b].name;
+    });
+    return idx;
+}
+
+/// Pruning curve: for k = 0..max_k, the k least important modules switched off together,
+/// the metric and the parameters they stop using. Every module is switched on again at the
+/// end, also on exceptions. k = 0 evaluates the full model.
+template <class T, class B>
+pruning_result pruning_curve(const nn::Module<T, B>& model, const std::vector<module_ref>& modules, const std::vector<double>& importance,
+                             const metric_fn& metric, int max_k, const run_options& run = {}) {
+    detail::check_modules(modules, "pruning", true, false);
+    DEPTHLAB_CHECK(max_k >= 0 && static_cast<std::size_t>(max_k) <= modules.size(), usage_error, "pruning: max_k ", max_k, " outside [0, ",
+                   modules.size(), "]");
+    const auto order = least_important_first(modules, importance);
+    detail::evaluator eval(metric, run, "pruning", "step");
+    pruning_result r;
+    r.total_parameters = model.parameter_count();
+    scoped_ablation off;
+    std::vector<const module_ref*> removed;
+    pruning_point pt;
+    for (int k = 0; k <= max_k; ++k) {
+        if (k > 0) {
+            const module_ref& m = modules[order[static_cast<std::size_t>(k - 1)]];
+            off.add(m);
+            removed.push_back(&m);
+            pt.modules_removed.push_back(m.name);
+        }
+        eval.step(static_cast<std::size_t>(k), static_cast<std::size_t>(max_k) + 1, removed.empty() ? std::string("none") : removed.back()->name);
+        pt.k = k;
+        pt.parameters_removed = parameters_removed(model, removed);
+        pt.metric = eval();
+        r.curve.push_back(pt);
+    }
+    off.restore();
+    r.evaluations = eval.count();
+    return r;
+}
+
+/// Resets the parameters of the listed modules to θ⁰ (everything under their prefixes,
+/// LayerNorm included); the rest of the model is untouched.
+template <class T, class B>
+void rewind(nn::Module<T, B>& model, const std::vector<const module_ref*>& modules, const nn::Snapshot<T, B>& initial) {
+    for (const module_ref* m : modules) {
+        DEPTHLAB_CHECK(!m->prefix.empty(), usage_error, "rewind: module '", m->name, "' has no parameter prefix");
+        initial.restore(model, m->prefix);
+    }
+}
+
+namespace detail {
+template <class T, class B>
+rewinding_point rewind_once(nn::Module<T, B>& model, const std::vector<module_ref>& modules, const std::vector<std::size_t>& order, int k,
+                            const nn::Snapshot<T, B>& initial, evaluator& eval, const std::function<void()>& finetune) {
+    DEPTHLAB_CHECK(k >= 0 && static_cast<std::size_t>(k) <= modules.size(), usage_error, "rewinding: k ", k, " outside [0, ", modules.size(), "]");
+    std::vector<const module_ref*> chosen;
+    rewinding_point pt;
+    pt.k = k;
+    for (int i = 0; i < k; ++i) {
+        chosen.push_back(&modules[order[static_cast<std::size_t>(i)]]);
+        pt.modules.push_back(chosen.back()->name);
+    }
+    rewind(model, chosen, initial);
+    pt.metric_before_finetune = eval();
+    if (finetune) finetune();
+    pt.metric_after_finetune = eval();
+    return pt;
+}
+}  // namespace detail
+
+/// Rewinds the k least important modules to θ⁰, measures, calls `finetune` (the caller's
+/// training of the whole model; it runs with gradients on), measures again. The model is
+/// LEFT rewound and fine-tuned (that is the point); if finetune throws, it is left
+/// wherever finetune stopped.
+template <class T, class B>
+rewinding_point rewind_and_finetune(nn::Module<T, B>& model, const std::vector<module_ref>& modules, const std::vector<double>& importance,
+                                    int k, const nn::Snapshot<T, B>& initial, const metric_fn& metric, const std::function<void()>& finetune,
+                                    const run_options& run = {}) {
+    detail::check_modules(modules, "rewinding", false, true);
+    const auto order = least_important_first(modules, importance);
+    detail::evaluator eval(metric, run, "rewinding");
+    return detail::rewind_once(model, modules, order, k, initial, eval, finetune);
+}
+
+/// rewind_and_finetune for each k in ks, each starting from θᶠ; finetune(k) is called with
+/// the k being run (create a fresh optimiser in it: its state must not carry over from the
+/// previous k). The model is set back to θᶠ at the end, also on exceptions.
+template <class T, class B>
+std::vector<rewinding_point> rewinding_curve(nn::Module<T, B>& model, const std::vector<module_ref>& modules, const std::vector<double>& importance,
+                                             const std::vector<int>& ks, const nn::Snapshot<T, B>& initial, const nn::Snapshot<T, B>& final_,
+                                             const metric_fn& metric, const std::function<void(int)>& finetune, const run_options& run = {}) {
+    detail::check_modules(modules, "rewinding", false, true);
+    const auto order = least_important_first(modules, importance);
+    struct restore_final {
+        nn::Module<T, B>& m;
+        const nn::Snapshot<T, B>& s;
+        ~restore_final() {
+            try {
+                s.restore(m);
+            } catch (...) {
+            }
+        }
+    } guard{model, final_};
+    detail::evaluator eval(metric, run, "rewinding", "step");
+    std::vector<rewinding_point> out;
+    for (std::size_t i = 0; i < ks.size(); ++i) {
+        const int k = ks[i];
+        eval.step(i, ks.size(), "k=" + std::to_string(k));
+        final_.restore(model);
+        out.push_back(detail::rewind_once(model, modules, order, k, initial, eval, [&] {
+            if (finetune) finetune(k);
+        }));
+    }
+    return out;
+}
+
+// ============================================================================ statistics
+
+/// Ranks 1..n of v (ascending); tied values get the average of their ranks.
+inline std::vector<double> average_ranks(const std::vector<double>& v) {
+    for (double x : v) DEPTHLAB_CHECK(!std::isnan(x), numeric_error, "average_ranks: NaN value");
+    std::vector<std::size_t> idx(v.size());
+    std::iota(idx.begin(), idx.end(), std::size_t{0});
+    std::stable_sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) { return v[a] < v[b]; });
+    std::vector<double> rank(v.size());
+    for (std::size_t i = 0; i < idx.size();) {
+        std::size_t j = i;
+        while (j + 1 < idx.size() && v[idx[j + 1]] == v[idx[i]]) ++j;
+        const double avg = 0.5 * static_cast<double>(i + j) + 1.0;
+        for (std::size_t t = i; t <= j; ++t) rank[idx[t]] = avg;
+        i = j + 1;
+    }
+    return rank;
+}
+
+/// Spearman rank correlation: Pearson correlation of the average ranks. NaN when either
+/// side is constant (no ranking to compare); throws on size mismatch or fewer than 2 values.
+inline double spearman(const std::vector<double>& a, const std::vector<double>& b) {
+    DEPTHLAB_CHECK(a.size() == b.size(), shape_error, "spearman: ", a.size(), " vs ", b.size(), " values");
+    DEPTHLAB_CHECK(a.size() >= 2, usage_error, "spearman: needs at least 2 values, got ", a.size());
+    const auto ra = average_ranks(a), rb = average_ranks(b);
+    const double mean = 0.5 * static_cast<double>(a.size() + 1);  // mean rank, ties included
+    double sab = 0, saa = 0, sbb = 0;
+    for (std::size_t i = 0; i < ra.size(); ++i) {
+        sab += (ra[i] - mean) * (rb[i] - mean);
+        saa += (ra[i] - mean) * (ra[i] - mean);
+        sbb += (rb[i] - mean) * (rb[i] - mean);
+    }
+    if (saa == 0 || sbb == 0) return std::numeric_limits<double>::quiet_NaN();
+    return sab / std::sqrt(saa * sbb);
+}
+
+/// Spearman between contribution and criticality scores, modules matched by name.
+inline double rank_correlation(const contribution_result& c, const criticality_result& k) {
+    std::unordered_map<std::string, double> alpha;
+    for (const auto& e : k.modules) alpha.emplace(e.name, e.alpha);
+    DEPTHLAB_CHECK(alpha.size() == c.modules.size(), usage_error, "rank_correlation: ", c.modules.size(), " contribution vs ", alpha.size(),
+                   " criticality modules");
+    std::vector<double> a, b;
+    for (const auto& e : c.modules) {
+        auto it = alpha.find(e.name);
+        DEPTHLAB_CHECK(it != alpha.end(), usage_error, "rank_correlation: module '", e.name, "' has no criticality score");
+        a.push_back(e.score);
+        b.push_back(it->second);
+    }
+    return spearman(a, b);
+}
+
+// ============================================================================ CSV
+// Column contracts (header line first, one row per module / k, "," separated, RFC 4180
+// quoting, numbers in shortest round-trip form, "nan"/"inf"/"-inf" for non-finite values):
+//   contribution.csv  module,type,layer,metric_without,score
+//   criticality.csv   module,type,layer,alpha,metric_at_alpha,search
+//   pruning.csv       k,modules_removed,parameters_removed,metric
+//                     modules_removed: the k removed module names in removal order
+//                     (least important first), joined by ';' (empty for k = 0).
+//   rewinding.csv     k,modules,metric_before_finetune,metric_after_finetune
+//                     modules: the k rewound module names, joined by ';'.
+// layer is -1 for a module shared by every layer (tied stacks).
+
+namespace detail {
+inline std::string csv_number(double v) {
+    if (std::isnan(v)) return "nan";
+    if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+    char buf[64];
+    auto res = std::to_chars(buf, buf + sizeof buf, v);
+    return std::string(buf, res.ptr);
+}
+inline std::string csv_field(const std::string& s) {
+    if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+    std::string q = "\"";
+    for (char c : s) {
+        if (c == '"') q += '"';
+        q += c;
+    }
+    return q + "\"";
+}
+inline std::string join(const std::vector<std::string>& v, char sep = ';') {
+    std::string s;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+        if (i) s += sep;
+        s += v[i];
+    }
+    return s;
+}
+/// Writes through a temporary file and renames it: a reader never sees half a file.
+template <class F>
+void write_file(const std::string& path, F&& body) {
+    const std::string tmp = path + ".tmp";
+    {
+        std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+        DEPTHLAB_CHECK(f.good(), io_error, "CSV: cannot open ", tmp, " for writing");
+        body(f);
+        f.flush();
+        DEPTHLAB_CHECK(f.good(), io_error, "CSV: write to ", tmp, " failed");
+    }
+    std::error_code ec;
+    std::filesystem::rename(tmp, path, ec);
+    DEPTHLAB_CHECK(!ec, io_error, "CSV: cannot rename ", tmp, " to ", path, ": ", ec.message());
+}
+}  // namespace detail
+
+inline void write_csv(std::ostream& os, const contribution_result& r) {
+    os << "module,type,layer,metric_without,score\n";
+    for (const auto& e : r.modules)
+        os << detail::csv_field(e.name) << ',' << detail::csv_field(e.type) << ',' << e.layer << ',' << detail::csv_number(e.metric_without) << ','
+           << detail::csv_number(e.score) << '\n';
+}
+inline void write_csv(std::ostream& os, const criticality_result& r) {
+    os << "module,type,layer,alpha,metric_at_alpha,search\n";
+    for (const auto& e : r.modules)
+        os << detail::csv_field(e.name) << ',' << detail::csv_field(e.type) << ',' << e.layer << ',' << detail::csv_number(e.alpha) << ','
+           << detail::csv_number(e.metric_at_alpha) << ',' << detail::csv_field(e.search) << '\n';
+}
+inline void write_csv(std::ostream& os, const pruning_result& r) {
+    os << "k,modules_removed,parameters_removed,metric\n";
+    for (const auto& p : r.curve)
+        os << p.k << ',' << detail::csv_field(detail::join(p.modules_removed)) << ',' << p.parameters_removed << ',' << detail::csv_number(p.metric)
+           << '\n';
+}
+inline void write_csv(std::ostream& os, const std::vector<rewinding_point>& r) {
+    os << "k,modules,metric_before_finetune,metric_after_finetune\n";
+    for (const auto& p : r)
+        os << p.k << ',' << detail::csv_field(detail::join(p.modules)) << ',' << detail::csv_number(p.metric_before_finetune) << ','
+           << detail::csv_number(p.metric_after_finetune) << '\n';
+}
+/// The same, to a file (contribution.csv, criticality.csv, pruning.csv, rewinding.csv by
+/// convention), written through a temporary file and renamed; io_error naming the path.
+inline void write_csv(const std::string& path, const contribution_result& r) {
+    detail::write_file(path, [&](std::ostream& f) { write_csv(f, r); });
+}
+inline void write_csv(const std::string& path, const criticality_result& r) {
+    detail::write_file(path, [&](std::ostream& f) { write_csv(f, r); });
+}
+inline void write_csv(const std::string& path, const pruning_result& r) {
+    detail::write_file(path, [&](std::ostream& f) { write_csv(f, r); });
+}
+inline void write_csv(const std::string& path, const std::vector<rewinding_point>& r) {
+    detail::write_file(path, [&](std::ostream& f) { write_csv(f, r); });
+}
+
+}  // namespace depthlab::analysis
+// ---- end depthlab/analysis/component_value.hpp ----
+// ---- begin depthlab/report/html.hpp ----
+// Self-contained HTML reports with inline SVG figures: one file, no JavaScript, no network,
+// readable on screen and on paper. Standard library only (it may be used by programs that
+// do not link the rest of depthlab).
+//
+//   report::html_page page("ACT-ALBERT halting study");
+//   page.section("Mean iterations per token category")
+//       .table({"category", "ours", "paper"}, rows, {.decimals = 1, .highlight_column = 1})
+//       .figure(report::bar_chart(categories, {{"ours", ours}, {"paper", paper}},
+//                                 {.title = "Mean iterations", .y_label = "iterations"}),
+//               "N_max = 12, tau = 5e-4.")
+//       .provenance("train_act --nmax 12 (git 1a2b3c4)");
+//   page.write("report.html");   // atomic: temp file + rename
+//
+// Figures (bar_chart, line_chart, heat_map, scatter) return SVG markup (a standalone,
+// well-formed XML document with a viewBox, so it scales). Every string that reaches the
+// markup (titles, labels, table cells, paragraphs) goes through escape(): the five XML
+// specials become entities, control characters and invalid UTF-8 become U+FFFD. The only
+// unescaped inputs are html_page::figure's SVG and html_page::raw_html, which are trusted.
+//
+// Missing values: NaN (or ±inf) is "not available" everywhere. Bars: no bar, "n/a" at the
+// baseline. Lines: the line breaks (a gap); an isolated point keeps a marker. Heat maps:
+// a hatched grey cell labelled "n/a" (and an "n/a" swatch under the colour bar). Scatter:
+// the point is skipped. Tables: a numeric-formatted NaN cell reads "n/a".
+//
+// Colours: series use the Okabe–Ito palette (colour-blind safe) and, in line charts and
+// scatter plots, a different marker shape per series too; heat maps use a sequential map
+// from white to dark blue (ColorBrewer "Blues"; darker = larger), whose luminance falls
+// monotonically.
+//
+// Layout is computed from estimated text widths (tuned on DejaVu Sans, one of the widest
+// common sans fonts, so narrower system fonts only leave more room): margins grow with
+// the tick labels, long category labels are rotated, legends sit above the plot area and
+// never cover data.
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <limits>
+#include <numbers>
+#include <optional>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+namespace depthlab::report {
+
+// ------------------------------------------------------------------------------------
+// Text
+// ------------------------------------------------------------------------------------
+
+namespace detail {
+
+/// Decodes the code point at s[i] and advances i; an invalid or truncated sequence (or an
+/// overlong form, a surrogate, > U+10FFFF) yields U+FFFD and advances by one byte.
+inline char32_t next_code_point(std::string_view s, std::size_t& i) {
+    const auto b0 = static_cast<unsigned char>(s[i]);
+    if (b0 < 0x80) {
+        ++i;
+        return b0;
+    }
+    std::size_t len = 0;
+    char32_t cp = 0, min = 0;
+    if ((b0 & 0xE0) == 0xC0) len = 2, cp = b0 & 0x1F, min = 0x80;
+    else if ((b0 & 0xF0) == 0xE0) len = 3, cp = b0 & 0x0F, min = 0x800;
+    else if ((b0 & 0xF8) == 0xF0) len = 4, cp = b0 & 0x07, min = 0x10000;
+    else {
+        ++i;
+        return 0xFFFD;
+    }
+    if (i + len > s.size()) {
+        ++i;
+        return 0xFFFD;
+    }
+    for (std::size_t k = 1; k < len; ++k) {
+        const auto b = static_cast<unsigned char>(s[i + k]);
+        if ((b & 0xC0) != 0x80) {
+            ++i;
+            return 0xFFFD;
+        }
+        cp = (cp << 6) | (b & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+        ++i;
+        return 0xFFFD;
+    }
+    i += len;
+    return cp;
+}
+
+inline void append_utf8(std::string& out, char32_t c) {
+    if (c < 0x80) {
+        out += static_cast<char>(c);
+    } else if (c < 0x800) {
+        out += static_cast<char>(0xC0 | (c >> 6));
+        out += static_cast<char>(0x80 | (c & 0x3F));
+    } else if (c < 0x10000) {
+        out += static_cast<char>(0xE0 | (c >> 12));
+        out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+        out += static_cast<char>(0x80 | (c & 0x3F));
+    } else {
+        out += static_cast<char>(0xF0 | (c >> 18));
+        out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
+        out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
+        out += static_cast<char>(0x80 | (c & 0x3F));
+    }
+}
+
+}  // namespace detail
+
+/// Text for HTML/SVG text content and attribute values: & < > " ' become entities;
+/// control characters (except tab, newline, carriage return), U+FFFE/U+FFFF and invalid
+/// UTF-8 become U+FFFD, so the result is always well-formed XML.
+inline std::string escape(std::string_view s) {
+    std::string out;
+    out.reserve(s.size() + s.size() / 8 + 8);
+    for (std::size_t i = 0; i < s.size();) {
+        char32_t c = detail::next_code_point(s, i);
+        switch (c) {
+            case U'&': out += "&amp;"; break;
+            case U'<': out += "&lt;"; break;
+            case U'>': out += "&gt;"; break;
+            case U'"': out += "&quot;"; break;
+            case U'\'': out += "&#39;"; break;
+            default:
+                if ((c < 0x20 && c != U'\t' && c != U'\n' && c != U'\r') || (c >= 0x7F && c <= 0x9F) || c == 0xFFFE ||
+                    c == 0xFFFF)
+                    c = 0xFFFD;
+                detail::append_utf8(out, c);
+        }
+    }
+    return out;
+}
+
+/// Estimated rendered width of `s` at `font_size` px in a sans-serif font (generous: based
+/// on DejaVu Sans). Counts code points, not bytes.
+inline double text_width(std::string_view s, double font_size) {
+    double em = 0;
+    for (std::size_t i = 0; i < s.size();) {
+        const char32_t c = detail::next_code_point(s, i);
+        if (c == U' ') em += 0.32;
+        else if (c < 0x80 && std::string_view("il.,:;'|!jI()[]{}`/\\f").find(static_cast<char>(c)) != std::string_view::npos)
+            em += 0.36;
+        else if (c == U'm' || c == U'w' || c == U'M' || c == U'W') em += 0.92;
+        else if (c == U't' || c == U'r') em += 0.42;
+        else if (c >= U'A' && c <= U'Z') em += 0.72;
+        else if (c >= U'0' && c <= U'9') em += 0.64;
+        else if (c < 0x80) em += 0.61;
+        else if (c >= 0x2E80) em += 1.0;  // CJK and wider
+        else em += 0.72;
+    }
+    return em * font_size;
+}
+
+// ------------------------------------------------------------------------------------
+// Numbers
+// ------------------------------------------------------------------------------------
+
+/// `significant` significant digits (printf %g); NaN reads "n/a", infinities "∞" / "−∞".
+inline std::string format_number(double v, int significant = 3) {
+    if (std::isnan(v)) return "n/a";
+    if (std::isinf(v)) return v > 0 ? "\u221E" : "\u2212\u221E";
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*g", std::clamp(significant, 1, 17), v);
+    return buf;
+}
+
+/// `decimals` digits after the point (printf %f); NaN reads "n/a"; never "-0.0".
+inline std::string format_fixed(double v, int decimals) {
+    if (!std::isfinite(v)) return format_number(v);
+    decimals = std::clamp(decimals, 0, 17);
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+    std::string s = buf;
+    if (s[0] == '-' && s.find_first_not_of("-0.") == std::string::npos) s.erase(0, 1);
+    return s;
+}
+
+namespace detail {
+
+/// SVG coordinate: at most two decimals, trailing zeros trimmed; non-finite becomes 0.
+inline std::string num(double v) {
+    if (!std::isfinite(v)) v = 0;
+    char buf[48];
+    std::snprintf(buf, sizeof buf, "%.2f", v);
+    std::string s = buf;
+    if (s.find('.') != std::string::npos) {
+        while (s.back() == '0') s.pop_back();
+        if (s.back() == '.') s.pop_back();
+    }
+    if (s == "-0") s = "0";
+    return s;
+}
+
+/// True when the whole of `s` (surrounding blanks allowed) is a number strtod accepts.
+inline bool parse_number(std::string_view s, double& out) {
+    const auto b = s.find_first_not_of(" \t");
+    if (b == std::string_view::npos) return false;
+    const auto e = s.find_last_not_of(" \t");
+    const std::string t(s.substr(b, e - b + 1));
+    char* end = nullptr;
+    const double v = std::strtod(t.c_str(), &end);
+    if (end != t.c_str() + t.size()) return false;
+    out = v;
+    return true;
+}
+
+}  // namespace detail
+
+// ------------------------------------------------------------------------------------
+// Colours
+// ------------------------------------------------------------------------------------
+
+/// Okabe & Ito (2008), ordered so that neighbours contrast; yellow last (weak on white).
+inline constexpr std::array<const char*, 8> okabe_ito = {"#0072B2", "#E69F00", "#009E73", "#D55E00",
+                                                         "#CC79A7", "#56B4E9", "#000000", "#F0E442"};
+
+/// Colour of series i (cycles through okabe_ito).
+inline std::string series_colour(std::size_t i) { return okabe_ito[i % okabe_ito.size()]; }
+
+struct rgb {
+    int r = 0, g = 0, b = 0;
+};
+
+/// "#rrggbb"
+inline std::string to_hex(rgb c) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "#%02x%02x%02x", std::clamp(c.r, 0, 255), std::clamp(c.g, 0, 255), std::clamp(c.b, 0, 255));
+    return buf;
+}
+
+/// The sequential map at t in [0, 1] (clamped): white (0) to dark blue (1), through
+/// ColorBrewer "Blues". NaN gives the "n/a" grey.
+inline rgb sequential_rgb(double t) {
+    static constexpr std::array<rgb, 9> stops = {{{255, 255, 255},
+                                                  {222, 235, 247},
+                                                  {198, 219, 239},
+                                                  {158, 202, 225},
+                                                  {107, 174, 214},
+                                                  {66, 146, 198},
+                                                  {33, 113, 181},
+                                                  {8, 81, 156},
+                                                  {8, 48, 107}}};
+    if (std::isnan(t)) return {224, 224, 224};
+    t = std::clamp(t, 0.0, 1.0) * (stops.size() - 1);
+    const auto k = std::min(static_cast<std::size_t>(t), stops.size() - 2);
+    const double f = t - static_cast<double>(k);
+    auto mix = [f](int a, int b) { return static_cast<int>(std::lround(a + (b - a) * f)); };
+    return {mix(stops[k].r, stops[k + 1].r), mix(stops[k].g, stops[k + 1].g), mix(stops[k].b, stops[k + 1].b)};
+}
+inline std::string sequential_colour(double t) { return to_hex(sequential_rgb(t)); }
+
+/// WCAG relative luminance in [0, 1].
+inline double relative_luminance(rgb c) {
+    auto lin = [](int v) {
+        const double s = std::clamp(v, 0, 255) / 255.0;
+        return s <= 0.04045 ? s / 12.92 : std::pow((s + 0.055) / 1.055, 2.4);
+    };
+    return 0.2126 * lin(c.r) + 0.7152 * lin(c.g) + 0.0722 * lin(c.b);
+}
+
+// ------------------------------------------------------------------------------------
+// Axis ticks
+// ------------------------------------------------------------------------------------
+
+/// Tick positions and how to print them.
+struct axis_ticks {
+    std::vector<double> values;  // ascending
+    double step = 0;             // linear ticks: the spacing; log ticks: 0
+    int decimals = 0;            // linear ticks: digits after the point for labels
+    bool log = false;
+    /// The label of value v ("0.25", "8", "1e-05" for log ticks outside 1e-3..1e4).
+    [[nodiscard]] std::string label(double v) const {
+        if (log) {
+            const double a = std::abs(v);
+            if (a != 0 && (a < 1e-3 * (1 - 1e-9) || a >= 1e5 * (1 - 1e-9))) {
+                char buf[32];
+                std::snprintf(buf, sizeof buf, "%.0e", v);  // "1e-05"
+                return buf;
+            }
+            return format_number(v, 6);
+        }
+        return format_fixed(v, decimals);
+    }
+    [[nodiscard]] double front() const { return values.front(); }
+    [[nodiscard]] double back() const { return values.back(); }
+};
+
+/// Round ticks covering [lo, hi]: the step is 1, 2 or 5 times a power of ten, chosen so
+/// that the number of intervals is closest to `target` (ties: fewer ticks); the first and
+/// last ticks enclose the range (0..7.3 gives 0, 2, 4, 6, 8). integer_only: step >= 1.
+/// A non-finite range gives 0..1; an empty one is widened.
+inline axis_ticks nice_ticks(double lo, double hi, int target = 5, bool integer_only = false) {
+    if (!std::isfinite(lo) || !std::isfinite(hi)) lo = 0, hi = 1;
+    if (lo > hi) std::swap(lo, hi);
+    if (hi - lo <= 1e-12 * std::max(1.0, std::abs(lo))) {
+        const double d = lo == 0 ? 1 : std::abs(lo) * 0.1;
+        lo -= d;
+        hi += d;
+        if (lo < 0 && lo + d >= 0) lo = 0;  // a constant 0 or positive series keeps a 0 base
+    }
+    target = std::max(target, 2);
+    const double raw = (hi - lo) / target;
+    const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+    double best_step = 0, best_err = std::numeric_limits<double>::infinity();
+    for (double m : {0.1, 1.0, 10.0})
+        for (double n : {1.0, 2.0, 5.0}) {
+            double step = n * mag * m;
+            if (integer_only && step < 1) step = 1;
+            const double intervals = std::ceil(hi / step - 1e-9) - std::floor(lo / step + 1e-9);
+            const double err = std::abs(intervals - target) + (intervals < target ? 1e-3 : 0);  // ties: fewer ticks
+            if (err < best_err - 1e-12) best_err = err, best_step = step;
+        }
+    axis_ticks t;
+    t.step = best_step;
+    const auto k0 = static_cast<long long>(std::floor(lo / best_step + 1e-9));
+    const auto k1 = static_cast<long long>(std::ceil(hi / best_step - 1e-9));
+    for (long long k = k0; k <= k1; ++k) {
+        double v = static_cast<double>(k) * best_step;
+        if (v == 0) v = 0;  // no -0
+        t.values.push_back(v);
+    }
+    t.decimals = std::max(0, -static_cast<int>(std::floor(std::log10(best_step) + 1e-9)));
+    return t;
+}
+
+/// Log-scale ticks covering [lo, hi] (both > 0): powers of ten from 10^floor(log10 lo)
+/// to 10^ceil(log10 hi), plus 2x and 5x when the range spans at most two decades.
+inline axis_ticks log_ticks(double lo, double hi) {
+    if (!(lo > 0) || !(hi > 0) || !std::isfinite(lo) || !std::isfinite(hi)) lo = 1, hi = 10;
+    if (lo > hi) std::swap(lo, hi);
+    auto e0 = static_cast<int>(std::floor(std::log10(lo) + 1e-9));
+    auto e1 = static_cast<int>(std::ceil(std::log10(hi) - 1e-9));
+    if (e1 <= e0) e1 = e0 + 1;
+    axis_ticks t;
+    t.log = true;
+    const bool minor = e1 - e0 <= 2;
+    for (int e = e0; e <= e1; ++e) {
+        const double p = std::pow(10.0, e);
+        t.values.push_back(p);
+        if (minor && e < e1) {
+            t.values.push_back(2 * p);
+            t.values.push_back(5 * p);
+        }
+    }
+    return t;
+}
+
+// ------------------------------------------------------------------------------------
+// Figures: data and options
+// ------------------------------------------------------------------------------------
+// Every options struct begins with the same fields in the same order (title, subtitle,
+// x_label, y_label, width, height), so designated initialisers read the same everywhere:
+//   report::line_chart(series, {.title = "Training loss", .x_label = "step", .log_y = true});
+// width/height are the viewBox size in CSS px (the figure scales down to fit its page).
+
+struct bar_series {
+    std::string name{};
+    std::vector<double> values{};  // one per category; NaN: no bar
+    std::vector<double> errors{};  // empty, or one half-width per category (whisker v ± e); NaN: none
+};
+
+struct bar_chart_options {
+    std::string title{}, subtitle{}, x_label{}, y_label{};
+    double width = 720, height = 400;
+    std::optional<double> y_min{}, y_max{};  // exact when given; else 0 and the data, rounded to ticks
+    bool show_values = false;            // print each bar's value above it
+    int value_decimals = 1;
+};
+
+struct line_series {
+    std::string name{};
+    std::vector<double> x{}, y{};  // same length; a NaN/inf y (or x) breaks the line
+};
+
+struct line_chart_options {
+    std::string title{}, subtitle{}, x_label{}, y_label{};
+    double width = 720, height = 400;
+    std::optional<double> x_min{}, x_max{}, y_min{}, y_max{};  // exact when given; else x: the data, y: rounded to ticks
+    bool log_y = false;       // log10 y axis; values <= 0 are gaps
+    bool markers = true;      // a marker at every point (isolated points always get one)
+    bool integer_x = false;   // x ticks at whole numbers only (iterations, layers)
+};
+
+struct heat_map_options {
+    std::string title{}, subtitle{}, x_label{}, y_label{};
+    double width = 720;      // the height follows from the number of rows
+    std::string value_label{};  // the colour bar's label, e.g. "importance"
+    double lo = 0, hi = 1;    // values map from lo (white) to hi (dark blue), clamped
+    bool show_values = true;  // print the value in each cell
+    int value_decimals = 2;
+};
+
+struct scatter_point {
+    double x = 0, y = 0;
+    std::string label{};  // drawn next to the point (may be empty)
+};
+
+struct scatter_series {
+    std::string name{};
+    std::vector<scatter_point> points{};
+};
+
+struct scatter_options {
+    std::string title{}, subtitle{}, x_label{}, y_label{};
+    double width = 720, height = 440;
+    std::optional<double> x_min{}, x_max{}, y_min{}, y_max{};  // exact when given; else the data with a margin
+    bool show_labels = true;  // point labels, placed to avoid each other
+    bool diagonal = false;    // dashed y = x reference line (e.g. rank vs rank)
+};
+
+// ------------------------------------------------------------------------------------
+// Figures: drawing helpers
+// ------------------------------------------------------------------------------------
+
+namespace detail {
+
+inline constexpr const char* font_stack =
+    "system-ui, -apple-system, 'Segoe UI', Roboto, 'Helvetica Neue', Arial, 'Noto Sans', 'DejaVu Sans', sans-serif";
+inline constexpr const char* ink = "#1f2328";
+inline constexpr const char* muted = "#57606a";
+inline constexpr const char* grid = "#e4e7eb";
+inline constexpr const char* axis = "#8c959f";
+
+/// A prefix for ids (patterns, gradients, clip paths) unique within the process, since
+/// ids of SVGs inlined in one HTML page share a namespace.
+inline std::string next_id() {
+    static std::atomic<unsigned long long> n{0};
+    return "dlr" + std::to_string(++n);
+}
+
+inline bool finite(double v) { return std::isfinite(v); }
+
+struct svg {
+    std::string s;
+    std::string id;
+    double W, H;
+    svg(double w, double h, const std::string& title) : id(next_id()), W(w), H(h) {
+        s.reserve(8192);
+        s += "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 " + num(W) + " " + num(H) + "\" width=\"" + num(W) +
+             "\" height=\"" + num(H) + "\" role=\"img\" aria-labelledby=\"" + id + "-title\" font-family=\"" + font_stack +
+             "\" font-size=\"12\">";
+        s += "<title id=\"" + id + "-title\">" + escape(title.empty() ? std::string("figure") : title) + "</title>";
+        s += "<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>";
+    }
+    /// <text> with escaped content; attrs is raw attribute text.
+    void text(double x, double y, std::string_view str, std::string_view attrs = {}) {
+        s += "<text x=\"" + num(x) + "\" y=\"" + num(y) + "\"";
+        if (!attrs.empty()) {
+            s += ' ';
+            s += attrs;
+        }
+        s += '>';
+        s += escape(str);
+        s += "</text>";
+    }
+    void line(double x1, double y1, double x2, double y2, std::string_view stroke, double width = 1,
+              std::string_view extra = {}) {
+        s += "<line x1=\"" + num(x1) + "\" y1=\"" + num(y1) + "\" x2=\"" + num(x2) + "\" y2=\"" + num(y2) +
+             "\" stroke=\"" + std::string(stroke) + "\" stroke-width=\"" + num(width) + "\"";
+        if (!extra.empty()) {
+            s += ' ';
+            s += extra;
+        }
+        s += "/>";
+    }
+    void rect(double x, double y, double w, double h, std::string_view fill, std::string_view extra = {}) {
+        s += "<rect x=\"" + num(x) + "\" y=\"" + num(y) + "\" width=\"" + num(std::max(w, 0.0)) + "\" height=\"" +
+             num(std::max(h, 0.0)) + "\" fill=\"" + std::string(fill) + "\"";
+        if (!extra.empty()) {
+            s += ' ';
+            s += extra;
+        }
+        s += "/>";
+    }
+    /// Marker shape k (cycles): circle, square, triangle, diamond, inverted triangle.
+    void marker(std::size_t k, double x, double y, double r, std::string_view fill) {
+        const std::string f(fill);
+        const std::string tail = "\" fill=\"" + f + "\" stroke=\"#ffffff\" stroke-width=\"1\"/>";
+        switch (k % 5) {
+            case 0: s += "<circle cx=\"" + num(x) + "\" cy=\"" + num(y) + "\" r=\"" + num(r) + tail; break;
+            case 1: {
+                const double a = r * 0.9;
+                s += "<rect x=\"" + num(x - a) + "\" y=\"" + num(y - a) + "\" width=\"" + num(2 * a) + "\" height=\"" +
+                     num(2 * a) + tail;
+                break;
+            }
+            case 2:
+                s += "<path d=\"M" + num(x) + " " + num(y - 1.2 * r) + "L" + num(x + 1.1 * r) + " " + num(y + 0.8 * r) + "L" +
+                     num(x - 1.1 * r) + " " + num(y + 0.8 * r) + "Z" + tail;
+                break;
+            case 3:
+                s += "<path d=\"M" + num(x) + " " + num(y - 1.3 * r) + "L" + num(x + 1.1 * r) + " " + num(y) + "L" + num(x) +
+                     " " + num(y + 1.3 * r) + "L" + num(x - 1.1 * r) + " " + num(y) + "Z" + tail;
+                break;
+            default:
+                s += "<path d=\"M" + num(x) + " " + num(y + 1.2 * r) + "L" + num(x + 1.1 * r) + " " + num(y - 0.8 * r) + "L" +
+                     num(x - 1.1 * r) + " " + num(y - 0.8 * r) + "Z" + tail;
+        }
+    }
+    std::string finish() {
+        s += "</svg>";
+        return std::move(s);
+    }
+};
+
+/// Title (16px, shrunk to fit) and subtitle (12px, grey), centred. Returns the y below them.
+inline double draw_header(svg& g, const std::string& title, const std::string& subtitle) {
+    double y = 8;
+    if (!title.empty()) {
+        const double fs = std::clamp((g.W - 24) / std::max(1.0, text_width(title, 1.0)), 10.0, 16.0);
+        y += fs + 6;
+        g.text(g.W / 2, y, title,
+               "text-anchor=\"middle\" font-size=\"" + num(fs) + "\" font-weight=\"600\" fill=\"" + std::string(ink) + "\"");
+    }
+    if (!subtitle.empty()) {
+        const double fs = std::clamp((g.W - 24) / std::max(1.0, text_width(subtitle, 1.0)), 8.0, 12.0);
+        y += fs + 6;
+        g.text(g.W / 2, y, subtitle, "text-anchor=\"middle\" font-size=\"" + num(fs) + "\" fill=\"" + std::string(muted) + "\"");
+    }
+    return y + 8;
+}
+
+enum class swatch { box, line_marker, line, marker };
+
+struct legend_entry {
+    std::string label;
+    std::string colour;
+    swatch kind = swatch::box;
+    std::size_t shape = 0;
+};
+
+/// Legend rows between x0 and x1 starting at y_top (each row centred, wrapping as needed).
+/// Returns its height. With `draw` false only measures.
+inline double draw_legend(svg& g, const std::vector<legend_entry>& items, double x0, double x1, double y_top, bool draw = true) {
+    if (items.empty()) return 0;
+    constexpr double fs = 12, gap = 6, spacing = 20, row_h = 20;
+    auto sw_width = [](const legend_entry& e) { return e.kind == swatch::line_marker || e.kind == swatch::line ? 24.0 : 12.0; };
+    std::vector<std::vector<std::size_t>> rows(1);
+    std::vector<double> widths(1, 0.0);
+    const double avail = x1 - x0;
+    for (std::size_t i = 0; i < items.size(); ++i) {
+        const double w = sw_width(items[i]) + gap + text_width(items[i].label, fs);
+        if (!rows.back().empty() && widths.back() + spacing + w > avail) {
+            rows.emplace_back();
+            widths.push_back(0.0);
+        }
+        widths.back() += (rows.back().empty() ? 0 : spacing) + w;
+        rows.back().push_back(i);
+    }
+    if (draw) {
+        for (std::size_t r = 0; r < rows.size(); ++r) {
+            double x = x0 + std::max(0.0, (avail - widths[r]) / 2);
+            const double yc = y_top + static_cast<double>(r) * row_h + row_h / 2;
+            for (std::size_t i : rows[r]) {
+                const legend_entry& e = items[i];
+                const double sw = sw_width(e);
+                if (e.kind == swatch::box) {
+                    g.rect(x, yc - 6, 12, 12, e.colour, "rx=\"2\"");
+                } else if (e.kind == swatch::line_marker || e.kind == swatch::line) {
+                    g.line(x, yc, x + sw, yc, e.colour, 2.2);
+                    if (e.kind == swatch::line_marker) g.marker(e.shape, x + sw / 2, yc, 4, e.colour);
+                } else {
+                    g.marker(e.shape, x + sw / 2, yc, 4.5, e.colour);
+                }
+                g.text(x + sw + gap, yc + 4, e.label, "fill=\"" + std::string(ink) + "\"");
+                x += sw + gap + text_width(e.label, fs) + spacing;
+            }
+        }
+    }
+    return static_cast<double>(rows.size()) * row_h;
+}
+
+/// Horizontal grid lines and y tick labels at `ticks` (mapped by `ymap`), left of x = L.
+template <class Map>
+void draw_y_axis(svg& g, const axis_ticks& ticks, Map ymap, double L, double R, double lo, double hi, bool zero_line = true) {
+    for (double v : ticks.values) {
+        if (v < lo - 1e-9 * std::abs(hi - lo) || v > hi + 1e-9 * std::abs(hi - lo)) continue;
+        const double y = ymap(v);
+        g.line(L, y, R, y, zero_line && v == 0 && !ticks.log ? axis : grid, 1);
+        g.text(L - 8, y + 4, ticks.label(v), "text-anchor=\"end\" fill=\"" + std::string(muted) + "\"");
+    }
+}
+
+/// Vertical grid lines and x tick labels under y = B.
+template <class Map>
+void draw_x_axis(svg& g, const axis_ticks& ticks, Map xmap, double T, double B, double lo, double hi) {
+    for (double v : ticks.values) {
+        if (v < lo - 1e-9 * std::abs(hi - lo) || v > hi + 1e-9 * std::abs(hi - lo)) continue;
+        const double x = xmap(v);
+        g.line(x, T, x, B, grid, 1);
+        g.line(x, B, x, B + 4, axis, 1);
+        g.text(x, B + 18, ticks.label(v), "text-anchor=\"middle\" fill=\"" + std::string(muted) + "\"");
+    }
+}
+
+inline void draw_axis_labels(svg& g, const std::string& x_label, const std::string& y_label, double L, double R, double T,
+                             double B, double x_label_y) {
+    if (!x_label.empty())
+        g.text((L + R) / 2, x_label_y, x_label, "text-anchor=\"middle\" font-size=\"13\" fill=\"" + std::string(ink) + "\"");
+    if (!y_label.empty()) {
+        const double x = 20, y = (T + B) / 2;
+        g.text(x, y, y_label,
+               "text-anchor=\"middle\" font-size=\"13\" fill=\"" + std::string(ink) + "\" transform=\"rotate(-90 " + num(x) +
+                   " " + num(y) + ")\"");
+    }
+}
+
+inline double max_label_width(const axis_ticks& t, double fs, double lo, double hi) {
+    double w = 0;
+    for (double v : t.values)
+        if (v >= lo - 1e-9 * std::abs(hi - lo) && v <= hi + 1e-9 * std::abs(hi - lo)) w = std::max(w, text_width(t.label(v), fs));
+    return w;
+}
+
+/// Ticks for an axis: automatic ranges snap to the ticks (snap) or keep the data range;
+/// explicit limits are exact. Returns ticks; lo/hi become the axis range.
+inline axis_ticks axis_range(double& lo, double& hi, std::optional<double> fix_lo, std::optional<double> fix_hi, bool snap,
+                             bool log, bool integer_only, int target = 5) {
+    if (fix_lo) lo = *fix_lo;
+    if (fix_hi) hi = *fix_hi;
+    if (log) {
+        if (!(lo > 0) || !std::isfinite(lo)) lo = hi > 0 && std::isfinite(hi) ? hi / 10 : 1;
+        if (!(hi > 0) || !std::isfinite(hi)) hi = lo * 10;
+        if (lo > hi) std::swap(lo, hi);
+        if (hi <= lo) hi = lo * 10;
+        axis_ticks t = log_ticks(lo, hi);
+        if (snap) {  // the nearest ticks enclosing the data (1, 2, 5 steps within two decades)
+            if (!fix_lo) {
+                double v = t.front();
+                for (double x : t.values)
+                    if (x <= lo * (1 + 1e-9)) v = x;
+                lo = v;
+            }
+            if (!fix_hi) {
+                double v = t.back();
+                for (auto it = t.values.rbegin(); it != t.values.rend(); ++it)
+                    if (*it >= hi * (1 - 1e-9)) v = *it;
+                hi = v;
+            }
+        }
+        return t;
+    }
+    if (!std::isfinite(lo) || !std::isfinite(hi)) lo = 0, hi = 1;
+    if (lo > hi) std::swap(lo, hi);
+    axis_ticks t = nice_ticks(lo, hi, target, integer_only);
+    if (hi - lo <= 1e-12 * std::max(1.0, std::abs(lo))) {  // constant data: use the widened tick range
+        if (!fix_lo) lo = t.front();
+        if (!fix_hi) hi = t.back();
+    } else if (snap) {
+        if (!fix_lo) lo = t.front();
+        if (!fix_hi) hi = t.back();
+    }
+    return t;
+}
+
+inline void check(bool ok, const std::string& what) {
+    if (!ok) throw std::invalid_argument("depthlab::report: " + what);
+}
+
+}  // namespace detail
+
+// ------------------------------------------------------------------------------------
+// bar_chart
+// ------------------------------------------------------------------------------------
+
+/// Grouped bars: one group per category, one bar per series (legend above the plot),
+/// optional error whiskers (value ± error) and value labels. Throws std::invalid_argument
+/// when a series' values (or non-empty errors) do not match the categories.
+inline std::string bar_chart(const std::vector<std::string>& categories, const std::vector<bar_series>& series,
+                             const bar_chart_options& o = {}) {
+    using namespace detail;
+    for (const bar_series& s : series) {
+        check(s.values.size() == categories.size(),
+              "bar_chart: series '" + s.name + "' has " + std::to_string(s.values.size()) + " values for " +
+                  std::to_string(categories.size()) + " categories");
+        check(s.errors.empty() || s.errors.size() == s.values.size(),
+              "bar_chart: series '" + s.name + "' has " + std::to_string(s.errors.size()) + " errors for " +
+                  std::to_string(s.values.size()) + " values");
+    }
+    svg g(o.width, o.height, o.title);
+    double top = draw_header(g, o.title, o.subtitle);
+
+    // Data range (bars start at 0).
+    double lo = 0, hi = 0;
+    bool any = false;
+    for (const bar_series& s : series)
+        for (std::size_t i = 0; i < s.values.size(); ++i) {
+            const double v = s.values[i];
+            if (!finite(v)) continue;
+            const double e = !s.errors.empty() && finite(s.errors[i]) ? std::abs(s.errors[i]) : 0;
+            lo = std::min(lo, v - e);
+            hi = std::max(hi, v + e);
+            any = true;
+        }
+    if (!any || hi - lo <= 0) hi = lo + 1;
+    if (o.show_values) {  // headroom for the labels above the tallest bars
+        const double pad = 0.06 * (hi - lo);
+        if (hi > 0) hi += pad;
+        if (lo < 0) lo -= pad;
+    }
+    const axis_ticks yt = axis_range(lo, hi, o.y_min, o.y_max, true, false, false);
+
+    // Legend.
+    std::vector<legend_entry> legend;
+    for (std::size_t k = 0; k < series.size(); ++k)
+        if (!series[k].name.empty()) legend.push_back({series[k].name, series_colour(k), swatch::box, k});
+
+    const double ytick_w = max_label_width(yt, 12, lo, hi);
+    const double L = 16 + (o.y_label.empty() ? 0 : 20) + ytick_w + 10;
+    const double R = o.width - 16;
+    const double legend_h = draw_legend(g, legend, L, R, top, false);
+    const double T = top + legend_h + (legend_h > 0 ? 10 : 4);
+
+    // Category labels: horizontal, or rotated when any is wider than its slot.
+    const std::size_t n = categories.size();
+    const double slot = n ? (R - L) / static_cast<double>(n) : (R - L);
+    double cat_w = 0;
+    for (const std::string& c : categories) cat_w = std::max(cat_w, text_width(c, 12));
+    const bool rotate = cat_w > slot - 6;
+    constexpr double angle = 35.0;
+    const double cat_h = rotate ? cat_w * std::sin(angle * std::numbers::pi / 180) + 16 : 16;
+    const double B = o.height - 12 - (o.x_label.empty() ? 0 : 22) - cat_h - 8;
+    check(B > T + 40, "bar_chart: the figure is too small for its labels (height " + num(o.height) + ")");
+
+    draw_legend(g, legend, L, R, top);
+    auto ymap = [&](double v) { return B - (v - lo) / (hi - lo) * (B - T); };
+    draw_y_axis(g, yt, ymap, L, R, lo, hi);
+
+    const std::size_t m = std::max<std::size_t>(series.size(), 1);
+    const double group = slot * (m == 1 ? 0.6 : 0.78);
+    const double bar_w = group / static_cast<double>(m);
+    const double inner = std::min(2.0, bar_w * 0.1);  // gap between bars of one group
+    const double y0 = ymap(std::clamp(0.0, lo, hi));
+    for (std::size_t i = 0; i < n; ++i) {
+        const double gx = L + slot * static_cast<double>(i) + (slot - group) / 2;
+        for (std::size_t k = 0; k < series.size(); ++k) {
+            const bar_series& s = series[k];
+            const double v = s.values[i];
+            const double x = gx + bar_w * static_cast<double>(k) + inner / 2;
+            const double w = bar_w - inner;
+            if (!finite(v)) {
+                g.text(x + w / 2, y0 - 4, "n/a", "text-anchor=\"middle\" font-size=\"10\" fill=\"" + std::string(muted) + "\"");
+                continue;
+            }
+            const double yv = ymap(std::clamp(v, lo, hi));
+            g.s += "<rect x=\"" + num(x) + "\" y=\"" + num(std::min(yv, y0)) + "\" width=\"" + num(w) + "\" height=\"" +
+                   num(std::abs(y0 - yv)) + "\" fill=\"" + series_colour(k) + "\"><title>" +
+                   escape(s.name + " · " + categories[i] + ": " + format_number(v, 4)) + "</title></rect>";
+            double label_y = yv;
+            if (!s.errors.empty() && finite(s.errors[i])) {
+                const double e = std::abs(s.errors[i]);
+                const double ya = ymap(std::clamp(v - e, lo, hi)), yb = ymap(std::clamp(v + e, lo, hi));
+                const double cx = x + w / 2, cap = std::min(8.0, w * 0.5) / 2;
+                g.line(cx, ya, cx, yb, ink, 1.2);
+                g.line(cx - cap, ya, cx + cap, ya, ink, 1.2);
+                g.line(cx - cap, yb, cx + cap, yb, ink, 1.2);
+                label_y = v >= 0 ? std::min(yv, yb) : std::max(yv, ya);
+            }
+            if (o.show_values) {
+                const double fs = std::clamp(w / std::max(1.0, text_width(format_fixed(v, o.value_decimals), 1.0)), 8.0, 11.0);
+                g.text(x + w / 2, v >= 0 ? label_y - 4 : label_y + fs + 2, format_fixed(v, o.value_decimals),
+                       "text-anchor=\"middle\" font-size=\"" + num(fs) + "\" fill=\"" + std::string(ink) + "\"");
+            }
+        }
+        const double cx = L + slot * (static_cast<double>(i) + 0.5);
+        if (rotate)
+            g.text(cx, B + 14, categories[i],
+                   "text-anchor=\"end\" fill=\"" + std::string(ink) + "\" transform=\"rotate(-" + num(angle) + " " + num(cx) +
+                       " " + num(B + 14) + ")\"");
+        else
+            g.text(cx, B + 18, categories[i], "text-anchor=\"middle\" fill=\"" + std::string(ink) + "\"");
+    }
+    g.line(L, y0, R, y0, axis, 1);
+    draw_axis_labels(g, o.x_label, o.y_label, L, R, T, B, o.height - 14);
+    return g.finish();
+}
+
+// ------------------------------------------------------------------------------------
+// line_chart
+// ------------------------------------------------------------------------------------
+
+/// Several (x, y) series as lines (with markers unless markers = false); non-finite
+/// points (and, with log_y, y <= 0) break the line. Legend above the plot. Throws
+/// std::invalid_argument when a series' x and y differ in length.
+inline std::string line_chart(const std::vector<line_series>& series, const line_chart_options& o = {}) {
+    using namespace detail;
+    for (const line_series& s : series)
+        check(s.x.size() == s.y.size(), "line_chart: series '" + s.name + "' has " + std::to_string(s.x.size()) + " x and " +
+                                            std::to_string(s.y.size()) + " y values");
+    auto usable = [&](double x, double y) { return finite(x) && finite(y) && (!o.log_y || y > 0); };
+    double xlo = std::numeric_limits<double>::infinity(), xhi = -xlo, ylo = xlo, yhi = -xlo;
+    for (const line_series& s : series)
+        for (std::size_t i = 0; i < s.x.size(); ++i)
+            if (usable(s.x[i], s.y[i])) {
+                xlo = std::min(xlo, s.x[i]), xhi = std::max(xhi, s.x[i]);
+                ylo = std::min(ylo, s.y[i]), yhi = std::max(yhi, s.y[i]);
+            }
+    if (!(xlo <= xhi)) xlo = 0, xhi = 1;
+    if (!(ylo <= yhi)) ylo = o.log_y ? 1 : 0, yhi = o.log_y ? 10 : 1;
+    const axis_ticks xt = axis_range(xlo, xhi, o.x_min, o.x_max, false, false, o.integer_x, 6);
+    const axis_ticks yt = axis_range(ylo, yhi, o.y_min, o.y_max, true, o.log_y, false);
+
+    svg g(o.width, o.height, o.title);
+    const double top = draw_header(g, o.title, o.subtitle);
+    std::vector<legend_entry> legend;
+    for (std::size_t k = 0; k < series.size(); ++k)
+        if (!series[k].name.empty())
+            legend.push_back({series[k].name, series_colour(k), o.markers ? swatch::line_marker : swatch::line, k});
+    const double L = 16 + (o.y_label.empty() ? 0 : 20) + max_label_width(yt, 12, ylo, yhi) + 10;
+    const double R = o.width - 16 - std::max(0.0, text_width(xt.label(xt.back()), 12) / 2 - 8);
+    const double legend_h = draw_legend(g, legend, L, R, top, false);
+    const double T = top + legend_h + (legend_h > 0 ? 10 : 4);
+    const double B = o.height - 12 - (o.x_label.empty() ? 0 : 22) - 24;
+    check(B > T + 40, "line_chart: the figure is too small for its labels (height " + num(o.height) + ")");
+    draw_legend(g, legend, L, R, top);
+
+    auto xmap = [&](double v) { return L + (v - xlo) / (xhi - xlo) * (R - L); };
+    auto ymap = [&](double v) {
+        if (o.log_y) return B - (std::log10(v) - std::log10(ylo)) / (std::log10(yhi) - std::log10(ylo)) * (B - T);
+        return B - (v - ylo) / (yhi - ylo) * (B - T);
+    };
+    draw_x_axis(g, xt, xmap, T, B, xlo, xhi);
+    draw_y_axis(g, yt, ymap, L, R, ylo, yhi);
+    g.line(L, B, R, B, axis, 1);
+    g.line(L, T, L, B, axis, 1);
+
+    // Data, clipped to the plot area (explicit limits may cut it).
+    g.s += "<defs><clipPath id=\"" + g.id + "-clip\"><rect x=\"" + num(L - 6) + "\" y=\"" + num(T - 6) + "\" width=\"" +
+           num(R - L + 12) + "\" height=\"" + num(B - T + 12) + "\"/></clipPath></defs>";
+    g.s += "<g clip-path=\"url(#" + g.id + "-clip)\">";
+    for (std::size_t k = 0; k < series.size(); ++k) {
+        const line_series& s = series[k];
+        const std::string colour = series_colour(k);
+        std::string d;
+        std::vector<std::pair<double, double>> isolated, all;
+        std::size_t run = 0;
+        for (std::size_t i = 0; i <= s.x.size(); ++i) {
+            const bool ok = i < s.x.size() && usable(s.x[i], s.y[i]);
+            if (ok) {
+                const double px = xmap(s.x[i]), py = ymap(s.y[i]);
+                d += (run == 0 ? "M" : "L") + num(px) + " " + num(py);
+                all.emplace_back(px, py);
+                ++run;
+            } else {
+                if (run == 1) isolated.push_back(all.back());
+                run = 0;
+            }
+        }
+        if (!d.empty())
+            g.s += "<path d=\"" + d + "\" fill=\"none\" stroke=\"" + colour +
+                   "\" stroke-width=\"2.2\" stroke-linejoin=\"round\" stroke-linecap=\"round\"><title>" + escape(s.name) +
+                   "</title></path>";
+        const double r = all.size() > 60 ? 2.5 : 3.8;
+        for (const auto& [px, py] : o.markers ? all : isolated) g.marker(k, px, py, r, colour);
+    }
+    g.s += "</g>";
+    draw_axis_labels(g, o.x_label, o.y_label, L, R, T, B, o.height - 14);
+    return g.finish();
+}
+
+// ------------------------------------------------------------------------------------
+// heat_map
+// ------------------------------------------------------------------------------------
+
+/// A rows × columns grid of values mapped from lo (white) to hi (dark blue), clamped, with
+/// row labels on the left, column labels underneath, a colour bar on the right and (with
+/// show_values) the value in each cell. NaN cells are hatched grey and read "n/a". Throws
+/// std::invalid_argument when the values do not match the labels.
+inline std::string heat_map(const std::vector<std::string>& row_labels, const std::vector<std::string>& col_labels,
+                            const std::vector<std::vector<double>>& values, const heat_map_options& o = {}) {
+    using namespace detail;
+    check(values.size() == row_labels.size(), "heat_map: " + std::to_string(values.size()) + " rows of values for " +
+                                                  std::to_string(row_labels.size()) + " row labels");
+    for (std::size_t r = 0; r < values.size(); ++r)
+        check(values[r].size() == col_labels.size(), "heat_map: row " + std::to_string(r) + " has " +
+                                                         std::to_string(values[r].size()) + " values for " +
+                                                         std::to_string(col_labels.size()) + " column labels");
+    check(o.hi > o.lo, "heat_map: hi must exceed lo");
+    const std::size_t nr = row_labels.size(), nc = col_labels.size();
+    bool any_nan = false;
+    for (const auto& row : values)
+        for (double v : row) any_nan = any_nan || !finite(v);
+
+    // Horizontal layout: [pad | y label | row labels | grid | gap | colour bar + ticks + label | pad].
+    double row_w = 0, col_w = 0;
+    for (const std::string& s : row_labels) row_w = std::max(row_w, text_width(s, 12));
+    for (const std::string& s : col_labels) col_w = std::max(col_w, text_width(s, 12));
+    const axis_ticks ct = nice_ticks(o.lo, o.hi, 5);
+    const double cb_tick_w = max_label_width(ct, 11, o.lo, o.hi);
+    const double cb_w = 14, cb_block = 22 + cb_w + 6 + cb_tick_w + (o.value_label.empty() ? 0 : 24) +
+                                       (any_nan ? std::max(0.0, text_width("n/a", 11) + 20 - cb_w - 6 - cb_tick_w) : 0);
+    const double L = 16 + (o.y_label.empty() ? 0 : 22) + row_w + 10;
+    const double avail = o.width - L - cb_block - 16;
+    check(avail > 20 && nc > 0 && nr > 0, "heat_map: nothing to draw, or the figure is too narrow for its labels");
+    const double cell_w = std::min(avail / static_cast<double>(nc), 96.0);
+    const double cell_h = std::clamp(cell_w * 0.62, 26.0, 44.0);
+    const bool rotate = col_w > cell_w - 4;
+    constexpr double angle = 40.0;
+    const double col_h = rotate ? col_w * std::sin(angle * std::numbers::pi / 180) + 16 : 18;
+
+    // Vertical layout needs the header height: measure it with a throwaway drawing.
+    svg probe(o.width, 100, "");
+    const double top = draw_header(probe, o.title, o.subtitle) + 6;
+    const double grid_h = cell_h * static_cast<double>(nr);
+    const double cb_h = std::max(grid_h, 130.0);
+    const double T = top, B = T + grid_h;
+    const double H = T + std::max(grid_h + col_h + (o.x_label.empty() ? 0 : 22), cb_h + (any_nan ? 30 : 0)) + 18;
+    const double grid_w = cell_w * static_cast<double>(nc);
+    const double R = L + grid_w;
+
+    svg g(o.width, H, o.title);
+    draw_header(g, o.title, o.subtitle);
+    const std::string hatch = g.id + "-na";
+    const std::string grad = g.id + "-bar";
+    g.s += "<defs>";
+    if (any_nan)
+        g.s += "<pattern id=\"" + hatch +
+               "\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(45)\">"
+               "<rect width=\"6\" height=\"6\" fill=\"#ececec\"/><line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" "
+               "stroke=\"#b4b4b4\" stroke-width=\"2\"/></pattern>";
+    g.s += "<linearGradient id=\"" + grad + "\" x1=\"0\" y1=\"1\" x2=\"0\" y2=\"0\">";
+    for (int i = 0; i <= 16; ++i)
+        g.s += "<stop offset=\"" + num(i / 16.0) + "\" stop-color=\"" + sequential_colour(i / 16.0) + "\"/>";
+    g.s += "</linearGradient></defs>";
+
+    for (std::size_t r = 0; r < nr; ++r) {
+        const double y = T + cell_h * static_cast<double>(r);
+        g.text(L - 10, y + cell_h / 2 + 4, row_labels[r], "text-anchor=\"end\" fill=\"" + std::string(ink) + "\"");
+        for (std::size_t c = 0; c < nc; ++c) {
+            const double x = L + cell_w * static_cast<double>(c);
+            const double v = values[r][c];
+            const std::string tip = escape(row_labels[r] + " · " + col_labels[c] + ": " + format_number(v, 4));
+            if (!finite(v)) {
+                g.s += "<rect x=\"" + num(x) + "\" y=\"" + num(y) + "\" width=\"" + num(cell_w) + "\" height=\"" + num(cell_h) +
+                       "\" fill=\"url(#" + hatch + ")\" stroke=\"#ffffff\" stroke-width=\"1.5\"><title>" + tip +
+                       "</title></rect>";
+                g.text(x + cell_w / 2, y + cell_h / 2 + 4, "n/a",
+                       "text-anchor=\"middle\" font-size=\"11\" fill=\"" + std::string(muted) + "\"");
+                continue;
+            }
+            const double t = (v - o.lo) / (o.hi - o.lo);
+            const rgb fill = sequential_rgb(t);
+            g.s += "<rect x=\"" + num(x) + "\" y=\"" + num(y) + "\" width=\"" + num(cell_w) + "\" height=\"" + num(cell_h) +
+                   "\" fill=\"" + to_hex(fill) + "\" stroke=\"#ffffff\" stroke-width=\"1.5\"><title>" + tip + "</title></rect>";
+            if (o.show_values) {
+                const std::string txt = format_fixed(v, o.value_decimals);
+                const double fs = std::clamp((cell_w - 6) / std::max(1.0, text_width(txt, 1.0)), 7.0, std::min(12.0, cell_h * 0.45));
+                g.text(x + cell_w / 2, y + cell_h / 2 + fs * 0.35, txt,
+                       "text-anchor=\"middle\" font-size=\"" + num(fs) + "\" fill=\"" +
+                           (relative_luminance(fill) < 0.35 ? std::string("#ffffff") : std::string(ink)) + "\"");
+            }
+        }
+    }
+    g.rect(L, T, grid_w, grid_h, "none", "stroke=\"#d0d7de\" stroke-width=\"1\"");
+    for (std::size_t c = 0; c < nc; ++c) {
+        const double cx = L + cell_w * (static_cast<double>(c) + 0.5);
+        if (rotate)
+            g.text(cx, B + 14, col_labels[c],
+                   "text-anchor=\"end\" fill=\"" + std::string(ink) + "\" transform=\"rotate(-" + num(angle) + " " + num(cx) +
+                       " " + num(B + 14) + ")\"");
+        else
+            g.text(cx, B + 17, col_labels[c], "text-anchor=\"middle\" fill=\"" + std::string(ink) + "\"");
+    }
+    if (!o.x_label.empty())
+        g.text((L + R) / 2, B + col_h + 18, o.x_label, "text-anchor=\"middle\" font-size=\"13\" fill=\"" + std::string(ink) + "\"");
+    if (!o.y_label.empty()) {
+        const double x = 20, y = (T + B) / 2;
+        g.text(x, y, o.y_label,
+               "text-anchor=\"middle\" font-size=\"13\" fill=\"" + std::string(ink) + "\" transform=\"rotate(-90 " + num(x) +
+                   " " + num(y) + ")\"");
+    }
+
+    // Colour bar (the heat map's legend), with the n/a swatch under it when needed.
+    const double cbx = R + 22, cbT = T, cbB = T + cb_h;
+    g.rect(cbx, cbT, cb_w, cb_h, "url(#" + grad + ")", "stroke=\"#d0d7de\" stroke-width=\"1\"");
+    for (double v : ct.values) {
+        if (v < o.lo - 1e-12 || v > o.hi + 1e-12) continue;
+        const double y = cbB - (v - o.lo) / (o.hi - o.lo) * cb_h;
+        g.line(cbx + cb_w, y, cbx + cb_w + 4, y, axis, 1);
+        g.text(cbx + cb_w + 7, y + 4, ct.label(v), "font-size=\"11\" fill=\"" + std::string(muted) + "\"");
+    }
+    if (!o.value_label.empty()) {
+        const double x = cbx + cb_w + 7 + cb_tick_w + 14, y = (cbT + cbB) / 2;
+        g.text(x, y, o.value_label,
+               "text-anchor=\"middle\" font-size=\"12\" fill=\"" + std::string(ink) + "\" transform=\"rotate(90 " + num(x) +
+                   " " + num(y) + ")\"");
+    }
+    if (any_nan) {
+        g.rect(cbx, cbB + 12, cb_w, 12, "url(#" + hatch + ")", "stroke=\"#d0d7de\" stroke-width=\"1\"");
+        g.text(cbx + cb_w + 7, cbB + 22, "n/a", "font-size=\"11\" fill=\"" + std::string(muted) + "\"");
+    }
+    return g.finish();
+}
+
+// ------------------------------------------------------------------------------------
+// scatter
+// ------------------------------------------------------------------------------------
+
+/// Points (x, y) per series, each series with its own colour and marker shape, labels next
+/// to the points (placed to avoid one another and the markers), an optional y = x line.
+/// Points with a non-finite coordinate are skipped.
+inline std::string scatter(const std::vector<scatter_series>& series, const scatter_options& o = {}) {
+    using namespace detail;
+    double xlo = std::numeric_limits<double>::infinity(), xhi = -xlo, ylo = xlo, yhi = -xlo;
+    for (const scatter_series& s : series)
+        for (const scatter_point& p : s.points)
+            if (finite(p.x) && finite(p.y)) {
+                xlo = std::min(xlo, p.x), xhi = std::max(xhi, p.x);
+                ylo = std::min(ylo, p.y), yhi = std::max(yhi, p.y);
+            }
+    if (!(xlo <= xhi)) xlo = 0, xhi = 1;
+    if (!(ylo <= yhi)) ylo = 0, yhi = 1;
+    if (o.diagonal) {  // the same range on both axes, so that y = x is the diagonal
+        xlo = ylo = std::min(xlo, ylo);
+        xhi = yhi = std::max(xhi, yhi);
+    }
+    auto pad = [](double& lo, double& hi) {
+        const double d = hi - lo > 0 ? (hi - lo) * 0.07 : std::max(1.0, std::abs(lo) * 0.1);
+        lo -= d;
+        hi += d;
+    };
+    pad(xlo, xhi);
+    pad(ylo, yhi);
+    const axis_ticks xt = axis_range(xlo, xhi, o.x_min, o.x_max, false, false, false, 6);
+    const axis_ticks yt = axis_range(ylo, yhi, o.y_min, o.y_max, false, false, false);
+
+    svg g(o.width, o.height, o.title);
+    const double top = draw_header(g, o.title, o.subtitle);
+    std::vector<legend_entry> legend;
+    for (std::size_t k = 0; k < series.size(); ++k)
+        if (!series[k].name.empty()) legend.push_back({series[k].name, series_colour(k), swatch::marker, k});
+    const double L = 16 + (o.y_label.empty() ? 0 : 20) + max_label_width(yt, 12, ylo, yhi) + 10;
+    const double R = o.width - 20;
+    const double legend_h = draw_legend(g, legend, L, R, top, false);
+    const double T = top + legend_h + (legend_h > 0 ? 10 : 4);
+    const double B = o.height - 12 - (o.x_label.empty() ? 0 : 22) - 24;
+    check(B > T + 40, "scatter: the figure is too small for its labels (height " + num(o.height) + ")");
+    draw_legend(g, legend, L, R, top);
+
+    auto xmap = [&](double v) { return L + (v - xlo) / (xhi - xlo) * (R - L); };
+    auto ymap = [&](double v) { return B - (v - ylo) / (yhi - ylo) * (B - T); };
+    draw_x_axis(g, xt, xmap, T, B, xlo, xhi);
+    draw_y_axis(g, yt, ymap, L, R, ylo, yhi, false);
+    g.rect(L, T, R - L, B - T, "none", "stroke=\"" + std::string(axis) + "\" stroke-width=\"1\"");
+
+    g.s += "<defs><clipPath id=\"" + g.id + "-clip\"><rect x=\"" + num(L) + "\" y=\"" + num(T) + "\" width=\"" + num(R - L) +
+           "\" height=\"" + num(B - T) + "\"/></clipPath></defs>";
+    if (o.diagonal) {
+        const double a = std::max(xlo, ylo), b = std::min(xhi, yhi);
+        if (b > a)
+            g.line(xmap(a), ymap(a), xmap(b), ymap(b), "#8c959f", 1.2,
+                   "stroke-dasharray=\"5 4\" clip-path=\"url(#" + g.id + "-clip)\"");
+    }
+
+    // Markers first (labels avoid them), then labels.
+    struct box {
+        double x0, y0, x1, y1;
+    };
+    auto overlap = [](const box& a, const box& b) {
+        const double w = std::min(a.x1, b.x1) - std::max(a.x0, b.x0);
+        const double h = std::min(a.y1, b.y1) - std::max(a.y0, b.y0);
+        return w > 0 && h > 0 ? w * h : 0.0;
+    };
+    struct placed_point {
+        double x, y;
+        std::string label;
+    };
+    std::vector<placed_point> pts;
+    std::vector<box> obstacles;
+    constexpr double r = 4.5;
+    g.s += "<g clip-path=\"url(#" + g.id + "-clip)\">";
+    for (std::size_t k = 0; k < series.size(); ++k)
+        for (const scatter_point& p : series[k].points) {
+            if (!finite(p.x) || !finite(p.y)) continue;
+            const double px = xmap(p.x), py = ymap(p.y);
+            g.marker(k, px, py, r, series_colour(k));
+            pts.push_back({px, py, p.label});
+            obstacles.push_back({px - r - 1, py - r - 1, px + r + 1, py + r + 1});
+        }
+    g.s += "</g>";
+    // Whether a label box crosses the y = x line (its corners on both sides of it).
+    auto crosses_diagonal = [&](const box& bx) {
+        const double x1 = xmap(0), y1 = ymap(0), x2 = xmap(1), y2 = ymap(1);
+        int sides = 0;
+        for (const auto& [cx, cy] : {std::pair{bx.x0, bx.y0}, std::pair{bx.x1, bx.y0}, std::pair{bx.x0, bx.y1}, std::pair{bx.x1, bx.y1}})
+            sides |= ((x2 - x1) * (cy - y1) - (y2 - y1) * (cx - x1)) > 0 ? 1 : 2;
+        return sides == 3;
+    };
+    if (o.show_labels) {
+        constexpr double fs = 11;
+        const box plot{L, T - 6, R + 6, B};  // labels may reach a little past the frame
+        for (const placed_point& p : pts) {
+            if (p.label.empty()) continue;
+            const double w = text_width(p.label, fs), h = fs + 2;
+            // Candidates: right, left, above, below, then the diagonals, then farther out.
+            struct cand {
+                double dx, dy;
+                int anchor;  // 0 start, 1 middle, 2 end
+            };
+            const double d = r + 4;
+            const std::array<cand, 12> cands = {{{d, 4, 0},
+                                                 {-d, 4, 2},
+                                                 {0, -d - 2, 1},
+                                                 {0, d + fs, 1},
+                                                 {d - 2, -d, 0},
+                                                 {-d + 2, -d, 2},
+                                                 {d - 2, d + fs - 2, 0},
+                                                 {-d + 2, d + fs - 2, 2},
+                                                 {0, -d - fs - 4, 1},
+                                                 {0, 2 * d + 2 * fs, 1},
+                                                 {2 * d, 4, 0},
+                                                 {-2 * d, 4, 2}}};
+            double best = std::numeric_limits<double>::infinity();
+            box best_box{};
+            cand best_c{};
+            for (std::size_t ci = 0; ci < cands.size(); ++ci) {
+                const cand& c = cands[ci];
+                const double x0 = p.x + c.dx - (c.anchor == 0 ? 0 : c.anchor == 1 ? w / 2 : w);
+                const box bx{x0, p.y + c.dy - fs + 1, x0 + w, p.y + c.dy + 3};
+                double score = 0;
+                for (const box& ob : obstacles) score += overlap(bx, ob);
+                if (o.diagonal && crosses_diagonal(bx)) score += 0.1 * w * h;  // readable, but avoid if possible
+                if (ci >= 8) score += 0.2 * w * h;  // farther from its point: ambiguous
+                score += (w * h - overlap(bx, plot)) * 4;  // outside the plot area
+                if (score < best - 1e-9) best = score, best_box = bx, best_c = c;
+                if (score == 0) break;
+            }
+            obstacles.push_back(best_box);
+            g.text(p.x + best_c.dx, p.y + best_c.dy, p.label,
+                   std::string("font-size=\"11\" fill=\"") + ink + "\" text-anchor=\"" +
+                       (best_c.anchor == 0 ? "start" : best_c.anchor == 1 ? "middle" : "end") + "\"");
+        }
+    }
+    draw_axis_labels(g, o.x_label, o.y_label, L, R, T, B, o.height - 14);
+    return g.finish();
+}
+
+// ------------------------------------------------------------------------------------
+// Files
+// ------------------------------------------------------------------------------------
+
+/// Writes `content` to `path` atomically: into a new temporary file next to it
+/// ("<name>.tmp.<random>", created exclusively), then renamed over `path`, so a reader sees
+/// the old file or the new one, never a partial one. On failure the temporary file is
+/// removed, `path` is untouched, and std::runtime_error names both. (Standard library
+/// only: no fsync, so the rename may not survive a power cut.)
+inline void write_file_atomically(const std::filesystem::path& path, std::string_view content) {
+    namespace fs = std::filesystem;
+    static std::atomic<unsigned long long> counter{0};
+    const unsigned long long salt = std::random_device{}() ^
+                                    static_cast<unsigned long long>(std::chrono::steady_clock::now().time_since_epoch().count());
+    char suffix[48];
+    std::snprintf(suffix, sizeof suffix, ".tmp.%llx.%llu", salt & 0xffffffffffULL, counter.fetch_add(1));
+    fs::path tmp = path;
+    tmp += suffix;
+    auto fail = [&](const std::string& why) {
+        std::error_code ec;
+        fs::remove(tmp, ec);
+        throw std::runtime_error("depthlab::report: cannot write " + path.string() + ": " + why);
+    };
+    std::FILE* f = std::fopen(tmp.string().c_str(), "wbx");  // x: never reuse an existing file
+    if (f == nullptr) throw std::runtime_error("depthlab::report: cannot write " + path.string() + ": cannot create " + tmp.string());
+    const bool wrote = content.empty() || std::fwrite(content.data(), 1, content.size(), f) == content.size();
+    const bool flushed = std::fflush(f) == 0;
+    const bool closed = std::fclose(f) == 0;
+    if (!wrote || !flushed || !closed) fail("write to " + tmp.string() + " failed");
+    std::error_code ec;
+    fs::rename(tmp, path, ec);
+    if (ec) fail("cannot rename " + tmp.string() + " over it: " + ec.message());
+}
+
+// ------------------------------------------------------------------------------------
+// html_page
+// ------------------------------------------------------------------------------------
+
+struct table_options {
+    std::string caption{};                      // shown as "Table n. caption"
+    int decimals = -1;                          // >= 0: cells that are numbers are reprinted with these decimals
+    std::optional<std::size_t> highlight_column{};  // tinted column (e.g. "ours")
+};
+
+/// The page's built-in style sheet (system fonts; light; print-friendly).
+inline constexpr const char* default_css = R"css(
+:root { color-scheme: light; }
+* { box-sizing: border-box; }
+body { margin: 0; background: #ffffff; color: #1f2328;
+  font-family: system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", Arial, "Noto Sans", "DejaVu Sans", sans-serif;
+  font-size: 16px; line-height: 1.55; -webkit-text-size-adjust: 100%; }
+main { max-width: 960px; margin: 0 auto; padding: 36px 28px 24px; }
+header.title { border-bottom: 2px solid #1f2328; padding-bottom: 12px; margin-bottom: 8px; }
+h1 { font-size: 1.85rem; line-height: 1.2; margin: 0; font-weight: 650; letter-spacing: -0.01em; }
+header.title p.subtitle { color: #57606a; margin: 6px 0 0; font-size: 1.05rem; }
+h2 { font-size: 1.35rem; margin: 2.4rem 0 0.7rem; padding-bottom: 0.3rem; border-bottom: 1px solid #d0d7de; font-weight: 620; }
+h3 { font-size: 1.1rem; margin: 1.6rem 0 0.5rem; font-weight: 620; }
+p { margin: 0.65rem 0; }
+nav.toc { margin: 14px 0 4px; font-size: 0.95rem; }
+nav.toc ol { margin: 4px 0; padding-left: 1.4rem; columns: 2; column-gap: 2.5rem; }
+nav.toc a { color: #0550ae; text-decoration: none; }
+nav.toc a:hover { text-decoration: underline; }
+.note { background: #fff8e6; border-left: 4px solid #e69f00; padding: 8px 12px; margin: 14px 0; border-radius: 0 6px 6px 0; }
+pre { background: #f6f8fa; border: 1px solid #d0d7de; border-radius: 6px; padding: 10px 12px; overflow-x: auto;
+  font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, "Liberation Mono", "DejaVu Sans Mono", monospace;
+  font-size: 0.84rem; line-height: 1.45; }
+code { font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, "Liberation Mono", "DejaVu Sans Mono", monospace; font-size: 0.88em; }
+.table-wrap { overflow-x: auto; margin: 1rem 0 1.3rem; }
+table { border-collapse: collapse; font-size: 0.92rem; font-variant-numeric: tabular-nums; }
+.table-wrap .caption { color: #57606a; font-size: 0.9rem; padding-bottom: 6px; }
+.caption b, figcaption b { color: #1f2328; }
+th, td { padding: 5px 12px; text-align: left; vertical-align: top; }
+thead th { border-bottom: 2px solid #1f2328; font-weight: 620; white-space: nowrap; }
+tbody tr { border-bottom: 1px solid #e4e7eb; }
+tbody tr:last-child { border-bottom: 1px solid #8c959f; }
+tbody tr:nth-child(even) { background: #f9fafb; }
+td.num, th.num { text-align: right; }
+.hl { background: #e8f1fb; }
+tbody tr:nth-child(even) .hl { background: #dde9f7; }
+thead th.hl { background: #d6e6f7; }
+table.kv th { font-weight: 600; color: #3d444d; white-space: nowrap; }
+figure { margin: 1.4rem 0 1.8rem; }
+figure svg { display: block; max-width: 100%; height: auto; margin: 0 auto; }
+figcaption { color: #57606a; font-size: 0.9rem; margin-top: 6px; text-align: center; }
+footer { max-width: 960px; margin: 2.5rem auto 0; padding: 12px 28px 32px; border-top: 1px solid #d0d7de; color: #57606a; font-size: 0.85rem; }
+footer code { white-space: pre-wrap; word-break: break-all; color: #3d444d; }
+@media print {
+  body { font-size: 11pt; }
+  main, footer { max-width: none; padding-left: 0; padding-right: 0; }
+  nav.toc { display: none; }
+  h2, h3 { break-after: avoid; page-break-after: avoid; }
+  figure, .table-wrap, pre, .note { break-inside: avoid; page-break-inside: avoid; }
+  pre { white-space: pre-wrap; word-break: break-word; }
+  tbody tr:nth-child(even) { background: none; }
+  a { color: inherit; text-decoration: none; }
+}
+)css";
+
+/// One self-contained HTML page built block by block (in call order). Text arguments are
+/// escaped; figure() takes SVG from the builders above (trusted, inserted as is).
+class html_page {
+public:
+    explicit html_page(std::string title, std::string subtitle = {}) : title_(std::move(title)), subtitle_(std::move(subtitle)) {}
+
+    /// A section heading (h2), listed in the contents when the page has three or more.
+    html_page& section(std::string_view heading) {
+        sections_.emplace_back(heading);
+        const std::string id = "s" + std::to_string(sections_.size());
+        blocks_.push_back("<h2 id=\"" + id + "\">" + escape(heading) + "</h2>");
+        return *this;
+    }
+    /// A sub-heading (h3).
+    html_page& subsection(std::string_view heading) {
+        blocks_.push_back("<h3>" + escape(heading) + "</h3>");
+        return *this;
+    }
+    /// A paragraph of plain text (escaped; blank lines start new paragraphs).
+    html_page& paragraph(std::string_view text) {
+        std::size_t start = 0;
+        while (start <= text.size()) {
+            std::size_t end = text.find("\n\n", start);
+            if (end == std::string_view::npos) end = text.size();
+            const std::string_view part = text.substr(start, end - start);
+            if (part.find_first_not_of(" \t\n") != std::string_view::npos) blocks_.push_back("<p>" + escape(part) + "</p>");
+            start = end + 2;
+        }
+        return *this;
+    }
+    /// A highlighted remark (e.g. "demo data", a caveat).
+    html_page& note(std::string_view text) {
+        blocks_.push_back("<p class=\"note\">" + escape(text) + "</p>");
+        return *this;
+    }
+    /// Preformatted text (logs, command lines, configurations), escaped.
+    html_page& preformatted(std::string_view text) {
+        blocks_.push_back("<pre>" + escape(text) + "</pre>");
+        return *this;
+    }
+    /// A two-column key–value table (settings, summary numbers).
+    html_page& key_values(const std::vector<std::pair<std::string, std::string>>& rows, std::string_view caption = {}) {
+        std::string h = "<div class=\"table-wrap\">" + caption_html(caption) + "<table class=\"kv\"><tbody>";
+        for (const auto& [k, v] : rows) {
+            h += "<tr><th scope=\"row\">" + escape(k) + "</th><td>" + escape(v) + "</td></tr>";
+        }
+        h += "</tbody></table></div>";
+        blocks_.push_back(std::move(h));
+        return *this;
+    }
+    /// A table: header and rows of strings. Cells that are numbers are right-aligned (and,
+    /// with decimals >= 0, reprinted with that many decimals; NaN reads "n/a"). Short rows
+    /// are padded; a row longer than a non-empty header throws std::invalid_argument.
+    html_page& table(const std::vector<std::string>& header, const std::vector<std::vector<std::string>>& rows,
+                     const table_options& opt = {}) {
+        std::size_t ncol = header.size();
+        for (const auto& r : rows) {
+            detail::check(header.empty() || r.size() <= header.size(),
+                          "html_page::table: a row has " + std::to_string(r.size()) + " cells for " +
+                              std::to_string(header.size()) + " columns");
+            ncol = std::max(ncol, r.size());
+        }
+        // A column is numeric when all its non-empty cells are.
+        std::vector<bool> numeric(ncol, true);
+        std::vector<bool> seen(ncol, false);
+        for (const auto& r : rows)
+            for (std::size_t c = 0; c < r.size(); ++c) {
+                double x = 0;
+                if (r[c].empty()) continue;
+                seen[c] = true;
+                if (!detail::parse_number(r[c], x)) numeric[c] = false;
+            }
+        for (std::size_t c = 0; c < ncol; ++c) numeric[c] = numeric[c] && seen[c];
+        auto cls = [&](std::size_t c) {
+            std::string k;
+            if (numeric[c]) k = "num";
+            if (opt.highlight_column && *opt.highlight_column == c) k += k.empty() ? "hl" : " hl";
+            return k.empty() ? std::string() : " class=\"" + k + "\"";
+        };
+        std::string h = "<div class=\"table-wrap\">" + caption_html(opt.caption) + "<table>";
+        if (!header.empty()) {
+            h += "<thead><tr>";
+            for (std::size_t c = 0; c < header.size(); ++c) h += "<th" + cls(c) + ">" + escape(header[c]) + "</th>";
+            h += "</tr></thead>";
+        }
+        h += "<tbody>";
+        for (const auto& r : rows) {
+            h += "<tr>";
+            for (std::size_t c = 0; c < ncol; ++c) {
+                std::string cell = c < r.size() ? r[c] : std::string();
+                double x = 0;
+                if (opt.decimals >= 0 && detail::parse_number(cell, x)) cell = format_fixed(x, opt.decimals);
+                h += "<td" + cls(c) + ">" + escape(cell) + "</td>";
+            }
+            h += "</tr>";
+        }
+        h += "</tbody></table></div>";
+        blocks_.push_back(std::move(h));
+        return *this;
+    }
+    /// A figure: SVG markup from bar_chart/line_chart/heat_map/scatter (inserted as is),
+    /// numbered, with an optional caption.
+    html_page& figure(std::string svg_markup, std::string_view caption = {}) {
+        ++figures_;
+        std::string h = "<figure>" + std::move(svg_markup);
+        h += "<figcaption><b>Figure " + std::to_string(figures_) + ".</b>";
+        if (!caption.empty()) h += " " + escape(caption);
+        h += "</figcaption></figure>";
+        blocks_.push_back(std::move(h));
+        return *this;
+    }
+    /// Trusted HTML inserted as is (not escaped). Keep it well-formed.
+    html_page& raw_html(std::string html) {
+        blocks_.push_back(std::move(html));
+        return *this;
+    }
+    /// Where the results come from (command line, git commit, ...), shown in the footer.
+    html_page& provenance(std::string text) {
+        provenance_ = std::move(text);
+        return *this;
+    }
+
+    /// The whole document. It is also well-formed XML (void elements self-closed).
+    [[nodiscard]] std::string html(std::chrono::system_clock::time_point generated = std::chrono::system_clock::now()) const {
+        std::string h;
+        h.reserve(16384);
+        h += "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\" />\n"
+             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\" />\n"
+             "<meta name=\"generator\" content=\"depthlab report\" />\n<title>" +
+             escape(title_) + "</title>\n<style>" + default_css + "</style>\n</head>\n<body>\n<main>\n<header class=\"title\"><h1>" +
+             escape(title_) + "</h1>";
+        if (!subtitle_.empty()) h += "<p class=\"subtitle\">" + escape(subtitle_) + "</p>";
+        h += "</header>\n";
+        if (sections_.size() >= 3) {
+            h += "<nav class=\"toc\"><b>Contents</b><ol>";
+            for (std::size_t i = 0; i < sections_.size(); ++i)
+                h += "<li><a href=\"#s" + std::to_string(i + 1) + "\">" + escape(sections_[i]) + "</a></li>";
+            h += "</ol></nav>\n";
+        }
+        for (const std::string& b : blocks_) {
+            h += b;
+            h += '\n';
+        }
+        h += "</main>\n<footer>Generated " + escape(utc_time(generated));
+        if (!provenance_.empty()) h += " from <code>" + escape(provenance_) + "</code>";
+        h += "</footer>\n</body>\n</html>\n";
+        return h;
+    }
+
+    /// Writes the page atomically (write_file_atomically); throws std::runtime_error.
+    void write(const std::filesystem::path& path) const { write_file_atomically(path, html()); }
+
+    [[nodiscard]] const std::string& title() const { return title_; }
+
+    /// "2025-06-01 14:03:12 UTC"
+    static std::string utc_time(std::chrono::system_clock::time_point t) {
+        using namespace std::chrono;
+        const auto secs = floor<seconds>(t);
+        const auto day = floor<days>(secs);
+        const year_month_day ymd{day};
+        const hh_mm_ss hms{secs - day};
+        char buf[48];
+        std::snprintf(buf, sizeof buf, "%04d-%02u-%02u %02d:%02d:%02d UTC", static_cast<int>(ymd.year()),
+                      static_cast<unsigned>(ymd.month()), static_cast<unsigned>(ymd.day()), static_cast<int>(hms.hours().count()),
+                      static_cast<int>(hms.minutes().count()), static_cast<int>(hms.seconds().count()));
+        return buf;
+    }
+
+private:
+    std::string caption_html(std::string_view caption) {
+        if (caption.empty()) return {};
+        ++tables_;
+        return "<div class=\"caption\"><b>Table " + std::to_string(tables_) + ".</b> " + escape(caption) + "</div>";
+    }
+
+    std::string title_, subtitle_, provenance_;
+    std::vector<std::string> sections_;
+    std::vector<std::string> blocks_;
+    int figures_ = 0, tables_ = 0;
+};
+
+}  // namespace depthlab::report
+// ---- end depthlab/report/html.hpp ----
 // ---- end depthlab/depthlab.hpp ----

@@ -36,6 +36,7 @@
 //  * Tied models (one set of sub-layers named "encoder.shared.*"): a module is the shared
 //    sub-layer, so removing or rewinding it acts on EVERY iteration; its layer is -1.
 //  * Result vectors follow the order of the module list given.
+//  * Like every depthlab header, include it after <depthlab/depthlab.hpp> (or through it).
 #include <algorithm>
 #include <charconv>
 #include <chrono>
@@ -221,27 +222,27 @@ template <class T, class B>
 class scoped_interpolation {
 public:
     scoped_interpolation(nn::Module<T, B>& model, std::string prefix, const nn::Snapshot<T, B>& initial, const nn::Snapshot<T, B>& final_)
-        : model_(model), prefix_(std::move(prefix)), initial_(initial), final_(final_) {
+        : model_(model), prefix_(std::move(prefix)), initial_(initial), final_snapshot_(final_) {
         DEPTHLAB_CHECK(!prefix_.empty(), usage_error, "interpolation: empty parameter prefix (it would move the whole model)");
     }
     scoped_interpolation(const scoped_interpolation&) = delete;
     scoped_interpolation& operator=(const scoped_interpolation&) = delete;
     ~scoped_interpolation() {
         try {
-            final_.restore(model_, prefix_);
+            final_snapshot_.restore(model_, prefix_);
         } catch (...) {
         }
     }
     void set(double alpha) {
         DEPTHLAB_CHECK(alpha >= 0.0 && alpha <= 1.0, usage_error, "interpolation: alpha ", alpha, " outside [0, 1]");
-        nn::Snapshot<T, B>::interpolate(model_, initial_, final_, alpha, prefix_);
+        nn::Snapshot<T, B>::interpolate(model_, initial_, final_snapshot_, alpha, prefix_);
     }
 
 private:
     nn::Module<T, B>& model_;
     std::string prefix_;
     const nn::Snapshot<T, B>& initial_;
-    const nn::Snapshot<T, B>& final_;
+    const nn::Snapshot<T, B>& final_snapshot_;
 };
 
 // ============================================================================ options
@@ -262,7 +263,7 @@ using progress_fn = std::function<void(const progress_event&)>;
 
 struct run_options {
     progress_fn progress;         // called before each step (may be empty)
-    bool print_progress = false;  // one stderr line per step: "contribution: module 3 of 30 (name), ..."
+    bool print_progress = false;  // one stderr line per step: "contribution: module 3 of 30 (name), 3 evaluations, elapsed 1.2s, ETA 11.0s"
     bool no_grad = true;          // run the metric inside depthlab::no_grad
 };
 
@@ -372,7 +373,8 @@ inline void check_modules(const std::vector<module_ref>& modules, const char* wh
 /// Counts metric calls, wraps them in no_grad, reports progress with an ETA.
 class evaluator {
 public:
-    evaluator(const metric_fn& f, const run_options& o, std::string stage) : f_(f), o_(o), stage_(std::move(stage)), start_(clock::now()) {
+    evaluator(const metric_fn& f, const run_options& o, std::string stage, const char* unit = "module")
+        : f_(f), o_(o), stage_(std::move(stage)), unit_(unit), start_(clock::now()) {
         DEPTHLAB_CHECK(static_cast<bool>(f_), usage_error, stage_, ": no metric callback");
     }
     double operator()() {
@@ -390,7 +392,7 @@ public:
         progress_event e{stage_, i + 1, n, module, count_, elapsed, i > 0 ? elapsed / static_cast<double>(i) * static_cast<double>(n - i) : -1};
         if (o_.progress) o_.progress(e);
         if (o_.print_progress) {
-            std::fprintf(stderr, "%s: module %zu of %zu (%s), %zu evaluations, elapsed %s, ETA %s\n", stage_.c_str(), e.index, e.total,
+            std::fprintf(stderr, "%s: %s %zu of %zu (%s), %zu evaluations, elapsed %s, ETA %s\n", stage_.c_str(), unit_, e.index, e.total,
                          module.c_str(), e.evaluations, train::format_duration(elapsed).c_str(),
                          e.eta_s < 0 ? "?" : train::format_duration(e.eta_s).c_str());
             std::fflush(stderr);
@@ -403,6 +405,7 @@ private:
     const metric_fn& f_;
     const run_options& o_;
     std::string stage_;
+    const char* unit_;
     clock::time_point start_;
     std::size_t count_ = 0;
 };
@@ -576,7 +579,7 @@ pruning_result pruning_curve(const nn::Module<T, B>& model, const std::vector<mo
     DEPTHLAB_CHECK(max_k >= 0 && static_cast<std::size_t>(max_k) <= modules.size(), usage_error, "pruning: max_k ", max_k, " outside [0, ",
                    modules.size(), "]");
     const auto order = least_important_first(modules, importance);
-    detail::evaluator eval(metric, run, "pruning");
+    detail::evaluator eval(metric, run, "pruning", "step");
     pruning_result r;
     r.total_parameters = model.parameter_count();
     scoped_ablation off;
@@ -663,7 +666,7 @@ std::vector<rewinding_point> rewinding_curve(nn::Module<T, B>& model, const std:
             }
         }
     } guard{model, final_};
-    detail::evaluator eval(metric, run, "rewinding");
+    detail::evaluator eval(metric, run, "rewinding", "step");
     std::vector<rewinding_point> out;
     for (std::size_t i = 0; i < ks.size(); ++i) {
         const int k = ks[i];

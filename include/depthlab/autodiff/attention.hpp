@@ -6,10 +6,24 @@
 // in (B, Tq, H*dh) layout: no head split/merge copies, no transposes. q, k and v may be
 // column ranges of one packed projection (self-attention: [q | k | v] = x W_qkv^T).
 #include <cstdint>
+#include <limits>
+#include <vector>
 
 #include "depthlab/autodiff/ops.hpp"
 
 namespace depthlab {
+
+/// (B, 1, 1, T) additive key mask: keys t >= lengths[b] get -inf.
+template <class T, class B>
+Tensor<T, B> key_padding_mask(const std::vector<index_t>& lengths, index_t T_) {
+    std::vector<T> m(lengths.size() * static_cast<std::size_t>(T_), T(0));
+    for (std::size_t b = 0; b < lengths.size(); ++b) {
+        DEPTHLAB_CHECK(lengths[b] >= 0 && lengths[b] <= T_, index_error, "padding mask: length ", lengths[b], " of sequence ", b,
+                       " outside [0, ", T_, "]");
+        for (index_t t = lengths[b]; t < T_; ++t) m[b * T_ + t] = -std::numeric_limits<T>::infinity();
+    }
+    return Tensor<T, B>::from({static_cast<index_t>(lengths.size()), 1, 1, T_}, m);
+}
 
 /// Columns [offset, offset + dim) of a (B, T, width) activation: one of q, k or v.
 template <class T, class B>
@@ -105,11 +119,16 @@ Var<T, B> attention(const projection_slice<T, B>& q, const projection_slice<T, B
 /// adaptive-depth encoder attend to every (running or halted) token of their sequence.
 /// q.src: (Nq, Wq), the queries of sequence b being rows [q_offsets[b], q_offsets[b+1]);
 /// k.src, v.src: (B * T_, W) (or (B, T_, W)), row b*T_ + t; only keys t < key_lengths[b]
-/// exist (padding is never attended to, and costs nothing). Result: (Nq, dim).
+/// exist. Result: (Nq, dim).
+///
+/// Implementation: the queries are scattered into a (B, M, Wq) block, M = the largest query
+/// count rounded up to a multiple of 8 (few distinct GEMM shapes, so oneDNN primitives are
+/// reused), and the batched attention runs on it with a key padding mask; the result rows
+/// are gathered back. Only this attention core pays for the padding — the projections and
+/// the feed-forward around it run on the compact rows.
 template <class T, class B>
 Var<T, B> ragged_attention(const projection_slice<T, B>& q, const std::vector<index_t>& q_offsets, const projection_slice<T, B>& k,
                            const projection_slice<T, B>& v, index_t T_, const std::vector<index_t>& key_lengths, index_t dim, int heads) {
-    using P = primitives<B>;
     const index_t Bn = static_cast<index_t>(key_lengths.size());
     const Shape& sq = q.src.shape();
     const Shape& sk = k.src.shape();
@@ -119,69 +138,26 @@ Var<T, B> ragged_attention(const projection_slice<T, B>& q, const std::vector<in
                    shape_error, "ragged_attention: queries ", sq, " with ", q_offsets.size(), " offsets for ", Bn, " sequences");
     DEPTHLAB_CHECK(sk.numel() / sk.back() == Bn * T_ && sv.numel() / sv.back() == Bn * T_, shape_error, "ragged_attention: keys ",
                    sk, " and values ", sv, " are not ", Bn, " sequences of ", T_, " rows");
-    DEPTHLAB_CHECK(heads >= 1 && dim % heads == 0, shape_error, "ragged_attention: dim ", dim, " not divisible by ", heads, " heads");
-    const index_t Wq = sq[1], Wk = sk.back(), Wv = sv.back(), H = heads, dh = dim / H;
-    DEPTHLAB_CHECK(q.offset + dim <= Wq && k.offset + dim <= Wk && v.offset + dim <= Wv, shape_error,
-                   "ragged_attention: column slices exceed sources ", sq, ", ", sk, ", ", sv);
-    std::vector<index_t> poff(static_cast<std::size_t>(Bn + 1), 0);  // offsets of each sequence's scores
+    index_t M = 0;
     for (index_t b = 0; b < Bn; ++b) {
-        const index_t nb = q_offsets[b + 1] - q_offsets[b], Lb = key_lengths[b];
-        DEPTHLAB_CHECK(nb >= 0 && Lb >= (nb > 0 ? 1 : 0) && Lb <= T_, shape_error, "ragged_attention: sequence ", b, " has ", nb,
-                       " queries and ", Lb, " keys (of at most ", T_, ")");
-        poff[b + 1] = poff[b] + H * nb * Lb;
+        const index_t nb = q_offsets[b + 1] - q_offsets[b];
+        DEPTHLAB_CHECK(nb >= 0 && key_lengths[b] >= 0 && key_lengths[b] <= T_, shape_error, "ragged_attention: sequence ", b, " has ",
+                       nb, " queries and ", key_lengths[b], " keys (of at most ", T_, ")");
+        M = std::max(M, nb);
     }
-    const T alpha = static_cast<T>(1.0 / std::sqrt(static_cast<double>(dh)));
-    // sizes differ per sequence and per iteration: ask for shape-generic GEMMs
-    const auto dyn = [](gemm_args g) {
-        g.dynamic_shape = true;
-        return g;
-    };
-    const auto Q = q.src.value().contiguous(), K = k.src.value().contiguous(), Vv = v.src.value().contiguous();
-    const T* qp = Q.data() + q.offset;
-    const T* kp = K.data() + k.offset;
-    const T* vp = Vv.data() + v.offset;
-    auto Pm = Tensor<T, B>::empty({poff.back()});
-    auto O = Tensor<T, B>::empty({sq[0], dim});
-    // one sequence per task: each task's GEMMs are small and independent
-    parallel_for(Bn, 1, [&](index_t b0, index_t b1) {
-        for (index_t b = b0; b < b1; ++b) {
-            const index_t q0 = q_offsets[b], nb = q_offsets[b + 1] - q0, Lb = key_lengths[b];
-            if (nb == 0) continue;
-            T* Pb = Pm.data() + poff[b];
-            P::gemm(dyn(gemm_args{false, true, nb, Lb, dh, Wq, Wk, Lb, H, dh, dh, nb * Lb}), alpha, qp + q0 * Wq, kp + b * T_ * Wk, T(0), Pb);
-            P::softmax_fwd(H * nb, Lb, Pb, T(1), static_cast<const T*>(nullptr), row_broadcast{}, Pb);
-            P::gemm(dyn(gemm_args{false, false, nb, dh, Lb, Lb, Wv, dim, H, nb * Lb, dh, dh}), T(1), Pb, vp + b * T_ * Wv, T(0), O.data() + q0 * dim);
-        }
-    });
-    const index_t qo = q.offset, ko = k.offset, vo = v.offset;
-    return detail::make_result<T, B>(op_kind::ragged_attention, std::move(O), {q.src, k.src, v.src}, [=](Node<T, B>& nd) {
-        const T* dO = nd.grad.data();
-        T* dQ = detail::parent_grad(nd, 0);
-        T* dK = detail::parent_grad(nd, 1);
-        T* dV = detail::parent_grad(nd, 2);
-        auto dP = Tensor<T, B>::empty({poff.back()});
-        // sequences write disjoint key/value rows and query rows, so tasks never collide
-        // (q, k and v may share one source: their column slices are disjoint too)
-        parallel_for(Bn, 1, [&](index_t b0, index_t b1) {
-            for (index_t b = b0; b < b1; ++b) {
-                const index_t q0 = q_offsets[b], nb = q_offsets[b + 1] - q0, Lb = key_lengths[b];
-                if (nb == 0) continue;
-                const T* Pb = Pm.data() + poff[b];
-                T* dPb = dP.data() + poff[b];
-                P::gemm(dyn(gemm_args{false, true, nb, Lb, dh, dim, Wv, Lb, H, dh, dh, nb * Lb}), T(1), dO + q0 * dim, vp + b * T_ * Wv, T(0), dPb);
-                if (dV)
-                    P::gemm(dyn(gemm_args{true, false, Lb, dh, nb, Lb, dim, Wv, H, nb * Lb, dh, dh}), T(1), Pb, dO + q0 * dim, T(1),
-                            dV + b * T_ * Wv + vo);
-                P::softmax_bwd(H * nb, Lb, Pb, dPb, T(1), dPb, /*accumulate=*/false);
-                if (dQ)
-                    P::gemm(dyn(gemm_args{false, false, nb, dh, Lb, Lb, Wk, Wq, H, nb * Lb, dh, dh}), alpha, dPb, kp + b * T_ * Wk, T(1),
-                            dQ + q0 * Wq + qo);
-                if (dK)
-                    P::gemm(dyn(gemm_args{true, false, Lb, dh, nb, Lb, Wq, Wk, H, nb * Lb, dh, dh}), alpha, dPb, qp + q0 * Wq, T(1),
-                            dK + b * T_ * Wk + ko);
-            }
-        });
-    });
+    M = std::max<index_t>(1, (M + 7) / 8 * 8);
+    std::vector<std::int64_t> slot(static_cast<std::size_t>(sq[0]));  // query row -> row of the (B, M) block
+    for (index_t b = 0; b < Bn; ++b)
+        for (index_t i = q_offsets[b]; i < q_offsets[b + 1]; ++i) slot[i] = b * M + (i - q_offsets[b]);
+    const Var<T, B> q_block = reshape(scatter_rows(q.src, slot, Bn * M), {Bn, M, sq[1]});
+    const Var<T, B> k3 = reshape(k.src, {Bn, T_, sk.back()});
+    const Var<T, B> v3 = k.src.node_ptr() == v.src.node_ptr() ? k3 : reshape(v.src, {Bn, T_, sv.back()});
+    std::vector<index_t> lengths(key_lengths.begin(), key_lengths.end());
+    const Var<T, B> out = attention<T, B>({q_block, q.offset}, {k3, k.offset}, {v3, v.offset}, dim, {.heads = heads},
+                                          key_padding_mask<T, B>(lengths, T_));
+    Var<T, B> rows = gather_rows(reshape(out, {Bn * M, dim}), slot);
+    rows.node().op = op_kind::ragged_attention;
+    return rows;
 }
 
 }  // namespace depthlab

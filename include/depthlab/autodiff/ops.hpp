@@ -485,9 +485,9 @@ Var<T, B> row_update(const Var<T, B>& base, std::span<const std::int64_t> idx, c
     return detail::make_result<T, B>(op_kind::row_update, std::move(Y), {base, rows}, [=](Node<T, B>& nd) {
         const T* dY = nd.grad.data();
         if (T* dB = detail::parent_grad(nd, 0)) {
-            auto g = nd.grad.clone();
-            for (index_t i = 0; i < n; ++i) P::fill(cols, T(0), g.data() + (*ids)[i] * cols);
-            P::axpby(g.numel(), T(1), g.data(), T(1), dB);
+            // every row passes through, then the replaced rows are taken back out (one pass, no copy)
+            P::axpby(nd.grad.numel(), T(1), dY, T(1), dB);
+            for (index_t i = 0; i < n; ++i) P::axpby(cols, T(-1), dY + (*ids)[i] * cols, T(1), dB + (*ids)[i] * cols);
         }
         if (T* dR = detail::parent_grad(nd, 1)) {
             auto g = Tensor<T, B>::empty(sr);

@@ -35,9 +35,23 @@ struct gemm_args {
     index_t lda = 0, ldb = 0, ldc = 0;
     index_t batch = 1, stride_a = 0, stride_b = 0, stride_c = 0;
     index_t batch2 = 1, stride_a2 = 0, stride_b2 = 0, stride_c2 = 0;
-    /// Sizes and strides change from call to call (ragged attention): a backend may use
-    /// one shape-generic kernel instead of one specialised per shape.
-    bool dynamic_shape = false;
+};
+
+/// Maps a row of a (..., cols) tensor to the row of a broadcast operand (e.g. an attention
+/// mask (B,1,1,Tk) for scores (B,H,Tq,Tk)): offset = sum_k digit_k(row) * stride_k, where
+/// the digits are the row's multi-index over `dims` and broadcast axes have stride 0.
+struct row_broadcast {
+    int rank = 0;
+    index_t dims[Shape::max_rank] = {};
+    index_t strides[Shape::max_rank] = {};
+    [[nodiscard]] index_t offset(index_t row) const {
+        index_t off = 0;
+        for (int k = rank - 1; k >= 0; --k) {
+            off += (row % dims[k]) * strides[k];
+            row /= dims[k];
+        }
+        return off;
+    }
 };
 
 /// Device memory of backend B; specialised per backend.

@@ -39,13 +39,7 @@ struct transformer_config {
 /// (B, 1, 1, T) from per-sequence lengths: positions >= length are padding.
 template <class T, class B = backend::cpu>
 Tensor<T, B> padding_mask(const std::vector<index_t>& lengths, index_t T_) {
-    std::vector<T> m(lengths.size() * static_cast<std::size_t>(T_), T(0));
-    for (std::size_t b = 0; b < lengths.size(); ++b) {
-        DEPTHLAB_CHECK(lengths[b] >= 0 && lengths[b] <= T_, index_error, "padding_mask: length ", lengths[b], " of sequence ", b,
-                       " outside [0, ", T_, "]");
-        for (index_t t = lengths[b]; t < T_; ++t) m[b * T_ + t] = -std::numeric_limits<T>::infinity();
-    }
-    return Tensor<T, B>::from({static_cast<index_t>(lengths.size()), 1, 1, T_}, m);
+    return key_padding_mask<T, B>(lengths, T_);
 }
 /// (T, T): query i sees keys j <= i.
 template <class T, class B = backend::cpu>

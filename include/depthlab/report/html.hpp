@@ -282,7 +282,7 @@ struct axis_ticks {
     [[nodiscard]] std::string label(double v) const {
         if (log) {
             const double a = std::abs(v);
-            if (a != 0 && (a < 1e-3 || a >= 1e5)) {
+            if (a != 0 && (a < 1e-3 * (1 - 1e-9) || a >= 1e5 * (1 - 1e-9))) {
                 char buf[32];
                 std::snprintf(buf, sizeof buf, "%.0e", v);  // "1e-05"
                 return buf;
@@ -560,7 +560,7 @@ inline double draw_legend(svg& g, const std::vector<legend_entry>& items, double
     if (draw) {
         for (std::size_t r = 0; r < rows.size(); ++r) {
             double x = x0 + std::max(0.0, (avail - widths[r]) / 2);
-            const double yc = y_top + r * row_h + row_h / 2;
+            const double yc = y_top + static_cast<double>(r) * row_h + row_h / 2;
             for (std::size_t i : rows[r]) {
                 const legend_entry& e = items[i];
                 const double sw = sw_width(e);
@@ -577,16 +577,16 @@ inline double draw_legend(svg& g, const std::vector<legend_entry>& items, double
             }
         }
     }
-    return rows.size() * row_h;
+    return static_cast<double>(rows.size()) * row_h;
 }
 
 /// Horizontal grid lines and y tick labels at `ticks` (mapped by `ymap`), left of x = L.
 template <class Map>
-void draw_y_axis(svg& g, const axis_ticks& ticks, Map ymap, double L, double R, double lo, double hi) {
+void draw_y_axis(svg& g, const axis_ticks& ticks, Map ymap, double L, double R, double lo, double hi, bool zero_line = true) {
     for (double v : ticks.values) {
         if (v < lo - 1e-9 * std::abs(hi - lo) || v > hi + 1e-9 * std::abs(hi - lo)) continue;
         const double y = ymap(v);
-        g.line(L, y, R, y, v == 0 && !ticks.log ? axis : grid, 1);
+        g.line(L, y, R, y, zero_line && v == 0 && !ticks.log ? axis : grid, 1);
         g.text(L - 8, y + 4, ticks.label(v), "text-anchor=\"end\" fill=\"" + std::string(muted) + "\"");
     }
 }
@@ -634,9 +634,19 @@ inline axis_ticks axis_range(double& lo, double& hi, std::optional<double> fix_l
         if (lo > hi) std::swap(lo, hi);
         if (hi <= lo) hi = lo * 10;
         axis_ticks t = log_ticks(lo, hi);
-        if (snap) {
-            if (!fix_lo) lo = t.front();
-            if (!fix_hi) hi = t.back();
+        if (snap) {  // the nearest ticks enclosing the data (1, 2, 5 steps within two decades)
+            if (!fix_lo) {
+                double v = t.front();
+                for (double x : t.values)
+                    if (x <= lo * (1 + 1e-9)) v = x;
+                lo = v;
+            }
+            if (!fix_hi) {
+                double v = t.back();
+                for (auto it = t.values.rbegin(); it != t.values.rend(); ++it)
+                    if (*it >= hi * (1 - 1e-9)) v = *it;
+                hi = v;
+            }
         }
         return t;
     }
@@ -912,10 +922,12 @@ inline std::string heat_map(const std::vector<std::string>& row_labels, const st
     draw_header(g, o.title, o.subtitle);
     const std::string hatch = g.id + "-na";
     const std::string grad = g.id + "-bar";
-    g.s += "<defs><pattern id=\"" + hatch +
-           "\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(45)\">"
-           "<rect width=\"6\" height=\"6\" fill=\"#ececec\"/><line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#b4b4b4\" "
-           "stroke-width=\"2\"/></pattern>";
+    g.s += "<defs>";
+    if (any_nan)
+        g.s += "<pattern id=\"" + hatch +
+               "\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(45)\">"
+               "<rect width=\"6\" height=\"6\" fill=\"#ececec\"/><line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" "
+               "stroke=\"#b4b4b4\" stroke-width=\"2\"/></pattern>";
     g.s += "<linearGradient id=\"" + grad + "\" x1=\"0\" y1=\"1\" x2=\"0\" y2=\"0\">";
     for (int i = 0; i <= 16; ++i)
         g.s += "<stop offset=\"" + num(i / 16.0) + "\" stop-color=\"" + sequential_colour(i / 16.0) + "\"/>";
@@ -1013,7 +1025,7 @@ inline std::string scatter(const std::vector<scatter_series>& series, const scat
         xhi = yhi = std::max(xhi, yhi);
     }
     auto pad = [](double& lo, double& hi) {
-        const double d = hi - lo > 0 ? (hi - lo) * 0.06 : std::max(1.0, std::abs(lo) * 0.1);
+        const double d = hi - lo > 0 ? (hi - lo) * 0.07 : std::max(1.0, std::abs(lo) * 0.1);
         lo -= d;
         hi += d;
     };
@@ -1038,7 +1050,7 @@ inline std::string scatter(const std::vector<scatter_series>& series, const scat
     auto xmap = [&](double v) { return L + (v - xlo) / (xhi - xlo) * (R - L); };
     auto ymap = [&](double v) { return B - (v - ylo) / (yhi - ylo) * (B - T); };
     draw_x_axis(g, xt, xmap, T, B, xlo, xhi);
-    draw_y_axis(g, yt, ymap, L, R, ylo, yhi);
+    draw_y_axis(g, yt, ymap, L, R, ylo, yhi, false);
     g.rect(L, T, R - L, B - T, "none", "stroke=\"" + std::string(axis) + "\" stroke-width=\"1\"");
 
     g.s += "<defs><clipPath id=\"" + g.id + "-clip\"><rect x=\"" + num(L) + "\" y=\"" + num(T) + "\" width=\"" + num(R - L) +
@@ -1076,9 +1088,17 @@ inline std::string scatter(const std::vector<scatter_series>& series, const scat
             obstacles.push_back({px - r - 1, py - r - 1, px + r + 1, py + r + 1});
         }
     g.s += "</g>";
+    // Whether a label box crosses the y = x line (its corners on both sides of it).
+    auto crosses_diagonal = [&](const box& bx) {
+        const double x1 = xmap(0), y1 = ymap(0), x2 = xmap(1), y2 = ymap(1);
+        int sides = 0;
+        for (const auto& [cx, cy] : {std::pair{bx.x0, bx.y0}, std::pair{bx.x1, bx.y0}, std::pair{bx.x0, bx.y1}, std::pair{bx.x1, bx.y1}})
+            sides |= ((x2 - x1) * (cy - y1) - (y2 - y1) * (cx - x1)) > 0 ? 1 : 2;
+        return sides == 3;
+    };
     if (o.show_labels) {
         constexpr double fs = 11;
-        const box plot{L, T, R, B};
+        const box plot{L, T - 6, R + 6, B};  // labels may reach a little past the frame
         for (const placed_point& p : pts) {
             if (p.label.empty()) continue;
             const double w = text_width(p.label, fs), h = fs + 2;
@@ -1103,11 +1123,14 @@ inline std::string scatter(const std::vector<scatter_series>& series, const scat
             double best = std::numeric_limits<double>::infinity();
             box best_box{};
             cand best_c{};
-            for (const cand& c : cands) {
+            for (std::size_t ci = 0; ci < cands.size(); ++ci) {
+                const cand& c = cands[ci];
                 const double x0 = p.x + c.dx - (c.anchor == 0 ? 0 : c.anchor == 1 ? w / 2 : w);
                 const box bx{x0, p.y + c.dy - fs + 1, x0 + w, p.y + c.dy + 3};
                 double score = 0;
                 for (const box& ob : obstacles) score += overlap(bx, ob);
+                if (o.diagonal && crosses_diagonal(bx)) score += 0.1 * w * h;  // readable, but avoid if possible
+                if (ci >= 8) score += 0.2 * w * h;  // farther from its point: ambiguous
                 score += (w * h - overlap(bx, plot)) * 4;  // outside the plot area
                 if (score < best - 1e-9) best = score, best_box = bx, best_c = c;
                 if (score == 0) break;
@@ -1145,7 +1168,7 @@ inline void write_file_atomically(const std::filesystem::path& path, std::string
         fs::remove(tmp, ec);
         throw std::runtime_error("depthlab::report: cannot write " + path.string() + ": " + why);
     };
-    std::FILE* f = std::fopen(tmp.c_str(), "wbx");  // x: never reuse an existing file
+    std::FILE* f = std::fopen(tmp.string().c_str(), "wbx");  // x: never reuse an existing file
     if (f == nullptr) throw std::runtime_error("depthlab::report: cannot write " + path.string() + ": cannot create " + tmp.string());
     const bool wrote = content.empty() || std::fwrite(content.data(), 1, content.size(), f) == content.size();
     const bool flushed = std::fflush(f) == 0;
@@ -1191,8 +1214,8 @@ pre { background: #f6f8fa; border: 1px solid #d0d7de; border-radius: 6px; paddin
 code { font-family: ui-monospace, "SFMono-Regular", Menlo, Consolas, "Liberation Mono", "DejaVu Sans Mono", monospace; font-size: 0.88em; }
 .table-wrap { overflow-x: auto; margin: 1rem 0 1.3rem; }
 table { border-collapse: collapse; font-size: 0.92rem; font-variant-numeric: tabular-nums; }
-caption { caption-side: top; text-align: left; color: #57606a; font-size: 0.9rem; padding-bottom: 6px; }
-caption b, figcaption b { color: #1f2328; }
+.table-wrap .caption { color: #57606a; font-size: 0.9rem; padding-bottom: 6px; }
+.caption b, figcaption b { color: #1f2328; }
 th, td { padding: 5px 12px; text-align: left; vertical-align: top; }
 thead th { border-bottom: 2px solid #1f2328; font-weight: 620; white-space: nowrap; }
 tbody tr { border-bottom: 1px solid #e4e7eb; }
@@ -1262,12 +1285,9 @@ public:
     }
     /// A two-column key–value table (settings, summary numbers).
     html_page& key_values(const std::vector<std::pair<std::string, std::string>>& rows, std::string_view caption = {}) {
-        std::string h = "<div class=\"table-wrap\"><table class=\"kv\">" + caption_html(caption);
-        h += "<tbody>";
+        std::string h = "<div class=\"table-wrap\">" + caption_html(caption) + "<table class=\"kv\"><tbody>";
         for (const auto& [k, v] : rows) {
-            double x = 0;
-            h += "<tr><th scope=\"row\">" + escape(k) + "</th><td" +
-                 std::string(detail::parse_number(v, x) ? " class=\"num\"" : "") + ">" + escape(v) + "</td></tr>";
+            h += "<tr><th scope=\"row\">" + escape(k) + "</th><td>" + escape(v) + "</td></tr>";
         }
         h += "</tbody></table></div>";
         blocks_.push_back(std::move(h));
@@ -1302,7 +1322,7 @@ public:
             if (opt.highlight_column && *opt.highlight_column == c) k += k.empty() ? "hl" : " hl";
             return k.empty() ? std::string() : " class=\"" + k + "\"";
         };
-        std::string h = "<div class=\"table-wrap\"><table>" + caption_html(opt.caption);
+        std::string h = "<div class=\"table-wrap\">" + caption_html(opt.caption) + "<table>";
         if (!header.empty()) {
             h += "<thead><tr>";
             for (std::size_t c = 0; c < header.size(); ++c) h += "<th" + cls(c) + ">" + escape(header[c]) + "</th>";
@@ -1395,7 +1415,7 @@ private:
     std::string caption_html(std::string_view caption) {
         if (caption.empty()) return {};
         ++tables_;
-        return "<caption><b>Table " + std::to_string(tables_) + ".</b> " + escape(caption) + "</caption>";
+        return "<div class=\"caption\"><b>Table " + std::to_string(tables_) + ".</b> " + escape(caption) + "</div>";
     }
 
     std::string title_, subtitle_, provenance_;

@@ -17,23 +17,6 @@
 
 namespace depthlab {
 
-/// Maps a row of a (..., cols) tensor to the row of a broadcast operand (e.g. an attention
-/// mask (B,1,1,Tk) for scores (B,H,Tq,Tk)): offset = sum_k digit_k(row) * stride_k, where
-/// the digits are the row's multi-index over `dims` and broadcast axes have stride 0.
-struct row_broadcast {
-    int rank = 0;
-    index_t dims[Shape::max_rank] = {};
-    index_t strides[Shape::max_rank] = {};
-    [[nodiscard]] index_t offset(index_t row) const {
-        index_t off = 0;
-        for (int k = rank - 1; k >= 0; --k) {
-            off += (row % dims[k]) * strides[k];
-            row /= dims[k];
-        }
-        return off;
-    }
-};
-
 template <>
 struct primitives<backend::cpu> {
     using B = backend::cpu;

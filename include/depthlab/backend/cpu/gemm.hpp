@@ -142,39 +142,11 @@ inline const matmul_entry& get(const gemm_args& g, float alpha, float beta) {
     return cache.emplace(key, matmul_entry{dnnl::matmul(pd), a, b, c}).first->second;
 }
 
-/// Shape-generic primitive for dynamic_shape calls: m, n, k and every stride are given at
-/// execution (DNNL_RUNTIME_DIM_VAL), so one primitive serves every size of ragged attention
-/// instead of one per size. Keyed by the transposes, batch extents, alpha and beta.
-inline const dnnl::matmul& get_dynamic(const gemm_args& g, float alpha, float beta) {
-    static std::unordered_map<matmul_key, dnnl::matmul, matmul_key_hash> cache;
-    static std::mutex mutex;
-    const index_t b_a = g.stride_a == 0 ? 1 : g.batch, b_b = g.stride_b == 0 ? 1 : g.batch;
-    const index_t b2_a = g.stride_a2 == 0 ? 1 : g.batch2, b2_b = g.stride_b2 == 0 ? 1 : g.batch2;
-    const matmul_key key{{g.trans_a, g.trans_b, g.batch, g.batch2, b_a, b_b, b2_a, b2_b, -1, 0, 0, 0, 0, 0, 0, 0, sizeof(float)}, alpha, beta};
-    std::lock_guard<std::mutex> lock(mutex);
-    auto it = cache.find(key);
-    if (it != cache.end()) return it->second;
-    using dims = dnnl::memory::dims;
-    constexpr auto rt = DNNL_RUNTIME_DIM_VAL;
-    auto desc = [&](index_t b2, index_t b1) {
-        return dnnl::memory::desc(dims{b2, b1, rt, rt}, dnnl::memory::data_type::f32, dims{rt, rt, rt, rt});
-    };
-    dnnl::primitive_attr attr;
-    if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
-    if (beta != 0.0f) {
-        dnnl::post_ops po;
-        po.append_sum(beta);
-        attr.set_post_ops(po);
-    }
-    const dnnl::matmul::desc d(desc(b2_a, b_a), desc(b2_b, b_b), desc(g.batch2, g.batch));
-    return cache.emplace(key, dnnl::matmul(dnnl::matmul::primitive_desc(d, attr, engine()))).first->second;
-}
-
 inline void gemm(const gemm_args& g, float alpha, const float* a, const float* b, float beta, float* c) {
     const auto a_md = operand(g.batch2, g.stride_a2, g.batch, g.stride_a, g.m, g.k, g.trans_a, g.lda);
     const auto b_md = operand(g.batch2, g.stride_b2, g.batch, g.stride_b, g.k, g.n, g.trans_b, g.ldb);
     const auto c_md = operand(g.batch2, g.stride_c2, g.batch, g.stride_c, g.m, g.n, false, g.ldc);
-    const dnnl::matmul& prim = g.dynamic_shape ? get_dynamic(g, alpha, beta) : get(g, alpha, beta).prim;
+    const dnnl::matmul& prim = get(g, alpha, beta).prim;
     dnnl::memory ma(a_md, engine(), const_cast<float*>(a));
     dnnl::memory mb(b_md, engine(), const_cast<float*>(b));
     dnnl::memory mc(c_md, engine(), c);

@@ -1,0 +1,235 @@
+#pragma once
+// Translation data: aligned text files, and batches of token ids made by token count with
+// length bucketing. No tokenizer here: the batcher works on ids (encode the text with the
+// sentencepiece model of scripts/train-translation-tokenizer, e.g. `spm_encode
+// --output_format=id`, which `read_id_lines` reads).
+//
+// Ids follow that model: pad = 0, unk = 1, bos = 2, eos = 3 (configurable). A pair (x, y)
+// becomes src = x (+ EOS if `src_eos`), tgt_in = BOS + y, tgt_out = y + EOS; padding is
+// pad_id in src/tgt_in and -100 in tgt_out (ignored by the loss).
+//
+// Batching per epoch, all randomness from the depthlab::Generator passed in:
+//   1. shuffle the pairs;
+//   2. cut the shuffled list into windows of `window` pairs (0: one window) and sort each
+//      window by length (stable, so pairs of equal length stay in shuffled order);
+//   3. cut each sorted window greedily into batches whose padded size
+//      B * max(Ts, Tt) (Ts, Tt: the longest source / target in the batch, BOS/EOS
+//      included) stays <= max_tokens (and B <= max_sentences when that is > 0);
+//   4. shuffle the batches.
+// Each kept pair is in exactly one batch per epoch. Pairs longer than max_len (source or
+// target, BOS/EOS included), alone larger than max_tokens, or with an empty source (and
+// no source EOS) are dropped at construction and counted in `dropped()`.
+#include <algorithm>
+#include <cstdint>
+#include <fstream>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "depthlab/core/error.hpp"
+#include "depthlab/core/rng.hpp"
+// synthetic.hpp (seq2seq_batch) pulls in the model headers, which need the backend first.
+#include "depthlab/backend/backend.hpp"
+#include "depthlab/backend/cpu/cpu.hpp"
+#include "depthlab/data/synthetic.hpp"
+
+namespace depthlab::data {
+
+/// Lines of a UTF-8 text file (a trailing '\r' is removed; a final newline adds no line).
+[[nodiscard]] inline std::vector<std::string> read_lines(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    DEPTHLAB_CHECK(f.good(), io_error, "read_lines: cannot open ", path);
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(f, line);) {
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        lines.push_back(std::move(line));
+    }
+    DEPTHLAB_CHECK(f.eof(), io_error, "read_lines: error reading ", path);
+    return lines;
+}
+
+/// Lines of space-separated non-negative integer ids (`spm_encode --output_format=id`).
+[[nodiscard]] inline std::vector<std::vector<std::int64_t>> read_id_lines(const std::string& path) {
+    std::vector<std::vector<std::int64_t>> out;
+    std::size_t lineno = 0;
+    for (const auto& line : read_lines(path)) {
+        ++lineno;
+        std::vector<std::int64_t> ids;
+        std::int64_t v = 0;
+        bool in_number = false;
+        for (char c : line) {
+            if (c >= '0' && c <= '9') {
+                DEPTHLAB_CHECK(v <= (INT64_MAX - 9) / 10, io_error, "read_id_lines: ", path, ":", lineno, ": id too large");
+                v = v * 10 + (c - '0');
+                in_number = true;
+            } else if (c == ' ' || c == '\t') {
+                if (in_number) ids.push_back(v);
+                v = 0;
+                in_number = false;
+            } else {
+                DEPTHLAB_CHECK(false, io_error, "read_id_lines: ", path, ":", lineno, ": unexpected character '", c, "'");
+            }
+        }
+        if (in_number) ids.push_back(v);
+        out.push_back(std::move(ids));
+    }
+    return out;
+}
+
+struct parallel_text {
+    std::vector<std::string> src, tgt;
+    [[nodiscard]] std::size_t size() const { return src.size(); }
+};
+
+/// Two aligned files (line i of one translates line i of the other).
+[[nodiscard]] inline parallel_text load_parallel(const std::string& src_path, const std::string& tgt_path) {
+    parallel_text p{read_lines(src_path), read_lines(tgt_path)};
+    DEPTHLAB_CHECK(p.src.size() == p.tgt.size(), io_error, "load_parallel: ", src_path, " has ", p.src.size(),
+                   " lines but ", tgt_path, " has ", p.tgt.size());
+    return p;
+}
+
+/// `dir/split.src_lang` and `dir/split.tgt_lang`, as scripts/fetch-translation writes
+/// them (dir = .data/translation, split = train|dev|test|mt). English->German by default.
+[[nodiscard]] inline parallel_text load_translation_split(const std::string& dir, const std::string& split,
+                                                          const std::string& src_lang = "en",
+                                                          const std::string& tgt_lang = "de") {
+    return load_parallel(dir + "/" + split + "." + src_lang, dir + "/" + split + "." + tgt_lang);
+}
+
+/// One sentence pair as token ids, without BOS/EOS.
+struct token_pair {
+    std::vector<std::int64_t> src, tgt;
+};
+
+struct translation_batching {
+    index_t max_tokens = 4096;   ///< padded tokens per batch: B * max(Ts, Tt)
+    index_t max_sentences = 0;   ///< > 0: at most this many pairs per batch
+    index_t max_len = 256;       ///< longest source / target kept (BOS/EOS included)
+    index_t window = 0;          ///< pairs sorted together (0: the whole epoch)
+    std::int64_t pad_id = 0, bos_id = 2, eos_id = 3;
+    bool src_eos = true;         ///< append EOS to the source
+};
+
+class translation_batcher {
+public:
+    translation_batcher(std::vector<token_pair> pairs, translation_batching cfg) : cfg_(cfg) {
+        DEPTHLAB_CHECK(cfg.max_tokens >= 1 && cfg.max_len >= 1 && cfg.window >= 0 && cfg.max_sentences >= 0, usage_error,
+                       "translation_batcher: max_tokens, max_len must be >= 1 and window, max_sentences >= 0");
+        DEPTHLAB_CHECK(cfg.pad_id >= 0 && cfg.bos_id >= 0 && cfg.eos_id >= 0, usage_error,
+                       "translation_batcher: special ids must be >= 0");
+        pairs_.reserve(pairs.size());
+        for (auto& p : pairs) {
+            const index_t ls = src_len(p), lt = tgt_len(p);
+            if (ls == 0 || ls > cfg.max_len || lt > cfg.max_len || std::max(ls, lt) > cfg.max_tokens) {
+                ++dropped_;
+                continue;
+            }
+            for (auto id : p.src) DEPTHLAB_CHECK(id >= 0, index_error, "translation_batcher: negative id ", id);
+            for (auto id : p.tgt) DEPTHLAB_CHECK(id >= 0, index_error, "translation_batcher: negative id ", id);
+            pairs_.push_back(std::move(p));
+        }
+    }
+
+    [[nodiscard]] std::size_t size() const { return pairs_.size(); }
+    [[nodiscard]] std::size_t dropped() const { return dropped_; }
+    [[nodiscard]] const token_pair& pair(std::size_t i) const { return pairs_[i]; }
+    [[nodiscard]] const translation_batching& config() const { return cfg_; }
+
+    /// Padded length of the source (EOS included when src_eos) and of tgt_in / tgt_out.
+    [[nodiscard]] index_t src_len(const token_pair& p) const { return static_cast<index_t>(p.src.size()) + (cfg_.src_eos ? 1 : 0); }
+    [[nodiscard]] static index_t tgt_len(const token_pair& p) { return static_cast<index_t>(p.tgt.size()) + 1; }
+
+    /// One epoch's batches as lists of pair indices (into the kept pairs); advances `gen`.
+    [[nodiscard]] std::vector<std::vector<std::size_t>> epoch_plan(Generator& gen) const {
+        std::vector<std::size_t> order(pairs_.size());
+        std::iota(order.begin(), order.end(), std::size_t{0});
+        shuffle(order, gen);
+        const std::size_t W = cfg_.window > 0 ? static_cast<std::size_t>(cfg_.window) : std::max<std::size_t>(order.size(), 1);
+        std::vector<std::vector<std::size_t>> batches;
+        for (std::size_t w0 = 0; w0 < order.size(); w0 += W) {
+            const auto first = order.begin() + static_cast<std::ptrdiff_t>(w0);
+            const auto last = order.begin() + static_cast<std::ptrdiff_t>(std::min(order.size(), w0 + W));
+            std::stable_sort(first, last, [&](std::size_t a, std::size_t b) {
+                const index_t ka = std::max(src_len(pairs_[a]), tgt_len(pairs_[a]));
+                const index_t kb = std::max(src_len(pairs_[b]), tgt_len(pairs_[b]));
+                return ka != kb ? ka < kb : src_len(pairs_[a]) < src_len(pairs_[b]);
+            });
+            std::vector<std::size_t> cur;
+            index_t ts = 0, tt = 0;
+            for (auto it = first; it != last; ++it) {
+                const index_t ns = std::max(ts, src_len(pairs_[*it])), nt = std::max(tt, tgt_len(pairs_[*it]));
+                const auto n = static_cast<index_t>(cur.size()) + 1;
+                const bool fits = n * std::max(ns, nt) <= cfg_.max_tokens && (cfg_.max_sentences == 0 || n <= cfg_.max_sentences);
+                if (!fits) {
+                    batches.push_back(std::move(cur));
+                    cur.clear();
+                    ts = src_len(pairs_[*it]);
+                    tt = tgt_len(pairs_[*it]);
+                } else {
+                    ts = ns;
+                    tt = nt;
+                }
+                cur.push_back(*it);
+            }
+            if (!cur.empty()) batches.push_back(std::move(cur));
+        }
+        shuffle(batches, gen);
+        return batches;
+    }
+
+    /// The padded batch of the given pairs.
+    [[nodiscard]] seq2seq_batch make_batch(const std::vector<std::size_t>& idx) const {
+        DEPTHLAB_CHECK(!idx.empty(), usage_error, "translation_batcher::make_batch: no pairs");
+        const auto B = static_cast<index_t>(idx.size());
+        index_t Ts = 0, Tt = 0;
+        for (auto i : idx) {
+            DEPTHLAB_CHECK(i < pairs_.size(), index_error, "translation_batcher::make_batch: pair ", i, " of ", pairs_.size());
+            Ts = std::max(Ts, src_len(pairs_[i]));
+            Tt = std::max(Tt, tgt_len(pairs_[i]));
+        }
+        seq2seq_batch r;
+        r.src = {B, Ts, std::vector<std::int64_t>(static_cast<std::size_t>(B * Ts), cfg_.pad_id),
+                 std::vector<std::int64_t>(static_cast<std::size_t>(B * Ts), 0), {}};
+        r.tgt_in = {B, Tt, std::vector<std::int64_t>(static_cast<std::size_t>(B * Tt), cfg_.pad_id),
+                    std::vector<std::int64_t>(static_cast<std::size_t>(B * Tt), 0), {}};
+        r.tgt_out.assign(static_cast<std::size_t>(B * Tt), -100);
+        for (index_t b = 0; b < B; ++b) {
+            const token_pair& p = pairs_[idx[static_cast<std::size_t>(b)]];
+            auto* s = r.src.ids.data() + b * Ts;
+            std::copy(p.src.begin(), p.src.end(), s);
+            if (cfg_.src_eos) s[p.src.size()] = cfg_.eos_id;
+            r.src.lengths.push_back(src_len(p));
+            auto* ti = r.tgt_in.ids.data() + b * Tt;
+            auto* to = r.tgt_out.data() + b * Tt;
+            ti[0] = cfg_.bos_id;
+            std::copy(p.tgt.begin(), p.tgt.end(), ti + 1);
+            std::copy(p.tgt.begin(), p.tgt.end(), to);
+            to[p.tgt.size()] = cfg_.eos_id;
+            r.tgt_in.lengths.push_back(tgt_len(p));
+        }
+        return r;
+    }
+
+    /// All of one epoch's batches (convenience; `epoch_plan` + `make_batch` make them lazily).
+    [[nodiscard]] std::vector<seq2seq_batch> epoch(Generator& gen) const {
+        std::vector<seq2seq_batch> out;
+        for (const auto& b : epoch_plan(gen)) out.push_back(make_batch(b));
+        return out;
+    }
+
+private:
+    template <class V>
+    static void shuffle(V& v, Generator& gen) {  // Fisher-Yates
+        for (std::size_t i = v.size(); i > 1; --i) {
+            const auto j = static_cast<std::size_t>(gen.below(static_cast<std::uint64_t>(i)));
+            std::swap(v[i - 1], v[j]);
+        }
+    }
+
+    translation_batching cfg_;
+    std::vector<token_pair> pairs_;
+    std::size_t dropped_ = 0;
+};
+
+}  // namespace depthlab::data

@@ -1,0 +1,636 @@
+// Component-value analyses (paper B): contribution (ablation), criticality (rewinding by
+// interpolation, grid and bisection), pruning and rewinding curves, Spearman, CSV contracts,
+// and that every analysis leaves the model as it found it — also when the metric throws.
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "harness.hpp"
+
+#include "depthlab/analysis/component_value.hpp"
+
+using namespace depthlab;
+using namespace depthlab::nn;
+using namespace depthlab::analysis;
+using doctest::Approx;
+using doctest::Contains;
+
+namespace {
+
+seq2seq_config tiny_cv() {
+    seq2seq_config c;
+    c.src_vocab = c.tgt_vocab = 10;
+    c.share_embeddings = true;
+    c.encoder_layers = c.decoder_layers = 2;
+    c.max_len = 8;
+    c.layer.dim = 8;
+    c.layer.heads = 2;
+    c.layer.ff_dim = 16;
+    c.layer.dropout = c.layer.attention_dropout = 0.0;
+    return c;
+}
+
+/// A "trained" model: θᶠ = θ⁰ + noise on every parameter; eval mode; a fixed batch; the
+/// metric is −MSE of the decoder logits against those of the full model at θᶠ (base = 0).
+struct cv_fixture {
+    Seq2SeqTransformer<double> model{tiny_cv(), 5};
+    Snapshot<double> theta0{model};
+    Snapshot<double> thetaf;
+    data::seq2seq_batch batch;
+    std::vector<double> ref;
+
+    cv_fixture() {
+        Generator g(9);
+        for (auto& [name, p] : model.named_parameters()) {
+            const auto noise = Tensor<double>::randn(p.value().shape(), g, 0.3);
+            for (index_t i = 0; i < p.value().numel(); ++i) p.value().data()[i] += noise.data()[i];
+        }
+        thetaf = Snapshot<double>(model);
+        model.eval();
+        Generator gb(3);
+        batch = data::reverse_task_batch(gb, 4, 5, 10);
+        ref = logits();
+    }
+    std::vector<double> logits() {
+        no_grad guard;
+        return model.decode(model.encode(batch.src), batch.src, batch.tgt_in).value().to_vector();
+    }
+    double neg_mse() {
+        const auto l = logits();
+        double s = 0;
+        for (std::size_t i = 0; i < l.size(); ++i) s += (l[i] - ref[i]) * (l[i] - ref[i]);
+        return -s / static_cast<double>(l.size());
+    }
+    /// Every parameter bitwise equal to θᶠ, every sub-layer switched on.
+    bool pristine() {
+        for (auto& [name, p] : model.named_parameters())
+            if (p.value().to_vector() != thetaf.at(name).to_vector()) return false;
+        for (auto& [name, r] : sublayers(model))
+            if (!r->enabled) return false;
+        return true;
+    }
+};
+
+/// Modules without a model: ablate flips a flag; the metric reads the flags.
+struct fake_modules {
+    std::vector<bool> off;
+    std::vector<module_ref> modules;
+    explicit fake_modules(std::size_t n) : off(n, false) {
+        for (std::size_t i = 0; i < n; ++i)
+            modules.push_back({"m" + std::to_string(i), "X", static_cast<int>(i), "", [this, i](bool o) { off[i] = o; }, {}});
+    }
+};
+
+}  // namespace
+
+TEST_CASE("component value: default modules carry the paper's types and layers (untied and tied)") {
+    Seq2SeqTransformer<double> model(tiny_cv(), 1);
+    const auto mods = default_modules(model);
+    const std::vector<std::tuple<std::string, std::string, int>> want{
+        {"encoder.0.self_attention", "E:SA", 0},  {"encoder.0.feed_forward", "E:FF", 0},  {"encoder.1.self_attention", "E:SA", 1},
+        {"encoder.1.feed_forward", "E:FF", 1},    {"decoder.0.self_attention", "D:SA", 0}, {"decoder.0.cross_attention", "D:EA", 0},
+        {"decoder.0.feed_forward", "D:FF", 0},    {"decoder.1.self_attention", "D:SA", 1}, {"decoder.1.cross_attention", "D:EA", 1},
+        {"decoder.1.feed_forward", "D:FF", 1}};
+    REQUIRE(mods.size() == want.size());
+    for (std::size_t i = 0; i < want.size(); ++i) {
+        CHECK(mods[i].name == std::get<0>(want[i]));
+        CHECK(mods[i].type == std::get<1>(want[i]));
+        CHECK(mods[i].layer == std::get<2>(want[i]));
+        CHECK(mods[i].prefix == mods[i].name);
+        REQUIRE(mods[i].kept_prefixes.size() == 1);  // post-LN: the LayerNorm still runs when ablated
+        CHECK(mods[i].kept_prefixes[0] == mods[i].name + ".norm");
+    }
+    // ablate flips the sub-layer's switch
+    auto subs = sublayers(model);
+    mods[5].ablate(true);
+    CHECK(!subs[5].second->enabled);
+    mods[5].ablate(false);
+    CHECK(subs[5].second->enabled);
+    // parameters a removed attention branch stops using: in_proj (3D·D + 3D) and out_proj (D·D + D)
+    const index_t D = 8;
+    CHECK(parameters_removed(model, std::vector<module_ref>{mods[0]}) == 4 * D * D + 4 * D);
+    CHECK(parameters_removed(model, std::vector<module_ref>{mods[1]}) == 2 * D * 16 + 16 + D);
+
+    // pre-LN: the whole sub-layer goes, LayerNorm included
+    auto pre = tiny_cv();
+    pre.layer.norm_first = true;
+    Seq2SeqTransformer<double> pre_model(pre, 1);
+    const auto pre_mods = default_modules(pre_model);
+    CHECK(pre_mods[0].kept_prefixes.empty());
+    CHECK(parameters_removed(pre_model, std::vector<module_ref>{pre_mods[0]}) == 4 * D * D + 4 * D + 2 * D);
+
+    // tied ALBERT: one shared set of sub-layers, layer -1
+    albert_config ac;
+    ac.vocab = 20;
+    ac.embed = 4;
+    ac.max_len = 6;
+    ac.depth = 3;
+    ac.layer.dim = 8;
+    ac.layer.heads = 2;
+    ac.layer.ff_dim = 16;
+    ac.layer.dropout = ac.layer.attention_dropout = 0;
+    Albert<double> albert(ac, 2);
+    albert.eval();
+    const auto amods = default_modules(albert);
+    REQUIRE(amods.size() == 2);
+    CHECK(amods[0].name == "encoder.shared.self_attention");
+    CHECK(amods[0].type == "E:SA");
+    CHECK(amods[0].layer == -1);
+    CHECK(amods[1].type == "E:FF");
+    // the analyses run on it: removing the shared sub-layer changes every iteration
+    token_batch b{1, 5, {2, 5, 7, 9, 3}, {0, 0, 0, 0, 0}, {5}};
+    const auto h_ref = albert.encode(b).value().to_vector();
+    auto metric = [&] {
+        const auto h = albert.encode(b).value().to_vector();
+        double s = 0;
+        for (std::size_t i = 0; i < h.size(); ++i) s += (h[i] - h_ref[i]) * (h[i] - h_ref[i]);
+        return -s;
+    };
+    contribution_options co;
+    co.clip = std::numeric_limits<double>::infinity();
+    const auto r = contribution(albert, metric, co);
+    REQUIRE(r.modules.size() == 2);
+    CHECK(r.max_drop > 0);
+    CHECK(std::max(r.modules[0].score, r.modules[1].score) == 1.0);
+    CHECK(albert.encode(b).value().to_vector() == h_ref);
+    // the paper-type rule on names of other shapes
+    CHECK(paper_type("decoder.shared.cross_attention", sublayer_type::cross_attention) == std::pair<std::string, int>{"D:EA", -1});
+    CHECK(paper_type("act.encoder.12.feed_forward", sublayer_type::feed_forward) == std::pair<std::string, int>{"E:FF", 12});
+}
+
+TEST_CASE("component value: ablation equals zeroing the branch's last linear; scores in [0, 1]; state restored") {
+    cv_fixture f;
+    const auto mods = default_modules(f.model);
+    contribution_options opts;
+    opts.clip = std::numeric_limits<double>::infinity();
+    std::vector<progress_event> events;
+    opts.run.progress = [&](const progress_event& e) { events.push_back(e); };
+    const auto r = contribution(mods, [&] { return f.neg_mse(); }, opts);
+    CHECK(r.base == 0.0);
+    CHECK(r.evaluations == mods.size() + 1);
+    REQUIRE(r.modules.size() == mods.size());
+    CHECK(f.pristine());
+    CHECK(f.logits() == f.ref);
+
+    // by hand: zero the branch's output projection (attention out_proj / FF linear2), weight and bias
+    for (std::size_t i = 0; i < mods.size(); ++i) {
+        const std::string last = mods[i].type.ends_with("FF") ? ".linear2" : ".out_proj";
+        for (const char* what : {".weight", ".bias"}) f.model.parameter(mods[i].name + last + what).value().zero_();
+        const double zeroed = f.neg_mse();
+        f.thetaf.restore(f.model);
+        INFO(mods[i].name);
+        CHECK(r.modules[i].metric_without == Approx(zeroed).epsilon(1e-12));
+        CHECK(r.modules[i].metric_without < 0);  // every branch matters a little in a random model
+    }
+    double top = 0;
+    for (const auto& e : r.modules) {
+        CHECK(e.score >= 0.0);
+        CHECK(e.score <= 1.0);
+        CHECK(e.drop == Approx(-e.metric_without));
+        top = std::max(top, e.score);
+    }
+    CHECK(top == 1.0);
+    CHECK(!r.all_zero);
+
+    // progress: one event per module, 1-based, with the evaluation count so far
+    REQUIRE(events.size() == mods.size());
+    for (std::size_t i = 0; i < events.size(); ++i) {
+        CHECK(events[i].stage == "contribution");
+        CHECK(events[i].index == i + 1);
+        CHECK(events[i].total == mods.size());
+        CHECK(events[i].module == mods[i].name);
+        CHECK(events[i].evaluations == i + 1);
+    }
+    CHECK(events[0].eta_s == -1);
+    CHECK(events[1].eta_s >= 0);
+
+    // default C = |base| / 10 = 0 here: every drop is clipped to 0, said so, no division
+    const auto z = contribution(mods, [&] { return f.neg_mse(); });
+    CHECK(z.clip == 0.0);
+    CHECK(z.all_zero);
+    for (const auto& e : z.modules) CHECK(e.score == 0.0);
+}
+
+TEST_CASE("component value: contribution clips at C and normalises by the largest drop") {
+    fake_modules fm(5);
+    const std::vector<double> weight{0.5, 3.0, 0.0, -1.0, 0.2};  // -1: removing it improves the metric
+    auto metric = [&] {
+        double m = 10;
+        for (std::size_t i = 0; i < 5; ++i) m -= fm.off[i] ? weight[i] : 0.0;
+        return m;
+    };
+    const auto r = contribution(fm.modules, metric);  // C = 10 / 10 = 1
+    CHECK(r.base == 10.0);
+    CHECK(r.clip == 1.0);
+    const std::vector<double> want_drop{0.5, 1.0, 0.0, 0.0, 0.2}, want_score{0.5, 1.0, 0.0, 0.0, 0.2};
+    for (std::size_t i = 0; i < 5; ++i) {
+        CHECK(r.modules[i].drop == Approx(want_drop[i]));
+        CHECK(r.modules[i].score == Approx(want_score[i]));
+        CHECK(r.modules[i].layer == static_cast<int>(i));
+    }
+    CHECK(r.modules[3].metric_without == 11.0);
+    // a known baseline saves an evaluation; C configurable
+    contribution_options o;
+    o.base = 10.0;
+    o.clip = 0.25;
+    const auto r2 = contribution(fm.modules, metric, o);
+    CHECK(r2.evaluations == 5);
+    CHECK(r2.modules[0].score == 1.0);
+    CHECK(r2.modules[1].score == 1.0);
+    CHECK(r2.modules[4].score == Approx(0.8));
+    // a negated loss: C = |base| / 10
+    const auto r3 = contribution(fm.modules, [&] { return metric() - 12.0; });
+    CHECK(r3.clip == Approx(0.2));
+    CHECK(r3.modules[0].score == 1.0);
+    CHECK(r3.modules[4].score == Approx(1.0));
+    // a NaN metric without a module counts as the full drop
+    const auto r4 = contribution(fm.modules, [&] { return fm.off[2] ? std::nan("") : metric(); });
+    CHECK(r4.modules[2].drop == 1.0);
+    // misuse
+    auto dup = fm.modules;
+    dup[1].name = "m0";
+    CHECK_THROWS_WITH_AS(contribution(dup, metric), Contains("appears twice"), usage_error);
+    auto noablate = fm.modules;
+    noablate[2].ablate = nullptr;
+    CHECK_THROWS_WITH_AS(contribution(noablate, metric), Contains("no ablate function"), usage_error);
+}
+
+TEST_CASE("component value: criticality moves one module only; α = 0 is θ⁰ there, α = 1 is θᶠ exactly") {
+    cv_fixture f;
+    auto all = default_modules(f.model);
+    const std::vector<module_ref> mods{all[9], all[0]};  // decoder.1.feed_forward, encoder.0.self_attention
+    struct state {
+        bool module_initial, module_half, others_final, all_final;
+    };
+    std::vector<state> seen;
+    std::size_t current = 0;  // which module is being searched (set by the progress callback)
+    criticality_options opts;
+    opts.grid_steps = 2;
+    opts.grid_full_scan = true;
+    opts.epsilon = 0.0;
+    opts.run.progress = [&](const progress_event& e) { current = e.index - 1; };
+    auto metric = [&] {
+        state s{true, true, true, true};
+        const std::string& prefix = mods[current].prefix;
+        for (auto& [name, p] : f.model.named_parameters()) {
+            const auto v = p.value().to_vector(), v0 = f.theta0.at(name).to_vector(), vf = f.thetaf.at(name).to_vector();
+            if (v != vf) s.all_final = false;
+            if (is_under(name, prefix)) {
+                if (v != v0) s.module_initial = false;
+                for (std::size_t i = 0; i < v.size(); ++i)
+                    if (std::abs(v[i] - (0.5 * v0[i] + 0.5 * vf[i])) > 1e-12) s.module_half = false;
+            } else if (v != vf) {
+                s.others_final = false;
+            }
+        }
+        seen.push_back(s);
+        return f.neg_mse();
+    };
+    const auto r = criticality(f.model, mods, f.theta0, f.thetaf, metric, opts);
+    REQUIRE(seen.size() == 1 + 2 * 3);
+    CHECK(r.evaluations == 7);
+    CHECK(seen[0].all_final);  // the baseline
+    for (std::size_t m = 0; m < 2; ++m) {
+        INFO(mods[m].name);
+        const state& a0 = seen[1 + 3 * m];
+        const state& ah = seen[2 + 3 * m];
+        const state& a1 = seen[3 + 3 * m];
+        CHECK(a0.module_initial);
+        CHECK(a0.others_final);
+        CHECK(!a0.all_final);
+        CHECK(ah.module_half);
+        CHECK(ah.others_final);
+        CHECK(a1.all_final);
+        const auto& e = r.modules[m];
+        REQUIRE(e.trace.size() == 3);
+        CHECK(e.trace[0].first == 0.0);
+        CHECK(e.trace[1].first == 0.5);
+        CHECK(e.trace[2].first == 1.0);
+        CHECK(e.trace[2].second == 0.0);  // α = 1 reproduces the trained model exactly
+        CHECK(e.trace[0].second < 0.0);
+        CHECK(e.alpha == 1.0);  // ε = 0: only θᶠ itself is within ε of the baseline
+        CHECK(e.metric_at_alpha == 0.0);
+        CHECK(e.search == "grid");
+        CHECK(e.found);
+    }
+    CHECK(f.pristine());
+    CHECK(f.logits() == f.ref);
+
+    // scoped_interpolation at α = 1 writes θᶠ bitwise; at α = 0 θ⁰ for the module only
+    {
+        scoped_interpolation<double, backend::cpu> s(f.model, "decoder.0.cross_attention", f.theta0, f.thetaf);
+        s.set(1.0);
+        CHECK(f.pristine());
+        s.set(0.0);
+        for (auto& [name, p] : f.model.named_parameters())
+            CHECK(p.value().to_vector() == (is_under(name, "decoder.0.cross_attention") ? f.theta0 : f.thetaf).at(name).to_vector());
+    }
+    CHECK(f.pristine());
+
+    // snapshots in the wrong order: the model does not hold "θᶠ"
+    CHECK_THROWS_WITH_AS(criticality(f.model, mods, f.thetaf, f.theta0, metric, opts), Contains("does not hold"), usage_error);
+}
+
+TEST_CASE("component value: bisection agrees with the grid on a monotone metric") {
+    cv_fixture f;
+    const auto mods = default_modules(f.model);
+    // metric = −Σ_n s_n · |θ_n − θ_nᶠ| / |θ_n⁰ − θ_nᶠ|: with module n at α it is −s_n (1 − α), so
+    // module n passes from α*_n = 1 − ε / s_n on (0 when s_n <= ε).
+    const double eps = 0.33;
+    std::vector<double> s;
+    for (std::size_t n = 0; n < mods.size(); ++n) s.push_back(0.2 + 0.37 * static_cast<double>(n));
+    auto metric = [&] {
+        double m = 0;
+        for (std::size_t n = 0; n < mods.size(); ++n) {
+            double num = 0, den = 0;
+            for (auto& [name, p] : f.model.named_parameters()) {
+                if (!is_under(name, mods[n].prefix)) continue;
+                const auto v = p.value().to_vector(), v0 = f.theta0.at(name).to_vector(), vf = f.thetaf.at(name).to_vector();
+                for (std::size_t i = 0; i < v.size(); ++i) {
+                    num += (v[i] - vf[i]) * (v[i] - vf[i]);
+                    den += (v0[i] - vf[i]) * (v0[i] - vf[i]);
+                }
+            }
+            m -= s[n] * std::sqrt(num / den);
+        }
+        return m;
+    };
+    criticality_options grid;
+    grid.epsilon = eps;
+    criticality_options bis = grid;
+    bis.method = search_method::bisection;
+    bis.tolerance = 1e-3;
+    const auto rg = criticality(f.model, mods, f.theta0, f.thetaf, metric, grid);
+    const auto rb = criticality(f.model, mods, f.theta0, f.thetaf, metric, bis);
+    CHECK(rg.base == 0.0);
+    for (std::size_t n = 0; n < mods.size(); ++n) {
+        INFO(mods[n].name, " s = ", s[n]);
+        const double star = std::max(0.0, 1.0 - eps / s[n]);
+        double want_grid = 1.0;
+        for (int j = 0; j <= 10; ++j)
+            if (-s[n] * (1.0 - j / 10.0) >= -eps) {
+                want_grid = j / 10.0;
+                break;
+            }
+        const auto& g = rg.modules[n];
+        const auto& b = rb.modules[n];
+        CHECK(g.alpha == Approx(want_grid));
+        CHECK(g.trace.size() == static_cast<std::size_t>(std::lround(want_grid * 10)) + 1);  // stops at the first pass
+        CHECK(g.metric_at_alpha >= -eps);
+        CHECK(b.search == "bisection");
+        CHECK(b.alpha >= star - 1e-9);
+        CHECK(b.alpha <= star + bis.tolerance);
+        CHECK(b.alpha <= g.alpha + 1e-12);  // agree: the grid rounds up to its next point
+        CHECK(b.alpha > g.alpha - 0.1 - 1e-12);
+        CHECK(static_cast<int>(b.trace.size()) <= bis.max_evaluations);
+        if (star == 0.0) {
+            CHECK(b.alpha == 0.0);
+            CHECK(b.trace.size() == 1);
+        }
+        for (const auto& [alpha, v] : b.trace) CHECK(v == Approx(-s[n] * (1 - alpha)).epsilon(1e-9));
+    }
+    // both orders agree: s_n grows with n, so does α*_n (the grid only adds ties)
+    for (std::size_t n = 1; n < mods.size(); ++n) {
+        CHECK(rg.modules[n - 1].alpha <= rg.modules[n].alpha);
+        CHECK(rb.modules[n - 1].alpha < rb.modules[n].alpha);
+    }
+    CHECK(spearman(rg.scores(), rb.scores()) > 0.9);
+    CHECK(f.pristine());
+    // max_evaluations bounds the bisection
+    bis.max_evaluations = 3;
+    const auto rb3 = criticality(f.model, std::vector<module_ref>{mods[9]}, f.theta0, f.thetaf, metric, bis);
+    CHECK(rb3.modules[0].trace.size() == 3);
+    CHECK(rb3.modules[0].alpha == 1.0);  // α* ≈ 0.9: brackets [0.5, 1] then [0.75, 1]
+}
+
+TEST_CASE("component value: Spearman rank correlation with average ranks for ties") {
+    CHECK(average_ranks({10, 20, 20, 5}) == std::vector<double>{2, 3.5, 3.5, 1});
+    CHECK(average_ranks({1, 1, 1}) == std::vector<double>{2, 2, 2});
+    CHECK(spearman({1, 2, 3, 4, 5}, {2, 4, 6, 8, 100}) == Approx(1.0));
+    CHECK(spearman({1, 2, 3, 4, 5}, {5, 4, 3, 2, 1}) == Approx(-1.0));
+    // ties: ranks (1..5) vs (1, 2, 3.5, 5, 3.5): ρ = 8 / sqrt(10 · 9.5)
+    CHECK(spearman({1, 2, 3, 4, 5}, {5, 6, 7, 8, 7}) == Approx(8.0 / std::sqrt(95.0)));
+    // the textbook example (IQ vs hours of TV): ρ = −29/165
+    CHECK(spearman({106, 86, 100, 101, 99, 103, 97, 113, 112, 110}, {7, 0, 27, 50, 28, 29, 20, 12, 6, 17}) == Approx(-29.0 / 165.0));
+    CHECK(std::isnan(spearman({1, 2, 3}, {4, 4, 4})));
+    CHECK_THROWS_AS(spearman({1, 2, 3}, {1, 2}), shape_error);
+    CHECK_THROWS_AS(spearman({1}, {1}), usage_error);
+}
+
+TEST_CASE("component value: pruning curve (k = 0 is the baseline) and rewinding") {
+    cv_fixture f;
+    const auto mods = default_modules(f.model);
+    contribution_options co;
+    co.clip = std::numeric_limits<double>::infinity();
+    const auto c = contribution(mods, [&] { return f.neg_mse(); }, co);
+    const auto order = least_important_first(mods, c.scores());
+    for (std::size_t i = 1; i < order.size(); ++i) CHECK(c.modules[order[i - 1]].score <= c.modules[order[i]].score);
+
+    const auto p = pruning_curve(f.model, mods, c.scores(), [&] { return f.neg_mse(); }, 3);
+    REQUIRE(p.curve.size() == 4);
+    CHECK(p.evaluations == 4);
+    CHECK(p.total_parameters == f.model.parameter_count());
+    CHECK(p.curve[0].k == 0);
+    CHECK(p.curve[0].metric == c.base);
+    CHECK(p.curve[0].modules_removed.empty());
+    CHECK(p.curve[0].parameters_removed == 0);
+    CHECK(p.curve[1].metric == Approx(c.modules[order[0]].metric_without).epsilon(1e-12));
+    index_t params = 0;
+    for (int k = 1; k <= 3; ++k) {
+        const auto& pt = p.curve[static_cast<std::size_t>(k)];
+        CHECK(pt.k == k);
+        REQUIRE(pt.modules_removed.size() == static_cast<std::size_t>(k));
+        CHECK(pt.modules_removed.back() == mods[order[static_cast<std::size_t>(k - 1)]].name);
+        params += parameters_removed(f.model, std::vector<module_ref>{mods[order[static_cast<std::size_t>(k - 1)]]});
+        CHECK(pt.parameters_removed == params);
+    }
+    CHECK(f.pristine());
+
+    // both scores on the same modules: Spearman matched by name
+    criticality_options ko;
+    ko.epsilon = 0.05;
+    const auto k = criticality(f.model, f.theta0, f.thetaf, [&] { return f.neg_mse(); }, ko);
+    const double rho = rank_correlation(c, k);
+    MESSAGE("Spearman(contribution, criticality) on a random model: ", rho);
+    CHECK(rho >= -1.0);
+    CHECK(rho <= 1.0);
+    CHECK(f.pristine());
+
+    // ties broken by name
+    fake_modules fm(3);
+    fm.modules[0].name = "c";
+    fm.modules[1].name = "a";
+    fm.modules[2].name = "b";
+    CHECK(least_important_first(fm.modules, {0.5, 0.5, 0.1}) == std::vector<std::size_t>{2, 1, 0});
+
+    // rewinding: the 2 least important modules go back to θ⁰, the rest keep θᶠ
+    bool tuned = false;
+    const auto rw = rewind_and_finetune(f.model, mods, c.scores(), 2, f.theta0, [&] { return f.neg_mse(); }, [&] {
+        for (auto& [name, p] : f.model.named_parameters()) {
+            const bool rewound = is_under(name, mods[order[0]].prefix) || is_under(name, mods[order[1]].prefix);
+            CHECK(p.value().to_vector() == (rewound ? f.theta0 : f.thetaf).at(name).to_vector());
+        }
+        f.thetaf.restore(f.model);  // a perfect fine-tuning
+        tuned = true;
+    });
+    CHECK(tuned);
+    CHECK(rw.k == 2);
+    CHECK(rw.modules == std::vector<std::string>{mods[order[0]].name, mods[order[1]].name});
+    CHECK(rw.metric_before_finetune < 0);
+    CHECK(rw.metric_after_finetune == 0.0);
+
+    std::vector<int> tuned_k;
+    const auto curve = rewinding_curve(f.model, mods, c.scores(), {0, 1, 3}, f.theta0, f.thetaf, [&] { return f.neg_mse(); },
+                                       [&](int k) { tuned_k.push_back(k); });
+    CHECK(tuned_k == std::vector<int>{0, 1, 3});
+    REQUIRE(curve.size() == 3);
+    CHECK(curve[0].metric_before_finetune == 0.0);
+    CHECK(curve[1].metric_before_finetune < 0);
+    CHECK(curve[2].modules.size() == 3);
+    CHECK(f.pristine());
+}
+
+TEST_CASE("component value: the model is restored when the metric throws") {
+    cv_fixture f;
+    const auto mods = default_modules(f.model);
+    int calls = 0, fail_at = 0;
+    auto metric = [&] {
+        if (++calls == fail_at) throw std::runtime_error("metric failed");
+        return f.neg_mse();
+    };
+    auto arm = [&](int n) {
+        calls = 0;
+        fail_at = n;
+    };
+    contribution_options co;
+    co.clip = 1.0;
+    arm(3);
+    CHECK_THROWS_WITH_AS(contribution(mods, metric, co), "metric failed", std::runtime_error);
+    CHECK(f.pristine());
+
+    criticality_options grid;
+    arm(4);
+    CHECK_THROWS_WITH_AS(criticality(f.model, mods, f.theta0, f.thetaf, metric, grid), "metric failed", std::runtime_error);
+    CHECK(f.pristine());
+    criticality_options bis;
+    bis.method = search_method::bisection;
+    arm(3);
+    CHECK_THROWS_AS(criticality(f.model, mods, f.theta0, f.thetaf, metric, bis), std::runtime_error);
+    CHECK(f.pristine());
+
+    const std::vector<double> scores(mods.size(), 0.0);
+    arm(3);  // k = 2: two modules off at once
+    CHECK_THROWS_AS(pruning_curve(f.model, mods, scores, metric, 4), std::runtime_error);
+    CHECK(f.pristine());
+
+    arm(4);  // second k, after its rewinding
+    CHECK_THROWS_AS(rewinding_curve(f.model, mods, scores, {1, 2}, f.theta0, f.thetaf, metric, [](int) {}), std::runtime_error);
+    CHECK(f.pristine());
+    arm(0);
+    CHECK_THROWS_AS(rewinding_curve(f.model, mods, scores, {1, 2}, f.theta0, f.thetaf, metric, [](int k) {
+                        if (k == 2) throw std::runtime_error("finetune failed");
+                    }),
+                    std::runtime_error);
+    CHECK(f.pristine());
+    CHECK(f.logits() == f.ref);
+}
+
+TEST_CASE("component value: CSV column contracts") {
+    contribution_result c;
+    c.modules.push_back({"encoder.0.self_attention", "E:SA", 0, -0.25, 0.25, 1.0});
+    c.modules.push_back({"encoder.shared.feed_forward", "E:FF", -1, std::nan(""), 0.1, 0.4});
+    std::ostringstream os;
+    write_csv(os, c);
+    CHECK(os.str() ==
+          "module,type,layer,metric_without,score\n"
+          "encoder.0.self_attention,E:SA,0,-0.25,1\n"
+          "encoder.shared.feed_forward,E:FF,-1,nan,0.4\n");
+
+    criticality_result k;
+    k.modules.push_back({"decoder.1.cross_attention", "D:EA", 1, 0.3, -0.1, "grid", true, {{0.0, -1}, {0.1, -0.5}}});
+    os.str("");
+    write_csv(os, k);
+    CHECK(os.str() == "module,type,layer,alpha,metric_at_alpha,search\ndecoder.1.cross_attention,D:EA,1,0.3,-0.1,grid\n");
+
+    pruning_result p;
+    p.curve.push_back({0, {}, 0, 27.5});
+    p.curve.push_back({2, {"decoder.0.self_attention", "odd,name"}, 1234, 27.25});
+    os.str("");
+    write_csv(os, p);
+    CHECK(os.str() == "k,modules_removed,parameters_removed,metric\n0,,0,27.5\n2,\"decoder.0.self_attention;odd,name\",1234,27.25\n");
+
+    std::vector<rewinding_point> rw{{1, {"decoder.0.self_attention"}, 26.0, 27.75}};
+    os.str("");
+    write_csv(os, rw);
+    CHECK(os.str() == "k,modules,metric_before_finetune,metric_after_finetune\n1,decoder.0.self_attention,26,27.75\n");
+
+    // to a file, through a temporary and a rename
+    const auto dir = std::filesystem::temp_directory_path() / ("depthlab_cv_" + std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
+    std::filesystem::create_directories(dir);
+    const std::string path = (dir / "contribution.csv").string();
+    write_csv(path, c);
+    std::ifstream in(path);
+    std::string header;
+    std::getline(in, header);
+    CHECK(header == "module,type,layer,metric_without,score");
+    CHECK(!std::filesystem::exists(path + ".tmp"));
+    CHECK_THROWS_WITH_AS(write_csv((dir / "missing" / "x.csv").string(), c), Contains("cannot open"), io_error);
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("component value: an ACT encoder (tied layer, adaptive depth) — dense path") {
+    nn::transformer_config cfg;
+    cfg.dim = 8;
+    cfg.heads = 2;
+    cfg.ff_dim = 16;
+    cfg.dropout = cfg.attention_dropout = 0;
+    Generator gen(4);
+    halting::act_options opt;
+    opt.max_iterations = 4;
+    opt.compact = false;  // the compact path refuses ablated sub-layers
+    halting::ActEncoder<double> enc(cfg, gen, opt);
+    enc.eval();
+    const Snapshot<double> theta0(enc);
+    Generator g(8);
+    for (auto& [name, p] : enc.named_parameters()) {
+        const auto noise = Tensor<double>::randn(p.value().shape(), g, 0.3);
+        for (index_t i = 0; i < p.value().numel(); ++i) p.value().data()[i] += noise.data()[i];
+    }
+    const Snapshot<double> thetaf(enc);
+    const auto x = Var<double>::constant(Tensor<double>::randn({2, 5, 8}, g));
+    const std::vector<index_t> lengths{5, 3};
+    auto hidden = [&] { return enc(x, lengths).hidden.value().to_vector(); };
+    const auto ref = hidden();
+    auto metric = [&] {
+        const auto h = hidden();
+        double s = 0;
+        for (std::size_t i = 0; i < h.size(); ++i) s += (h[i] - ref[i]) * (h[i] - ref[i]);
+        return -s / static_cast<double>(h.size());
+    };
+    const auto mods = default_modules(enc);
+    REQUIRE(mods.size() == 2);
+    CHECK(mods[0].name == "shared.self_attention");
+    CHECK(mods[0].type == "E:SA");
+    CHECK(mods[0].layer == -1);
+    contribution_options co;
+    co.clip = std::numeric_limits<double>::infinity();
+    const auto c = contribution(mods, metric, co);
+    CHECK(!c.all_zero);
+    criticality_options ko;
+    ko.epsilon = 1e-2;
+    const auto k = criticality(enc, mods, theta0, thetaf, metric, ko);
+    CHECK(k.modules.size() == 2);
+    CHECK(hidden() == ref);
+    // the compact path says why it cannot run an ablated layer; the switch is restored
+    enc.opt.compact = true;
+    CHECK_THROWS_WITH_AS(contribution(mods, metric, co), Contains("use compact = false"), usage_error);
+    CHECK(enc.layer->self_attention.enabled);
+    CHECK(enc.layer->feed_forward.enabled);
+}
