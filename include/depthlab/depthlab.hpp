@@ -35,3 +35,5 @@
 #include "depthlab/data/albert_data.hpp"
 #include "depthlab/analysis/component_value.hpp"
 #include "depthlab/report/html.hpp"
+#include "depthlab/halting/act_albert.hpp"
+#include "depthlab/halting/analysis.hpp"

@@ -59,6 +59,26 @@ private:
     Generator* rng_;
 };
 
+/// ALBERT's MLM head at selected flat positions (b * T + t) only — the other positions are
+/// never projected to the vocabulary: dense H -> E, GELU, LN, then the decoder tied to the
+/// token embedding (transposed) plus an output bias. hidden: (B, T, H) -> (n, V).
+template <class T, class B>
+Var<T, B> albert_mlm_logits(const Var<T, B>& hidden, std::span<const std::int64_t> positions, const Linear<T, B>& dense,
+                            const LayerNorm<T, B>& norm, const Var<T, B>& word_embedding, const Var<T, B>& bias) {
+    const Shape& s = hidden.shape();
+    Var<T, B> h = gather_rows(reshape(hidden, {s[0] * s[1], s[2]}), positions);
+    return linear(norm(gelu(dense(h))), word_embedding, bias);
+}
+/// Sentence-order (or classification) logits from the pooled [CLS] token: dense + tanh,
+/// then the classifier. hidden: (B, T, H) -> (B, classes).
+template <class T, class B>
+Var<T, B> albert_sop_logits(const Var<T, B>& hidden, const Linear<T, B>& pooler, const Linear<T, B>& classifier) {
+    const Shape& s = hidden.shape();
+    std::vector<std::int64_t> cls(static_cast<std::size_t>(s[0]));
+    for (index_t b = 0; b < s[0]; ++b) cls[b] = b * s[1];
+    return classifier(depthlab::tanh(pooler(gather_rows(reshape(hidden, {s[0] * s[1], s[2]}), cls))));
+}
+
 /// ALBERT: embeddings -> Stack<EncoderLayer, Tying> -> heads. Tying defaults to `tied`.
 template <class T, class B = backend::cpu, class Tying = tied>
 class Albert : public Module<T, B> {
@@ -76,21 +96,12 @@ public:
     Var<T, B> encode(const token_batch& b, int iterations = -1) const {
         return encoder->forward(iterations, (*embeddings)(b), padding_mask<T, B>(b.lengths, b.length));
     }
-    /// MLM logits (n, V) at the given flat positions (b * T + t) only — the other
-    /// positions are never projected to the vocabulary.
+    /// MLM logits (n, V) at the given flat positions (b * T + t) only.
     Var<T, B> mlm_logits(const Var<T, B>& hidden, std::span<const std::int64_t> positions) const {
-        const Shape& s = hidden.shape();
-        Var<T, B> h = gather_rows(reshape(hidden, {s[0] * s[1], s[2]}), positions);
-        h = (*mlm_norm)(gelu((*mlm_dense)(h)));
-        return linear(h, embeddings->word->weight, mlm_bias);  // decoder tied to the token embedding
+        return albert_mlm_logits(hidden, positions, *mlm_dense, *mlm_norm, embeddings->word->weight, mlm_bias);
     }
     /// Sentence-order logits (B, 2) from the pooled first ([CLS]) token.
-    Var<T, B> sop_logits(const Var<T, B>& hidden) const {
-        const Shape& s = hidden.shape();
-        std::vector<std::int64_t> cls(static_cast<std::size_t>(s[0]));
-        for (index_t b = 0; b < s[0]; ++b) cls[b] = b * s[1];
-        return (*sop)(depthlab::tanh((*pooler)(gather_rows(reshape(hidden, {s[0] * s[1], s[2]}), cls))));
-    }
+    Var<T, B> sop_logits(const Var<T, B>& hidden) const { return albert_sop_logits(hidden, *pooler, *sop); }
 
     albert_config cfg;
     AlbertEmbeddings<T, B>* embeddings;

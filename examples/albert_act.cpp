@@ -1,0 +1,393 @@
+// albert_act: pretrains an ACT-ALBERT (one tied layer, per-token halting) with MLM + SOP +
+// ponder cost, LAMB and gradient accumulation, then measures how many iterations each kind
+// of token uses and whether states reach a fixed point — the study of ../shared/papers.md §A.
+//
+//   scripts/fetch-data english && scripts/train-tokenizer     # .data/english/{train,dev}.ids
+//   build/examples/albert_act --preset tiny --steps 2000 --out runs/act_tiny
+//   build/examples/albert_act --preset tiny --steps 4000 --out runs/act_tiny --resume
+//
+// Writes to --out: metrics.jsonl (training and dev records, halting table over training),
+// halting.csv, fixed_point.csv, checkpoint.safetensors (parameters, LAMB state, sampler and
+// RNG state: --resume continues exactly) and report.html (open it in a browser).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include <depthlab/depthlab.hpp>
+
+#include "common/cli.hpp"
+
+using namespace depthlab;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct paper_row {
+    int n_max;
+    double tau, all, unmasked, mask_mask, mask_orig, cls, sep, mlm, sop;
+};
+// Simoulin & Crabbé 2021, dev set at the end of pretraining (../shared/papers.md §A.1).
+const paper_row paper_rows[] = {{6, 1e-3, 3.8, 3.5, 5.8, 4.0, 6.0, 2.5, 55.4, 80.9},
+                                {12, 5e-4, 7.1, 6.5, 10.9, 7.4, 12.0, 7.6, 57.1, 83.9},
+                                {24, 2.5e-4, 10.0, 9.2, 16.0, 10.5, 22.5, 8.4, 57.4, 84.3}};
+const paper_row& paper_for(int n_max) {
+    const paper_row* best = &paper_rows[0];
+    for (const auto& r : paper_rows)
+        if (std::abs(r.n_max - n_max) < std::abs(best->n_max - n_max)) best = &r;
+    return *best;
+}
+
+struct options {
+    std::string preset = "tiny", data = ".data/english", out = "runs/albert_act";
+    std::int64_t steps = 2000, batch = 32, accum = 1, seq_len = 128, warmup = -1, log_every = 25, eval_every = 250, dev_batches = 8,
+                 save_every = 500, hidden = 0, heads = 0, ff = 0, embed = 128, max_iters = 0, tau_warmup = -1, min_iters = 0;
+    double lr = 5e-3, tau = -1, halting_bias = 0, mask_prob = 0.15, clip = 1.0, epsilon = 0.01;
+    std::uint64_t seed = 1;
+    bool resume = false, dense = false;
+};
+
+struct eval_result {
+    double mlm_acc = 0, sop_acc = 0, mlm_loss = 0, sop_loss = 0;
+    halting::halting_stats stats;
+};
+
+template <class Model>
+eval_result evaluate(const Model& model, data::albert_sampler& dev, std::int64_t batches, std::int64_t batch_size) {
+    eval_result r;
+    no_grad guard;
+    std::int64_t mlm_right = 0, mlm_n = 0, sop_right = 0, sop_n = 0;
+    for (std::int64_t i = 0; i < batches; ++i) {
+        const auto b = dev.next(batch_size);
+        const auto enc = model.encode(b.tokens);
+        const auto mlm = model.mlm_logits(enc.hidden, b.mlm_positions);
+        const auto sop = model.sop_logits(enc.hidden);
+        r.mlm_loss += cross_entropy(mlm, b.mlm_labels).value().item() / batches;
+        r.sop_loss += cross_entropy(sop, b.sop_labels).value().item() / batches;
+        const auto& lm = mlm.value();
+        const index_t V = lm.shape()[1];
+        for (index_t k = 0; k < lm.shape()[0]; ++k) {
+            const float* row = lm.data() + k * V;
+            mlm_right += (std::max_element(row, row + V) - row) == b.mlm_labels[k];
+            ++mlm_n;
+        }
+        const auto& ls = sop.value();
+        for (index_t k = 0; k < ls.shape()[0]; ++k) {
+            sop_right += (ls(k, 1) > ls(k, 0) ? 1 : 0) == b.sop_labels[k];
+            ++sop_n;
+        }
+        r.stats.add(enc.record, b.token_category);
+    }
+    r.mlm_acc = 100.0 * mlm_right / std::max<std::int64_t>(mlm_n, 1);
+    r.sop_acc = 100.0 * sop_right / std::max<std::int64_t>(sop_n, 1);
+    return r;
+}
+
+std::string fmt(double v, int d = 2) {
+    char b[32];
+    std::snprintf(b, sizeof b, "%.*f", d, v);
+    return b;
+}
+
+/// report.html: the halting table beside the paper's, bars per category, fixed-point curves,
+/// training curves from metrics.jsonl.
+void write_report(const options& o, const nn::albert_config& cfg, int n_max, double tau, const eval_result& ev,
+                  const std::string& metrics_path, std::int64_t step, double seconds) {
+    const paper_row& p = paper_for(n_max);
+    report::html_page page("ACT-ALBERT: how many iterations does each token use?",
+                           "depthlab reproduction of Simoulin & Crabbé (2021), preset " + o.preset);
+    page.section("Setup");
+    page.key_values({{"steps", std::to_string(step)},
+                     {"model", "H " + std::to_string(cfg.layer.dim) + ", " + std::to_string(cfg.layer.heads) + " heads, FF " +
+                                   std::to_string(cfg.layer.ff_dim) + ", E " + std::to_string(cfg.embed) + ", vocab " +
+                                   std::to_string(cfg.vocab)},
+                     {"N_max / tau / epsilon", std::to_string(n_max) + " / " + fmt(tau, 6) + " / " + fmt(o.epsilon, 3)},
+                     {"batch x accumulation x length", std::to_string(o.batch) + " x " + std::to_string(o.accum) + " x " +
+                                                            std::to_string(o.seq_len)},
+                     {"training time", train::format_duration(seconds)},
+                     {"dev MLM / SOP accuracy", fmt(ev.mlm_acc, 1) + "% / " + fmt(ev.sop_acc, 1) + "%"}},
+                    "run");
+    page.section("Mean iterations per token category (dev)");
+    const std::vector<std::string> cats{"all", "unmasked", "mask_to_mask", "mask_to_random", "mask_to_original", "cls", "sep"};
+    const std::vector<std::string> labels{"all", "unmasked", "[MASK]→[MASK]", "[MASK]→random", "[MASK]→original", "[CLS]", "[SEP]"};
+    const std::vector<double> paper_vals{p.all, p.unmasked, p.mask_mask, NAN, p.mask_orig, p.cls, p.sep};
+    std::vector<std::vector<std::string>> rows;
+    std::vector<double> ours;
+    for (std::size_t i = 0; i < cats.size(); ++i) {
+        ours.push_back(ev.stats.mean_iterations(cats[i]));
+        rows.push_back({labels[i], std::to_string(ev.stats.count(cats[i])), fmt(ours.back()), fmt(ev.stats.mean_remainder(cats[i]), 3),
+                        std::isnan(paper_vals[i]) ? "—" : fmt(paper_vals[i], 1)});
+    }
+    rows.push_back({"MLM accuracy (%)", "", fmt(ev.mlm_acc, 1), "", fmt(p.mlm, 1)});
+    rows.push_back({"SOP accuracy (%)", "", fmt(ev.sop_acc, 1), "", fmt(p.sop, 1)});
+    page.table({"category", "tokens", "mean N (ours)", "mean R", "paper (N_max " + std::to_string(p.n_max) + ")"}, rows,
+               {.caption = "Ours after " + std::to_string(step) + " steps vs the paper at the end of pretraining (its model is far larger and trained far longer)",
+                .decimals = -1,
+                .highlight_column = 2});
+    page.figure(report::bar_chart(labels, {{"ours", ours, {}}, {"paper", paper_vals, {}}},
+                                  {.title = "Mean iterations per token category", .y_label = "iterations"}),
+                "The paper's shape: [CLS] iterates most, masked tokens more than unmasked ones.");
+    page.section("Fixed point: cosine similarity of successive states");
+    std::vector<report::line_series> series;
+    for (std::size_t i = 0; i < cats.size(); ++i) {
+        if (cats[i] == "mask_to_random" || cats[i] == "mask_to_original") continue;
+        report::line_series s{labels[i], {}, {}};
+        for (int n = 1; n <= ev.stats.max_iteration(); ++n) {
+            s.x.push_back(n);
+            s.y.push_back(ev.stats.mean_cosine(cats[i], n));
+        }
+        series.push_back(s);
+    }
+    page.figure(report::line_chart(series, {.title = "cos(s^{n-1}, s^n) per category", .x_label = "iteration n", .y_label = "mean cosine",
+                                            .integer_x = true}),
+                "Averaged over the tokens still running at iteration n. The paper: tokens converge; unmasked and [SEP] faster "
+                "than [MASK]; [CLS] oscillates before settling.");
+    // training curves
+    std::vector<double> st, mlm, sop, ponder, meann, dst, dmeann;
+    std::ifstream in(metrics_path);
+    std::string line;
+    while (std::getline(in, line)) {
+        const auto j = nlohmann::json::parse(line, nullptr, false);
+        if (j.is_discarded() || !j.contains("step")) continue;
+        if (j.contains("mlm") && j["mlm"].is_number()) {
+            st.push_back(j["step"].get<double>());
+            mlm.push_back(j["mlm"].get<double>());
+            sop.push_back(j.value("sop", NAN));
+            ponder.push_back(j.value("ponder", NAN));
+            meann.push_back(j.value("mean_N", NAN));
+        }
+        if (j.contains("dev_mean_N") && j["dev_mean_N"].is_number()) {
+            dst.push_back(j["step"].get<double>());
+            dmeann.push_back(j["dev_mean_N"].get<double>());
+        }
+    }
+    page.section("Training");
+    page.figure(report::line_chart({{"MLM loss", st, mlm}, {"SOP loss", st, sop}}, {.title = "Losses", .x_label = "step", .y_label = "loss"}), "");
+    page.figure(report::line_chart({{"train mean N", st, meann}, {"dev mean N", dst, dmeann}},
+                                   {.title = "Mean iterations over training (collapse shows as a fall to 1)", .x_label = "step",
+                                    .y_label = "iterations"}),
+                "");
+    page.paragraph("Outputs next to this page: halting.csv, fixed_point.csv, metrics.jsonl, checkpoint.safetensors.");
+    page.provenance("depthlab examples/albert_act, preset " + o.preset + ", seed " + std::to_string(o.seed));
+    page.write(o.out + "/report.html");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    options o;
+    examples::cli args("albert_act", "Pretrain an ACT-ALBERT on the English corpora and measure per-token depth.");
+    args.option("preset", o.preset, "tiny | small | base (N_max 6/12/24, tau 1e-3/5e-4/2.5e-4; sizes for 2 cores)")
+        .option("data", o.data, "directory with train.ids, dev.ids and spm.vocab (scripts/fetch-data, scripts/train-tokenizer)")
+        .option("out", o.out, "output directory")
+        .option("steps", o.steps, "optimiser steps")
+        .option("batch", o.batch, "sequences per micro-batch")
+        .option("accum", o.accum, "micro-batches per step (gradient accumulation)")
+        .option("seq-len", o.seq_len, "maximum sequence length")
+        .option("hidden", o.hidden, "H (0: preset)")
+        .option("heads", o.heads, "attention heads (0: preset)")
+        .option("ff", o.ff, "feed-forward width (0: preset)")
+        .option("embed", o.embed, "factorised embedding size E")
+        .option("max-iters", o.max_iters, "N_max (0: preset)")
+        .option("tau", o.tau, "ponder weight (negative: preset)")
+        .option("tau-warmup", o.tau_warmup, "steps over which tau ramps up from 0 (negative: 30% of the steps)")
+        .option("halting-bias", o.halting_bias, "initial halting bias (0 as the paper; negative: more iterations at first)")
+        .option("min-iters", o.min_iters, "no token halts before this iteration")
+        .option("epsilon", o.epsilon, "halting threshold 1 - epsilon")
+        .option("mask-prob", o.mask_prob, "MLM masking rate (0.15; the thesis uses 0.20)")
+        .option("lr", o.lr, "LAMB peak learning rate")
+        .option("warmup", o.warmup, "warm-up steps (negative: 10% of the steps)")
+        .option("clip", o.clip, "gradient clipping by global norm (0: off)")
+        .option("seed", o.seed, "random seed")
+        .option("log-every", o.log_every, "steps between progress lines")
+        .option("eval-every", o.eval_every, "steps between dev evaluations")
+        .option("dev-batches", o.dev_batches, "dev batches per evaluation")
+        .option("save-every", o.save_every, "steps between checkpoints")
+        .flag("dense", o.dense, "use the dense masked reference path instead of the compact one")
+        .flag("resume", o.resume, "continue from <out>/checkpoint.safetensors");
+    args.parse(argc, argv);
+
+    try {
+        // ---- preset ----
+        int n_max = 6;
+        double tau = 1e-3;
+        index_t H = 256, heads = 4, ff = 1024;
+        if (o.preset == "small") { n_max = 12; tau = 5e-4; H = 384; heads = 6; ff = 1536; }
+        else if (o.preset == "base") { n_max = 24; tau = 2.5e-4; H = 768; heads = 12; ff = 3072; }
+        else if (o.preset != "tiny") throw usage_error("--preset: expected tiny, small or base, got '" + o.preset + "'");
+        if (o.max_iters > 0) n_max = static_cast<int>(o.max_iters);
+        if (o.tau >= 0) tau = o.tau;
+        if (o.hidden > 0) H = o.hidden;
+        if (o.heads > 0) heads = o.heads;
+        if (o.ff > 0) ff = o.ff;
+        const std::int64_t warmup = o.warmup >= 0 ? o.warmup : o.steps / 10;
+        const std::int64_t tau_warmup = o.tau_warmup >= 0 ? o.tau_warmup : (3 * o.steps) / 10;
+
+        // ---- data ----
+        for (const char* f : {"train.ids", "dev.ids", "spm.vocab"})
+            DEPTHLAB_CHECK(fs::exists(fs::path(o.data) / f), io_error, "albert_act: missing ", (fs::path(o.data) / f).string(),
+                           " — run scripts/fetch-data english && scripts/train-tokenizer");
+        const auto pieces = data::read_spm_vocab((fs::path(o.data) / "spm.vocab").string());
+        data::albert_data_config dcfg;
+        dcfg.max_len = o.seq_len;
+        dcfg.mask_prob = o.mask_prob;
+        if (o.mask_prob > 0.15) dcfg.max_predictions = static_cast<index_t>(std::ceil(o.mask_prob * o.seq_len)) + 1;
+        dcfg.vocab = static_cast<std::int64_t>(pieces.size());
+        dcfg.word_start = data::word_start_table(pieces);
+        data::albert_sampler train(data::read_id_corpus((fs::path(o.data) / "train.ids").string()), dcfg, o.seed);
+        data::albert_data_config dev_cfg = dcfg;
+        dev_cfg.shuffle_instances = true;
+        const data::corpus dev_corpus = data::read_id_corpus((fs::path(o.data) / "dev.ids").string());
+
+        // ---- model ----
+        nn::albert_config cfg;
+        cfg.vocab = dcfg.vocab;
+        cfg.embed = o.embed;
+        cfg.max_len = o.seq_len;
+        cfg.depth = n_max;
+        cfg.layer.dim = H;
+        cfg.layer.heads = static_cast<int>(heads);
+        cfg.layer.ff_dim = ff;
+        cfg.layer.dropout = cfg.layer.attention_dropout = 0.0;  // ALBERT removes dropout
+        halting::act_options aopt;
+        aopt.max_iterations = n_max;
+        aopt.epsilon = o.epsilon;
+        aopt.min_iterations = static_cast<int>(o.min_iters);
+        aopt.compact = !o.dense;
+        halting::ActAlbert<float> model(cfg, aopt, o.seed);
+        model.encoder->halting_unit->bias.value().fill_(static_cast<float>(o.halting_bias));
+        optim::LambOptions lopt;
+        lopt.lr = o.lr;
+        optim::Lamb<float> lamb(model.named_parameters(), lopt);
+        const optim::warmup_linear schedule(o.lr, warmup, o.steps);
+
+        fs::create_directories(o.out);
+        const std::string ckpt = o.out + "/checkpoint.safetensors", metrics = o.out + "/metrics.jsonl";
+        std::int64_t step = 0;
+        if (o.resume) {
+            DEPTHLAB_CHECK(fs::exists(ckpt), io_error, "--resume: no checkpoint at ", ckpt);
+            auto st = io::load_checkpoint(ckpt, model);
+            lamb.load_state(st.section_tensors("optim"), st.section_metadata("optim"));
+            step = static_cast<std::int64_t>(st.get_u64("step"));
+            train.set_state({st.get_u64("sampler.seed"), st.get_u64("sampler.epoch"), st.get_u64("sampler.position")});
+            st.restore_generator("rng.model", model.rng());
+            std::printf("resumed from %s at step %lld\n", ckpt.c_str(), static_cast<long long>(step));
+        } else {
+            std::ofstream(metrics, std::ios::trunc);  // a fresh run starts a fresh log
+        }
+        auto save = [&] {
+            io::training_state<float> st;
+            st.add_section("optim", lamb.state_tensors(), lamb.state_scalars());
+            st.set_u64("step", static_cast<std::uint64_t>(step));
+            const auto ss = train.state();
+            st.set_u64("sampler.seed", ss.seed);
+            st.set_u64("sampler.epoch", ss.epoch);
+            st.set_u64("sampler.position", ss.position);
+            st.set_generator("rng.model", model.rng());
+            st.metadata["preset"] = o.preset;
+            io::save_checkpoint(ckpt, model, st);
+        };
+
+        std::printf("albert_act: preset %s, %lld parameters, N_max %d, tau %g (warm-up %lld steps), halting bias %g, %s path; "
+                    "ISA %s, %d threads\n",
+                    o.preset.c_str(), static_cast<long long>(model.parameter_count()), n_max, tau, static_cast<long long>(tau_warmup),
+                    o.halting_bias, o.dense ? "dense" : "compact", cpu::to_string(cpu::active_isa()), max_threads());
+        std::printf("data: %lld training examples per epoch, vocab %lld\n", static_cast<long long>(train.epoch_size()),
+                    static_cast<long long>(dcfg.vocab));
+        train::progress_meter meter(o.steps, step, metrics);
+        std::ofstream dev_log(metrics, std::ios::app);
+        double s_mlm = 0, s_sop = 0, s_ponder = 0, s_n = 0;
+        int s_count = 0;
+        bool warned = false;
+        auto run_eval = [&](bool final) {
+            data::albert_sampler dev(dev_corpus, dev_cfg, 4242);  // the same dev batches every time
+            const auto ev = evaluate(model, dev, final ? o.dev_batches * 4 : o.dev_batches, o.batch);
+            nlohmann::json j;
+            j["step"] = step;
+            j["dev_mlm_acc"] = ev.mlm_acc;
+            j["dev_sop_acc"] = ev.sop_acc;
+            j["dev_mlm_loss"] = ev.mlm_loss;
+            j["dev_mean_N"] = ev.stats.mean_iterations("all");
+            nlohmann::json table;
+            for (const auto& c : ev.stats.ordered_names()) table[c] = ev.stats.mean_iterations(c);
+            j["dev_halting"] = table;
+            dev_log << j.dump() << "\n";
+            dev_log.flush();
+            std::printf("  dev @ %lld: MLM acc %.1f%%  SOP acc %.1f%%  mean N: all %.2f unmasked %.2f [MASK]->[MASK] %.2f [CLS] %.2f [SEP] %.2f\n",
+                        static_cast<long long>(step), ev.mlm_acc, ev.sop_acc, ev.stats.mean_iterations("all"),
+                        ev.stats.mean_iterations("unmasked"), ev.stats.mean_iterations("mask_to_mask"), ev.stats.mean_iterations("cls"),
+                        ev.stats.mean_iterations("sep"));
+            return ev;
+        };
+
+        model.train();
+        while (step < o.steps) {
+            const double tau_now = tau_warmup > 0 ? tau * std::min(1.0, static_cast<double>(step) / tau_warmup) : tau;
+            lamb.zero_grad();
+            for (std::int64_t a = 0; a < o.accum; ++a) {
+                const auto b = train.next(o.batch);
+                auto enc = model.encode(b.tokens);
+                auto mlm = cross_entropy(model.mlm_logits(enc.hidden, b.mlm_positions), b.mlm_labels);
+                auto sop = cross_entropy(model.sop_logits(enc.hidden), b.sop_labels);
+                auto loss = add(add(mlm, sop), scale(enc.ponder, static_cast<float>(tau_now)));
+                scale(loss, 1.0f / static_cast<float>(o.accum)).backward();
+                s_mlm += mlm.value().item();
+                s_sop += sop.value().item();
+                s_ponder += enc.ponder.value().item();
+                double n = 0, c = 0;
+                for (std::size_t i = 0; i < enc.record.N.size(); ++i)
+                    if (enc.record.N[i] > 0) {
+                        n += enc.record.N[i];
+                        ++c;
+                    }
+                s_n += n / std::max(c, 1.0);
+                ++s_count;
+                std::int64_t toks = 0;
+                for (auto l : b.tokens.lengths) toks += l;
+                meter.add_tokens(toks);
+            }
+            const double gnorm = o.clip > 0 ? optim::clip_grad_norm(lamb.parameters(), o.clip) : 0.0;
+            lamb.set_lr(schedule.lr(step));
+            lamb.step();
+            ++step;
+            if (step % o.log_every == 0 || step == o.steps) {
+                const double mean_n = s_n / s_count;
+                meter.report(step, {{"mlm", s_mlm / s_count}, {"sop", s_sop / s_count}, {"ponder", s_ponder / s_count},
+                                    {"mean_N", mean_n}, {"tau", tau_now}, {"grad_norm", gnorm}, {"lr", lamb.lr()}});
+                if (mean_n < 1.05 && !warned) {
+                    std::printf("warning: halting collapse — mean iterations %.3f: every token halts at the first iteration, and with R = 1 "
+                                "no gradient reaches the halting unit. Remedies: --tau-warmup (longer), --halting-bias -2, --min-iters 2, "
+                                "a smaller --tau.\n", mean_n);
+                    warned = true;
+                } else if (mean_n >= 1.05) {
+                    warned = false;
+                }
+                s_mlm = s_sop = s_ponder = s_n = 0;
+                s_count = 0;
+            }
+            if (step % o.eval_every == 0 && step < o.steps) {
+                model.eval();
+                run_eval(false);
+                model.train();
+            }
+            if (step % o.save_every == 0 || step == o.steps) save();
+        }
+        model.eval();
+        const auto ev = run_eval(true);
+        ev.stats.write_halting_csv(o.out + "/halting.csv");
+        ev.stats.write_fixed_point_csv(o.out + "/fixed_point.csv");
+        write_report(o, cfg, n_max, tau, ev, metrics, step, meter.elapsed_seconds());
+        std::printf("halting table: %s/halting.csv\nfixed point: %s/fixed_point.csv\nreport: %s/report.html\n", o.out.c_str(), o.out.c_str(),
+                    o.out.c_str());
+        return 0;
+    } catch (const depthlab::error& e) {
+        std::fprintf(stderr, "albert_act: %s\n", e.what());
+        return 1;
+    }
+}

@@ -1,0 +1,133 @@
+#pragma once
+// Aggregations of the ACT-ALBERT study: mean iterations and remainders per token category
+// (the paper's halting table) and the fixed-point trace — the mean cosine similarity between
+// successive states per category and iteration. Categories: all, unmasked, [MASK]→[MASK],
+// [MASK]→random, [MASK]→original, [CLS], [SEP] (padding excluded), plus any caller label.
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "depthlab/core/error.hpp"
+#include "depthlab/data/albert_data.hpp"
+#include "depthlab/halting/act.hpp"
+
+namespace depthlab::halting {
+
+/// The categories of the paper's table, in its order ("all" first).
+inline const std::vector<std::string>& halting_categories() {
+    static const std::vector<std::string> c{"all", "unmasked", "mask_to_mask", "mask_to_random", "mask_to_original", "cls", "sep"};
+    return c;
+}
+
+class halting_stats {
+public:
+    struct cell {
+        std::int64_t count = 0;
+        double iterations = 0, remainder = 0;
+    };
+    struct trace_cell {
+        std::int64_t count = 0;
+        double cosine = 0;
+    };
+
+    /// Adds a batch: category of every flat position (data::token_category values) and the
+    /// record; `labels` (optional, same length) adds caller-defined groups ("label:<x>").
+    void add(const halting_record& rec, const std::vector<std::uint8_t>& category, const std::vector<std::string>* labels = nullptr) {
+        const std::size_t n = rec.N.size();
+        DEPTHLAB_CHECK(category.size() == n && (!labels || labels->size() == n), shape_error, "halting_stats::add: ", n,
+                       " tokens, ", category.size(), " categories", labels ? detail::cat(", ", labels->size(), " labels") : std::string());
+        for (std::size_t i = 0; i < n; ++i) {
+            const auto c = static_cast<data::token_category>(category[i]);
+            if (c == data::token_category::pad) continue;
+            DEPTHLAB_CHECK(rec.N[i] > 0, error, "halting_stats::add: a real token (position ", i, ") has N = 0 — lengths and categories disagree");
+            const std::string name = data::to_string(c);
+            add_token("all", rec, i);
+            add_token(name, rec, i);
+            if (labels && !(*labels)[i].empty()) add_token("label:" + (*labels)[i], rec, i);
+        }
+    }
+    [[nodiscard]] const std::map<std::string, cell>& table() const { return table_; }
+    [[nodiscard]] const std::map<std::string, std::vector<trace_cell>>& trace() const { return trace_; }
+    [[nodiscard]] double mean_iterations(const std::string& category = "all") const {
+        auto it = table_.find(category);
+        return it == table_.end() || it->second.count == 0 ? NAN : it->second.iterations / static_cast<double>(it->second.count);
+    }
+    [[nodiscard]] double mean_remainder(const std::string& category = "all") const {
+        auto it = table_.find(category);
+        return it == table_.end() || it->second.count == 0 ? NAN : it->second.remainder / static_cast<double>(it->second.count);
+    }
+    [[nodiscard]] std::int64_t count(const std::string& category = "all") const {
+        auto it = table_.find(category);
+        return it == table_.end() ? 0 : it->second.count;
+    }
+    /// Mean cosine at iteration n (1-based) for a category; NaN when no token ran then.
+    [[nodiscard]] double mean_cosine(const std::string& category, int n) const {
+        auto it = trace_.find(category);
+        if (it == trace_.end() || n < 1 || n > static_cast<int>(it->second.size())) return NAN;
+        const auto& c = it->second[static_cast<std::size_t>(n - 1)];
+        return c.count ? c.cosine / static_cast<double>(c.count) : NAN;
+    }
+    [[nodiscard]] int max_iteration() const {
+        int m = 0;
+        for (auto& [k, v] : trace_) m = std::max(m, static_cast<int>(v.size()));
+        return m;
+    }
+    void clear() {
+        table_.clear();
+        trace_.clear();
+    }
+
+    /// halting.csv: category, count, mean_iterations, mean_remainder (the paper's categories
+    /// first, then caller labels).
+    void write_halting_csv(const std::string& path) const {
+        std::ofstream f(path);
+        DEPTHLAB_CHECK(f.good(), io_error, "halting_stats: cannot write ", path);
+        f << "category,count,mean_iterations,mean_remainder\n";
+        for (const auto& name : ordered_names())
+            f << name << "," << count(name) << "," << mean_iterations(name) << "," << mean_remainder(name) << "\n";
+        DEPTHLAB_CHECK(f.good(), io_error, "halting_stats: write error on ", path);
+    }
+    /// fixed_point.csv: category, iteration, mean_cosine (rows only where tokens ran).
+    void write_fixed_point_csv(const std::string& path) const {
+        std::ofstream f(path);
+        DEPTHLAB_CHECK(f.good(), io_error, "halting_stats: cannot write ", path);
+        f << "category,iteration,mean_cosine\n";
+        for (const auto& name : ordered_names())
+            for (int n = 1; n <= max_iteration(); ++n) {
+                const double c = mean_cosine(name, n);
+                if (!std::isnan(c)) f << name << "," << n << "," << c << "\n";
+            }
+        DEPTHLAB_CHECK(f.good(), io_error, "halting_stats: write error on ", path);
+    }
+    [[nodiscard]] std::vector<std::string> ordered_names() const {
+        std::vector<std::string> names;
+        for (const auto& c : halting_categories())
+            if (table_.count(c)) names.push_back(c);
+        for (const auto& [k, v] : table_)
+            if (k.rfind("label:", 0) == 0) names.push_back(k);
+        return names;
+    }
+
+private:
+    void add_token(const std::string& name, const halting_record& rec, std::size_t i) {
+        cell& c = table_[name];
+        ++c.count;
+        c.iterations += rec.N[i];
+        c.remainder += rec.R[i];
+        auto& tr = trace_[name];
+        if (tr.size() < rec.cosine.size()) tr.resize(rec.cosine.size());
+        for (std::size_t n = 0; n < rec.cosine.size(); ++n) {
+            const double v = rec.cosine[n][i];
+            if (std::isnan(v)) continue;
+            ++tr[n].count;
+            tr[n].cosine += v;
+        }
+    }
+    std::map<std::string, cell> table_;
+    std::map<std::string, std::vector<trace_cell>> trace_;
+};
+
+}  // namespace depthlab::halting
