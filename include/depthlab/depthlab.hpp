@@ -17,6 +17,7 @@
 #include "depthlab/nn/layers.hpp"
 #include "depthlab/nn/transformer.hpp"
 #include "depthlab/nn/models.hpp"
+#include "depthlab/nn/decoding.hpp"
 #include "depthlab/optim/optimizer.hpp"
 #include "depthlab/optim/sgd.hpp"
 #include "depthlab/optim/adam.hpp"

@@ -221,16 +221,29 @@ private:
         return rows;
     }
 
+    /// What both paths start from: sizes, the token mask, the host arithmetic, the record,
+    /// the flat states, and the differentiable cum and R (padding starts with cum = 1).
+    struct run_state {
+        index_t Bn, Tt, H, N;
+        std::vector<char> tokens;
+        act_state<T> st;
+        halting_record rec;
+        V s, cum, R;
+    };
+    run_state start(const V& x, const std::vector<index_t>& lengths) const {
+        const index_t Bn = x.shape()[0], Tt = x.shape()[1], H = x.shape()[2], N = Bn * Tt;
+        std::vector<char> tokens = token_mask(lengths, Tt);
+        act_state<T> st(tokens, opt.epsilon, opt.min_iterations);
+        V cum = constant(initial_cum(tokens));
+        return {Bn, Tt, H, N, std::move(tokens), std::move(st), halting_record{Bn, Tt, 0, {}, {}, {}, {}}, reshape(x, {N, H}),
+                std::move(cum), V::constant(Tn::zeros({N}))};
+    }
+
     // ---- dense masked reference: any policy ----
     act_result<T, B> dense_forward(const V& x, const std::vector<index_t>& lengths) const {
-        const index_t Bn = x.shape()[0], Tt = x.shape()[1], H = x.shape()[2], N = Bn * Tt;
+        run_state r = start(x, lengths);
+        auto& [Bn, Tt, H, N, tokens, st, rec, s, cum, R] = r;
         const Tn mask = nn::padding_mask<T, B>(lengths, Tt);
-        const std::vector<char> tokens = token_mask(lengths, Tt);
-        act_state<T> st(tokens, opt.epsilon, opt.min_iterations);
-        halting_record rec{Bn, Tt, 0, {}, {}, {}, {}};
-        V s = reshape(x, {N, H});
-        V cum = constant(initial_cum(tokens));
-        V R = V::constant(Tn::zeros({N}));
         V out;  // Graves: the mean-field sum
         std::vector<std::int64_t> all(static_cast<std::size_t>(N));
         for (index_t i = 0; i < N; ++i) all[i] = i;
@@ -279,14 +292,9 @@ private:
 
     // ---- compact path: policy act, exact ----
     act_result<T, B> compact_forward(const V& x, const std::vector<index_t>& lengths) const {
-        const index_t Bn = x.shape()[0], Tt = x.shape()[1], H = x.shape()[2], N = Bn * Tt;
+        run_state r = start(x, lengths);
+        auto& [Bn, Tt, H, N, tokens, st, rec, s, cum, R] = r;
         const auto& attn = layer->self_attention.branch;
-        const std::vector<char> tokens = token_mask(lengths, Tt);
-        act_state<T> st(tokens, opt.epsilon, opt.min_iterations);
-        halting_record rec{Bn, Tt, 0, {}, {}, {}, {}};
-        V s = reshape(x, {N, H});
-        V cum = constant(initial_cum(tokens));
-        V R = V::constant(Tn::zeros({N}));
         // keys and values of every position from the initial states; afterwards only the rows
         // whose state changed in the previous iteration are recomputed (tied weights)
         const V w_q = slice(attn.in_proj_weight, 0, 0, H), b_q = slice(attn.in_proj_bias, 0, 0, H);

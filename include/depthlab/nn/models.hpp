@@ -177,6 +177,20 @@ public:
         Var<T, B> y = embed(*tgt_embed, tgt_in);
         y = decoder->forward(-1, y, memory, causal_padding_mask<T, B>(tgt_in.lengths, tgt_in.length),
                              padding_mask<T, B>(src.lengths, src.length));
+        return output_logits(y);
+    }
+    /// Target ids of ONE position `t` for N rows (incremental decoding): sqrt(D) *
+    /// embedding + position t, dropout as in decode -> (N, 1, D).
+    Var<T, B> embed_target_at(std::span<const std::int64_t> ids, index_t t) const {
+        DEPTHLAB_CHECK(t >= 0 && t < cfg.max_len, shape_error, "Seq2SeqTransformer: position ", t, " >= max_len ", cfg.max_len);
+        const auto N = static_cast<index_t>(ids.size());
+        Var<T, B> e = scale((*tgt_embed)(ids, {N, 1}), static_cast<T>(std::sqrt(static_cast<double>(cfg.layer.dim))));
+        e = add(e, Var<T, B>::constant(positions_.slice(0, t, t + 1)));
+        return dropout(e, static_cast<T>(cfg.layer.dropout), gen_, this->is_training());
+    }
+    /// Decoder states (..., D) -> logits (..., V_tgt): the final LayerNorm (pre-LN models),
+    /// then the output projection (the target embedding^T when tied).
+    Var<T, B> output_logits(Var<T, B> y) const {
         if (decoder_norm) y = (*decoder_norm)(y);
         return output ? (*output)(y) : linear(y, tgt_embed->weight);
     }

@@ -93,6 +93,57 @@ public:
         return (*out_proj)(attention<T, B>({q, 0}, {kv, 0}, {kv, D}, D, options(), mask, rng_));
     }
 
+    // ---- incremental decoding (inference only: call under depthlab::no_grad, eval mode) ----
+    /// Self-attention of ONE new position per row over the positions before it, with a
+    /// key/value cache. x: (N, 1, D), the input at position t of each of N rows; kv_cache:
+    /// (N, capacity, 2D), contiguous, row n holding [K | V] of positions 0..t-1 of that
+    /// row. Writes this position's [K | V] at index t, then the query attends over positions
+    /// 0..t (no mask needed: every cached position precedes it). Returns (N, 1, D); equals
+    /// row t of the full causal self-attention over positions 0..t. No dropout, no gradient.
+    Var<T, B> step(const Var<T, B>& x, Tensor<T, B>& kv_cache, index_t t) const {
+        using P = primitives<B>;
+        const index_t D = cfg_.dim;
+        const Shape& sx = x.shape();
+        const Shape& sc = kv_cache.shape();
+        DEPTHLAB_CHECK(!grad_enabled(), usage_error, "MultiHeadAttention::step: incremental decoding is inference only (use depthlab::no_grad)");
+        DEPTHLAB_CHECK(sx.rank() == 3 && sx[1] == 1 && sx[2] == D && sc.rank() == 3 && sc[0] == sx[0] && sc[2] == 2 * D &&
+                           kv_cache.is_contiguous(),
+                       shape_error, "MultiHeadAttention::step: input ", sx, " and cache ", sc, " (expected (N, 1, ", D, ") and a contiguous (N, capacity, ",
+                       2 * D, "))");
+        DEPTHLAB_CHECK(t >= 0 && t < sc[1], index_error, "MultiHeadAttention::step: position ", t, " outside the cache capacity ", sc[1]);
+        const Var<T, B> qkv = linear(x, in_proj_weight, in_proj_bias);  // (N, 1, 3D)
+        kv_cache.slice(1, t, t + 1).copy_(qkv.value().slice(2, D, 3 * D));
+        const index_t N = sx[0], cap = sc[1], Tk = t + 1, H = cfg_.heads, dh = D / H, W = 2 * D, Wq = 3 * D;
+        const T alpha = static_cast<T>(1.0 / std::sqrt(static_cast<double>(dh)));
+        // scores (N, H, 1, Tk) = alpha q_h K_h^T, per (row, head), straight out of the cache
+        auto S = Tensor<T, B>::empty({N, H, 1, Tk});
+        P::gemm(gemm_args{false, true, 1, Tk, dh, Wq, W, Tk, H, dh, dh, Tk, N, Wq, cap * W, H * Tk}, alpha, qkv.value().data(),
+                kv_cache.data(), T(0), S.data());
+        P::softmax_fwd(N * H, Tk, S.data(), T(1), nullptr, row_broadcast{}, S.data());
+        // out[n, 0, h*dh:(h+1)*dh] = P[n, h] V_h
+        auto O = Tensor<T, B>::empty({N, 1, D});
+        P::gemm(gemm_args{false, false, 1, dh, Tk, Tk, W, D, H, Tk, dh, dh, N, H * Tk, cap * W, D}, T(1), S.data(), kv_cache.data() + D,
+                T(0), O.data());
+        return (*out_proj)(Var<T, B>::constant(std::move(O)));
+    }
+    /// [K | V] of a memory (N, Tk, D) for cross-attention: (N, Tk, 2D). Computed once per
+    /// source sentence, then used by every step_cross.
+    Tensor<T, B> project_memory(const Var<T, B>& memory) const {
+        const index_t D = cfg_.dim;
+        return linear(memory, slice(in_proj_weight, 0, D, 3 * D), slice(in_proj_bias, 0, D, 3 * D)).value();
+    }
+    /// Cross-attention of x (N, Tq, D) over a projected memory (project_memory: (N, Tk, 2D));
+    /// mask additive, broadcastable to (N, H, Tq, Tk). Same result as operator()(x, memory,
+    /// mask) in eval mode.
+    Var<T, B> step_cross(const Var<T, B>& x, const Tensor<T, B>& memory_kv, const Tensor<T, B>& mask) const {
+        const index_t D = cfg_.dim;
+        DEPTHLAB_CHECK(memory_kv.rank() == 3 && memory_kv.dim(2) == 2 * D, shape_error, "MultiHeadAttention::step_cross: projected memory ",
+                       memory_kv.shape(), " (expected (N, Tk, ", 2 * D, "))");
+        const Var<T, B> q = linear(x, slice(in_proj_weight, 0, 0, D), slice(in_proj_bias, 0, 0, D));
+        const Var<T, B> kv = Var<T, B>::constant(memory_kv);
+        return (*out_proj)(attention<T, B>({q, 0}, {kv, 0}, {kv, D}, D, options(), mask, rng_));
+    }
+
     Var<T, B> in_proj_weight, in_proj_bias;
     Linear<T, B>* out_proj;
 
@@ -157,14 +208,21 @@ public:
     }
     template <class... Args>
     Var<T, B> operator()(const Var<T, B>& x, Args&&... args) const {
+        return wrap(x, [&](const Var<T, B>& h) { return branch(h, std::forward<Args>(args)...); });
+    }
+    /// The sub-layer around any computation of the branch, f(branch input) -> branch output
+    /// (e.g. an incremental attention step with a cache): the same residual, LayerNorm,
+    /// dropout and ablation as operator(). An ablated sub-layer never calls f.
+    template <class F>
+    Var<T, B> wrap(const Var<T, B>& x, F&& f) const {
         const T p = static_cast<T>(cfg_.dropout);
         const bool train = this->is_training();
         if (cfg_.norm_first) {
             if (!enabled) return x;
-            return x + dropout(branch(norm(x), std::forward<Args>(args)...), p, *rng_, train);
+            return x + dropout(f(norm(x)), p, *rng_, train);
         }
         if (!enabled) return norm(x);
-        return norm(x + dropout(branch(x, std::forward<Args>(args)...), p, *rng_, train));
+        return norm(x + dropout(f(x), p, *rng_, train));
     }
     Branch branch;
     LayerNorm<T, B> norm;
@@ -204,6 +262,16 @@ public:
     Var<T, B> operator()(const Var<T, B>& x, const Var<T, B>& memory, const Tensor<T, B>& self_mask,
                          const Tensor<T, B>& memory_mask = {}) const {
         return feed_forward(cross_attention(self_attention(x, self_mask), memory, memory_mask));
+    }
+    /// One new position per row (incremental decoding, under no_grad): x (N, 1, D) at
+    /// position t; self_kv (N, capacity, 2D) the self-attention cache (position t is
+    /// written); memory_kv (N, Tk, 2D) = cross_attention.branch.project_memory(memory);
+    /// memory_mask additive, broadcastable to (N, H, 1, Tk). Equals row t of operator().
+    Var<T, B> step(const Var<T, B>& x, Tensor<T, B>& self_kv, const Tensor<T, B>& memory_kv, const Tensor<T, B>& memory_mask,
+                   index_t t) const {
+        Var<T, B> h = self_attention.wrap(x, [&](const Var<T, B>& in) { return self_attention.branch.step(in, self_kv, t); });
+        h = cross_attention.wrap(h, [&](const Var<T, B>& in) { return cross_attention.branch.step_cross(in, memory_kv, memory_mask); });
+        return feed_forward(h);
     }
 
     Residual<MultiHeadAttention<T, B>, T, B> self_attention;

@@ -1,0 +1,399 @@
+#pragma once
+// Incremental decoding for Seq2SeqTransformer: greedy search and beam search, batched over
+// sentences, with a key/value cache.
+//
+//   model.eval();
+//   const auto hyps = nn::generate(model, src, {.beam = 4});   // src: a padded token_batch
+//   // hyps[b].tokens: the output of sentence b (no BOS, no EOS), hyps[b].score: its log-prob
+//
+// The cache (decoder_state): per decoder layer, the self-attention [K | V] of every
+// position generated so far, (rows, capacity, 2D), and the cross-attention [K | V] of the
+// encoder memory, (rows, Ts, 2D), projected ONCE per source. Each step feeds one token per
+// row and costs O(rows · t) attention instead of re-running the decoder over the prefix; the
+// logits equal those of the full decoder on the same prefix (tests/test_decoding.cpp).
+// Rows are selected / reordered by gathering (select_rows): beam search reorders its beams
+// that way, and both searches drop the rows of finished sentences, so a batch gets cheaper
+// as its sentences finish.
+//
+// Conventions:
+//  * Everything runs under depthlab::no_grad; the model must be in eval mode (dropout off;
+//    usage_error otherwise).
+//  * Length limit per sentence: at most max_len_a · (source length, EOS included) +
+//    max_len_b output tokens, EOS included (fairseq's max_len_a / max_len_b), and never
+//    more than model.cfg.max_len (position limit). At the last position allowed both
+//    searches force EOS (as fairseq does): the hypothesis then has limit − 1 tokens, its
+//    score includes log p(EOS), and hypothesis::finished is false.
+//  * Greedy: argmax at every step (ties: the lowest id); a sentence ends at its first EOS.
+//  * Beam search (fairseq's search): every step, each sentence takes its 2·beam best
+//    candidates (over beam × vocabulary, by accumulated log-probability; ties: lowest
+//    beam, then lowest id); candidates ending in EOS among the best `beam` are finished
+//    hypotheses, the best `beam` others continue. A sentence is done when it has `beam`
+//    finished hypotheses; the answer is the finished one with the best normalised score.
+//    Normalisation (length_penalty): score / lp(len), len = output tokens + EOS,
+//      gnmt:  lp = ((5 + len) / 6)^alpha    (Wu et al. 2016; the Transformer paper's beam 4, α 0.6: the default)
+//      power: lp = len^alpha                (fairseq's --lenpen; α = 1 is plain length normalisation)
+//      none:  lp = 1                        (raw log-probability)
+//    Beam size 1 gives exactly the greedy output.
+//  * hypothesis::score is the raw log-probability of the output tokens and the EOS when
+//    there is one (before normalisation); normalised_score the value the beam ranked by.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "depthlab/autodiff/ops.hpp"
+#include "depthlab/nn/models.hpp"
+
+namespace depthlab::nn {
+
+enum class length_penalty { none, power, gnmt };
+inline const char* to_string(length_penalty p) {
+    switch (p) {
+        case length_penalty::none: return "none";
+        case length_penalty::power: return "power";
+        default: return "gnmt";
+    }
+}
+
+struct search_options {
+    int beam = 1;                   // 1: greedy
+    length_penalty penalty = length_penalty::gnmt;
+    double alpha = 0.6;             // exponent of the length penalty
+    double max_len_a = 1.5;         // output limit: a · source length + b tokens (EOS included)
+    index_t max_len_b = 10;
+    std::int64_t bos_id = 2, eos_id = 3;  // the translation sentencepiece model's ids
+};
+
+struct hypothesis {
+    std::vector<std::int64_t> tokens;  // without BOS and EOS
+    double score = 0;                  // log-probability of tokens (+ EOS when finished by EOS)
+    double normalised_score = 0;       // score / lp(len) (beam search); = score for greedy
+    bool finished = false;             // chose EOS itself (false: EOS forced by the length limit)
+};
+
+/// The length normaliser lp(len) of the options.
+inline double length_normaliser(const search_options& o, index_t len) {
+    const double l = static_cast<double>(std::max<index_t>(len, 1));
+    switch (o.penalty) {
+        case length_penalty::none: return 1.0;
+        case length_penalty::power: return std::pow(l, o.alpha);
+        default: return std::pow((5.0 + l) / 6.0, o.alpha);
+    }
+}
+
+/// Output limit of one sentence (EOS included): min(a · src_len + b, model max_len).
+inline index_t output_limit(const search_options& o, index_t src_len, index_t model_max_len) {
+    const auto lim = static_cast<index_t>(std::floor(o.max_len_a * static_cast<double>(src_len))) + o.max_len_b;
+    return std::clamp<index_t>(lim, 1, model_max_len);
+}
+
+/// The decoder's incremental state for `rows` hypotheses: the self-attention cache of
+/// every layer and the projected encoder memory. Row r of the initial state belongs to
+/// source sentence r / copies.
+template <class T, class B = backend::cpu>
+class decoder_state {
+public:
+    /// memory: (B_src, Ts, D) from model.encode(src); src_lengths: B_src real lengths;
+    /// copies: rows per sentence (the beam size); capacity: positions to hold (<= max_len).
+    decoder_state(const Seq2SeqTransformer<T, B>& model, const Var<T, B>& memory, const std::vector<index_t>& src_lengths, index_t copies,
+                  index_t capacity)
+        : model_(&model), capacity_(capacity) {
+        const Shape& sm = memory.shape();
+        const index_t D = model.cfg.layer.dim;
+        DEPTHLAB_CHECK(!grad_enabled(), usage_error, "decoder_state: incremental decoding is inference only (use depthlab::no_grad)");
+        DEPTHLAB_CHECK(sm.rank() == 3 && sm[2] == D && static_cast<index_t>(src_lengths.size()) == sm[0], shape_error, "decoder_state: memory ",
+                       sm, " for ", src_lengths.size(), " source lengths (expected (B, Ts, ", D, "))");
+        DEPTHLAB_CHECK(copies >= 1 && capacity >= 1 && capacity <= model.cfg.max_len, usage_error, "decoder_state: copies ", copies,
+                       " and capacity ", capacity, " (need >= 1 and capacity <= max_len ", model.cfg.max_len, ")");
+        const index_t Bs = sm[0], Ts = sm[1];
+        rows_ = Bs * copies;
+        std::vector<std::int64_t> expand(static_cast<std::size_t>(rows_));
+        std::vector<index_t> lengths(static_cast<std::size_t>(rows_));
+        for (index_t r = 0; r < rows_; ++r) {
+            expand[r] = r / copies;
+            lengths[r] = src_lengths[r / copies];
+        }
+        memory_mask_ = key_padding_mask<T, B>(lengths, Ts);
+        const int L = model.decoder->depth;
+        for (int l = 0; l < L; ++l) {
+            const auto& layer = model.decoder->layer(l);
+            Tensor<T, B> kv = layer.cross_attention.enabled ? layer.cross_attention.branch.project_memory(memory) : Tensor<T, B>::zeros({Bs, Ts, 2 * D});
+            memory_kv_.push_back(copies == 1 ? kv : gather(kv, expand));
+            self_kv_.push_back(Tensor<T, B>::zeros({rows_, capacity_, 2 * D}));
+        }
+    }
+
+    [[nodiscard]] index_t rows() const { return rows_; }
+    /// Positions fed so far (the next step feeds position length()).
+    [[nodiscard]] index_t length() const { return length_; }
+    [[nodiscard]] index_t capacity() const { return capacity_; }
+
+    /// Feeds one token per row at position length() and returns the logits of the next
+    /// token, (rows, V).
+    Tensor<T, B> step(std::span<const std::int64_t> ids) {
+        DEPTHLAB_CHECK(static_cast<index_t>(ids.size()) == rows_, shape_error, "decoder_state::step: ", ids.size(), " ids for ", rows_, " rows");
+        DEPTHLAB_CHECK(length_ < capacity_, usage_error, "decoder_state::step: the cache is full (", capacity_, " positions)");
+        DEPTHLAB_CHECK(!grad_enabled(), usage_error, "decoder_state::step: incremental decoding is inference only (use depthlab::no_grad)");
+        Var<T, B> y = model_->embed_target_at(ids, length_);
+        for (int l = 0; l < model_->decoder->depth; ++l)
+            y = model_->decoder->layer(l).step(y, self_kv_[static_cast<std::size_t>(l)], memory_kv_[static_cast<std::size_t>(l)], memory_mask_,
+                                               length_);
+        ++length_;
+        const Tensor<T, B> logits = model_->output_logits(y).value();
+        return logits.reshape({rows_, logits.dim(2)});
+    }
+
+    /// Keeps the given rows, in that order (new row i = old row keep[i]; repeats allowed):
+    /// beam reordering and dropping finished sentences. Copies only the filled positions.
+    void select_rows(std::span<const std::int64_t> keep) {
+        for (auto r : keep) DEPTHLAB_CHECK(r >= 0 && r < rows_, index_error, "decoder_state::select_rows: row ", r, " of ", rows_);
+        const auto n = static_cast<index_t>(keep.size());
+        for (auto& kv : memory_kv_) kv = gather(kv, keep);
+        for (auto& kv : self_kv_) {
+            auto fresh = Tensor<T, B>::zeros({n, capacity_, kv.dim(2)});
+            if (length_ > 0)
+                for (index_t i = 0; i < n; ++i)
+                    fresh.select(0, i).slice(0, 0, length_).copy_(kv.select(0, keep[static_cast<std::size_t>(i)]).slice(0, 0, length_));
+            kv = std::move(fresh);
+        }
+        memory_mask_ = gather(memory_mask_, keep);
+        rows_ = n;
+    }
+
+private:
+    static Tensor<T, B> gather(const Tensor<T, B>& t, std::span<const std::int64_t> idx) {
+        Shape s = t.shape();
+        const index_t cols = t.numel() / std::max<index_t>(s[0], 1);
+        s[0] = static_cast<index_t>(idx.size());
+        auto out = Tensor<T, B>::empty(s);
+        const auto src = t.contiguous();
+        primitives<B>::gather_rows(s[0], cols, src.data(), idx.data(), out.data());
+        return out;
+    }
+
+    const Seq2SeqTransformer<T, B>* model_;
+    index_t capacity_, rows_ = 0, length_ = 0;
+    std::vector<Tensor<T, B>> self_kv_, memory_kv_;
+    Tensor<T, B> memory_mask_;
+};
+
+namespace detail {
+template <class T, class B>
+void check_search(const Seq2SeqTransformer<T, B>& model, const token_batch& src, const search_options& o, const char* what) {
+    DEPTHLAB_CHECK(!model.is_training(), usage_error, what, ": call model.eval() first (decoding with dropout on)");
+    DEPTHLAB_CHECK(o.beam >= 1, usage_error, what, ": beam ", o.beam, " < 1");
+    DEPTHLAB_CHECK(o.max_len_a >= 0 && o.max_len_b >= 0 && (o.max_len_a > 0 || o.max_len_b > 0), usage_error, what,
+                   ": the output limit max_len_a · len + max_len_b must be positive");
+    DEPTHLAB_CHECK(src.batch >= 1 && static_cast<index_t>(src.lengths.size()) == src.batch, shape_error, what, ": a source batch of ", src.batch,
+                   " sequences with ", src.lengths.size(), " lengths");
+    const index_t V = model.cfg.tgt_vocab;
+    DEPTHLAB_CHECK(o.bos_id >= 0 && o.bos_id < V && o.eos_id >= 0 && o.eos_id < V, index_error, what, ": BOS ", o.bos_id, " / EOS ", o.eos_id,
+                   " outside the vocabulary [0, ", V, ")");
+}
+/// log_softmax of one row of logits into out (double accumulation).
+template <class T>
+void log_softmax_row(const T* x, index_t V, std::vector<double>& out) {
+    out.resize(static_cast<std::size_t>(V));
+    double mx = -std::numeric_limits<double>::infinity();
+    for (index_t v = 0; v < V; ++v) mx = std::max(mx, static_cast<double>(x[v]));
+    double s = 0;
+    for (index_t v = 0; v < V; ++v) s += std::exp(static_cast<double>(x[v]) - mx);
+    const double lse = mx + std::log(s);
+    for (index_t v = 0; v < V; ++v) out[static_cast<std::size_t>(v)] = static_cast<double>(x[v]) - lse;
+}
+}  // namespace detail
+
+/// Greedy search over a batch; `memory` = model.encode(src) (pass it to reuse an encoder
+/// output). One hypothesis per source sentence, in batch order.
+template <class T, class B>
+std::vector<hypothesis> greedy_search(const Seq2SeqTransformer<T, B>& model, const Var<T, B>& memory, const token_batch& src,
+                                      const search_options& o = {}) {
+    detail::check_search(model, src, o, "greedy_search");
+    no_grad guard;
+    const index_t Bn = src.batch, V = model.cfg.tgt_vocab;
+    std::vector<index_t> limit(static_cast<std::size_t>(Bn));
+    index_t cap = 1;
+    for (index_t b = 0; b < Bn; ++b) cap = std::max(cap, limit[b] = output_limit(o, src.lengths[b], model.cfg.max_len));
+    decoder_state<T, B> st(model, memory, src.lengths, 1, cap);
+    std::vector<hypothesis> out(static_cast<std::size_t>(Bn));
+    std::vector<std::int64_t> live(static_cast<std::size_t>(Bn));  // row -> sentence
+    for (index_t b = 0; b < Bn; ++b) live[b] = b;
+    std::vector<std::int64_t> ids(static_cast<std::size_t>(Bn), o.bos_id);
+    std::vector<double> lp;
+    for (index_t t = 0; !live.empty(); ++t) {
+        const Tensor<T, B> logits = st.step(ids);
+        const std::vector<T> L = logits.to_vector();
+        std::vector<std::int64_t> keep, next_live, next_ids;
+        for (std::size_t r = 0; r < live.size(); ++r) {
+            const T* row = L.data() + static_cast<index_t>(r) * V;
+            detail::log_softmax_row(row, V, lp);
+            hypothesis& h = out[static_cast<std::size_t>(live[r])];
+            if (t + 1 >= limit[static_cast<std::size_t>(live[r])]) {  // the last position allowed: EOS forced
+                h.score += lp[static_cast<std::size_t>(o.eos_id)];
+                continue;
+            }
+            const auto best = static_cast<std::int64_t>(std::max_element(lp.begin(), lp.end()) - lp.begin());  // first maximum
+            h.score += lp[static_cast<std::size_t>(best)];
+            if (best == o.eos_id) {
+                h.finished = true;
+                continue;
+            }
+            h.tokens.push_back(best);
+            keep.push_back(static_cast<std::int64_t>(r));
+            next_live.push_back(live[r]);
+            next_ids.push_back(best);
+        }
+        if (next_live.empty()) break;
+        if (next_live.size() != live.size()) st.select_rows(keep);
+        live = std::move(next_live);
+        ids = std::move(next_ids);
+    }
+    for (auto& h : out) h.normalised_score = h.score;
+    return out;
+}
+
+/// Beam search over a batch (see the top of the file); `memory` = model.encode(src).
+template <class T, class B>
+std::vector<hypothesis> beam_search(const Seq2SeqTransformer<T, B>& model, const Var<T, B>& memory, const token_batch& src,
+                                    const search_options& o = {}) {
+    detail::check_search(model, src, o, "beam_search");
+    no_grad guard;
+    const index_t Bn = src.batch, V = model.cfg.tgt_vocab, K = o.beam;
+    const double ninf = -std::numeric_limits<double>::infinity();
+    struct beam_entry {
+        std::vector<std::int64_t> tokens;
+        double score = 0;
+    };
+    struct sentence {
+        index_t index = 0, limit = 0;
+        std::vector<beam_entry> beams;      // K live hypotheses (rows of the state, in order)
+        std::vector<hypothesis> finished;
+    };
+    index_t cap = 1;
+    std::vector<sentence> live;
+    for (index_t b = 0; b < Bn; ++b) {
+        sentence s;
+        s.index = b;
+        s.limit = output_limit(o, src.lengths[b], model.cfg.max_len);
+        cap = std::max(cap, s.limit);
+        s.beams.resize(static_cast<std::size_t>(K));
+        for (index_t k = 1; k < K; ++k) s.beams[static_cast<std::size_t>(k)].score = ninf;  // step 0: one real beam, no duplicates
+        live.push_back(std::move(s));
+    }
+    decoder_state<T, B> st(model, memory, src.lengths, K, cap);
+    std::vector<hypothesis> out(static_cast<std::size_t>(Bn));
+    std::vector<std::int64_t> ids(static_cast<std::size_t>(Bn * K), o.bos_id);
+    std::vector<double> lp;
+    struct cand {
+        double score;
+        index_t beam;
+        std::int64_t token;
+    };
+    std::vector<cand> cands;
+    for (index_t t = 0; !live.empty(); ++t) {
+        const Tensor<T, B> logits = st.step(ids);
+        const std::vector<T> L = logits.to_vector();
+        std::vector<sentence> next_live;
+        std::vector<std::int64_t> keep, next_ids;
+        for (std::size_t si = 0; si < live.size(); ++si) {
+            sentence& s = live[si];
+            const bool last = t + 1 >= s.limit;  // the last position allowed: only EOS
+            cands.clear();
+            for (index_t k = 0; k < K; ++k) {
+                const double base = s.beams[static_cast<std::size_t>(k)].score;
+                if (base == ninf) continue;
+                const T* row = L.data() + (static_cast<index_t>(si) * K + k) * V;
+                detail::log_softmax_row(row, V, lp);
+                if (last) {
+                    cands.push_back({base + lp[static_cast<std::size_t>(o.eos_id)], k, o.eos_id});
+                    continue;
+                }
+                for (index_t v = 0; v < V; ++v) cands.push_back({base + lp[static_cast<std::size_t>(v)], k, static_cast<std::int64_t>(v)});
+            }
+            const auto better = [](const cand& a, const cand& b) {
+                if (a.score != b.score) return a.score > b.score;
+                if (a.beam != b.beam) return a.beam < b.beam;
+                return a.token < b.token;
+            };
+            const std::size_t take = std::min(cands.size(), static_cast<std::size_t>(2 * K));
+            std::partial_sort(cands.begin(), cands.begin() + static_cast<std::ptrdiff_t>(take), cands.end(), better);
+            std::vector<beam_entry> next;
+            for (std::size_t c = 0; c < take && static_cast<index_t>(next.size()) < K; ++c) {
+                const cand& cd = cands[c];
+                const beam_entry& from = s.beams[static_cast<std::size_t>(cd.beam)];
+                if (cd.token == o.eos_id) {
+                    if (c < static_cast<std::size_t>(K) && static_cast<index_t>(s.finished.size()) < K) {
+                        hypothesis h;
+                        h.tokens = from.tokens;
+                        h.score = cd.score;
+                        h.finished = !last;
+                        h.normalised_score = cd.score / length_normaliser(o, static_cast<index_t>(h.tokens.size()) + 1);
+                        s.finished.push_back(std::move(h));
+                    }
+                    continue;
+                }
+                beam_entry e{from.tokens, cd.score};
+                e.tokens.push_back(cd.token);
+                next.push_back(std::move(e));
+                keep.push_back(static_cast<std::int64_t>(static_cast<index_t>(si) * K + cd.beam));
+            }
+            const bool done = static_cast<index_t>(s.finished.size()) >= K || next.empty();
+            if (done) {
+                // undo the rows this sentence queued
+                keep.resize(keep.size() - next.size());
+                const auto best = std::max_element(s.finished.begin(), s.finished.end(), [](const hypothesis& a, const hypothesis& b) {
+                    return a.normalised_score < b.normalised_score;  // first best on ties
+                });
+                if (best != s.finished.end()) out[static_cast<std::size_t>(s.index)] = *best;
+                continue;
+            }
+            while (static_cast<index_t>(next.size()) < K) {  // fewer live candidates than beams: pad with dead beams
+                next.push_back({next.front().tokens, ninf});
+                keep.push_back(keep.back());
+            }
+            for (const auto& e : next) next_ids.push_back(e.tokens.back());
+            s.beams = std::move(next);
+            next_live.push_back(std::move(s));
+        }
+        if (next_live.empty()) break;
+        st.select_rows(keep);
+        live = std::move(next_live);
+        ids = std::move(next_ids);
+    }
+    return out;
+}
+
+/// Greedy (beam = 1) or beam search; `memory` = model.encode(src).
+template <class T, class B>
+std::vector<hypothesis> generate(const Seq2SeqTransformer<T, B>& model, const Var<T, B>& memory, const token_batch& src,
+                                 const search_options& o = {}) {
+    return o.beam == 1 ? greedy_search(model, memory, src, o) : beam_search(model, memory, src, o);
+}
+/// The same, encoding the source first.
+template <class T, class B>
+std::vector<hypothesis> generate(const Seq2SeqTransformer<T, B>& model, const token_batch& src, const search_options& o = {}) {
+    detail::check_search(model, src, o, "generate");
+    no_grad guard;
+    return generate(model, model.encode(src), src, o);
+}
+
+/// A padded source batch from id sequences (EOS appended when eos_id >= 0, pad_id after).
+inline token_batch make_source_batch(const std::vector<std::vector<std::int64_t>>& sources, std::int64_t eos_id = 3, std::int64_t pad_id = 0) {
+    token_batch b;
+    b.batch = static_cast<index_t>(sources.size());
+    for (const auto& s : sources) b.length = std::max(b.length, static_cast<index_t>(s.size()) + (eos_id >= 0 ? 1 : 0));
+    b.ids.assign(static_cast<std::size_t>(b.batch * b.length), pad_id);
+    b.segments.assign(b.ids.size(), 0);
+    for (index_t i = 0; i < b.batch; ++i) {
+        const auto& s = sources[static_cast<std::size_t>(i)];
+        std::copy(s.begin(), s.end(), b.ids.begin() + i * b.length);
+        if (eos_id >= 0) b.ids[static_cast<std::size_t>(i * b.length) + s.size()] = eos_id;
+        b.lengths.push_back(static_cast<index_t>(s.size()) + (eos_id >= 0 ? 1 : 0));
+    }
+    return b;
+}
+
+}  // namespace depthlab::nn
