@@ -201,3 +201,41 @@ TEST_CASE("ACT variants: fixed depth, Graves mean-field, UT-style run and differ
         CHECK(enc.halting_unit->weight.grad().defined());
     }
 }
+
+TEST_CASE("halting statistics: categories counted right, padding excluded, CSVs") {
+    halting_record rec;
+    rec.batch = 1;
+    rec.length = 6;
+    //           CLS  tok  MASK tok  SEP  pad
+    rec.N = {6, 2, 5, 3, 1, 0};
+    rec.R = {0.0, 0.5, 0.25, 0.75, 1.0, 0.0};
+    rec.cosine = {{0.1, 0.2, 0.3, 0.4, 0.5, NAN}, {0.9, 0.8, 0.7, 0.6, NAN, NAN}};
+    using C = data::token_category;
+    const std::vector<std::uint8_t> cat{static_cast<std::uint8_t>(C::cls),      static_cast<std::uint8_t>(C::unmasked),
+                                        static_cast<std::uint8_t>(C::mask_to_mask), static_cast<std::uint8_t>(C::unmasked),
+                                        static_cast<std::uint8_t>(C::sep),      static_cast<std::uint8_t>(C::pad)};
+    const std::vector<std::string> labels{"", "verb", "", "noun", "", ""};
+    halting_stats st;
+    st.add(rec, cat, &labels);
+    CHECK(st.count("all") == 5);
+    CHECK(st.mean_iterations("all") == doctest::Approx((6 + 2 + 5 + 3 + 1) / 5.0));
+    CHECK(st.count("unmasked") == 2);
+    CHECK(st.mean_iterations("unmasked") == 2.5);
+    CHECK(st.mean_remainder("unmasked") == doctest::Approx(0.625));
+    CHECK(st.mean_iterations("cls") == 6);
+    CHECK(st.mean_iterations("mask_to_mask") == 5);
+    CHECK(st.mean_iterations("sep") == 1);
+    CHECK(st.mean_iterations("label:verb") == 2);
+    CHECK(st.count("mask_to_random") == 0);
+    CHECK(std::isnan(st.mean_iterations("mask_to_random")));
+    CHECK(st.mean_cosine("all", 1) == doctest::Approx(0.3));
+    CHECK(st.mean_cosine("all", 2) == doctest::Approx(0.75));  // SEP and pad did not run at iteration 2
+    CHECK(st.mean_cosine("sep", 2) != st.mean_cosine("sep", 2));  // NaN: no [SEP] ran then
+    const auto names = st.ordered_names();
+    CHECK(names.front() == "all");
+    CHECK(names.back() == "label:verb");
+    // a real token with N = 0 means lengths and categories disagree
+    halting_record bad = rec;
+    bad.N[1] = 0;
+    CHECK_THROWS_AS(st.add(bad, cat), error);
+}
