@@ -64,6 +64,21 @@ depthlab::Tensor<T, B> from_double(const Shape& s, const std::vector<double>& v)
     return depthlab::Tensor<T, B>::from(s, c);
 }
 
+/// A tiny encoder-decoder for tests: one joint vocabulary of `vocab` (shared embeddings),
+/// 2 encoder + 2 decoder layers, no dropout; everything else the seq2seq_config defaults.
+inline depthlab::nn::seq2seq_config tiny_seq2seq(index_t vocab, index_t max_len, index_t dim, int heads, index_t ff_dim) {
+    depthlab::nn::seq2seq_config c;
+    c.src_vocab = c.tgt_vocab = vocab;
+    c.share_embeddings = true;
+    c.encoder_layers = c.decoder_layers = 2;
+    c.max_len = max_len;
+    c.layer.dim = dim;
+    c.layer.heads = heads;
+    c.layer.ff_dim = ff_dim;
+    c.layer.dropout = c.layer.attention_dropout = 0.0;
+    return c;
+}
+
 /// Every ISA path this CPU can run (the float kernels are checked on each).
 inline std::vector<depthlab::cpu::isa> runnable_isas() {
     std::vector<depthlab::cpu::isa> out;

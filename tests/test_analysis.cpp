@@ -24,18 +24,8 @@ using doctest::Contains;
 
 namespace {
 
-seq2seq_config tiny_cv() {
-    seq2seq_config c;
-    c.src_vocab = c.tgt_vocab = 10;
-    c.share_embeddings = true;
-    c.encoder_layers = c.decoder_layers = 2;
-    c.max_len = 8;
-    c.layer.dim = 8;
-    c.layer.heads = 2;
-    c.layer.ff_dim = 16;
-    c.layer.dropout = c.layer.attention_dropout = 0.0;
-    return c;
-}
+/// Vocabulary 10, max_len 8, D=8, 2 heads, FF=16.
+seq2seq_config tiny_cv() { return depthlab_test::tiny_seq2seq(10, 8, 8, 2, 16); }
 
 /// A "trained" model: θᶠ = θ⁰ + noise on every parameter; eval mode; a fixed batch; the
 /// metric is −MSE of the decoder logits against those of the full model at θᶠ (base = 0).

@@ -9,29 +9,15 @@
 // against PyTorch's float64 run (rtol 1e-9, atol 1e-12) and in float, on every ISA path
 // this CPU has, against PyTorch's float32 run from the same values (rtol 1e-4, atol 1e-5).
 // Set DEPTHLAB_PARITY_REPORT=1 to print the largest errors per case and precision (=2:
-// per tensor too).
-#include <algorithm>
+// per tensor too). The run machinery (Run<T>, run_case) is in parity.hpp.
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <iomanip>
-#include <map>
 #include <span>
 #include <sstream>
 #include <string>
-#include <utility>
 #include <vector>
 
-#include <doctest/doctest.h>
-
-#include <depthlab/depthlab.hpp>
-
-#include "fixture.hpp"
-
-#ifndef DEPTHLAB_FIXTURE_DIR
-#define DEPTHLAB_FIXTURE_DIR "tests/fixtures"
-#endif
+#include "parity.hpp"
 
 namespace {
 
@@ -40,8 +26,8 @@ using depthlab::index_t;
 using depthlab::Shape;
 using depthlab::Tensor;
 using depthlab::Var;
-using depthlab_test::Fixture;
 using depthlab_test::FixtureTensor;
+using depthlab_test::Run;
 namespace dnn = depthlab::nn;
 
 constexpr index_t kDim = 16, kFF = 32;
@@ -53,198 +39,17 @@ dnn::transformer_config layer_config(dnn::activation act, bool norm_first) {
             .norm_first = norm_first, .ln_eps = 1e-5, .init = depthlab::nn::init_scheme::pytorch};
 }
 
-std::string layers_fixture_path(const std::string& name) { return std::string(DEPTHLAB_FIXTURE_DIR) + "/" + name + ".txt"; }
-
-Shape shape_of(const FixtureTensor& t) { return Shape(t.shape.begin(), t.shape.end()); }
-
-/// Row-major multi-index of flat element i, e.g. "[1, 0, 3]".
-std::string index_string(const Shape& s, std::size_t i) {
-    std::vector<index_t> idx(static_cast<std::size_t>(s.rank()));
-    auto rem = static_cast<index_t>(i);
-    for (int k = s.rank() - 1; k >= 0; --k) {
-        idx[static_cast<std::size_t>(k)] = s[k] ? rem % s[k] : 0;
-        rem = s[k] ? rem / s[k] : 0;
-    }
-    std::string out = "[";
-    for (std::size_t k = 0; k < idx.size(); ++k) out += (k ? ", " : "") + std::to_string(idx[k]);
-    return out + "]";
-}
-
-int parity_report_level() {
-    const char* env = std::getenv("DEPTHLAB_PARITY_REPORT");
-    return env == nullptr || *env == '\0' ? 0 : std::atoi(env);
-}
-
-/// max |diff|, and max |diff|/|want| over elements with |want| >= 1e-3 max|want| (near-zero
-/// entries would dominate a plain relative error); `where` names the tensor of the worst.
-struct Errors {
-    double max_rel = 0, max_abs = 0;
-    std::string worst_rel_in;
-    void add(const std::string& name, const std::vector<double>& got, const std::vector<double>& want) {
-        double scale = 0;
-        for (double w : want)
-            if (std::isfinite(w)) scale = std::max(scale, std::abs(w));
-        for (std::size_t i = 0; i < got.size() && i < want.size(); ++i) {
-            if (!std::isfinite(want[i])) continue;
-            const double diff = std::abs(got[i] - want[i]);
-            max_abs = std::max(max_abs, diff);
-            if (want[i] != 0 && std::abs(want[i]) >= 1e-3 * scale && diff / std::abs(want[i]) > max_rel) {
-                max_rel = diff / std::abs(want[i]);
-                worst_rel_in = name;
-            }
-        }
-    }
-};
-
-/// One evaluation of a layer case in precision T against `<prefix><name>` references.
-template <class T>
-struct LayerRun {
-    const Fixture& fx;
-    std::string prefix;  // "" (float64 reference) or "f32."
-    std::string label;   // e.g. "layers_encoder double", "layers_encoder float/avx2"
-    double rtol, atol;
-    Errors err;
-    Errors err_f64;  // float runs: against PyTorch's float64 values (reported, not checked)
-    int checked = 0;
-
-    LayerRun(const Fixture& f, std::string pre, std::string lab, double rt, double at)
-        : fx(f), prefix(std::move(pre)), label(std::move(lab)), rtol(rt), atol(at) {}
-
-    Tensor<T> tensor(const std::string& name) const {
-        const FixtureTensor& t = fx.get(name);
-        const std::vector<T> v(t.values.begin(), t.values.end());
-        return Tensor<T>::from(shape_of(t), v);
-    }
-    Var<T> parameter(const std::string& name) const { return Var<T>::parameter(tensor(name)); }
-    Var<T> constant(const std::string& name) const { return Var<T>::constant(tensor(name)); }
-    std::vector<std::int64_t> ids(const std::string& name) const {
-        const FixtureTensor& t = fx.get(name);
-        REQUIRE_MESSAGE(t.dtype == "i64", fx.path, ": tensor '", name, "' should be i64, is ", t.dtype);
-        return {t.values.begin(), t.values.end()};
-    }
-    std::vector<index_t> lengths(const std::string& name) const {
-        const auto v = ids(name);
-        return {v.begin(), v.end()};
-    }
-
-    /// Copies `param.<name>` into every parameter of m, in place; the fixture must hold
-    /// exactly m's parameters.
-    void load_parameters(const dnn::Module<T>& m) const {
-        const auto params = m.named_parameters();
-        std::size_t in_fixture = 0;
-        for (const auto& [name, t] : fx)
-            if (name.rfind("param.", 0) == 0) ++in_fixture;
-        for (const auto& [name, p] : params) {
-            REQUIRE_MESSAGE(fx.count("param." + name), label, ": depthlab parameter '", name, "' has no 'param.", name, "' in ",
-                            fx.path);
-            const Tensor<T> v = tensor("param." + name);
-            REQUIRE_MESSAGE(p.value().shape() == v.shape(), label, ": parameter '", name, "' has shape ", p.value().shape(),
-                            ", the fixture ", v.shape());
-            p.value().copy_(v);
-            p.zero_grad();
-        }
-        REQUIRE_MESSAGE(in_fixture == params.size(), label, ": ", fx.path, " holds ", in_fixture, " parameters, the depthlab model ",
-                        params.size());
-    }
-
-    /// |got - ref| <= atol + rtol |ref| for every element of `<prefix><name>`; a failure
-    /// names the tensor, the number of bad elements and the worst one.
-    void check(const std::string& name, const Tensor<T>& got) {
-        const std::string ref = prefix + name;
-        const FixtureTensor& want = fx.get(ref);
-        REQUIRE_MESSAGE(got.defined(), label, ": ", name, " is undefined (no gradient flowed?)");
-        const Shape ws = shape_of(want);
-        REQUIRE_MESSAGE(got.shape() == ws, label, ": ", name, " has shape ", got.shape(), ", PyTorch has ", ws);
-        const std::vector<T> gt = got.to_vector();
-        const std::vector<double> g(gt.begin(), gt.end());
-        std::size_t bad = 0, worst_at = 0;
-        double worst_excess = -1;
-        for (std::size_t i = 0; i < g.size(); ++i) {
-            const double a = g[i], b = want.values[i];
-            const double excess = std::abs(a - b) - (atol + rtol * std::abs(b));
-            if (!(std::isfinite(a) && excess <= 0)) {
-                const double ex = std::isfinite(excess) ? excess : INFINITY;
-                if (bad++ == 0 || ex > worst_excess) {
-                    worst_excess = ex;
-                    worst_at = i;
-                }
-            }
-        }
-        Errors e;
-        e.add(name, g, want.values);
-        err.max_abs = std::max(err.max_abs, e.max_abs);
-        if (e.max_rel > err.max_rel) {
-            err.max_rel = e.max_rel;
-            err.worst_rel_in = name;
-        }
-        Errors e64;
-        if (!prefix.empty() && fx.count(name)) {
-            e64.add(name, g, fx.get(name).values);
-            err_f64.max_abs = std::max(err_f64.max_abs, e64.max_abs);
-            if (e64.max_rel > err_f64.max_rel) {
-                err_f64.max_rel = e64.max_rel;
-                err_f64.worst_rel_in = name;
-            }
-        }
-        if (parity_report_level() >= 2) {
-            std::printf("[parity]   %-36s %-48s max rel err %.3e  max abs err %.3e", label.c_str(), name.c_str(), e.max_rel,
-                        e.max_abs);
-            if (!prefix.empty()) std::printf("  (vs float64: rel %.3e abs %.3e)", e64.max_rel, e64.max_abs);
-            std::printf("\n");
-        }
-        ++checked;
-        if (bad) {
-            std::ostringstream os;
-            os.precision(17);
-            const double a = g[worst_at], b = want.values[worst_at];
-            os << label << ": " << name << " differs from PyTorch ('" << ref << "' in " << fx.path << ") at " << bad << " of "
-               << g.size() << " elements; worst at " << index_string(ws, worst_at) << ": depthlab " << a << ", PyTorch " << b
-               << ", |diff| " << std::setprecision(3) << std::abs(a - b) << " > atol " << atol << " + rtol " << rtol
-               << " * |PyTorch|";
-            FAIL_CHECK(os.str());
-        }
-    }
-    void check_grad(const std::string& name, const Var<T>& v) {
-        REQUIRE_MESSAGE(v.grad().defined(), label, ": no gradient reached ", name);
-        check("grad." + name, v.grad());
-    }
-    /// The gradient of every parameter of m against `grad.<name>`.
-    void check_parameter_grads(const dnn::Module<T>& m) {
-        for (const auto& [name, p] : m.named_parameters()) check_grad(name, p);
-    }
-
-    void report() const {
-        if (parity_report_level() < 1) return;
-        std::printf("[parity] %-34s %2d tensors  max rel err %.3e  max abs err %.3e  (worst: %s)", label.c_str(), checked, err.max_rel,
-                    err.max_abs, err.worst_rel_in.c_str());
-        if (!prefix.empty()) std::printf("  vs float64: rel %.3e abs %.3e", err_f64.max_rel, err_f64.max_abs);
-        std::printf("\n");
-    }
-};
-
-/// Runs body(run) in double, then in float on every ISA path this CPU can run.
+/// Runs body(run) in double, then in float on every ISA path (depthlab_test::run_case); the
+/// double run must check something.
 template <class Body>
 void run_layer_case(const std::string& name, Body body) {
-    const Fixture fx = depthlab_test::load_fixture(layers_fixture_path(name));
-    {
-        LayerRun<double> r{fx, "", name + " double", 1e-9, 1e-12};
-        body(r);
-        CHECK_MESSAGE(r.checked > 0, name, ": nothing checked");
-        r.report();
-    }
-    for (const auto i : {depthlab::cpu::isa::scalar, depthlab::cpu::isa::avx2, depthlab::cpu::isa::avx512}) {
-        if (!depthlab::cpu::cpu_supports(i)) continue;
-        const depthlab::cpu::isa_scope scope(i);
-        LayerRun<float> r{fx, "f32.", name + " float/" + depthlab::cpu::to_string(i), 1e-4, 1e-5};
-        body(r);
-        r.report();
-    }
+    depthlab_test::run_case(name, body, /*require_checks=*/true);
 }
 
 /// torch.nn.TransformerEncoderLayer(16, 4, 32, dropout 0, batch_first) with a key padding
 /// mask; loss = sum(out * w).
 template <class T>
-void encoder_case(LayerRun<T>& r, dnn::activation act, bool norm_first) {
+void encoder_case(Run<T>& r, dnn::activation act, bool norm_first) {
     Generator gen(1);
     dnn::EncoderLayer<T> layer(layer_config(act, norm_first), gen);
     r.load_parameters(layer);
@@ -263,7 +68,7 @@ void encoder_case(LayerRun<T>& r, dnn::activation act, bool norm_first) {
 /// tgt_mask + tgt_key_padding_mask (one causal-padding mask here) and a memory key padding
 /// mask; loss = sum(out * w).
 template <class T>
-void decoder_case(LayerRun<T>& r, bool norm_first) {
+void decoder_case(Run<T>& r, bool norm_first) {
     Generator gen(2);
     dnn::DecoderLayer<T> layer(layer_config(dnn::activation::relu, norm_first), gen);
     r.load_parameters(layer);
@@ -315,30 +120,30 @@ std::string close_or_why(const std::vector<double>& got, const std::vector<doubl
 
 // ------------------------------------------------------------------ PyTorch parity
 TEST_CASE("layer parity: encoder layer, post-LN, GELU (tanh), key padding") {
-    run_layer_case("layers_encoder", []<class T>(LayerRun<T>& r) { encoder_case(r, dnn::activation::gelu, false); });
+    run_layer_case("layers_encoder", []<class T>(Run<T>& r) { encoder_case(r, dnn::activation::gelu, false); });
 }
 
 TEST_CASE("layer parity: encoder layer, post-LN, ReLU, key padding") {
-    run_layer_case("layers_encoder_relu", []<class T>(LayerRun<T>& r) { encoder_case(r, dnn::activation::relu, false); });
+    run_layer_case("layers_encoder_relu", []<class T>(Run<T>& r) { encoder_case(r, dnn::activation::relu, false); });
 }
 
 TEST_CASE("layer parity: encoder layer, pre-LN, GELU (tanh), key padding") {
-    run_layer_case("layers_encoder_preln", []<class T>(LayerRun<T>& r) { encoder_case(r, dnn::activation::gelu, true); });
+    run_layer_case("layers_encoder_preln", []<class T>(Run<T>& r) { encoder_case(r, dnn::activation::gelu, true); });
 }
 
 TEST_CASE("layer parity: decoder layer, post-LN, causal + padding masks, memory padding") {
-    run_layer_case("layers_decoder", []<class T>(LayerRun<T>& r) { decoder_case(r, false); });
+    run_layer_case("layers_decoder", []<class T>(Run<T>& r) { decoder_case(r, false); });
 }
 
 TEST_CASE("layer parity: decoder layer, pre-LN, causal + padding masks, memory padding") {
-    run_layer_case("layers_decoder_preln", []<class T>(LayerRun<T>& r) { decoder_case(r, true); });
+    run_layer_case("layers_decoder_preln", []<class T>(Run<T>& r) { decoder_case(r, true); });
 }
 
 // A 2 + 2 layer Seq2SeqTransformer (post-LN, ReLU, separate embeddings, output tied to the
 // target embedding) against a PyTorch mirror; label-smoothed (0.1) cross-entropy that
 // ignores the padding id, over the (B, Tt, V) logits. Loss and every parameter's gradient.
 TEST_CASE("layer parity: small encoder-decoder model, loss and every gradient") {
-    run_layer_case("layers_seq2seq", []<class T>(LayerRun<T>& r) {
+    run_layer_case("layers_seq2seq", []<class T>(Run<T>& r) {
         const auto vocab = r.ids("config.vocab");
         const std::int64_t pad = r.ids("config.pad").at(0);
         dnn::seq2seq_config c;

@@ -12,18 +12,8 @@ using doctest::Contains;
 
 namespace {
 
-seq2seq_config tiny_seq2seq() {
-    seq2seq_config c;
-    c.src_vocab = c.tgt_vocab = 12;
-    c.share_embeddings = true;
-    c.encoder_layers = c.decoder_layers = 2;
-    c.max_len = 16;
-    c.layer.dim = 32;
-    c.layer.heads = 4;
-    c.layer.ff_dim = 64;
-    c.layer.dropout = c.layer.attention_dropout = 0.0;
-    return c;
-}
+/// Vocabulary 12, max_len 16, D=32, 4 heads, FF=64.
+seq2seq_config tiny_seq2seq() { return depthlab_test::tiny_seq2seq(12, 16, 32, 4, 64); }
 
 bool to_double_differs(const Var<double>& a, const Var<double>& b) {
     return depthlab_test::to_double(a.value()) != depthlab_test::to_double(b.value());
