@@ -3891,7 +3891,7 @@ public:
         auto S = Tensor<T, B>::empty({N, H, 1, Tk});
         P::gemm(gemm_args{false, true, 1, Tk, dh, Wq, W, Tk, H, dh, dh, Tk, N, Wq, cap * W, H * Tk}, alpha, qkv.value().data(),
                 kv_cache.data(), T(0), S.data());
-        P::softmax_fwd(N * H, Tk, S.data(), T(1), nullptr, row_broadcast{}, S.data());
+        P::softmax_fwd(N * H, Tk, S.data(), T(1), static_cast<const T*>(nullptr), row_broadcast{}, S.data());
         // out[n, 0, h*dh:(h+1)*dh] = P[n, h] V_h
         auto O = Tensor<T, B>::empty({N, 1, D});
         P::gemm(gemm_args{false, false, 1, dh, Tk, Tk, W, D, H, Tk, dh, dh, N, H * Tk, cap * W, D}, T(1), S.data(), kv_cache.data() + D,
@@ -4374,6 +4374,7 @@ private:
 //  * hypothesis::score is the raw log-probability of the output tokens and the EOS when
 //    there is one (before normalisation); normalised_score the value the beam ranked by.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -4428,6 +4429,12 @@ inline index_t output_limit(const search_options& o, index_t src_len, index_t mo
 /// The decoder's incremental state for `rows` hypotheses: the self-attention cache of
 /// every layer and the projected encoder memory. Row r of the initial state belongs to
 /// source sentence r / copies.
+///
+/// Memory: per layer two (rows, capacity, 2D) self-attention buffers (the second receives
+/// the rows select_rows keeps; both are allocated once) and the projected memory,
+/// (rows, Ts, 2D). The memory is gathered only when the rows' sentences change (a
+/// sentence dropped), not when beams of one sentence are reordered: those rows hold the
+/// same memory.
 template <class T, class B = backend::cpu>
 class decoder_state {
 public:
@@ -4451,13 +4458,17 @@ public:
             expand[r] = r / copies;
             lengths[r] = src_lengths[r / copies];
         }
+        sentence_ = expand;
         memory_mask_ = key_padding_mask<T, B>(lengths, Ts);
         const int L = model.decoder->depth;
         for (int l = 0; l < L; ++l) {
             const auto& layer = model.decoder->layer(l);
+            // an ablated cross-attention is never called: no projection needed
             Tensor<T, B> kv = layer.cross_attention.enabled ? layer.cross_attention.branch.project_memory(memory) : Tensor<T, B>::zeros({Bs, Ts, 2 * D});
             memory_kv_.push_back(copies == 1 ? kv : gather(kv, expand));
-            self_kv_.push_back(Tensor<T, B>::zeros({rows_, capacity_, 2 * D}));
+            // positions are written before they are read: no need to clear
+            buffers_.push_back({Tensor<T, B>::empty({rows_, capacity_, 2 * D}), Tensor<T, B>::empty({rows_, capacity_, 2 * D})});
+            self_kv_.push_back(buffers_.back()[0]);
         }
     }
 
@@ -4465,6 +4476,8 @@ public:
     /// Positions fed so far (the next step feeds position length()).
     [[nodiscard]] index_t length() const { return length_; }
     [[nodiscard]] index_t capacity() const { return capacity_; }
+    /// The source sentence of each row.
+    [[nodiscard]] const std::vector<std::int64_t>& row_sentences() const { return sentence_; }
 
     /// Feeds one token per row at position length() and returns the logits of the next
     /// token, (rows, V).
@@ -4481,20 +4494,31 @@ public:
         return logits.reshape({rows_, logits.dim(2)});
     }
 
-    /// Keeps the given rows, in that order (new row i = old row keep[i]; repeats allowed):
-    /// beam reordering and dropping finished sentences. Copies only the filled positions.
+    /// Keeps the given rows, in that order (new row i = old row keep[i]; repeats allowed, at
+    /// most as many rows as at construction): beam reordering and dropping finished
+    /// sentences. Copies only the filled positions of the cache.
     void select_rows(std::span<const std::int64_t> keep) {
         for (auto r : keep) DEPTHLAB_CHECK(r >= 0 && r < rows_, index_error, "decoder_state::select_rows: row ", r, " of ", rows_);
         const auto n = static_cast<index_t>(keep.size());
-        for (auto& kv : memory_kv_) kv = gather(kv, keep);
-        for (auto& kv : self_kv_) {
-            auto fresh = Tensor<T, B>::zeros({n, capacity_, kv.dim(2)});
+        DEPTHLAB_CHECK(n <= buffers_.front()[0].dim(0), usage_error, "decoder_state::select_rows: ", n, " rows, more than the ",
+                       buffers_.front()[0].dim(0), " allocated");
+        std::vector<std::int64_t> sentence(static_cast<std::size_t>(n));
+        for (index_t i = 0; i < n; ++i) sentence[static_cast<std::size_t>(i)] = sentence_[static_cast<std::size_t>(keep[static_cast<std::size_t>(i)])];
+        if (sentence != sentence_) {  // rows now belong to other sentences: move the memory too
+            for (auto& kv : memory_kv_) kv = gather(kv, keep);
+            memory_mask_ = gather(memory_mask_, keep);
+            sentence_ = std::move(sentence);
+        }
+        for (std::size_t l = 0; l < self_kv_.size(); ++l) {
+            Tensor<T, B>& kv = self_kv_[l];
+            auto& [a, b] = buffers_[l];
+            Tensor<T, B>& spare = kv.shares_storage(a) ? b : a;
+            Tensor<T, B> fresh = spare.slice(0, 0, n);  // contiguous: the leading rows of the buffer
             if (length_ > 0)
                 for (index_t i = 0; i < n; ++i)
                     fresh.select(0, i).slice(0, 0, length_).copy_(kv.select(0, keep[static_cast<std::size_t>(i)]).slice(0, 0, length_));
-            kv = std::move(fresh);
+            kv = fresh;
         }
-        memory_mask_ = gather(memory_mask_, keep);
         rows_ = n;
     }
 
@@ -4512,6 +4536,8 @@ private:
     const Seq2SeqTransformer<T, B>* model_;
     index_t capacity_, rows_ = 0, length_ = 0;
     std::vector<Tensor<T, B>> self_kv_, memory_kv_;
+    std::vector<std::array<Tensor<T, B>, 2>> buffers_;  // per layer: the self-attention cache and its spare
+    std::vector<std::int64_t> sentence_;                // row -> source sentence
     Tensor<T, B> memory_mask_;
 };
 

@@ -119,7 +119,7 @@ public:
         auto S = Tensor<T, B>::empty({N, H, 1, Tk});
         P::gemm(gemm_args{false, true, 1, Tk, dh, Wq, W, Tk, H, dh, dh, Tk, N, Wq, cap * W, H * Tk}, alpha, qkv.value().data(),
                 kv_cache.data(), T(0), S.data());
-        P::softmax_fwd(N * H, Tk, S.data(), T(1), nullptr, row_broadcast{}, S.data());
+        P::softmax_fwd(N * H, Tk, S.data(), T(1), static_cast<const T*>(nullptr), row_broadcast{}, S.data());
         // out[n, 0, h*dh:(h+1)*dh] = P[n, h] V_h
         auto O = Tensor<T, B>::empty({N, 1, D});
         P::gemm(gemm_args{false, false, 1, dh, Tk, Tk, W, D, H, Tk, dh, dh, N, H * Tk, cap * W, D}, T(1), S.data(), kv_cache.data() + D,
