@@ -1955,11 +1955,7 @@ struct memory<backend::cpu> {
     /// Free cached blocks (e.g. between phases with very different tensor sizes).
     static void release_cached() { detail::block_cache::instance().release_all(); }
     static std::size_t cached_bytes() { return detail::block_cache::instance().cached_bytes(); }
-    // (n == 0 may come with null pointers, which memcpy/memset must never see)
-    template <class T>
-    static void zero(T* p, std::size_t n) {
-        if (n) std::memset(static_cast<void*>(p), 0, n * sizeof(T));
-    }
+    // (n == 0 may come with null pointers, which memcpy must never see)
     template <class T>
     static void to_host(const T* src, T* dst, std::size_t n) {
         if (n) std::memcpy(dst, src, n * sizeof(T));
@@ -2808,13 +2804,6 @@ row_broadcast mask_rows(const char* op, const Shape& sx, const Tensor<T, B>& mas
     }
     DEPTHLAB_CHECK(ok, shape_error, op, ": mask ", sm, " does not broadcast to scores ", sx);
     return map;
-}
-template <class T, class B>
-void check_finite(const char* op, const Tensor<T, B>& t, const char* what) {
-    const auto v = t.to_vector();
-    for (std::size_t i = 0; i < v.size(); ++i)
-        DEPTHLAB_CHECK(std::isfinite(v[i]), numeric_error, op, ": non-finite value ", v[i], " in ", what, " of shape ", t.shape(),
-                       " at flat index ", i);
 }
 }  // namespace detail
 

@@ -56,13 +56,6 @@ row_broadcast mask_rows(const char* op, const Shape& sx, const Tensor<T, B>& mas
     DEPTHLAB_CHECK(ok, shape_error, op, ": mask ", sm, " does not broadcast to scores ", sx);
     return map;
 }
-template <class T, class B>
-void check_finite(const char* op, const Tensor<T, B>& t, const char* what) {
-    const auto v = t.to_vector();
-    for (std::size_t i = 0; i < v.size(); ++i)
-        DEPTHLAB_CHECK(std::isfinite(v[i]), numeric_error, op, ": non-finite value ", v[i], " in ", what, " of shape ", t.shape(),
-                       " at flat index ", i);
-}
 }  // namespace detail
 
 // ---------------------------------------------------------------- matmul

@@ -105,11 +105,7 @@ struct memory<backend::cpu> {
     /// Free cached blocks (e.g. between phases with very different tensor sizes).
     static void release_cached() { detail::block_cache::instance().release_all(); }
     static std::size_t cached_bytes() { return detail::block_cache::instance().cached_bytes(); }
-    // (n == 0 may come with null pointers, which memcpy/memset must never see)
-    template <class T>
-    static void zero(T* p, std::size_t n) {
-        if (n) std::memset(static_cast<void*>(p), 0, n * sizeof(T));
-    }
+    // (n == 0 may come with null pointers, which memcpy must never see)
     template <class T>
     static void to_host(const T* src, T* dst, std::size_t n) {
         if (n) std::memcpy(dst, src, n * sizeof(T));
