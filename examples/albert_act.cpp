@@ -5,6 +5,7 @@
 //   scripts/fetch-data english && scripts/train-tokenizer     # .data/english/{train,dev}.ids
 //   build/examples/albert_act --preset tiny --steps 2000 --out runs/act_tiny
 //   build/examples/albert_act --preset tiny --steps 4000 --out runs/act_tiny --resume
+//   build/examples/albert_act --preset tiny --policy pondernet --beta 0.01 --lambda-p 0.2
 //
 // Writes to --out: metrics.jsonl (training and dev records, halting table over training),
 // halting.csv, fixed_point.csv, checkpoint.safetensors (parameters, LAMB state, sampler and
@@ -48,7 +49,8 @@ struct options {
     std::string preset = "tiny", data = ".data/english", out = "runs/albert_act";
     std::int64_t steps = 2000, batch = 32, accum = 1, seq_len = 128, warmup = -1, log_every = 25, eval_every = 250, dev_batches = 8,
                  save_every = 500, hidden = 0, heads = 0, ff = 0, embed = 128, max_iters = 0, tau_warmup = -1, min_iters = 0;
-    double lr = 5e-3, tau = -1, halting_bias = 0, mask_prob = 0.15, clip = 1.0, epsilon = 0.01;
+    double lr = 5e-3, tau = -1, halting_bias = 0, mask_prob = 0.15, clip = 1.0, epsilon = 0.01, beta = 0.01, lambda_p = 0.2;
+    std::string policy = "act";
     std::uint64_t seed = 1;
     bool resume = false, dense = false;
 };
@@ -107,7 +109,11 @@ void write_report(const options& o, const nn::albert_config& cfg, int n_max, dou
                      {"model", "H " + std::to_string(cfg.layer.dim) + ", " + std::to_string(cfg.layer.heads) + " heads, FF " +
                                    std::to_string(cfg.layer.ff_dim) + ", E " + std::to_string(cfg.embed) + ", vocab " +
                                    std::to_string(cfg.vocab)},
-                     {"N_max / tau / epsilon", std::to_string(n_max) + " / " + fmt(tau, 6) + " / " + fmt(o.epsilon, 3)},
+                     {"halting policy", o.policy + (o.policy == "pondernet" ? " (beta " + fmt(o.beta, 4) + ", lambda_p " + fmt(o.lambda_p, 3) +
+                                                                                  "; N = median halting step)"
+                                                                            : "")},
+                     {o.policy == "pondernet" ? "N_max / beta / epsilon" : "N_max / tau / epsilon",
+                      std::to_string(n_max) + " / " + fmt(tau, 6) + " / " + fmt(o.epsilon, 3)},
                      {"batch x accumulation x length", std::to_string(o.batch) + " x " + std::to_string(o.accum) + " x " +
                                                             std::to_string(o.seq_len)},
                      {"training time", train::format_duration(seconds)},
@@ -180,39 +186,9 @@ void write_report(const options& o, const nn::albert_config& cfg, int n_max, dou
 
 }  // namespace
 
-int main(int argc, char** argv) {
-    options o;
-    examples::cli args("albert_act", "Pretrain an ACT-ALBERT on the English corpora and measure per-token depth.");
-    args.option("preset", o.preset, "tiny | small | base (N_max 6/12/24, tau 1e-3/5e-4/2.5e-4; sizes for 2 cores)")
-        .option("data", o.data, "directory with train.ids, dev.ids and spm.vocab (scripts/fetch-data, scripts/train-tokenizer)")
-        .option("out", o.out, "output directory")
-        .option("steps", o.steps, "optimiser steps")
-        .option("batch", o.batch, "sequences per micro-batch")
-        .option("accum", o.accum, "micro-batches per step (gradient accumulation)")
-        .option("seq-len", o.seq_len, "maximum sequence length")
-        .option("hidden", o.hidden, "H (0: preset)")
-        .option("heads", o.heads, "attention heads (0: preset)")
-        .option("ff", o.ff, "feed-forward width (0: preset)")
-        .option("embed", o.embed, "factorised embedding size E")
-        .option("max-iters", o.max_iters, "N_max (0: preset)")
-        .option("tau", o.tau, "ponder weight (negative: preset)")
-        .option("tau-warmup", o.tau_warmup, "steps over which tau ramps up from 0 (negative: 30% of the steps)")
-        .option("halting-bias", o.halting_bias, "initial halting bias (0 as the paper; negative: more iterations at first)")
-        .option("min-iters", o.min_iters, "no token halts before this iteration")
-        .option("epsilon", o.epsilon, "halting threshold 1 - epsilon")
-        .option("mask-prob", o.mask_prob, "MLM masking rate (0.15; the thesis uses 0.20)")
-        .option("lr", o.lr, "LAMB peak learning rate")
-        .option("warmup", o.warmup, "warm-up steps (negative: 10% of the steps)")
-        .option("clip", o.clip, "gradient clipping by global norm (0: off)")
-        .option("seed", o.seed, "random seed")
-        .option("log-every", o.log_every, "steps between progress lines")
-        .option("eval-every", o.eval_every, "steps between dev evaluations")
-        .option("dev-batches", o.dev_batches, "dev batches per evaluation")
-        .option("save-every", o.save_every, "steps between checkpoints")
-        .flag("dense", o.dense, "use the dense masked reference path instead of the compact one")
-        .flag("resume", o.resume, "continue from <out>/checkpoint.safetensors");
-    args.parse(argc, argv);
-
+/// The whole job for one halting policy (a compile-time choice, picked by --policy).
+template <class Policy>
+int run(options o) {
     try {
         // ---- preset ----
         int n_max = 6;
@@ -260,7 +236,10 @@ int main(int argc, char** argv) {
         aopt.epsilon = o.epsilon;
         aopt.min_iterations = static_cast<int>(o.min_iters);
         aopt.compact = !o.dense;
-        halting::ActAlbert<float> model(cfg, aopt, o.seed);
+        aopt.lambda_p = o.lambda_p;
+        const bool ponder_net = std::is_same_v<Policy, halting::pondernet>;
+        if (ponder_net) tau = o.beta;  // the ponder term is the KL, weighted by β
+        halting::ActAlbert<float, backend::cpu, Policy> model(cfg, aopt, o.seed);
         model.encoder->halting_unit->bias.value().fill_(static_cast<float>(o.halting_bias));
         optim::LambOptions lopt;
         lopt.lr = o.lr;
@@ -294,10 +273,12 @@ int main(int argc, char** argv) {
             io::save_checkpoint(ckpt, model, st);
         };
 
-        std::printf("albert_act: preset %s, %lld parameters, N_max %d, tau %g (warm-up %lld steps), halting bias %g, %s path; "
+        const bool compact = std::is_same_v<Policy, halting::act> && !o.dense;
+        std::printf("albert_act: preset %s, policy %s, %lld parameters, N_max %d, %s %g (warm-up %lld steps)%s, halting bias %g, %s path; "
                     "ISA %s, %d threads\n",
-                    o.preset.c_str(), static_cast<long long>(model.parameter_count()), n_max, tau, static_cast<long long>(tau_warmup),
-                    o.halting_bias, o.dense ? "dense" : "compact", cpu::to_string(cpu::active_isa()), max_threads());
+                    o.preset.c_str(), Policy::name, static_cast<long long>(model.parameter_count()), n_max, ponder_net ? "beta" : "tau", tau,
+                    static_cast<long long>(tau_warmup), ponder_net ? (", lambda_p " + fmt(o.lambda_p, 3)).c_str() : "", o.halting_bias,
+                    compact ? "compact" : "dense", cpu::to_string(cpu::active_isa()), max_threads());
         std::printf("data: %lld training examples per epoch, vocab %lld\n", static_cast<long long>(train.epoch_size()),
                     static_cast<long long>(dcfg.vocab));
         train::progress_meter meter(o.steps, step, metrics);
@@ -332,9 +313,10 @@ int main(int argc, char** argv) {
             lamb.zero_grad();
             for (std::int64_t a = 0; a < o.accum; ++a) {
                 const auto b = train.next(o.batch);
-                auto enc = model.encode(b.tokens);
-                auto mlm = cross_entropy(model.mlm_logits(enc.hidden, b.mlm_positions), b.mlm_labels);
-                auto sop = cross_entropy(model.sop_logits(enc.hidden), b.sop_labels);
+                auto losses = model.losses(b);
+                const auto& mlm = losses.mlm;
+                const auto& sop = losses.sop;
+                const auto& enc = losses.encoded;
                 auto loss = add(add(mlm, sop), scale(enc.ponder, static_cast<float>(tau_now)));
                 scale(loss, 1.0f / static_cast<float>(o.accum)).backward();
                 s_mlm += mlm.value().item();
@@ -390,4 +372,49 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "albert_act: %s\n", e.what());
         return 1;
     }
+}
+
+int main(int argc, char** argv) {
+    options o;
+    examples::cli args("albert_act", "Pretrain an ACT-ALBERT on the English corpora and measure per-token depth.");
+    args.option("preset", o.preset, "tiny | small | base (N_max 6/12/24, tau 1e-3/5e-4/2.5e-4; sizes for 2 cores)")
+        .option("data", o.data, "directory with train.ids, dev.ids and spm.vocab (scripts/fetch-data, scripts/train-tokenizer)")
+        .option("out", o.out, "output directory")
+        .option("steps", o.steps, "optimiser steps")
+        .option("batch", o.batch, "sequences per micro-batch")
+        .option("accum", o.accum, "micro-batches per step (gradient accumulation)")
+        .option("seq-len", o.seq_len, "maximum sequence length")
+        .option("hidden", o.hidden, "H (0: preset)")
+        .option("heads", o.heads, "attention heads (0: preset)")
+        .option("ff", o.ff, "feed-forward width (0: preset)")
+        .option("embed", o.embed, "factorised embedding size E")
+        .option("max-iters", o.max_iters, "N_max (0: preset)")
+        .option("tau", o.tau, "ponder weight (negative: preset)")
+        .option("tau-warmup", o.tau_warmup, "steps over which tau ramps up from 0 (negative: 30% of the steps)")
+        .option("halting-bias", o.halting_bias, "initial halting bias (0 as the paper; negative: more iterations at first)")
+        .option("min-iters", o.min_iters, "no token halts before this iteration")
+        .option("epsilon", o.epsilon, "halting threshold 1 - epsilon")
+        .option("mask-prob", o.mask_prob, "MLM masking rate (0.15; the thesis uses 0.20)")
+        .option("lr", o.lr, "LAMB peak learning rate")
+        .option("warmup", o.warmup, "warm-up steps (negative: 10% of the steps)")
+        .option("clip", o.clip, "gradient clipping by global norm (0: off)")
+        .option("seed", o.seed, "random seed")
+        .option("log-every", o.log_every, "steps between progress lines")
+        .option("eval-every", o.eval_every, "steps between dev evaluations")
+        .option("dev-batches", o.dev_batches, "dev batches per evaluation")
+        .option("save-every", o.save_every, "steps between checkpoints")
+        .option("policy", o.policy, "halting: act (the paper) | pondernet | act_graves | act_ut | fixed (N_max iterations)")
+        .option("beta", o.beta, "pondernet: weight of KL(p || geometric prior), used instead of tau")
+        .option("lambda-p", o.lambda_p, "pondernet: the geometric prior's halting probability per iteration")
+        .flag("dense", o.dense, "use the dense masked reference path instead of the compact one")
+        .flag("resume", o.resume, "continue from <out>/checkpoint.safetensors");
+    args.parse(argc, argv);
+
+    if (o.policy == "act") return run<halting::act>(o);
+    if (o.policy == "pondernet") return run<halting::pondernet>(o);
+    if (o.policy == "act_graves") return run<halting::act_graves>(o);
+    if (o.policy == "act_ut") return run<halting::act_ut>(o);
+    if (o.policy == "fixed") return run<halting::fixed>(o);
+    std::fprintf(stderr, "albert_act: --policy: expected act, pondernet, act_graves, act_ut or fixed, got '%s'\n", o.policy.c_str());
+    return 2;
 }

@@ -69,6 +69,8 @@ struct options {
     double alpha = 0.6, epsilon = 0.5, rewind_lr = 0, tolerance = 1.0 / 16;
     std::string search = "grid", rewind_k = "0,2,4", rank_by = "contribution";
     std::int64_t compare_shallow = 0;  // > 0: also train a model with this many fewer decoder layers
+    std::string shallow_checkpoint;    // a separately trained shallower model to compare with pruning
+    std::int64_t ding_repeat = 1;      // with --with-mt: the Ding pairs appear this many times per epoch
 };
 
 struct preset_spec {
@@ -474,6 +476,7 @@ int main(int argc, char** argv) {
         .option("seed", o.seed, "random seed (model init, data order, dropout)")
         .option("data", o.data, "directory with {train,dev,test}.{en,de} and spm.model (scripts/fetch-data translation)")
         .flag("with-mt", o.with_mt, "add the machine-translated nlp-corpus pairs (mt.{en,de}) to the training data")
+        .option("ding-repeat", o.ding_repeat, "with --with-mt: repeat the in-domain Ding pairs this many times per epoch")
         .option("out", o.out, "output directory")
         .option("checkpoint", o.checkpoint, "load this checkpoint (with its θ⁰ and training recipe) instead of training")
         .flag("resume", o.resume, "continue training from <out>/checkpoint.safetensors up to --steps")
@@ -497,7 +500,9 @@ int main(int argc, char** argv) {
         .option("rewind-k", o.rewind_k, "comma-separated k for rewinding (0 = fine-tune only, the control)")
         .option("rewind-steps", o.rewind_steps, "fine-tuning steps after rewinding")
         .option("rewind-lr", o.rewind_lr, "fine-tuning learning rate (0: the training schedule's last)")
-        .option("compare-shallow", o.compare_shallow, "> 0: also train a model with this many fewer decoder layers (same recipe)");
+        .option("compare-shallow", o.compare_shallow, "> 0: also train a model with this many fewer decoder layers (same recipe)")
+        .option("shallow-checkpoint", o.shallow_checkpoint,
+                "compare with this shallower model instead (trained separately with --dec-layers, same recipe)");
     args.parse(argc, argv);
 
     try {
@@ -528,7 +533,12 @@ int main(int argc, char** argv) {
         auto t0 = clock_type::now();
         text_split train = load_split(tok, o.data, "train");
         const std::size_t ding_pairs = train.pairs.size();
+        DEPTHLAB_CHECK(o.ding_repeat >= 1, usage_error, "--ding-repeat must be >= 1, got ", o.ding_repeat);
         if (o.with_mt) {
+            // The test split is Ding's (dictionary example sentences); repeating the in-domain
+            // pairs keeps them a sizeable share of each epoch next to ~7x more MT pairs.
+            for (std::int64_t r = 1; r < o.ding_repeat; ++r)
+                for (std::size_t i = 0; i < ding_pairs; ++i) train.pairs.push_back(train.pairs[i]);
             text_split mt = load_split(tok, o.data, "mt");
             for (auto& p : mt.pairs) train.pairs.push_back(std::move(p));
         }
@@ -539,8 +549,9 @@ int main(int argc, char** argv) {
         bc.max_len = 128;
         bc.window = 0;
         const data::translation_batcher batcher(std::move(train.pairs), bc);
-        std::printf("data: %zu training pairs (%zu Ding%s, %zu dropped as too long), %zu dev, %zu test; vocab %lld; tokenised in %.1fs\n",
-                    batcher.size(), ding_pairs, o.with_mt ? " + mt" : "", batcher.dropped(), dev.pairs.size(), test.pairs.size(),
+        std::printf("data: %zu training pairs (%zu Ding%s%s, %zu dropped as too long), %zu dev, %zu test; vocab %lld; tokenised in %.1fs\n",
+                    batcher.size(), ding_pairs, o.with_mt && o.ding_repeat > 1 ? (" x" + std::to_string(o.ding_repeat)).c_str() : "",
+                    o.with_mt ? " + mt" : "", batcher.dropped(), dev.pairs.size(), test.pairs.size(),
                     static_cast<long long>(tok.vocab_size()), seconds_since(t0));
 
         // ---- model
@@ -811,10 +822,34 @@ int main(int argc, char** argv) {
         trans.invalidate();
         analysis::write_csv(o.out + "/rewinding.csv", rewound);
 
-        // optional: a shallower decoder trained the same way
+        // optional: a shallower decoder trained the same way, here (--compare-shallow) or in a
+        // separate run (--shallow-checkpoint: e.g. trained in parallel on the other core)
         double shallow_bleu = std::numeric_limits<double>::quiet_NaN();
         index_t shallow_params = 0;
-        if (o.compare_shallow > 0) {
+        std::int64_t shallow_steps = 0, shallow_fewer = 0;
+        auto evaluate_shallow = [&](Model& shallow) {
+            shallow.eval();
+            translator st(shallow, tok);
+            shallow_bleu = st.bleu(analysis_set, metric_search);
+            shallow_params = shallow.parameter_count();
+            std::printf("shallow comparison: BLEU %.2f on the analysis sentences\n", shallow_bleu);
+        };
+        if (!o.shallow_checkpoint.empty()) {
+            const io::safetensors_file f(o.shallow_checkpoint);
+            const nn::seq2seq_config sc = get_config(f.metadata());
+            DEPTHLAB_CHECK(sc.decoder_layers < cfg.decoder_layers && sc.encoder_layers == cfg.encoder_layers && sc.layer.dim == cfg.layer.dim &&
+                               sc.src_vocab == cfg.src_vocab,
+                           usage_error, "--shallow-checkpoint ", o.shallow_checkpoint, ": expected the same model with fewer decoder layers, got ",
+                           describe(sc), " against ", describe(cfg));
+            Model shallow(sc, o.seed);
+            const auto st = io::load_checkpoint(o.shallow_checkpoint, shallow);
+            shallow_steps = static_cast<std::int64_t>(st.get_u64("step"));
+            shallow_fewer = cfg.decoder_layers - sc.decoder_layers;
+            std::printf("shallow comparison: %s from %s, %lld parameters, %lld steps%s\n", describe(sc).c_str(), o.shallow_checkpoint.c_str(),
+                        static_cast<long long>(shallow.parameter_count()), static_cast<long long>(shallow_steps),
+                        shallow_steps != step ? " (NOT the main model's step count)" : "");
+            evaluate_shallow(shallow);
+        } else if (o.compare_shallow > 0) {
             DEPTHLAB_CHECK(o.compare_shallow < cfg.decoder_layers, usage_error, "--compare-shallow ", o.compare_shallow, " >= decoder layers ",
                            cfg.decoder_layers);
             nn::seq2seq_config sc = cfg;
@@ -832,11 +867,9 @@ int main(int argc, char** argv) {
                     std::printf("  shallow step %lld/%lld loss %.4f elapsed %s\n", static_cast<long long>(s + 1), static_cast<long long>(step), l,
                                 train::format_duration(seconds_since(t_s)).c_str());
             }
-            shallow.eval();
-            translator st(shallow, tok);
-            shallow_bleu = st.bleu(analysis_set, metric_search);
-            shallow_params = shallow.parameter_count();
-            std::printf("shallow comparison: BLEU %.2f on the analysis sentences\n", shallow_bleu);
+            shallow_steps = step;
+            shallow_fewer = o.compare_shallow;
+            evaluate_shallow(shallow);
         }
         const double s_analyses = seconds_since(t_an);
 
@@ -852,9 +885,11 @@ int main(int argc, char** argv) {
         summary["encoder_reuses"] = trans.encoder_reuses();
         summary["spearman"] = std::isnan(rho) ? nlohmann::json(nullptr) : nlohmann::json(rho);
         summary["total_seconds"] = seconds_since(t_start);
-        if (o.compare_shallow > 0) {
+        if (shallow_fewer > 0) {
             summary["shallow_bleu"] = shallow_bleu;
             summary["shallow_parameters"] = shallow_params;
+            summary["shallow_steps"] = shallow_steps;
+            summary["shallow_fewer_decoder_layers"] = shallow_fewer;
         }
 
         // ---- report
@@ -1064,10 +1099,10 @@ int main(int argc, char** argv) {
             }
             page.table({"k", "k-th removed (contribution)", "% parameters removed", "BLEU", "k-th removed (criticality)", "BLEU"}, rows,
                        {.caption = "Pruning (" + std::to_string(prune_c.total_parameters) + " parameters in all)"});
-            if (o.compare_shallow > 0)
-                page.paragraph("A model with " + std::to_string(o.compare_shallow) + " fewer decoder layers (" + std::to_string(shallow_params) +
-                               " parameters), trained with the same recipe for the same number of steps: BLEU " + fixed(shallow_bleu) +
-                               " on the analysis sentences.");
+            if (shallow_fewer > 0)
+                page.paragraph("A model with " + std::to_string(shallow_fewer) + " fewer decoder layers (" + std::to_string(shallow_params) +
+                               " parameters), trained with the same recipe for " + std::to_string(shallow_steps) + " steps (the full model: " +
+                               std::to_string(step) + "): BLEU " + fixed(shallow_bleu) + " on the analysis sentences.");
         }
 
         page.section("Rewinding");

@@ -68,8 +68,9 @@ nn::transformer_config small_layer() {
 }
 
 /// Sets the halting unit so that p varies strongly across tokens and iterations.
-template <class T>
-void spread_halting(ActEncoder<T>& enc, double bias, std::uint64_t seed) {
+template <class Enc>
+void spread_halting(Enc& enc, double bias, std::uint64_t seed) {
+    using T = typename std::decay_t<decltype(enc.halting_unit->bias.value())>::value_type;
     Generator g(seed);
     enc.halting_unit->weight.value().copy_(Tensor<T>::randn({1, 16}, g, 0.6));
     enc.halting_unit->bias.value().fill_(static_cast<T>(bias));
@@ -199,6 +200,132 @@ TEST_CASE("ACT variants: fixed depth, Graves mean-field, UT-style run and differ
         auto r = enc(x, lengths);
         add(sum(r.hidden), r.ponder).backward();
         CHECK(enc.halting_unit->weight.grad().defined());
+    }
+}
+
+TEST_CASE("PonderNet: the halting distribution, median step and KL on a hand-computed case") {
+    // w_h = 0 and b_h = log(0.3 / 0.7): λ = 0.3 at every iteration for every token, so
+    // p = 0.3, 0.21, 0.147, then the remaining 0.343 at N_max = 4 (0.7^3 = 0.343 > ε);
+    // CDF 0.3, 0.51 → median step 2 with p = 0.21. Padding gets p = 0 and N = 0.
+    Generator gen(5);
+    ActEncoder<double, backend::cpu, pondernet> enc(small_layer(), gen, {.max_iterations = 4, .lambda_p = 0.5});
+    enc.halting_unit->weight.value().fill_(0.0);
+    enc.halting_unit->bias.value().fill_(std::log(0.3 / 0.7));
+    const auto x = Var<double>::constant(Tensor<double>::randn({2, 3, 16}, gen));
+    const std::vector<index_t> lengths{3, 2};
+    auto r = enc(x, lengths);
+    REQUIRE(r.halt_prob.size() == 4);
+    REQUIRE(r.states.size() == 4);
+    const std::vector<double> expect{0.3, 0.21, 0.147, 0.343};
+    for (int n = 0; n < 4; ++n) {
+        const auto p = to_double(r.halt_prob[n].value());
+        for (int i = 0; i < 6; ++i) CHECK(p[i] == doctest::Approx(i == 5 ? 0.0 : expect[n]).epsilon(1e-12));
+    }
+    CHECK(r.record.N == std::vector<int>{2, 2, 2, 2, 2, 0});
+    CHECK(r.record.R[0] == doctest::Approx(0.21));
+    CHECK(r.record.running_per_iteration == std::vector<index_t>{5, 5, 0, 0});
+    // KL to the geometric prior λ_p = 0.5 truncated to 4 steps: q = (0.5, 0.25, 0.125, 0.0625) / 0.9375
+    double kl = 0;
+    const std::vector<double> q{0.5 / 0.9375, 0.25 / 0.9375, 0.125 / 0.9375, 0.0625 / 0.9375};
+    for (int n = 0; n < 4; ++n) kl += expect[n] * std::log(expect[n] / q[n]);
+    CHECK(r.ponder.value().item() == doctest::Approx(kl).epsilon(1e-12));
+    // evaluation output: y at the median step
+    const auto h = to_double(r.hidden.value()), y2 = to_double(r.states[1].value());
+    check_close("hidden = y^N (real tokens)", std::vector<double>(h.begin(), h.begin() + 5 * 16), std::vector<double>(y2.begin(), y2.begin() + 5 * 16),
+                0, 0);
+}
+
+TEST_CASE("PonderNet: early stop once every token halted with probability >= 1 - eps; gradients by finite differences") {
+    Generator gen(6);
+    ActEncoder<double, backend::cpu, pondernet> enc(small_layer(), gen, {.max_iterations = 12, .epsilon = 0.05});
+    // λ between ~0.6 and ~0.85: every token halts with probability >= 0.95 well before 12 steps
+    Generator gh(21);
+    enc.halting_unit->weight.value().copy_(Tensor<double>::randn({1, 16}, gh, 0.08));
+    enc.halting_unit->bias.value().fill_(1.2);
+    const auto x0 = Tensor<double>::randn({2, 5, 16}, gen);
+    const std::vector<index_t> lengths{5, 3};
+    Generator gw(3);
+    const auto c = Tensor<double>::randn({16, 1}, gw);
+    // L = KL + Σ_n Σ_t p^n_t · (y^n_t · c): the shape of PonderNet's objective
+    auto objective = [&](auto& r) {
+        Var<double> L = r.ponder;
+        for (std::size_t n = 0; n < r.states.size(); ++n) {
+            const auto f = reshape(matmul(reshape(r.states[n], {10, 16}), Var<double>::constant(c)), {10});
+            L = add(L, sum(mul(r.halt_prob[n], f)));
+        }
+        return L;
+    };
+    auto x = Var<double>::parameter(x0.clone());
+    auto r = enc(x, lengths);
+    const std::size_t iters = r.states.size();
+    CHECK(iters < 12);  // stopped early
+    std::vector<double> total(10, 0.0);
+    for (const auto& p : r.halt_prob) {
+        const auto pv = to_double(p.value());
+        for (int i = 0; i < 10; ++i) total[i] += pv[i];
+    }
+    for (int i = 0; i < 10; ++i) CHECK(total[i] == doctest::Approx(i % 5 < lengths[i / 5] ? 1.0 : 0.0).epsilon(1e-12));
+    objective(r).backward();
+    auto fd_check = [&](Var<double> param, index_t k, const char* what) {
+        CAPTURE(what);
+        const double analytic = to_double(param.grad())[k];
+        const double h = 1e-6, v0 = param.value().data()[k];
+        auto at = [&](double v) {
+            param.value().data()[k] = v;
+            no_grad guard;
+            auto rr = enc(Var<double>::constant(x0), lengths);
+            CHECK(rr.states.size() == iters);  // no decision changes within the step
+            return objective(rr).value().item();
+        };
+        const double numeric = (at(v0 + h) - at(v0 - h)) / (2 * h);
+        param.value().data()[k] = v0;
+        CHECK(analytic == doctest::Approx(numeric).epsilon(1e-5));
+        CHECK(analytic != 0.0);
+    };
+    fd_check(enc.halting_unit->bias, 0, "halting bias");
+    fd_check(enc.halting_unit->weight, 3, "halting weight");
+    fd_check(enc.layer->feed_forward.branch.linear1->weight, 7, "feed-forward weight");
+}
+
+TEST_CASE("PonderNet ALBERT losses: expectations over halting steps; all mass on step 1 gives the plain losses") {
+    nn::albert_config cfg;
+    cfg.vocab = 30;
+    cfg.embed = 8;
+    cfg.max_len = 8;
+    cfg.depth = 4;
+    cfg.layer = small_layer();
+    data::albert_batch b;
+    b.tokens = {2, 6, {2, 7, 4, 9, 3, 11, 2, 5, 8, 3, 0, 0}, {0, 0, 0, 1, 1, 1, 0, 0, 1, 1, 0, 0}, {6, 4}};
+    b.mlm_positions = {1, 3, 8};
+    b.mlm_labels = {5, 17, 9};
+    b.sop_labels = {0, 1};
+    ActAlbert<double, backend::cpu, pondernet> model(cfg, {.max_iterations = 4}, 3);
+    auto& hu = *model.encoder->halting_unit;
+    hu.weight.value().fill_(0.0);
+    for (const double bias : {40.0, -0.4}) {
+        CAPTURE(bias);
+        hu.bias.value().fill_(bias);
+        const auto l = model.losses(b);
+        // the expectation written out from the states and the halting distribution
+        double mlm = 0, sop = 0;
+        for (std::size_t n = 0; n < l.encoded.states.size(); ++n) {
+            const auto p = to_double(l.encoded.halt_prob[n].value());
+            const auto& y = l.encoded.states[n];
+            const auto ce_m = to_double(cross_entropy_rows(model.mlm_logits(y, b.mlm_positions), b.mlm_labels).value());
+            const auto ce_s = to_double(cross_entropy_rows(model.sop_logits(y), b.sop_labels).value());
+            for (std::size_t k = 0; k < 3; ++k) mlm += p[b.mlm_positions[k]] * ce_m[k] / 3;
+            for (std::size_t k = 0; k < 2; ++k) sop += p[k * 6] * ce_s[k] / 2;
+        }
+        CHECK(l.mlm.value().item() == doctest::Approx(mlm).epsilon(1e-12));
+        CHECK(l.sop.value().item() == doctest::Approx(sop).epsilon(1e-12));
+        if (bias > 0) {  // λ = 1 in double: one iteration, and the plain losses of y^1
+            CHECK(l.encoded.states.size() == 1);
+            const auto& h = l.encoded.hidden;
+            CHECK(l.mlm.value().item() == doctest::Approx(cross_entropy(model.mlm_logits(h, b.mlm_positions), b.mlm_labels).value().item()));
+            CHECK(l.sop.value().item() == doctest::Approx(cross_entropy(model.sop_logits(h), b.sop_labels).value().item()));
+        } else {
+            CHECK(l.encoded.states.size() == 4);
+        }
     }
 }
 

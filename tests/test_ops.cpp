@@ -23,7 +23,7 @@ namespace {
 using vec = std::vector<double>;
 using inputs_t = std::vector<vec>;
 
-enum class dist { normal, away_from_zero, logits };
+enum class dist { normal, away_from_zero, logits, wide };
 struct input_spec {
     Shape shape;
     dist d = dist::normal;
@@ -190,6 +190,9 @@ std::vector<op_case<B>> all_cases() {
                              [](const inputs_t& x) { return map1(x[0], [](double a) { return std::tanh(a); }); }));
     c.push_back(make_case<B>("sigmoid", op_kind::sigmoid, {{{37}}}, [](const auto& v) { return sigmoid(v[0]); },
                              [](const inputs_t& x) { return map1(x[0], [](double a) { return 1 / (1 + std::exp(-a)); }); }));
+    // log_sigmoid far out, where sigmoid itself rounds to 0 or 1 in float
+    c.push_back(make_case<B>("log_sigmoid", op_kind::log_sigmoid, {{{37}, dist::wide}}, [](const auto& v) { return log_sigmoid(v[0]); },
+                             [](const inputs_t& x) { return map1(x[0], [](double a) { return -std::log1p(std::exp(-a)); }); }));
     // softmax: plain with scale; padding mask (2,1,1,19) on (2,2,3,19); causal (3,19); fully masked row
     c.push_back(make_case<B>("softmax", op_kind::softmax, {{{4, 19}, dist::logits}},
                              [](const auto& v) { return softmax(v[0], scalar_of<decltype(v)>(0.7)); },
@@ -237,6 +240,21 @@ std::vector<op_case<B>> all_cases() {
                 return vec{total / n};
             }));
     }
+    // reduction 'none': one loss per row, 0 for the ignored row
+    c.push_back(make_case<B>(
+        "cross_entropy_rows smoothing=0.1", op_kind::cross_entropy, {{{4, 6}, dist::logits}},
+        [=](const auto& v) { return cross_entropy_rows(v[0], ce_targets, -100, scalar_of<decltype(v)>(0.1)); },
+        [=](const inputs_t& x) {
+            const vec lp = ref_log_softmax(x[0], 6);
+            vec y(4, 0.0);
+            for (int r = 0; r < 4; ++r) {
+                if (ce_targets[r] == -100) continue;
+                double mean_lp = 0;
+                for (int j = 0; j < 6; ++j) mean_lp += lp[r * 6 + j] / 6;
+                y[r] = -0.9 * lp[r * 6 + ce_targets[r]] - 0.1 * mean_lp;
+            }
+            return y;
+        }));
     c.push_back(make_case<B>(
         "layer_norm", op_kind::layer_norm, {{{3, 19}}, {{19}}, {{19}}},
         [](const auto& v) { return layer_norm(v[0], v[1], v[2], scalar_of<decltype(v)>(1e-5)); },
@@ -433,6 +451,7 @@ vec random_input(const input_spec& s, Generator& gen) {
         e = gen.normal();
         if (s.d == dist::away_from_zero) e = (e < 0 ? -0.2 : 0.2) + e;  // keep |x| >= 0.2: no kink within FD step
         if (s.d == dist::logits) e *= 2.0;
+        if (s.d == dist::wide) e *= 15.0;  // |x| up to ~45: where sigmoid rounds to 0 or 1
     }
     return v;
 }

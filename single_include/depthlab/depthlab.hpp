@@ -2134,6 +2134,16 @@ struct primitives<backend::cpu> {
     template <class T> static void sigmoid_bwd(index_t n, const T* y, const T* dy, T* dx) {
         chunked<T>(n, [&]<class K>(index_t o, index_t m) { K::sigmoid_bwd(m, y + o, dy + o, dx + o); });
     }
+    // log σ(x) = min(x, 0) − log1p(exp(−|x|)): finite for every x, where σ itself rounds to 0
+    // or 1. Used on per-token halting logits (thousands of values per step), so a scalar
+    // loop is enough.
+    template <class T> static void log_sigmoid_fwd(index_t n, const T* x, T* y) {
+        for (index_t i = 0; i < n; ++i) y[i] = std::min(x[i], T(0)) - std::log1p(std::exp(-std::abs(x[i])));
+    }
+    // dx += dy · σ(−x)   (from the input x)
+    template <class T> static void log_sigmoid_bwd(index_t n, const T* x, const T* dy, T* dx) {
+        for (index_t i = 0; i < n; ++i) dx[i] += dy[i] / (T(1) + std::exp(x[i]));
+    }
 
     // ---- reductions ----
     template <class T>
@@ -2561,7 +2571,7 @@ void check_same_shape(const char* op, const A& a, const Bt& b) {
 namespace depthlab {
 
 #define DEPTHLAB_OPS(X)                                                                                     \
-    X(leaf) X(matmul) X(linear) X(add) X(mul) X(scale) X(bias) X(gelu) X(relu) X(tanh) X(sigmoid)         \
+    X(leaf) X(matmul) X(linear) X(add) X(mul) X(scale) X(bias) X(gelu) X(relu) X(tanh) X(sigmoid) X(log_sigmoid)\
     X(softmax) X(log_softmax) X(cross_entropy) X(layer_norm) X(dropout) X(embedding) X(concat) X(split)     \
     X(slice) X(reshape) X(transpose) X(gather_rows) X(scatter_rows) X(sum) X(mean) X(mse) X(attention)    \
     X(ragged_attention) X(scale_rows) X(row_update)
@@ -3033,6 +3043,15 @@ Var<T, B> sigmoid(const Var<T, B>& x) {
                               [](index_t n, const T* s, const T* dy, T* dx) { P::sigmoid_bwd(n, s, dy, dx); });
 }
 
+/// log(sigmoid(x)), stable for every x (log(1 − sigmoid(x)) = log_sigmoid(−x)): PonderNet's
+/// halting log-probabilities.
+template <class T, class B>
+Var<T, B> log_sigmoid(const Var<T, B>& x) {
+    using P = primitives<B>;
+    return detail::activation(op_kind::log_sigmoid, x, false, [](index_t n, const T* a, T* y) { P::log_sigmoid_fwd(n, a, y); },
+                              [](index_t n, const T* s, const T* dy, T* dx) { P::log_sigmoid_bwd(n, s, dy, dx); });
+}
+
 // ---------------------------------------------------------------- softmax family
 /// softmax(scale * x + mask) over the last axis. mask (optional, additive, not
 /// differentiated) has x's last extent and leading extents equal to x's or 1, e.g. a
@@ -3068,6 +3087,46 @@ Var<T, B> log_softmax(const Var<T, B>& x) {
     });
 }
 
+namespace detail {
+/// Cross-entropy of every row (the forward and backward shared by both reductions); rows whose
+/// target is ignore_index get 0. Returns the per-row losses and the number of rows counted.
+template <class T, class B>
+Var<T, B> cross_entropy_impl(const char* name, const Var<T, B>& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index,
+                             T label_smoothing, bool mean) {
+    using P = primitives<B>;
+    const Shape& s = logits.shape();
+    DEPTHLAB_CHECK(s.rank() >= 1 && static_cast<index_t>(targets.size()) == s.rows(), shape_error, name, ": ", targets.size(),
+                   " targets for logits ", s, " (expected one per row: ", s.rows(), ")");
+    DEPTHLAB_CHECK(label_smoothing >= T(0) && label_smoothing <= T(1), usage_error, name, ": label_smoothing ", label_smoothing,
+                   " outside [0, 1]");
+    const index_t rows = s.rows(), V = s.back();
+    index_t counted = 0;
+    for (std::size_t i = 0; i < targets.size(); ++i) {
+        if (targets[i] == ignore_index) continue;
+        DEPTHLAB_CHECK(targets[i] >= 0 && targets[i] < V, index_error, name, ": target ", targets[i], " at row ", i, " out of range [0, ",
+                       V, ") for logits ", s);
+        ++counted;
+    }
+    auto tgt = std::make_shared<std::vector<std::int64_t>>(targets.begin(), targets.end());
+    const auto X = contiguous_value(logits);
+    auto loss_rows = Tensor<T, B>::empty({rows});
+    auto lse = Tensor<T, B>::empty({rows});
+    P::cross_entropy_fwd(rows, V, X.data(), tgt->data(), ignore_index, label_smoothing, loss_rows.data(), lse.data());
+    const T denom = counted > 0 ? T(1) / static_cast<T>(counted) : T(0);
+    const T total = P::sum(rows, loss_rows.data());
+    DEPTHLAB_CHECK(std::isfinite(total), numeric_error, name, ": non-finite loss ", total, " (NaN or inf in the logits of shape ", s, "?)");
+    auto backward = [=](Node<T, B>& nd) {
+        if (T* dX = parent_grad(nd, 0)) {
+            // per-row upstream gradient: the mean's dL/dloss_i = g / counted, or the rows' own
+            const auto gr = mean ? Tensor<T, B>::full({rows}, nd.grad.item() * denom) : nd.grad.contiguous();
+            P::cross_entropy_bwd(rows, V, X.data(), tgt->data(), ignore_index, label_smoothing, lse.data(), gr.data(), dX);
+        }
+    };
+    if (mean) return make_result<T, B>(op_kind::cross_entropy, Tensor<T, B>::full(Shape{}, total * denom), {logits}, backward);
+    return make_result<T, B>(op_kind::cross_entropy, std::move(loss_rows), {logits}, backward);
+}
+}  // namespace detail
+
 /// Mean cross-entropy of logits (..., V) against integer targets (one per row), as
 /// PyTorch's F.cross_entropy: rows whose target is ignore_index are skipped (and not
 /// counted in the mean); label_smoothing mixes in the uniform distribution. When every
@@ -3076,36 +3135,14 @@ Var<T, B> log_softmax(const Var<T, B>& x) {
 template <class T, class B>
 Var<T, B> cross_entropy(const Var<T, B>& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index = -100,
                         T label_smoothing = T(0)) {
-    using P = primitives<B>;
-    const Shape& s = logits.shape();
-    DEPTHLAB_CHECK(s.rank() >= 1 && static_cast<index_t>(targets.size()) == s.rows(), shape_error, "cross_entropy: ",
-                   targets.size(), " targets for logits ", s, " (expected one per row: ", s.rows(), ")");
-    DEPTHLAB_CHECK(label_smoothing >= T(0) && label_smoothing <= T(1), usage_error, "cross_entropy: label_smoothing ",
-                   label_smoothing, " outside [0, 1]");
-    const index_t rows = s.rows(), V = s.back();
-    index_t counted = 0;
-    for (std::size_t i = 0; i < targets.size(); ++i) {
-        if (targets[i] == ignore_index) continue;
-        DEPTHLAB_CHECK(targets[i] >= 0 && targets[i] < V, index_error, "cross_entropy: target ", targets[i], " at row ", i,
-                       " out of range [0, ", V, ") for logits ", s);
-        ++counted;
-    }
-    auto tgt = std::make_shared<std::vector<std::int64_t>>(targets.begin(), targets.end());
-    const auto X = detail::contiguous_value(logits);
-    auto loss_rows = Tensor<T, B>::empty({rows});
-    auto lse = Tensor<T, B>::empty({rows});
-    P::cross_entropy_fwd(rows, V, X.data(), tgt->data(), ignore_index, label_smoothing, loss_rows.data(), lse.data());
-    const T denom = counted > 0 ? T(1) / static_cast<T>(counted) : T(0);
-    auto L = Tensor<T, B>::full(Shape{}, P::sum(rows, loss_rows.data()) * denom);
-    DEPTHLAB_CHECK(std::isfinite(L.item()), numeric_error, "cross_entropy: non-finite loss ", L.item(),
-                   " (NaN or inf in the logits of shape ", s, "?)");
-    return detail::make_result<T, B>(op_kind::cross_entropy, std::move(L), {logits}, [=](Node<T, B>& nd) {
-        if (T* dX = detail::parent_grad(nd, 0)) {
-            const T g = nd.grad.item() * denom;
-            auto gr = Tensor<T, B>::full({rows}, g);
-            P::cross_entropy_bwd(rows, V, X.data(), tgt->data(), ignore_index, label_smoothing, lse.data(), gr.data(), dX);
-        }
-    });
+    return detail::cross_entropy_impl("cross_entropy", logits, targets, ignore_index, label_smoothing, true);
+}
+/// The cross-entropy of every row, shape (rows,) (PyTorch's reduction='none'; ignored rows
+/// are 0): for losses weighted per row, e.g. PonderNet's expectation over halting steps.
+template <class T, class B>
+Var<T, B> cross_entropy_rows(const Var<T, B>& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index = -100,
+                             T label_smoothing = T(0)) {
+    return detail::cross_entropy_impl("cross_entropy_rows", logits, targets, ignore_index, label_smoothing, false);
 }
 
 // ---------------------------------------------------------------- layer norm
@@ -7615,7 +7652,17 @@ training_state<T, B> load_checkpoint(const std::string& path, nn::Module<T, B>& 
 // Policies (compile-time): fixed (N_max iterations, no halting unit use), act (the paper),
 // act_graves (Graves 2016 mean-field output s = Σ_n w^n y^n, the state passed on is y^n;
 // halting bias initialised to 1), act_ut (Universal-Transformer style: halted tokens keep
-// being transformed, s = y^n for them). PonderNet is not implemented yet.
+// being transformed, s = y^n for them), pondernet (Banino et al. 2021, below).
+//
+// PonderNet: λ^n = sigmoid(w_h · y^n + b_h) is the probability of halting at iteration n
+// given no halt before, p^n = λ^n Π_{j<n} (1 − λ^j); the last iteration run takes the
+// remaining mass (λ = 1 there), so p sums to 1 for every token. Iterations run until every
+// token has halted with probability ≥ 1 − ε, or N_max. The state passed on is y^n (no
+// interpolation). Training uses the expected task loss Σ_n p^n L(y^n) (the model's job:
+// ActAlbert::losses) plus β · KL(p ‖ geometric(λ_p) truncated to the iterations run); the
+// `ponder` output is that KL averaged over real tokens. At evaluation a token's output is
+// y^{N_t} with N_t its median halting step (the first n with Σ_{j≤n} p^j ≥ 0.5): the record
+// holds N_t, and R_t = p^{N_t}.
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -7637,6 +7684,9 @@ struct act_graves {
 struct act_ut {
     static constexpr const char* name = "act_ut";
 };
+struct pondernet {
+    static constexpr const char* name = "pondernet";
+};
 
 struct act_options {
     int max_iterations = 6;      // N_max
@@ -7644,6 +7694,7 @@ struct act_options {
     int min_iterations = 0;      // remedy against collapse: no token halts before this iteration
     bool compact = true;         // policy act: run only the running tokens (exact)
     bool record_cosine = true;   // fixed-point trace: cos(s^{n−1}, s^n) for running tokens
+    double lambda_p = 0.2;       // PonderNet: the geometric prior's halting probability per step
 };
 
 /// What happened to every token (flat index b*T + t).
@@ -7660,7 +7711,10 @@ template <class T, class B = backend::cpu>
 struct act_result {
     Var<T, B> hidden;   // (B, T, H)
     Var<T, B> ponder;   // scalar: mean over the batch of Σ_t mask (N_t + R_t) — gradient through R only
+                        // (PonderNet: the KL to the prior, mean over real tokens)
     halting_record record;
+    std::vector<Var<T, B>> states;     // PonderNet: y^n of every iteration run, each (B, T, H)
+    std::vector<Var<T, B>> halt_prob;  // PonderNet: p^n of every iteration run, each (B*T); Σ_n p^n = 1
 };
 
 /// The paper's halting arithmetic on the host, token by token (in the model's precision, so
@@ -7736,7 +7790,13 @@ public:
         if constexpr (std::is_same_v<Policy, act>) {
             if (opt.compact) return compact_forward(x, lengths);
         }
-        return dense_forward(x, lengths);
+        if constexpr (std::is_same_v<Policy, pondernet>) {
+            DEPTHLAB_CHECK(opt.lambda_p > 0 && opt.lambda_p < 1, usage_error, "ActEncoder<pondernet>: lambda_p must lie in (0, 1), got ",
+                           opt.lambda_p);
+            return pondernet_forward(x, lengths);
+        } else {
+            return dense_forward(x, lengths);
+        }
     }
 
     act_options opt;
@@ -7874,7 +7934,84 @@ private:
         }
         finish_record(rec, st);
         V ponder = std::is_same_v<Policy, fixed> ? V::constant(Tn::zeros(Shape{})) : ponder_cost(R, rec);
-        return {reshape(s, {Bn, Tt, H}), ponder, std::move(rec)};
+        return {reshape(s, {Bn, Tt, H}), ponder, std::move(rec), {}, {}};
+    }
+
+    // ---- PonderNet: a halting distribution over iterations ----
+    act_result<T, B> pondernet_forward(const V& x, const std::vector<index_t>& lengths) const {
+        run_state r = start(x, lengths);
+        auto& [Bn, Tt, H, N, tokens, st, rec, s, cum_unused, R_unused] = r;
+        const Tn mask = nn::padding_mask<T, B>(lengths, Tt);
+        act_result<T, B> out;
+        std::vector<T> real(static_cast<std::size_t>(N));
+        index_t n_real = 0;
+        for (index_t i = 0; i < N; ++i) {
+            real[i] = tokens[i] ? T(1) : T(0);
+            n_real += tokens[i] ? 1 : 0;
+        }
+        std::vector<double> cdf(static_cast<std::size_t>(N), 0.0);
+        std::vector<int> median(static_cast<std::size_t>(N), 0);
+        std::vector<double> p_median(static_cast<std::size_t>(N), 0.0);
+        V unhalted = constant(real);                          // Π_{j<n} (1 − λ^j)
+        V log_unhalted = V::constant(Tn::zeros({N}));         // its log, kept exactly via log_sigmoid
+        V p_log_p, p_log_q;                                   // Σ_n p log p and Σ_n p log q̃ (q̃ unnormalised)
+        V hidden;
+        const double log_lp = std::log(opt.lambda_p), log_1mlp = std::log1p(-opt.lambda_p);
+        int n = 1;
+        for (;; ++n) {
+            std::vector<std::int64_t> rows;  // real tokens not yet past their median step
+            for (index_t i = 0; i < N; ++i)
+                if (tokens[i] && median[i] == 0) rows.push_back(i);
+            rec.running_per_iteration.push_back(static_cast<index_t>(rows.size()));
+            rec.iterations = n;
+            const V y = reshape((*layer)(reshape(s, {Bn, Tt, H}), mask), {N, H});
+            const V z = reshape((*halting_unit)(y), {N});
+            // the last iteration takes the remaining mass: at N_max, or once every token has
+            // halted with probability >= 1 − ε
+            const std::vector<T> zv = z.value().to_vector(), uv = unhalted.value().to_vector();
+            double left = 0;
+            for (index_t i = 0; i < N; ++i)
+                if (tokens[i]) left = std::max(left, double(uv[i]) / (1.0 + std::exp(double(zv[i]))));  // u·(1 − λ)
+            const bool last = n >= opt.max_iterations || left < opt.epsilon;
+            V p, log_p;
+            if (last) {
+                p = unhalted;
+                log_p = log_unhalted;
+            } else {
+                p = mul(unhalted, sigmoid(z));
+                log_p = add(log_unhalted, log_sigmoid(z));
+                const V nz = scale(z, T(-1));
+                unhalted = mul(unhalted, sigmoid(nz));
+                log_unhalted = add(log_unhalted, log_sigmoid(nz));
+            }
+            const std::vector<T> pv = p.value().to_vector();
+            for (std::int64_t i : rows) {
+                cdf[i] += pv[i];
+                if (cdf[i] >= 0.5 || last) {
+                    median[i] = n;
+                    p_median[i] = pv[i];
+                }
+            }
+            hidden = n == 1 ? y : row_update(hidden, rows, gather_rows(y, rows));
+            record_cosine(rec, gather_rows(s, rows).value(), gather_rows(y, rows).value(), rows);
+            const V plp = mul(p, log_p), plq = scale(p, static_cast<T>(log_lp + (n - 1) * log_1mlp));
+            p_log_p = p_log_p.defined() ? add(p_log_p, plp) : plp;
+            p_log_q = p_log_q.defined() ? add(p_log_q, plq) : plq;
+            out.states.push_back(reshape(y, {Bn, Tt, H}));
+            out.halt_prob.push_back(p);
+            s = y;
+            if (last) break;
+        }
+        // KL(p ‖ q) with q^n = λ_p (1 − λ_p)^{n−1} / Z over the n iterations run,
+        // Z = 1 − (1 − λ_p)^n; Σ_n p^n = 1, so log Z enters once per token
+        const T log_z = static_cast<T>(std::log1p(-std::exp(n * log_1mlp)));
+        const V kl = add(add(p_log_p, scale(p_log_q, T(-1))), V::constant(Tn::full({N}, log_z)));
+        out.ponder = scale(sum(mul(kl, constant(real))), T(1) / static_cast<T>(std::max<index_t>(n_real, 1)));
+        rec.N = median;
+        rec.R = p_median;
+        out.hidden = reshape(hidden, {Bn, Tt, H});
+        out.record = std::move(rec);
+        return out;
     }
 
     // ---- compact path: policy act, exact ----
@@ -7914,7 +8051,7 @@ private:
             changed = idx;
         }
         finish_record(rec, st);
-        return {reshape(s, {Bn, Tt, H}), ponder_cost(R, rec), std::move(rec)};
+        return {reshape(s, {Bn, Tt, H}), ponder_cost(R, rec), std::move(rec), {}, {}};
     }
     /// The layer after its attention core, for running rows only: output projection done by
     /// the caller; residual + LN (post-LN) and the feed-forward sub-layer.
@@ -10834,11 +10971,20 @@ private:
 // ---- begin depthlab/halting/act_albert.hpp ----
 // ACT-ALBERT (../shared/papers.md §A): ALBERT's factorised embeddings, one tied layer iterated
 // with per-token halting (halting::ActEncoder), the MLM head tied to the token embedding and
-// the sentence-order head. Loss = L_mlm + L_sop + τ · mean_batch(P).
+// the sentence-order head. Loss = L_mlm + L_sop + τ · mean_batch(P); with PonderNet the task
+// losses are expectations over the halting distribution and the ponder term is the KL to the
+// prior, weighted by β.
 #include <span>
 
 
 namespace depthlab::halting {
+
+template <class T, class B>
+struct albert_losses {
+    Var<T, B> mlm, sop;  // scalars: mean cross-entropies (PonderNet: their expectation over the halting steps)
+    Var<T, B> ponder;    // ACT: mean_batch Σ_t (N_t + R_t); PonderNet: KL(p ‖ prior), mean over tokens
+    act_result<T, B> encoded;
+};
 
 template <class T, class B = backend::cpu, class Policy = act>
 class ActAlbert : public nn::Module<T, B> {
@@ -10858,6 +11004,37 @@ public:
         return nn::albert_mlm_logits(hidden, positions, *mlm_dense, *mlm_norm, embeddings->word->weight, mlm_bias);
     }
     Var<T, B> sop_logits(const Var<T, B>& hidden) const { return nn::albert_sop_logits(hidden, *pooler, *sop); }
+
+    /// The pretraining losses of a batch; the caller weighs ponder by τ (β for PonderNet).
+    albert_losses<T, B> losses(const data::albert_batch& b) const {
+        albert_losses<T, B> l;
+        l.encoded = encode(b.tokens);
+        if constexpr (std::is_same_v<Policy, pondernet>) {
+            // PonderNet's reconstruction term: Σ_n p^n_t L(y^n_t) for every predicted token
+            // (MLM) and every [CLS] (SOP), averaged like the plain losses
+            const index_t Bn = b.size(), Tt = b.tokens.length, M = b.predictions();
+            std::vector<std::int64_t> cls(static_cast<std::size_t>(Bn));
+            for (index_t i = 0; i < Bn; ++i) cls[i] = i * Tt;
+            const auto weight_at = [&](const Var<T, B>& p, std::span<const std::int64_t> rows) {
+                return reshape(gather_rows(reshape(p, {Bn * Tt, 1}), rows), {static_cast<index_t>(rows.size())});
+            };
+            for (std::size_t n = 0; n < l.encoded.states.size(); ++n) {
+                const auto& y = l.encoded.states[n];
+                const auto& p = l.encoded.halt_prob[n];
+                const auto mlm_n = sum(mul(weight_at(p, b.mlm_positions), cross_entropy_rows(mlm_logits(y, b.mlm_positions), b.mlm_labels)));
+                const auto sop_n = sum(mul(weight_at(p, cls), cross_entropy_rows(sop_logits(y), b.sop_labels)));
+                l.mlm = l.mlm.defined() ? add(l.mlm, mlm_n) : mlm_n;
+                l.sop = l.sop.defined() ? add(l.sop, sop_n) : sop_n;
+            }
+            l.mlm = scale(l.mlm, T(1) / static_cast<T>(std::max<index_t>(M, 1)));
+            l.sop = scale(l.sop, T(1) / static_cast<T>(Bn));
+        } else {
+            l.mlm = cross_entropy(mlm_logits(l.encoded.hidden, b.mlm_positions), b.mlm_labels);
+            l.sop = cross_entropy(sop_logits(l.encoded.hidden), b.sop_labels);
+        }
+        l.ponder = l.encoded.ponder;
+        return l;
+    }
 
     nn::albert_config cfg;
     nn::AlbertEmbeddings<T, B>* embeddings;

@@ -284,6 +284,15 @@ Var<T, B> sigmoid(const Var<T, B>& x) {
                               [](index_t n, const T* s, const T* dy, T* dx) { P::sigmoid_bwd(n, s, dy, dx); });
 }
 
+/// log(sigmoid(x)), stable for every x (log(1 − sigmoid(x)) = log_sigmoid(−x)): PonderNet's
+/// halting log-probabilities.
+template <class T, class B>
+Var<T, B> log_sigmoid(const Var<T, B>& x) {
+    using P = primitives<B>;
+    return detail::activation(op_kind::log_sigmoid, x, false, [](index_t n, const T* a, T* y) { P::log_sigmoid_fwd(n, a, y); },
+                              [](index_t n, const T* s, const T* dy, T* dx) { P::log_sigmoid_bwd(n, s, dy, dx); });
+}
+
 // ---------------------------------------------------------------- softmax family
 /// softmax(scale * x + mask) over the last axis. mask (optional, additive, not
 /// differentiated) has x's last extent and leading extents equal to x's or 1, e.g. a
@@ -319,6 +328,46 @@ Var<T, B> log_softmax(const Var<T, B>& x) {
     });
 }
 
+namespace detail {
+/// Cross-entropy of every row (the forward and backward shared by both reductions); rows whose
+/// target is ignore_index get 0. Returns the per-row losses and the number of rows counted.
+template <class T, class B>
+Var<T, B> cross_entropy_impl(const char* name, const Var<T, B>& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index,
+                             T label_smoothing, bool mean) {
+    using P = primitives<B>;
+    const Shape& s = logits.shape();
+    DEPTHLAB_CHECK(s.rank() >= 1 && static_cast<index_t>(targets.size()) == s.rows(), shape_error, name, ": ", targets.size(),
+                   " targets for logits ", s, " (expected one per row: ", s.rows(), ")");
+    DEPTHLAB_CHECK(label_smoothing >= T(0) && label_smoothing <= T(1), usage_error, name, ": label_smoothing ", label_smoothing,
+                   " outside [0, 1]");
+    const index_t rows = s.rows(), V = s.back();
+    index_t counted = 0;
+    for (std::size_t i = 0; i < targets.size(); ++i) {
+        if (targets[i] == ignore_index) continue;
+        DEPTHLAB_CHECK(targets[i] >= 0 && targets[i] < V, index_error, name, ": target ", targets[i], " at row ", i, " out of range [0, ",
+                       V, ") for logits ", s);
+        ++counted;
+    }
+    auto tgt = std::make_shared<std::vector<std::int64_t>>(targets.begin(), targets.end());
+    const auto X = contiguous_value(logits);
+    auto loss_rows = Tensor<T, B>::empty({rows});
+    auto lse = Tensor<T, B>::empty({rows});
+    P::cross_entropy_fwd(rows, V, X.data(), tgt->data(), ignore_index, label_smoothing, loss_rows.data(), lse.data());
+    const T denom = counted > 0 ? T(1) / static_cast<T>(counted) : T(0);
+    const T total = P::sum(rows, loss_rows.data());
+    DEPTHLAB_CHECK(std::isfinite(total), numeric_error, name, ": non-finite loss ", total, " (NaN or inf in the logits of shape ", s, "?)");
+    auto backward = [=](Node<T, B>& nd) {
+        if (T* dX = parent_grad(nd, 0)) {
+            // per-row upstream gradient: the mean's dL/dloss_i = g / counted, or the rows' own
+            const auto gr = mean ? Tensor<T, B>::full({rows}, nd.grad.item() * denom) : nd.grad.contiguous();
+            P::cross_entropy_bwd(rows, V, X.data(), tgt->data(), ignore_index, label_smoothing, lse.data(), gr.data(), dX);
+        }
+    };
+    if (mean) return make_result<T, B>(op_kind::cross_entropy, Tensor<T, B>::full(Shape{}, total * denom), {logits}, backward);
+    return make_result<T, B>(op_kind::cross_entropy, std::move(loss_rows), {logits}, backward);
+}
+}  // namespace detail
+
 /// Mean cross-entropy of logits (..., V) against integer targets (one per row), as
 /// PyTorch's F.cross_entropy: rows whose target is ignore_index are skipped (and not
 /// counted in the mean); label_smoothing mixes in the uniform distribution. When every
@@ -327,36 +376,14 @@ Var<T, B> log_softmax(const Var<T, B>& x) {
 template <class T, class B>
 Var<T, B> cross_entropy(const Var<T, B>& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index = -100,
                         T label_smoothing = T(0)) {
-    using P = primitives<B>;
-    const Shape& s = logits.shape();
-    DEPTHLAB_CHECK(s.rank() >= 1 && static_cast<index_t>(targets.size()) == s.rows(), shape_error, "cross_entropy: ",
-                   targets.size(), " targets for logits ", s, " (expected one per row: ", s.rows(), ")");
-    DEPTHLAB_CHECK(label_smoothing >= T(0) && label_smoothing <= T(1), usage_error, "cross_entropy: label_smoothing ",
-                   label_smoothing, " outside [0, 1]");
-    const index_t rows = s.rows(), V = s.back();
-    index_t counted = 0;
-    for (std::size_t i = 0; i < targets.size(); ++i) {
-        if (targets[i] == ignore_index) continue;
-        DEPTHLAB_CHECK(targets[i] >= 0 && targets[i] < V, index_error, "cross_entropy: target ", targets[i], " at row ", i,
-                       " out of range [0, ", V, ") for logits ", s);
-        ++counted;
-    }
-    auto tgt = std::make_shared<std::vector<std::int64_t>>(targets.begin(), targets.end());
-    const auto X = detail::contiguous_value(logits);
-    auto loss_rows = Tensor<T, B>::empty({rows});
-    auto lse = Tensor<T, B>::empty({rows});
-    P::cross_entropy_fwd(rows, V, X.data(), tgt->data(), ignore_index, label_smoothing, loss_rows.data(), lse.data());
-    const T denom = counted > 0 ? T(1) / static_cast<T>(counted) : T(0);
-    auto L = Tensor<T, B>::full(Shape{}, P::sum(rows, loss_rows.data()) * denom);
-    DEPTHLAB_CHECK(std::isfinite(L.item()), numeric_error, "cross_entropy: non-finite loss ", L.item(),
-                   " (NaN or inf in the logits of shape ", s, "?)");
-    return detail::make_result<T, B>(op_kind::cross_entropy, std::move(L), {logits}, [=](Node<T, B>& nd) {
-        if (T* dX = detail::parent_grad(nd, 0)) {
-            const T g = nd.grad.item() * denom;
-            auto gr = Tensor<T, B>::full({rows}, g);
-            P::cross_entropy_bwd(rows, V, X.data(), tgt->data(), ignore_index, label_smoothing, lse.data(), gr.data(), dX);
-        }
-    });
+    return detail::cross_entropy_impl("cross_entropy", logits, targets, ignore_index, label_smoothing, true);
+}
+/// The cross-entropy of every row, shape (rows,) (PyTorch's reduction='none'; ignored rows
+/// are 0): for losses weighted per row, e.g. PonderNet's expectation over halting steps.
+template <class T, class B>
+Var<T, B> cross_entropy_rows(const Var<T, B>& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index = -100,
+                             T label_smoothing = T(0)) {
+    return detail::cross_entropy_impl("cross_entropy_rows", logits, targets, ignore_index, label_smoothing, false);
 }
 
 // ---------------------------------------------------------------- layer norm

@@ -27,7 +27,17 @@
 // Policies (compile-time): fixed (N_max iterations, no halting unit use), act (the paper),
 // act_graves (Graves 2016 mean-field output s = Σ_n w^n y^n, the state passed on is y^n;
 // halting bias initialised to 1), act_ut (Universal-Transformer style: halted tokens keep
-// being transformed, s = y^n for them). PonderNet is not implemented yet.
+// being transformed, s = y^n for them), pondernet (Banino et al. 2021, below).
+//
+// PonderNet: λ^n = sigmoid(w_h · y^n + b_h) is the probability of halting at iteration n
+// given no halt before, p^n = λ^n Π_{j<n} (1 − λ^j); the last iteration run takes the
+// remaining mass (λ = 1 there), so p sums to 1 for every token. Iterations run until every
+// token has halted with probability ≥ 1 − ε, or N_max. The state passed on is y^n (no
+// interpolation). Training uses the expected task loss Σ_n p^n L(y^n) (the model's job:
+// ActAlbert::losses) plus β · KL(p ‖ geometric(λ_p) truncated to the iterations run); the
+// `ponder` output is that KL averaged over real tokens. At evaluation a token's output is
+// y^{N_t} with N_t its median halting step (the first n with Σ_{j≤n} p^j ≥ 0.5): the record
+// holds N_t, and R_t = p^{N_t}.
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -50,6 +60,9 @@ struct act_graves {
 struct act_ut {
     static constexpr const char* name = "act_ut";
 };
+struct pondernet {
+    static constexpr const char* name = "pondernet";
+};
 
 struct act_options {
     int max_iterations = 6;      // N_max
@@ -57,6 +70,7 @@ struct act_options {
     int min_iterations = 0;      // remedy against collapse: no token halts before this iteration
     bool compact = true;         // policy act: run only the running tokens (exact)
     bool record_cosine = true;   // fixed-point trace: cos(s^{n−1}, s^n) for running tokens
+    double lambda_p = 0.2;       // PonderNet: the geometric prior's halting probability per step
 };
 
 /// What happened to every token (flat index b*T + t).
@@ -73,7 +87,10 @@ template <class T, class B = backend::cpu>
 struct act_result {
     Var<T, B> hidden;   // (B, T, H)
     Var<T, B> ponder;   // scalar: mean over the batch of Σ_t mask (N_t + R_t) — gradient through R only
+                        // (PonderNet: the KL to the prior, mean over real tokens)
     halting_record record;
+    std::vector<Var<T, B>> states;     // PonderNet: y^n of every iteration run, each (B, T, H)
+    std::vector<Var<T, B>> halt_prob;  // PonderNet: p^n of every iteration run, each (B*T); Σ_n p^n = 1
 };
 
 /// The paper's halting arithmetic on the host, token by token (in the model's precision, so
@@ -149,7 +166,13 @@ public:
         if constexpr (std::is_same_v<Policy, act>) {
             if (opt.compact) return compact_forward(x, lengths);
         }
-        return dense_forward(x, lengths);
+        if constexpr (std::is_same_v<Policy, pondernet>) {
+            DEPTHLAB_CHECK(opt.lambda_p > 0 && opt.lambda_p < 1, usage_error, "ActEncoder<pondernet>: lambda_p must lie in (0, 1), got ",
+                           opt.lambda_p);
+            return pondernet_forward(x, lengths);
+        } else {
+            return dense_forward(x, lengths);
+        }
     }
 
     act_options opt;
@@ -287,7 +310,84 @@ private:
         }
         finish_record(rec, st);
         V ponder = std::is_same_v<Policy, fixed> ? V::constant(Tn::zeros(Shape{})) : ponder_cost(R, rec);
-        return {reshape(s, {Bn, Tt, H}), ponder, std::move(rec)};
+        return {reshape(s, {Bn, Tt, H}), ponder, std::move(rec), {}, {}};
+    }
+
+    // ---- PonderNet: a halting distribution over iterations ----
+    act_result<T, B> pondernet_forward(const V& x, const std::vector<index_t>& lengths) const {
+        run_state r = start(x, lengths);
+        auto& [Bn, Tt, H, N, tokens, st, rec, s, cum_unused, R_unused] = r;
+        const Tn mask = nn::padding_mask<T, B>(lengths, Tt);
+        act_result<T, B> out;
+        std::vector<T> real(static_cast<std::size_t>(N));
+        index_t n_real = 0;
+        for (index_t i = 0; i < N; ++i) {
+            real[i] = tokens[i] ? T(1) : T(0);
+            n_real += tokens[i] ? 1 : 0;
+        }
+        std::vector<double> cdf(static_cast<std::size_t>(N), 0.0);
+        std::vector<int> median(static_cast<std::size_t>(N), 0);
+        std::vector<double> p_median(static_cast<std::size_t>(N), 0.0);
+        V unhalted = constant(real);                          // Π_{j<n} (1 − λ^j)
+        V log_unhalted = V::constant(Tn::zeros({N}));         // its log, kept exactly via log_sigmoid
+        V p_log_p, p_log_q;                                   // Σ_n p log p and Σ_n p log q̃ (q̃ unnormalised)
+        V hidden;
+        const double log_lp = std::log(opt.lambda_p), log_1mlp = std::log1p(-opt.lambda_p);
+        int n = 1;
+        for (;; ++n) {
+            std::vector<std::int64_t> rows;  // real tokens not yet past their median step
+            for (index_t i = 0; i < N; ++i)
+                if (tokens[i] && median[i] == 0) rows.push_back(i);
+            rec.running_per_iteration.push_back(static_cast<index_t>(rows.size()));
+            rec.iterations = n;
+            const V y = reshape((*layer)(reshape(s, {Bn, Tt, H}), mask), {N, H});
+            const V z = reshape((*halting_unit)(y), {N});
+            // the last iteration takes the remaining mass: at N_max, or once every token has
+            // halted with probability >= 1 − ε
+            const std::vector<T> zv = z.value().to_vector(), uv = unhalted.value().to_vector();
+            double left = 0;
+            for (index_t i = 0; i < N; ++i)
+                if (tokens[i]) left = std::max(left, double(uv[i]) / (1.0 + std::exp(double(zv[i]))));  // u·(1 − λ)
+            const bool last = n >= opt.max_iterations || left < opt.epsilon;
+            V p, log_p;
+            if (last) {
+                p = unhalted;
+                log_p = log_unhalted;
+            } else {
+                p = mul(unhalted, sigmoid(z));
+                log_p = add(log_unhalted, log_sigmoid(z));
+                const V nz = scale(z, T(-1));
+                unhalted = mul(unhalted, sigmoid(nz));
+                log_unhalted = add(log_unhalted, log_sigmoid(nz));
+            }
+            const std::vector<T> pv = p.value().to_vector();
+            for (std::int64_t i : rows) {
+                cdf[i] += pv[i];
+                if (cdf[i] >= 0.5 || last) {
+                    median[i] = n;
+                    p_median[i] = pv[i];
+                }
+            }
+            hidden = n == 1 ? y : row_update(hidden, rows, gather_rows(y, rows));
+            record_cosine(rec, gather_rows(s, rows).value(), gather_rows(y, rows).value(), rows);
+            const V plp = mul(p, log_p), plq = scale(p, static_cast<T>(log_lp + (n - 1) * log_1mlp));
+            p_log_p = p_log_p.defined() ? add(p_log_p, plp) : plp;
+            p_log_q = p_log_q.defined() ? add(p_log_q, plq) : plq;
+            out.states.push_back(reshape(y, {Bn, Tt, H}));
+            out.halt_prob.push_back(p);
+            s = y;
+            if (last) break;
+        }
+        // KL(p ‖ q) with q^n = λ_p (1 − λ_p)^{n−1} / Z over the n iterations run,
+        // Z = 1 − (1 − λ_p)^n; Σ_n p^n = 1, so log Z enters once per token
+        const T log_z = static_cast<T>(std::log1p(-std::exp(n * log_1mlp)));
+        const V kl = add(add(p_log_p, scale(p_log_q, T(-1))), V::constant(Tn::full({N}, log_z)));
+        out.ponder = scale(sum(mul(kl, constant(real))), T(1) / static_cast<T>(std::max<index_t>(n_real, 1)));
+        rec.N = median;
+        rec.R = p_median;
+        out.hidden = reshape(hidden, {Bn, Tt, H});
+        out.record = std::move(rec);
+        return out;
     }
 
     // ---- compact path: policy act, exact ----
@@ -327,7 +427,7 @@ private:
             changed = idx;
         }
         finish_record(rec, st);
-        return {reshape(s, {Bn, Tt, H}), ponder_cost(R, rec), std::move(rec)};
+        return {reshape(s, {Bn, Tt, H}), ponder_cost(R, rec), std::move(rec), {}, {}};
     }
     /// The layer after its attention core, for running rows only: output projection done by
     /// the caller; residual + LN (post-LN) and the feed-forward sub-layer.

@@ -1,13 +1,23 @@
 #pragma once
 // ACT-ALBERT (../shared/papers.md §A): ALBERT's factorised embeddings, one tied layer iterated
 // with per-token halting (halting::ActEncoder), the MLM head tied to the token embedding and
-// the sentence-order head. Loss = L_mlm + L_sop + τ · mean_batch(P).
+// the sentence-order head. Loss = L_mlm + L_sop + τ · mean_batch(P); with PonderNet the task
+// losses are expectations over the halting distribution and the ponder term is the KL to the
+// prior, weighted by β.
 #include <span>
 
+#include "depthlab/data/albert_data.hpp"
 #include "depthlab/halting/act.hpp"
 #include "depthlab/nn/models.hpp"
 
 namespace depthlab::halting {
+
+template <class T, class B>
+struct albert_losses {
+    Var<T, B> mlm, sop;  // scalars: mean cross-entropies (PonderNet: their expectation over the halting steps)
+    Var<T, B> ponder;    // ACT: mean_batch Σ_t (N_t + R_t); PonderNet: KL(p ‖ prior), mean over tokens
+    act_result<T, B> encoded;
+};
 
 template <class T, class B = backend::cpu, class Policy = act>
 class ActAlbert : public nn::Module<T, B> {
@@ -27,6 +37,37 @@ public:
         return nn::albert_mlm_logits(hidden, positions, *mlm_dense, *mlm_norm, embeddings->word->weight, mlm_bias);
     }
     Var<T, B> sop_logits(const Var<T, B>& hidden) const { return nn::albert_sop_logits(hidden, *pooler, *sop); }
+
+    /// The pretraining losses of a batch; the caller weighs ponder by τ (β for PonderNet).
+    albert_losses<T, B> losses(const data::albert_batch& b) const {
+        albert_losses<T, B> l;
+        l.encoded = encode(b.tokens);
+        if constexpr (std::is_same_v<Policy, pondernet>) {
+            // PonderNet's reconstruction term: Σ_n p^n_t L(y^n_t) for every predicted token
+            // (MLM) and every [CLS] (SOP), averaged like the plain losses
+            const index_t Bn = b.size(), Tt = b.tokens.length, M = b.predictions();
+            std::vector<std::int64_t> cls(static_cast<std::size_t>(Bn));
+            for (index_t i = 0; i < Bn; ++i) cls[i] = i * Tt;
+            const auto weight_at = [&](const Var<T, B>& p, std::span<const std::int64_t> rows) {
+                return reshape(gather_rows(reshape(p, {Bn * Tt, 1}), rows), {static_cast<index_t>(rows.size())});
+            };
+            for (std::size_t n = 0; n < l.encoded.states.size(); ++n) {
+                const auto& y = l.encoded.states[n];
+                const auto& p = l.encoded.halt_prob[n];
+                const auto mlm_n = sum(mul(weight_at(p, b.mlm_positions), cross_entropy_rows(mlm_logits(y, b.mlm_positions), b.mlm_labels)));
+                const auto sop_n = sum(mul(weight_at(p, cls), cross_entropy_rows(sop_logits(y), b.sop_labels)));
+                l.mlm = l.mlm.defined() ? add(l.mlm, mlm_n) : mlm_n;
+                l.sop = l.sop.defined() ? add(l.sop, sop_n) : sop_n;
+            }
+            l.mlm = scale(l.mlm, T(1) / static_cast<T>(std::max<index_t>(M, 1)));
+            l.sop = scale(l.sop, T(1) / static_cast<T>(Bn));
+        } else {
+            l.mlm = cross_entropy(mlm_logits(l.encoded.hidden, b.mlm_positions), b.mlm_labels);
+            l.sop = cross_entropy(sop_logits(l.encoded.hidden), b.sop_labels);
+        }
+        l.ponder = l.encoded.ponder;
+        return l;
+    }
 
     nn::albert_config cfg;
     nn::AlbertEmbeddings<T, B>* embeddings;

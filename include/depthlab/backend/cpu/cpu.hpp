@@ -180,6 +180,16 @@ struct primitives<backend::cpu> {
     template <class T> static void sigmoid_bwd(index_t n, const T* y, const T* dy, T* dx) {
         chunked<T>(n, [&]<class K>(index_t o, index_t m) { K::sigmoid_bwd(m, y + o, dy + o, dx + o); });
     }
+    // log σ(x) = min(x, 0) − log1p(exp(−|x|)): finite for every x, where σ itself rounds to 0
+    // or 1. Used on per-token halting logits (thousands of values per step), so a scalar
+    // loop is enough.
+    template <class T> static void log_sigmoid_fwd(index_t n, const T* x, T* y) {
+        for (index_t i = 0; i < n; ++i) y[i] = std::min(x[i], T(0)) - std::log1p(std::exp(-std::abs(x[i])));
+    }
+    // dx += dy · σ(−x)   (from the input x)
+    template <class T> static void log_sigmoid_bwd(index_t n, const T* x, const T* dy, T* dx) {
+        for (index_t i = 0; i < n; ++i) dx[i] += dy[i] / (T(1) + std::exp(x[i]));
+    }
 
     // ---- reductions ----
     template <class T>
