@@ -70,7 +70,7 @@ void bm_matmul_op(benchmark::State& state, mm_shape s) {
     }
     set_gflops(state, s.flops());
 #if defined(DEPTHLAB_HAVE_ONEDNN)
-    state.SetLabel(impl_info(dcpu::onednn::get(plain_gemm(s), 1.0f, 0.0f).prim));
+    state.SetLabel(impl_info(dcpu::onednn::primitive_cache::instance().get(plain_gemm(s), 1.0f, 0.0f).prim));
 #endif
 }
 
@@ -87,7 +87,7 @@ void bm_matmul_primitive(benchmark::State& state, mm_shape s) {
     }
     set_gflops(state, s.flops());
 #if defined(DEPTHLAB_HAVE_ONEDNN)
-    state.SetLabel(impl_info(dcpu::onednn::get(g, 1.0f, 0.0f).prim));
+    state.SetLabel(impl_info(dcpu::onednn::primitive_cache::instance().get(g, 1.0f, 0.0f).prim));
 #endif
 }
 

@@ -228,3 +228,50 @@ TEST_CASE("host allocator: aligned, size classes, blocks reused") {
     auto again = Tensor<float>::empty({(1 << 20) - 10});  // same size class: the freed block comes back
     CHECK(again.data() == first);
 }
+
+TEST_CASE("host allocator: the cache stays within the peak working set when shapes keep changing") {
+    depthlab::detail::block_cache c;  // a private cache, not the process-wide one
+    const std::size_t MiB = std::size_t{1} << 20;
+    // 200 batches of different sizes (each a new size class), 3 blocks live at once: an
+    // uncapped cache would end up holding every size ever seen (~2.4 GiB)
+    for (std::size_t i = 0; i < 200; ++i) {
+        const std::size_t bytes = 2 * MiB + i * 64 * 1024;
+        void* a = c.get(bytes);
+        void* b = c.get(bytes + 1024);
+        void* d = c.get(bytes / 2);
+        c.put(a, bytes);
+        c.put(b, bytes + 1024);
+        c.put(d, bytes / 2);
+        CHECK(c.cached_bytes() <= std::max(c.peak_live_bytes(), depthlab::detail::block_cache::min_cap));
+    }
+    CHECK(c.peak_live_bytes() < 40 * MiB);
+    CHECK(c.cached_bytes() <= 64 * MiB);
+    // a steady shape is served from the cache
+    void* x = c.get(5 * MiB);
+    c.put(x, 5 * MiB);
+    CHECK(c.get(5 * MiB) == x);
+    c.put(x, 5 * MiB);
+}
+
+#if defined(DEPTHLAB_HAVE_ONEDNN)
+TEST_CASE("oneDNN primitive cache: bounded, least recently used evicted, results unchanged") {
+    auto& cache = depthlab::cpu::onednn::primitive_cache::instance();
+    const std::size_t saved = cache.capacity();
+    cache.set_capacity(4);
+    Generator gen(3);
+    // ten shapes, twice: every product stays right while the cache holds at most four
+    for (int round = 0; round < 2; ++round)
+        for (index_t m = 1; m <= 10; ++m) {
+            const auto a = Tensor<float>::randn({m, 7}, gen), b = Tensor<float>::randn({7, 5}, gen);
+            const auto c = matmul(Var<float>::constant(a), Var<float>::constant(b)).value();
+            for (index_t i = 0; i < m; ++i)
+                for (index_t j = 0; j < 5; ++j) {
+                    double want = 0;
+                    for (index_t k = 0; k < 7; ++k) want += double(a(i, k)) * b(k, j);
+                    CHECK(c(i, j) == doctest::Approx(want).epsilon(1e-5));
+                }
+            CHECK(cache.size() <= 4);
+        }
+    cache.set_capacity(saved);
+}
+#endif

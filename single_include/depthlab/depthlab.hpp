@@ -354,10 +354,14 @@ struct primitives;
 // Strided-batched GEMM on the CPU, row-major:
 //   C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b],  op(X) = X or X^T,
 // A[b] = A + b*stride_a (stride 0 broadcasts one matrix to every batch entry).
-// float goes through a oneDNN matmul primitive created once per shape and cached;
+// float goes through a oneDNN matmul primitive created once per shape and kept in a
+// least-recently-used cache (DEPTHLAB_GEMM_CACHE entries, default 1024: shapes that change
+// every batch must not pile up primitives without bound);
 // double (the gradient-check precision) and builds without oneDNN go through Eigen.
 #include <array>
 #include <cstdint>
+#include <cstdlib>
+#include <list>
 #include <mutex>
 #include <unordered_map>
 
@@ -463,42 +467,80 @@ inline dnnl::memory::desc operand(index_t batch2, index_t stride2, index_t batch
     return dnnl::memory::desc(shape, dnnl::memory::data_type::f32, strides);
 }
 
-/// Primitive for this shape: created on first use, then reused (creation costs far more
-/// than a small matmul). Thread-safe.
-inline const matmul_entry& get(const gemm_args& g, float alpha, float beta) {
-    static std::unordered_map<matmul_key, matmul_entry, matmul_key_hash> cache;
-    static std::mutex mutex;
-    const matmul_key key{{g.trans_a, g.trans_b, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.batch, g.stride_a, g.stride_b,
-                          g.stride_c, g.batch2, g.stride_a2, g.stride_b2, g.stride_c2, sizeof(float)},
-                         alpha,
-                         beta};
-    std::lock_guard<std::mutex> lock(mutex);
-    auto it = cache.find(key);
-    if (it != cache.end()) return it->second;
-    const auto a = operand(g.batch2, g.stride_a2, g.batch, g.stride_a, g.m, g.k, g.trans_a, g.lda);
-    const auto b = operand(g.batch2, g.stride_b2, g.batch, g.stride_b, g.k, g.n, g.trans_b, g.ldb);
-    const auto c = operand(g.batch2, g.stride_c2, g.batch, g.stride_c, g.m, g.n, false, g.ldc);
-    dnnl::primitive_attr attr;
-    if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
-    if (beta != 0.0f) {
-        dnnl::post_ops po;
-        po.append_sum(beta);
-        attr.set_post_ops(po);
+/// Primitives by shape, least recently used evicted first. Entries are handed out by value
+/// (a primitive is a reference-counted handle), so eviction never invalidates a caller's.
+class primitive_cache {
+public:
+    primitive_cache() {
+        if (const char* e = std::getenv("DEPTHLAB_GEMM_CACHE")) capacity_ = std::max<std::size_t>(1, std::strtoull(e, nullptr, 10));
     }
-    const dnnl::matmul::desc desc(a, b, c);
-    const dnnl::matmul::primitive_desc pd(desc, attr, engine());
-    return cache.emplace(key, matmul_entry{dnnl::matmul(pd), a, b, c}).first->second;
-}
+    static primitive_cache& instance() {
+        static primitive_cache* c = new primitive_cache();  // leaked: used until the very end
+        return *c;
+    }
+    /// Primitive for this shape: created on first use, then reused (creation costs far more
+    /// than a small matmul). Thread-safe.
+    matmul_entry get(const gemm_args& g, float alpha, float beta) {
+        const matmul_key key{{g.trans_a, g.trans_b, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.batch, g.stride_a, g.stride_b,
+                              g.stride_c, g.batch2, g.stride_a2, g.stride_b2, g.stride_c2, sizeof(float)},
+                             alpha,
+                             beta};
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (auto it = map_.find(key); it != map_.end()) {
+            order_.splice(order_.begin(), order_, it->second.second);  // now the most recent
+            return it->second.first;
+        }
+        matmul_entry e = create(g, alpha, beta);
+        order_.push_front(key);
+        map_.emplace(key, std::make_pair(e, order_.begin()));
+        while (map_.size() > capacity_) {
+            map_.erase(order_.back());
+            order_.pop_back();
+        }
+        return e;
+    }
+    [[nodiscard]] std::size_t size() const {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return map_.size();
+    }
+    [[nodiscard]] std::size_t capacity() const { return capacity_; }
+    void set_capacity(std::size_t n) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        capacity_ = std::max<std::size_t>(1, n);
+        while (map_.size() > capacity_) {
+            map_.erase(order_.back());
+            order_.pop_back();
+        }
+    }
+
+private:
+    static matmul_entry create(const gemm_args& g, float alpha, float beta) {
+        const auto a = operand(g.batch2, g.stride_a2, g.batch, g.stride_a, g.m, g.k, g.trans_a, g.lda);
+        const auto b = operand(g.batch2, g.stride_b2, g.batch, g.stride_b, g.k, g.n, g.trans_b, g.ldb);
+        const auto c = operand(g.batch2, g.stride_c2, g.batch, g.stride_c, g.m, g.n, false, g.ldc);
+        dnnl::primitive_attr attr;
+        if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+        if (beta != 0.0f) {
+            dnnl::post_ops po;
+            po.append_sum(beta);
+            attr.set_post_ops(po);
+        }
+        const dnnl::matmul::desc desc(a, b, c);
+        const dnnl::matmul::primitive_desc pd(desc, attr, engine());
+        return matmul_entry{dnnl::matmul(pd), a, b, c};
+    }
+    mutable std::mutex mutex_;
+    std::size_t capacity_ = 1024;
+    std::list<matmul_key> order_;  // most recent first
+    std::unordered_map<matmul_key, std::pair<matmul_entry, std::list<matmul_key>::iterator>, matmul_key_hash> map_;
+};
 
 inline void gemm(const gemm_args& g, float alpha, const float* a, const float* b, float beta, float* c) {
-    const auto a_md = operand(g.batch2, g.stride_a2, g.batch, g.stride_a, g.m, g.k, g.trans_a, g.lda);
-    const auto b_md = operand(g.batch2, g.stride_b2, g.batch, g.stride_b, g.k, g.n, g.trans_b, g.ldb);
-    const auto c_md = operand(g.batch2, g.stride_c2, g.batch, g.stride_c, g.m, g.n, false, g.ldc);
-    const dnnl::matmul& prim = get(g, alpha, beta).prim;
-    dnnl::memory ma(a_md, engine(), const_cast<float*>(a));
-    dnnl::memory mb(b_md, engine(), const_cast<float*>(b));
-    dnnl::memory mc(c_md, engine(), c);
-    prim.execute(stream(), {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
+    const matmul_entry e = primitive_cache::instance().get(g, alpha, beta);
+    dnnl::memory ma(e.a, engine(), const_cast<float*>(a));
+    dnnl::memory mb(e.b, engine(), const_cast<float*>(b));
+    dnnl::memory mc(e.c, engine(), c);
+    e.prim.execute(stream(), {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
     stream().wait();
 }
 
@@ -1854,7 +1896,11 @@ decltype(auto) with_isa(F&& f) {
 // Host memory: 64-byte aligned blocks from a caching allocator. A training step allocates
 // the same activation sizes every step; handing large blocks back to the OS and faulting
 // them in again costs more than many GEMMs (a fresh 32 MiB block is ~8k page faults), so
-// freed blocks are kept in size classes and reused, up to a cap.
+// freed blocks are kept in size classes and reused. The cache holds at most as many bytes
+// as were ever in use at once (one step's working set; at least 64 MiB) and never more than
+// the hard limit (4 GiB, or DEPTHLAB_HOST_CACHE_MB): with shapes that change every batch
+// (translation, adaptive depth) an uncapped cache would fill with blocks of stale sizes.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -1889,6 +1935,7 @@ public:
                 void* p = it->second.back();
                 it->second.pop_back();
                 cached_ -= cls;
+                note_live(cls);
                 return p;
             }
         }
@@ -1898,12 +1945,15 @@ public:
             p = std::aligned_alloc(alignment, cls);
             if (p == nullptr) throw std::bad_alloc();
         }
+        std::lock_guard<std::mutex> lock(mutex_);
+        note_live(cls);
         return p;
     }
     void put(void* p, std::size_t bytes) {
         const std::size_t cls = size_class(bytes);
         std::lock_guard<std::mutex> lock(mutex_);
-        if (cached_ + cls > limit_) {
+        live_ -= cls;
+        if (cached_ + cls > std::min(limit_, std::max(peak_live_, min_cap))) {
             std::free(p);
             return;
         }
@@ -1922,6 +1972,11 @@ public:
         std::lock_guard<std::mutex> lock(mutex_);
         return cached_;
     }
+    /// The most bytes in use at once so far (size classes, not requests).
+    [[nodiscard]] std::size_t peak_live_bytes() const {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return peak_live_;
+    }
     void set_limit(std::size_t bytes) {
         std::lock_guard<std::mutex> lock(mutex_);
         limit_ = bytes;
@@ -1934,11 +1989,23 @@ public:
         return *c;
     }
 
+    static constexpr std::size_t min_cap = std::size_t{64} << 20;
+    block_cache() {
+        if (const char* e = std::getenv("DEPTHLAB_HOST_CACHE_MB")) limit_ = static_cast<std::size_t>(std::strtoull(e, nullptr, 10)) << 20;
+    }
+    block_cache(const block_cache&) = delete;
+    block_cache& operator=(const block_cache&) = delete;
+    ~block_cache() { release_all(); }
+
 private:
+    void note_live(std::size_t cls) {  // (mutex held)
+        live_ += cls;
+        peak_live_ = std::max(peak_live_, live_);
+    }
     mutable std::mutex mutex_;
     std::unordered_map<std::size_t, std::vector<void*>> free_;
-    std::size_t cached_ = 0;
-    std::size_t limit_ = std::size_t{4} << 30;  // keep at most 4 GiB of free blocks
+    std::size_t cached_ = 0, live_ = 0, peak_live_ = 0;
+    std::size_t limit_ = std::size_t{4} << 30;  // hard limit on free blocks kept
 };
 }  // namespace detail
 

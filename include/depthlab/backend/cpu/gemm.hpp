@@ -2,10 +2,14 @@
 // Strided-batched GEMM on the CPU, row-major:
 //   C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b],  op(X) = X or X^T,
 // A[b] = A + b*stride_a (stride 0 broadcasts one matrix to every batch entry).
-// float goes through a oneDNN matmul primitive created once per shape and cached;
+// float goes through a oneDNN matmul primitive created once per shape and kept in a
+// least-recently-used cache (DEPTHLAB_GEMM_CACHE entries, default 1024: shapes that change
+// every batch must not pile up primitives without bound);
 // double (the gradient-check precision) and builds without oneDNN go through Eigen.
 #include <array>
 #include <cstdint>
+#include <cstdlib>
+#include <list>
 #include <mutex>
 #include <unordered_map>
 
@@ -115,42 +119,80 @@ inline dnnl::memory::desc operand(index_t batch2, index_t stride2, index_t batch
     return dnnl::memory::desc(shape, dnnl::memory::data_type::f32, strides);
 }
 
-/// Primitive for this shape: created on first use, then reused (creation costs far more
-/// than a small matmul). Thread-safe.
-inline const matmul_entry& get(const gemm_args& g, float alpha, float beta) {
-    static std::unordered_map<matmul_key, matmul_entry, matmul_key_hash> cache;
-    static std::mutex mutex;
-    const matmul_key key{{g.trans_a, g.trans_b, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.batch, g.stride_a, g.stride_b,
-                          g.stride_c, g.batch2, g.stride_a2, g.stride_b2, g.stride_c2, sizeof(float)},
-                         alpha,
-                         beta};
-    std::lock_guard<std::mutex> lock(mutex);
-    auto it = cache.find(key);
-    if (it != cache.end()) return it->second;
-    const auto a = operand(g.batch2, g.stride_a2, g.batch, g.stride_a, g.m, g.k, g.trans_a, g.lda);
-    const auto b = operand(g.batch2, g.stride_b2, g.batch, g.stride_b, g.k, g.n, g.trans_b, g.ldb);
-    const auto c = operand(g.batch2, g.stride_c2, g.batch, g.stride_c, g.m, g.n, false, g.ldc);
-    dnnl::primitive_attr attr;
-    if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
-    if (beta != 0.0f) {
-        dnnl::post_ops po;
-        po.append_sum(beta);
-        attr.set_post_ops(po);
+/// Primitives by shape, least recently used evicted first. Entries are handed out by value
+/// (a primitive is a reference-counted handle), so eviction never invalidates a caller's.
+class primitive_cache {
+public:
+    primitive_cache() {
+        if (const char* e = std::getenv("DEPTHLAB_GEMM_CACHE")) capacity_ = std::max<std::size_t>(1, std::strtoull(e, nullptr, 10));
     }
-    const dnnl::matmul::desc desc(a, b, c);
-    const dnnl::matmul::primitive_desc pd(desc, attr, engine());
-    return cache.emplace(key, matmul_entry{dnnl::matmul(pd), a, b, c}).first->second;
-}
+    static primitive_cache& instance() {
+        static primitive_cache* c = new primitive_cache();  // leaked: used until the very end
+        return *c;
+    }
+    /// Primitive for this shape: created on first use, then reused (creation costs far more
+    /// than a small matmul). Thread-safe.
+    matmul_entry get(const gemm_args& g, float alpha, float beta) {
+        const matmul_key key{{g.trans_a, g.trans_b, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.batch, g.stride_a, g.stride_b,
+                              g.stride_c, g.batch2, g.stride_a2, g.stride_b2, g.stride_c2, sizeof(float)},
+                             alpha,
+                             beta};
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (auto it = map_.find(key); it != map_.end()) {
+            order_.splice(order_.begin(), order_, it->second.second);  // now the most recent
+            return it->second.first;
+        }
+        matmul_entry e = create(g, alpha, beta);
+        order_.push_front(key);
+        map_.emplace(key, std::make_pair(e, order_.begin()));
+        while (map_.size() > capacity_) {
+            map_.erase(order_.back());
+            order_.pop_back();
+        }
+        return e;
+    }
+    [[nodiscard]] std::size_t size() const {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return map_.size();
+    }
+    [[nodiscard]] std::size_t capacity() const { return capacity_; }
+    void set_capacity(std::size_t n) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        capacity_ = std::max<std::size_t>(1, n);
+        while (map_.size() > capacity_) {
+            map_.erase(order_.back());
+            order_.pop_back();
+        }
+    }
+
+private:
+    static matmul_entry create(const gemm_args& g, float alpha, float beta) {
+        const auto a = operand(g.batch2, g.stride_a2, g.batch, g.stride_a, g.m, g.k, g.trans_a, g.lda);
+        const auto b = operand(g.batch2, g.stride_b2, g.batch, g.stride_b, g.k, g.n, g.trans_b, g.ldb);
+        const auto c = operand(g.batch2, g.stride_c2, g.batch, g.stride_c, g.m, g.n, false, g.ldc);
+        dnnl::primitive_attr attr;
+        if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
+        if (beta != 0.0f) {
+            dnnl::post_ops po;
+            po.append_sum(beta);
+            attr.set_post_ops(po);
+        }
+        const dnnl::matmul::desc desc(a, b, c);
+        const dnnl::matmul::primitive_desc pd(desc, attr, engine());
+        return matmul_entry{dnnl::matmul(pd), a, b, c};
+    }
+    mutable std::mutex mutex_;
+    std::size_t capacity_ = 1024;
+    std::list<matmul_key> order_;  // most recent first
+    std::unordered_map<matmul_key, std::pair<matmul_entry, std::list<matmul_key>::iterator>, matmul_key_hash> map_;
+};
 
 inline void gemm(const gemm_args& g, float alpha, const float* a, const float* b, float beta, float* c) {
-    const auto a_md = operand(g.batch2, g.stride_a2, g.batch, g.stride_a, g.m, g.k, g.trans_a, g.lda);
-    const auto b_md = operand(g.batch2, g.stride_b2, g.batch, g.stride_b, g.k, g.n, g.trans_b, g.ldb);
-    const auto c_md = operand(g.batch2, g.stride_c2, g.batch, g.stride_c, g.m, g.n, false, g.ldc);
-    const dnnl::matmul& prim = get(g, alpha, beta).prim;
-    dnnl::memory ma(a_md, engine(), const_cast<float*>(a));
-    dnnl::memory mb(b_md, engine(), const_cast<float*>(b));
-    dnnl::memory mc(c_md, engine(), c);
-    prim.execute(stream(), {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
+    const matmul_entry e = primitive_cache::instance().get(g, alpha, beta);
+    dnnl::memory ma(e.a, engine(), const_cast<float*>(a));
+    dnnl::memory mb(e.b, engine(), const_cast<float*>(b));
+    dnnl::memory mc(e.c, engine(), c);
+    e.prim.execute(stream(), {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
     stream().wait();
 }
 

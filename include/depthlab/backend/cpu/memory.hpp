@@ -2,7 +2,11 @@
 // Host memory: 64-byte aligned blocks from a caching allocator. A training step allocates
 // the same activation sizes every step; handing large blocks back to the OS and faulting
 // them in again costs more than many GEMMs (a fresh 32 MiB block is ~8k page faults), so
-// freed blocks are kept in size classes and reused, up to a cap.
+// freed blocks are kept in size classes and reused. The cache holds at most as many bytes
+// as were ever in use at once (one step's working set; at least 64 MiB) and never more than
+// the hard limit (4 GiB, or DEPTHLAB_HOST_CACHE_MB): with shapes that change every batch
+// (translation, adaptive depth) an uncapped cache would fill with blocks of stale sizes.
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -39,6 +43,7 @@ public:
                 void* p = it->second.back();
                 it->second.pop_back();
                 cached_ -= cls;
+                note_live(cls);
                 return p;
             }
         }
@@ -48,12 +53,15 @@ public:
             p = std::aligned_alloc(alignment, cls);
             if (p == nullptr) throw std::bad_alloc();
         }
+        std::lock_guard<std::mutex> lock(mutex_);
+        note_live(cls);
         return p;
     }
     void put(void* p, std::size_t bytes) {
         const std::size_t cls = size_class(bytes);
         std::lock_guard<std::mutex> lock(mutex_);
-        if (cached_ + cls > limit_) {
+        live_ -= cls;
+        if (cached_ + cls > std::min(limit_, std::max(peak_live_, min_cap))) {
             std::free(p);
             return;
         }
@@ -72,6 +80,11 @@ public:
         std::lock_guard<std::mutex> lock(mutex_);
         return cached_;
     }
+    /// The most bytes in use at once so far (size classes, not requests).
+    [[nodiscard]] std::size_t peak_live_bytes() const {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return peak_live_;
+    }
     void set_limit(std::size_t bytes) {
         std::lock_guard<std::mutex> lock(mutex_);
         limit_ = bytes;
@@ -84,11 +97,23 @@ public:
         return *c;
     }
 
+    static constexpr std::size_t min_cap = std::size_t{64} << 20;
+    block_cache() {
+        if (const char* e = std::getenv("DEPTHLAB_HOST_CACHE_MB")) limit_ = static_cast<std::size_t>(std::strtoull(e, nullptr, 10)) << 20;
+    }
+    block_cache(const block_cache&) = delete;
+    block_cache& operator=(const block_cache&) = delete;
+    ~block_cache() { release_all(); }
+
 private:
+    void note_live(std::size_t cls) {  // (mutex held)
+        live_ += cls;
+        peak_live_ = std::max(peak_live_, live_);
+    }
     mutable std::mutex mutex_;
     std::unordered_map<std::size_t, std::vector<void*>> free_;
-    std::size_t cached_ = 0;
-    std::size_t limit_ = std::size_t{4} << 30;  // keep at most 4 GiB of free blocks
+    std::size_t cached_ = 0, live_ = 0, peak_live_ = 0;
+    std::size_t limit_ = std::size_t{4} << 30;  // hard limit on free blocks kept
 };
 }  // namespace detail
 
