@@ -150,6 +150,35 @@ TEST_CASE("ACT: no forced halt at N_max, tokens keep R = 0") {
     CHECK(r.ponder.value().item() == doctest::Approx((8 * 3) / 2.0));
 }
 
+TEST_CASE("ACT: the fixed-point trace is recorded in eval mode, the same on both paths, and skipped in training") {
+    Generator gen(12);
+    ActEncoder<double> enc(small_layer(), gen);
+    spread_halting(enc, -1.0, 31);
+    const auto x = Var<double>::constant(Tensor<double>::randn({2, 7, 16}, gen));
+    const std::vector<index_t> lengths{7, 5};
+    no_grad guard;
+    enc.eval();
+    enc.opt.compact = true;
+    const auto compact = enc(x, lengths).record;
+    enc.opt.compact = false;
+    const auto dense = enc(x, lengths).record;
+    REQUIRE(compact.cosine.size() == static_cast<std::size_t>(compact.iterations));
+    REQUIRE(dense.cosine.size() == compact.cosine.size());
+    for (std::size_t n = 0; n < dense.cosine.size(); ++n)
+        for (std::size_t i = 0; i < dense.cosine[n].size(); ++i) {
+            CAPTURE(n);
+            CAPTURE(i);
+            const double a = compact.cosine[n][i], b = dense.cosine[n][i];
+            CHECK(std::isnan(a) == std::isnan(b));
+            if (!std::isnan(a)) CHECK(a == doctest::Approx(b).epsilon(1e-9));
+        }
+    CHECK(std::isnan(dense.cosine[0][13]));  // padding never runs
+    enc.train();
+    CHECK(enc(x, lengths).record.cosine.empty());
+    enc.opt.fixed_point_trace = act_options::trace::always;
+    CHECK(!enc(x, lengths).record.cosine.empty());
+}
+
 TEST_CASE("ACT: the ponder gradient flows through R only (finite differences on the halting bias)") {
     Generator gen(8);
     ActEncoder<double> enc(small_layer(), gen);

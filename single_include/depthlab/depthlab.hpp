@@ -7760,7 +7760,9 @@ struct act_options {
     double epsilon = 0.01;       // halting threshold 1 − ε
     int min_iterations = 0;      // remedy against collapse: no token halts before this iteration
     bool compact = true;         // policy act: run only the running tokens (exact)
-    bool record_cosine = true;   // fixed-point trace: cos(s^{n−1}, s^n) for running tokens
+    // fixed-point trace, cos(s^{n−1}, s^n) for running tokens: an analysis, so by default only
+    // in eval mode (a training step has no use for it and it costs a pass over the states)
+    enum class trace { never, eval_only, always } fixed_point_trace = trace::eval_only;
     double lambda_p = 0.2;       // PonderNet: the geometric prior's halting probability per step
 };
 
@@ -7911,21 +7913,31 @@ private:
         const T inv_b = T(1) / static_cast<T>(std::max<index_t>(rec.batch, 1));
         return add(scale(sum(R), inv_b), V::constant(Tn::full(Shape{}, static_cast<T>(n_sum) * inv_b)));
     }
-    void record_cosine(halting_record& rec, const Tn& before, const Tn& after, const std::vector<std::int64_t>& rows) const {
-        if (!opt.record_cosine) return;
+    [[nodiscard]] bool tracing() const {
+        return opt.fixed_point_trace == act_options::trace::always ||
+               (opt.fixed_point_trace == act_options::trace::eval_only && !this->is_training());
+    }
+    /// Records cos(before_j, after_j) for token rows[j]; before/after produce (rows, H) tensors
+    /// and are only evaluated when tracing.
+    template <class Before, class After>
+    void record_cosine(halting_record& rec, Before&& before_fn, After&& after_fn, const std::vector<std::int64_t>& rows) const {
+        if (!tracing()) return;
+        const Tn before = before_fn(), after = after_fn();
         std::vector<double> cos(static_cast<std::size_t>(rec.batch * rec.length), std::numeric_limits<double>::quiet_NaN());
         const index_t H = before.shape().back();
-        for (std::size_t j = 0; j < rows.size(); ++j) {
-            const T* x = before.data() + static_cast<index_t>(j) * H;
-            const T* y = after.data() + static_cast<index_t>(j) * H;
-            double xy = 0, xx = 0, yy = 0;
-            for (index_t c = 0; c < H; ++c) {
-                xy += double(x[c]) * y[c];
-                xx += double(x[c]) * x[c];
-                yy += double(y[c]) * y[c];
+        parallel_for(static_cast<index_t>(rows.size()), 64, [&](index_t j0, index_t j1) {
+            for (index_t j = j0; j < j1; ++j) {
+                const T* x = before.data() + j * H;
+                const T* y = after.data() + j * H;
+                double xy = 0, xx = 0, yy = 0;
+                for (index_t c = 0; c < H; ++c) {
+                    xy += double(x[c]) * y[c];
+                    xx += double(x[c]) * x[c];
+                    yy += double(y[c]) * y[c];
+                }
+                cos[static_cast<std::size_t>(rows[j])] = xy / std::sqrt(std::max(xx * yy, 1e-300));
             }
-            cos[static_cast<std::size_t>(rows[j])] = xy / std::sqrt(std::max(xx * yy, 1e-300));
-        }
+        });
         rec.cosine.push_back(std::move(cos));
     }
     static std::vector<std::int64_t> running_rows(const act_state<T>& st) {
@@ -7967,7 +7979,7 @@ private:
             rec.iterations = n;
             const V y = reshape((*layer)(reshape(s, {Bn, Tt, H}), mask), {N, H});
             if constexpr (std::is_same_v<Policy, fixed>) {
-                record_cosine(rec, gather_rows(s, rows).value(), gather_rows(y, rows).value(), rows);
+                record_cosine(rec, [&] { return gather_rows(s, rows).value(); }, [&] { return gather_rows(y, rows).value(); }, rows);
                 for (std::int64_t i : rows) st.N[static_cast<std::size_t>(i)] += 1;
                 s = y;
                 continue;
@@ -7992,7 +8004,7 @@ private:
                         if (!halted.empty()) s_next = row_update(s_next, halted, gather_rows(y, halted));
                     }
                 }
-                record_cosine(rec, gather_rows(s, rows).value(), gather_rows(s_next, rows).value(), rows);
+                record_cosine(rec, [&] { return gather_rows(s, rows).value(); }, [&] { return gather_rows(s_next, rows).value(); }, rows);
                 s = s_next;
             }
         }
@@ -8060,7 +8072,7 @@ private:
                 }
             }
             hidden = n == 1 ? y : row_update(hidden, rows, gather_rows(y, rows));
-            record_cosine(rec, gather_rows(s, rows).value(), gather_rows(y, rows).value(), rows);
+            record_cosine(rec, [&] { return gather_rows(s, rows).value(); }, [&] { return gather_rows(y, rows).value(); }, rows);
             const V plp = mul(p, log_p), plq = scale(p, static_cast<T>(log_lp + (n - 1) * log_1mlp));
             p_log_p = p_log_p.defined() ? add(p_log_p, plp) : plp;
             p_log_q = p_log_q.defined() ? add(p_log_q, plq) : plq;
@@ -8111,7 +8123,7 @@ private:
             V r_run = gather_rows(R, idx);
             const V w = halting_step(p, cum_run, r_run, m);
             const V s_new = add(s_run, scale_rows(add(y, scale(s_run, T(-1))), w));
-            record_cosine(rec, s_run.value(), s_new.value(), idx);
+            record_cosine(rec, [&] { return s_run.value(); }, [&] { return s_new.value(); }, idx);
             s = row_update(s, idx, s_new);
             cum = row_update(cum, idx, cum_run);
             R = row_update(R, idx, r_run);
