@@ -49,7 +49,7 @@ struct options {
     std::string preset = "tiny", data = ".data/english", out = "runs/albert_act";
     std::int64_t steps = 2000, batch = 32, accum = 1, seq_len = 128, warmup = -1, log_every = 25, eval_every = 250, dev_batches = 8,
                  save_every = 500, hidden = 0, heads = 0, ff = 0, embed = 128, max_iters = 0, tau_warmup = -1, min_iters = 0;
-    double lr = 5e-3, tau = -1, halting_bias = 0, mask_prob = 0.15, clip = 1.0, epsilon = 0.01, beta = 0.01, lambda_p = 0.2;
+    double lr = 5e-3, tau = -1, halting_bias = NAN, mask_prob = 0.15, clip = 1.0, epsilon = 0.01, beta = 0.01, lambda_p = 0.2;
     std::string policy = "act";
     std::uint64_t seed = 1;
     bool resume = false, dense = false;
@@ -240,7 +240,8 @@ int run(options o) {
         const bool ponder_net = std::is_same_v<Policy, halting::pondernet>;
         if (ponder_net) tau = o.beta;  // the ponder term is the KL, weighted by β
         halting::ActAlbert<float, backend::cpu, Policy> model(cfg, aopt, o.seed);
-        model.encoder->halting_unit->bias.value().fill_(static_cast<float>(o.halting_bias));
+        if (!std::isnan(o.halting_bias)) model.encoder->halting_unit->bias.value().fill_(static_cast<float>(o.halting_bias));
+        const double halting_bias = model.encoder->halting_unit->bias.value().item();
         optim::LambOptions lopt;
         lopt.lr = o.lr;
         optim::Lamb<float> lamb(model.named_parameters(), lopt);
@@ -277,7 +278,7 @@ int run(options o) {
         std::printf("albert_act: preset %s, policy %s, %lld parameters, N_max %d, %s %g (warm-up %lld steps)%s, halting bias %g, %s path; "
                     "ISA %s, %d threads\n",
                     o.preset.c_str(), Policy::name, static_cast<long long>(model.parameter_count()), n_max, ponder_net ? "beta" : "tau", tau,
-                    static_cast<long long>(tau_warmup), ponder_net ? (", lambda_p " + fmt(o.lambda_p, 3)).c_str() : "", o.halting_bias,
+                    static_cast<long long>(tau_warmup), ponder_net ? (", lambda_p " + fmt(o.lambda_p, 3)).c_str() : "", halting_bias,
                     compact ? "compact" : "dense", cpu::to_string(cpu::active_isa()), max_threads());
         std::printf("data: %lld training examples per epoch, vocab %lld\n", static_cast<long long>(train.epoch_size()),
                     static_cast<long long>(dcfg.vocab));
@@ -391,7 +392,7 @@ int main(int argc, char** argv) {
         .option("max-iters", o.max_iters, "N_max (0: preset)")
         .option("tau", o.tau, "ponder weight (negative: preset)")
         .option("tau-warmup", o.tau_warmup, "steps over which tau ramps up from 0 (negative: 30% of the steps)")
-        .option("halting-bias", o.halting_bias, "initial halting bias (0 as the paper; negative: more iterations at first)")
+        .option("halting-bias", o.halting_bias, "initial halting bias (default: the policy's, 0 as the paper, 1 for act_graves; negative: more iterations at first)")
         .option("min-iters", o.min_iters, "no token halts before this iteration")
         .option("epsilon", o.epsilon, "halting threshold 1 - epsilon")
         .option("mask-prob", o.mask_prob, "MLM masking rate (0.15; the thesis uses 0.20)")
