@@ -8103,7 +8103,13 @@ private:
         const V w_q = slice(attn.in_proj_weight, 0, 0, H), b_q = slice(attn.in_proj_bias, 0, 0, H);
         const V w_kv = slice(attn.in_proj_weight, 0, H, 3 * H), b_kv = slice(attn.in_proj_bias, 0, H, 3 * H);
         V KV = linear(s, w_kv, b_kv);  // (N, 2H)
-        std::vector<std::int64_t> changed;
+        // The running set only shrinks, so each iteration gathers its rows from the previous
+        // iteration's (prev: rows, states, cum, R) instead of updating full (N, H) states;
+        // a token's final state and remainder are kept once, when it stops.
+        std::vector<std::int64_t> prev;
+        V s_prev, cum_prev, r_prev;
+        std::vector<std::int64_t> done_rows;
+        std::vector<V> s_done, r_done;
         for (int n = 1; n <= opt.max_iterations && st.any_running(); ++n) {
             const std::vector<std::int64_t> idx = running_rows(st);  // sorted: grouped by sequence
             std::vector<index_t> q_off(static_cast<std::size_t>(Bn + 1), 0);
@@ -8112,25 +8118,61 @@ private:
             const index_t nr = static_cast<index_t>(idx.size());
             rec.running_per_iteration.push_back(nr);
             rec.iterations = n;
-            if (!changed.empty()) KV = row_update(KV, changed, linear(gather_rows(s, changed), w_kv, b_kv));
-            const V s_run = gather_rows(s, idx);
+            V s_run, cum_run, r_run;
+            if (prev.empty()) {
+                s_run = gather_rows(s, idx);
+                cum_run = gather_rows(cum, idx);
+                r_run = gather_rows(R, idx);
+            } else {
+                KV = row_update(KV, prev, linear(s_prev, w_kv, b_kv));
+                const std::vector<std::int64_t> local = positions_within(prev, idx);
+                s_run = gather_rows(s_prev, local);
+                cum_run = gather_rows(cum_prev, local);
+                r_run = gather_rows(r_prev, local);
+            }
             const V q = linear(s_run, w_q, b_q);
             const V a = (*attn.out_proj)(ragged_attention<T, B>({q, 0}, q_off, {KV, 0}, {KV, H}, Tt, lengths, H, cfg_.heads));
             const V y = run_rest_of_layer(s_run, a);
             const V p = reshape(sigmoid((*halting_unit)(y)), {nr});
             const step_masks m = st.step(p.value().to_vector(), idx, n);
-            V cum_run = gather_rows(cum, idx);
-            V r_run = gather_rows(R, idx);
             const V w = halting_step(p, cum_run, r_run, m);
             const V s_new = add(s_run, scale_rows(add(y, scale(s_run, T(-1))), w));
             record_cosine(rec, [&] { return s_run.value(); }, [&] { return s_new.value(); }, idx);
-            s = row_update(s, idx, s_new);
-            cum = row_update(cum, idx, cum_run);
-            R = row_update(R, idx, r_run);
-            changed = idx;
+            // tokens that stop here (halted, or out of iterations): their final state and R
+            std::vector<std::int64_t> stop;
+            for (std::size_t j = 0; j < idx.size(); ++j)
+                if (m.new_halt[j] > T(0) || n == opt.max_iterations) {
+                    stop.push_back(static_cast<std::int64_t>(j));
+                    done_rows.push_back(idx[j]);
+                }
+            if (stop.size() == idx.size()) {
+                s_done.push_back(s_new);
+                r_done.push_back(r_run);
+            } else if (!stop.empty()) {
+                s_done.push_back(gather_rows(s_new, stop));
+                r_done.push_back(gather_rows(r_run, stop));
+            }
+            prev = idx;
+            s_prev = s_new;
+            cum_prev = cum_run;
+            r_prev = r_run;
         }
         finish_record(rec, st);
+        if (!done_rows.empty()) {
+            s = row_update(s, done_rows, s_done.size() == 1 ? s_done[0] : concat(s_done, 0));
+            R = r_done.size() == 1 ? r_done[0] : concat(r_done, 0);  // only its sum is used
+        }
         return {reshape(s, {Bn, Tt, H}), ponder_cost(R, rec), std::move(rec), {}, {}};
+    }
+    /// Positions of `sub` inside `super` (both sorted, sub ⊆ super).
+    static std::vector<std::int64_t> positions_within(const std::vector<std::int64_t>& super, const std::vector<std::int64_t>& sub) {
+        std::vector<std::int64_t> pos(sub.size());
+        std::size_t k = 0;
+        for (std::size_t j = 0; j < sub.size(); ++j) {
+            while (super[k] != sub[j]) ++k;
+            pos[j] = static_cast<std::int64_t>(k);
+        }
+        return pos;
     }
     /// The layer after its attention core, for running rows only: output projection done by
     /// the caller; residual + LN (post-LN) and the feed-forward sub-layer.
