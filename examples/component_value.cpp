@@ -22,6 +22,14 @@
 //
 //   build-cv/examples/component_value --preset tiny --steps 300 --eval-sentences 100 --out runs/cv-smoke
 //   build-cv/examples/component_value --checkpoint runs/cv/checkpoint.safetensors --out runs/cv-again
+//
+// The recipe of docs/results/component_value (scripts/fetch-data translation-mt: the 99k
+// machine-translated pairs too, tokenizer trained on both), one thread per run:
+//   component_value --preset small --with-mt --ding-repeat 3 --steps 3600 --max-tokens 4096 \
+//       --warmup 1000 --dec-layers 2 --skip-analyses --out runs/cv-shallow        # the comparison
+//   component_value --preset small --with-mt --ding-repeat 3 --steps 3600 --max-tokens 4096 \
+//       --warmup 1000 --eval-sentences 500 --rewind-steps 200 \
+//       --shallow-checkpoint runs/cv-shallow/checkpoint.safetensors --out runs/cv-mt
 #include <algorithm>
 #include <chrono>
 #include <cmath>
