@@ -3330,16 +3330,25 @@ Var<T, B> row_update(const Var<T, B>& base, std::span<const std::int64_t> idx, c
     for (index_t i = 0; i < n; ++i) P::axpby(cols, T(1), R.data() + i * cols, T(0), Y.data() + (*ids)[i] * cols);
     return detail::make_result<T, B>(op_kind::row_update, std::move(Y), {base, rows}, [=](Node<T, B>& nd) {
         const T* dY = nd.grad.data();
-        if (T* dB = detail::parent_grad(nd, 0)) {
-            // every row passes through, then the replaced rows are taken back out (one pass, no copy)
-            P::axpby(nd.grad.numel(), T(1), dY, T(1), dB);
-            for (index_t i = 0; i < n; ++i) P::axpby(cols, T(-1), dY + (*ids)[i] * cols, T(1), dB + (*ids)[i] * cols);
-        }
         if (T* dR = detail::parent_grad(nd, 1)) {
             auto g = Tensor<T, B>::empty(sr);
             P::gather_rows(n, cols, dY, ids->data(), g.data());
             P::axpby(n * cols, T(1), g.data(), T(1), dR);
         }
+        Node<T, B>& pb = *nd.parents[0];
+        if (!pb.requires_grad) return;
+        if (!pb.grad.defined() && !nd.retain_grad) {
+            // the base's first gradient: take over this node's buffer (freed after this call
+            // anyway) and clear the replaced rows, instead of zero-filling a new buffer and
+            // adding to it — chains of updates (ACT's keys/values) then cost no full passes
+            pb.grad = nd.grad;
+            for (index_t i = 0; i < n; ++i) P::fill(cols, T(0), pb.grad.data() + (*ids)[i] * cols);
+            return;
+        }
+        T* dB = pb.grad_buffer().data();
+        // every row passes through, then the replaced rows are taken back out (one pass, no copy)
+        P::axpby(nd.grad.numel(), T(1), dY, T(1), dB);
+        for (index_t i = 0; i < n; ++i) P::axpby(cols, T(-1), dY + (*ids)[i] * cols, T(1), dB + (*ids)[i] * cols);
     });
 }
 /// y[r] = w[r] * x[r] for x: (N, C), w: (N) — a per-row weight.
