@@ -493,10 +493,7 @@ public:
         matmul_entry e = create(g, alpha, beta);
         order_.push_front(key);
         map_.emplace(key, std::make_pair(e, order_.begin()));
-        while (map_.size() > capacity_) {
-            map_.erase(order_.back());
-            order_.pop_back();
-        }
+        evict_over_capacity();
         return e;
     }
     [[nodiscard]] std::size_t size() const {
@@ -507,13 +504,16 @@ public:
     void set_capacity(std::size_t n) {
         std::lock_guard<std::mutex> lock(mutex_);
         capacity_ = std::max<std::size_t>(1, n);
+        evict_over_capacity();
+    }
+
+private:
+    void evict_over_capacity() {  // (mutex held) least recently used first
         while (map_.size() > capacity_) {
             map_.erase(order_.back());
             order_.pop_back();
         }
     }
-
-private:
     static matmul_entry create(const gemm_args& g, float alpha, float beta) {
         const auto a = operand(g.batch2, g.stride_a2, g.batch, g.stride_a, g.m, g.k, g.trans_a, g.lda);
         const auto b = operand(g.batch2, g.stride_b2, g.batch, g.stride_b, g.k, g.n, g.trans_b, g.ldb);
@@ -3156,7 +3156,8 @@ Var<T, B> log_softmax(const Var<T, B>& x) {
 
 namespace detail {
 /// Cross-entropy of every row (the forward and backward shared by both reductions); rows whose
-/// target is ignore_index get 0. Returns the per-row losses and the number of rows counted.
+/// target is ignore_index get 0. Returns their mean over the counted rows (mean = true) or the
+/// per-row losses.
 template <class T, class B>
 Var<T, B> cross_entropy_impl(const char* name, const Var<T, B>& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index,
                              T label_smoothing, bool mean) {
@@ -3517,6 +3518,11 @@ Var<T, B> mse(const Var<T, B>& a, const Var<T, B>& b) {
 // Operators for readable model code.
 template <class T, class B>
 Var<T, B> operator+(const Var<T, B>& a, const Var<T, B>& b) { return add(a, b); }
+/// acc += v for a running sum that starts empty (acc undefined: acc = v).
+template <class T, class B>
+void accumulate(Var<T, B>& acc, const Var<T, B>& v) {
+    acc = acc.defined() ? add(acc, v) : v;
+}
 template <class T, class B>
 Var<T, B> operator*(const Var<T, B>& a, const Var<T, B>& b) { return mul(a, b); }
 
@@ -8000,7 +8006,7 @@ private:
                 if constexpr (std::is_same_v<Policy, act_graves>) {
                     s_next = y;  // the state passed on is the layer output
                     const V contrib = scale_rows(y, w);
-                    out = out.defined() ? add(out, contrib) : contrib;
+                    accumulate(out, contrib);
                 } else {
                     s_next = add(s, scale_rows(add(y, scale(s, T(-1))), w));  // w·y + (1 − w)·s
                     if constexpr (std::is_same_v<Policy, act_ut>) {
@@ -8040,7 +8046,8 @@ private:
         std::vector<double> cdf(static_cast<std::size_t>(N), 0.0);
         std::vector<int> median(static_cast<std::size_t>(N), 0);
         std::vector<double> p_median(static_cast<std::size_t>(N), 0.0);
-        V unhalted = constant(real);                          // Π_{j<n} (1 − λ^j)
+        const V real_mask = constant(real);
+        V unhalted = real_mask;                               // Π_{j<n} (1 − λ^j)
         V log_unhalted = V::constant(Tn::zeros({N}));         // its log, kept exactly via log_sigmoid
         V p_log_p, p_log_q;                                   // Σ_n p log p and Σ_n p log q̃ (q̃ unnormalised)
         V hidden;
@@ -8083,8 +8090,8 @@ private:
             hidden = n == 1 ? y : row_update(hidden, rows, gather_rows(y, rows));
             record_cosine(rec, [&] { return gather_rows(s, rows).value(); }, [&] { return gather_rows(y, rows).value(); }, rows);
             const V plp = mul(p, log_p), plq = scale(p, static_cast<T>(log_lp + (n - 1) * log_1mlp));
-            p_log_p = p_log_p.defined() ? add(p_log_p, plp) : plp;
-            p_log_q = p_log_q.defined() ? add(p_log_q, plq) : plq;
+            accumulate(p_log_p, plp);
+            accumulate(p_log_q, plq);
             out.states.push_back(reshape(y, {Bn, Tt, H}));
             out.halt_prob.push_back(p);
             s = y;
@@ -8094,7 +8101,7 @@ private:
         // Z = 1 − (1 − λ_p)^n; Σ_n p^n = 1, so log Z enters once per token
         const T log_z = static_cast<T>(std::log1p(-std::exp(n * log_1mlp)));
         const V kl = add(add(p_log_p, scale(p_log_q, T(-1))), V::constant(Tn::full({N}, log_z)));
-        out.ponder = scale(sum(mul(kl, constant(real))), T(1) / static_cast<T>(std::max<index_t>(n_real, 1)));
+        out.ponder = scale(sum(mul(kl, real_mask)), T(1) / static_cast<T>(std::max<index_t>(n_real, 1)));
         rec.N = median;
         rec.R = p_median;
         out.hidden = reshape(hidden, {Bn, Tt, H});
@@ -11153,8 +11160,8 @@ public:
                 const auto& p = l.encoded.halt_prob[n];
                 const auto mlm_n = sum(mul(weight_at(p, b.mlm_positions), cross_entropy_rows(mlm_logits(y, b.mlm_positions), b.mlm_labels)));
                 const auto sop_n = sum(mul(weight_at(p, cls), cross_entropy_rows(sop_logits(y), b.sop_labels)));
-                l.mlm = l.mlm.defined() ? add(l.mlm, mlm_n) : mlm_n;
-                l.sop = l.sop.defined() ? add(l.sop, sop_n) : sop_n;
+                accumulate(l.mlm, mlm_n);
+                accumulate(l.sop, sop_n);
             }
             l.mlm = scale(l.mlm, T(1) / static_cast<T>(std::max<index_t>(M, 1)));
             l.sop = scale(l.sop, T(1) / static_cast<T>(Bn));

@@ -330,7 +330,8 @@ Var<T, B> log_softmax(const Var<T, B>& x) {
 
 namespace detail {
 /// Cross-entropy of every row (the forward and backward shared by both reductions); rows whose
-/// target is ignore_index get 0. Returns the per-row losses and the number of rows counted.
+/// target is ignore_index get 0. Returns their mean over the counted rows (mean = true) or the
+/// per-row losses.
 template <class T, class B>
 Var<T, B> cross_entropy_impl(const char* name, const Var<T, B>& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index,
                              T label_smoothing, bool mean) {
@@ -691,6 +692,11 @@ Var<T, B> mse(const Var<T, B>& a, const Var<T, B>& b) {
 // Operators for readable model code.
 template <class T, class B>
 Var<T, B> operator+(const Var<T, B>& a, const Var<T, B>& b) { return add(a, b); }
+/// acc += v for a running sum that starts empty (acc undefined: acc = v).
+template <class T, class B>
+void accumulate(Var<T, B>& acc, const Var<T, B>& v) {
+    acc = acc.defined() ? add(acc, v) : v;
+}
 template <class T, class B>
 Var<T, B> operator*(const Var<T, B>& a, const Var<T, B>& b) { return mul(a, b); }
 

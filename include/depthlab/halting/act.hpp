@@ -300,7 +300,7 @@ private:
                 if constexpr (std::is_same_v<Policy, act_graves>) {
                     s_next = y;  // the state passed on is the layer output
                     const V contrib = scale_rows(y, w);
-                    out = out.defined() ? add(out, contrib) : contrib;
+                    accumulate(out, contrib);
                 } else {
                     s_next = add(s, scale_rows(add(y, scale(s, T(-1))), w));  // w·y + (1 − w)·s
                     if constexpr (std::is_same_v<Policy, act_ut>) {
@@ -340,7 +340,8 @@ private:
         std::vector<double> cdf(static_cast<std::size_t>(N), 0.0);
         std::vector<int> median(static_cast<std::size_t>(N), 0);
         std::vector<double> p_median(static_cast<std::size_t>(N), 0.0);
-        V unhalted = constant(real);                          // Π_{j<n} (1 − λ^j)
+        const V real_mask = constant(real);
+        V unhalted = real_mask;                               // Π_{j<n} (1 − λ^j)
         V log_unhalted = V::constant(Tn::zeros({N}));         // its log, kept exactly via log_sigmoid
         V p_log_p, p_log_q;                                   // Σ_n p log p and Σ_n p log q̃ (q̃ unnormalised)
         V hidden;
@@ -383,8 +384,8 @@ private:
             hidden = n == 1 ? y : row_update(hidden, rows, gather_rows(y, rows));
             record_cosine(rec, [&] { return gather_rows(s, rows).value(); }, [&] { return gather_rows(y, rows).value(); }, rows);
             const V plp = mul(p, log_p), plq = scale(p, static_cast<T>(log_lp + (n - 1) * log_1mlp));
-            p_log_p = p_log_p.defined() ? add(p_log_p, plp) : plp;
-            p_log_q = p_log_q.defined() ? add(p_log_q, plq) : plq;
+            accumulate(p_log_p, plp);
+            accumulate(p_log_q, plq);
             out.states.push_back(reshape(y, {Bn, Tt, H}));
             out.halt_prob.push_back(p);
             s = y;
@@ -394,7 +395,7 @@ private:
         // Z = 1 − (1 − λ_p)^n; Σ_n p^n = 1, so log Z enters once per token
         const T log_z = static_cast<T>(std::log1p(-std::exp(n * log_1mlp)));
         const V kl = add(add(p_log_p, scale(p_log_q, T(-1))), V::constant(Tn::full({N}, log_z)));
-        out.ponder = scale(sum(mul(kl, constant(real))), T(1) / static_cast<T>(std::max<index_t>(n_real, 1)));
+        out.ponder = scale(sum(mul(kl, real_mask)), T(1) / static_cast<T>(std::max<index_t>(n_real, 1)));
         rec.N = median;
         rec.R = p_median;
         out.hidden = reshape(hidden, {Bn, Tt, H});

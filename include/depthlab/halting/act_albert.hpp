@@ -56,8 +56,8 @@ public:
                 const auto& p = l.encoded.halt_prob[n];
                 const auto mlm_n = sum(mul(weight_at(p, b.mlm_positions), cross_entropy_rows(mlm_logits(y, b.mlm_positions), b.mlm_labels)));
                 const auto sop_n = sum(mul(weight_at(p, cls), cross_entropy_rows(sop_logits(y), b.sop_labels)));
-                l.mlm = l.mlm.defined() ? add(l.mlm, mlm_n) : mlm_n;
-                l.sop = l.sop.defined() ? add(l.sop, sop_n) : sop_n;
+                accumulate(l.mlm, mlm_n);
+                accumulate(l.sop, sop_n);
             }
             l.mlm = scale(l.mlm, T(1) / static_cast<T>(std::max<index_t>(M, 1)));
             l.sop = scale(l.sop, T(1) / static_cast<T>(Bn));

@@ -145,10 +145,7 @@ public:
         matmul_entry e = create(g, alpha, beta);
         order_.push_front(key);
         map_.emplace(key, std::make_pair(e, order_.begin()));
-        while (map_.size() > capacity_) {
-            map_.erase(order_.back());
-            order_.pop_back();
-        }
+        evict_over_capacity();
         return e;
     }
     [[nodiscard]] std::size_t size() const {
@@ -159,13 +156,16 @@ public:
     void set_capacity(std::size_t n) {
         std::lock_guard<std::mutex> lock(mutex_);
         capacity_ = std::max<std::size_t>(1, n);
+        evict_over_capacity();
+    }
+
+private:
+    void evict_over_capacity() {  // (mutex held) least recently used first
         while (map_.size() > capacity_) {
             map_.erase(order_.back());
             order_.pop_back();
         }
     }
-
-private:
     static matmul_entry create(const gemm_args& g, float alpha, float beta) {
         const auto a = operand(g.batch2, g.stride_a2, g.batch, g.stride_a, g.m, g.k, g.trans_a, g.lda);
         const auto b = operand(g.batch2, g.stride_b2, g.batch, g.stride_b, g.k, g.n, g.trans_b, g.ldb);
