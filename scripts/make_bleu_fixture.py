@@ -4,18 +4,28 @@
     python3 scripts/make_bleu_fixture.py [--out tests/fixtures/bleu.json] [--require-sacrebleu]
 
 The values come from sacreBLEU 2.x itself when `import sacrebleu` works (the "generator"
-field says which). Debian 12 has no python3-sacrebleu and only the apt and npm registries
-are reachable here, so the committed fixture was made by the stand-in below: an
-independent, standard-library implementation of what sacreBLEU 2.x does by default,
-written from its documented algorithm (mteval-v13a regexes run by Python's `re`, Python's
-`str.split`, the closest reference length, clipped counts, 'exp' smoothing; chrF with
-character order 6, beta 2, whitespace removed, effective-order averaging). Its value over
-the C++ code is that the tokenisation runs through Python's own regex engine and string
-functions, which the C++ reimplements by hand. Both the stand-in and the C++ code also
-reproduce the expected values published in sacreBLEU's own test suite (test_bleu.py,
-test_sentence_bleu.py, test_chrf.py), which tests/test_bleu.cpp checks. Re-run with
-sacrebleu installed to check the fixture against the real thing (the stand-in is compared
-with it on every run where both are available).
+field says which). Debian 12 has no python3-sacrebleu; a source checkout works as well:
+
+    PYTHONPATH=/path/to/sacrebleu-checkout python3 scripts/make_bleu_fixture.py --require-sacrebleu
+
+(a git checkout needs a sacrebleu/version.py, which its build writes; its imports of
+portalocker, tabulate, colorama and lxml serve only the dataset downloads and the CLI, so
+empty stand-in modules on PYTHONPATH do where those are not installed). The committed
+fixture was written that way by sacreBLEU 2.6.0.
+
+Without sacreBLEU the stand-in below writes it: an independent, standard-library
+implementation of what sacreBLEU 2.x (>= 2.2) does by default, written from its documented
+algorithm (mteval-v13a regexes run by Python's `re`, Python's `str.split`, the closest
+reference length, clipped counts, 'exp' smoothing; chrF with character order 6, beta 2,
+whitespace removed, effective-order averaging; "" a zero-length reference, None an absent
+one). Its value over the C++ code is that the tokenisation runs through Python's own regex
+engine and string functions, which the C++ reimplements by hand. The stand-in is compared
+with sacreBLEU on every run where both are available. Both the stand-in and the C++ code
+also reproduce the expected values published in sacreBLEU's own test suite (test_bleu.py,
+test_sentence_bleu.py, test_chrf.py), which tests/test_bleu.cpp checks.
+
+A reference of None (JSON null) is sacreBLEU's absent reference; tests/test_bleu.cpp reads
+it as "" with `empty_reference::absent`.
 """
 import argparse
 import json
@@ -50,7 +60,7 @@ def word_ngrams(tokens, max_order):
 
 
 def bleu_stats(hyp, refs, order=4):
-    refs = [r for r in refs if r]
+    refs = [r for r in refs if r is not None]
     if not refs:
         raise ValueError("no reference")
     ref_counts, ref_lens = Counter(), []
@@ -137,16 +147,20 @@ def chrf_from_stats(st, order, beta=2):
     ap, ar = ap / eff, ar / eff
     if ap + ar == 0:
         return 0.0
-    return 100 * (1 + factor) * ap * ar / (factor * ap + ar)
+    # sacreBLEU's order of operations: this value also picks the best reference, and
+    # mathematically equal scores must round alike to tie (the first reference wins).
+    score = (1 + factor) * ap * ar
+    score /= factor * ap + ar
+    return 100 * score
 
 
-def chrf_stats(hyp, refs, char_order=6, word_order=0):
+def chrf_stats(hyp, refs, char_order=6, word_order=0, beta=2):
     best, best_f = None, -1.0
     for r in refs:
-        if not r:
+        if r is None:
             continue
         st = chrf_stats_one(hyp, r, char_order, word_order)
-        f = chrf_from_stats(st, char_order + word_order)
+        f = chrf_from_stats(st, char_order + word_order, beta)
         if f > best_f:
             best, best_f = st, f
     return best
@@ -162,15 +176,19 @@ class StandIn:
             tot = st if tot is None else [a + b for a, b in zip(tot, st)]
         return bleu_from_stats(tot)
 
+    def nrefs(self, hyps, streams):
+        counts = {sum(s[i] is not None for s in streams) for i in range(len(hyps))}
+        return counts.pop() if len(counts) == 1 else -1
+
     def sentence_bleu(self, hyp, refs):
         return bleu_from_stats(bleu_stats(hyp, refs), effective_order=True)["score"]
 
-    def corpus_chrf(self, hyps, streams, word_order=0):
+    def corpus_chrf(self, hyps, streams, word_order=0, beta=2):
         order = 6 + word_order
         tot = [0] * (3 * order)
         for i, h in enumerate(hyps):
-            tot = [a + b for a, b in zip(tot, chrf_stats(h, [s[i] for s in streams], 6, word_order))]
-        return chrf_from_stats(tot, order)
+            tot = [a + b for a, b in zip(tot, chrf_stats(h, [s[i] for s in streams], 6, word_order, beta))]
+        return chrf_from_stats(tot, order, beta)
 
     def sentence_chrf(self, hyp, refs):
         return chrf_from_stats(chrf_stats(hyp, refs), 6)
@@ -191,11 +209,16 @@ class Real:
         return dict(score=b.score, precisions=list(b.precisions), bp=b.bp, counts=list(b.counts),
                     totals=list(b.totals), sys_len=b.sys_len, ref_len=b.ref_len)
 
+    def nrefs(self, hyps, streams):
+        bleu = self.sb.metrics.BLEU()
+        bleu.corpus_score(hyps, streams)
+        return bleu.num_refs
+
     def sentence_bleu(self, hyp, refs):
         return self.sb.sentence_bleu(hyp, refs).score
 
-    def corpus_chrf(self, hyps, streams, word_order=0):
-        return self.sb.metrics.CHRF(word_order=word_order).corpus_score(hyps, streams).score
+    def corpus_chrf(self, hyps, streams, word_order=0, beta=2):
+        return self.sb.metrics.CHRF(word_order=word_order, beta=beta).corpus_score(hyps, streams).score
 
     def sentence_chrf(self, hyp, refs):
         return self.sb.sentence_chrf(hyp, refs).score
@@ -273,6 +296,53 @@ CASES = [
         "a b c d e f",
         "Some reference",
     ]]),
+    # chrF picks the reference by a score whose rounding decides exact ties: here both
+    # references of segment 0 score 20.833333333333336 in sacreBLEU and the first one wins;
+    # computed as 100 * (1+b^2) P R / (b^2 P + R) the second one is higher (37.65, not 78.29).
+    ("chrf_tie_first", ["aabb", "abc"], [["ac", "abc"], ["bacba", "abc"]]),
+    # ... and here mathematically equal scores round apart in sacreBLEU (the second wins).
+    ("chrf_tie_second", ["abab", "abc"], [["baab", "abc"], ["aa", "abc"]]),
+    # the same for chrF++ (word n-grams): equal in sacreBLEU, the first wins.
+    ("chrf_pp_tie", ["aa aa", "a b"], [["bb a a", "a b"], ["ba", "a b"]]),
+    # Both references score 0: the first is kept, and its reference n-grams lower the corpus
+    # recall (or, with "" first, do not).
+    ("chrf_zero_tie", ["abc", "abcd"], [["xyz", "abcd"], ["", "abcd"]]),
+    ("chrf_zero_tie_empty_first", ["abc", "abcd"], [["", "abcd"], ["xyz", "abcd"]]),
+    # sacreBLEU >= 2.2 keeps "" as a zero-length reference: the closest length here (4 and 0
+    # are both 2 away from 2, the shorter wins), so sentence BLEU is 100.
+    ("empty_ref_closest", ["a b"], [["a b c d"], [""]]),
+    ("multi_ref_one_empty", [
+        "yes",
+        "It is on the mat.",
+        "no match here",
+    ], [[
+        "yes indeed it is",
+        "The cat is on the mat.",
+        "nothing",
+    ], ["", "", ""], [
+        "yes it is",
+        "It is on a mat.",
+        "something else",
+    ]]),
+    ("empty_hyp", ["", "the cat", ""], [["the cat sat", "the cat", ""]]),
+    # Only empty references: every score is 0 (no error).
+    ("all_empty_refs", ["a b", "c", ""], [["", "", ""]]),
+    ("all_empty_refs_multi", ["a b", ""], [["", ""], ["", ""]]),
+    # None: an absent reference, a varying number per segment (nrefs:var). The C++ writes
+    # it as "" with empty_reference::absent.
+    ("absent_refs", [
+        "a b",
+        "the cat sat on the mat",
+        "x",
+    ], [[
+        "a b c d",
+        "the cat is on the mat",
+        "x y",
+    ], [
+        None,
+        "a cat sat on the mat",
+        None,
+    ]]),
 ]
 
 TOKENIZE = [
@@ -304,12 +374,15 @@ def build(impl):
             "bleu": b,
             "chrf": impl.corpus_chrf(hyps, streams),
             "chrf_pp": impl.corpus_chrf(hyps, streams, word_order=2),
+            # beta 3: b^2 P is not exact, so a fused multiply-add would change the last bit
+            "chrf_beta3": impl.corpus_chrf(hyps, streams, beta=3),
+            "nrefs": impl.nrefs(hyps, streams),
             "sentence_bleu": [impl.sentence_bleu(h, [s[i] for s in streams]) for i, h in enumerate(hyps)],
-            "sentence_chrf": [impl.sentence_chrf(h, [s[i] for s in streams if s[i]]) for i, h in enumerate(hyps)],
+            "sentence_chrf": [impl.sentence_chrf(h, [s[i] for s in streams]) for i, h in enumerate(hyps)],
         })
     return {
         "generator": impl.name,
-        "defaults": "BLEU: tokenize=13a smooth=exp max_order=4 effective_order=no (sentence: yes); chrF: nc=6 nw=0 beta=2",
+        "defaults": "BLEU: tokenize=13a smooth=exp max_order=4 effective_order=no (sentence: yes); chrF: nc=6 nw=0 beta=2 (chrf_beta3: 3)",
         "tokenize_13a": [[s, impl.tokenize(s)] for s in TOKENIZE],
         "cases": cases,
     }

@@ -124,11 +124,19 @@ TEST_CASE("BLEU: multiple references") {
     CHECK(corpus_bleu(h5, r46).ref_len == 4);
     const std::vector<strings> r64{{"a b c d e f"}, {"a b c d"}};
     CHECK(corpus_bleu(h5, r64).ref_len == 4);
-    // An empty reference is skipped: the segment has fewer references (nrefs:var).
+    // An empty reference is a reference of length 0 (sacreBLEU >= 2.2): it counts in nrefs
+    // and its length can be the closest (hyp "x y": 2 away from both 4 and 0, the shorter wins).
     const strings h2{"a b c d e", "x y"};
-    const std::vector<strings> var{{"a b c d e", "x y"}, {"a b c d", ""}};
-    const auto v = corpus_bleu(h2, var);
+    const std::vector<strings> var{{"a b c d e", "x y z w"}, {"a b c d", ""}};
+    const auto z = corpus_bleu(h2, var);
+    CHECK(z.nrefs == 2);
+    CHECK(z.ref_len == 5 + 0);
+    // With empty_reference::absent it is no reference: the segment has fewer (nrefs:var).
+    bleu_options absent;
+    absent.empty_refs = empty_reference::absent;
+    const auto v = corpus_bleu(h2, var, absent);
     CHECK(v.nrefs == -1);
+    CHECK(v.ref_len == 5 + 4);
     CHECK(v.signature().starts_with("nrefs:var|"));
 }
 
@@ -159,7 +167,10 @@ TEST_CASE("BLEU: accumulation, options and errors") {
     const strings one{"a"}, two{"a", "b"};
     CHECK_THROWS_AS((void)corpus_bleu(two, one), depthlab::usage_error);
     const strings empty_ref{""};
-    CHECK_THROWS_AS((void)corpus_bleu(one, empty_ref), depthlab::usage_error);
+    CHECK(corpus_bleu(one, empty_ref).score == 0.0);
+    bleu_options absent;
+    absent.empty_refs = empty_reference::absent;
+    CHECK_THROWS_AS((void)corpus_bleu(one, empty_ref, absent), depthlab::usage_error);
 }
 
 TEST_CASE("chrF: worked examples") {
@@ -192,8 +203,27 @@ TEST_CASE("BLEU and chrF agree with the fixture") {
     for (const auto& c : j["cases"]) {
         INFO("case " << c["name"].get<std::string>());
         const auto hyps = c["hyps"].get<strings>();
-        const auto refs = c["refs"].get<std::vector<strings>>();
-        const auto b = corpus_bleu(hyps, refs);
+        // A null reference is sacreBLEU's None (absent): "" with empty_reference::absent.
+        std::vector<strings> refs;
+        bool absent = false;
+        for (const auto& stream : c["refs"]) {
+            refs.emplace_back();
+            for (const auto& r : stream) {
+                absent = absent || r.is_null();
+                refs.back().push_back(r.is_null() ? std::string() : r.get<std::string>());
+            }
+        }
+        const auto empty_refs = absent ? empty_reference::absent : empty_reference::zero_length;
+        bleu_options bo;
+        bo.empty_refs = empty_refs;
+        chrf_options co, pp, b3;
+        co.empty_refs = pp.empty_refs = b3.empty_refs = empty_refs;
+        pp.word_order = 2;
+        b3.beta = 3;
+        bleu_options sbo = sentence_bleu_options();
+        sbo.empty_refs = empty_refs;
+
+        const auto b = corpus_bleu(hyps, refs, bo);
         const auto& e = c["bleu"];
         CHECK(b.score == doctest::Approx(e["score"].get<double>()).epsilon(1e-12));
         CHECK(b.bp == doctest::Approx(e["bp"].get<double>()).epsilon(1e-12));
@@ -202,18 +232,62 @@ TEST_CASE("BLEU and chrF agree with the fixture") {
         CHECK(b.counts == e["counts"].get<std::vector<std::int64_t>>());
         CHECK(b.totals == e["totals"].get<std::vector<std::int64_t>>());
         for (int n = 0; n < 4; ++n) CHECK(b.precisions[n] == doctest::Approx(e["precisions"][n].get<double>()).epsilon(1e-12));
-        CHECK(corpus_chrf(hyps, refs).score == doctest::Approx(c["chrf"].get<double>()).epsilon(1e-12));
-        chrf_options pp;
-        pp.word_order = 2;
-        CHECK(corpus_chrf(hyps, refs, pp).score == doctest::Approx(c["chrf_pp"].get<double>()).epsilon(1e-12));
+        CHECK(b.nrefs == c["nrefs"].get<int>());
+        // chrF takes no libm function, so it is bit for bit sacreBLEU's (which also decides
+        // which of two equal-looking references a segment takes).
+        const auto cf = corpus_chrf(hyps, refs, co);
+        CHECK(cf.score == c["chrf"].get<double>());
+        CHECK(cf.nrefs == c["nrefs"].get<int>());
+        CHECK(corpus_chrf(hyps, refs, pp).score == c["chrf_pp"].get<double>());
+        CHECK(corpus_chrf(hyps, refs, b3).score == c["chrf_beta3"].get<double>());
         for (std::size_t i = 0; i < hyps.size(); ++i) {
             strings r;
             for (const auto& s : refs) r.push_back(s[i]);
             INFO("segment " << i);
-            CHECK(sentence_bleu(hyps[i], r).score == doctest::Approx(c["sentence_bleu"][i].get<double>()).epsilon(1e-12));
-            CHECK(sentence_chrf(hyps[i], r).score == doctest::Approx(c["sentence_chrf"][i].get<double>()).epsilon(1e-12));
+            CHECK(sentence_bleu(hyps[i], r, sbo).score == doctest::Approx(c["sentence_bleu"][i].get<double>()).epsilon(1e-12));
+            CHECK(sentence_chrf(hyps[i], r, co).score == c["sentence_chrf"][i].get<double>());
         }
     }
+}
+
+TEST_CASE("chrF reference ties and empty references as sacreBLEU 2.6.0 scores them") {
+    // Expected values: sacrebleu 2.6.0, CHRF().corpus_score / sacrebleu.sentence_bleu.
+    // Both references of segment 0 score 20.833333333333336 there, so the first ("ac") is
+    // taken; a score rounded differently prefers "bacba" and gives 37.65.
+    const strings hyps{"aabb", "abc"};
+    const std::vector<strings> refs{{"ac", "abc"}, {"bacba", "abc"}};
+    const auto c = corpus_chrf(hyps, refs);
+    CHECK(c.score == 78.2888684452622);
+    CHECK(c.format(2, false) == "chrF2 = 78.29");
+    chrf_accumulator acc;
+    const auto st = acc.segment_stats("aabb", strings{"ac", "bacba"});
+    CHECK(st == acc.segment_stats("aabb", strings{"ac"}));
+    CHECK(chrf_f_score(st, {}) == chrf_f_score(acc.segment_stats("aabb", strings{"bacba"}), {}));
+
+    // "" is a zero-length reference: 0 and 4 are both 2 away from the hypothesis length 2,
+    // and the shorter wins, so there is no brevity penalty (sacreBLEU: 100.00000000000004).
+    const strings two{"a b c d", ""};
+    const auto s = sentence_bleu("a b", two);
+    CHECK(s.score == doctest::Approx(100.00000000000004).epsilon(1e-12));
+    CHECK(s.ref_len == 0);
+    CHECK(s.nrefs == 2);
+    // As an absent reference (sacreBLEU's None; sacreBLEU < 2.2 treated "" so):
+    // BP = exp(1 - 4/2), sacreBLEU gives 36.78794411714425 for {"a b c d", None}.
+    bleu_options absent = sentence_bleu_options();
+    absent.empty_refs = empty_reference::absent;
+    CHECK(sentence_bleu("a b", two, absent).score == doctest::Approx(36.78794411714425).epsilon(1e-12));
+
+    // Only empty references: every score is 0, not an error; "absent" leaves none: an error.
+    const strings h{"a b", ""}, e{"", ""};
+    CHECK(corpus_bleu(h, e).score == 0.0);
+    CHECK(corpus_chrf(h, e).score == 0.0);
+    CHECK(sentence_chrf("a b", strings{""}).score == 0.0);
+    chrf_options chrf_absent;
+    chrf_absent.empty_refs = empty_reference::absent;
+    bleu_options bleu_absent;
+    bleu_absent.empty_refs = empty_reference::absent;
+    CHECK_THROWS_AS((void)corpus_chrf(h, e, chrf_absent), depthlab::usage_error);
+    CHECK_THROWS_AS((void)corpus_bleu(h, e, bleu_absent), depthlab::usage_error);
 }
 
 TEST_CASE("BLEU and chrF: values published in sacreBLEU's own test suite") {

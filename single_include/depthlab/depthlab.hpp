@@ -2213,14 +2213,16 @@ struct primitives<backend::cpu> {
     }
 
     // ---- reductions ----
+    // The chunks depend on n only (never on the thread count), and their partial sums are
+    // added in chunk order: the result has the same bits for any OMP_NUM_THREADS.
     template <class T>
     static T sum(index_t n, const T* x) {
-        const index_t nchunks = std::max<index_t>(1, std::min<index_t>(max_threads(), n / elem_grain));
+        const index_t nchunks = std::max<index_t>(1, (n + elem_grain - 1) / elem_grain);
         std::vector<double> part(static_cast<std::size_t>(nchunks), 0.0);
         cpu::with_isa<T>([&]<class K>() {
             parallel_for(nchunks, 1, [&](index_t b, index_t e) {
                 for (index_t c = b; c < e; ++c) {
-                    const index_t lo = n * c / nchunks, hi = n * (c + 1) / nchunks;
+                    const index_t lo = c * elem_grain, hi = std::min(n, lo + elem_grain);
                     part[static_cast<std::size_t>(c)] = static_cast<double>(K::sum(hi - lo, x + lo));
                 }
             });
@@ -5174,10 +5176,14 @@ public:
     }
     /// Restores what state_tensors()/state_scalars() exported. Checks, before changing
     /// anything: the optimiser type, every scalar, that every tensor name is a known slot of
-    /// a known parameter with the parameter's shape, and that each updated parameter has all
-    /// its slots. Throws usage_error (names, values) or shape_error (shapes) naming the culprit.
-    void load_state(const state_tensor_list& tensors, const state_scalar_map& scalars) {
-        const std::string where = type() + ".load_state: ";
+    /// a known parameter with the parameter's shape, that each updated parameter has all
+    /// its slots, and that every value is finite (and >= 0 in second-moment slots: a
+    /// negative one turns the parameter NaN at the next step). Throws usage_error (names,
+    /// scalars), shape_error (shapes) or io_error (values: corrupt state) naming the
+    /// culprit; `origin` (e.g. the checkpoint's path) is named in every message.
+    void load_state(const state_tensor_list& tensors, const state_scalar_map& scalars, std::string_view origin = {}) {
+        const std::string where = origin.empty() ? type() + ".load_state: "
+                                                 : depthlab::detail::cat(type(), ".load_state (", origin, "): ");
         const auto scalar = [&](const std::string& key) -> const std::string& {
             const auto it = scalars.find(key);
             DEPTHLAB_CHECK(it != scalars.end(), usage_error, where, "missing scalar '", key, "'");
@@ -5228,6 +5234,7 @@ public:
                            " but parameter '", name, "' has shape ", params_[i].var.value().shape());
             DEPTHLAB_CHECK(steps[i] > 0, usage_error, where, "tensor '", key, "' given but scalar '", step_prefix, name,
                            "' (the parameter's step count) is missing");
+            check_state_values(where, key, t, slot_is_nonnegative(k));
             found[i][k] = &t;
         }
         for (std::size_t i = 0; i < params_.size(); ++i)
@@ -5252,6 +5259,9 @@ public:
     }
 
 protected:
+    /// True for state slots that can only hold values >= 0 (Adam's and LAMB's second moments).
+    [[nodiscard]] virtual bool slot_is_nonnegative(std::size_t /*slot*/) const { return false; }
+
     /// Builds the groups: parameters for which `exclude_from_decay(name)` holds get no
     /// weight decay. Throws usage_error on an empty list, an undefined Var, a repeated
     /// name, or bad lr / weight decay.
@@ -5295,6 +5305,19 @@ protected:
     }
 
 private:
+    /// io_error unless every value of a state tensor is finite (and >= 0 if nonnegative);
+    /// the message counts the bad values and names the first.
+    static void check_state_values(const std::string& where, const std::string& key, const tensor_type& t, bool nonnegative) {
+        const std::vector<T> v = t.to_vector();  // once per tensor at load time: host copy is fine
+        std::size_t bad = 0, first = 0;
+        for (std::size_t j = 0; j < v.size(); ++j)
+            if (!std::isfinite(v[j]) || (nonnegative && v[j] < T(0)))
+                if (bad++ == 0) first = j;
+        DEPTHLAB_CHECK(bad == 0, io_error, where, "tensor '", key, "' holds ", bad, " invalid value", bad == 1 ? "" : "s",
+                       nonnegative ? " (non-finite or negative second moments)" : " (non-finite)", "; the first is ", v[first],
+                       " at flat index ", first, " of ", v.size());
+    }
+
     [[nodiscard]] std::size_t find_param(const std::string& name) const {
         for (std::size_t i = 0; i < params_.size(); ++i)
             if (params_[i].name == name) return i;
@@ -5420,6 +5443,8 @@ public:
     [[nodiscard]] std::vector<std::string> slot_names() const override { return {"m", "v"}; }
 
 protected:
+    [[nodiscard]] bool slot_is_nonnegative(std::size_t slot) const override { return slot == 1; }  // v
+
     AdamBase(const named_parameters<T, B>& params, double lr, double beta1, double beta2, double eps, double weight_decay,
              const name_predicate& exclude, bool decoupled)
         : base(params, lr, weight_decay, exclude, decoupled ? "adamw" : "adam"),
@@ -5520,6 +5545,11 @@ public:
 
     [[nodiscard]] std::string type() const override { return "lamb"; }
     [[nodiscard]] std::vector<std::string> slot_names() const override { return {"m", "v"}; }
+
+protected:
+    [[nodiscard]] bool slot_is_nonnegative(std::size_t slot) const override { return slot == 1; }  // v
+
+public:
     [[nodiscard]] const LambOptions& options() const { return opt_; }
     /// Whether params()[i] uses the trust ratio.
     [[nodiscard]] bool adapts(std::size_t i) const { return adapt_.at(i); }
@@ -6114,7 +6144,8 @@ private:
 }  // namespace depthlab::data
 // ---- end depthlab/data/translation.hpp ----
 // ---- begin depthlab/metrics/bleu.hpp ----
-// BLEU as sacreBLEU 2.x computes it by default (`sacrebleu.metrics.BLEU()`):
+// BLEU as sacreBLEU 2.x (checked against 2.6.0) computes it by default
+// (`sacrebleu.metrics.BLEU()`):
 //   * tokenisation '13a' (mteval-v13a.pl): the line is right-stripped, `<skipped>` and
 //     `-\n` removed, `\n` -> ' ', `&quot; &amp; &lt; &gt;` unescaped (in that order); then
 //     every ASCII symbol except `' , . -` (i.e. { | } ~ [ \ ] ^ _ ` space ! " # $ % & ( ) * +
@@ -6128,8 +6159,12 @@ private:
 //     shorter reference).
 //   * smoothing 'exp' (mteval's: the k-th order with no match gets precision
 //     1 / (2^k * total)), for the corpus score too; effective order off.
-//   * empty references are skipped (a segment may have fewer references than others,
-//     signature `nrefs:var`); a segment with none at all is an error.
+//   * an empty reference string is a reference of length 0, as in sacreBLEU >= 2.2: it
+//     counts in `nrefs`, it can be the closest reference length (`sentence_bleu("a b",
+//     {"a b c d", ""})` is 100: the lengths 4 and 0 are both 2 away and the shorter wins),
+//     and a corpus whose references are all empty scores 0. With `empty_refs =
+//     empty_reference::absent` an empty string stands for sacreBLEU's `None` instead (see
+//     `empty_reference`).
 // Not supported: sacreBLEU's lowercase option and the other tokenizers (zh, intl, ...);
 // `tokenize = false` is sacreBLEU's tokenize='none'.
 // `sentence_bleu` matches `sacrebleu.sentence_bleu` (smoothing 'exp', effective order on).
@@ -6263,6 +6298,32 @@ concept reference_range = !std::is_convertible_v<const R&, std::string_view> && 
     std::end(r);
 };
 
+/// What an empty reference string is (BLEU and chrF).
+enum class empty_reference {
+    /// A reference with no tokens / characters (sacreBLEU >= 2.2 with "").
+    zero_length,
+    /// No reference: the segment has one reference fewer (sacreBLEU's `None`, and what
+    /// sacreBLEU < 2.2 did with ""). Reference streams hold one string per segment, so
+    /// this is how a corpus with a varying number of references per segment is written
+    /// (signature `nrefs:var`); a segment left with no reference at all is an error.
+    absent,
+};
+
+namespace detail {
+/// Whether `ref` takes part in scoring under `mode`.
+[[nodiscard]] inline bool is_reference(std::string_view ref, empty_reference mode) {
+    return !(ref.empty() && mode == empty_reference::absent);
+}
+
+/// The references of a segment that count under `mode` (its `nrefs`).
+template <reference_range Refs>
+[[nodiscard]] std::size_t count_references(const Refs& refs, empty_reference mode) {
+    std::size_t k = 0;
+    for (const auto& r : refs) k += is_reference(std::string_view(r), mode);
+    return k;
+}
+}  // namespace detail
+
 /// The 13a tokeniser of mteval-v13a.pl / sacreBLEU; returns the tokens joined by ' '.
 [[nodiscard]] inline std::string tokenize_13a(std::string_view line) {
     std::string s(rstrip_whitespace(line));
@@ -6328,6 +6389,7 @@ struct bleu_options {
     bool effective_order = false;  ///< stop at the first order with no hypothesis n-gram
     int max_ngram_order = 4;
     bool tokenize = true;          ///< '13a'; false = sacreBLEU's tokenize='none'
+    empty_reference empty_refs = empty_reference::zero_length;
 };
 
 /// Options of `sacrebleu.sentence_bleu` (exp smoothing, effective order).
@@ -6459,7 +6521,7 @@ public:
         DEPTHLAB_CHECK(o.max_ngram_order >= 1, usage_error, "bleu: max_ngram_order must be >= 1, got ", o.max_ngram_order);
     }
 
-    /// Statistics of one segment against its references (empty references are skipped).
+    /// Statistics of one segment against its references (see `empty_reference` for "").
     template <reference_range Refs>
     [[nodiscard]] bleu_stats segment_stats(std::string_view hyp, const Refs& refs) const {
         const std::size_t N = static_cast<std::size_t>(opt_.max_ngram_order);
@@ -6467,7 +6529,7 @@ public:
         std::vector<std::int64_t> ref_lens;
         for (const auto& ref_any : refs) {
             const std::string_view ref(ref_any);
-            if (ref.empty()) continue;
+            if (!detail::is_reference(ref, opt_.empty_refs)) continue;
             std::vector<std::unordered_map<std::string, std::int64_t>> counts(N);
             ref_lens.push_back(count_ngrams(preprocess(ref), counts));
             for (std::size_t n = 0; n < N; ++n)
@@ -6476,7 +6538,8 @@ public:
                     m = std::max(m, c);
                 }
         }
-        DEPTHLAB_CHECK(!ref_lens.empty(), usage_error, "bleu: a segment has no (non-empty) reference");
+        DEPTHLAB_CHECK(!ref_lens.empty(), usage_error, "bleu: a segment has no reference",
+                       opt_.empty_refs == empty_reference::absent ? " (empty ones are absent)" : "");
         std::vector<std::unordered_map<std::string, std::int64_t>> hyp_counts(N);
         const std::int64_t hyp_len = count_ngrams(preprocess(hyp), hyp_counts);
         std::int64_t closest_diff = -1, closest_len = -1;
@@ -6504,9 +6567,7 @@ public:
     template <reference_range Refs>
     void add(std::string_view hyp, const Refs& refs) {
         stats_ += segment_stats(hyp, refs);
-        std::size_t k = 0;
-        for (const auto& r : refs) k += !std::string_view(r).empty();
-        nrefs_.insert(k);
+        nrefs_.insert(detail::count_references(refs, opt_.empty_refs));
     }
     void add(std::string_view hyp, std::string_view ref) { add(hyp, std::array<std::string_view, 1>{ref}); }
 
@@ -6546,7 +6607,7 @@ private:
 
 /// Corpus BLEU. `ref_streams[k][i]` is the k-th reference of segment i (sacreBLEU's
 /// layout: one list per reference set); every stream must have one entry per hypothesis
-/// (use "" where a segment has fewer references).
+/// (where a segment has fewer references, "" with `empty_reference::absent`).
 [[nodiscard]] inline bleu_score corpus_bleu(std::span<const std::string> hyps,
                                             std::span<const std::vector<std::string>> ref_streams,
                                             const bleu_options& o = {}) {
@@ -6581,9 +6642,9 @@ private:
 }  // namespace depthlab::metrics
 // ---- end depthlab/metrics/bleu.hpp ----
 // ---- begin depthlab/metrics/chrf.hpp ----
-// chrF as sacreBLEU 2.x computes it by default (`sacrebleu.metrics.CHRF()`: chrF2 with
-// character order 6, word order 0, beta 2, case kept, whitespace removed, no eps
-// smoothing), and chrF++ with word_order = 2.
+// chrF as sacreBLEU 2.x (checked against 2.6.0) computes it by default
+// (`sacrebleu.metrics.CHRF()`: chrF2 with character order 6, word order 0, beta 2, case
+// kept, whitespace removed, no eps smoothing), and chrF++ with word_order = 2.
 //   * whitespace (Python's definition) is deleted, then character (code point) n-grams of
 //     order 1..6 are counted; per order the statistics are [hypothesis n-grams, reference
 //     n-grams, matches] (hypothesis n-grams count 0 when the reference has none of that
@@ -6593,7 +6654,14 @@ private:
 //   * with several references a segment takes the statistics of the reference with the
 //     best sentence-level score (the first on a tie); corpus statistics are sums.
 //   * score: precision and recall averaged over the orders with hypothesis and reference
-//     n-grams ("effective order"), then F_beta = (1+b^2) P R / (b^2 P + R), times 100.
+//     n-grams ("effective order"), then F_beta = (1+b^2) P R / (b^2 P + R), times 100 --
+//     evaluated in exactly sacreBLEU's order, since that score also picks the reference:
+//     two references with mathematically equal scores are a tie only if both round alike
+//     (`corpus_chrf({"aabb", "abc"}, {{"ac", "abc"}, {"bacba", "abc"}})` is 78.29 with
+//     "ac" taken for the first segment; another rounding takes "bacba" and gives 37.65).
+//   * an empty reference string is a reference with no n-grams, as in sacreBLEU >= 2.2
+//     (it scores 0 and counts in `nrefs`), unless `empty_refs = empty_reference::absent`
+//     (see bleu.hpp).
 // Not supported: sacreBLEU's lowercase option.
 #include <array>
 #include <cstdint>
@@ -6614,6 +6682,7 @@ struct chrf_options {
     double beta = 2;
     bool whitespace = false;     ///< keep whitespace in the character n-grams
     bool eps_smoothing = false;  ///< chrF++.py / Moses / NLTK style smoothing instead of effective order
+    empty_reference empty_refs = empty_reference::zero_length;
 };
 
 struct chrf_score {
@@ -6642,6 +6711,17 @@ struct chrf_score {
     }
 };
 
+namespace detail {
+/// factor * p + r with the product rounded before the sum, as Python evaluates it. A
+/// fused multiply-add (an FMA target with clang's default -ffp-contract=on, or GCC's
+/// -ffp-contract=fast in GNU mode) rounds once and changes the last bit whenever the
+/// product is inexact, e.g. for beta 3; the volatile store keeps the two roundings.
+[[nodiscard]] inline double unfused_multiply_add(double factor, double p, double r) {
+    const volatile double product = factor * p;
+    return product + r;
+}
+}  // namespace detail
+
 /// The chrF score from [hyp, ref, match] statistics (sacreBLEU's CHRF._compute_f_score).
 [[nodiscard]] inline double chrf_f_score(std::span<const std::int64_t> stats, const chrf_options& o) {
     const int order = o.char_order + o.word_order;
@@ -6655,7 +6735,7 @@ struct chrf_score {
         const auto n_hyp = stats[3 * i], n_ref = stats[3 * i + 1], n_match = stats[3 * i + 2];
         const double prec = n_hyp > 0 ? static_cast<double>(n_match) / static_cast<double>(n_hyp) : eps;
         const double rec = n_ref > 0 ? static_cast<double>(n_match) / static_cast<double>(n_ref) : eps;
-        const double denom = factor * prec + rec;
+        const double denom = detail::unfused_multiply_add(factor, prec, rec);
         score += denom > 0 ? (1 + factor) * prec * rec / denom : eps;
         if (n_hyp > 0 && n_ref > 0) {
             avg_prec += prec;
@@ -6668,7 +6748,10 @@ struct chrf_score {
     avg_prec /= effective_order;
     avg_rec /= effective_order;
     if (avg_prec + avg_rec == 0) return 0.0;
-    return 100 * (1 + factor) * avg_prec * avg_rec / (factor * avg_prec + avg_rec);
+    // Bit for bit sacreBLEU's rounding (see the header comment): no reordered or fused form.
+    double f = (1 + factor) * avg_prec * avg_rec;
+    f /= detail::unfused_multiply_add(factor, avg_prec, avg_rec);
+    return 100 * f;
 }
 
 class chrf_accumulator {
@@ -6678,7 +6761,7 @@ public:
                        "chrf: orders must be >= 0 and not both 0");
     }
 
-    /// Statistics of one segment: those of its best reference (empty references skipped).
+    /// Statistics of one segment: those of its best reference (the first of equal scores).
     template <reference_range Refs>
     [[nodiscard]] std::vector<std::int64_t> segment_stats(std::string_view hyp, const Refs& refs) const {
         ngrams h;
@@ -6688,7 +6771,7 @@ public:
         bool any = false;
         for (const auto& ref_any : refs) {
             const std::string_view ref(ref_any);
-            if (ref.empty()) continue;
+            if (!detail::is_reference(ref, opt_.empty_refs)) continue;
             any = true;
             ngrams r;
             extract(ref, r);
@@ -6711,7 +6794,8 @@ public:
                 best = std::move(st);
             }
         }
-        DEPTHLAB_CHECK(any, usage_error, "chrf: a segment has no (non-empty) reference");
+        DEPTHLAB_CHECK(any, usage_error, "chrf: a segment has no reference",
+                       opt_.empty_refs == empty_reference::absent ? " (empty ones are absent)" : "");
         return best;
     }
 
@@ -6719,9 +6803,7 @@ public:
     void add(std::string_view hyp, const Refs& refs) {
         const auto st = segment_stats(hyp, refs);
         for (std::size_t i = 0; i < st.size(); ++i) stats_[i] += st[i];
-        std::size_t k = 0;
-        for (const auto& r : refs) k += !std::string_view(r).empty();
-        nrefs_.insert(k);
+        nrefs_.insert(detail::count_references(refs, opt_.empty_refs));
     }
     void add(std::string_view hyp, std::string_view ref) { add(hyp, std::array<std::string_view, 1>{ref}); }
 
@@ -6844,6 +6926,207 @@ private:
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+// ---- begin depthlab/io/atomic_file.hpp ----
+// Atomic file writes: a file is either its old content or its complete new content, never
+// a mix, whatever happens during the write (an exception, a full disk, kill -9, power loss).
+//
+// The bytes go to a temporary file next to the target, `<path>.tmp.<pid>.<n>`, created
+// exclusively and held under an exclusive flock(2) while it is written; it is flushed,
+// fsync'ed and renamed over the target, and the directory is fsync'ed. On failure the
+// temporary is removed and io_error names the path. A flock dies with its process, so a
+// temporary that can be locked belongs to a writer that was killed before its rename: the
+// next write of the same path removes it (temporaries of live writers stay locked and are
+// left alone, even those of other threads of this process).
+//
+//   io::write_file_atomically("runs/x/report.html", html);
+//   io::write_atomically(path, "save_safetensors", [&](const io::byte_sink& put) { put(p, n); ... });
+//
+// POSIX only (open/flock/fsync/rename).
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+
+namespace depthlab::io {
+
+/// Receives bytes (any number of calls).
+using byte_sink = std::function<void(const void* data, std::size_t bytes)>;
+
+namespace detail {
+inline std::atomic<std::uint64_t>& temp_counter() {
+    static std::atomic<std::uint64_t> n{0};
+    return n;
+}
+inline std::string errno_text(int err) { return std::strerror(err); }
+inline std::string temp_prefix(const std::string& path) { return path + ".tmp."; }
+inline std::string directory_of(const std::string& path) {
+    const std::size_t slash = path.find_last_of('/');
+    return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+}
+
+/// A temporary being written: the stream, and a second descriptor on the same open file
+/// (dup shares it, hence the lock) that keeps the lock held after the stream is closed,
+/// until the rename is done.
+struct locked_temporary {
+    std::string name;
+    std::FILE* file = nullptr;
+    int lock_fd = -1;
+    locked_temporary() = default;
+    locked_temporary(const locked_temporary&) = delete;
+    locked_temporary& operator=(const locked_temporary&) = delete;
+    ~locked_temporary() {
+        close_file();
+        release();
+    }
+    /// Closes the stream (if still open); returns fclose's result.
+    int close_file() { return file ? std::fclose(std::exchange(file, nullptr)) : 0; }
+    /// Drops the lock (after the rename, or with discard).
+    void release() {
+        if (lock_fd >= 0) ::close(std::exchange(lock_fd, -1));
+    }
+    /// Closes everything and removes the file (after a failure).
+    void discard() {
+        close_file();
+        if (!name.empty()) ::unlink(name.c_str());
+        release();
+    }
+};
+
+/// Creates and locks a new temporary file for `path` (op names the caller in errors).
+inline void create_locked_temporary(const std::string& path, const char* op, locked_temporary& t) {
+    for (int attempt = 0;; ++attempt) {
+        t.name = temp_prefix(path) + std::to_string(::getpid()) + "." + std::to_string(temp_counter()++);
+        const int fd = ::open(t.name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);  // never reuse someone's file
+        if (fd < 0)
+            throw io_error(depthlab::detail::cat(op, " ", path, ": cannot create temporary file ", t.name, ": ", errno_text(errno)));
+        // A cleaner may have taken the file between open and flock (it found it unlocked):
+        // then the name no longer leads to this file, and a fresh one is made.
+        struct ::stat mine {}, named {};
+        const bool ok = ::flock(fd, LOCK_EX) == 0 && ::fstat(fd, &mine) == 0 && ::stat(t.name.c_str(), &named) == 0 &&
+                        mine.st_ino == named.st_ino && mine.st_dev == named.st_dev;
+        if (ok) {
+            t.lock_fd = ::dup(fd);
+            if (t.lock_fd >= 0) {
+                t.file = ::fdopen(fd, "wb");
+                if (t.file != nullptr) return;
+                t.release();
+            }
+            ::unlink(t.name.c_str());
+        }
+        const int err = errno;
+        ::close(fd);
+        if (attempt == 8)
+            throw io_error(depthlab::detail::cat(op, " ", path, ": cannot lock temporary file ", t.name, ": ", errno_text(err)));
+    }
+}
+
+/// Makes a rename durable (best effort: some file systems refuse fsync on a directory).
+inline void sync_directory(const std::string& path) {
+    const int fd = ::open(directory_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)::fsync(fd);
+        ::close(fd);
+    }
+}
+}  // namespace detail
+
+/// Removes the temporaries of `path` left by writers that died (see the top of this file)
+/// and returns how many. Best effort: whatever cannot be listed, opened or locked is left.
+/// Called by every atomic write; public so that tools can clean a folder explicitly.
+inline std::size_t remove_stale_temporaries(const std::string& path) {
+    const std::string dir = detail::directory_of(path);
+    const std::size_t slash = path.find_last_of('/');
+    const std::string prefix = detail::temp_prefix(slash == std::string::npos ? path : path.substr(slash + 1));
+    const auto digits = [](std::string_view v) { return !v.empty() && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; }); };
+    std::vector<std::string> candidates;
+    if (DIR* d = ::opendir(dir.c_str())) {
+        while (const ::dirent* e = ::readdir(d)) {
+            const std::string_view name = e->d_name;
+            if (!name.starts_with(prefix)) continue;
+            // the rest must be <pid>.<n>: never touch a user's file that merely looks alike
+            const std::string_view rest = name.substr(prefix.size());
+            const std::size_t dot = rest.find('.');
+            if (dot != std::string_view::npos && digits(rest.substr(0, dot)) && digits(rest.substr(dot + 1)))
+                candidates.emplace_back(dir + "/" + std::string(name));
+        }
+        ::closedir(d);
+    }
+    std::size_t removed = 0;
+    for (const std::string& c : candidates) {
+        const int fd = ::open(c.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0) continue;
+        struct ::stat locked {}, named {};
+        if (::flock(fd, LOCK_EX | LOCK_NB) == 0 && ::fstat(fd, &locked) == 0 && S_ISREG(locked.st_mode) &&
+            ::stat(c.c_str(), &named) == 0 && locked.st_ino == named.st_ino && locked.st_dev == named.st_dev &&
+            ::unlink(c.c_str()) == 0)
+            ++removed;
+        ::close(fd);
+    }
+    return removed;
+}
+
+/// Writes `path` atomically with the bytes `produce(put)` gives. Throws io_error
+/// "<op> <path>: <why>" after removing the temporary; `path` is then untouched. An
+/// exception from `produce` aborts the write the same way (its message becomes the why).
+template <class Produce>
+void write_atomically(const std::string& path, const char* op, Produce&& produce) {
+    remove_stale_temporaries(path);
+    detail::locked_temporary t;
+    detail::create_locked_temporary(path, op, t);
+    struct failure {
+        std::string why;
+    };
+    std::string why;
+    try {
+        const byte_sink put = [&](const void* data, std::size_t n) {
+            if (n != 0 && std::fwrite(data, 1, n, t.file) != n)
+                throw failure{depthlab::detail::cat("write failed: ", detail::errno_text(errno))};
+        };
+        produce(put);
+        if (std::fflush(t.file) != 0) throw failure{depthlab::detail::cat("flush failed: ", detail::errno_text(errno))};
+        if (::fsync(::fileno(t.file)) != 0) throw failure{depthlab::detail::cat("fsync failed: ", detail::errno_text(errno))};
+        if (t.close_file() != 0) throw failure{depthlab::detail::cat("close failed: ", detail::errno_text(errno))};
+        if (std::rename(t.name.c_str(), path.c_str()) != 0)
+            throw failure{depthlab::detail::cat("cannot rename ", t.name, " over it: ", detail::errno_text(errno))};
+    } catch (const failure& e) {
+        why = e.why;
+    } catch (const std::exception& e) {
+        why = depthlab::detail::cat("write aborted: ", e.what());
+    } catch (...) {
+        t.discard();
+        throw;
+    }
+    if (!why.empty()) {
+        t.discard();
+        throw io_error(depthlab::detail::cat(op, " ", path, ": ", why));
+    }
+    t.release();
+    detail::sync_directory(path);
+}
+
+/// Writes a whole file atomically (reports, CSVs, metrics rewrites).
+inline void write_file_atomically(const std::string& path, std::string_view content, const char* op = "write") {
+    write_atomically(path, op, [&](const byte_sink& put) { put(content.data(), content.size()); });
+}
+
+}  // namespace depthlab::io
+// ---- end depthlab/io/atomic_file.hpp ----
 
 namespace depthlab::train {
 
@@ -6857,13 +7140,37 @@ inline std::string format_duration(double seconds) {
     return buf;
 }
 
+/// Keeps the records of a metrics.jsonl whose "step" is <= last_step, in order, and drops
+/// the rest: later steps, and lines that are not a JSON object with an integer "step" (the
+/// torn last line of a killed run). Rewritten atomically (temporary file, fsync, rename);
+/// a missing file is left missing. Returns the number of records dropped.
+inline std::size_t truncate_jsonl(const std::string& path, std::int64_t last_step) {
+    std::ifstream in(path);
+    if (!in.is_open()) return 0;
+    std::string kept, line;
+    std::size_t dropped = 0;
+    while (std::getline(in, line)) {
+        const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+        const bool keep = j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<std::int64_t>() <= last_step;
+        if (keep) kept += line + "\n";
+        else ++dropped;
+    }
+    in.close();
+    if (dropped == 0) return 0;
+    io::write_file_atomically(path, kept);
+    return dropped;
+}
+
 class progress_meter {
 public:
     /// total_steps: for the ETA; first_step: where a resumed run starts (rates count only
-    /// the steps of this process); jsonl_path: empty for no file.
+    /// the steps of this process); jsonl_path: empty for no file. An existing file is cut
+    /// back to the records of steps <= first_step (see truncate_jsonl): the steps a killed
+    /// run logged after its last checkpoint are run again, and must not appear twice.
     progress_meter(std::int64_t total_steps, std::int64_t first_step = 0, const std::string& jsonl_path = "")
         : total_(total_steps), first_(first_step), start_(clock::now()) {
         if (!jsonl_path.empty()) {
+            truncate_jsonl(jsonl_path, first_step);
             jsonl_.open(jsonl_path, std::ios::app);
             DEPTHLAB_CHECK(jsonl_.good(), io_error, "progress_meter: cannot open ", jsonl_path, " for writing");
         }
@@ -6922,10 +7229,9 @@ private:
 //              from the first byte after the header. The tensors cover the data section
 //              exactly: no overlap, no hole, nothing after the last one.
 //
-// Writing (safetensors_writer, save_safetensors) is atomic: the bytes go to a temporary file
-// next to the target (`<path>.tmp.<pid>.<n>`), which is flushed, fsync'ed and renamed over
-// the target; on any failure the temporary file is removed and io_error is thrown, so
-// `path` either keeps its old content or has the complete new one.
+// Writing (safetensors_writer, save_safetensors) is atomic (io/atomic_file.hpp): `path`
+// either keeps its old content or has the complete new one; on failure io_error is thrown
+// and no temporary is left, and a temporary left by a killed writer is removed next time.
 //
 // Reading (safetensors_file) validates the whole header when the file is opened (sizes,
 // JSON, every entry, every offset) and throws io_error naming the file and the tensor; the
@@ -6944,12 +7250,15 @@ private:
 #include <set>
 #include <tuple>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -7002,17 +7311,34 @@ inline std::size_t dtype_size(const std::string& dtype) {
 // Writing
 // ---------------------------------------------------------------------------------------
 
-/// Receives the bytes of one tensor (any number of calls).
-using byte_sink = std::function<void(const void* data, std::size_t bytes)>;
 /// Produces the bytes of one tensor into the sink; must give exactly the declared size.
 using byte_producer = std::function<void(const byte_sink&)>;
 
 namespace detail {
-inline std::atomic<std::uint64_t>& temp_counter() {
-    static std::atomic<std::uint64_t> n{0};
-    return n;
+/// Why `name` cannot be a tensor name, or nullptr if it can. One rule for the writer and
+/// the reader, so that every file depthlab opens could be written again: an empty name, a
+/// NUL byte (C APIs and PyTorch's loader stop there) and the reserved "__metadata__" are out.
+inline const char* invalid_tensor_name(std::string_view name) {
+    if (name.empty()) return "an empty tensor name";
+    if (name.find('\0') != std::string_view::npos) return "a tensor name with a NUL byte";
+    if (name == "__metadata__") return "'__metadata__', which is reserved for metadata, as a tensor name";
+    return nullptr;
 }
-inline std::string errno_text(int err) { return std::strerror(err); }
+/// A name printable in an error message: NUL and other control bytes as \xNN.
+inline std::string printable_name(std::string_view name) {
+    std::string out;
+    for (const char c : name) {
+        const auto u = static_cast<unsigned char>(c);
+        if (u < 0x20 || u == 0x7f) {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\x%02x", u);
+            out += buf;
+        } else {
+            out += c;
+        }
+    }
+    return out;
+}
 }  // namespace detail
 
 /// Collects named tensors and metadata, then writes them atomically with write(path).
@@ -7038,8 +7364,8 @@ public:
     /// shape.numel() * dtype_size(dtype) bytes (checked); an exception it throws aborts the
     /// write (the target is left untouched). Also the hook the tests use to fail midway.
     void add_raw(const std::string& name, const std::string& dtype, const Shape& shape, byte_producer produce) {
-        DEPTHLAB_CHECK(!name.empty(), usage_error, "safetensors_writer: empty tensor name");
-        DEPTHLAB_CHECK(name != "__metadata__", usage_error, "safetensors_writer: '__metadata__' is reserved, not a tensor name");
+        const char* bad = detail::invalid_tensor_name(name);
+        DEPTHLAB_CHECK(bad == nullptr, usage_error, "safetensors_writer: '", detail::printable_name(name), "' is ", bad);
         DEPTHLAB_CHECK(names_.insert(name).second, usage_error, "safetensors_writer: duplicate tensor name '", name, "'");
         const std::size_t size = dtype_size(dtype);
         DEPTHLAB_CHECK(size != 0, usage_error, "safetensors_writer: tensor '", name, "' has unknown dtype '", dtype, "'");
@@ -7084,25 +7410,7 @@ public:
     /// `path` on failure, after removing the temporary file; `path` is then untouched.
     void write(const std::string& path) const {
         const std::string head = header();
-        const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(detail::temp_counter()++);
-        std::FILE* f = std::fopen(tmp.c_str(), "wbx");  // x: never reuse someone else's file
-        if (f == nullptr)
-            throw io_error(depthlab::detail::cat("save_safetensors ", path, ": cannot create temporary file ", tmp, ": ",
-                                                 detail::errno_text(errno)));
-        struct failure {
-            std::string why;
-        };
-        auto cleanup = [&] {
-            if (f != nullptr) std::fclose(f);
-            f = nullptr;
-            std::remove(tmp.c_str());
-        };
-        std::string why;
-        try {
-            auto put = [&](const void* data, std::size_t n) {
-                if (n != 0 && std::fwrite(data, 1, n, f) != n)
-                    throw failure{depthlab::detail::cat("write failed: ", detail::errno_text(errno))};
-            };
+        write_atomically(path, "save_safetensors", [&](const byte_sink& put) {
             unsigned char len[8];
             for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(static_cast<std::uint64_t>(head.size()) >> (8 * i));
             put(len, 8);
@@ -7110,37 +7418,16 @@ public:
             for (const record& r : records_) {
                 std::uint64_t got = 0;
                 const byte_sink sink = [&](const void* data, std::size_t n) {
-                    if (got + n > r.bytes)
-                        throw failure{depthlab::detail::cat("tensor '", r.name, "': producer gave more than the ", r.bytes,
-                                                            " bytes of shape ", r.shape, " ", r.dtype)};
+                    DEPTHLAB_CHECK(got + n <= r.bytes, io_error, "tensor '", r.name, "': producer gave more than the ", r.bytes,
+                                   " bytes of shape ", r.shape, " ", r.dtype);
                     put(data, n);
                     got += n;
                 };
                 r.produce(sink);
-                if (got != r.bytes)
-                    throw failure{depthlab::detail::cat("tensor '", r.name, "': producer gave ", got, " bytes, shape ", r.shape,
-                                                        " ", r.dtype, " needs ", r.bytes)};
+                DEPTHLAB_CHECK(got == r.bytes, io_error, "tensor '", r.name, "': producer gave ", got, " bytes, shape ", r.shape, " ",
+                               r.dtype, " needs ", r.bytes);
             }
-            if (std::fflush(f) != 0) throw failure{depthlab::detail::cat("flush failed: ", detail::errno_text(errno))};
-            if (::fsync(::fileno(f)) != 0) throw failure{depthlab::detail::cat("fsync failed: ", detail::errno_text(errno))};
-            const int rc = std::fclose(f);
-            f = nullptr;
-            if (rc != 0) throw failure{depthlab::detail::cat("close failed: ", detail::errno_text(errno))};
-            if (std::rename(tmp.c_str(), path.c_str()) != 0)
-                throw failure{depthlab::detail::cat("cannot rename ", tmp, " over it: ", detail::errno_text(errno))};
-        } catch (const failure& e) {
-            why = e.why;
-        } catch (const std::exception& e) {
-            why = depthlab::detail::cat("write aborted: ", e.what());
-        } catch (...) {
-            cleanup();
-            throw;
-        }
-        if (!why.empty()) {
-            cleanup();
-            throw io_error(depthlab::detail::cat("save_safetensors ", path, ": ", why));
-        }
-        sync_directory(path);
+        });
     }
 
 private:
@@ -7150,17 +7437,6 @@ private:
         std::uint64_t bytes;
         byte_producer produce;
     };
-    /// Makes the rename durable (best effort: some file systems refuse fsync on a directory).
-    static void sync_directory(const std::string& path) {
-        const std::size_t slash = path.find_last_of('/');
-        const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-        const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd >= 0) {
-            (void)::fsync(fd);
-            ::close(fd);
-        }
-    }
-
     std::vector<record> records_;
     std::set<std::string> names_;
     metadata_map metadata_;
@@ -7382,6 +7658,8 @@ private:
                 }
                 continue;
             }
+            if (const char* bad = detail::invalid_tensor_name(name))
+                fail("invalid header: '", detail::printable_name(name), "' is ", bad);
             entries_[name] = parse_entry(name, v, data_size);
         }
 
@@ -7491,13 +7769,17 @@ private:
 //
 // Loading copies into the existing parameter tensors in place (every Var handle stays
 // valid) and only after the whole file has been checked and read: a failing load leaves
-// the model as it was.
+// the model as it was. Every floating-point tensor must be finite, both ways: loading a
+// NaN throws io_error naming the file and the tensor; saving one throws numeric_error
+// before anything is written, so a diverged run never replaces the last good checkpoint.
 #include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -7519,6 +7801,46 @@ inline std::string join_names(const std::vector<std::string>& names, std::size_t
     for (std::size_t i = 0; i < names.size() && i < max_shown; ++i) s += (i ? ", " : "") + ("'" + names[i] + "'");
     if (names.size() > max_shown) s += depthlab::detail::cat(", ... (", names.size() - max_shown, " more)");
     return s;
+}
+
+/// Non-finite values of a tensor: how many, and the first (flat index, value).
+struct nonfinite_report {
+    std::size_t count = 0, first = 0, numel = 0;
+    double value = 0;
+    [[nodiscard]] std::string describe() const {
+        return depthlab::detail::cat(count, " non-finite value", count == 1 ? "" : "s", " (the first is ", value, " at flat index ", first,
+                                     " of ", numel, ")");
+    }
+};
+template <class T, class B>
+nonfinite_report find_nonfinite(const Tensor<T, B>& t) {
+    nonfinite_report r;
+    if constexpr (std::is_floating_point_v<T>) {
+        const std::vector<T> v = t.to_vector();  // at load and save time only: a host copy is fine
+        r.numel = v.size();
+        for (std::size_t i = 0; i < v.size(); ++i)
+            if (!std::isfinite(v[i]) && r.count++ == 0) {
+                r.first = i;
+                r.value = static_cast<double>(v[i]);
+            }
+    }
+    return r;
+}
+/// io_error unless the tensor read from `path` is finite: a NaN in a file must be named at
+/// load time, not surface steps later as a non-finite loss naming nothing.
+template <class T, class B>
+Tensor<T, B> require_finite(Tensor<T, B> t, const std::string& path, const std::string& name) {
+    const nonfinite_report r = find_nonfinite(t);
+    DEPTHLAB_CHECK(r.count == 0, io_error, "checkpoint ", path, ": tensor '", name, "' holds ", r.describe());
+    return t;
+}
+/// numeric_error unless every tensor about to be saved is finite: a diverged run must
+/// never replace the last good checkpoint with one it cannot be resumed from.
+template <class T, class B>
+void require_finite_for_save(const Tensor<T, B>& t, const std::string& path, const std::string& name) {
+    const nonfinite_report r = find_nonfinite(t);
+    DEPTHLAB_CHECK(r.count == 0, numeric_error, "save ", path, ": tensor '", name, "' holds ", r.describe(),
+                   "; nothing was written (the file keeps its previous content)");
 }
 
 /// Checks the file against the module, reads every parameter it has into temporaries, then
@@ -7551,7 +7873,7 @@ load_report load_module(const safetensors_file& f, const nn::Module<T, B>& modul
     }
     std::vector<std::pair<Tensor<T, B>*, Tensor<T, B>>> staged;
     for (auto& [name, p] : params)
-        if (f.contains(name)) staged.emplace_back(&p.value(), f.template load<T, B>(name));
+        if (f.contains(name)) staged.emplace_back(&p.value(), require_finite(f.template load<T, B>(name), f.path(), name));
     for (auto& [dst, src] : staged) dst->copy_(src);
     return rep;
 }
@@ -7561,7 +7883,10 @@ load_report load_module(const safetensors_file& f, const nn::Module<T, B>& modul
 template <class T, class B>
 void save_parameters(const std::string& path, const nn::Module<T, B>& module, const metadata_map& metadata = {}) {
     safetensors_writer w;
-    for (const auto& [name, p] : module.named_parameters()) w.add(name, p.value());
+    for (const auto& [name, p] : module.named_parameters()) {
+        detail::require_finite_for_save(p.value(), path, name);
+        w.add(name, p.value());
+    }
     w.set_metadata(metadata);
     w.write(path);
 }
@@ -7681,9 +8006,13 @@ void save_checkpoint(const std::string& path, const nn::Module<T, B>& module, co
     for (const auto& [name, p] : module.named_parameters()) {
         DEPTHLAB_CHECK(name.rfind(state_prefix, 0) != 0, usage_error, "save_checkpoint ", path, ": parameter name '", name,
                        "' starts with the reserved prefix '", state_prefix, "'");
+        detail::require_finite_for_save(p.value(), path, name);
         w.add(name, p.value());
     }
-    for (const auto& [name, t] : state.tensors) w.add(std::string(state_prefix) + name, t);
+    for (const auto& [name, t] : state.tensors) {
+        detail::require_finite_for_save(t, path, std::string(state_prefix) + name);
+        w.add(std::string(state_prefix) + name, t);
+    }
     w.set_metadata(state.metadata);
     w.write(path);
 }
@@ -7697,7 +8026,8 @@ training_state<T, B> load_checkpoint(const std::string& path, nn::Module<T, B>& 
     const safetensors_file f(path);
     training_state<T, B> st;
     for (const std::string& n : f.names())  // read the state first: a failure leaves the module untouched
-        if (n.rfind(state_prefix, 0) == 0) st.tensors.emplace_back(n.substr(state_prefix.size()), f.template load<T, B>(n));
+        if (n.rfind(state_prefix, 0) == 0)
+            st.tensors.emplace_back(n.substr(state_prefix.size()), detail::require_finite(f.template load<T, B>(n), path, n));
     st.metadata = f.metadata();
     detail::load_module(f, module, strict);
     return st;
@@ -7983,7 +8313,12 @@ private:
     // ---- dense masked reference: any policy ----
     act_result<T, B> dense_forward(const V& x, const std::vector<index_t>& lengths) const {
         run_state r = start(x, lengths);
-        auto& [Bn, Tt, H, N, tokens, st, rec, s, cum, R] = r;
+        // (named references, not a structured binding: clang 14 cannot capture those in lambdas)
+        const index_t Bn = r.Bn, Tt = r.Tt, H = r.H, N = r.N;
+        auto& tokens = r.tokens;
+        auto& st = r.st;
+        auto& rec = r.rec;
+        V &s = r.s, &cum = r.cum, &R = r.R;
         const Tn mask = nn::padding_mask<T, B>(lengths, Tt);
         V out;  // Graves: the mean-field sum
         std::vector<std::int64_t> all(static_cast<std::size_t>(N));
@@ -8034,7 +8369,10 @@ private:
     // ---- PonderNet: a halting distribution over iterations ----
     act_result<T, B> pondernet_forward(const V& x, const std::vector<index_t>& lengths) const {
         run_state r = start(x, lengths);
-        auto& [Bn, Tt, H, N, tokens, st, rec, s, cum_unused, R_unused] = r;
+        const index_t Bn = r.Bn, Tt = r.Tt, H = r.H, N = r.N;
+        auto& tokens = r.tokens;
+        auto& rec = r.rec;
+        V& s = r.s;
         const Tn mask = nn::padding_mask<T, B>(lengths, Tt);
         act_result<T, B> out;
         std::vector<T> real(static_cast<std::size_t>(N));
@@ -8112,7 +8450,11 @@ private:
     // ---- compact path: policy act, exact ----
     act_result<T, B> compact_forward(const V& x, const std::vector<index_t>& lengths) const {
         run_state r = start(x, lengths);
-        auto& [Bn, Tt, H, N, tokens, st, rec, s, cum, R] = r;
+        // (named references, not a structured binding: clang 14 cannot capture those in lambdas)
+        const index_t Bn = r.Bn, Tt = r.Tt, H = r.H;
+        auto& st = r.st;
+        auto& rec = r.rec;
+        V &s = r.s, &cum = r.cum, &R = r.R;
         const auto& attn = layer->self_attention.branch;
         // keys and values of every position from the initial states; afterwards only the rows
         // whose state changed in the previous iteration are recomputed (tied weights)
@@ -9014,7 +9356,9 @@ std::vector<module_ref> default_modules(Model& model, std::optional<bool> norm_f
 template <class T, class B>
 index_t parameters_removed(const nn::Module<T, B>& model, const std::vector<const module_ref*>& modules) {
     index_t n = 0;
-    for (auto& [name, p] : model.named_parameters()) {
+    for (auto& named : model.named_parameters()) {
+        const std::string& name = named.first;  // (not a structured binding: the lambda below captures it)
+        const auto& p = named.second;
         for (const module_ref* m : modules) {
             if (m->prefix.empty() || !nn::is_under(name, m->prefix)) continue;
             const bool kept = std::any_of(m->kept_prefixes.begin(), m->kept_prefixes.end(),

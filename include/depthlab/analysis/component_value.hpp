@@ -163,7 +163,9 @@ std::vector<module_ref> default_modules(Model& model, std::optional<bool> norm_f
 template <class T, class B>
 index_t parameters_removed(const nn::Module<T, B>& model, const std::vector<const module_ref*>& modules) {
     index_t n = 0;
-    for (auto& [name, p] : model.named_parameters()) {
+    for (auto& named : model.named_parameters()) {
+        const std::string& name = named.first;  // (not a structured binding: the lambda below captures it)
+        const auto& p = named.second;
         for (const module_ref* m : modules) {
             if (m->prefix.empty() || !nn::is_under(name, m->prefix)) continue;
             const bool kept = std::any_of(m->kept_prefixes.begin(), m->kept_prefixes.end(),

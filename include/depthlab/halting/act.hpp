@@ -277,7 +277,12 @@ private:
     // ---- dense masked reference: any policy ----
     act_result<T, B> dense_forward(const V& x, const std::vector<index_t>& lengths) const {
         run_state r = start(x, lengths);
-        auto& [Bn, Tt, H, N, tokens, st, rec, s, cum, R] = r;
+        // (named references, not a structured binding: clang 14 cannot capture those in lambdas)
+        const index_t Bn = r.Bn, Tt = r.Tt, H = r.H, N = r.N;
+        auto& tokens = r.tokens;
+        auto& st = r.st;
+        auto& rec = r.rec;
+        V &s = r.s, &cum = r.cum, &R = r.R;
         const Tn mask = nn::padding_mask<T, B>(lengths, Tt);
         V out;  // Graves: the mean-field sum
         std::vector<std::int64_t> all(static_cast<std::size_t>(N));
@@ -328,7 +333,10 @@ private:
     // ---- PonderNet: a halting distribution over iterations ----
     act_result<T, B> pondernet_forward(const V& x, const std::vector<index_t>& lengths) const {
         run_state r = start(x, lengths);
-        auto& [Bn, Tt, H, N, tokens, st, rec, s, cum_unused, R_unused] = r;
+        const index_t Bn = r.Bn, Tt = r.Tt, H = r.H, N = r.N;
+        auto& tokens = r.tokens;
+        auto& rec = r.rec;
+        V& s = r.s;
         const Tn mask = nn::padding_mask<T, B>(lengths, Tt);
         act_result<T, B> out;
         std::vector<T> real(static_cast<std::size_t>(N));
@@ -406,7 +414,11 @@ private:
     // ---- compact path: policy act, exact ----
     act_result<T, B> compact_forward(const V& x, const std::vector<index_t>& lengths) const {
         run_state r = start(x, lengths);
-        auto& [Bn, Tt, H, N, tokens, st, rec, s, cum, R] = r;
+        // (named references, not a structured binding: clang 14 cannot capture those in lambdas)
+        const index_t Bn = r.Bn, Tt = r.Tt, H = r.H;
+        auto& st = r.st;
+        auto& rec = r.rec;
+        V &s = r.s, &cum = r.cum, &R = r.R;
         const auto& attn = layer->self_attention.branch;
         // keys and values of every position from the initial states; afterwards only the rows
         // whose state changed in the previous iteration are recomputed (tied weights)

@@ -27,13 +27,17 @@
 //
 // Loading copies into the existing parameter tensors in place (every Var handle stays
 // valid) and only after the whole file has been checked and read: a failing load leaves
-// the model as it was.
+// the model as it was. Every floating-point tensor must be finite, both ways: loading a
+// NaN throws io_error naming the file and the tensor; saving one throws numeric_error
+// before anything is written, so a diverged run never replaces the last good checkpoint.
 #include <charconv>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -60,6 +64,46 @@ inline std::string join_names(const std::vector<std::string>& names, std::size_t
     for (std::size_t i = 0; i < names.size() && i < max_shown; ++i) s += (i ? ", " : "") + ("'" + names[i] + "'");
     if (names.size() > max_shown) s += depthlab::detail::cat(", ... (", names.size() - max_shown, " more)");
     return s;
+}
+
+/// Non-finite values of a tensor: how many, and the first (flat index, value).
+struct nonfinite_report {
+    std::size_t count = 0, first = 0, numel = 0;
+    double value = 0;
+    [[nodiscard]] std::string describe() const {
+        return depthlab::detail::cat(count, " non-finite value", count == 1 ? "" : "s", " (the first is ", value, " at flat index ", first,
+                                     " of ", numel, ")");
+    }
+};
+template <class T, class B>
+nonfinite_report find_nonfinite(const Tensor<T, B>& t) {
+    nonfinite_report r;
+    if constexpr (std::is_floating_point_v<T>) {
+        const std::vector<T> v = t.to_vector();  // at load and save time only: a host copy is fine
+        r.numel = v.size();
+        for (std::size_t i = 0; i < v.size(); ++i)
+            if (!std::isfinite(v[i]) && r.count++ == 0) {
+                r.first = i;
+                r.value = static_cast<double>(v[i]);
+            }
+    }
+    return r;
+}
+/// io_error unless the tensor read from `path` is finite: a NaN in a file must be named at
+/// load time, not surface steps later as a non-finite loss naming nothing.
+template <class T, class B>
+Tensor<T, B> require_finite(Tensor<T, B> t, const std::string& path, const std::string& name) {
+    const nonfinite_report r = find_nonfinite(t);
+    DEPTHLAB_CHECK(r.count == 0, io_error, "checkpoint ", path, ": tensor '", name, "' holds ", r.describe());
+    return t;
+}
+/// numeric_error unless every tensor about to be saved is finite: a diverged run must
+/// never replace the last good checkpoint with one it cannot be resumed from.
+template <class T, class B>
+void require_finite_for_save(const Tensor<T, B>& t, const std::string& path, const std::string& name) {
+    const nonfinite_report r = find_nonfinite(t);
+    DEPTHLAB_CHECK(r.count == 0, numeric_error, "save ", path, ": tensor '", name, "' holds ", r.describe(),
+                   "; nothing was written (the file keeps its previous content)");
 }
 
 /// Checks the file against the module, reads every parameter it has into temporaries, then
@@ -92,7 +136,7 @@ load_report load_module(const safetensors_file& f, const nn::Module<T, B>& modul
     }
     std::vector<std::pair<Tensor<T, B>*, Tensor<T, B>>> staged;
     for (auto& [name, p] : params)
-        if (f.contains(name)) staged.emplace_back(&p.value(), f.template load<T, B>(name));
+        if (f.contains(name)) staged.emplace_back(&p.value(), require_finite(f.template load<T, B>(name), f.path(), name));
     for (auto& [dst, src] : staged) dst->copy_(src);
     return rep;
 }
@@ -102,7 +146,10 @@ load_report load_module(const safetensors_file& f, const nn::Module<T, B>& modul
 template <class T, class B>
 void save_parameters(const std::string& path, const nn::Module<T, B>& module, const metadata_map& metadata = {}) {
     safetensors_writer w;
-    for (const auto& [name, p] : module.named_parameters()) w.add(name, p.value());
+    for (const auto& [name, p] : module.named_parameters()) {
+        detail::require_finite_for_save(p.value(), path, name);
+        w.add(name, p.value());
+    }
     w.set_metadata(metadata);
     w.write(path);
 }
@@ -222,9 +269,13 @@ void save_checkpoint(const std::string& path, const nn::Module<T, B>& module, co
     for (const auto& [name, p] : module.named_parameters()) {
         DEPTHLAB_CHECK(name.rfind(state_prefix, 0) != 0, usage_error, "save_checkpoint ", path, ": parameter name '", name,
                        "' starts with the reserved prefix '", state_prefix, "'");
+        detail::require_finite_for_save(p.value(), path, name);
         w.add(name, p.value());
     }
-    for (const auto& [name, t] : state.tensors) w.add(std::string(state_prefix) + name, t);
+    for (const auto& [name, t] : state.tensors) {
+        detail::require_finite_for_save(t, path, std::string(state_prefix) + name);
+        w.add(std::string(state_prefix) + name, t);
+    }
     w.set_metadata(state.metadata);
     w.write(path);
 }
@@ -238,7 +289,8 @@ training_state<T, B> load_checkpoint(const std::string& path, nn::Module<T, B>& 
     const safetensors_file f(path);
     training_state<T, B> st;
     for (const std::string& n : f.names())  // read the state first: a failure leaves the module untouched
-        if (n.rfind(state_prefix, 0) == 0) st.tensors.emplace_back(n.substr(state_prefix.size()), f.template load<T, B>(n));
+        if (n.rfind(state_prefix, 0) == 0)
+            st.tensors.emplace_back(n.substr(state_prefix.size()), detail::require_finite(f.template load<T, B>(n), path, n));
     st.metadata = f.metadata();
     detail::load_module(f, module, strict);
     return st;

@@ -9,10 +9,9 @@
 //              from the first byte after the header. The tensors cover the data section
 //              exactly: no overlap, no hole, nothing after the last one.
 //
-// Writing (safetensors_writer, save_safetensors) is atomic: the bytes go to a temporary file
-// next to the target (`<path>.tmp.<pid>.<n>`), which is flushed, fsync'ed and renamed over
-// the target; on any failure the temporary file is removed and io_error is thrown, so
-// `path` either keeps its old content or has the complete new one.
+// Writing (safetensors_writer, save_safetensors) is atomic (io/atomic_file.hpp): `path`
+// either keeps its old content or has the complete new one; on failure io_error is thrown
+// and no temporary is left, and a temporary left by a killed writer is removed next time.
 //
 // Reading (safetensors_file) validates the whole header when the file is opened (sizes,
 // JSON, every entry, every offset) and throws io_error naming the file and the tensor; the
@@ -31,12 +30,15 @@
 #include <set>
 #include <tuple>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 #include <variant>
 #include <vector>
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -46,6 +48,7 @@
 #include "depthlab/core/error.hpp"
 #include "depthlab/core/shape.hpp"
 #include "depthlab/core/tensor.hpp"
+#include "depthlab/io/atomic_file.hpp"
 
 namespace depthlab::io {
 
@@ -93,17 +96,34 @@ inline std::size_t dtype_size(const std::string& dtype) {
 // Writing
 // ---------------------------------------------------------------------------------------
 
-/// Receives the bytes of one tensor (any number of calls).
-using byte_sink = std::function<void(const void* data, std::size_t bytes)>;
 /// Produces the bytes of one tensor into the sink; must give exactly the declared size.
 using byte_producer = std::function<void(const byte_sink&)>;
 
 namespace detail {
-inline std::atomic<std::uint64_t>& temp_counter() {
-    static std::atomic<std::uint64_t> n{0};
-    return n;
+/// Why `name` cannot be a tensor name, or nullptr if it can. One rule for the writer and
+/// the reader, so that every file depthlab opens could be written again: an empty name, a
+/// NUL byte (C APIs and PyTorch's loader stop there) and the reserved "__metadata__" are out.
+inline const char* invalid_tensor_name(std::string_view name) {
+    if (name.empty()) return "an empty tensor name";
+    if (name.find('\0') != std::string_view::npos) return "a tensor name with a NUL byte";
+    if (name == "__metadata__") return "'__metadata__', which is reserved for metadata, as a tensor name";
+    return nullptr;
 }
-inline std::string errno_text(int err) { return std::strerror(err); }
+/// A name printable in an error message: NUL and other control bytes as \xNN.
+inline std::string printable_name(std::string_view name) {
+    std::string out;
+    for (const char c : name) {
+        const auto u = static_cast<unsigned char>(c);
+        if (u < 0x20 || u == 0x7f) {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\x%02x", u);
+            out += buf;
+        } else {
+            out += c;
+        }
+    }
+    return out;
+}
 }  // namespace detail
 
 /// Collects named tensors and metadata, then writes them atomically with write(path).
@@ -129,8 +149,8 @@ public:
     /// shape.numel() * dtype_size(dtype) bytes (checked); an exception it throws aborts the
     /// write (the target is left untouched). Also the hook the tests use to fail midway.
     void add_raw(const std::string& name, const std::string& dtype, const Shape& shape, byte_producer produce) {
-        DEPTHLAB_CHECK(!name.empty(), usage_error, "safetensors_writer: empty tensor name");
-        DEPTHLAB_CHECK(name != "__metadata__", usage_error, "safetensors_writer: '__metadata__' is reserved, not a tensor name");
+        const char* bad = detail::invalid_tensor_name(name);
+        DEPTHLAB_CHECK(bad == nullptr, usage_error, "safetensors_writer: '", detail::printable_name(name), "' is ", bad);
         DEPTHLAB_CHECK(names_.insert(name).second, usage_error, "safetensors_writer: duplicate tensor name '", name, "'");
         const std::size_t size = dtype_size(dtype);
         DEPTHLAB_CHECK(size != 0, usage_error, "safetensors_writer: tensor '", name, "' has unknown dtype '", dtype, "'");
@@ -175,25 +195,7 @@ public:
     /// `path` on failure, after removing the temporary file; `path` is then untouched.
     void write(const std::string& path) const {
         const std::string head = header();
-        const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(detail::temp_counter()++);
-        std::FILE* f = std::fopen(tmp.c_str(), "wbx");  // x: never reuse someone else's file
-        if (f == nullptr)
-            throw io_error(depthlab::detail::cat("save_safetensors ", path, ": cannot create temporary file ", tmp, ": ",
-                                                 detail::errno_text(errno)));
-        struct failure {
-            std::string why;
-        };
-        auto cleanup = [&] {
-            if (f != nullptr) std::fclose(f);
-            f = nullptr;
-            std::remove(tmp.c_str());
-        };
-        std::string why;
-        try {
-            auto put = [&](const void* data, std::size_t n) {
-                if (n != 0 && std::fwrite(data, 1, n, f) != n)
-                    throw failure{depthlab::detail::cat("write failed: ", detail::errno_text(errno))};
-            };
+        write_atomically(path, "save_safetensors", [&](const byte_sink& put) {
             unsigned char len[8];
             for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(static_cast<std::uint64_t>(head.size()) >> (8 * i));
             put(len, 8);
@@ -201,37 +203,16 @@ public:
             for (const record& r : records_) {
                 std::uint64_t got = 0;
                 const byte_sink sink = [&](const void* data, std::size_t n) {
-                    if (got + n > r.bytes)
-                        throw failure{depthlab::detail::cat("tensor '", r.name, "': producer gave more than the ", r.bytes,
-                                                            " bytes of shape ", r.shape, " ", r.dtype)};
+                    DEPTHLAB_CHECK(got + n <= r.bytes, io_error, "tensor '", r.name, "': producer gave more than the ", r.bytes,
+                                   " bytes of shape ", r.shape, " ", r.dtype);
                     put(data, n);
                     got += n;
                 };
                 r.produce(sink);
-                if (got != r.bytes)
-                    throw failure{depthlab::detail::cat("tensor '", r.name, "': producer gave ", got, " bytes, shape ", r.shape,
-                                                        " ", r.dtype, " needs ", r.bytes)};
+                DEPTHLAB_CHECK(got == r.bytes, io_error, "tensor '", r.name, "': producer gave ", got, " bytes, shape ", r.shape, " ",
+                               r.dtype, " needs ", r.bytes);
             }
-            if (std::fflush(f) != 0) throw failure{depthlab::detail::cat("flush failed: ", detail::errno_text(errno))};
-            if (::fsync(::fileno(f)) != 0) throw failure{depthlab::detail::cat("fsync failed: ", detail::errno_text(errno))};
-            const int rc = std::fclose(f);
-            f = nullptr;
-            if (rc != 0) throw failure{depthlab::detail::cat("close failed: ", detail::errno_text(errno))};
-            if (std::rename(tmp.c_str(), path.c_str()) != 0)
-                throw failure{depthlab::detail::cat("cannot rename ", tmp, " over it: ", detail::errno_text(errno))};
-        } catch (const failure& e) {
-            why = e.why;
-        } catch (const std::exception& e) {
-            why = depthlab::detail::cat("write aborted: ", e.what());
-        } catch (...) {
-            cleanup();
-            throw;
-        }
-        if (!why.empty()) {
-            cleanup();
-            throw io_error(depthlab::detail::cat("save_safetensors ", path, ": ", why));
-        }
-        sync_directory(path);
+        });
     }
 
 private:
@@ -241,17 +222,6 @@ private:
         std::uint64_t bytes;
         byte_producer produce;
     };
-    /// Makes the rename durable (best effort: some file systems refuse fsync on a directory).
-    static void sync_directory(const std::string& path) {
-        const std::size_t slash = path.find_last_of('/');
-        const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-        const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (fd >= 0) {
-            (void)::fsync(fd);
-            ::close(fd);
-        }
-    }
-
     std::vector<record> records_;
     std::set<std::string> names_;
     metadata_map metadata_;
@@ -473,6 +443,8 @@ private:
                 }
                 continue;
             }
+            if (const char* bad = detail::invalid_tensor_name(name))
+                fail("invalid header: '", detail::printable_name(name), "' is ", bad);
             entries_[name] = parse_entry(name, v, data_size);
         }
 

@@ -1,5 +1,6 @@
 #pragma once
-// BLEU as sacreBLEU 2.x computes it by default (`sacrebleu.metrics.BLEU()`):
+// BLEU as sacreBLEU 2.x (checked against 2.6.0) computes it by default
+// (`sacrebleu.metrics.BLEU()`):
 //   * tokenisation '13a' (mteval-v13a.pl): the line is right-stripped, `<skipped>` and
 //     `-\n` removed, `\n` -> ' ', `&quot; &amp; &lt; &gt;` unescaped (in that order); then
 //     every ASCII symbol except `' , . -` (i.e. { | } ~ [ \ ] ^ _ ` space ! " # $ % & ( ) * +
@@ -13,8 +14,12 @@
 //     shorter reference).
 //   * smoothing 'exp' (mteval's: the k-th order with no match gets precision
 //     1 / (2^k * total)), for the corpus score too; effective order off.
-//   * empty references are skipped (a segment may have fewer references than others,
-//     signature `nrefs:var`); a segment with none at all is an error.
+//   * an empty reference string is a reference of length 0, as in sacreBLEU >= 2.2: it
+//     counts in `nrefs`, it can be the closest reference length (`sentence_bleu("a b",
+//     {"a b c d", ""})` is 100: the lengths 4 and 0 are both 2 away and the shorter wins),
+//     and a corpus whose references are all empty scores 0. With `empty_refs =
+//     empty_reference::absent` an empty string stands for sacreBLEU's `None` instead (see
+//     `empty_reference`).
 // Not supported: sacreBLEU's lowercase option and the other tokenizers (zh, intl, ...);
 // `tokenize = false` is sacreBLEU's tokenize='none'.
 // `sentence_bleu` matches `sacrebleu.sentence_bleu` (smoothing 'exp', effective order on).
@@ -45,6 +50,32 @@ concept reference_range = !std::is_convertible_v<const R&, std::string_view> && 
     { std::string_view(*std::begin(r)) };
     std::end(r);
 };
+
+/// What an empty reference string is (BLEU and chrF).
+enum class empty_reference {
+    /// A reference with no tokens / characters (sacreBLEU >= 2.2 with "").
+    zero_length,
+    /// No reference: the segment has one reference fewer (sacreBLEU's `None`, and what
+    /// sacreBLEU < 2.2 did with ""). Reference streams hold one string per segment, so
+    /// this is how a corpus with a varying number of references per segment is written
+    /// (signature `nrefs:var`); a segment left with no reference at all is an error.
+    absent,
+};
+
+namespace detail {
+/// Whether `ref` takes part in scoring under `mode`.
+[[nodiscard]] inline bool is_reference(std::string_view ref, empty_reference mode) {
+    return !(ref.empty() && mode == empty_reference::absent);
+}
+
+/// The references of a segment that count under `mode` (its `nrefs`).
+template <reference_range Refs>
+[[nodiscard]] std::size_t count_references(const Refs& refs, empty_reference mode) {
+    std::size_t k = 0;
+    for (const auto& r : refs) k += is_reference(std::string_view(r), mode);
+    return k;
+}
+}  // namespace detail
 
 /// The 13a tokeniser of mteval-v13a.pl / sacreBLEU; returns the tokens joined by ' '.
 [[nodiscard]] inline std::string tokenize_13a(std::string_view line) {
@@ -111,6 +142,7 @@ struct bleu_options {
     bool effective_order = false;  ///< stop at the first order with no hypothesis n-gram
     int max_ngram_order = 4;
     bool tokenize = true;          ///< '13a'; false = sacreBLEU's tokenize='none'
+    empty_reference empty_refs = empty_reference::zero_length;
 };
 
 /// Options of `sacrebleu.sentence_bleu` (exp smoothing, effective order).
@@ -242,7 +274,7 @@ public:
         DEPTHLAB_CHECK(o.max_ngram_order >= 1, usage_error, "bleu: max_ngram_order must be >= 1, got ", o.max_ngram_order);
     }
 
-    /// Statistics of one segment against its references (empty references are skipped).
+    /// Statistics of one segment against its references (see `empty_reference` for "").
     template <reference_range Refs>
     [[nodiscard]] bleu_stats segment_stats(std::string_view hyp, const Refs& refs) const {
         const std::size_t N = static_cast<std::size_t>(opt_.max_ngram_order);
@@ -250,7 +282,7 @@ public:
         std::vector<std::int64_t> ref_lens;
         for (const auto& ref_any : refs) {
             const std::string_view ref(ref_any);
-            if (ref.empty()) continue;
+            if (!detail::is_reference(ref, opt_.empty_refs)) continue;
             std::vector<std::unordered_map<std::string, std::int64_t>> counts(N);
             ref_lens.push_back(count_ngrams(preprocess(ref), counts));
             for (std::size_t n = 0; n < N; ++n)
@@ -259,7 +291,8 @@ public:
                     m = std::max(m, c);
                 }
         }
-        DEPTHLAB_CHECK(!ref_lens.empty(), usage_error, "bleu: a segment has no (non-empty) reference");
+        DEPTHLAB_CHECK(!ref_lens.empty(), usage_error, "bleu: a segment has no reference",
+                       opt_.empty_refs == empty_reference::absent ? " (empty ones are absent)" : "");
         std::vector<std::unordered_map<std::string, std::int64_t>> hyp_counts(N);
         const std::int64_t hyp_len = count_ngrams(preprocess(hyp), hyp_counts);
         std::int64_t closest_diff = -1, closest_len = -1;
@@ -287,9 +320,7 @@ public:
     template <reference_range Refs>
     void add(std::string_view hyp, const Refs& refs) {
         stats_ += segment_stats(hyp, refs);
-        std::size_t k = 0;
-        for (const auto& r : refs) k += !std::string_view(r).empty();
-        nrefs_.insert(k);
+        nrefs_.insert(detail::count_references(refs, opt_.empty_refs));
     }
     void add(std::string_view hyp, std::string_view ref) { add(hyp, std::array<std::string_view, 1>{ref}); }
 
@@ -329,7 +360,7 @@ private:
 
 /// Corpus BLEU. `ref_streams[k][i]` is the k-th reference of segment i (sacreBLEU's
 /// layout: one list per reference set); every stream must have one entry per hypothesis
-/// (use "" where a segment has fewer references).
+/// (where a segment has fewer references, "" with `empty_reference::absent`).
 [[nodiscard]] inline bleu_score corpus_bleu(std::span<const std::string> hyps,
                                             std::span<const std::vector<std::string>> ref_streams,
                                             const bleu_options& o = {}) {

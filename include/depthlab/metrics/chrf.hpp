@@ -1,7 +1,7 @@
 #pragma once
-// chrF as sacreBLEU 2.x computes it by default (`sacrebleu.metrics.CHRF()`: chrF2 with
-// character order 6, word order 0, beta 2, case kept, whitespace removed, no eps
-// smoothing), and chrF++ with word_order = 2.
+// chrF as sacreBLEU 2.x (checked against 2.6.0) computes it by default
+// (`sacrebleu.metrics.CHRF()`: chrF2 with character order 6, word order 0, beta 2, case
+// kept, whitespace removed, no eps smoothing), and chrF++ with word_order = 2.
 //   * whitespace (Python's definition) is deleted, then character (code point) n-grams of
 //     order 1..6 are counted; per order the statistics are [hypothesis n-grams, reference
 //     n-grams, matches] (hypothesis n-grams count 0 when the reference has none of that
@@ -11,7 +11,14 @@
 //   * with several references a segment takes the statistics of the reference with the
 //     best sentence-level score (the first on a tie); corpus statistics are sums.
 //   * score: precision and recall averaged over the orders with hypothesis and reference
-//     n-grams ("effective order"), then F_beta = (1+b^2) P R / (b^2 P + R), times 100.
+//     n-grams ("effective order"), then F_beta = (1+b^2) P R / (b^2 P + R), times 100 --
+//     evaluated in exactly sacreBLEU's order, since that score also picks the reference:
+//     two references with mathematically equal scores are a tie only if both round alike
+//     (`corpus_chrf({"aabb", "abc"}, {{"ac", "abc"}, {"bacba", "abc"}})` is 78.29 with
+//     "ac" taken for the first segment; another rounding takes "bacba" and gives 37.65).
+//   * an empty reference string is a reference with no n-grams, as in sacreBLEU >= 2.2
+//     (it scores 0 and counts in `nrefs`), unless `empty_refs = empty_reference::absent`
+//     (see bleu.hpp).
 // Not supported: sacreBLEU's lowercase option.
 #include <array>
 #include <cstdint>
@@ -36,6 +43,7 @@ struct chrf_options {
     double beta = 2;
     bool whitespace = false;     ///< keep whitespace in the character n-grams
     bool eps_smoothing = false;  ///< chrF++.py / Moses / NLTK style smoothing instead of effective order
+    empty_reference empty_refs = empty_reference::zero_length;
 };
 
 struct chrf_score {
@@ -64,6 +72,17 @@ struct chrf_score {
     }
 };
 
+namespace detail {
+/// factor * p + r with the product rounded before the sum, as Python evaluates it. A
+/// fused multiply-add (an FMA target with clang's default -ffp-contract=on, or GCC's
+/// -ffp-contract=fast in GNU mode) rounds once and changes the last bit whenever the
+/// product is inexact, e.g. for beta 3; the volatile store keeps the two roundings.
+[[nodiscard]] inline double unfused_multiply_add(double factor, double p, double r) {
+    const volatile double product = factor * p;
+    return product + r;
+}
+}  // namespace detail
+
 /// The chrF score from [hyp, ref, match] statistics (sacreBLEU's CHRF._compute_f_score).
 [[nodiscard]] inline double chrf_f_score(std::span<const std::int64_t> stats, const chrf_options& o) {
     const int order = o.char_order + o.word_order;
@@ -77,7 +96,7 @@ struct chrf_score {
         const auto n_hyp = stats[3 * i], n_ref = stats[3 * i + 1], n_match = stats[3 * i + 2];
         const double prec = n_hyp > 0 ? static_cast<double>(n_match) / static_cast<double>(n_hyp) : eps;
         const double rec = n_ref > 0 ? static_cast<double>(n_match) / static_cast<double>(n_ref) : eps;
-        const double denom = factor * prec + rec;
+        const double denom = detail::unfused_multiply_add(factor, prec, rec);
         score += denom > 0 ? (1 + factor) * prec * rec / denom : eps;
         if (n_hyp > 0 && n_ref > 0) {
             avg_prec += prec;
@@ -90,7 +109,10 @@ struct chrf_score {
     avg_prec /= effective_order;
     avg_rec /= effective_order;
     if (avg_prec + avg_rec == 0) return 0.0;
-    return 100 * (1 + factor) * avg_prec * avg_rec / (factor * avg_prec + avg_rec);
+    // Bit for bit sacreBLEU's rounding (see the header comment): no reordered or fused form.
+    double f = (1 + factor) * avg_prec * avg_rec;
+    f /= detail::unfused_multiply_add(factor, avg_prec, avg_rec);
+    return 100 * f;
 }
 
 class chrf_accumulator {
@@ -100,7 +122,7 @@ public:
                        "chrf: orders must be >= 0 and not both 0");
     }
 
-    /// Statistics of one segment: those of its best reference (empty references skipped).
+    /// Statistics of one segment: those of its best reference (the first of equal scores).
     template <reference_range Refs>
     [[nodiscard]] std::vector<std::int64_t> segment_stats(std::string_view hyp, const Refs& refs) const {
         ngrams h;
@@ -110,7 +132,7 @@ public:
         bool any = false;
         for (const auto& ref_any : refs) {
             const std::string_view ref(ref_any);
-            if (ref.empty()) continue;
+            if (!detail::is_reference(ref, opt_.empty_refs)) continue;
             any = true;
             ngrams r;
             extract(ref, r);
@@ -133,7 +155,8 @@ public:
                 best = std::move(st);
             }
         }
-        DEPTHLAB_CHECK(any, usage_error, "chrf: a segment has no (non-empty) reference");
+        DEPTHLAB_CHECK(any, usage_error, "chrf: a segment has no reference",
+                       opt_.empty_refs == empty_reference::absent ? " (empty ones are absent)" : "");
         return best;
     }
 
@@ -141,9 +164,7 @@ public:
     void add(std::string_view hyp, const Refs& refs) {
         const auto st = segment_stats(hyp, refs);
         for (std::size_t i = 0; i < st.size(); ++i) stats_[i] += st[i];
-        std::size_t k = 0;
-        for (const auto& r : refs) k += !std::string_view(r).empty();
-        nrefs_.insert(k);
+        nrefs_.insert(detail::count_references(refs, opt_.empty_refs));
     }
     void add(std::string_view hyp, std::string_view ref) { add(hyp, std::array<std::string_view, 1>{ref}); }
 

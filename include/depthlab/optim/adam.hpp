@@ -44,6 +44,8 @@ public:
     [[nodiscard]] std::vector<std::string> slot_names() const override { return {"m", "v"}; }
 
 protected:
+    [[nodiscard]] bool slot_is_nonnegative(std::size_t slot) const override { return slot == 1; }  // v
+
     AdamBase(const named_parameters<T, B>& params, double lr, double beta1, double beta2, double eps, double weight_decay,
              const name_predicate& exclude, bool decoupled)
         : base(params, lr, weight_decay, exclude, decoupled ? "adamw" : "adam"),

@@ -55,6 +55,11 @@ public:
 
     [[nodiscard]] std::string type() const override { return "lamb"; }
     [[nodiscard]] std::vector<std::string> slot_names() const override { return {"m", "v"}; }
+
+protected:
+    [[nodiscard]] bool slot_is_nonnegative(std::size_t slot) const override { return slot == 1; }  // v
+
+public:
     [[nodiscard]] const LambOptions& options() const { return opt_; }
     /// Whether params()[i] uses the trust ratio.
     [[nodiscard]] bool adapts(std::size_t i) const { return adapt_.at(i); }

@@ -309,10 +309,14 @@ public:
     }
     /// Restores what state_tensors()/state_scalars() exported. Checks, before changing
     /// anything: the optimiser type, every scalar, that every tensor name is a known slot of
-    /// a known parameter with the parameter's shape, and that each updated parameter has all
-    /// its slots. Throws usage_error (names, values) or shape_error (shapes) naming the culprit.
-    void load_state(const state_tensor_list& tensors, const state_scalar_map& scalars) {
-        const std::string where = type() + ".load_state: ";
+    /// a known parameter with the parameter's shape, that each updated parameter has all
+    /// its slots, and that every value is finite (and >= 0 in second-moment slots: a
+    /// negative one turns the parameter NaN at the next step). Throws usage_error (names,
+    /// scalars), shape_error (shapes) or io_error (values: corrupt state) naming the
+    /// culprit; `origin` (e.g. the checkpoint's path) is named in every message.
+    void load_state(const state_tensor_list& tensors, const state_scalar_map& scalars, std::string_view origin = {}) {
+        const std::string where = origin.empty() ? type() + ".load_state: "
+                                                 : depthlab::detail::cat(type(), ".load_state (", origin, "): ");
         const auto scalar = [&](const std::string& key) -> const std::string& {
             const auto it = scalars.find(key);
             DEPTHLAB_CHECK(it != scalars.end(), usage_error, where, "missing scalar '", key, "'");
@@ -363,6 +367,7 @@ public:
                            " but parameter '", name, "' has shape ", params_[i].var.value().shape());
             DEPTHLAB_CHECK(steps[i] > 0, usage_error, where, "tensor '", key, "' given but scalar '", step_prefix, name,
                            "' (the parameter's step count) is missing");
+            check_state_values(where, key, t, slot_is_nonnegative(k));
             found[i][k] = &t;
         }
         for (std::size_t i = 0; i < params_.size(); ++i)
@@ -387,6 +392,9 @@ public:
     }
 
 protected:
+    /// True for state slots that can only hold values >= 0 (Adam's and LAMB's second moments).
+    [[nodiscard]] virtual bool slot_is_nonnegative(std::size_t /*slot*/) const { return false; }
+
     /// Builds the groups: parameters for which `exclude_from_decay(name)` holds get no
     /// weight decay. Throws usage_error on an empty list, an undefined Var, a repeated
     /// name, or bad lr / weight decay.
@@ -430,6 +438,19 @@ protected:
     }
 
 private:
+    /// io_error unless every value of a state tensor is finite (and >= 0 if nonnegative);
+    /// the message counts the bad values and names the first.
+    static void check_state_values(const std::string& where, const std::string& key, const tensor_type& t, bool nonnegative) {
+        const std::vector<T> v = t.to_vector();  // once per tensor at load time: host copy is fine
+        std::size_t bad = 0, first = 0;
+        for (std::size_t j = 0; j < v.size(); ++j)
+            if (!std::isfinite(v[j]) || (nonnegative && v[j] < T(0)))
+                if (bad++ == 0) first = j;
+        DEPTHLAB_CHECK(bad == 0, io_error, where, "tensor '", key, "' holds ", bad, " invalid value", bad == 1 ? "" : "s",
+                       nonnegative ? " (non-finite or negative second moments)" : " (non-finite)", "; the first is ", v[first],
+                       " at flat index ", first, " of ", v.size());
+    }
+
     [[nodiscard]] std::size_t find_param(const std::string& name) const {
         for (std::size_t i = 0; i < params_.size(); ++i)
             if (params_[i].name == name) return i;

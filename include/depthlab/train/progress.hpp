@@ -12,7 +12,10 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "depthlab/core/error.hpp"
+#include "depthlab/io/atomic_file.hpp"
 
 namespace depthlab::train {
 
@@ -26,13 +29,37 @@ inline std::string format_duration(double seconds) {
     return buf;
 }
 
+/// Keeps the records of a metrics.jsonl whose "step" is <= last_step, in order, and drops
+/// the rest: later steps, and lines that are not a JSON object with an integer "step" (the
+/// torn last line of a killed run). Rewritten atomically (temporary file, fsync, rename);
+/// a missing file is left missing. Returns the number of records dropped.
+inline std::size_t truncate_jsonl(const std::string& path, std::int64_t last_step) {
+    std::ifstream in(path);
+    if (!in.is_open()) return 0;
+    std::string kept, line;
+    std::size_t dropped = 0;
+    while (std::getline(in, line)) {
+        const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+        const bool keep = j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<std::int64_t>() <= last_step;
+        if (keep) kept += line + "\n";
+        else ++dropped;
+    }
+    in.close();
+    if (dropped == 0) return 0;
+    io::write_file_atomically(path, kept);
+    return dropped;
+}
+
 class progress_meter {
 public:
     /// total_steps: for the ETA; first_step: where a resumed run starts (rates count only
-    /// the steps of this process); jsonl_path: empty for no file.
+    /// the steps of this process); jsonl_path: empty for no file. An existing file is cut
+    /// back to the records of steps <= first_step (see truncate_jsonl): the steps a killed
+    /// run logged after its last checkpoint are run again, and must not appear twice.
     progress_meter(std::int64_t total_steps, std::int64_t first_step = 0, const std::string& jsonl_path = "")
         : total_(total_steps), first_(first_step), start_(clock::now()) {
         if (!jsonl_path.empty()) {
+            truncate_jsonl(jsonl_path, first_step);
             jsonl_.open(jsonl_path, std::ios::app);
             DEPTHLAB_CHECK(jsonl_.good(), io_error, "progress_meter: cannot open ", jsonl_path, " for writing");
         }

@@ -192,14 +192,16 @@ struct primitives<backend::cpu> {
     }
 
     // ---- reductions ----
+    // The chunks depend on n only (never on the thread count), and their partial sums are
+    // added in chunk order: the result has the same bits for any OMP_NUM_THREADS.
     template <class T>
     static T sum(index_t n, const T* x) {
-        const index_t nchunks = std::max<index_t>(1, std::min<index_t>(max_threads(), n / elem_grain));
+        const index_t nchunks = std::max<index_t>(1, (n + elem_grain - 1) / elem_grain);
         std::vector<double> part(static_cast<std::size_t>(nchunks), 0.0);
         cpu::with_isa<T>([&]<class K>() {
             parallel_for(nchunks, 1, [&](index_t b, index_t e) {
                 for (index_t c = b; c < e; ++c) {
-                    const index_t lo = n * c / nchunks, hi = n * (c + 1) / nchunks;
+                    const index_t lo = c * elem_grain, hi = std::min(n, lo + elem_grain);
                     part[static_cast<std::size_t>(c)] = static_cast<double>(K::sum(hi - lo, x + lo));
                 }
             });

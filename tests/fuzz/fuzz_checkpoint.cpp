@@ -1,0 +1,65 @@
+// libFuzzer harness: a checkpoint (parameters + optimiser state) loaded into a small model
+// and an Adam optimiser, as `--resume` does. Every failure must be a depthlab::error and
+// must leave the model's parameters and the optimiser's state exactly as they were.
+#include <cstring>
+
+#include <depthlab/io/checkpoint.hpp>
+#include <depthlab/nn/layers.hpp>
+#include <depthlab/optim/adam.hpp>
+
+#include "fuzz_input.hpp"
+
+using namespace depthlab;
+
+namespace {
+struct tiny_model : nn::Module<float> {
+    nn::Linear<float> proj;
+    nn::LayerNorm<float> norm;
+    explicit tiny_model(Generator& g) : proj(3, 2, g), norm(2) {
+        this->register_module("proj", proj);
+        this->register_module("norm", norm);
+    }
+};
+
+std::vector<float> snapshot(const tiny_model& m, const optim::Adam<float>& opt) {
+    std::vector<float> all;
+    for (const auto& [name, p] : m.named_parameters()) {
+        const auto v = p.value().to_vector();
+        all.insert(all.end(), v.begin(), v.end());
+    }
+    for (const auto& [name, t] : opt.state_tensors()) {
+        const auto v = t.to_vector();
+        all.insert(all.end(), v.begin(), v.end());
+    }
+    all.push_back(static_cast<float>(opt.step_count()));
+    return all;
+}
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+    return a.size() == b.size() && (a.empty() || std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0);
+}
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+    static const std::string path = fuzz::scratch_path("checkpoint");
+    Generator gen(7);
+    tiny_model model(gen);
+    optim::Adam<float> adam(model.named_parameters());
+    // one real step, so that the optimiser has state that a failed load must keep
+    for (auto& [name, p] : model.named_parameters()) p.grad() = Tensor<float>::full(p.value().shape(), 0.5f);
+    adam.step();
+    const std::vector<float> before = snapshot(model, adam);
+
+    fuzz::write_file(path, {reinterpret_cast<const char*>(data), size});
+    bool model_loaded = false;
+    try {
+        io::training_state<float> st = io::load_checkpoint(path, model, /*strict=*/false);
+        model_loaded = true;
+        adam.load_state(st.section_tensors("optim"), st.section_metadata("optim"), path);
+        (void)st.get_u64("step");
+    } catch (const depthlab::error&) {
+        // A failed load_checkpoint must leave everything untouched; a failed load_state
+        // after a successful load_checkpoint must leave the optimiser untouched.
+        if (!model_loaded && !same_bits(before, snapshot(model, adam))) fuzz::fail("a failed checkpoint load changed the model");
+    }
+    return 0;
+}

@@ -1,0 +1,38 @@
+// libFuzzer harness: the plain-text readers of training data on arbitrary bytes — the id
+// corpus (ALBERT pretraining), sentencepiece .vocab files, id lines, and aligned translation
+// files (the input split in two at the first NUL byte).
+#include <depthlab/data/albert_data.hpp>
+#include <depthlab/data/translation.hpp>
+
+#include "fuzz_input.hpp"
+
+using namespace depthlab;
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+    static const std::string a = fuzz::scratch_path("text_a"), b = fuzz::scratch_path("text_b");
+    const std::string_view in(reinterpret_cast<const char*>(data), size);
+    const auto [first, second] = fuzz::split_once(in, std::string_view("\0", 1));
+    fuzz::write_file(a, first);
+    fuzz::write_file(b, second);
+    try {
+        const data::corpus c = data::read_id_corpus(a);
+        (void)c;
+    } catch (const depthlab::error&) {
+    }
+    try {
+        const auto pieces = data::read_spm_vocab(a);
+        const auto starts = data::word_start_table(pieces);
+        if (starts.size() != pieces.size()) fuzz::fail("word_start_table size");
+    } catch (const depthlab::error&) {
+    }
+    try {
+        (void)data::read_id_lines(a);
+    } catch (const depthlab::error&) {
+    }
+    try {
+        const data::parallel_text p = data::load_parallel(a, b);
+        if (p.src.size() != p.tgt.size()) fuzz::fail("load_parallel returned unaligned sides");
+    } catch (const depthlab::error&) {
+    }
+    return 0;
+}
