@@ -253,7 +253,7 @@ int run(options o) {
         if (o.resume) {
             DEPTHLAB_CHECK(fs::exists(ckpt), io_error, "--resume: no checkpoint at ", ckpt);
             auto st = io::load_checkpoint(ckpt, model);
-            lamb.load_state(st.section_tensors("optim"), st.section_metadata("optim"));
+            lamb.load_state(st.section_tensors("optim"), st.section_metadata("optim"), ckpt);
             step = static_cast<std::int64_t>(st.get_u64("step"));
             train.set_state({st.get_u64("sampler.seed"), st.get_u64("sampler.epoch"), st.get_u64("sampler.position")});
             st.restore_generator("rng.model", model.rng());

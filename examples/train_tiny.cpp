@@ -68,7 +68,7 @@ int main(int argc, char** argv) {
         if (resume) {
             DEPTHLAB_CHECK(std::filesystem::exists(ckpt), io_error, "--resume: no checkpoint at ", ckpt);
             auto st = io::load_checkpoint(ckpt, model);
-            adam.load_state(st.section_tensors("optim"), st.section_metadata("optim"));
+            adam.load_state(st.section_tensors("optim"), st.section_metadata("optim"), ckpt);
             step = static_cast<std::int64_t>(st.get_u64("step"));
             st.restore_generator("rng.data", data_rng);
             st.restore_generator("rng.model", model.rng());

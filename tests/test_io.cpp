@@ -9,10 +9,13 @@
 #include <iterator>
 #include <limits>
 #include <map>
+#include <sstream>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <doctest/doctest.h>
@@ -22,6 +25,7 @@
 #include <depthlab/io/safetensors.hpp>
 #include <depthlab/nn/module.hpp>
 #include <depthlab/optim/adam.hpp>
+#include <depthlab/train/progress.hpp>
 
 using namespace depthlab;
 using doctest::Contains;
@@ -698,4 +702,146 @@ TEST_CASE("checkpoint: a run resumed from a checkpoint continues bit for bit (Ad
     CHECK(resumed.b.value().to_vector() == run.b.value().to_vector());
     CHECK(opt2.step_count() == opt.step_count());
     CHECK(gen2.offset() == gen.offset());
+}
+
+// ------------------------------------------------------------------------------------------
+// What loading must refuse and saving must never write (issue 9)
+// ------------------------------------------------------------------------------------------
+
+TEST_CASE("safetensors: the reader refuses what the writer refuses: empty names, NUL bytes") {
+    temp_dir dir;
+    const std::string bad = dir.file("bad.safetensors");
+    const std::string d16(16, '\0');
+    write_file(bad, raw_file(R"({"": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}})", d16));
+    CHECK(open_error(bad).find("'' is an empty tensor name") != std::string::npos);
+    write_file(bad, raw_file(R"({"a\u0000b": {"dtype": "F32", "shape": [4], "data_offsets": [0, 16]}})", d16));
+    CHECK(open_error(bad).find("'a\\x00b' is a tensor name with a NUL byte") != std::string::npos);
+    CHECK(open_error(bad).find(bad) != std::string::npos);  // the path is named
+    io::safetensors_writer w;
+    CHECK_THROWS_WITH_AS(w.add(std::string("a\0b", 3), Tensor<float>::zeros({2})), Contains("NUL byte"), usage_error);
+}
+
+TEST_CASE("checkpoint: non-finite parameters or state are refused at load, naming file and tensor") {
+    temp_dir dir;
+    const std::string path = dir.file("nan.safetensors");
+    const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+    // written raw: save_parameters refuses to write such a file
+    const auto write_with = [&](const std::string& bad_name, const std::vector<float>& bad_values) {
+        io::safetensors_writer w;
+        const std::vector<float> wv = bad_name == "w" ? bad_values : std::vector<float>(6, 1.f);
+        const std::vector<float> bv = bad_name == "b" ? bad_values : std::vector<float>(3, 1.f);
+        w.add("w", Tensor<float>::from({2, 3}, wv));
+        w.add("b", Tensor<float>::from({3}, bv));
+        if (bad_name.starts_with("__state__")) w.add(bad_name, Tensor<float>::from({2, 3}, bad_values));
+        w.write(path);
+    };
+    Tiny model(3.f);
+    const auto w0 = model.w.value().to_vector();
+    write_with("w", {1, 2, nan, 4, inf, 6});
+    CHECK_THROWS_WITH_AS((void)io::load_parameters(path, model),
+                         has("checkpoint " + path + ": tensor 'w' holds 2 non-finite values (the first is nan at flat index 2 of 6)"),
+                         io_error);
+    CHECK(model.w.value().to_vector() == w0);  // untouched
+    write_with("b", {1, -inf, 3});
+    CHECK_THROWS_WITH_AS((void)io::load_checkpoint(path, model), Contains("tensor 'b' holds 1 non-finite value"), io_error);
+    write_with("__state__.optim.adam.v.w", {1, 2, 3, 4, 5, nan});
+    CHECK_THROWS_WITH_AS((void)io::load_checkpoint(path, model), Contains("tensor '__state__.optim.adam.v.w' holds 1 non-finite"),
+                         io_error);
+    CHECK(model.w.value().to_vector() == w0);
+}
+
+TEST_CASE("optimizer state: NaN moments or negative second moments are refused, nothing changes") {
+    Tiny model(1.f);
+    optim::Adam<float> adam(model.named_parameters(), {.lr = 0.01});
+    model.w.grad() = Tensor<float>::full({2, 3}, 0.5f);
+    model.b.grad() = Tensor<float>::full({3}, 0.5f);
+    adam.step();
+    const auto tensors = adam.state_tensors();
+    const auto scalars = adam.state_scalars();
+    const auto with = [&](const std::string& key, std::vector<float> values) {
+        optim::Adam<float>::state_tensor_list out;
+        for (const auto& [k, t] : tensors) out.emplace_back(k, k == key ? Tensor<float>::from(t.shape(), values) : t.clone());
+        return out;
+    };
+    optim::Adam<float> fresh(model.named_parameters(), {.lr = 0.01});
+    CHECK_THROWS_WITH_AS(fresh.load_state(with("adam.v.w", {1, 1, -1e-3f, 1, 1, 1}), scalars, "ck.safetensors"),
+                         Contains("adam.load_state (ck.safetensors): tensor 'adam.v.w' holds 1 invalid value (non-finite or negative "
+                                  "second moments); the first is -0.001 at flat index 2 of 6"),
+                         io_error);
+    CHECK_THROWS_WITH_AS(fresh.load_state(with("adam.m.b", {0, std::numeric_limits<float>::quiet_NaN(), 0}), scalars),
+                         Contains("tensor 'adam.m.b' holds 1 invalid value (non-finite)"), io_error);
+    CHECK(fresh.step_count() == 0);
+    CHECK(fresh.state_tensors().empty());
+    // a negative first moment is fine (it is a signed average)
+    fresh.load_state(with("adam.m.w", {-1, -2, -3, -4, -5, -6}), scalars);
+    CHECK(fresh.step_count() == 1);
+}
+
+TEST_CASE("checkpoint: saving non-finite parameters or state throws and keeps the last good file") {
+    temp_dir dir;
+    const std::string path = dir.file("checkpoint.safetensors");
+    Tiny model(1.f);
+    io::training_state<float> st;
+    st.tensors.emplace_back("optim.adam.v.w", Tensor<float>::full({2, 3}, 0.5f));
+    io::save_checkpoint(path, model, st);
+    const std::string good = read_file(path);
+
+    model.w.value().data()[4] = std::numeric_limits<float>::infinity();
+    CHECK_THROWS_WITH_AS(io::save_checkpoint(path, model, st),
+                         has("save " + path + ": tensor 'w' holds 1 non-finite value (the first is inf at flat index 4 of 6); nothing was written"),
+                         numeric_error);
+    CHECK_THROWS_AS(io::save_parameters(path, model), numeric_error);
+    model.w.value().data()[4] = 0.f;
+    st.tensors[0].second.data()[0] = std::numeric_limits<float>::quiet_NaN();
+    CHECK_THROWS_WITH_AS(io::save_checkpoint(path, model, st), Contains("tensor '__state__.optim.adam.v.w' holds 1 non-finite"),
+                         numeric_error);
+    CHECK(read_file(path) == good);
+    CHECK(dir.listing() == std::vector<std::string>{"checkpoint.safetensors"});  // no temporary left
+}
+
+TEST_CASE("atomic files: a killed writer's temporary is removed by the next write; a live one is kept") {
+    temp_dir dir;
+    const std::string path = dir.file("checkpoint.safetensors");
+    // a killed run leaves its temporary behind, unlocked (the lock died with the process)
+    write_file(path + ".tmp.4242.0", "half a checkpoint");
+    // a writer still at work holds its temporary locked (here: this process, another descriptor)
+    write_file(path + ".tmp.4343.7", "being written");
+    const int fd = ::open((path + ".tmp.4343.7").c_str(), O_RDONLY);
+    REQUIRE(fd >= 0);
+    REQUIRE(::flock(fd, LOCK_EX) == 0);
+    // look-alikes are never touched
+    write_file(path + ".tmp.notes", "mine");
+    write_file(dir.file("other.safetensors.tmp.4242.0"), "another target's");
+
+    Tiny model(1.f);
+    io::save_parameters(path, model);
+    CHECK(dir.listing() == std::vector<std::string>{"checkpoint.safetensors", "checkpoint.safetensors.tmp.4343.7",
+                                                    "checkpoint.safetensors.tmp.notes", "other.safetensors.tmp.4242.0"});
+    ::close(fd);  // the writer is gone: its file is stale now
+    CHECK(io::remove_stale_temporaries(path) == 1);
+    CHECK(dir.listing() == std::vector<std::string>{"checkpoint.safetensors", "checkpoint.safetensors.tmp.notes",
+                                                    "other.safetensors.tmp.4242.0"});
+    io::write_file_atomically(dir.file("notes.txt"), "text");
+    CHECK(read_file(dir.file("notes.txt")) == "text");
+}
+
+TEST_CASE("metrics.jsonl: a resumed run cuts the log back to its checkpoint's step") {
+    temp_dir dir;
+    const std::string path = dir.file("metrics.jsonl");
+    // a run logged steps 10..40, was checkpointed at 20 and killed mid-line after 40
+    write_file(path, "{\"step\": 10, \"loss\": 3}\n{\"step\": 20, \"loss\": 2}\n{\"step\": 30, \"loss\": 1.5}\n"
+                     "{\"step\": 40, \"loss\": 1.2}\n{\"step\": 5");
+    {
+        train::progress_meter meter(60, 20, path);  // resumed at step 20
+        meter.report(30, {{"loss", 1.4}}, stderr);
+    }
+    std::vector<std::int64_t> steps;
+    std::istringstream in(read_file(path));
+    for (std::string line; std::getline(in, line);) steps.push_back(nlohmann::json::parse(line)["step"].get<std::int64_t>());
+    CHECK(steps == std::vector<std::int64_t>{10, 20, 30});
+    CHECK(dir.listing() == std::vector<std::string>{"metrics.jsonl"});
+    CHECK(train::truncate_jsonl(path, 30) == 0);  // nothing to drop: the file is left alone
+    CHECK(train::truncate_jsonl(dir.file("missing.jsonl"), 0) == 0);
+    CHECK(train::truncate_jsonl(path, 0) == 3);  // a fresh run starts an empty log
+    CHECK(read_file(path).empty());
 }

@@ -19,3 +19,41 @@ if(NOT resumed MATCHES "resumed from")
   message(FATAL_ERROR "the second run did not resume:\n${resumed}")
 endif()
 message(STATUS "straight and resumed runs agree: ${a}")
+
+# A killed run leaves records after its last checkpoint in metrics.jsonl (here a record of
+# step 45 and a torn line) and a temporary checkpoint; resuming must drop both.
+file(WRITE "${WORK}/killed/metrics.jsonl" "")
+execute_process(COMMAND "${EXE}" --steps 30 --log-every 10 --save-every 20 --dim 32 --ff 64 --layers 1 --out "${WORK}/killed"
+                RESULT_VARIABLE rc4)
+file(APPEND "${WORK}/killed/metrics.jsonl" "{\"step\": 45, \"loss\": 1}\n{\"step\": 5")
+file(WRITE "${WORK}/killed/checkpoint.safetensors.tmp.999999.0" "half a checkpoint")
+execute_process(COMMAND "${EXE}" --steps 40 --log-every 10 --save-every 20 --dim 32 --ff 64 --layers 1 --out "${WORK}/killed" --resume
+                RESULT_VARIABLE rc5)
+file(STRINGS "${WORK}/killed/metrics.jsonl" records)
+set(steps "")
+foreach(r IN LISTS records)
+  string(REGEX MATCH "\"step\": [0-9]+" s "${r}")
+  list(APPEND steps "${s}")
+endforeach()
+string(REPLACE ";" ", " steps "${steps}")
+if(NOT rc4 EQUAL 0 OR NOT rc5 EQUAL 0 OR NOT steps STREQUAL "\"step\": 10, \"step\": 20, \"step\": 30, \"step\": 40")
+  message(FATAL_ERROR "after --resume metrics.jsonl holds steps [${steps}] (rc ${rc4} ${rc5}); want 10, 20, 30, 40 once each")
+endif()
+if(EXISTS "${WORK}/killed/checkpoint.safetensors.tmp.999999.0")
+  message(FATAL_ERROR "the killed run's temporary checkpoint is still there after the next save")
+endif()
+
+# A diverging run must stop with an error and keep the last good (finite) checkpoint.
+# (the issue's reproduction: Adam's second moments overflow to inf within a few steps)
+execute_process(COMMAND "${EXE}" --steps 200 --lr 1e6 --clip 0 --save-every 1 --log-every 100 --dim 32 --ff 64 --layers 1
+                        --out "${WORK}/diverged"
+                OUTPUT_VARIABLE out6 ERROR_VARIABLE err6 RESULT_VARIABLE rc6)
+if(rc6 EQUAL 0 OR NOT err6 MATCHES "non-finite")
+  message(FATAL_ERROR "a run with --lr 1e6 did not stop on non-finite values (rc ${rc6}):\n${out6}\n${err6}")
+endif()
+execute_process(COMMAND "${EXE}" --steps 1 --dim 32 --ff 64 --layers 1 --out "${WORK}/diverged" --resume
+                OUTPUT_VARIABLE out7 ERROR_VARIABLE err7 RESULT_VARIABLE rc7)
+if(NOT rc7 EQUAL 0 OR NOT out7 MATCHES "final eval loss")
+  message(FATAL_ERROR "the checkpoint left by the diverged run does not load (rc ${rc7}):\n${out7}\n${err7}")
+endif()
+message(STATUS "resume drops a killed run's extra records and temporaries; a diverged run keeps its last good checkpoint")

@@ -252,6 +252,27 @@ inline int max_threads() {
 #endif
 }
 
+/// Sets the number of threads of later parallel regions (torch.set_num_threads); a no-op
+/// in a build without OpenMP code generation (e.g. clang with -fopenmp=libgomp).
+inline void set_num_threads(int n) {
+#if defined(_OPENMP)
+    omp_set_num_threads(std::max(n, 1));
+#else
+    (void)n;
+#endif
+}
+/// Sets the thread count for a scope and restores the previous one at its end.
+class scoped_num_threads {
+public:
+    explicit scoped_num_threads(int n) : saved_(max_threads()) { set_num_threads(n); }
+    ~scoped_num_threads() { set_num_threads(saved_); }
+    scoped_num_threads(const scoped_num_threads&) = delete;
+    scoped_num_threads& operator=(const scoped_num_threads&) = delete;
+
+private:
+    int saved_;
+};
+
 /// Calls f(begin, end) on disjoint chunks covering [0, n), each at least `grain` long
 /// (except when n < grain); runs serially when one chunk suffices or when already nested.
 template <class F>
@@ -358,6 +379,7 @@ struct primitives;
 // least-recently-used cache (DEPTHLAB_GEMM_CACHE entries, default 1024: shapes that change
 // every batch must not pile up primitives without bound);
 // double (the gradient-check precision) and builds without oneDNN go through Eigen.
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstdlib>
@@ -367,6 +389,149 @@ struct primitives;
 
 #include <Eigen/Core>
 
+// ---- begin depthlab/backend/cpu/memory.hpp ----
+// Host memory: 64-byte aligned blocks from a caching allocator. A training step allocates
+// the same activation sizes every step; handing large blocks back to the OS and faulting
+// them in again costs more than many GEMMs (a fresh 32 MiB block is ~8k page faults), so
+// freed blocks are kept in size classes and reused. The cache holds at most as many bytes
+// as were ever in use at once (one step's working set; at least 64 MiB) and never more than
+// the hard limit (4 GiB, or DEPTHLAB_HOST_CACHE_MB): with shapes that change every batch
+// (translation, adaptive depth) an uncapped cache would fill with blocks of stale sizes.
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <unordered_map>
+#include <vector>
+
+
+namespace depthlab {
+
+namespace detail {
+class block_cache {
+public:
+    static constexpr std::size_t alignment = 64;
+
+    /// Size class: multiples of 64 B up to 4 KiB, then 8 steps per power of two (at most
+    /// 12.5% slack), so that slightly different sizes still share blocks.
+    static std::size_t size_class(std::size_t bytes) {
+        if (bytes <= 4096) return std::max<std::size_t>(alignment, (bytes + alignment - 1) / alignment * alignment);
+        std::size_t p = 4096;
+        while (p * 2 < bytes) p *= 2;
+        const std::size_t step = p / 8;
+        return (bytes + step - 1) / step * step;
+    }
+    void* get(std::size_t bytes) {
+        const std::size_t cls = size_class(bytes);
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            auto it = free_.find(cls);
+            if (it != free_.end() && !it->second.empty()) {
+                void* p = it->second.back();
+                it->second.pop_back();
+                cached_ -= cls;
+                note_live(cls);
+                return p;
+            }
+        }
+        void* p = std::aligned_alloc(alignment, cls);
+        if (p == nullptr) {
+            release_all();  // give cached blocks back and try once more
+            p = std::aligned_alloc(alignment, cls);
+            if (p == nullptr) throw std::bad_alloc();
+        }
+        std::lock_guard<std::mutex> lock(mutex_);
+        note_live(cls);
+        return p;
+    }
+    void put(void* p, std::size_t bytes) {
+        const std::size_t cls = size_class(bytes);
+        std::lock_guard<std::mutex> lock(mutex_);
+        live_ -= cls;
+        if (cached_ + cls > std::min(limit_, std::max(peak_live_, min_cap))) {
+            std::free(p);
+            return;
+        }
+        free_[cls].push_back(p);
+        cached_ += cls;
+    }
+    /// Returns every cached block to the system.
+    void release_all() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        for (auto& [cls, blocks] : free_)
+            for (void* p : blocks) std::free(p);
+        free_.clear();
+        cached_ = 0;
+    }
+    [[nodiscard]] std::size_t cached_bytes() const {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return cached_;
+    }
+    /// The most bytes in use at once so far (size classes, not requests).
+    [[nodiscard]] std::size_t peak_live_bytes() const {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return peak_live_;
+    }
+    void set_limit(std::size_t bytes) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        limit_ = bytes;
+    }
+
+    /// The process-wide cache. Deliberately leaked: tensors in static storage may be freed
+    /// after a function-local static would have been destroyed.
+    static block_cache& instance() {
+        static block_cache* c = new block_cache();
+        return *c;
+    }
+
+    static constexpr std::size_t min_cap = std::size_t{64} << 20;
+    block_cache() {
+        if (const char* e = std::getenv("DEPTHLAB_HOST_CACHE_MB")) limit_ = static_cast<std::size_t>(std::strtoull(e, nullptr, 10)) << 20;
+    }
+    block_cache(const block_cache&) = delete;
+    block_cache& operator=(const block_cache&) = delete;
+    ~block_cache() { release_all(); }
+
+private:
+    void note_live(std::size_t cls) {  // (mutex held)
+        live_ += cls;
+        peak_live_ = std::max(peak_live_, live_);
+    }
+    mutable std::mutex mutex_;
+    std::unordered_map<std::size_t, std::vector<void*>> free_;
+    std::size_t cached_ = 0, live_ = 0, peak_live_ = 0;
+    std::size_t limit_ = std::size_t{4} << 30;  // hard limit on free blocks kept
+};
+}  // namespace detail
+
+template <>
+struct memory<backend::cpu> {
+    static constexpr std::size_t alignment = detail::block_cache::alignment;  // a cache line; an AVX-512 register
+
+    template <class T>
+    static std::shared_ptr<T> allocate(std::size_t n) {
+        const std::size_t bytes = n * sizeof(T);
+        void* p = detail::block_cache::instance().get(bytes);
+        return std::shared_ptr<T>(static_cast<T*>(p), [bytes](T* q) { detail::block_cache::instance().put(q, bytes); });
+    }
+    /// Free cached blocks (e.g. between phases with very different tensor sizes).
+    static void release_cached() { detail::block_cache::instance().release_all(); }
+    static std::size_t cached_bytes() { return detail::block_cache::instance().cached_bytes(); }
+    // (n == 0 may come with null pointers, which memcpy must never see)
+    template <class T>
+    static void to_host(const T* src, T* dst, std::size_t n) {
+        if (n) std::memcpy(dst, src, n * sizeof(T));
+    }
+    template <class T>
+    static void from_host(const T* src, T* dst, std::size_t n) {
+        if (n) std::memcpy(dst, src, n * sizeof(T));
+    }
+};
+
+}  // namespace depthlab
+// ---- end depthlab/backend/cpu/memory.hpp ----
 
 #if defined(DEPTHLAB_HAVE_ONEDNN)
 #include <oneapi/dnnl/dnnl.hpp>
@@ -480,9 +645,10 @@ public:
     }
     /// Primitive for this shape: created on first use, then reused (creation costs far more
     /// than a small matmul). Thread-safe.
-    matmul_entry get(const gemm_args& g, float alpha, float beta) {
+    /// serial: a primitive planned for one thread (see gemm_k_grouped), cached apart.
+    matmul_entry get(const gemm_args& g, float alpha, float beta, bool serial = false) {
         const matmul_key key{{g.trans_a, g.trans_b, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.batch, g.stride_a, g.stride_b,
-                              g.stride_c, g.batch2, g.stride_a2, g.stride_b2, g.stride_c2, sizeof(float)},
+                              g.stride_c, g.batch2, g.stride_a2, g.stride_b2, g.stride_c2, serial},
                              alpha,
                              beta};
         std::lock_guard<std::mutex> lock(mutex_);
@@ -490,7 +656,11 @@ public:
             order_.splice(order_.begin(), order_, it->second.second);  // now the most recent
             return it->second.first;
         }
-        matmul_entry e = create(g, alpha, beta);
+        matmul_entry e = [&] {
+            if (!serial) return create(g, alpha, beta);
+            const scoped_num_threads one(1);  // oneDNN plans its work split for the threads it sees now
+            return create(g, alpha, beta);
+        }();
         order_.push_front(key);
         map_.emplace(key, std::make_pair(e, order_.begin()));
         evict_over_capacity();
@@ -535,8 +705,8 @@ private:
     std::unordered_map<matmul_key, std::pair<matmul_entry, std::list<matmul_key>::iterator>, matmul_key_hash> map_;
 };
 
-inline void gemm(const gemm_args& g, float alpha, const float* a, const float* b, float beta, float* c) {
-    const matmul_entry e = primitive_cache::instance().get(g, alpha, beta);
+inline void gemm(const gemm_args& g, float alpha, const float* a, const float* b, float beta, float* c, bool serial = false) {
+    const matmul_entry e = primitive_cache::instance().get(g, alpha, beta, serial);
     dnnl::memory ma(e.a, engine(), const_cast<float*>(a));
     dnnl::memory mb(e.b, engine(), const_cast<float*>(b));
     dnnl::memory mc(e.c, engine(), c);
@@ -547,20 +717,132 @@ inline void gemm(const gemm_args& g, float alpha, const float* a, const float* b
 }  // namespace onednn
 #endif
 
-/// The GEMM every op uses.
+/// One GEMM, by oneDNN (float) or Eigen; `serial`: planned and run on one thread (some
+/// oneDNN implementations and Eigen choose their threads when they run, not when planned).
 template <class T>
-void gemm(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c) {
-    check_gemm(g);
-    if (g.m == 0 || g.n == 0) return;
+void gemm_backend(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c, bool serial) {
+    if (serial && max_threads() > 1) {
+        const scoped_num_threads one(1);
+        gemm_backend(g, alpha, a, b, beta, c, true);
+        return;
+    }
 #if defined(DEPTHLAB_HAVE_ONEDNN)
     if constexpr (std::is_same_v<T, float>) {
         if (g.k > 0) {
-            onednn::gemm(g, alpha, a, b, beta, c);
+            onednn::gemm(g, alpha, a, b, beta, c, serial);
             return;
         }
     }
 #endif
     gemm_eigen(g, alpha, a, b, beta, c);
+}
+
+// Reduction-heavy products — weight gradients, where k is the number of tokens and far
+// exceeds m and n — are where GEMM libraries split k across threads (too few output tiles
+// to go round), so that the bits of the result depend on the thread count. For those
+// depthlab splits k itself into a fixed number of groups (k_groups: a constant, never the
+// thread count), computes each group's product on one thread (the groups in parallel), and
+// adds the groups in order: the same bits for any OMP_NUM_THREADS. The cost is one (m, n)
+// buffer per group and one pass over them (a few % of the product for training shapes).
+inline constexpr index_t k_groups = 8;
+inline bool reduction_heavy(const gemm_args& g) {
+    return g.batch == 1 && g.batch2 == 1 && g.k >= 256 && g.k >= 2 * std::max(g.m, g.n);
+}
+template <class T>
+void gemm_k_grouped(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c) {
+    const std::size_t mn = static_cast<std::size_t>(g.m * g.n);
+    const auto parts = memory<backend::cpu>::template allocate<T>(mn * static_cast<std::size_t>(k_groups));
+    T* const part = parts.get();
+    const auto group_args = [&](index_t i, index_t& k0) {
+        k0 = g.k * i / k_groups;
+        gemm_args s = g;
+        s.k = g.k * (i + 1) / k_groups - k0;
+        s.ldc = g.n;
+        return s;
+    };
+#if defined(DEPTHLAB_HAVE_ONEDNN)
+    if constexpr (std::is_same_v<T, float>) {  // plan the (at most two) group shapes before the parallel region
+        index_t k0 = 0;
+        for (index_t i : {index_t{0}, k_groups - 1}) (void)onednn::primitive_cache::instance().get(group_args(i, k0), 1.0f, 0.0f, true);
+    }
+#endif
+    parallel_for(k_groups, 1, [&](index_t i0, index_t i1) {
+        for (index_t i = i0; i < i1; ++i) {
+            index_t k0 = 0;
+            const gemm_args s = group_args(i, k0);
+            const T* ai = g.trans_a ? a + k0 * g.lda : a + k0;  // op(A)'s columns k0.. : rows of A^T, columns of A
+            const T* bi = g.trans_b ? b + k0 : b + k0 * g.ldb;  // op(B)'s rows k0..
+            gemm_backend(s, T(1), ai, bi, T(0), part + static_cast<std::size_t>(i) * mn, true);
+        }
+    });
+    // c = alpha * (sum of the groups, in order) + beta * c   (beta == 0 never reads c)
+    parallel_for(g.m, std::max<index_t>(1, (index_t{1} << 15) / std::max<index_t>(g.n, 1)), [&](index_t r0, index_t r1) {
+        for (index_t r = r0; r < r1; ++r) {
+            T* sum = part + r * g.n;  // group 0's row accumulates the others, in group order
+            for (index_t i = 1; i < k_groups; ++i) {
+                const T* p = part + static_cast<std::size_t>(i) * mn + r * g.n;
+                for (index_t j = 0; j < g.n; ++j) sum[j] += p[j];
+            }
+            T* out = c + r * g.ldc;
+            if (beta == T(0)) for (index_t j = 0; j < g.n; ++j) out[j] = alpha * sum[j];
+            else for (index_t j = 0; j < g.n; ++j) out[j] = alpha * sum[j] + beta * out[j];
+        }
+    });
+}
+
+// Every other single product is cut into a fixed grid of output tiles (a function of m and
+// n only: at most 8 tiles, rows in blocks of >= 128, columns of >= 256) computed on one
+// thread each, the tiles in parallel. A library left to split the rows itself splits them
+// by the thread count, and its row-tail kernels round differently from its main kernels.
+// Tiles rather than finer blocks: each tile re-packs its panel of B.
+inline constexpr index_t max_tiles = 8;
+struct tile_grid {
+    index_t rows, cols;  // tiles along m and along n
+};
+inline tile_grid tiles_of(const gemm_args& g) {
+    const index_t rows = std::clamp<index_t>(g.m / 128, 1, max_tiles);
+    const index_t cols = std::clamp<index_t>(g.n / 256, 1, max_tiles / rows);
+    return {rows, cols};
+}
+template <class T>
+void gemm_tiled(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c) {
+    const tile_grid t = tiles_of(g);
+    const auto tile = [&](index_t i, index_t& m0, index_t& n0) {
+        const index_t r = i / t.cols, q = i % t.cols;
+        m0 = g.m * r / t.rows;
+        n0 = g.n * q / t.cols;
+        gemm_args s = g;
+        s.m = g.m * (r + 1) / t.rows - m0;
+        s.n = g.n * (q + 1) / t.cols - n0;
+        return s;
+    };
+#if defined(DEPTHLAB_HAVE_ONEDNN)
+    if constexpr (std::is_same_v<T, float>) {  // plan the (at most four) tile shapes before the parallel region
+        index_t m0 = 0, n0 = 0;
+        for (index_t i : {index_t{0}, t.cols - 1, (t.rows - 1) * t.cols, t.rows * t.cols - 1})
+            (void)onednn::primitive_cache::instance().get(tile(i, m0, n0), alpha, beta, true);
+    }
+#endif
+    parallel_for(t.rows * t.cols, 1, [&](index_t i0, index_t i1) {
+        for (index_t i = i0; i < i1; ++i) {
+            index_t m0 = 0, n0 = 0;
+            const gemm_args s = tile(i, m0, n0);
+            const T* ai = g.trans_a ? a + m0 : a + m0 * g.lda;  // op(A)'s rows m0..
+            const T* bi = g.trans_b ? b + n0 * g.ldb : b + n0;  // op(B)'s columns n0..
+            gemm_backend(s, alpha, ai, bi, beta, c + m0 * g.ldc + n0, true);
+        }
+    });
+}
+
+/// The GEMM every op uses. A single product (batch 1) has the same bits for any thread
+/// count; batched products (attention) are left to the library, one matrix per task.
+template <class T>
+void gemm(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c) {
+    check_gemm(g);
+    if (g.m == 0 || g.n == 0) return;
+    if (g.batch != 1 || g.batch2 != 1 || g.k == 0) gemm_backend(g, alpha, a, b, beta, c, false);
+    else if (reduction_heavy(g)) gemm_k_grouped(g, alpha, a, b, beta, c);
+    else gemm_tiled(g, alpha, a, b, beta, c);
 }
 
 }  // namespace depthlab::cpu
@@ -1892,149 +2174,6 @@ decltype(auto) with_isa(F&& f) {
 
 }  // namespace depthlab::cpu
 // ---- end depthlab/backend/cpu/kernels.hpp ----
-// ---- begin depthlab/backend/cpu/memory.hpp ----
-// Host memory: 64-byte aligned blocks from a caching allocator. A training step allocates
-// the same activation sizes every step; handing large blocks back to the OS and faulting
-// them in again costs more than many GEMMs (a fresh 32 MiB block is ~8k page faults), so
-// freed blocks are kept in size classes and reused. The cache holds at most as many bytes
-// as were ever in use at once (one step's working set; at least 64 MiB) and never more than
-// the hard limit (4 GiB, or DEPTHLAB_HOST_CACHE_MB): with shapes that change every batch
-// (translation, adaptive depth) an uncapped cache would fill with blocks of stale sizes.
-#include <algorithm>
-#include <cstdlib>
-#include <cstring>
-#include <memory>
-#include <mutex>
-#include <new>
-#include <unordered_map>
-#include <vector>
-
-
-namespace depthlab {
-
-namespace detail {
-class block_cache {
-public:
-    static constexpr std::size_t alignment = 64;
-
-    /// Size class: multiples of 64 B up to 4 KiB, then 8 steps per power of two (at most
-    /// 12.5% slack), so that slightly different sizes still share blocks.
-    static std::size_t size_class(std::size_t bytes) {
-        if (bytes <= 4096) return std::max<std::size_t>(alignment, (bytes + alignment - 1) / alignment * alignment);
-        std::size_t p = 4096;
-        while (p * 2 < bytes) p *= 2;
-        const std::size_t step = p / 8;
-        return (bytes + step - 1) / step * step;
-    }
-    void* get(std::size_t bytes) {
-        const std::size_t cls = size_class(bytes);
-        {
-            std::lock_guard<std::mutex> lock(mutex_);
-            auto it = free_.find(cls);
-            if (it != free_.end() && !it->second.empty()) {
-                void* p = it->second.back();
-                it->second.pop_back();
-                cached_ -= cls;
-                note_live(cls);
-                return p;
-            }
-        }
-        void* p = std::aligned_alloc(alignment, cls);
-        if (p == nullptr) {
-            release_all();  // give cached blocks back and try once more
-            p = std::aligned_alloc(alignment, cls);
-            if (p == nullptr) throw std::bad_alloc();
-        }
-        std::lock_guard<std::mutex> lock(mutex_);
-        note_live(cls);
-        return p;
-    }
-    void put(void* p, std::size_t bytes) {
-        const std::size_t cls = size_class(bytes);
-        std::lock_guard<std::mutex> lock(mutex_);
-        live_ -= cls;
-        if (cached_ + cls > std::min(limit_, std::max(peak_live_, min_cap))) {
-            std::free(p);
-            return;
-        }
-        free_[cls].push_back(p);
-        cached_ += cls;
-    }
-    /// Returns every cached block to the system.
-    void release_all() {
-        std::lock_guard<std::mutex> lock(mutex_);
-        for (auto& [cls, blocks] : free_)
-            for (void* p : blocks) std::free(p);
-        free_.clear();
-        cached_ = 0;
-    }
-    [[nodiscard]] std::size_t cached_bytes() const {
-        std::lock_guard<std::mutex> lock(mutex_);
-        return cached_;
-    }
-    /// The most bytes in use at once so far (size classes, not requests).
-    [[nodiscard]] std::size_t peak_live_bytes() const {
-        std::lock_guard<std::mutex> lock(mutex_);
-        return peak_live_;
-    }
-    void set_limit(std::size_t bytes) {
-        std::lock_guard<std::mutex> lock(mutex_);
-        limit_ = bytes;
-    }
-
-    /// The process-wide cache. Deliberately leaked: tensors in static storage may be freed
-    /// after a function-local static would have been destroyed.
-    static block_cache& instance() {
-        static block_cache* c = new block_cache();
-        return *c;
-    }
-
-    static constexpr std::size_t min_cap = std::size_t{64} << 20;
-    block_cache() {
-        if (const char* e = std::getenv("DEPTHLAB_HOST_CACHE_MB")) limit_ = static_cast<std::size_t>(std::strtoull(e, nullptr, 10)) << 20;
-    }
-    block_cache(const block_cache&) = delete;
-    block_cache& operator=(const block_cache&) = delete;
-    ~block_cache() { release_all(); }
-
-private:
-    void note_live(std::size_t cls) {  // (mutex held)
-        live_ += cls;
-        peak_live_ = std::max(peak_live_, live_);
-    }
-    mutable std::mutex mutex_;
-    std::unordered_map<std::size_t, std::vector<void*>> free_;
-    std::size_t cached_ = 0, live_ = 0, peak_live_ = 0;
-    std::size_t limit_ = std::size_t{4} << 30;  // hard limit on free blocks kept
-};
-}  // namespace detail
-
-template <>
-struct memory<backend::cpu> {
-    static constexpr std::size_t alignment = detail::block_cache::alignment;  // a cache line; an AVX-512 register
-
-    template <class T>
-    static std::shared_ptr<T> allocate(std::size_t n) {
-        const std::size_t bytes = n * sizeof(T);
-        void* p = detail::block_cache::instance().get(bytes);
-        return std::shared_ptr<T>(static_cast<T*>(p), [bytes](T* q) { detail::block_cache::instance().put(q, bytes); });
-    }
-    /// Free cached blocks (e.g. between phases with very different tensor sizes).
-    static void release_cached() { detail::block_cache::instance().release_all(); }
-    static std::size_t cached_bytes() { return detail::block_cache::instance().cached_bytes(); }
-    // (n == 0 may come with null pointers, which memcpy must never see)
-    template <class T>
-    static void to_host(const T* src, T* dst, std::size_t n) {
-        if (n) std::memcpy(dst, src, n * sizeof(T));
-    }
-    template <class T>
-    static void from_host(const T* src, T* dst, std::size_t n) {
-        if (n) std::memcpy(dst, src, n * sizeof(T));
-    }
-};
-
-}  // namespace depthlab
-// ---- end depthlab/backend/cpu/memory.hpp ----
 
 namespace depthlab {
 
@@ -9963,20 +10102,12 @@ inline std::string join(const std::vector<std::string>& v, char sep = ';') {
     }
     return s;
 }
-/// Writes through a temporary file and renames it: a reader never sees half a file.
+/// Writes what `body(stream)` produces to `path` atomically (io/atomic_file.hpp).
 template <class F>
 void write_file(const std::string& path, F&& body) {
-    const std::string tmp = path + ".tmp";
-    {
-        std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-        DEPTHLAB_CHECK(f.good(), io_error, "CSV: cannot open ", tmp, " for writing");
-        body(f);
-        f.flush();
-        DEPTHLAB_CHECK(f.good(), io_error, "CSV: write to ", tmp, " failed");
-    }
-    std::error_code ec;
-    std::filesystem::rename(tmp, path, ec);
-    DEPTHLAB_CHECK(!ec, io_error, "CSV: cannot rename ", tmp, " to ", path, ": ", ec.message());
+    std::ostringstream os;
+    body(os);
+    io::write_file_atomically(path, os.str(), "CSV: write");
 }
 }  // namespace detail
 
@@ -10067,13 +10198,13 @@ inline void write_csv(const std::string& path, const std::vector<rewinding_point
 #include <limits>
 #include <numbers>
 #include <optional>
-#include <random>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <system_error>
 #include <utility>
 #include <vector>
+
 
 namespace depthlab::report {
 
@@ -11172,34 +11303,11 @@ inline std::string scatter(const std::vector<scatter_series>& series, const scat
 // Files
 // ------------------------------------------------------------------------------------
 
-/// Writes `content` to `path` atomically: into a new temporary file next to it
-/// ("<name>.tmp.<random>", created exclusively), then renamed over `path`, so a reader sees
-/// the old file or the new one, never a partial one. On failure the temporary file is
-/// removed, `path` is untouched, and std::runtime_error names both. (Standard library
-/// only: no fsync, so the rename may not survive a power cut.)
+/// Writes `content` to `path` atomically (io/atomic_file.hpp: temporary file, fsync,
+/// rename; a reader sees the old file or the new one). Throws io_error (a std::runtime_error)
+/// naming the path; `path` is then untouched and no temporary is left.
 inline void write_file_atomically(const std::filesystem::path& path, std::string_view content) {
-    namespace fs = std::filesystem;
-    static std::atomic<unsigned long long> counter{0};
-    const unsigned long long salt = std::random_device{}() ^
-                                    static_cast<unsigned long long>(std::chrono::steady_clock::now().time_since_epoch().count());
-    char suffix[48];
-    std::snprintf(suffix, sizeof suffix, ".tmp.%llx.%llu", salt & 0xffffffffffULL, counter.fetch_add(1));
-    fs::path tmp = path;
-    tmp += suffix;
-    auto fail = [&](const std::string& why) {
-        std::error_code ec;
-        fs::remove(tmp, ec);
-        throw std::runtime_error("depthlab::report: cannot write " + path.string() + ": " + why);
-    };
-    std::FILE* f = std::fopen(tmp.string().c_str(), "wbx");  // x: never reuse an existing file
-    if (f == nullptr) throw std::runtime_error("depthlab::report: cannot write " + path.string() + ": cannot create " + tmp.string());
-    const bool wrote = content.empty() || std::fwrite(content.data(), 1, content.size(), f) == content.size();
-    const bool flushed = std::fflush(f) == 0;
-    const bool closed = std::fclose(f) == 0;
-    if (!wrote || !flushed || !closed) fail("write to " + tmp.string() + " failed");
-    std::error_code ec;
-    fs::rename(tmp, path, ec);
-    if (ec) fail("cannot rename " + tmp.string() + " over it: " + ec.message());
+    io::write_file_atomically(path.string(), content, "depthlab::report: write");
 }
 
 // ------------------------------------------------------------------------------------

@@ -4,22 +4,13 @@
 #include <cstring>
 
 #include <depthlab/io/checkpoint.hpp>
-#include <depthlab/nn/layers.hpp>
-#include <depthlab/optim/adam.hpp>
-
 #include "fuzz_input.hpp"
+#include "fuzz_model.hpp"
 
 using namespace depthlab;
 
 namespace {
-struct tiny_model : nn::Module<float> {
-    nn::Linear<float> proj;
-    nn::LayerNorm<float> norm;
-    explicit tiny_model(Generator& g) : proj(3, 2, g), norm(2) {
-        this->register_module("proj", proj);
-        this->register_module("norm", norm);
-    }
-};
+using fuzz::tiny_model;
 
 std::vector<float> snapshot(const tiny_model& m, const optim::Adam<float>& opt) {
     std::vector<float> all;
@@ -44,9 +35,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     Generator gen(7);
     tiny_model model(gen);
     optim::Adam<float> adam(model.named_parameters());
-    // one real step, so that the optimiser has state that a failed load must keep
-    for (auto& [name, p] : model.named_parameters()) p.grad() = Tensor<float>::full(p.value().shape(), 0.5f);
-    adam.step();
+    fuzz::one_step(model, adam);  // so that the optimiser has state that a failed load must keep
     const std::vector<float> before = snapshot(model, adam);
 
     fuzz::write_file(path, {reinterpret_cast<const char*>(data), size});

@@ -59,6 +59,7 @@
 #include <vector>
 
 #include "depthlab/autodiff/variable.hpp"
+#include "depthlab/io/atomic_file.hpp"
 #include "depthlab/core/error.hpp"
 #include "depthlab/nn/module.hpp"
 #include "depthlab/nn/snapshot.hpp"
@@ -770,20 +771,12 @@ inline std::string join(const std::vector<std::string>& v, char sep = ';') {
     }
     return s;
 }
-/// Writes through a temporary file and renames it: a reader never sees half a file.
+/// Writes what `body(stream)` produces to `path` atomically (io/atomic_file.hpp).
 template <class F>
 void write_file(const std::string& path, F&& body) {
-    const std::string tmp = path + ".tmp";
-    {
-        std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-        DEPTHLAB_CHECK(f.good(), io_error, "CSV: cannot open ", tmp, " for writing");
-        body(f);
-        f.flush();
-        DEPTHLAB_CHECK(f.good(), io_error, "CSV: write to ", tmp, " failed");
-    }
-    std::error_code ec;
-    std::filesystem::rename(tmp, path, ec);
-    DEPTHLAB_CHECK(!ec, io_error, "CSV: cannot rename ", tmp, " to ", path, ": ", ec.message());
+    std::ostringstream os;
+    body(os);
+    io::write_file_atomically(path, os.str(), "CSV: write");
 }
 }  // namespace detail
 

@@ -19,6 +19,27 @@ inline int max_threads() {
 #endif
 }
 
+/// Sets the number of threads of later parallel regions (torch.set_num_threads); a no-op
+/// in a build without OpenMP code generation (e.g. clang with -fopenmp=libgomp).
+inline void set_num_threads(int n) {
+#if defined(_OPENMP)
+    omp_set_num_threads(std::max(n, 1));
+#else
+    (void)n;
+#endif
+}
+/// Sets the thread count for a scope and restores the previous one at its end.
+class scoped_num_threads {
+public:
+    explicit scoped_num_threads(int n) : saved_(max_threads()) { set_num_threads(n); }
+    ~scoped_num_threads() { set_num_threads(saved_); }
+    scoped_num_threads(const scoped_num_threads&) = delete;
+    scoped_num_threads& operator=(const scoped_num_threads&) = delete;
+
+private:
+    int saved_;
+};
+
 /// Calls f(begin, end) on disjoint chunks covering [0, n), each at least `grain` long
 /// (except when n < grain); runs serially when one chunk suffices or when already nested.
 template <class F>

@@ -44,13 +44,14 @@
 #include <limits>
 #include <numbers>
 #include <optional>
-#include <random>
 #include <stdexcept>
 #include <string>
 #include <string_view>
 #include <system_error>
 #include <utility>
 #include <vector>
+
+#include "depthlab/io/atomic_file.hpp"
 
 namespace depthlab::report {
 
@@ -1149,34 +1150,11 @@ inline std::string scatter(const std::vector<scatter_series>& series, const scat
 // Files
 // ------------------------------------------------------------------------------------
 
-/// Writes `content` to `path` atomically: into a new temporary file next to it
-/// ("<name>.tmp.<random>", created exclusively), then renamed over `path`, so a reader sees
-/// the old file or the new one, never a partial one. On failure the temporary file is
-/// removed, `path` is untouched, and std::runtime_error names both. (Standard library
-/// only: no fsync, so the rename may not survive a power cut.)
+/// Writes `content` to `path` atomically (io/atomic_file.hpp: temporary file, fsync,
+/// rename; a reader sees the old file or the new one). Throws io_error (a std::runtime_error)
+/// naming the path; `path` is then untouched and no temporary is left.
 inline void write_file_atomically(const std::filesystem::path& path, std::string_view content) {
-    namespace fs = std::filesystem;
-    static std::atomic<unsigned long long> counter{0};
-    const unsigned long long salt = std::random_device{}() ^
-                                    static_cast<unsigned long long>(std::chrono::steady_clock::now().time_since_epoch().count());
-    char suffix[48];
-    std::snprintf(suffix, sizeof suffix, ".tmp.%llx.%llu", salt & 0xffffffffffULL, counter.fetch_add(1));
-    fs::path tmp = path;
-    tmp += suffix;
-    auto fail = [&](const std::string& why) {
-        std::error_code ec;
-        fs::remove(tmp, ec);
-        throw std::runtime_error("depthlab::report: cannot write " + path.string() + ": " + why);
-    };
-    std::FILE* f = std::fopen(tmp.string().c_str(), "wbx");  // x: never reuse an existing file
-    if (f == nullptr) throw std::runtime_error("depthlab::report: cannot write " + path.string() + ": cannot create " + tmp.string());
-    const bool wrote = content.empty() || std::fwrite(content.data(), 1, content.size(), f) == content.size();
-    const bool flushed = std::fflush(f) == 0;
-    const bool closed = std::fclose(f) == 0;
-    if (!wrote || !flushed || !closed) fail("write to " + tmp.string() + " failed");
-    std::error_code ec;
-    fs::rename(tmp, path, ec);
-    if (ec) fail("cannot rename " + tmp.string() + " over it: " + ec.message());
+    io::write_file_atomically(path.string(), content, "depthlab::report: write");
 }
 
 // ------------------------------------------------------------------------------------

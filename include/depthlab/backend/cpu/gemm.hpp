@@ -6,6 +6,7 @@
 // least-recently-used cache (DEPTHLAB_GEMM_CACHE entries, default 1024: shapes that change
 // every batch must not pile up primitives without bound);
 // double (the gradient-check precision) and builds without oneDNN go through Eigen.
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstdlib>
@@ -16,6 +17,7 @@
 #include <Eigen/Core>
 
 #include "depthlab/backend/backend.hpp"
+#include "depthlab/backend/cpu/memory.hpp"
 #include "depthlab/core/error.hpp"
 #include "depthlab/core/parallel.hpp"
 #include "depthlab/core/shape.hpp"
@@ -132,9 +134,10 @@ public:
     }
     /// Primitive for this shape: created on first use, then reused (creation costs far more
     /// than a small matmul). Thread-safe.
-    matmul_entry get(const gemm_args& g, float alpha, float beta) {
+    /// serial: a primitive planned for one thread (see gemm_k_grouped), cached apart.
+    matmul_entry get(const gemm_args& g, float alpha, float beta, bool serial = false) {
         const matmul_key key{{g.trans_a, g.trans_b, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.batch, g.stride_a, g.stride_b,
-                              g.stride_c, g.batch2, g.stride_a2, g.stride_b2, g.stride_c2, sizeof(float)},
+                              g.stride_c, g.batch2, g.stride_a2, g.stride_b2, g.stride_c2, serial},
                              alpha,
                              beta};
         std::lock_guard<std::mutex> lock(mutex_);
@@ -142,7 +145,11 @@ public:
             order_.splice(order_.begin(), order_, it->second.second);  // now the most recent
             return it->second.first;
         }
-        matmul_entry e = create(g, alpha, beta);
+        matmul_entry e = [&] {
+            if (!serial) return create(g, alpha, beta);
+            const scoped_num_threads one(1);  // oneDNN plans its work split for the threads it sees now
+            return create(g, alpha, beta);
+        }();
         order_.push_front(key);
         map_.emplace(key, std::make_pair(e, order_.begin()));
         evict_over_capacity();
@@ -187,8 +194,8 @@ private:
     std::unordered_map<matmul_key, std::pair<matmul_entry, std::list<matmul_key>::iterator>, matmul_key_hash> map_;
 };
 
-inline void gemm(const gemm_args& g, float alpha, const float* a, const float* b, float beta, float* c) {
-    const matmul_entry e = primitive_cache::instance().get(g, alpha, beta);
+inline void gemm(const gemm_args& g, float alpha, const float* a, const float* b, float beta, float* c, bool serial = false) {
+    const matmul_entry e = primitive_cache::instance().get(g, alpha, beta, serial);
     dnnl::memory ma(e.a, engine(), const_cast<float*>(a));
     dnnl::memory mb(e.b, engine(), const_cast<float*>(b));
     dnnl::memory mc(e.c, engine(), c);
@@ -199,20 +206,132 @@ inline void gemm(const gemm_args& g, float alpha, const float* a, const float* b
 }  // namespace onednn
 #endif
 
-/// The GEMM every op uses.
+/// One GEMM, by oneDNN (float) or Eigen; `serial`: planned and run on one thread (some
+/// oneDNN implementations and Eigen choose their threads when they run, not when planned).
 template <class T>
-void gemm(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c) {
-    check_gemm(g);
-    if (g.m == 0 || g.n == 0) return;
+void gemm_backend(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c, bool serial) {
+    if (serial && max_threads() > 1) {
+        const scoped_num_threads one(1);
+        gemm_backend(g, alpha, a, b, beta, c, true);
+        return;
+    }
 #if defined(DEPTHLAB_HAVE_ONEDNN)
     if constexpr (std::is_same_v<T, float>) {
         if (g.k > 0) {
-            onednn::gemm(g, alpha, a, b, beta, c);
+            onednn::gemm(g, alpha, a, b, beta, c, serial);
             return;
         }
     }
 #endif
     gemm_eigen(g, alpha, a, b, beta, c);
+}
+
+// Reduction-heavy products — weight gradients, where k is the number of tokens and far
+// exceeds m and n — are where GEMM libraries split k across threads (too few output tiles
+// to go round), so that the bits of the result depend on the thread count. For those
+// depthlab splits k itself into a fixed number of groups (k_groups: a constant, never the
+// thread count), computes each group's product on one thread (the groups in parallel), and
+// adds the groups in order: the same bits for any OMP_NUM_THREADS. The cost is one (m, n)
+// buffer per group and one pass over them (a few % of the product for training shapes).
+inline constexpr index_t k_groups = 8;
+inline bool reduction_heavy(const gemm_args& g) {
+    return g.batch == 1 && g.batch2 == 1 && g.k >= 256 && g.k >= 2 * std::max(g.m, g.n);
+}
+template <class T>
+void gemm_k_grouped(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c) {
+    const std::size_t mn = static_cast<std::size_t>(g.m * g.n);
+    const auto parts = memory<backend::cpu>::template allocate<T>(mn * static_cast<std::size_t>(k_groups));
+    T* const part = parts.get();
+    const auto group_args = [&](index_t i, index_t& k0) {
+        k0 = g.k * i / k_groups;
+        gemm_args s = g;
+        s.k = g.k * (i + 1) / k_groups - k0;
+        s.ldc = g.n;
+        return s;
+    };
+#if defined(DEPTHLAB_HAVE_ONEDNN)
+    if constexpr (std::is_same_v<T, float>) {  // plan the (at most two) group shapes before the parallel region
+        index_t k0 = 0;
+        for (index_t i : {index_t{0}, k_groups - 1}) (void)onednn::primitive_cache::instance().get(group_args(i, k0), 1.0f, 0.0f, true);
+    }
+#endif
+    parallel_for(k_groups, 1, [&](index_t i0, index_t i1) {
+        for (index_t i = i0; i < i1; ++i) {
+            index_t k0 = 0;
+            const gemm_args s = group_args(i, k0);
+            const T* ai = g.trans_a ? a + k0 * g.lda : a + k0;  // op(A)'s columns k0.. : rows of A^T, columns of A
+            const T* bi = g.trans_b ? b + k0 : b + k0 * g.ldb;  // op(B)'s rows k0..
+            gemm_backend(s, T(1), ai, bi, T(0), part + static_cast<std::size_t>(i) * mn, true);
+        }
+    });
+    // c = alpha * (sum of the groups, in order) + beta * c   (beta == 0 never reads c)
+    parallel_for(g.m, std::max<index_t>(1, (index_t{1} << 15) / std::max<index_t>(g.n, 1)), [&](index_t r0, index_t r1) {
+        for (index_t r = r0; r < r1; ++r) {
+            T* sum = part + r * g.n;  // group 0's row accumulates the others, in group order
+            for (index_t i = 1; i < k_groups; ++i) {
+                const T* p = part + static_cast<std::size_t>(i) * mn + r * g.n;
+                for (index_t j = 0; j < g.n; ++j) sum[j] += p[j];
+            }
+            T* out = c + r * g.ldc;
+            if (beta == T(0)) for (index_t j = 0; j < g.n; ++j) out[j] = alpha * sum[j];
+            else for (index_t j = 0; j < g.n; ++j) out[j] = alpha * sum[j] + beta * out[j];
+        }
+    });
+}
+
+// Every other single product is cut into a fixed grid of output tiles (a function of m and
+// n only: at most 8 tiles, rows in blocks of >= 128, columns of >= 256) computed on one
+// thread each, the tiles in parallel. A library left to split the rows itself splits them
+// by the thread count, and its row-tail kernels round differently from its main kernels.
+// Tiles rather than finer blocks: each tile re-packs its panel of B.
+inline constexpr index_t max_tiles = 8;
+struct tile_grid {
+    index_t rows, cols;  // tiles along m and along n
+};
+inline tile_grid tiles_of(const gemm_args& g) {
+    const index_t rows = std::clamp<index_t>(g.m / 128, 1, max_tiles);
+    const index_t cols = std::clamp<index_t>(g.n / 256, 1, max_tiles / rows);
+    return {rows, cols};
+}
+template <class T>
+void gemm_tiled(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c) {
+    const tile_grid t = tiles_of(g);
+    const auto tile = [&](index_t i, index_t& m0, index_t& n0) {
+        const index_t r = i / t.cols, q = i % t.cols;
+        m0 = g.m * r / t.rows;
+        n0 = g.n * q / t.cols;
+        gemm_args s = g;
+        s.m = g.m * (r + 1) / t.rows - m0;
+        s.n = g.n * (q + 1) / t.cols - n0;
+        return s;
+    };
+#if defined(DEPTHLAB_HAVE_ONEDNN)
+    if constexpr (std::is_same_v<T, float>) {  // plan the (at most four) tile shapes before the parallel region
+        index_t m0 = 0, n0 = 0;
+        for (index_t i : {index_t{0}, t.cols - 1, (t.rows - 1) * t.cols, t.rows * t.cols - 1})
+            (void)onednn::primitive_cache::instance().get(tile(i, m0, n0), alpha, beta, true);
+    }
+#endif
+    parallel_for(t.rows * t.cols, 1, [&](index_t i0, index_t i1) {
+        for (index_t i = i0; i < i1; ++i) {
+            index_t m0 = 0, n0 = 0;
+            const gemm_args s = tile(i, m0, n0);
+            const T* ai = g.trans_a ? a + m0 : a + m0 * g.lda;  // op(A)'s rows m0..
+            const T* bi = g.trans_b ? b + n0 * g.ldb : b + n0;  // op(B)'s columns n0..
+            gemm_backend(s, alpha, ai, bi, beta, c + m0 * g.ldc + n0, true);
+        }
+    });
+}
+
+/// The GEMM every op uses. A single product (batch 1) has the same bits for any thread
+/// count; batched products (attention) are left to the library, one matrix per task.
+template <class T>
+void gemm(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c) {
+    check_gemm(g);
+    if (g.m == 0 || g.n == 0) return;
+    if (g.batch != 1 || g.batch2 != 1 || g.k == 0) gemm_backend(g, alpha, a, b, beta, c, false);
+    else if (reduction_heavy(g)) gemm_k_grouped(g, alpha, a, b, beta, c);
+    else gemm_tiled(g, alpha, a, b, beta, c);
 }
 
 }  // namespace depthlab::cpu

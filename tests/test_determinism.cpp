@@ -1,0 +1,129 @@
+// Determinism: a whole training step (forward, backward, clipping, optimiser update) gives
+// the same bits at 1 and at 2 threads, for the ACT-ALBERT (LAMB, ponder cost) and
+// the translation model (Adam, label smoothing, dropout). Every reduction — sums, norms,
+// losses, LAMB's trust ratios, the k-reduction of weight-gradient GEMMs — must split its
+// work by the data, never by the thread count. The shapes are large enough that every
+// parallel primitive really splits.
+#include <cstring>
+#include <vector>
+
+#include "harness.hpp"
+
+using namespace depthlab;
+
+namespace {
+
+#if defined(_OPENMP)
+constexpr bool threaded_build = true;
+#else
+constexpr bool threaded_build = false;  // (clang -fopenmp=libgomp: depthlab's loops are serial)
+#endif
+
+/// Every parameter's bits, in name order.
+template <class M>
+std::vector<std::uint32_t> parameter_bits(const M& model) {
+    std::vector<std::uint32_t> bits;
+    for (const auto& [name, p] : model.named_parameters()) {
+        const std::vector<float> v = p.value().to_vector();
+        const std::size_t at = bits.size();
+        bits.resize(at + v.size());
+        std::memcpy(bits.data() + at, v.data(), v.size() * sizeof(float));
+    }
+    return bits;
+}
+
+data::corpus random_corpus(std::uint64_t seed, int docs, std::int64_t vocab) {
+    Generator g(seed);
+    data::corpus c;
+    for (int d = 0; d < docs; ++d) {
+        std::vector<std::vector<std::int32_t>> doc(2 + g.below(10));
+        for (auto& s : doc) {
+            s.resize(4 + g.below(30));
+            for (auto& t : s) t = static_cast<std::int32_t>(5 + g.below(static_cast<std::uint64_t>(vocab - 5)));
+        }
+        c.add_document(doc);
+    }
+    return c;
+}
+
+/// Two training steps of a small ACT-ALBERT with `threads` threads; the parameters after.
+std::vector<std::uint32_t> albert_steps(int threads) {
+    const scoped_num_threads use(threads);
+    nn::albert_config cfg;
+    cfg.vocab = 1200;
+    cfg.embed = 32;
+    cfg.max_len = 64;
+    cfg.depth = 4;
+    cfg.layer.dim = 64;
+    cfg.layer.heads = 4;
+    cfg.layer.ff_dim = 128;
+    cfg.layer.dropout = cfg.layer.attention_dropout = 0;  // (as ALBERT; the compact path has none)
+    halting::ActAlbert<float, backend::cpu, halting::act> model(cfg, {.max_iterations = 4}, 5);
+    model.train();
+    optim::Lamb<float> lamb(model.named_parameters(), {.lr = 1e-3});
+    data::albert_data_config dcfg;
+    dcfg.max_len = 64;
+    dcfg.vocab = cfg.vocab;
+    data::albert_sampler sampler(random_corpus(3, 60, cfg.vocab), dcfg, 9);
+    for (int step = 0; step < 2; ++step) {
+        const data::albert_batch b = sampler.next(24);
+        const auto l = model.losses(b);
+        lamb.zero_grad();
+        add(add(l.mlm, l.sop), scale(l.encoded.ponder, 1e-3f)).backward();
+        optim::clip_grad_norm(lamb.parameters(), 1.0);
+        lamb.step();
+    }
+    return parameter_bits(model);
+}
+
+/// Two training steps of a small encoder-decoder with `threads` threads.
+std::vector<std::uint32_t> seq2seq_steps(int threads) {
+    const scoped_num_threads use(threads);
+    nn::seq2seq_config cfg = depthlab_test::tiny_seq2seq(600, 40, 64, 4, 128);
+    cfg.layer.dropout = cfg.layer.attention_dropout = 0.1;
+    nn::Seq2SeqTransformer<float> model(cfg, 3);
+    model.train();
+    optim::Adam<float> adam(model.named_parameters(), {.lr = 1e-3});
+    Generator data_rng(4);
+    for (int step = 0; step < 2; ++step) {
+        const auto b = data::reverse_task_batch(data_rng, 48, 32, 600);
+        auto loss = cross_entropy(model.decode(model.encode(b.src), b.src, b.tgt_in), b.tgt_out, -100, 0.1f);
+        adam.zero_grad();
+        loss.backward();
+        optim::clip_grad_norm(adam.parameters(), 1.0);
+        adam.step();
+    }
+    return parameter_bits(model);
+}
+
+}  // namespace
+
+TEST_CASE("determinism: an ACT-ALBERT training step gives the same bits at 1 and 2 threads") {
+    if (!threaded_build) return;
+    const auto one = albert_steps(1), two = albert_steps(2);
+    REQUIRE(one.size() == two.size());
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < one.size(); ++i) differ += one[i] != two[i];
+    CHECK_MESSAGE(differ == 0, differ, " of ", one.size(), " parameter values differ");
+}
+
+TEST_CASE("determinism: a translation-model training step gives the same bits at 1 and 2 threads") {
+    if (!threaded_build) return;
+    const auto one = seq2seq_steps(1), two = seq2seq_steps(2);
+    REQUIRE(one.size() == two.size());
+    std::size_t differ = 0;
+    for (std::size_t i = 0; i < one.size(); ++i) differ += one[i] != two[i];
+    CHECK_MESSAGE(differ == 0, differ, " of ", one.size(), " parameter values differ");
+}
+
+TEST_CASE("determinism: sum() has the same bits for any thread count") {
+    Generator g(1);
+    const auto x = Tensor<float>::randn({1 << 20}, g);
+    float sums[3];
+    for (int t = 1; t <= 3; ++t) {
+        const scoped_num_threads use(t);
+        sums[t - 1] = primitives<backend::cpu>::sum(x.numel(), x.data());
+    }
+    CHECK(std::memcmp(&sums[0], &sums[1], sizeof(float)) == 0);
+    CHECK(std::memcmp(&sums[0], &sums[2], sizeof(float)) == 0);
+}
