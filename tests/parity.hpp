@@ -124,7 +124,9 @@ struct Run {
         std::size_t in_fixture = 0;
         for (const auto& [name, t] : fx)
             if (name.rfind("param.", 0) == 0) ++in_fixture;
-        for (const auto& [name, p] : params) {
+        for (const auto& entry : params) {
+            const auto& name = entry.first;  // (not a structured binding: doctest's macros capture it)
+            const auto& p = entry.second;
             REQUIRE_MESSAGE(fx.count("param." + name), label, ": depthlab parameter '", name, "' has no 'param.", name, "' in ",
                             fx.path);
             const depthlab::Tensor<T> v = tensor("param." + name);

@@ -245,17 +245,8 @@ TEST_CASE("decoding: usage errors") {
 
 TEST_CASE("decoding: greedy and beam search solve the reverse task") {
     Seq2SeqTransformer<float> model(depthlab_test::tiny_seq2seq(12, 16, 32, 4, 64), 7);
-    optim::AdamOptions opts;
-    opts.lr = 3e-3;
-    optim::Adam<float> adam(model.named_parameters(), opts);
     Generator gen(11);
-    for (int step = 0; step < 400; ++step) {
-        const auto b = data::reverse_task_batch(gen, 32, 6, 12);
-        auto L = cross_entropy(model.decode(model.encode(b.src), b.src, b.tgt_in), b.tgt_out);
-        adam.zero_grad();
-        L.backward();
-        adam.step();
-    }
+    (void)depthlab_test::train_reverse_task(model, gen);
     model.eval();
     const auto b = data::reverse_task_batch(gen, 100, 6, 12);  // ids: 0 pad, 1 BOS, 2 EOS
     for (const int beam : {1, 4}) {

@@ -210,7 +210,9 @@ TEST_CASE("layers: a tied 4-iteration encoder stack has one layer's parameters a
     CHECK_MESSAGE(close_or_why(values_of(xt.grad()), values_of(xu.grad()), 1e-10, 1e-12) == "", "input gradients differ");
 
     bool iterations_differ = false;  // the test means something only if the iterations' gradients differ
-    for (const auto& [name, p] : tied.named_parameters()) {
+    for (const auto& entry : tied.named_parameters()) {
+        const auto& name = entry.first;  // (not a structured binding: doctest's macros capture it)
+        const auto& p = entry.second;
         const std::string rest = name.substr(shared.size());
         std::vector<double> sum(static_cast<std::size_t>(p.value().numel()), 0.0);
         for (int i = 0; i < 4; ++i) {
@@ -252,7 +254,9 @@ TEST_CASE("layers: a switched-off sub-layer leaves LN(x) (post-LN) or x (pre-LN)
         };
 
         // each sub-layer alone, as a residual: off -> LN(x) or x
-        for (auto& [name, r] : subs) {
+        for (auto& entry : subs) {
+            const auto& name = entry.first;  // (not a structured binding: doctest's macros capture it)
+            auto& r = entry.second;
             CAPTURE(name);
             r->enabled = false;
             const auto& res_norm = r == static_cast<dnn::residual_base*>(&sa) ? sa.norm : ff.norm;
@@ -316,7 +320,9 @@ TEST_CASE("layers: sub-layers of an encoder-decoder model are addressable and sw
         "decoder.0.self_attention",  "decoder.0.cross_attention", "decoder.0.feed_forward", "decoder.1.self_attention",
         "decoder.1.cross_attention", "decoder.1.feed_forward"};
     CHECK(names == expected);
-    for (auto& [name, r] : subs) {
+    for (auto& entry : subs) {
+        const auto& name = entry.first;  // (not a structured binding: doctest's macros capture it)
+        auto& r = entry.second;
         CAPTURE(name);
         r->enabled = false;
         CHECK(logits() != base);

@@ -23,22 +23,9 @@ bool to_double_differs(const Var<double>& a, const Var<double>& b) {
 
 TEST_CASE("an encoder-decoder learns to reverse sequences") {
     Seq2SeqTransformer<float> model(tiny_seq2seq(), 7);
-    optim::AdamOptions opts;
-    opts.lr = 3e-3;
-    opts.weight_decay = 0;
-    optim::Adam<float> adam(model.named_parameters(), opts);
     Generator gen(11);
-    double loss = 0;
-    for (int step = 0; step < 400; ++step) {
-        const auto b = data::reverse_task_batch(gen, 32, 6, 12);
-        const auto logits = model.decode(model.encode(b.src), b.src, b.tgt_in);
-        auto L = cross_entropy(logits, b.tgt_out);
-        adam.zero_grad();
-        L.backward();
-        adam.step();
-        loss = step == 0 ? L.value().item() : 0.9 * loss + 0.1 * L.value().item();
-    }
-    MESSAGE("reverse task, smoothed loss after 400 steps: ", loss);
+    const double loss = depthlab_test::train_reverse_task(model, gen);
+    MESSAGE("reverse task, smoothed loss after 600 steps: ", loss);
     CHECK(loss < 0.05);
     // greedy check on fresh data: every output position right
     model.eval();
@@ -94,9 +81,10 @@ TEST_CASE("snapshots: restore, and interpolate one module only") {
     const Snapshot<double> thetaf(model);
     const std::string module = "decoder.1.feed_forward";
     Snapshot<double>::interpolate(model, theta0, thetaf, 0.0, module);
-    for (auto& [name, p] : model.named_parameters()) {
+    for (auto& named : model.named_parameters()) {
+        const std::string& name = named.first;  // (not a structured binding: CHECK_MESSAGE captures it)
         const auto want = is_under(name, module) ? theta0.at(name).to_vector() : thetaf.at(name).to_vector();
-        CHECK_MESSAGE(p.value().to_vector() == want, name);
+        CHECK_MESSAGE(named.second.value().to_vector() == want, name);
     }
     Snapshot<double>::interpolate(model, theta0, thetaf, 0.25, module);
     const auto w = model.parameter(module + ".linear1.weight").value().to_vector();
