@@ -9,6 +9,7 @@
 #include "depthlab/backend/backend.hpp"
 #include "depthlab/backend/cpu/cpu.hpp"
 #include "depthlab/core/tensor.hpp"
+#include "depthlab/core/value_scan.hpp"
 #include "depthlab/autodiff/op_kind.hpp"
 #include "depthlab/autodiff/variable.hpp"
 #include "depthlab/autodiff/ops.hpp"

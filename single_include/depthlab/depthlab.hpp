@@ -2771,6 +2771,37 @@ void check_same_shape(const char* op, const A& a, const Bt& b) {
 
 }  // namespace depthlab
 // ---- end depthlab/core/tensor.hpp ----
+// ---- begin depthlab/core/value_scan.hpp ----
+// Scanning a tensor for values that must not be there (NaN/Inf in a checkpoint, negative
+// second moments in optimiser state): one host pass, for load and save time only.
+#include <cstddef>
+#include <vector>
+
+
+namespace depthlab {
+
+/// The values of a tensor for which a predicate held: how many, and the first of them.
+template <class T>
+struct value_scan {
+    std::size_t count = 0, first = 0, numel = 0;  ///< first: flat index of the first bad value
+    T value{};                                    ///< the first bad value
+};
+
+template <class T, class B, class Bad>
+value_scan<T> scan_values(const Tensor<T, B>& t, Bad&& bad) {
+    const std::vector<T> v = t.to_vector();  // (a host copy: fine at load and save time)
+    value_scan<T> r;
+    r.numel = v.size();
+    for (std::size_t i = 0; i < v.size(); ++i)
+        if (bad(v[i]) && r.count++ == 0) {
+            r.first = i;
+            r.value = v[i];
+        }
+    return r;
+}
+
+}  // namespace depthlab
+// ---- end depthlab/core/value_scan.hpp ----
 // ---- begin depthlab/autodiff/op_kind.hpp ----
 // The list of differentiable ops. The test harness (tests/test_ops.cpp) checks that every
 // entry here has a reference, a finite-difference gradient check and a float-vs-double
@@ -5447,14 +5478,10 @@ private:
     /// io_error unless every value of a state tensor is finite (and >= 0 if nonnegative);
     /// the message counts the bad values and names the first.
     static void check_state_values(const std::string& where, const std::string& key, const tensor_type& t, bool nonnegative) {
-        const std::vector<T> v = t.to_vector();  // once per tensor at load time: host copy is fine
-        std::size_t bad = 0, first = 0;
-        for (std::size_t j = 0; j < v.size(); ++j)
-            if (!std::isfinite(v[j]) || (nonnegative && v[j] < T(0)))
-                if (bad++ == 0) first = j;
-        DEPTHLAB_CHECK(bad == 0, io_error, where, "tensor '", key, "' holds ", bad, " invalid value", bad == 1 ? "" : "s",
-                       nonnegative ? " (non-finite or negative second moments)" : " (non-finite)", "; the first is ", v[first],
-                       " at flat index ", first, " of ", v.size());
+        const value_scan<T> r = scan_values(t, [&](T x) { return !std::isfinite(x) || (nonnegative && x < T(0)); });
+        DEPTHLAB_CHECK(r.count == 0, io_error, where, "tensor '", key, "' holds ", r.count, " invalid value", r.count == 1 ? "" : "s",
+                       nonnegative ? " (non-finite or negative second moments)" : " (non-finite)", "; the first is ", r.value,
+                       " at flat index ", r.first, " of ", r.numel);
     }
 
     [[nodiscard]] std::size_t find_param(const std::string& name) const {
@@ -7942,43 +7969,32 @@ inline std::string join_names(const std::vector<std::string>& names, std::size_t
     return s;
 }
 
-/// Non-finite values of a tensor: how many, and the first (flat index, value).
-struct nonfinite_report {
-    std::size_t count = 0, first = 0, numel = 0;
-    double value = 0;
-    [[nodiscard]] std::string describe() const {
-        return depthlab::detail::cat(count, " non-finite value", count == 1 ? "" : "s", " (the first is ", value, " at flat index ", first,
-                                     " of ", numel, ")");
-    }
-};
+/// How many values are non-finite, and the first: "3 non-finite values (the first is nan
+/// at flat index 2 of 6)"; count 0 for integer tensors.
 template <class T, class B>
-nonfinite_report find_nonfinite(const Tensor<T, B>& t) {
-    nonfinite_report r;
-    if constexpr (std::is_floating_point_v<T>) {
-        const std::vector<T> v = t.to_vector();  // at load and save time only: a host copy is fine
-        r.numel = v.size();
-        for (std::size_t i = 0; i < v.size(); ++i)
-            if (!std::isfinite(v[i]) && r.count++ == 0) {
-                r.first = i;
-                r.value = static_cast<double>(v[i]);
-            }
+std::pair<std::size_t, std::string> find_nonfinite(const Tensor<T, B>& t) {
+    if constexpr (!std::is_floating_point_v<T>) {
+        return {0, ""};
+    } else {
+        const value_scan<T> r = scan_values(t, [](T x) { return !std::isfinite(x); });
+        return {r.count, depthlab::detail::cat(r.count, " non-finite value", r.count == 1 ? "" : "s", " (the first is ", r.value,
+                                               " at flat index ", r.first, " of ", r.numel, ")")};
     }
-    return r;
 }
 /// io_error unless the tensor read from `path` is finite: a NaN in a file must be named at
 /// load time, not surface steps later as a non-finite loss naming nothing.
 template <class T, class B>
 Tensor<T, B> require_finite(Tensor<T, B> t, const std::string& path, const std::string& name) {
-    const nonfinite_report r = find_nonfinite(t);
-    DEPTHLAB_CHECK(r.count == 0, io_error, "checkpoint ", path, ": tensor '", name, "' holds ", r.describe());
+    const auto [count, what] = find_nonfinite(t);
+    DEPTHLAB_CHECK(count == 0, io_error, "checkpoint ", path, ": tensor '", name, "' holds ", what);
     return t;
 }
 /// numeric_error unless every tensor about to be saved is finite: a diverged run must
 /// never replace the last good checkpoint with one it cannot be resumed from.
 template <class T, class B>
 void require_finite_for_save(const Tensor<T, B>& t, const std::string& path, const std::string& name) {
-    const nonfinite_report r = find_nonfinite(t);
-    DEPTHLAB_CHECK(r.count == 0, numeric_error, "save ", path, ": tensor '", name, "' holds ", r.describe(),
+    const auto [count, what] = find_nonfinite(t);
+    DEPTHLAB_CHECK(count == 0, numeric_error, "save ", path, ": tensor '", name, "' holds ", what,
                    "; nothing was written (the file keeps its previous content)");
 }
 

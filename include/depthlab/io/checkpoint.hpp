@@ -44,6 +44,7 @@
 #include "depthlab/core/error.hpp"
 #include "depthlab/core/rng.hpp"
 #include "depthlab/core/tensor.hpp"
+#include "depthlab/core/value_scan.hpp"
 #include "depthlab/io/safetensors.hpp"
 #include "depthlab/nn/module.hpp"
 
@@ -66,43 +67,32 @@ inline std::string join_names(const std::vector<std::string>& names, std::size_t
     return s;
 }
 
-/// Non-finite values of a tensor: how many, and the first (flat index, value).
-struct nonfinite_report {
-    std::size_t count = 0, first = 0, numel = 0;
-    double value = 0;
-    [[nodiscard]] std::string describe() const {
-        return depthlab::detail::cat(count, " non-finite value", count == 1 ? "" : "s", " (the first is ", value, " at flat index ", first,
-                                     " of ", numel, ")");
-    }
-};
+/// How many values are non-finite, and the first: "3 non-finite values (the first is nan
+/// at flat index 2 of 6)"; count 0 for integer tensors.
 template <class T, class B>
-nonfinite_report find_nonfinite(const Tensor<T, B>& t) {
-    nonfinite_report r;
-    if constexpr (std::is_floating_point_v<T>) {
-        const std::vector<T> v = t.to_vector();  // at load and save time only: a host copy is fine
-        r.numel = v.size();
-        for (std::size_t i = 0; i < v.size(); ++i)
-            if (!std::isfinite(v[i]) && r.count++ == 0) {
-                r.first = i;
-                r.value = static_cast<double>(v[i]);
-            }
+std::pair<std::size_t, std::string> find_nonfinite(const Tensor<T, B>& t) {
+    if constexpr (!std::is_floating_point_v<T>) {
+        return {0, ""};
+    } else {
+        const value_scan<T> r = scan_values(t, [](T x) { return !std::isfinite(x); });
+        return {r.count, depthlab::detail::cat(r.count, " non-finite value", r.count == 1 ? "" : "s", " (the first is ", r.value,
+                                               " at flat index ", r.first, " of ", r.numel, ")")};
     }
-    return r;
 }
 /// io_error unless the tensor read from `path` is finite: a NaN in a file must be named at
 /// load time, not surface steps later as a non-finite loss naming nothing.
 template <class T, class B>
 Tensor<T, B> require_finite(Tensor<T, B> t, const std::string& path, const std::string& name) {
-    const nonfinite_report r = find_nonfinite(t);
-    DEPTHLAB_CHECK(r.count == 0, io_error, "checkpoint ", path, ": tensor '", name, "' holds ", r.describe());
+    const auto [count, what] = find_nonfinite(t);
+    DEPTHLAB_CHECK(count == 0, io_error, "checkpoint ", path, ": tensor '", name, "' holds ", what);
     return t;
 }
 /// numeric_error unless every tensor about to be saved is finite: a diverged run must
 /// never replace the last good checkpoint with one it cannot be resumed from.
 template <class T, class B>
 void require_finite_for_save(const Tensor<T, B>& t, const std::string& path, const std::string& name) {
-    const nonfinite_report r = find_nonfinite(t);
-    DEPTHLAB_CHECK(r.count == 0, numeric_error, "save ", path, ": tensor '", name, "' holds ", r.describe(),
+    const auto [count, what] = find_nonfinite(t);
+    DEPTHLAB_CHECK(count == 0, numeric_error, "save ", path, ": tensor '", name, "' holds ", what,
                    "; nothing was written (the file keeps its previous content)");
 }
 

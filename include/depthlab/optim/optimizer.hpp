@@ -41,6 +41,7 @@
 #include "depthlab/core/error.hpp"
 #include "depthlab/core/parallel.hpp"
 #include "depthlab/core/tensor.hpp"
+#include "depthlab/core/value_scan.hpp"
 
 namespace depthlab::optim {
 
@@ -441,14 +442,10 @@ private:
     /// io_error unless every value of a state tensor is finite (and >= 0 if nonnegative);
     /// the message counts the bad values and names the first.
     static void check_state_values(const std::string& where, const std::string& key, const tensor_type& t, bool nonnegative) {
-        const std::vector<T> v = t.to_vector();  // once per tensor at load time: host copy is fine
-        std::size_t bad = 0, first = 0;
-        for (std::size_t j = 0; j < v.size(); ++j)
-            if (!std::isfinite(v[j]) || (nonnegative && v[j] < T(0)))
-                if (bad++ == 0) first = j;
-        DEPTHLAB_CHECK(bad == 0, io_error, where, "tensor '", key, "' holds ", bad, " invalid value", bad == 1 ? "" : "s",
-                       nonnegative ? " (non-finite or negative second moments)" : " (non-finite)", "; the first is ", v[first],
-                       " at flat index ", first, " of ", v.size());
+        const value_scan<T> r = scan_values(t, [&](T x) { return !std::isfinite(x) || (nonnegative && x < T(0)); });
+        DEPTHLAB_CHECK(r.count == 0, io_error, where, "tensor '", key, "' holds ", r.count, " invalid value", r.count == 1 ? "" : "s",
+                       nonnegative ? " (non-finite or negative second moments)" : " (non-finite)", "; the first is ", r.value,
+                       " at flat index ", r.first, " of ", r.numel);
     }
 
     [[nodiscard]] std::size_t find_param(const std::string& name) const {
