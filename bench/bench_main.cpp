@@ -177,6 +177,28 @@ void bm_layernorm(benchmark::State& state, dcpu::isa path) {
     set_gbytes(state, layernorm_bytes());
 }
 
+// ------------------------------------------------------------------ device counters
+using hd = depthlab::backend::host_device;
+/// Runs `step` once on backend::host_device after a warm-up run and reports its kernel
+/// launches and host synchronisations per step (the numbers a GPU run would see).
+template <class Step>
+void set_device_counters(benchmark::State& state, Step&& step) {
+    auto& c = depthlab::counters<hd>();
+    step();
+    c.reset();
+    step();
+    state.counters["launches/step"] = static_cast<double>(c.launches.load());
+    state.counters["syncs/step"] = static_cast<double>(c.syncs.load());
+}
+/// Copies every parameter value of `from` into `to` (same architecture, any backends).
+template <class A, class Bm>
+void copy_parameters(const A& from, Bm& to) {
+    const auto src = from.named_parameters();
+    auto dst = to.named_parameters();
+    for (std::size_t i = 0; i < src.size(); ++i)
+        dst[i].second.value().copy_(src[i].second.value().template to<typename std::decay_t<decltype(dst[i].second.value())>::backend_type>());
+}
+
 // ------------------------------------------------------------------ encoder layer
 depthlab::nn::transformer_config layer_config(const layer_shape& l) {
     // as torch::nn::TransformerEncoderLayer's defaults: post-LN, ReLU; dropout 0 here
@@ -201,6 +223,16 @@ void bm_encoder_layer_train(benchmark::State& state, layer_shape l) {
     step();  // warm-up: primitives created, allocator cache filled
     for (auto _ : state) step();
     set_layer_counters(state, l, true);
+    // the same step on backend::host_device: what a GPU would be asked to do per step
+    depthlab::Generator hd_gen(1);
+    depthlab::nn::EncoderLayer<float, hd> hd_layer(layer_config(l), hd_gen);
+    const auto hd_x = depthlab::Var<float, hd>::parameter(x.value().to<hd>());
+    const auto hd_seed = seed.to<hd>();
+    set_device_counters(state, [&] {
+        hd_layer.zero_grad();
+        hd_x.zero_grad();
+        hd_layer(hd_x).backward(hd_seed);
+    });
 }
 void bm_encoder_layer_forward(benchmark::State& state, layer_shape l) {
     depthlab::Generator gen(1);
@@ -269,6 +301,18 @@ void bm_act_train(benchmark::State& state, layer_shape l, double fraction, bool 
     step();
     for (auto _ : state) step();
     state.counters["tokens/s"] = benchmark::Counter(l.tokens(), benchmark::Counter::kIsIterationInvariantRate);
+    {
+        depthlab::Generator hd_gen(1);
+        depthlab::halting::ActEncoder<float, hd, Policy> hd_enc(layer_config(l), hd_gen, su.enc.opt);
+        copy_parameters(su.enc, hd_enc);  // the calibrated halting unit too
+        const auto hd_x = depthlab::Var<float, hd>::parameter(su.x.value().template to<hd>());
+        set_device_counters(state, [&] {
+            hd_enc.zero_grad();
+            hd_x.zero_grad();
+            auto r = hd_enc(hd_x, su.lengths);
+            depthlab::add(depthlab::sum(r.hidden), r.ponder).backward();
+        });
+    }
     state.counters["mean_iterations"] =
         std::is_same_v<Policy, depthlab::halting::fixed> ? double(act_max_iterations) : su.mean_iterations;
 }

@@ -7,18 +7,28 @@
 
 #include <doctest/doctest.h>
 
+#if defined(__CUDACC__)
+// depthlab_tests_cuda: the same test sources compiled by nvcc against the CUDA backend only
+// (nvcc never sees the CPU backend); references are the tests' host loops and fixtures.
+#include <depthlab/depthlab_device.hpp>
+#include <depthlab/backend/cuda/cuda.cuh>
+#else
 #include <depthlab/depthlab.hpp>
+#endif
 
 namespace depthlab_test {
 
 using depthlab::index_t;
 using depthlab::Shape;
 
-/// The backends every templated test runs on. The CUDA backend joins when built with it.
-#if defined(DEPTHLAB_HAVE_CUDA)
-#define DEPTHLAB_TEST_BACKENDS depthlab::backend::cpu, depthlab::backend::cuda
+/// The backends every templated test runs on: the CPU and host_device (a backend that is
+/// not host-accessible and counts launches and synchronisations); under nvcc, CUDA.
+#if defined(__CUDACC__)
+#define DEPTHLAB_TEST_BACKENDS depthlab::backend::cuda
+using primary_backend = depthlab::backend::cuda;
 #else
-#define DEPTHLAB_TEST_BACKENDS depthlab::backend::cpu
+#define DEPTHLAB_TEST_BACKENDS depthlab::backend::cpu, depthlab::backend::host_device
+using primary_backend = depthlab::backend::cpu;
 #endif
 
 /// Largest violation of |a - b| <= atol + rtol * |b| (0 when all close); `where` gets the
@@ -105,12 +115,40 @@ double train_reverse_task(Model& model, depthlab::Generator& gen, int steps = 60
     return loss;
 }
 
+#if !defined(__CUDACC__)
 /// Every ISA path this CPU can run (the float kernels are checked on each).
 inline std::vector<depthlab::cpu::isa> runnable_isas() {
     std::vector<depthlab::cpu::isa> out;
     for (auto i : {depthlab::cpu::isa::scalar, depthlab::cpu::isa::avx2, depthlab::cpu::isa::avx512})
         if (depthlab::cpu::cpu_supports(i)) out.push_back(i);
     return out;
+}
+#endif
+
+/// Calls f.template operator()<B>() for every backend B under test, in order.
+template <class... Bs>
+struct backend_list {};
+template <class F, class... Bs>
+void for_each_backend_in(F&& f, backend_list<Bs...>) {
+    (f.template operator()<Bs>(), ...);
+}
+template <class F>
+void for_each_backend(F&& f) {
+    for_each_backend_in(f, backend_list<DEPTHLAB_TEST_BACKENDS>{});
+}
+
+/// Calls f(name) once per float code path of backend B: each ISA path the CPU can run
+/// (forced for the call) on the host backends, the one path of a device.
+template <class B, class F>
+void for_each_float_path(F&& f) {
+#if defined(__CUDACC__)
+    f(std::string(B::name));
+#else
+    for (auto isa : runnable_isas()) {
+        depthlab::cpu::isa_scope scope(isa);
+        f(std::string(depthlab::cpu::to_string(isa)));
+    }
+#endif
 }
 
 }  // namespace depthlab_test

@@ -86,7 +86,7 @@ struct ErrorStats {
 
 /// One evaluation of a case in precision T: builds tensors from the fixture's inputs and
 /// checks results against the reference tensors `<prefix><name>`.
-template <class T>
+template <class T, class B = primary_backend>
 struct Run {
     using value_type = T;
     const Fixture& fx;
@@ -100,13 +100,13 @@ struct Run {
     Run(const Fixture& f, std::string pre, std::string lab, double rt, double at)
         : fx(f), prefix(std::move(pre)), label(std::move(lab)), rtol(rt), atol(at) {}
 
-    depthlab::Tensor<T> tensor(const std::string& name) const {
+    depthlab::Tensor<T, B> tensor(const std::string& name) const {
         const FixtureTensor& t = fx.get(name);
         const std::vector<T> v(t.values.begin(), t.values.end());
-        return depthlab::Tensor<T>::from(to_shape(t), v);
+        return depthlab::Tensor<T, B>::from(to_shape(t), v);
     }
-    depthlab::Var<T> parameter(const std::string& name) const { return depthlab::Var<T>::parameter(tensor(name)); }
-    depthlab::Var<T> constant(const std::string& name) const { return depthlab::Var<T>::constant(tensor(name)); }
+    depthlab::Var<T, B> parameter(const std::string& name) const { return depthlab::Var<T, B>::parameter(tensor(name)); }
+    depthlab::Var<T, B> constant(const std::string& name) const { return depthlab::Var<T, B>::constant(tensor(name)); }
     std::vector<std::int64_t> ids(const std::string& name) const {
         const FixtureTensor& t = fx.get(name);
         REQUIRE_MESSAGE(t.dtype == "i64", fx.path, ": tensor '", name, "' should be i64, is ", t.dtype);
@@ -119,7 +119,7 @@ struct Run {
 
     /// Copies `param.<name>` into every parameter of m, in place; the fixture must hold
     /// exactly m's parameters.
-    void load_parameters(const depthlab::nn::Module<T>& m) const {
+    void load_parameters(const depthlab::nn::Module<T, B>& m) const {
         const auto params = m.named_parameters();
         std::size_t in_fixture = 0;
         for (const auto& [name, t] : fx)
@@ -129,7 +129,7 @@ struct Run {
             const auto& p = entry.second;
             REQUIRE_MESSAGE(fx.count("param." + name), label, ": depthlab parameter '", name, "' has no 'param.", name, "' in ",
                             fx.path);
-            const depthlab::Tensor<T> v = tensor("param." + name);
+            const depthlab::Tensor<T, B> v = tensor("param." + name);
             REQUIRE_MESSAGE(p.value().shape() == v.shape(), label, ": parameter '", name, "' has shape ", p.value().shape(),
                             ", the fixture ", v.shape());
             p.value().copy_(v);
@@ -142,7 +142,7 @@ struct Run {
     /// Compares `got` with the reference `<prefix><name>`: shape, then every element
     /// (|got - ref| <= atol + rtol |ref|; non-finite references must match exactly); a
     /// failure names the tensor, the number of bad elements and the worst one.
-    void check(const std::string& name, const depthlab::Tensor<T>& got) {
+    void check(const std::string& name, const depthlab::Tensor<T, B>& got) {
         const std::string ref = prefix + name;
         const FixtureTensor& want = fx.get(ref);
         INFO(label, ": ", name, " vs ", fx.path, " '", ref, "'");
@@ -191,13 +191,13 @@ struct Run {
             FAIL_CHECK(os.str());
         }
     }
-    void check_grad(const std::string& name, const depthlab::Var<T>& v) {
+    void check_grad(const std::string& name, const depthlab::Var<T, B>& v) {
         INFO(label, ": gradient of ", name);
         REQUIRE_MESSAGE(v.grad().defined(), label, ": no gradient reached ", name);
         check("grad." + name, v.grad());
     }
     /// The gradient of every parameter of m against `grad.<name>`.
-    void check_parameter_grads(const depthlab::nn::Module<T>& m) {
+    void check_parameter_grads(const depthlab::nn::Module<T, B>& m) {
         for (const auto& [name, p] : m.named_parameters()) check_grad(name, p);
     }
 
@@ -210,26 +210,28 @@ struct Run {
     }
 };
 
-/// Runs `body(run)` on fixture `name`: in double against the float64 reference, then in
-/// float on every ISA path this CPU can run against the float32 one. With
+/// Runs `body(run)` on fixture `name` on every test backend: in double against the float64
+/// reference, then in float on every float path (each ISA path of the CPU) against the
+/// float32 one. With
 /// `require_checks`, CHECKs that the double run compared at least one tensor.
 template <class Body>
 void run_case(const std::string& name, Body body, bool require_checks = false) {
     const Fixture fx = load_fixture(fixture_path(name));
-    {
-        Run<double> r{fx, "", name + " double", 1e-9, 1e-12};
-        body(r);
-        if (require_checks) {
-            CHECK_MESSAGE(r.checked > 0, name, ": nothing checked");
+    for_each_backend([&]<class B>() {
+        {
+            Run<double, B> r{fx, "", name + " double/" + B::name, 1e-9, 1e-12};
+            body(r);
+            if (require_checks) {
+                CHECK_MESSAGE(r.checked > 0, name, ": nothing checked");
+            }
+            r.report();
         }
-        r.report();
-    }
-    for (const auto i : runnable_isas()) {
-        const depthlab::cpu::isa_scope scope(i);
-        Run<float> r{fx, "f32.", name + " float/" + depthlab::cpu::to_string(i), 1e-4, 1e-5};
-        body(r);
-        r.report();
-    }
+        for_each_float_path<B>([&](const std::string& path) {
+            Run<float, B> r{fx, "f32.", name + " float/" + B::name + "/" + path, 1e-4, 1e-5};
+            body(r);
+            r.report();
+        });
+    });
 }
 
 }  // namespace depthlab_test

@@ -65,9 +65,9 @@ TEST_CASE("Tensor: views share storage; contiguous and clone copy") {
 
 TEST_CASE("Tensor: Eigen maps and printing") {
     auto t = Tensor<float>::from({2, 3}, {1, 2, 3, 4, 5, 6});
-    CHECK(t.matrix()(1, 2) == 6.0f);
-    CHECK(t.transpose(0, 1).matrix()(2, 1) == 6.0f);  // strided map, no copy
-    CHECK(t.vector().sum() == 21.0f);
+    CHECK(eigen_matrix(t)(1, 2) == 6.0f);
+    CHECK(eigen_matrix(t.transpose(0, 1))(2, 1) == 6.0f);  // strided map, no copy
+    CHECK(eigen_vector(t).sum() == 21.0f);
     std::ostringstream os;
     os << t;
     CHECK(os.str().find("Tensor(2, 3) cpu") != std::string::npos);
@@ -207,7 +207,7 @@ TEST_CASE("bad input: errors name the op and the shapes") {
 }
 
 TEST_CASE("host allocator: aligned, size classes, blocks reused") {
-    using cache = depthlab::detail::block_cache;
+    using cache = depthlab::detail::host_block_cache;
     CHECK(cache::size_class(1) == 64);
     CHECK(cache::size_class(4096) == 4096);
     CHECK(cache::size_class(4097) == 4096 + 512);
@@ -228,7 +228,7 @@ TEST_CASE("host allocator: aligned, size classes, blocks reused") {
 }
 
 TEST_CASE("host allocator: the cache stays within the peak working set when shapes keep changing") {
-    depthlab::detail::block_cache c;  // a private cache, not the process-wide one
+    depthlab::detail::host_block_cache c;  // a private cache, not the process-wide one
     const std::size_t MiB = std::size_t{1} << 20;
     // 200 batches of different sizes (each a new size class), 3 blocks live at once: an
     // uncapped cache would end up holding every size ever seen (~2.4 GiB)
@@ -240,7 +240,7 @@ TEST_CASE("host allocator: the cache stays within the peak working set when shap
         c.put(a, bytes);
         c.put(b, bytes + 1024);
         c.put(d, bytes / 2);
-        CHECK(c.cached_bytes() <= std::max(c.peak_live_bytes(), depthlab::detail::block_cache::min_cap));
+        CHECK(c.cached_bytes() <= std::max(c.peak_live_bytes(), depthlab::detail::host_block_cache::min_cap));
     }
     CHECK(c.peak_live_bytes() < 40 * MiB);
     CHECK(c.cached_bytes() <= 64 * MiB);

@@ -9,7 +9,7 @@
 // against PyTorch's float64 run (rtol 1e-9, atol 1e-12) and in float, on every ISA path
 // this CPU has, against PyTorch's float32 run from the same values (rtol 1e-4, atol 1e-5).
 // Set DEPTHLAB_PARITY_REPORT=1 to print the largest errors per case and precision (=2:
-// per tensor too). The run machinery (Run<T>, run_case) is in parity.hpp.
+// per tensor too). The run machinery (Run<T, B>, run_case: every case on every test backend) is in parity.hpp.
 #include <cmath>
 #include <cstdint>
 #include <span>
@@ -48,13 +48,13 @@ void run_layer_case(const std::string& name, Body body) {
 
 /// torch.nn.TransformerEncoderLayer(16, 4, 32, dropout 0, batch_first) with a key padding
 /// mask; loss = sum(out * w).
-template <class T>
-void encoder_case(Run<T>& r, dnn::activation act, bool norm_first) {
+template <class T, class B>
+void encoder_case(Run<T, B>& r, dnn::activation act, bool norm_first) {
     Generator gen(1);
-    dnn::EncoderLayer<T> layer(layer_config(act, norm_first), gen);
+    dnn::EncoderLayer<T, B> layer(layer_config(act, norm_first), gen);
     r.load_parameters(layer);
     auto x = r.parameter("x");
-    const auto mask = dnn::padding_mask<T>(r.lengths("lengths"), x.shape()[1]);
+    const auto mask = dnn::padding_mask<T, B>(r.lengths("lengths"), x.shape()[1]);
     auto out = layer(x, mask);
     auto loss = depthlab::sum(depthlab::mul(out, r.constant("w")));
     loss.backward();
@@ -67,15 +67,15 @@ void encoder_case(Run<T>& r, dnn::activation act, bool norm_first) {
 /// torch.nn.TransformerDecoderLayer(16, 4, 32, dropout 0, relu, batch_first) with a causal
 /// tgt_mask + tgt_key_padding_mask (one causal-padding mask here) and a memory key padding
 /// mask; loss = sum(out * w).
-template <class T>
-void decoder_case(Run<T>& r, bool norm_first) {
+template <class T, class B>
+void decoder_case(Run<T, B>& r, bool norm_first) {
     Generator gen(2);
-    dnn::DecoderLayer<T> layer(layer_config(dnn::activation::relu, norm_first), gen);
+    dnn::DecoderLayer<T, B> layer(layer_config(dnn::activation::relu, norm_first), gen);
     r.load_parameters(layer);
     auto x = r.parameter("x");
     auto memory = r.parameter("memory");
-    const auto self_mask = dnn::causal_padding_mask<T>(r.lengths("lengths"), x.shape()[1]);
-    const auto memory_mask = dnn::padding_mask<T>(r.lengths("memory_lengths"), memory.shape()[1]);
+    const auto self_mask = dnn::causal_padding_mask<T, B>(r.lengths("lengths"), x.shape()[1]);
+    const auto memory_mask = dnn::padding_mask<T, B>(r.lengths("memory_lengths"), memory.shape()[1]);
     auto out = layer(x, memory, self_mask, memory_mask);
     auto loss = depthlab::sum(depthlab::mul(out, r.constant("w")));
     loss.backward();
@@ -120,30 +120,30 @@ std::string close_or_why(const std::vector<double>& got, const std::vector<doubl
 
 // ------------------------------------------------------------------ PyTorch parity
 TEST_CASE("layer parity: encoder layer, post-LN, GELU (tanh), key padding") {
-    run_layer_case("layers_encoder", []<class T>(Run<T>& r) { encoder_case(r, dnn::activation::gelu, false); });
+    run_layer_case("layers_encoder", []<class T, class B>(Run<T, B>& r) { encoder_case(r, dnn::activation::gelu, false); });
 }
 
 TEST_CASE("layer parity: encoder layer, post-LN, ReLU, key padding") {
-    run_layer_case("layers_encoder_relu", []<class T>(Run<T>& r) { encoder_case(r, dnn::activation::relu, false); });
+    run_layer_case("layers_encoder_relu", []<class T, class B>(Run<T, B>& r) { encoder_case(r, dnn::activation::relu, false); });
 }
 
 TEST_CASE("layer parity: encoder layer, pre-LN, GELU (tanh), key padding") {
-    run_layer_case("layers_encoder_preln", []<class T>(Run<T>& r) { encoder_case(r, dnn::activation::gelu, true); });
+    run_layer_case("layers_encoder_preln", []<class T, class B>(Run<T, B>& r) { encoder_case(r, dnn::activation::gelu, true); });
 }
 
 TEST_CASE("layer parity: decoder layer, post-LN, causal + padding masks, memory padding") {
-    run_layer_case("layers_decoder", []<class T>(Run<T>& r) { decoder_case(r, false); });
+    run_layer_case("layers_decoder", []<class T, class B>(Run<T, B>& r) { decoder_case(r, false); });
 }
 
 TEST_CASE("layer parity: decoder layer, pre-LN, causal + padding masks, memory padding") {
-    run_layer_case("layers_decoder_preln", []<class T>(Run<T>& r) { decoder_case(r, true); });
+    run_layer_case("layers_decoder_preln", []<class T, class B>(Run<T, B>& r) { decoder_case(r, true); });
 }
 
 // A 2 + 2 layer Seq2SeqTransformer (post-LN, ReLU, separate embeddings, output tied to the
 // target embedding) against a PyTorch mirror; label-smoothed (0.1) cross-entropy that
 // ignores the padding id, over the (B, Tt, V) logits. Loss and every parameter's gradient.
 TEST_CASE("layer parity: small encoder-decoder model, loss and every gradient") {
-    run_layer_case("layers_seq2seq", []<class T>(Run<T>& r) {
+    run_layer_case("layers_seq2seq", []<class T, class B>(Run<T, B>& r) {
         const auto vocab = r.ids("config.vocab");
         const std::int64_t pad = r.ids("config.pad").at(0);
         dnn::seq2seq_config c;
@@ -155,7 +155,7 @@ TEST_CASE("layer parity: small encoder-decoder model, loss and every gradient") 
         c.decoder_layers = 2;
         c.max_len = r.ids("config.max_len").at(0);
         c.layer = layer_config(dnn::activation::relu, false);
-        dnn::Seq2SeqTransformer<T> model(c, 3);
+        dnn::Seq2SeqTransformer<T, B> model(c, 3);
         r.load_parameters(model);
 
         const FixtureTensor& src_t = r.fx.get("src");

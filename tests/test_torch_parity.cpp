@@ -26,7 +26,7 @@ using depthlab_test::to_shape;
 // x (8,6) -> Linear(6,16) -> GELU(tanh) -> Linear(16,5) -> cross_entropy(ignore_index -100,
 // label_smoothing 0.1).
 TEST_CASE("torch parity: MLP with GELU and label-smoothed cross-entropy") {
-    run_case("mlp_ce", []<class T>(Run<T>& r) {
+    run_case("mlp_ce", []<class T, class B>(Run<T, B>& r) {
         auto x = r.parameter("x");
         auto W1 = r.parameter("W1");
         auto b1 = r.parameter("b1");
@@ -50,7 +50,7 @@ TEST_CASE("torch parity: MLP with GELU and label-smoothed cross-entropy") {
 // q, k, v (2,2,4,8); padding mask (2,1,1,4) hides the last key of batch entry 1;
 // out = softmax(q k^T / sqrt(8) + mask) v; loss = sum(out * w).
 TEST_CASE("torch parity: masked scaled softmax attention") {
-    run_case("attention", []<class T>(Run<T>& r) {
+    run_case("attention", []<class T, class B>(Run<T, B>& r) {
         auto q = r.parameter("q");
         auto k = r.parameter("k");
         auto v = r.parameter("v");
@@ -72,7 +72,7 @@ TEST_CASE("torch parity: masked scaled softmax attention") {
 
 // y = gelu_tanh(layer_norm(x, gamma, beta, eps 1e-5)), x (3,10); loss = sum(y * w).
 TEST_CASE("torch parity: layer norm then GELU") {
-    run_case("layernorm_gelu", []<class T>(Run<T>& r) {
+    run_case("layernorm_gelu", []<class T, class B>(Run<T, B>& r) {
         auto x = r.parameter("x");
         auto gamma = r.parameter("gamma");
         auto beta = r.parameter("beta");
@@ -91,7 +91,7 @@ TEST_CASE("torch parity: layer norm then GELU") {
 // table (7,5), ids (2,3) with repeats; y = log_softmax(embedding(ids) P), P (5,4);
 // loss = sum(y * w).
 TEST_CASE("torch parity: embedding, matmul and log-softmax") {
-    run_case("embedding_logsoftmax", []<class T>(Run<T>& r) {
+    run_case("embedding_logsoftmax", []<class T, class B>(Run<T, B>& r) {
         auto table = r.parameter("table");
         auto P = r.parameter("P");
         auto w = r.constant("w");

@@ -4,7 +4,16 @@
 
 // ---- begin depthlab/depthlab.hpp ----
 // depthlab: train transformers on CPU (and GPU) and measure how much depth they use.
-// One include for everything.
+// One include for everything on the host: the device-agnostic library, the CPU backends
+// (backend::cpu and backend::host_device), and the host-side data pipelines, checkpoints
+// and reports. (CUDA: depthlab/backend/cuda/cuda.cuh in a .cu file, see the README.)
+// ---- begin depthlab/depthlab_device.hpp ----
+// The device-agnostic part of depthlab: tensors, autodiff, layers, models, optimisers,
+// adaptive depth, the component analyses, metrics, progress lines. None of it reaches
+// memory except through memory<B> and primitives<B>, and none of it includes a backend:
+// depthlab.hpp adds the CPU backends (cpu, host_device) and the host-side data, I/O and
+// reports; a CUDA translation unit adds depthlab/backend/cuda/cuda.cuh instead, so that nvcc
+// never sees the CPU's SIMD kernels, oneDNN or Eigen.
 // ---- begin depthlab/version.hpp ----
 
 namespace depthlab {
@@ -38,6 +47,8 @@ class io_error : public error { public: using error::error; };
 class numeric_error : public error { public: using error::error; };
 /// A misuse of the API (e.g. backward through a graph without gradients).
 class usage_error : public error { public: using error::error; };
+/// A failure reported by a device runtime (CUDA, cuBLAS): no device, out of device memory.
+class device_error : public error { public: using error::error; };
 
 namespace detail {
 template <class... A>
@@ -58,6 +69,16 @@ template <class... A>
             throw ::depthlab::kind(::depthlab::detail::cat(__VA_ARGS__));     \
     } while (0)
 // ---- end depthlab/core/error.hpp ----
+// ---- begin depthlab/core/portable.hpp ----
+// DEPTHLAB_HD marks an inline function that both the host compiler and nvcc compile
+// (__host__ __device__ under nvcc): math that is the same on the CPU and the GPU is written
+// once, and the CPU tests cover the code the CUDA kernels run.
+#if defined(__CUDACC__)
+#define DEPTHLAB_HD __host__ __device__
+#else
+#define DEPTHLAB_HD
+#endif
+// ---- end depthlab/core/portable.hpp ----
 // ---- begin depthlab/core/shape.hpp ----
 // Shape: a small fixed-capacity list of extents (rank <= 8). Row-major ("C") strides.
 #include <algorithm>
@@ -165,21 +186,40 @@ inline Shape contiguous_strides(const Shape& s) {
 #include <cstdint>
 #include <numbers>
 
+
 namespace depthlab {
 
 namespace detail {
-inline std::array<std::uint32_t, 4> philox4x32_10(std::array<std::uint32_t, 4> c, std::uint32_t k0,
-                                                  std::uint32_t k1) {
+/// Philox4x32-10 on a counter c with key (k0, k1), in place: one function for the host and
+/// for device kernels (dropout masks drawn on a GPU equal the CPU's).
+DEPTHLAB_HD inline void philox4x32_10_inplace(std::uint32_t* c, std::uint32_t k0, std::uint32_t k1) {
     constexpr std::uint32_t m0 = 0xD2511F53u, m1 = 0xCD9E8D57u, w0 = 0x9E3779B9u, w1 = 0xBB67AE85u;
     for (int r = 0; r < 10; ++r) {
         const std::uint64_t p0 = std::uint64_t{m0} * c[0];
         const std::uint64_t p1 = std::uint64_t{m1} * c[2];
-        c = {static_cast<std::uint32_t>(p1 >> 32) ^ c[1] ^ k0, static_cast<std::uint32_t>(p1),
-             static_cast<std::uint32_t>(p0 >> 32) ^ c[3] ^ k1, static_cast<std::uint32_t>(p0)};
+        const std::uint32_t n0 = static_cast<std::uint32_t>(p1 >> 32) ^ c[1] ^ k0, n1 = static_cast<std::uint32_t>(p1);
+        const std::uint32_t n2 = static_cast<std::uint32_t>(p0 >> 32) ^ c[3] ^ k1, n3 = static_cast<std::uint32_t>(p0);
+        c[0] = n0;
+        c[1] = n1;
+        c[2] = n2;
+        c[3] = n3;
         k0 += w0;
         k1 += w1;
     }
-    return c;
+}
+/// The four words of block `block` of the stream of `seed`.
+DEPTHLAB_HD inline void philox_block(std::uint64_t seed, std::uint64_t block, std::uint32_t* out) {
+    out[0] = static_cast<std::uint32_t>(block);
+    out[1] = static_cast<std::uint32_t>(block >> 32);
+    out[2] = 0u;
+    out[3] = 0u;
+    philox4x32_10_inplace(out, static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32));
+}
+/// Inverted dropout's mask value from one 32-bit word: keep (1 / (1 - p)) when the word is
+/// at or above threshold = p * 2^32, else 0.
+template <class T>
+DEPTHLAB_HD inline T dropout_keep(std::uint32_t word, std::uint64_t threshold, T keep) {
+    return word >= threshold ? keep : T(0);
 }
 }  // namespace detail
 
@@ -201,8 +241,9 @@ public:
     }
     /// Four consecutive words of block `block` (block = index / 4).
     [[nodiscard]] std::array<std::uint32_t, 4> block(std::uint64_t block) const {
-        return detail::philox4x32_10({static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(block >> 32), 0u, 0u},
-                                     static_cast<std::uint32_t>(seed_), static_cast<std::uint32_t>(seed_ >> 32));
+        std::array<std::uint32_t, 4> out;
+        detail::philox_block(seed_, block, out.data());
+        return out;
     }
     [[nodiscard]] std::uint32_t word(std::uint64_t index) const { return block(index >> 2)[index & 3]; }
 
@@ -302,7 +343,9 @@ void parallel_for(index_t n, index_t grain, F&& f) {
 // on it and `primitives<B>` holds every numerical routine the ops need (GEMM, elementwise,
 // reductions, softmax, layer norm, gather/scatter, dropout...). Ops only ever call
 // primitives<B>::..., so a new backend (CUDA) is a new specialisation, not a change to ops.
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 
@@ -314,12 +357,39 @@ struct cpu {
     static constexpr const char* name = "cpu";
     static constexpr bool host_accessible = true;  // tensors can be read element by element
 };
+/// A device that is not one: memory on the host, the CPU kernels, but the tensor API
+/// treats it as a GPU (no element access, `host_accessible = false`) and every primitive
+/// call and device-to-host copy is counted. It proves on any machine that the op layer
+/// reaches memory only through memory<B> and primitives<B>, and it counts the kernel
+/// launches and host synchronisations a real device would see (device_counters()).
+struct host_device {
+    static constexpr const char* name = "host_device";
+    static constexpr bool host_accessible = false;
+};
 /// NVIDIA GPU through cuBLAS (include depthlab/backend/cuda/cuda.hpp, build with CUDA).
 struct cuda {
     static constexpr const char* name = "cuda";
     static constexpr bool host_accessible = false;
 };
 }  // namespace backend
+
+/// What a device backend did since the last reset(): primitive calls ("kernel launches")
+/// and device-to-host copies (each one a synchronisation of the host with the device).
+/// Host-to-device uploads are counted apart: they do not stall the host on a stream.
+struct device_counters {
+    std::atomic<std::int64_t> launches{0}, syncs{0}, uploads{0};
+    void reset() {
+        launches = 0;
+        syncs = 0;
+        uploads = 0;
+    }
+};
+/// The process-wide counters of backend B (only non-host backends count).
+template <class B>
+device_counters& counters() {
+    static device_counters c;
+    return c;
+}
 
 /// One strided-batched GEMM, row-major, in BLAS terms:
 ///   C[i] = alpha * op(A[i]) * op(B[i]) + beta * C[i],   op(X) = trans ? X^T : X,
@@ -342,7 +412,7 @@ struct row_broadcast {
     int rank = 0;
     index_t dims[Shape::max_rank] = {};
     index_t strides[Shape::max_rank] = {};
-    [[nodiscard]] index_t offset(index_t row) const {
+    [[nodiscard]] DEPTHLAB_HD index_t offset(index_t row) const {
         index_t off = 0;
         for (int k = rank - 1; k >= 0; --k) {
             off += (row % dims[k]) * strides[k];
@@ -362,10 +432,6093 @@ struct primitives;
 
 }  // namespace depthlab
 // ---- end depthlab/backend/backend.hpp ----
+// ---- begin depthlab/core/tensor.hpp ----
+// Tensor<T, Backend>: a strided view on reference-counted, 64-byte aligned device memory.
+// Views (reshape, transpose, slice, select) share storage; contiguous()/clone() copy.
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+#include <iomanip>
+#include <memory>
+#include <ostream>
+#include <span>
+#include <type_traits>
+#include <vector>
+
+
+namespace depthlab {
+
+template <class T, class B = backend::cpu>
+class Tensor {
+    static_assert(std::is_floating_point_v<T> || std::is_integral_v<T>, "Tensor holds arithmetic values");
+
+public:
+    using value_type = T;
+    using backend_type = B;
+
+    Tensor() = default;
+    /// Zero-initialised tensor of the given shape.
+    explicit Tensor(const Shape& shape) : Tensor(empty(shape)) { zero_(); }
+
+    // ---- factories ----
+    // (T* data() is device memory of B: pass it to primitives<B>, never dereference it
+    //  unless B::host_accessible.)
+    /// Uninitialised contents: only for outputs that are fully written before being read.
+    static Tensor empty(const Shape& shape) {
+        DEPTHLAB_CHECK(shape.is_concrete(), shape_error, "Tensor: shape ", shape, " has an inferred (-1) extent");
+        Tensor t;
+        t.shape_ = shape;
+        t.strides_ = contiguous_strides(shape);
+        t.storage_ = memory<B>::template allocate<T>(static_cast<std::size_t>(shape.numel()));
+        return t;
+    }
+    static Tensor zeros(const Shape& shape) { return Tensor(shape); }
+    static Tensor full(const Shape& shape, T value) {
+        Tensor t = empty(shape);
+        t.fill_(value);
+        return t;
+    }
+    static Tensor ones(const Shape& shape) { return full(shape, T(1)); }
+    static Tensor from(const Shape& shape, std::span<const T> values) {
+        DEPTHLAB_CHECK(static_cast<index_t>(values.size()) == shape.numel(), shape_error, "Tensor::from: ", values.size(),
+                       " values for shape ", shape, " (", shape.numel(), " elements)");
+        Tensor t = empty(shape);
+        memory<B>::from_host(values.data(), t.data(), values.size());
+        return t;
+    }
+    static Tensor from(const Shape& shape, std::initializer_list<T> values) {
+        return from(shape, std::span<const T>(values.begin(), values.size()));
+    }
+    static Tensor from(const Shape& shape, const std::vector<T>& values) { return from(shape, std::span<const T>(values)); }
+    /// Normal(mean, std) from a seeded generator: reproducible whatever the thread count.
+    static Tensor randn(const Shape& shape, Generator& gen, double stddev = 1.0, double mean = 0.0) {
+        std::vector<T> v(static_cast<std::size_t>(shape.numel()));
+        const std::uint64_t first = gen.reserve(2 * v.size());
+        for (std::size_t i = 0; i < v.size(); ++i)
+            v[i] = static_cast<T>(mean + stddev * Generator::box_muller(gen.word(first + 2 * i), gen.word(first + 2 * i + 1)));
+        return from(shape, v);
+    }
+    /// Uniform in [lo, hi).
+    static Tensor uniform(const Shape& shape, Generator& gen, double lo = 0.0, double hi = 1.0) {
+        std::vector<T> v(static_cast<std::size_t>(shape.numel()));
+        const std::uint64_t first = gen.reserve(v.size());
+        for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<T>(lo + (hi - lo) * Generator::to_unit(gen.word(first + i)));
+        return from(shape, v);
+    }
+
+    // ---- properties ----
+    [[nodiscard]] bool defined() const { return storage_ != nullptr; }
+    [[nodiscard]] const Shape& shape() const { return shape_; }
+    [[nodiscard]] const Shape& strides() const { return strides_; }
+    [[nodiscard]] int rank() const { return shape_.rank(); }
+    [[nodiscard]] index_t dim(int i) const { return shape_.dim(i); }
+    [[nodiscard]] index_t numel() const { return shape_.numel(); }
+    [[nodiscard]] T* data() { return storage_.get() + offset_; }
+    [[nodiscard]] const T* data() const { return storage_.get() + offset_; }
+    [[nodiscard]] bool is_contiguous() const {
+        index_t expect = 1;
+        for (int i = rank() - 1; i >= 0; --i) {
+            if (shape_[i] != 1 && strides_[i] != expect) return false;
+            expect *= shape_[i];
+        }
+        return true;
+    }
+    /// True when both views point to the same memory block.
+    [[nodiscard]] bool shares_storage(const Tensor& o) const { return storage_ == o.storage_; }
+
+    // ---- views ----
+    /// Same data, new shape; one extent may be -1 (inferred). Copies only if not contiguous.
+    [[nodiscard]] Tensor reshape(Shape s) const {
+        index_t known = 1;
+        int infer = -1;
+        for (int i = 0; i < s.rank(); ++i) {
+            if (s[i] == -1) {
+                DEPTHLAB_CHECK(infer < 0, shape_error, "reshape: more than one -1 in ", s);
+                infer = i;
+            } else {
+                known *= s[i];
+            }
+        }
+        if (infer >= 0) {
+            DEPTHLAB_CHECK(known > 0 && numel() % known == 0, shape_error, "reshape: cannot reshape ", shape_, " into ", s);
+            s[infer] = numel() / known;
+        }
+        DEPTHLAB_CHECK(s.numel() == numel(), shape_error, "reshape: cannot reshape ", shape_, " (", numel(), " elements) into ",
+                       s, " (", s.numel(), " elements)");
+        Tensor t = is_contiguous() ? *this : contiguous();
+        t.shape_ = s;
+        t.strides_ = contiguous_strides(s);
+        return t;
+    }
+    /// Swap two axes (a view: no copy).
+    [[nodiscard]] Tensor transpose(int a, int b) const {
+        Tensor t = *this;
+        a = shape_.axis(a);
+        b = shape_.axis(b);
+        std::swap(t.shape_[a], t.shape_[b]);
+        std::swap(t.strides_[a], t.strides_[b]);
+        return t;
+    }
+    /// Elements [start, stop) along an axis (a view).
+    [[nodiscard]] Tensor slice(int axis, index_t start, index_t stop) const {
+        const int a = shape_.axis(axis);
+        DEPTHLAB_CHECK(0 <= start && start <= stop && stop <= shape_[a], index_error, "slice: range [", start, ", ", stop,
+                       ") out of bounds for axis ", axis, " of shape ", shape_);
+        Tensor t = *this;
+        t.offset_ += start * strides_[a];
+        t.shape_[a] = stop - start;
+        return t;
+    }
+    /// Index `i` along an axis, dropping that axis (a view).
+    [[nodiscard]] Tensor select(int axis, index_t i) const {
+        const int a = shape_.axis(axis);
+        DEPTHLAB_CHECK(0 <= i && i < shape_[a], index_error, "select: index ", i, " out of bounds for axis ", axis, " of shape ",
+                       shape_);
+        Tensor t;
+        t.storage_ = storage_;
+        t.offset_ = offset_ + i * strides_[a];
+        for (int k = 0; k < rank(); ++k) {
+            if (k == a) continue;
+            t.shape_.push_back(shape_[k]);
+            t.strides_.push_back(strides_[k]);
+        }
+        return t;
+    }
+
+    // ---- copies ----
+    [[nodiscard]] Tensor contiguous() const {
+        if (is_contiguous()) return *this;
+        Tensor t = empty(shape_);
+        t.copy_(*this);
+        return t;
+    }
+    [[nodiscard]] Tensor clone() const {
+        Tensor t = empty(shape_);
+        t.copy_(*this);
+        return t;
+    }
+    /// Copy values from a tensor of the same shape (any strides) into this view.
+    Tensor& copy_(const Tensor& src) {
+        DEPTHLAB_CHECK(src.shape() == shape_, shape_error, "copy_: source shape ", src.shape(), " != destination shape ", shape_);
+        primitives<B>::copy_strided(shape_, src.data(), src.strides(), data(), strides_, /*accumulate=*/false);
+        return *this;
+    }
+    /// this += src (same shape, any strides).
+    Tensor& add_(const Tensor& src) {
+        DEPTHLAB_CHECK(src.shape() == shape_, shape_error, "add_: source shape ", src.shape(), " != destination shape ", shape_);
+        primitives<B>::copy_strided(shape_, src.data(), src.strides(), data(), strides_, /*accumulate=*/true);
+        return *this;
+    }
+    Tensor& fill_(T value) {
+        DEPTHLAB_CHECK(is_contiguous(), usage_error, "fill_: needs a contiguous tensor, got shape ", shape_);
+        primitives<B>::fill(numel(), value, data());
+        return *this;
+    }
+    Tensor& zero_() { return fill_(T(0)); }
+
+    /// A copy converted to U (through the host: for set-up and tests, not inner loops).
+    template <class U>
+    [[nodiscard]] Tensor<U, B> cast() const {
+        const std::vector<T> v = to_host();
+        std::vector<U> u(v.begin(), v.end());
+        return Tensor<U, B>::from(shape_, u);
+    }
+    /// A contiguous copy on backend B2 (through the host).
+    template <class B2>
+    [[nodiscard]] Tensor<T, B2> to() const {
+        return Tensor<T, B2>::from(shape_, to_host());
+    }
+
+    // ---- host access ----
+    /// The values in row-major order, copied to the host: on a device, a synchronisation.
+    /// This is the one way values leave a device; call it where an algorithm needs a host
+    /// decision, not per element.
+    [[nodiscard]] std::vector<T> to_host() const {
+        const Tensor c = contiguous();
+        std::vector<T> v(static_cast<std::size_t>(numel()));
+        memory<B>::to_host(c.data(), v.data(), v.size());
+        return v;
+    }
+    /// The same as to_host().
+    [[nodiscard]] std::vector<T> to_vector() const { return to_host(); }
+    template <class... I>
+    [[nodiscard]] T& operator()(I... idx) {
+        static_assert(B::host_accessible, "element access needs a host backend: use to_host()");
+        return *(data() + offset_of({static_cast<index_t>(idx)...}));
+    }
+    template <class... I>
+    [[nodiscard]] const T& operator()(I... idx) const {
+        static_assert(B::host_accessible, "element access needs a host backend: use to_host()");
+        return *(data() + offset_of({static_cast<index_t>(idx)...}));
+    }
+    [[nodiscard]] T item() const {
+        DEPTHLAB_CHECK(numel() == 1, shape_error, "item: tensor of shape ", shape_, " has ", numel(), " elements, not 1");
+        T v;
+        memory<B>::to_host(data(), &v, 1);
+        return v;
+    }
+
+    friend std::ostream& operator<<(std::ostream& os, const Tensor& t) {
+        os << "Tensor" << t.shape_ << " " << B::name << "\n";
+        if (!t.defined()) return os << "  (undefined)\n";
+        const std::vector<T> v = t.to_vector();
+        const index_t cols = t.rank() == 0 ? 1 : std::max<index_t>(t.shape_.back(), 1);
+        const index_t max_shown = 64;
+        for (index_t i = 0; i < static_cast<index_t>(v.size()) && i < max_shown; ++i) {
+            os << (i % cols == 0 ? "  " : " ") << std::setprecision(6) << v[static_cast<std::size_t>(i)];
+            if ((i + 1) % cols == 0) os << "\n";
+        }
+        if (static_cast<index_t>(v.size()) > max_shown) os << "  ... (" << v.size() - max_shown << " more)\n";
+        return os;
+    }
+
+private:
+    index_t offset_of(std::initializer_list<index_t> idx) const {
+        DEPTHLAB_CHECK(static_cast<int>(idx.size()) == rank(), index_error, "Tensor(): ", idx.size(), " indices for shape ", shape_);
+        index_t off = 0;
+        int k = 0;
+        for (index_t i : idx) {
+            DEPTHLAB_CHECK(0 <= i && i < shape_[k], index_error, "Tensor(): index ", i, " out of range for axis ", k, " of shape ",
+                           shape_);
+            off += i * strides_[k++];
+        }
+        return off;
+    }
+
+    std::shared_ptr<T> storage_;
+    index_t offset_ = 0;
+    Shape shape_;
+    Shape strides_;
+};
+
+/// Throws shape_error naming `op` unless a and b have the same shape.
+template <class A, class Bt>
+void check_same_shape(const char* op, const A& a, const Bt& b) {
+    DEPTHLAB_CHECK(a.shape() == b.shape(), shape_error, op, ": shapes ", a.shape(), " and ", b.shape(), " differ");
+}
+
+}  // namespace depthlab
+// ---- end depthlab/core/tensor.hpp ----
+// ---- begin depthlab/core/value_scan.hpp ----
+// Scanning a tensor for values that must not be there (NaN/Inf in a checkpoint, negative
+// second moments in optimiser state): one host pass, for load and save time only.
+#include <cstddef>
+#include <vector>
+
+
+namespace depthlab {
+
+/// The values of a tensor for which a predicate held: how many, and the first of them.
+template <class T>
+struct value_scan {
+    std::size_t count = 0, first = 0, numel = 0;  ///< first: flat index of the first bad value
+    T value{};                                    ///< the first bad value
+};
+
+template <class T, class B, class Bad>
+value_scan<T> scan_values(const Tensor<T, B>& t, Bad&& bad) {
+    const std::vector<T> v = t.to_vector();  // (a host copy: fine at load and save time)
+    value_scan<T> r;
+    r.numel = v.size();
+    for (std::size_t i = 0; i < v.size(); ++i)
+        if (bad(v[i]) && r.count++ == 0) {
+            r.first = i;
+            r.value = v[i];
+        }
+    return r;
+}
+
+}  // namespace depthlab
+// ---- end depthlab/core/value_scan.hpp ----
+// ---- begin depthlab/autodiff/op_kind.hpp ----
+// The list of differentiable ops. The test harness (tests/test_ops.cpp) checks that every
+// entry here has a reference, a finite-difference gradient check and a float-vs-double
+// case, so an op cannot be added without being tested.
+
+namespace depthlab {
+
+#define DEPTHLAB_OPS(X)                                                                                     \
+    X(leaf) X(matmul) X(linear) X(add) X(mul) X(scale) X(bias) X(gelu) X(relu) X(tanh) X(sigmoid) X(log_sigmoid)\
+    X(softmax) X(log_softmax) X(cross_entropy) X(layer_norm) X(dropout) X(embedding) X(concat) X(split)     \
+    X(slice) X(reshape) X(transpose) X(gather_rows) X(scatter_rows) X(sum) X(mean) X(mse) X(attention)    \
+    X(ragged_attention) X(scale_rows) X(row_update)
+
+enum class op_kind : int {
+#define DEPTHLAB_OP_ENUM(name) name,
+    DEPTHLAB_OPS(DEPTHLAB_OP_ENUM)
+#undef DEPTHLAB_OP_ENUM
+        count_
+};
+
+inline constexpr int op_count = static_cast<int>(op_kind::count_);
+
+inline const char* op_name(op_kind k) {
+    switch (k) {
+#define DEPTHLAB_OP_NAME(name) \
+    case op_kind::name: return #name;
+        DEPTHLAB_OPS(DEPTHLAB_OP_NAME)
+#undef DEPTHLAB_OP_NAME
+        default: return "?";
+    }
+}
+
+}  // namespace depthlab
+// ---- end depthlab/autodiff/op_kind.hpp ----
+// ---- begin depthlab/autodiff/variable.hpp ----
+// Reverse-mode autodiff over coarse ops. A Var is a handle to a node that holds a value,
+// a lazily allocated gradient and, for results of ops, the parents and a backward
+// function. backward() walks the DAG in reverse topological order; every backward
+// function *accumulates* into its parents' gradients, so a value used twice (tied weights,
+// residual branches) needs no special case.
+#include <algorithm>
+#include <functional>
+#include <memory>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+
+namespace depthlab {
+
+namespace detail {
+inline bool& grad_mode() {
+    thread_local bool enabled = true;
+    return enabled;
+}
+}  // namespace detail
+
+/// True unless inside a no_grad scope on this thread.
+inline bool grad_enabled() { return detail::grad_mode(); }
+
+/// RAII scope in which ops record nothing (evaluation, optimiser updates).
+class no_grad {
+public:
+    no_grad() : saved_(detail::grad_mode()) { detail::grad_mode() = false; }
+    ~no_grad() { detail::grad_mode() = saved_; }
+    no_grad(const no_grad&) = delete;
+    no_grad& operator=(const no_grad&) = delete;
+
+private:
+    bool saved_;
+};
+
+template <class T, class B>
+struct Node {
+    Tensor<T, B> value;
+    Tensor<T, B> grad;  // undefined until something flows into it
+    bool requires_grad = false;
+    bool retain_grad = false;  // keep the gradient of a non-leaf after backward
+    op_kind op = op_kind::leaf;
+    std::vector<std::shared_ptr<Node>> parents;
+    std::function<void(Node&)> backward;  // reads this->grad, accumulates into parents
+
+    /// The gradient buffer, zero-initialised on first use.
+    Tensor<T, B>& grad_buffer() {
+        if (!grad.defined()) grad = Tensor<T, B>::zeros(value.shape());
+        return grad;
+    }
+};
+
+template <class T, class B = backend::cpu>
+class Var {
+public:
+    using node_type = Node<T, B>;
+    using tensor_type = Tensor<T, B>;
+
+    Var() = default;
+    /// A constant (no gradient).
+    explicit Var(tensor_type value, bool requires_grad = false) : n_(std::make_shared<node_type>()) {
+        n_->value = std::move(value);
+        n_->requires_grad = requires_grad;
+    }
+    /// A trainable leaf.
+    static Var parameter(tensor_type value) { return Var(std::move(value), true); }
+    static Var constant(tensor_type value) { return Var(std::move(value), false); }
+
+    [[nodiscard]] bool defined() const { return n_ != nullptr; }
+    // A Var is a handle (like a shared_ptr): constness of the handle does not make the
+    // value read-only, so parameters held in const containers can still be updated.
+    [[nodiscard]] tensor_type& value() const { return node().value; }
+    [[nodiscard]] const Shape& shape() const { return node().value.shape(); }
+    [[nodiscard]] bool requires_grad() const { return node().requires_grad; }
+    [[nodiscard]] bool is_leaf() const { return node().op == op_kind::leaf; }
+    [[nodiscard]] op_kind op() const { return node().op; }
+    /// The accumulated gradient (undefined tensor if none has flowed here).
+    [[nodiscard]] tensor_type& grad() const { return node().grad; }
+    /// Drops the gradient (the next backward starts from zero).
+    void zero_grad() const { node().grad = tensor_type(); }
+    /// Keep this non-leaf value's gradient after backward().
+    const Var& retain_grad() const {
+        node().retain_grad = true;
+        return *this;
+    }
+    [[nodiscard]] node_type& node() const {
+        DEPTHLAB_CHECK(n_ != nullptr, usage_error, "Var: use of an undefined variable");
+        return *n_;
+    }
+    [[nodiscard]] const std::shared_ptr<node_type>& node_ptr() const { return n_; }
+
+    /// Backpropagate from a scalar (seed 1).
+    void backward() const {
+        DEPTHLAB_CHECK(value().numel() == 1, shape_error, "backward: needs a scalar output or an explicit seed, got shape ",
+                       shape());
+        backward(tensor_type::ones(shape()));
+    }
+    /// Backpropagate a seed gradient of this value's shape.
+    void backward(const tensor_type& seed) const {
+        check_same_shape("backward(seed)", seed, value());
+        DEPTHLAB_CHECK(requires_grad(), usage_error, "backward: output of ", op_name(op()),
+                       " does not depend on any parameter (or was computed under no_grad)");
+        const std::vector<node_type*> order = topological_order();
+        node().grad_buffer().add_(seed);
+        for (auto it = order.rbegin(); it != order.rend(); ++it) {
+            node_type& nd = **it;
+            if (nd.backward && nd.grad.defined()) nd.backward(nd);
+            if (nd.op != op_kind::leaf && !nd.retain_grad) nd.grad = tensor_type();  // free intermediate gradients
+        }
+    }
+
+private:
+    // Post-order DFS over nodes that require grad (iterative: graphs can be deep).
+    std::vector<node_type*> topological_order() const {
+        std::vector<node_type*> order;
+        std::unordered_set<node_type*> seen;
+        std::vector<std::pair<node_type*, std::size_t>> stack{{n_.get(), 0}};
+        seen.insert(n_.get());
+        while (!stack.empty()) {
+            auto& [nd, next] = stack.back();
+            if (next < nd->parents.size()) {
+                node_type* p = nd->parents[next++].get();
+                if (p->requires_grad && seen.insert(p).second) stack.emplace_back(p, 0);
+            } else {
+                order.push_back(nd);
+                stack.pop_back();
+            }
+        }
+        return order;
+    }
+
+    std::shared_ptr<node_type> n_;
+};
+
+namespace detail {
+/// Result of an op: records parents and the backward function when any input requires a
+/// gradient and grad mode is on; otherwise a plain constant.
+template <class T, class B, class F>
+Var<T, B> make_result(op_kind op, Tensor<T, B> value, std::vector<Var<T, B>> inputs, F&& backward) {
+    Var<T, B> out(std::move(value));
+    const bool needs = grad_enabled() && std::any_of(inputs.begin(), inputs.end(), [](const Var<T, B>& v) { return v.requires_grad(); });
+    auto& nd = out.node();
+    nd.op = op;
+    if (!needs) return out;
+    nd.requires_grad = true;
+    nd.parents.reserve(inputs.size());
+    for (auto& v : inputs) nd.parents.push_back(v.node_ptr());
+    nd.backward = std::forward<F>(backward);
+    return out;
+}
+/// Gradient buffer of parent i if it takes a gradient, else nullptr.
+template <class T, class B>
+T* parent_grad(Node<T, B>& nd, std::size_t i) {
+    auto& p = *nd.parents[i];
+    return p.requires_grad ? p.grad_buffer().data() : nullptr;
+}
+}  // namespace detail
+
+}  // namespace depthlab
+// ---- end depthlab/autodiff/variable.hpp ----
+// ---- begin depthlab/autodiff/ops.hpp ----
+// Differentiable ops. Each op checks its operands (throwing an error that names the op and
+// the shapes), computes its value with primitives<B>, and registers a backward function
+// written right below the forward. Backward functions accumulate into parents (`+=`).
+// All op results are contiguous.
+//
+// Device-agnostic: ops reach memory only through primitives<B> and memory<B>. Index
+// arguments (ids, targets, rows) are device tensors Tensor<std::int64_t, B>; the overloads
+// taking a host std::span check the values on the host and upload them (an upload, not a
+// synchronisation). Losses are device scalars: on a host backend a non-finite loss throws
+// at once; on a device it is left to the caller, who reads the loss (one synchronisation)
+// when it wants it, e.g. with checked_item().
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+
+namespace depthlab {
+
+namespace detail {
+template <class T, class B>
+Tensor<T, B> contiguous_value(const Var<T, B>& v) {
+    return v.value().contiguous();
+}
+/// b broadcasts against a when it equals a's shape or a trailing part of it.
+inline bool is_suffix(const Shape& a, const Shape& b) {
+    if (b.rank() > a.rank()) return false;
+    for (int i = 1; i <= b.rank(); ++i)
+        if (a[a.rank() - i] != b[b.rank() - i]) return false;
+    return true;
+}
+/// Throws unless every value in ids lies in [0, n).
+inline void check_ids(const char* op, std::span<const std::int64_t> ids, index_t n, const char* what = "id") {
+    for (std::size_t i = 0; i < ids.size(); ++i)
+        DEPTHLAB_CHECK(ids[i] >= 0 && ids[i] < n, index_error, op, ": ", what, " ", ids[i], " at position ", i,
+                       " out of range [0, ", n, ")");
+}
+/// Host ids as a device tensor (n,).
+template <class B>
+Tensor<std::int64_t, B> upload_ids(std::span<const std::int64_t> ids) {
+    return Tensor<std::int64_t, B>::from({static_cast<index_t>(ids.size())}, ids);
+}
+/// Checks a 1-D id tensor's shape, and its values where they can be read without a copy
+/// (host backends); on a device, ids come from the library (valid by construction) or
+/// through the host overloads, which check before the upload, and the kernels guard
+/// against out-of-range values (NaN rows, skipped rows) rather than touch foreign memory.
+template <class B>
+void check_id_tensor(const char* op, const Tensor<std::int64_t, B>& ids, index_t n, const char* what = "id") {
+    DEPTHLAB_CHECK(ids.defined() && ids.rank() == 1 && ids.is_contiguous(), shape_error, op, ": ", what,
+                   "s must be a contiguous 1-D tensor, got shape ", ids.shape());
+    if constexpr (B::host_accessible) check_ids(op, std::span<const std::int64_t>(ids.data(), static_cast<std::size_t>(ids.numel())), n, what);
+}
+/// Host targets against logits s: one per row, each ignore or in [0, V).
+inline void check_targets(const char* op, const Shape& s, std::span<const std::int64_t> t, std::int64_t ignore) {
+    DEPTHLAB_CHECK(s.rank() >= 1 && static_cast<index_t>(t.size()) == s.rows(), shape_error, op, ": ", t.size(),
+                   " targets for logits ", s, " (expected one per row: ", s.rows(), ")");
+    for (std::size_t i = 0; i < t.size(); ++i)
+        DEPTHLAB_CHECK(t[i] == ignore || (t[i] >= 0 && t[i] < s.back()), index_error, op, ": target ", t[i], " at row ", i,
+                       " out of range [0, ", s.back(), ") for logits ", s);
+}
+/// Throws numeric_error when a host backend's scalar loss is not finite (a device defers it).
+template <class T, class B>
+void check_finite_loss(const char* op, const Tensor<T, B>& loss, const Shape& input) {
+    if constexpr (B::host_accessible) {
+        const T v = *loss.data();
+        DEPTHLAB_CHECK(std::isfinite(v), numeric_error, op, ": non-finite loss ", v, " (NaN or inf in the input of shape ", input, "?)");
+    }
+}
+/// Maps each row of scores `sx` (..., cols) to its row of an additive mask whose leading
+/// extents equal the scores' or are 1; M receives the contiguous mask (undefined if none).
+template <class T, class B>
+row_broadcast mask_rows(const char* op, const Shape& sx, const Tensor<T, B>& mask, Tensor<T, B>& M) {
+    row_broadcast map;
+    if (!mask.defined()) return map;
+    const Shape& sm = mask.shape();
+    const index_t cols = sx.back();
+    bool ok = sm.rank() >= 1 && sm.rank() <= sx.rank() && sm.back() == cols;
+    M = mask.contiguous();
+    map.rank = sx.rank() - 1;
+    const int pad = sx.rank() - sm.rank();
+    index_t stride = cols;
+    for (int k = sx.rank() - 2; ok && k >= 0; --k) {
+        const index_t md = k - pad >= 0 ? sm[k - pad] : 1;
+        ok = md == 1 || md == sx[k];
+        map.dims[k] = sx[k];
+        map.strides[k] = md == 1 ? 0 : stride;
+        stride *= md;
+    }
+    DEPTHLAB_CHECK(ok, shape_error, op, ": mask ", sm, " does not broadcast to scores ", sx);
+    return map;
+}
+}  // namespace detail
+
+// ---------------------------------------------------------------- matmul
+/// Batched matrix product. a: (..., M, K) (or (..., K, M) with trans_a),
+/// b: (..., K, N) (or (..., N, K) with trans_b). Either may be 2-D and is then shared by
+/// every batch entry; otherwise the batch dimensions must be equal. Result: (..., M, N).
+template <class T, class B>
+Var<T, B> matmul(const Var<T, B>& a, const Var<T, B>& b, bool trans_a = false, bool trans_b = false) {
+    using P = primitives<B>;
+    const Shape& sa = a.shape();
+    const Shape& sb = b.shape();
+    DEPTHLAB_CHECK(sa.rank() >= 2 && sb.rank() >= 2, shape_error, "matmul: operands need rank >= 2, got ", sa, " and ", sb);
+    const index_t M = trans_a ? sa.dim(-1) : sa.dim(-2), K = trans_a ? sa.dim(-2) : sa.dim(-1);
+    const index_t Kb = trans_b ? sb.dim(-1) : sb.dim(-2), N = trans_b ? sb.dim(-2) : sb.dim(-1);
+    DEPTHLAB_CHECK(K == Kb, shape_error, "matmul: inner dimensions differ: ", sa, (trans_a ? "^T" : ""), " x ", sb,
+                   (trans_b ? "^T" : ""));
+    const index_t batch_a = sa.numel() / std::max<index_t>(M * K, 1), batch_b = sb.numel() / std::max<index_t>(K * N, 1);
+    const bool a_shared = sa.rank() == 2, b_shared = sb.rank() == 2;
+    Shape out;
+    if (!a_shared) {
+        DEPTHLAB_CHECK(b_shared || Shape(sa.begin(), sa.end() - 2) == Shape(sb.begin(), sb.end() - 2), shape_error,
+                       "matmul: batch dimensions differ: ", sa, " x ", sb);
+        for (int i = 0; i < sa.rank() - 2; ++i) out.push_back(sa[i]);
+    } else {
+        for (int i = 0; i < sb.rank() - 2; ++i) out.push_back(sb[i]);
+    }
+    out.push_back(M);
+    out.push_back(N);
+    const index_t batch = std::max(batch_a, batch_b);
+    const index_t lda = trans_a ? M : K, ldb = trans_b ? K : N;
+    const auto A = detail::contiguous_value(a);
+    const auto Bv = detail::contiguous_value(b);
+    auto C = Tensor<T, B>::empty(out);
+    // A shared B with a non-transposed batched A is one big GEMM over batch*M rows.
+    const bool fold = b_shared && !trans_a;
+    if (fold) {
+        P::gemm(gemm_args{false, trans_b, batch * M, N, K, lda, ldb, N}, T(1), A.data(), Bv.data(), T(0), C.data());
+    } else {
+        P::gemm(gemm_args{trans_a, trans_b, M, N, K, lda, ldb, N, batch, a_shared ? 0 : M * K, b_shared ? 0 : K * N, M * N},
+                T(1), A.data(), Bv.data(), T(0), C.data());
+    }
+    return detail::make_result<T, B>(op_kind::matmul, std::move(C), {a, b}, [=](Node<T, B>& nd) {
+        const T* dC = nd.grad.data();
+        if (T* dA = detail::parent_grad(nd, 0)) {
+            // dA = dC op(B)^T (or its transpose when A was transposed)
+            if (a_shared && batch > 1) {
+                for (index_t i = 0; i < batch; ++i) {
+                    const T* Bi = Bv.data() + (b_shared ? 0 : i * K * N);
+                    if (!trans_a) P::gemm(gemm_args{false, !trans_b, M, K, N, N, ldb, K}, T(1), dC + i * M * N, Bi, T(1), dA);
+                    else P::gemm(gemm_args{trans_b, true, K, M, N, ldb, N, M}, T(1), Bi, dC + i * M * N, T(1), dA);
+                }
+            } else if (fold) {
+                P::gemm(gemm_args{false, !trans_b, batch * M, K, N, N, ldb, K}, T(1), dC, Bv.data(), T(1), dA);
+            } else if (!trans_a) {
+                P::gemm(gemm_args{false, !trans_b, M, K, N, N, ldb, K, batch, M * N, b_shared ? 0 : K * N, M * K}, T(1), dC,
+                        Bv.data(), T(1), dA);
+            } else {
+                P::gemm(gemm_args{trans_b, true, K, M, N, ldb, N, M, batch, b_shared ? 0 : K * N, M * N, M * K}, T(1),
+                        Bv.data(), dC, T(1), dA);
+            }
+        }
+        if (T* dB = detail::parent_grad(nd, 1)) {
+            // dB = op(A)^T dC (or dC^T op(A) when B was transposed); summed over a shared B's batch
+            if (fold) {
+                if (!trans_b) P::gemm(gemm_args{true, false, K, N, batch * M, lda, N, N}, T(1), A.data(), dC, T(1), dB);
+                else P::gemm(gemm_args{true, false, N, K, batch * M, N, lda, K}, T(1), dC, A.data(), T(1), dB);
+            } else if (b_shared && batch > 1) {
+                for (index_t i = 0; i < batch; ++i) {
+                    const T* Ai = A.data() + (a_shared ? 0 : i * M * K);
+                    if (!trans_b) P::gemm(gemm_args{!trans_a, false, K, N, M, lda, N, N}, T(1), Ai, dC + i * M * N, T(1), dB);
+                    else P::gemm(gemm_args{true, trans_a, N, K, M, N, lda, K}, T(1), dC + i * M * N, Ai, T(1), dB);
+                }
+            } else if (!trans_b) {
+                P::gemm(gemm_args{!trans_a, false, K, N, M, lda, N, N, batch, a_shared ? 0 : M * K, M * N, K * N}, T(1), A.data(),
+                        dC, T(1), dB);
+            } else {
+                P::gemm(gemm_args{true, trans_a, N, K, M, N, lda, K, batch, M * N, a_shared ? 0 : M * K, K * N}, T(1), dC,
+                        A.data(), T(1), dB);
+            }
+        }
+    });
+}
+
+// ---------------------------------------------------------------- linear
+/// y = x W^T + b.  x: (..., in), W: (out, in) as in PyTorch, b: (out) or undefined.
+template <class T, class B>
+Var<T, B> linear(const Var<T, B>& x, const Var<T, B>& W, const Var<T, B>& b = {}) {
+    using P = primitives<B>;
+    const Shape& sx = x.shape();
+    DEPTHLAB_CHECK(W.shape().rank() == 2 && sx.rank() >= 1 && sx.back() == W.shape()[1], shape_error, "linear: input ", sx,
+                   " does not fit weight ", W.shape(), " (expected weight (out, ", (sx.rank() ? sx.back() : 0), "))");
+    const index_t in = W.shape()[1], out = W.shape()[0], rows = sx.rows();
+    if (b.defined())
+        DEPTHLAB_CHECK(b.shape() == Shape{out}, shape_error, "linear: bias ", b.shape(), " does not fit weight ", W.shape());
+    const auto X = detail::contiguous_value(x);
+    const auto Wv = detail::contiguous_value(W);
+    auto Y = Tensor<T, B>::empty(sx.with_back(out));
+    if (b.defined()) {
+        // Y = b broadcast, then Y += X W^T: the bias add rides on the GEMM's beta.
+        const auto bv = detail::contiguous_value(b);
+        P::broadcast_rows(rows, out, bv.data(), Y.data());
+        P::gemm(gemm_args{false, true, rows, out, in, in, in, out}, T(1), X.data(), Wv.data(), T(1), Y.data());
+    } else {
+        P::gemm(gemm_args{false, true, rows, out, in, in, in, out}, T(1), X.data(), Wv.data(), T(0), Y.data());
+    }
+    std::vector<Var<T, B>> inputs{x, W};
+    if (b.defined()) inputs.push_back(b);
+    const bool has_bias = b.defined();
+    return detail::make_result<T, B>(op_kind::linear, std::move(Y), std::move(inputs), [=](Node<T, B>& nd) {
+        const T* dY = nd.grad.data();
+        if (T* dX = detail::parent_grad(nd, 0))
+            P::gemm(gemm_args{false, false, rows, in, out, out, in, in}, T(1), dY, Wv.data(), T(1), dX);
+        if (T* dW = detail::parent_grad(nd, 1))
+            P::gemm(gemm_args{true, false, out, in, rows, out, in, in}, T(1), dY, X.data(), T(1), dW);
+        if (has_bias)
+            if (T* db = detail::parent_grad(nd, 2)) P::sum_rows_acc(rows, out, dY, db);
+    });
+}
+
+// ---------------------------------------------------------------- add / mul / bias / scale
+namespace detail {
+template <class T, class B>
+Var<T, B> broadcast_binary(op_kind op, const char* name, const Var<T, B>& a, const Var<T, B>& b) {
+    using P = primitives<B>;
+    DEPTHLAB_CHECK(is_suffix(a.shape(), b.shape()), shape_error, name, ": shapes ", a.shape(), " and ", b.shape(),
+                   " do not broadcast (the second must equal the first or a trailing part of it)");
+    const auto A = contiguous_value(a);
+    const auto Bv = contiguous_value(b);
+    const index_t n = A.numel(), cols = std::max<index_t>(Bv.numel(), 1), rows = Bv.numel() ? n / cols : 0;
+    const bool same = a.shape() == b.shape();
+    auto Y = Tensor<T, B>::empty(a.shape());
+    const bool is_mul = op == op_kind::mul;
+    if (is_mul) P::mul_row_vector(rows, cols, A.data(), Bv.data(), Y.data());
+    else P::add_row_vector(rows, cols, A.data(), Bv.data(), Y.data());
+    return make_result<T, B>(op, std::move(Y), {a, b}, [=](Node<T, B>& nd) {
+        const T* dY = nd.grad.data();
+        if (T* dA = parent_grad(nd, 0)) {
+            if (is_mul) P::mul_row_vector_acc(rows, cols, dY, Bv.data(), dA);
+            else P::axpby(n, T(1), dY, T(1), dA);
+        }
+        if (T* dB = parent_grad(nd, 1)) {
+            if (is_mul) {
+                if (same) P::mul_acc(n, dY, A.data(), dB);
+                else P::sum_rows_mul_acc(rows, cols, dY, A.data(), dB);
+            } else {
+                if (same) P::axpby(n, T(1), dY, T(1), dB);
+                else P::sum_rows_acc(rows, cols, dY, dB);
+            }
+        }
+    });
+}
+}  // namespace detail
+
+/// a + b, b equal to a's shape or to a trailing part of it (broadcast over the rest).
+template <class T, class B>
+Var<T, B> add(const Var<T, B>& a, const Var<T, B>& b) {
+    return detail::broadcast_binary(op_kind::add, "add", a, b);
+}
+/// a * b elementwise, with the same broadcasting as add.
+template <class T, class B>
+Var<T, B> mul(const Var<T, B>& a, const Var<T, B>& b) {
+    return detail::broadcast_binary(op_kind::mul, "mul", a, b);
+}
+/// x + b with b: (C) added to every row of x: (..., C).
+template <class T, class B>
+Var<T, B> bias(const Var<T, B>& x, const Var<T, B>& b) {
+    DEPTHLAB_CHECK(b.shape().rank() == 1 && x.shape().rank() >= 1 && b.shape()[0] == x.shape().back(), shape_error, "bias: bias ",
+                   b.shape(), " does not fit input ", x.shape());
+    Var<T, B> y = detail::broadcast_binary(op_kind::add, "bias", x, b);
+    y.node().op = op_kind::bias;
+    return y;
+}
+/// s * x.
+template <class T, class B>
+Var<T, B> scale(const Var<T, B>& x, T s) {
+    using P = primitives<B>;
+    const auto X = detail::contiguous_value(x);
+    auto Y = Tensor<T, B>::empty(x.shape());
+    P::axpby(X.numel(), s, X.data(), T(0), Y.data());
+    const index_t n = X.numel();
+    return detail::make_result<T, B>(op_kind::scale, std::move(Y), {x}, [=](Node<T, B>& nd) {
+        if (T* dX = detail::parent_grad(nd, 0)) P::axpby(n, s, nd.grad.data(), T(1), dX);
+    });
+}
+
+// ---------------------------------------------------------------- activations
+namespace detail {
+/// Unary activation: `fwd(n, x, y)`; `bwd(n, saved, dy, dx)` where saved is the input
+/// (from_output = false) or the output (true, cheaper for tanh and sigmoid).
+template <class T, class B, class Fwd, class Bwd>
+Var<T, B> activation(op_kind op, const Var<T, B>& x, bool from_output, Fwd fwd, Bwd bwd) {
+    const auto X = contiguous_value(x);
+    auto Y = Tensor<T, B>::empty(x.shape());
+    fwd(X.numel(), X.data(), Y.data());
+    const index_t n = X.numel();
+    const Tensor<T, B> saved = from_output ? Y : X;
+    return make_result<T, B>(op, std::move(Y), {x}, [=](Node<T, B>& nd) {
+        if (T* dX = parent_grad(nd, 0)) bwd(n, saved.data(), nd.grad.data(), dX);
+    });
+}
+}  // namespace detail
+
+/// GELU, tanh approximation (as BERT/ALBERT and PyTorch's approximate='tanh').
+template <class T, class B>
+Var<T, B> gelu(const Var<T, B>& x) {
+    using P = primitives<B>;
+    return detail::activation(op_kind::gelu, x, false, [](index_t n, const T* a, T* y) { P::gelu_fwd(n, a, y); },
+                              [](index_t n, const T* s, const T* dy, T* dx) { P::gelu_bwd(n, s, dy, dx); });
+}
+template <class T, class B>
+Var<T, B> relu(const Var<T, B>& x) {
+    using P = primitives<B>;
+    return detail::activation(op_kind::relu, x, false, [](index_t n, const T* a, T* y) { P::relu_fwd(n, a, y); },
+                              [](index_t n, const T* s, const T* dy, T* dx) { P::relu_bwd(n, s, dy, dx); });
+}
+template <class T, class B>
+Var<T, B> tanh(const Var<T, B>& x) {
+    using P = primitives<B>;
+    return detail::activation(op_kind::tanh, x, true, [](index_t n, const T* a, T* y) { P::tanh_fwd(n, a, y); },
+                              [](index_t n, const T* s, const T* dy, T* dx) { P::tanh_bwd(n, s, dy, dx); });
+}
+template <class T, class B>
+Var<T, B> sigmoid(const Var<T, B>& x) {
+    using P = primitives<B>;
+    return detail::activation(op_kind::sigmoid, x, true, [](index_t n, const T* a, T* y) { P::sigmoid_fwd(n, a, y); },
+                              [](index_t n, const T* s, const T* dy, T* dx) { P::sigmoid_bwd(n, s, dy, dx); });
+}
+
+/// log(sigmoid(x)), stable for every x (log(1 − sigmoid(x)) = log_sigmoid(−x)): PonderNet's
+/// halting log-probabilities.
+template <class T, class B>
+Var<T, B> log_sigmoid(const Var<T, B>& x) {
+    using P = primitives<B>;
+    return detail::activation(op_kind::log_sigmoid, x, false, [](index_t n, const T* a, T* y) { P::log_sigmoid_fwd(n, a, y); },
+                              [](index_t n, const T* s, const T* dy, T* dx) { P::log_sigmoid_bwd(n, s, dy, dx); });
+}
+
+// ---------------------------------------------------------------- softmax family
+/// softmax(scale * x + mask) over the last axis. mask (optional, additive, not
+/// differentiated) has x's last extent and leading extents equal to x's or 1, e.g. a
+/// padding mask (B,1,1,Tk) or a causal mask (Tq,Tk) for scores (B,H,Tq,Tk).
+template <class T, class B>
+Var<T, B> softmax(const Var<T, B>& x, T scale = T(1), const Tensor<T, B>& mask = {}) {
+    using P = primitives<B>;
+    const Shape& sx = x.shape();
+    DEPTHLAB_CHECK(sx.rank() >= 1, shape_error, "softmax: input must have rank >= 1, got ", sx);
+    const index_t cols = sx.back(), rows = sx.rows();
+    Tensor<T, B> M;
+    const row_broadcast map = detail::mask_rows("softmax", sx, mask, M);
+    const auto X = detail::contiguous_value(x);
+    auto Y = Tensor<T, B>::empty(sx);
+    P::softmax_fwd(rows, cols, X.data(), scale, M.defined() ? M.data() : nullptr, map, Y.data());
+    const Tensor<T, B> Ys = Y;
+    return detail::make_result<T, B>(op_kind::softmax, std::move(Y), {x}, [=](Node<T, B>& nd) {
+        if (T* dX = detail::parent_grad(nd, 0)) P::softmax_bwd(rows, cols, Ys.data(), nd.grad.data(), scale, dX);
+    });
+}
+/// log(softmax(x)) over the last axis.
+template <class T, class B>
+Var<T, B> log_softmax(const Var<T, B>& x) {
+    using P = primitives<B>;
+    DEPTHLAB_CHECK(x.shape().rank() >= 1, shape_error, "log_softmax: input must have rank >= 1, got ", x.shape());
+    const index_t cols = x.shape().back(), rows = x.shape().rows();
+    const auto X = detail::contiguous_value(x);
+    auto Y = Tensor<T, B>::empty(x.shape());
+    P::log_softmax_fwd(rows, cols, X.data(), Y.data());
+    const Tensor<T, B> Ys = Y;
+    return detail::make_result<T, B>(op_kind::log_softmax, std::move(Y), {x}, [=](Node<T, B>& nd) {
+        if (T* dX = detail::parent_grad(nd, 0)) P::log_softmax_bwd(rows, cols, Ys.data(), nd.grad.data(), dX);
+    });
+}
+
+namespace detail {
+/// Cross-entropy of every row (the forward and backward shared by both reductions); rows whose
+/// target is ignore_index get 0. Returns their mean over the counted rows (mean = true) or the
+/// per-row losses.
+template <class T, class B>
+Var<T, B> cross_entropy_impl(const char* name, const Var<T, B>& logits, const Tensor<std::int64_t, B>& targets,
+                             std::int64_t ignore_index, T label_smoothing, bool mean) {
+    using P = primitives<B>;
+    const Shape& s = logits.shape();
+    DEPTHLAB_CHECK(s.rank() >= 1 && targets.defined() && targets.rank() == 1 && targets.numel() == s.rows() &&
+                       targets.is_contiguous(),
+                   shape_error, name, ": targets ", targets.shape(), " for logits ", s, " (expected one per row: (", s.rows(), ",))");
+    DEPTHLAB_CHECK(label_smoothing >= T(0) && label_smoothing <= T(1), usage_error, name, ": label_smoothing ", label_smoothing,
+                   " outside [0, 1]");
+    const index_t rows = s.rows(), V = s.back();
+    if constexpr (B::host_accessible) {
+        const std::int64_t* t = targets.data();
+        for (index_t i = 0; i < rows; ++i)
+            DEPTHLAB_CHECK(t[i] == ignore_index || (t[i] >= 0 && t[i] < V), index_error, name, ": target ", t[i], " at row ", i,
+                           " out of range [0, ", V, ") for logits ", s);
+    }
+    const Tensor<std::int64_t, B> tgt = targets;
+    const auto X = contiguous_value(logits);
+    auto loss_rows = Tensor<T, B>::empty({rows});
+    auto lse = Tensor<T, B>::empty({rows});
+    P::cross_entropy_fwd(rows, V, X.data(), tgt.data(), ignore_index, label_smoothing, loss_rows.data(), lse.data());
+    // the mean and 1 / (rows counted), both on the device
+    auto reduced = Tensor<T, B>::empty({2});
+    P::cross_entropy_mean(rows, loss_rows.data(), tgt.data(), ignore_index, reduced.data(), reduced.data() + 1);
+    check_finite_loss(name, reduced.slice(0, 0, 1), s);
+    auto backward = [=](Node<T, B>& nd) {
+        if (T* dX = parent_grad(nd, 0)) {
+            // per-row upstream gradient: the mean's dL/dloss_i = g / counted, or the rows' own
+            const auto g = nd.grad.contiguous();
+            P::cross_entropy_bwd(rows, V, X.data(), tgt.data(), ignore_index, label_smoothing, lse.data(), g.data(), mean ? 0 : 1,
+                                 mean ? reduced.data() + 1 : nullptr, dX);
+        }
+    };
+    if (mean) return make_result<T, B>(op_kind::cross_entropy, reduced.slice(0, 0, 1).reshape(Shape{}), {logits}, backward);
+    return make_result<T, B>(op_kind::cross_entropy, std::move(loss_rows), {logits}, backward);
+}
+}  // namespace detail
+
+/// Mean cross-entropy of logits (..., V) against integer targets (one per row), as
+/// PyTorch's F.cross_entropy: rows whose target is ignore_index are skipped (and not
+/// counted in the mean); label_smoothing mixes in the uniform distribution. When every
+/// row is ignored the loss is 0 with zero gradient. Throws on out-of-range targets and
+/// (on host backends) on a non-finite loss.
+template <class T, class B>
+Var<T, B> cross_entropy(const Var<T, B>& logits, const Tensor<std::int64_t, B>& targets, std::int64_t ignore_index = -100,
+                        T label_smoothing = T(0)) {
+    return detail::cross_entropy_impl("cross_entropy", logits, targets, ignore_index, label_smoothing, true);
+}
+template <class T, class B>
+Var<T, B> cross_entropy(const Var<T, B>& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index = -100,
+                        T label_smoothing = T(0)) {
+    detail::check_targets("cross_entropy", logits.shape(), targets, ignore_index);
+    return cross_entropy(logits, detail::upload_ids<B>(targets), ignore_index, label_smoothing);
+}
+/// The cross-entropy of every row, shape (rows,) (PyTorch's reduction='none'; ignored rows
+/// are 0): for losses weighted per row, e.g. PonderNet's expectation over halting steps.
+template <class T, class B>
+Var<T, B> cross_entropy_rows(const Var<T, B>& logits, const Tensor<std::int64_t, B>& targets, std::int64_t ignore_index = -100,
+                             T label_smoothing = T(0)) {
+    return detail::cross_entropy_impl("cross_entropy_rows", logits, targets, ignore_index, label_smoothing, false);
+}
+template <class T, class B>
+Var<T, B> cross_entropy_rows(const Var<T, B>& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index = -100,
+                             T label_smoothing = T(0)) {
+    detail::check_targets("cross_entropy_rows", logits.shape(), targets, ignore_index);
+    return cross_entropy_rows(logits, detail::upload_ids<B>(targets), ignore_index, label_smoothing);
+}
+
+// ---------------------------------------------------------------- layer norm
+/// LayerNorm over the last axis: (x - mean) / sqrt(var + eps) * gamma + beta.
+template <class T, class B>
+Var<T, B> layer_norm(const Var<T, B>& x, const Var<T, B>& gamma, const Var<T, B>& beta, T eps = T(1e-5)) {
+    using P = primitives<B>;
+    const Shape& sx = x.shape();
+    DEPTHLAB_CHECK(sx.rank() >= 1 && gamma.shape() == Shape{sx.back()} && beta.shape() == Shape{sx.back()}, shape_error,
+                   "layer_norm: input ", sx, ", gamma ", gamma.shape(), ", beta ", beta.shape(), " (expected both (",
+                   (sx.rank() ? sx.back() : 0), ",))");
+    const index_t cols = sx.back(), rows = sx.rows();
+    const auto X = detail::contiguous_value(x);
+    const auto G = detail::contiguous_value(gamma);
+    const auto Bt = detail::contiguous_value(beta);
+    auto Y = Tensor<T, B>::empty(sx);
+    auto mean = Tensor<T, B>::empty({rows});
+    auto rstd = Tensor<T, B>::empty({rows});
+    P::layernorm_fwd(rows, cols, X.data(), G.data(), Bt.data(), eps, Y.data(), mean.data(), rstd.data());
+    return detail::make_result<T, B>(op_kind::layer_norm, std::move(Y), {x, gamma, beta}, [=](Node<T, B>& nd) {
+        T* dX = detail::parent_grad(nd, 0);
+        T* dG = detail::parent_grad(nd, 1);
+        T* dB = detail::parent_grad(nd, 2);
+        Tensor<T, B> scratch;  // receives the gradient of a frozen gamma or beta
+        if ((dG == nullptr) != (dB == nullptr)) {
+            scratch = Tensor<T, B>::zeros({cols});
+            (dG ? dB : dG) = scratch.data();
+        }
+        P::layernorm_bwd(rows, cols, X.data(), nd.grad.data(), G.data(), mean.data(), rstd.data(), dX, dG, dB);
+    });
+}
+
+// ---------------------------------------------------------------- dropout
+/// Inverted dropout: zero each element with probability p, scale the rest by 1/(1-p).
+/// Identity when !training or p == 0. The mask comes from `gen` (reproducible).
+template <class T, class B>
+Var<T, B> dropout(const Var<T, B>& x, T p, Generator& gen, bool training = true) {
+    using P = primitives<B>;
+    DEPTHLAB_CHECK(p >= T(0) && p < T(1), usage_error, "dropout: probability ", p, " outside [0, 1)");
+    if (!training || p == T(0)) return x;
+    const index_t n = x.value().numel();
+    auto mask = Tensor<T, B>::empty(x.shape());
+    P::dropout_mask(n, p, gen, gen.reserve(static_cast<std::uint64_t>(n)), mask.data());
+    const auto X = detail::contiguous_value(x);
+    auto Y = Tensor<T, B>::empty(x.shape());
+    P::mul(n, X.data(), mask.data(), Y.data());
+    return detail::make_result<T, B>(op_kind::dropout, std::move(Y), {x}, [=](Node<T, B>& nd) {
+        if (T* dX = detail::parent_grad(nd, 0)) P::mul_acc(n, nd.grad.data(), mask.data(), dX);
+    });
+}
+
+// ---------------------------------------------------------------- rows by index
+/// out[i] = x[idx[i]] along axis 0.  x: (N, ...), idx: (n,) on the device, result: (n, ...).
+template <class T, class B>
+Var<T, B> gather_rows(const Var<T, B>& x, const Tensor<std::int64_t, B>& idx, op_kind op = op_kind::gather_rows) {
+    using P = primitives<B>;
+    const Shape& sx = x.shape();
+    const char* name = op_name(op);
+    DEPTHLAB_CHECK(sx.rank() >= 1, shape_error, name, ": input must have rank >= 1, got ", sx);
+    detail::check_id_tensor(name, idx, sx[0], op == op_kind::embedding ? "id" : "index");
+    const index_t n = idx.numel(), cols = sx.numel() / std::max<index_t>(sx[0], 1), limit = sx[0];
+    Shape so = sx;
+    so[0] = n;
+    const Tensor<std::int64_t, B> ids = idx;
+    const auto X = detail::contiguous_value(x);
+    auto Y = Tensor<T, B>::empty(so);
+    P::gather_rows(n, cols, X.data(), limit, ids.data(), Y.data());
+    return detail::make_result<T, B>(op, std::move(Y), {x}, [=](Node<T, B>& nd) {
+        if (T* dX = detail::parent_grad(nd, 0)) P::scatter_add_rows(n, cols, nd.grad.data(), limit, ids.data(), dX);
+    });
+}
+/// The same with host indices (checked here, then uploaded).
+template <class T, class B>
+Var<T, B> gather_rows(const Var<T, B>& x, std::span<const std::int64_t> idx, op_kind op = op_kind::gather_rows) {
+    DEPTHLAB_CHECK(x.shape().rank() >= 1, shape_error, op_name(op), ": input must have rank >= 1, got ", x.shape());
+    detail::check_ids(op_name(op), idx, x.shape()[0], op == op_kind::embedding ? "id" : "index");
+    return gather_rows(x, detail::upload_ids<B>(idx), op);
+}
+/// out = zeros(rows, ...); out[idx[i]] += x[i].  x: (n, ...), idx: (n,), result: (rows, ...).
+template <class T, class B>
+Var<T, B> scatter_rows(const Var<T, B>& x, const Tensor<std::int64_t, B>& idx, index_t rows) {
+    using P = primitives<B>;
+    const Shape& sx = x.shape();
+    DEPTHLAB_CHECK(sx.rank() >= 1 && idx.defined() && sx[0] == idx.numel(), shape_error, "scatter_rows: indices ", idx.shape(),
+                   " for input ", sx);
+    detail::check_id_tensor("scatter_rows", idx, rows, "index");
+    const index_t n = sx[0], cols = sx.numel() / std::max<index_t>(n, 1);
+    Shape so = sx;
+    so[0] = rows;
+    const Tensor<std::int64_t, B> ids = idx;
+    const auto X = detail::contiguous_value(x);
+    auto Y = Tensor<T, B>::zeros(so);
+    P::scatter_add_rows(n, cols, X.data(), rows, ids.data(), Y.data());
+    return detail::make_result<T, B>(op_kind::scatter_rows, std::move(Y), {x}, [=](Node<T, B>& nd) {
+        if (T* dX = detail::parent_grad(nd, 0)) P::gather_rows(n, cols, nd.grad.data(), rows, ids.data(), dX, /*accumulate=*/true);
+    });
+}
+template <class T, class B>
+Var<T, B> scatter_rows(const Var<T, B>& x, std::span<const std::int64_t> idx, index_t rows) {
+    DEPTHLAB_CHECK(x.shape().rank() >= 1 && x.shape()[0] == static_cast<index_t>(idx.size()), shape_error, "scatter_rows: ",
+                   idx.size(), " indices for input ", x.shape());
+    detail::check_ids("scatter_rows", idx, rows, "index");
+    return scatter_rows(x, detail::upload_ids<B>(idx), rows);
+}
+
+namespace detail {
+/// Throws unless the host indices are distinct (they are all in [0, n)).
+inline void check_distinct(const char* op, std::span<const std::int64_t> idx, index_t n) {
+    std::vector<char> seen(static_cast<std::size_t>(n), 0);
+    for (std::size_t i = 0; i < idx.size(); ++i) {
+        DEPTHLAB_CHECK(!seen[static_cast<std::size_t>(idx[i])], index_error, op, ": index ", idx[i], " repeated (position ", i, ")");
+        seen[static_cast<std::size_t>(idx[i])] = 1;
+    }
+}
+}  // namespace detail
+
+/// y = copy of base with rows idx[i] replaced by rows[i] (idx without repeats).
+/// base: (N, ...), idx: (n,) on the device, rows: (n, ...). Gradients: base gets dy outside
+/// the replaced rows, rows get dy of their rows. (ACT: only the running tokens' states change.)
+template <class T, class B>
+Var<T, B> row_update(const Var<T, B>& base, const Tensor<std::int64_t, B>& idx, const Var<T, B>& rows) {
+    using P = primitives<B>;
+    const Shape& sb = base.shape();
+    const Shape& sr = rows.shape();
+    DEPTHLAB_CHECK(sb.rank() >= 1 && sr.rank() == sb.rank() && idx.defined() && sr[0] == idx.numel() &&
+                       Shape(sb.begin() + 1, sb.end()) == Shape(sr.begin() + 1, sr.end()),
+                   shape_error, "row_update: base ", sb, ", indices ", idx.shape(), ", rows ", sr);
+    detail::check_id_tensor("row_update", idx, sb[0], "index");
+    if constexpr (B::host_accessible)
+        detail::check_distinct("row_update", std::span<const std::int64_t>(idx.data(), static_cast<std::size_t>(idx.numel())), sb[0]);
+    const index_t n = sr[0], cols = sb.numel() / std::max<index_t>(sb[0], 1), limit = sb[0];
+    const Tensor<std::int64_t, B> ids = idx;
+    auto Y = base.value().contiguous().clone();
+    const auto R = detail::contiguous_value(rows);
+    P::scatter_rows_set(n, cols, R.data(), limit, ids.data(), Y.data());
+    return detail::make_result<T, B>(op_kind::row_update, std::move(Y), {base, rows}, [=](Node<T, B>& nd) {
+        const T* dY = nd.grad.data();
+        if (T* dR = detail::parent_grad(nd, 1)) P::gather_rows(n, cols, dY, limit, ids.data(), dR, /*accumulate=*/true);
+        Node<T, B>& pb = *nd.parents[0];
+        if (!pb.requires_grad) return;
+        if (!pb.grad.defined() && !nd.retain_grad) {
+            // the base's first gradient: take over this node's buffer (freed after this call
+            // anyway) and clear the replaced rows, instead of zero-filling a new buffer and
+            // adding to it — chains of updates (ACT's keys/values) then cost no full passes
+            pb.grad = nd.grad;
+            P::rows_axpy(n, cols, T(0), static_cast<const T*>(nullptr), limit, ids.data(), pb.grad.data());
+            return;
+        }
+        T* dB = pb.grad_buffer().data();
+        // every row passes through, then the replaced rows are taken back out (one pass, no copy)
+        P::axpby(nd.grad.numel(), T(1), dY, T(1), dB);
+        P::rows_axpy(n, cols, T(-1), dY, limit, ids.data(), dB);
+    });
+}
+template <class T, class B>
+Var<T, B> row_update(const Var<T, B>& base, std::span<const std::int64_t> idx, const Var<T, B>& rows) {
+    const Shape& sb = base.shape();
+    DEPTHLAB_CHECK(sb.rank() >= 1 && rows.shape().rank() == sb.rank() && rows.shape()[0] == static_cast<index_t>(idx.size()),
+                   shape_error, "row_update: base ", sb, ", ", idx.size(), " indices, rows ", rows.shape());
+    detail::check_ids("row_update", idx, sb[0], "index");
+    detail::check_distinct("row_update", idx, sb[0]);
+    return row_update(base, detail::upload_ids<B>(idx), rows);
+}
+/// y[r] = w[r] * x[r] for x: (N, C), w: (N) — a per-row weight.
+template <class T, class B>
+Var<T, B> scale_rows(const Var<T, B>& x, const Var<T, B>& w) {
+    using P = primitives<B>;
+    const Shape& sx = x.shape();
+    DEPTHLAB_CHECK(sx.rank() == 2 && w.shape() == Shape{sx[0]}, shape_error, "scale_rows: input ", sx, " and weights ", w.shape(),
+                   " (expected (N, C) and (N,))");
+    const index_t rows = sx[0], cols = sx[1];
+    const auto X = detail::contiguous_value(x);
+    const auto Wt = detail::contiguous_value(w);
+    auto Y = Tensor<T, B>::empty(sx);
+    P::scale_rows(rows, cols, X.data(), Wt.data(), Y.data());
+    return detail::make_result<T, B>(op_kind::scale_rows, std::move(Y), {x, w}, [=](Node<T, B>& nd) {
+        P::scale_rows_bwd(rows, cols, X.data(), Wt.data(), nd.grad.data(), detail::parent_grad(nd, 0), detail::parent_grad(nd, 1));
+    });
+}
+
+/// Embedding lookup: table (V, E), ids (n,) on the device, of shape `ids_shape` ->
+/// ids_shape + (E).
+template <class T, class B>
+Var<T, B> embedding(const Var<T, B>& table, const Tensor<std::int64_t, B>& ids, Shape ids_shape) {
+    DEPTHLAB_CHECK(table.shape().rank() == 2, shape_error, "embedding: table must be (vocab, dim), got ", table.shape());
+    DEPTHLAB_CHECK(ids.defined() && ids_shape.numel() == ids.numel(), shape_error, "embedding: ", ids.numel(), " ids for shape ",
+                   ids_shape);
+    Var<T, B> rows = gather_rows(table, ids, op_kind::embedding);
+    ids_shape.push_back(table.shape()[1]);
+    rows.value() = rows.value().reshape(ids_shape);
+    return rows;
+}
+template <class T, class B>
+Var<T, B> embedding(const Var<T, B>& table, std::span<const std::int64_t> ids, Shape ids_shape) {
+    DEPTHLAB_CHECK(table.shape().rank() == 2, shape_error, "embedding: table must be (vocab, dim), got ", table.shape());
+    DEPTHLAB_CHECK(ids_shape.numel() == static_cast<index_t>(ids.size()), shape_error, "embedding: ", ids.size(),
+                   " ids for shape ", ids_shape);
+    detail::check_ids("embedding", ids, table.shape()[0], "id");
+    return embedding(table, detail::upload_ids<B>(ids), std::move(ids_shape));
+}
+
+// ---------------------------------------------------------------- structure
+namespace detail {
+/// A view-producing op made concrete: value = contiguous copy of view(x.value());
+/// backward adds the gradient into the same view of x's gradient.
+template <class T, class B, class View>
+Var<T, B> view_op(op_kind op, const Var<T, B>& x, View view) {
+    auto Y = view(x.value()).contiguous();
+    if (Y.shares_storage(x.value())) Y = Y.clone();
+    return make_result<T, B>(op, std::move(Y), {x}, [=](Node<T, B>& nd) {
+        auto& p = *nd.parents[0];
+        if (!p.requires_grad) return;
+        Tensor<T, B> target = view(p.grad_buffer());
+        target.add_(nd.grad.reshape(target.shape()));
+    });
+}
+}  // namespace detail
+
+/// Elements [start, stop) along an axis.
+template <class T, class B>
+Var<T, B> slice(const Var<T, B>& x, int axis, index_t start, index_t stop) {
+    (void)x.value().slice(axis, start, stop);  // validates the range
+    return detail::view_op<T, B>(op_kind::slice, x, [=](const Tensor<T, B>& t) { return t.slice(axis, start, stop); });
+}
+/// Swap two axes (materialised: the result is contiguous).
+template <class T, class B>
+Var<T, B> transpose(const Var<T, B>& x, int a, int b) {
+    (void)x.shape().axis(a);  // validate both axes
+    (void)x.shape().axis(b);
+    return detail::view_op<T, B>(op_kind::transpose, x, [=](const Tensor<T, B>& t) { return t.transpose(a, b); });
+}
+/// Same elements, new shape (one extent may be -1).
+template <class T, class B>
+Var<T, B> reshape(const Var<T, B>& x, const Shape& s) {
+    const Shape out = x.value().reshape(s).shape();  // validates and resolves -1
+    const Shape in = x.shape();
+    auto Y = x.value().contiguous().reshape(out);
+    return detail::make_result<T, B>(op_kind::reshape, std::move(Y), {x}, [=](Node<T, B>& nd) {
+        if (T* dX = detail::parent_grad(nd, 0)) primitives<B>::axpby(in.numel(), T(1), nd.grad.data(), T(1), dX);
+    });
+}
+/// Pieces of the given sizes along an axis (sizes must add up to the extent).
+template <class T, class B>
+std::vector<Var<T, B>> split(const Var<T, B>& x, const std::vector<index_t>& sizes, int axis) {
+    const int a = x.shape().axis(axis);
+    index_t total = 0;
+    for (index_t s : sizes) total += s;
+    DEPTHLAB_CHECK(total == x.shape()[a], shape_error, "split: sizes add up to ", total, " but axis ", axis, " of ", x.shape(),
+                   " has ", x.shape()[a]);
+    std::vector<Var<T, B>> out;
+    index_t start = 0;
+    for (index_t s : sizes) {
+        const index_t st = start;
+        out.push_back(detail::view_op<T, B>(op_kind::split, x, [=](const Tensor<T, B>& t) { return t.slice(a, st, st + s); }));
+        start += s;
+    }
+    return out;
+}
+/// Join along an axis; all other extents must agree.
+template <class T, class B>
+Var<T, B> concat(const std::vector<Var<T, B>>& xs, int axis) {
+    DEPTHLAB_CHECK(!xs.empty(), shape_error, "concat: no inputs");
+    const Shape& s0 = xs[0].shape();
+    const int a = s0.axis(axis);
+    Shape out = s0;
+    out[a] = 0;
+    for (const auto& x : xs) {
+        bool ok = x.shape().rank() == s0.rank();
+        for (int k = 0; ok && k < s0.rank(); ++k) ok = k == a || x.shape()[k] == s0[k];
+        DEPTHLAB_CHECK(ok, shape_error, "concat: shape ", x.shape(), " does not match ", s0, " outside axis ", axis);
+        out[a] += x.shape()[a];
+    }
+    auto Y = Tensor<T, B>::empty(out);
+    std::vector<index_t> offsets;
+    index_t off = 0;
+    for (const auto& x : xs) {
+        offsets.push_back(off);
+        Y.slice(a, off, off + x.shape()[a]).copy_(x.value());
+        off += x.shape()[a];
+    }
+    return detail::make_result<T, B>(op_kind::concat, std::move(Y), xs, [=](Node<T, B>& nd) {
+        for (std::size_t i = 0; i < nd.parents.size(); ++i) {
+            auto& p = *nd.parents[i];
+            if (!p.requires_grad) continue;
+            p.grad_buffer().add_(nd.grad.slice(a, offsets[i], offsets[i] + p.value.shape()[a]));
+        }
+    });
+}
+
+// ---------------------------------------------------------------- reductions and losses
+/// Sum of all elements (a scalar of shape ()).
+template <class T, class B>
+Var<T, B> sum(const Var<T, B>& x) {
+    using P = primitives<B>;
+    const auto X = detail::contiguous_value(x);
+    const index_t n = X.numel();
+    auto S = Tensor<T, B>::empty(Shape{});
+    P::sum_to(n, X.data(), T(1), S.data());
+    return detail::make_result<T, B>(op_kind::sum, std::move(S), {x}, [=](Node<T, B>& nd) {
+        if (T* dX = detail::parent_grad(nd, 0)) P::add_scaled_by(n, nd.grad.data(), T(1), static_cast<const T*>(nullptr), dX);
+    });
+}
+/// Mean of all elements.
+template <class T, class B>
+Var<T, B> mean(const Var<T, B>& x) {
+    DEPTHLAB_CHECK(x.value().numel() > 0, shape_error, "mean: empty input ", x.shape());
+    Var<T, B> s = scale(sum(x), T(1) / static_cast<T>(x.value().numel()));
+    s.node().op = op_kind::mean;
+    return s;
+}
+/// Mean squared error mean((a - b)^2); both operands may require gradients.
+template <class T, class B>
+Var<T, B> mse(const Var<T, B>& a, const Var<T, B>& b) {
+    using P = primitives<B>;
+    check_same_shape("mse", a.value(), b.value());
+    const auto A = detail::contiguous_value(a);
+    const auto Bv = detail::contiguous_value(b);
+    const index_t n = A.numel();
+    DEPTHLAB_CHECK(n > 0, shape_error, "mse: empty inputs ", a.shape());
+    auto diff = Tensor<T, B>::empty(a.shape());
+    P::axpby(n, T(1), A.data(), T(0), diff.data());
+    P::axpby(n, T(-1), Bv.data(), T(1), diff.data());
+    auto sq = Tensor<T, B>::empty(a.shape());
+    P::mul(n, diff.data(), diff.data(), sq.data());
+    auto L = Tensor<T, B>::empty(Shape{});
+    P::sum_to(n, sq.data(), T(1) / static_cast<T>(n), L.data());
+    detail::check_finite_loss("mse", L, a.shape());
+    return detail::make_result<T, B>(op_kind::mse, std::move(L), {a, b}, [=](Node<T, B>& nd) {
+        const T g = T(2) / static_cast<T>(n);
+        if (T* dA = detail::parent_grad(nd, 0)) P::add_scaled_by(n, nd.grad.data(), g, diff.data(), dA);
+        if (T* dB = detail::parent_grad(nd, 1)) P::add_scaled_by(n, nd.grad.data(), -g, diff.data(), dB);
+    });
+}
+
+/// The value of a scalar loss on the host (on a device: the one synchronisation a training
+/// step makes for the line it prints); throws numeric_error naming the op that produced
+/// it when the value is NaN or infinite.
+template <class T, class B>
+T checked_item(const Var<T, B>& loss) {
+    const T v = loss.value().item();
+    DEPTHLAB_CHECK(std::isfinite(v), numeric_error, op_name(loss.op()), ": non-finite loss ", v, " (shape ", loss.shape(), ")");
+    return v;
+}
+
+// Operators for readable model code.
+template <class T, class B>
+Var<T, B> operator+(const Var<T, B>& a, const Var<T, B>& b) { return add(a, b); }
+/// acc += v for a running sum that starts empty (acc undefined: acc = v).
+template <class T, class B>
+void accumulate(Var<T, B>& acc, const Var<T, B>& v) {
+    acc = acc.defined() ? add(acc, v) : v;
+}
+template <class T, class B>
+Var<T, B> operator*(const Var<T, B>& a, const Var<T, B>& b) { return mul(a, b); }
+
+}  // namespace depthlab
+// ---- end depthlab/autodiff/ops.hpp ----
+// ---- begin depthlab/autodiff/attention.hpp ----
+// Fused multi-head scaled dot-product attention as one coarse op.
+//
+// Heads are read straight out of the projections' (B, T, width) layout through strided
+// batched GEMMs (outer batch = sequences, inner batch = heads), and the output is written
+// in (B, Tq, H*dh) layout: no head split/merge copies, no transposes. q, k and v may be
+// column ranges of one packed projection (self-attention: [q | k | v] = x W_qkv^T).
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+
+namespace depthlab {
+
+/// (B, 1, 1, T) additive key mask: keys t >= lengths[b] get -inf.
+template <class T, class B>
+Tensor<T, B> key_padding_mask(const std::vector<index_t>& lengths, index_t T_) {
+    std::vector<T> m(lengths.size() * static_cast<std::size_t>(T_), T(0));
+    for (std::size_t b = 0; b < lengths.size(); ++b) {
+        DEPTHLAB_CHECK(lengths[b] >= 0 && lengths[b] <= T_, index_error, "padding mask: length ", lengths[b], " of sequence ", b,
+                       " outside [0, ", T_, "]");
+        for (index_t t = lengths[b]; t < T_; ++t) m[b * T_ + t] = -std::numeric_limits<T>::infinity();
+    }
+    return Tensor<T, B>::from({static_cast<index_t>(lengths.size()), 1, 1, T_}, m);
+}
+
+/// Columns [offset, offset + dim) of a (B, T, width) activation: one of q, k or v.
+template <class T, class B>
+struct projection_slice {
+    Var<T, B> src;
+    index_t offset = 0;
+};
+
+struct attention_options {
+    int heads = 1;
+    double scale = 0;        // 0: 1/sqrt(head_dim)
+    double dropout = 0;      // on the attention probabilities (training only)
+};
+
+/// out (B, Tq, dim) = concat_h softmax(scale * q_h k_h^T + mask) v_h.
+/// q: (B, Tq, *), k and v: (B, Tk, *), each a column slice of width `dim`; mask: additive,
+/// broadcastable to (B, H, Tq, Tk) (e.g. padding (B,1,1,Tk), causal (Tq,Tk)); gen is used
+/// only when dropout > 0 (training).
+template <class T, class B>
+Var<T, B> attention(const projection_slice<T, B>& q, const projection_slice<T, B>& k, const projection_slice<T, B>& v, index_t dim,
+                    const attention_options& opt, const Tensor<T, B>& mask = {}, Generator* gen = nullptr) {
+    using P = primitives<B>;
+    const Shape& sq = q.src.shape();
+    const Shape& sk = k.src.shape();
+    const Shape& sv = v.src.shape();
+    DEPTHLAB_CHECK(sq.rank() == 3 && sk.rank() == 3 && sv.rank() == 3 && sq[0] == sk[0] && sk[0] == sv[0] && sk[1] == sv[1],
+                   shape_error, "attention: q source ", sq, ", k source ", sk, ", v source ", sv,
+                   " (expected (B, Tq, *), (B, Tk, *), (B, Tk, *))");
+    DEPTHLAB_CHECK(opt.heads >= 1 && dim % opt.heads == 0, shape_error, "attention: dim ", dim, " is not divisible by ", opt.heads,
+                   " heads");
+    DEPTHLAB_CHECK(q.offset >= 0 && q.offset + dim <= sq[2] && k.offset >= 0 && k.offset + dim <= sk[2] && v.offset >= 0 &&
+                       v.offset + dim <= sv[2],
+                   shape_error, "attention: column slices [", q.offset, ", +", dim, "), [", k.offset, ", +", dim, "), [", v.offset,
+                   ", +", dim, ") exceed sources ", sq, ", ", sk, ", ", sv);
+    DEPTHLAB_CHECK(opt.dropout >= 0 && opt.dropout < 1 && (opt.dropout == 0 || gen != nullptr), usage_error,
+                   "attention: dropout ", opt.dropout, " needs 0 <= p < 1 and a generator");
+    const index_t Bn = sq[0], Tq = sq[1], Tk = sk[1], H = opt.heads, dh = dim / H;
+    const index_t Wq = sq[2], Wk = sk[2], Wv = sv[2];
+    const T alpha = static_cast<T>(opt.scale > 0 ? opt.scale : 1.0 / std::sqrt(static_cast<double>(dh)));
+    const Shape score_shape{Bn, H, Tq, Tk};
+    Tensor<T, B> M;
+    const row_broadcast map = detail::mask_rows("attention", score_shape, mask, M);
+
+    const auto Q = q.src.value().contiguous(), K = k.src.value().contiguous(), Vv = v.src.value().contiguous();
+    const T* qp = Q.data() + q.offset;
+    const T* kp = K.data() + k.offset;
+    const T* vp = Vv.data() + v.offset;
+    const index_t S = Tq * Tk;  // one head's score matrix
+
+    // scores = alpha q k^T, per (sequence, head); then softmax with the mask, in place
+    auto Pm = Tensor<T, B>::empty(score_shape);
+    P::gemm(gemm_args{false, true, Tq, Tk, dh, Wq, Wk, Tk, H, dh, dh, S, Bn, Tq * Wq, Tk * Wk, H * S}, alpha, qp, kp, T(0), Pm.data());
+    P::softmax_fwd(Bn * H * Tq, Tk, Pm.data(), T(1), M.defined() ? M.data() : nullptr, map, Pm.data());
+    // optional dropout on the probabilities
+    Tensor<T, B> drop, Pd = Pm;
+    if (opt.dropout > 0) {
+        drop = Tensor<T, B>::empty(score_shape);
+        P::dropout_mask(drop.numel(), static_cast<T>(opt.dropout), *gen, gen->reserve(static_cast<std::uint64_t>(drop.numel())),
+                        drop.data());
+        Pd = Tensor<T, B>::empty(score_shape);
+        P::mul(Pd.numel(), Pm.data(), drop.data(), Pd.data());
+    }
+    // out[b, :, h*dh:(h+1)*dh] = P[b, h] v[b, :, h]
+    auto O = Tensor<T, B>::empty({Bn, Tq, dim});
+    P::gemm(gemm_args{false, false, Tq, dh, Tk, Tk, Wv, dim, H, S, dh, dh, Bn, H * S, Tk * Wv, Tq * dim}, T(1), Pd.data(), vp, T(0),
+            O.data());
+
+    const index_t qo = q.offset, ko = k.offset, vo = v.offset;
+    return detail::make_result<T, B>(op_kind::attention, std::move(O), {q.src, k.src, v.src}, [=](Node<T, B>& nd) {
+        const T* dO = nd.grad.data();
+        auto dP = Tensor<T, B>::empty(score_shape);
+        // dPd = dO v^T
+        P::gemm(gemm_args{false, true, Tq, Tk, dh, dim, Wv, Tk, H, dh, dh, S, Bn, Tq * dim, Tk * Wv, H * S}, T(1), dO, vp, T(0),
+                dP.data());
+        // dv += Pd^T dO
+        if (T* dV = detail::parent_grad(nd, 2))
+            P::gemm(gemm_args{true, false, Tk, dh, Tq, Tk, dim, Wv, H, S, dh, dh, Bn, H * S, Tq * dim, Tk * Wv}, T(1), Pd.data(), dO, T(1),
+                    dV + vo);
+        if (drop.defined()) P::mul(dP.numel(), dP.data(), drop.data(), dP.data());
+        // dS = P * (dP - <P, dP>), in place
+        P::softmax_bwd(Bn * H * Tq, Tk, Pm.data(), dP.data(), T(1), dP.data(), /*accumulate=*/false);
+        // dq += alpha dS k ; dk += alpha dS^T q
+        if (T* dQ = detail::parent_grad(nd, 0))
+            P::gemm(gemm_args{false, false, Tq, dh, Tk, Tk, Wk, Wq, H, S, dh, dh, Bn, H * S, Tk * Wk, Tq * Wq}, alpha, dP.data(), kp, T(1),
+                    dQ + qo);
+        if (T* dK = detail::parent_grad(nd, 1))
+            P::gemm(gemm_args{true, false, Tk, dh, Tq, Tk, Wq, Wk, H, S, dh, dh, Bn, H * S, Tq * Wq, Tk * Wk}, alpha, dP.data(), qp, T(1),
+                    dK + ko);
+    });
+}
+
+/// Attention of a ragged set of queries over per-sequence keys: the running tokens of an
+/// adaptive-depth encoder attend to every (running or halted) token of their sequence.
+/// q.src: (Nq, Wq), the queries of sequence b being rows [q_offsets[b], q_offsets[b+1]);
+/// k.src, v.src: (B * T_, W) (or (B, T_, W)), row b*T_ + t; only keys t < key_lengths[b]
+/// exist. Result: (Nq, dim).
+///
+/// Implementation: the queries are scattered into a (B, M, Wq) block, M = the largest query
+/// count rounded up to a multiple of 8 (few distinct GEMM shapes, so oneDNN primitives are
+/// reused), and the batched attention runs on it with a key padding mask; the result rows
+/// are gathered back. Only this attention core pays for the padding — the projections and
+/// the feed-forward around it run on the compact rows.
+template <class T, class B>
+Var<T, B> ragged_attention(const projection_slice<T, B>& q, const std::vector<index_t>& q_offsets, const projection_slice<T, B>& k,
+                           const projection_slice<T, B>& v, index_t T_, const std::vector<index_t>& key_lengths, index_t dim, int heads) {
+    const index_t Bn = static_cast<index_t>(key_lengths.size());
+    const Shape& sq = q.src.shape();
+    const Shape& sk = k.src.shape();
+    const Shape& sv = v.src.shape();
+    DEPTHLAB_CHECK(sq.rank() == 2 && static_cast<index_t>(q_offsets.size()) == Bn + 1 && q_offsets.front() == 0 &&
+                       q_offsets.back() == sq[0],
+                   shape_error, "ragged_attention: queries ", sq, " with ", q_offsets.size(), " offsets for ", Bn, " sequences");
+    DEPTHLAB_CHECK(sk.numel() / sk.back() == Bn * T_ && sv.numel() / sv.back() == Bn * T_, shape_error, "ragged_attention: keys ",
+                   sk, " and values ", sv, " are not ", Bn, " sequences of ", T_, " rows");
+    index_t M = 0;
+    for (index_t b = 0; b < Bn; ++b) {
+        const index_t nb = q_offsets[b + 1] - q_offsets[b];
+        DEPTHLAB_CHECK(nb >= 0 && key_lengths[b] >= 0 && key_lengths[b] <= T_, shape_error, "ragged_attention: sequence ", b, " has ",
+                       nb, " queries and ", key_lengths[b], " keys (of at most ", T_, ")");
+        M = std::max(M, nb);
+    }
+    M = std::max<index_t>(1, (M + 7) / 8 * 8);
+    std::vector<std::int64_t> slot(static_cast<std::size_t>(sq[0]));  // query row -> row of the (B, M) block
+    for (index_t b = 0; b < Bn; ++b)
+        for (index_t i = q_offsets[b]; i < q_offsets[b + 1]; ++i) slot[i] = b * M + (i - q_offsets[b]);
+    const auto slots = detail::upload_ids<B>(slot);  // one upload for the scatter and the gather
+    const Var<T, B> q_block = reshape(scatter_rows(q.src, slots, Bn * M), {Bn, M, sq[1]});
+    const Var<T, B> k3 = reshape(k.src, {Bn, T_, sk.back()});
+    const Var<T, B> v3 = k.src.node_ptr() == v.src.node_ptr() ? k3 : reshape(v.src, {Bn, T_, sv.back()});
+    std::vector<index_t> lengths(key_lengths.begin(), key_lengths.end());
+    const Var<T, B> out = attention<T, B>({q_block, q.offset}, {k3, k.offset}, {v3, v.offset}, dim, {.heads = heads},
+                                          key_padding_mask<T, B>(lengths, T_));
+    Var<T, B> rows = gather_rows(reshape(out, {Bn * M, dim}), slots);
+    rows.node().op = op_kind::ragged_attention;
+    return rows;
+}
+
+}  // namespace depthlab
+// ---- end depthlab/autodiff/attention.hpp ----
+// ---- begin depthlab/nn/module.hpp ----
+// Module: a named tree of parameters, as in PyTorch. Parameter names follow state_dict
+// habits ("encoder.3.self_attention.q_proj.weight"), so checkpoints map one to one.
+// Parameters are Var handles: swapping a parameter's value (rewinding, interpolation)
+// never needs the model to be rebuilt.
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+
+namespace depthlab::nn {
+
+template <class T, class B>
+using named_parameter = std::pair<std::string, Var<T, B>>;
+
+/// True when a parameter name is `prefix` itself or lies below it ("prefix." + ...); an
+/// empty prefix matches everything. "encoder.1" does not match "encoder.10.x".
+inline bool is_under(const std::string& name, const std::string& prefix) {
+    if (prefix.empty() || name == prefix) return true;
+    return name.size() > prefix.size() && name.compare(0, prefix.size(), prefix) == 0 && name[prefix.size()] == '.';
+}
+
+template <class T, class B = backend::cpu>
+class Module {
+public:
+    using value_type = T;
+    using backend_type = B;
+
+    Module() = default;
+    Module(const Module&) = delete;
+    Module& operator=(const Module&) = delete;
+    virtual ~Module() = default;
+
+    /// Every parameter below this module, depth first, in registration order.
+    [[nodiscard]] std::vector<named_parameter<T, B>> named_parameters(const std::string& prefix = "") const {
+        std::vector<named_parameter<T, B>> out;
+        collect(prefix, out);
+        return out;
+    }
+    [[nodiscard]] std::vector<Var<T, B>> parameters() const {
+        std::vector<Var<T, B>> out;
+        for (auto& [name, p] : named_parameters()) out.push_back(p);
+        return out;
+    }
+    /// Parameter by its full name; throws naming the missing parameter.
+    [[nodiscard]] Var<T, B> parameter(const std::string& name) const {
+        for (auto& [n, p] : named_parameters())
+            if (n == name) return p;
+        throw error(detail::cat("Module: no parameter named '", name, "'"));
+    }
+    [[nodiscard]] index_t parameter_count() const {
+        index_t n = 0;
+        for (auto& [name, p] : named_parameters()) n += p.value().numel();
+        return n;
+    }
+    void zero_grad() {
+        for (auto& [name, p] : named_parameters()) p.zero_grad();
+    }
+    /// Direct children with their names.
+    [[nodiscard]] const std::vector<std::pair<std::string, Module*>>& children() const { return children_; }
+    /// Walks this module and every descendant with its full name.
+    void visit(const std::function<void(const std::string&, Module&)>& f, const std::string& prefix = "") {
+        f(prefix, *this);
+        for (auto& [name, child] : children_) child->visit(f, join(prefix, name));
+    }
+
+    /// Training mode switches dropout on; eval mode off (like nn.Module.train()/eval()).
+    void train(bool on = true) {
+        visit([on](const std::string&, Module& m) { m.training_ = on; });
+    }
+    void eval() { train(false); }
+    [[nodiscard]] bool is_training() const { return training_; }
+
+protected:
+    Var<T, B> register_parameter(const std::string& name, Tensor<T, B> value) {
+        Var<T, B> p = Var<T, B>::parameter(std::move(value));
+        params_.emplace_back(name, p);
+        return p;
+    }
+    /// Registers a child that this module owns (the caller keeps a reference or pointer).
+    template <class M>
+    M& register_module(const std::string& name, std::unique_ptr<M> m) {
+        M& ref = *m;
+        children_.emplace_back(name, &ref);
+        owned_.push_back(std::move(m));
+        return ref;
+    }
+    /// Registers a child owned elsewhere (e.g. one layer shared by every iteration).
+    void register_shared(const std::string& name, Module& m) { children_.emplace_back(name, &m); }
+
+private:
+    static std::string join(const std::string& a, const std::string& b) {
+        if (a.empty()) return b;
+        return b.empty() ? a : a + "." + b;
+    }
+    void collect(const std::string& prefix, std::vector<named_parameter<T, B>>& out) const {
+        for (auto& [name, p] : params_) out.emplace_back(join(prefix, name), p);
+        for (auto& [name, child] : children_) child->collect(join(prefix, name), out);
+    }
+
+    std::vector<named_parameter<T, B>> params_;
+    std::vector<std::pair<std::string, Module*>> children_;
+    std::vector<std::unique_ptr<Module>> owned_;
+    bool training_ = true;
+};
+
+}  // namespace depthlab::nn
+// ---- end depthlab/nn/module.hpp ----
+// ---- begin depthlab/nn/layers.hpp ----
+// Basic layers: Linear, LayerNorm, Embedding. Parameter names and layouts follow PyTorch
+// (Linear.weight is (out, in)), so state dicts map one to one.
+#include <cmath>
+
+
+namespace depthlab::nn {
+
+/// How weights are initialised.
+enum class init_scheme {
+    pytorch,  // nn.Linear default: U(-1/sqrt(in), 1/sqrt(in)) for weight and bias
+    bert,     // N(0, 0.02) weights, zero biases (BERT / ALBERT)
+    xavier,   // U(-sqrt(6/(in+out)), +) weights, zero biases (Transformer base, fairseq)
+};
+
+template <class T, class B = backend::cpu>
+class Linear : public Module<T, B> {
+public:
+    Linear(index_t in, index_t out, Generator& gen, init_scheme init = init_scheme::pytorch, bool with_bias = true)
+        : in_features(in), out_features(out) {
+        Tensor<T, B> w, b;
+        switch (init) {
+            case init_scheme::pytorch: {
+                const double bound = 1.0 / std::sqrt(static_cast<double>(in));
+                w = Tensor<T, B>::uniform({out, in}, gen, -bound, bound);
+                b = Tensor<T, B>::uniform({out}, gen, -bound, bound);
+                break;
+            }
+            case init_scheme::bert:
+                w = Tensor<T, B>::randn({out, in}, gen, 0.02);
+                b = Tensor<T, B>::zeros({out});
+                break;
+            case init_scheme::xavier: {
+                const double bound = std::sqrt(6.0 / static_cast<double>(in + out));
+                w = Tensor<T, B>::uniform({out, in}, gen, -bound, bound);
+                b = Tensor<T, B>::zeros({out});
+                break;
+            }
+        }
+        weight = this->register_parameter("weight", std::move(w));
+        if (with_bias) bias = this->register_parameter("bias", std::move(b));
+    }
+    /// x: (..., in) -> (..., out)
+    Var<T, B> operator()(const Var<T, B>& x) const { return linear(x, weight, bias); }
+
+    index_t in_features, out_features;
+    Var<T, B> weight, bias;
+};
+
+template <class T, class B = backend::cpu>
+class LayerNorm : public Module<T, B> {
+public:
+    explicit LayerNorm(index_t dim, double eps = 1e-5) : eps(eps) {
+        weight = this->register_parameter("weight", Tensor<T, B>::ones({dim}));
+        bias = this->register_parameter("bias", Tensor<T, B>::zeros({dim}));
+    }
+    /// x: (..., dim)
+    Var<T, B> operator()(const Var<T, B>& x) const { return layer_norm(x, weight, bias, static_cast<T>(eps)); }
+
+    double eps;
+    Var<T, B> weight, bias;
+};
+
+template <class T, class B = backend::cpu>
+class Embedding : public Module<T, B> {
+public:
+    Embedding(index_t num, index_t dim, Generator& gen, double stddev = 1.0) {
+        weight = this->register_parameter("weight", Tensor<T, B>::randn({num, dim}, gen, stddev));
+    }
+    /// ids of shape `shape` -> shape + (dim)
+    Var<T, B> operator()(std::span<const std::int64_t> ids, const Shape& shape) const { return embedding(weight, ids, shape); }
+
+    [[nodiscard]] index_t num_embeddings() const { return weight.shape()[0]; }
+    [[nodiscard]] index_t dim() const { return weight.shape()[1]; }
+    Var<T, B> weight;
+};
+
+}  // namespace depthlab::nn
+// ---- end depthlab/nn/layers.hpp ----
+// ---- begin depthlab/nn/transformer.hpp ----
+// Transformer building blocks: multi-head attention, feed-forward, residual sub-layers
+// (post-LN by default, pre-LN as an option), encoder and decoder layers, and stacks whose
+// depth policy is a template argument: `untied` (L distinct layers) or `tied` (one layer
+// applied L times, ALBERT). Sizes are run-time; the number of iterations of a stack is a
+// run-time argument, so a tied model can run deeper or shallower than it was trained.
+//
+// Sub-layers are the unit of the component analyses: each `Residual` is addressable by its
+// name ("encoder.3.self_attention", "decoder.5.cross_attention", "decoder.5.feed_forward"),
+// owns its branch and its LayerNorm (parameters under that name), and can be switched off:
+// then its branch outputs zero and only the residual path remains — in a post-LN layer the
+// LayerNorm still normalises that path (y = LN(x)); in a pre-LN layer y = x.
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+
+namespace depthlab::nn {
+
+enum class activation { gelu, relu };
+
+struct transformer_config {
+    index_t dim = 256;              // model width H
+    int heads = 4;
+    index_t ff_dim = 1024;
+    activation act = activation::gelu;  // GELU is the tanh approximation
+    double dropout = 0.1;           // on residual branches and after the FF activation
+    double attention_dropout = 0.1; // on attention probabilities
+    bool norm_first = false;        // false: post-LN (both papers); true: pre-LN
+    double ln_eps = 1e-5;
+    init_scheme init = init_scheme::pytorch;
+};
+
+// ---- masks (additive: 0 keeps, -inf removes) ----
+/// (B, 1, 1, T) from per-sequence lengths: positions >= length are padding.
+template <class T, class B = backend::cpu>
+Tensor<T, B> padding_mask(const std::vector<index_t>& lengths, index_t T_) {
+    return key_padding_mask<T, B>(lengths, T_);
+}
+/// (T, T): query i sees keys j <= i.
+template <class T, class B = backend::cpu>
+Tensor<T, B> causal_mask(index_t T_) {
+    std::vector<T> m(static_cast<std::size_t>(T_ * T_), T(0));
+    for (index_t i = 0; i < T_; ++i)
+        for (index_t j = i + 1; j < T_; ++j) m[i * T_ + j] = -std::numeric_limits<T>::infinity();
+    return Tensor<T, B>::from({T_, T_}, m);
+}
+/// (B, 1, T, T): causal and padding together (decoder self-attention on padded batches).
+template <class T, class B = backend::cpu>
+Tensor<T, B> causal_padding_mask(const std::vector<index_t>& lengths, index_t T_) {
+    // built on the host (the masks' host copies: no device round trip), then uploaded
+    const auto pad = padding_mask<T, backend::cpu>(lengths, T_).to_host();
+    const auto cau = causal_mask<T, backend::cpu>(T_).to_host();
+    const index_t Bn = static_cast<index_t>(lengths.size());
+    std::vector<T> m(static_cast<std::size_t>(Bn * T_ * T_));
+    for (index_t b = 0; b < Bn; ++b)
+        for (index_t i = 0; i < T_; ++i)
+            for (index_t j = 0; j < T_; ++j) m[(b * T_ + i) * T_ + j] = pad[b * T_ + j] + cau[i * T_ + j];
+    return Tensor<T, B>::from({Bn, 1, T_, T_}, m);
+}
+
+// ---- attention ----
+/// Multi-head attention with PyTorch's parameter layout: in_proj_weight (3D, D) packs
+/// W_q, W_k, W_v; out_proj is a Linear(D, D).
+template <class T, class B = backend::cpu>
+class MultiHeadAttention : public Module<T, B> {
+public:
+    MultiHeadAttention(const transformer_config& cfg, Generator& gen) : cfg_(cfg), rng_(&gen) {
+        const index_t D = cfg.dim;
+        DEPTHLAB_CHECK(D % cfg.heads == 0, shape_error, "MultiHeadAttention: dim ", D, " not divisible by ", cfg.heads, " heads");
+        Tensor<T, B> w = cfg.init == init_scheme::bert
+                             ? Tensor<T, B>::randn({3 * D, D}, gen, 0.02)
+                             : Tensor<T, B>::uniform({3 * D, D}, gen, -std::sqrt(6.0 / (4.0 * D)), std::sqrt(6.0 / (4.0 * D)));
+        in_proj_weight = this->register_parameter("in_proj_weight", std::move(w));
+        in_proj_bias = this->register_parameter("in_proj_bias", Tensor<T, B>::zeros({3 * D}));
+        out_proj = &this->register_module("out_proj", std::make_unique<Linear<T, B>>(D, D, gen, cfg.init));
+        if (cfg.init == init_scheme::pytorch) out_proj->bias.value().zero_();  // as nn.MultiheadAttention
+    }
+    /// Self-attention. x: (B, T, D); mask additive, broadcastable to (B, H, T, T).
+    Var<T, B> operator()(const Var<T, B>& x, const Tensor<T, B>& mask = {}) const {
+        const index_t D = cfg_.dim;
+        const Var<T, B> qkv = linear(x, in_proj_weight, in_proj_bias);  // (B, T, 3D)
+        return (*out_proj)(attention<T, B>({qkv, 0}, {qkv, D}, {qkv, 2 * D}, D, options(), mask, rng_));
+    }
+    /// Cross-attention: queries from x (B, Tq, D), keys and values from memory (B, Tk, D).
+    Var<T, B> operator()(const Var<T, B>& x, const Var<T, B>& memory, const Tensor<T, B>& mask) const {
+        const index_t D = cfg_.dim;
+        const Var<T, B> q = linear(x, slice(in_proj_weight, 0, 0, D), slice(in_proj_bias, 0, 0, D));
+        const Var<T, B> kv = linear(memory, slice(in_proj_weight, 0, D, 3 * D), slice(in_proj_bias, 0, D, 3 * D));
+        return (*out_proj)(attention<T, B>({q, 0}, {kv, 0}, {kv, D}, D, options(), mask, rng_));
+    }
+
+    // ---- incremental decoding (inference only: call under depthlab::no_grad, eval mode) ----
+    /// Self-attention of ONE new position per row over the positions before it, with a
+    /// key/value cache. x: (N, 1, D), the input at position t of each of N rows; kv_cache:
+    /// (N, capacity, 2D), contiguous, row n holding [K | V] of positions 0..t-1 of that
+    /// row. Writes this position's [K | V] at index t, then the query attends over positions
+    /// 0..t (no mask needed: every cached position precedes it). Returns (N, 1, D); equals
+    /// row t of the full causal self-attention over positions 0..t. No dropout, no gradient.
+    Var<T, B> step(const Var<T, B>& x, Tensor<T, B>& kv_cache, index_t t) const {
+        using P = primitives<B>;
+        const index_t D = cfg_.dim;
+        const Shape& sx = x.shape();
+        const Shape& sc = kv_cache.shape();
+        DEPTHLAB_CHECK(!grad_enabled(), usage_error, "MultiHeadAttention::step: incremental decoding is inference only (use depthlab::no_grad)");
+        DEPTHLAB_CHECK(sx.rank() == 3 && sx[1] == 1 && sx[2] == D && sc.rank() == 3 && sc[0] == sx[0] && sc[2] == 2 * D &&
+                           kv_cache.is_contiguous(),
+                       shape_error, "MultiHeadAttention::step: input ", sx, " and cache ", sc, " (expected (N, 1, ", D, ") and a contiguous (N, capacity, ",
+                       2 * D, "))");
+        DEPTHLAB_CHECK(t >= 0 && t < sc[1], index_error, "MultiHeadAttention::step: position ", t, " outside the cache capacity ", sc[1]);
+        const Var<T, B> qkv = linear(x, in_proj_weight, in_proj_bias);  // (N, 1, 3D)
+        kv_cache.slice(1, t, t + 1).copy_(qkv.value().slice(2, D, 3 * D));
+        const index_t N = sx[0], cap = sc[1], Tk = t + 1, H = cfg_.heads, dh = D / H, W = 2 * D, Wq = 3 * D;
+        const T alpha = static_cast<T>(1.0 / std::sqrt(static_cast<double>(dh)));
+        // scores (N, H, 1, Tk) = alpha q_h K_h^T, per (row, head), straight out of the cache
+        auto S = Tensor<T, B>::empty({N, H, 1, Tk});
+        P::gemm(gemm_args{false, true, 1, Tk, dh, Wq, W, Tk, H, dh, dh, Tk, N, Wq, cap * W, H * Tk}, alpha, qkv.value().data(),
+                kv_cache.data(), T(0), S.data());
+        P::softmax_fwd(N * H, Tk, S.data(), T(1), static_cast<const T*>(nullptr), row_broadcast{}, S.data());
+        // out[n, 0, h*dh:(h+1)*dh] = P[n, h] V_h
+        auto O = Tensor<T, B>::empty({N, 1, D});
+        P::gemm(gemm_args{false, false, 1, dh, Tk, Tk, W, D, H, Tk, dh, dh, N, H * Tk, cap * W, D}, T(1), S.data(), kv_cache.data() + D,
+                T(0), O.data());
+        return (*out_proj)(Var<T, B>::constant(std::move(O)));
+    }
+    /// [K | V] of a memory (N, Tk, D) for cross-attention: (N, Tk, 2D). Computed once per
+    /// source sentence, then used by every step_cross.
+    Tensor<T, B> project_memory(const Var<T, B>& memory) const {
+        const index_t D = cfg_.dim;
+        return linear(memory, slice(in_proj_weight, 0, D, 3 * D), slice(in_proj_bias, 0, D, 3 * D)).value();
+    }
+    /// Cross-attention of x (N, Tq, D) over a projected memory (project_memory: (N, Tk, 2D));
+    /// mask additive, broadcastable to (N, H, Tq, Tk). Same result as operator()(x, memory,
+    /// mask) in eval mode.
+    Var<T, B> step_cross(const Var<T, B>& x, const Tensor<T, B>& memory_kv, const Tensor<T, B>& mask) const {
+        const index_t D = cfg_.dim;
+        DEPTHLAB_CHECK(memory_kv.rank() == 3 && memory_kv.dim(2) == 2 * D, shape_error, "MultiHeadAttention::step_cross: projected memory ",
+                       memory_kv.shape(), " (expected (N, Tk, ", 2 * D, "))");
+        const Var<T, B> q = linear(x, slice(in_proj_weight, 0, 0, D), slice(in_proj_bias, 0, 0, D));
+        const Var<T, B> kv = Var<T, B>::constant(memory_kv);
+        return (*out_proj)(attention<T, B>({q, 0}, {kv, 0}, {kv, D}, D, options(), mask, rng_));
+    }
+
+    Var<T, B> in_proj_weight, in_proj_bias;
+    Linear<T, B>* out_proj;
+
+private:
+    attention_options options() const {
+        return {.heads = cfg_.heads, .scale = 0, .dropout = this->is_training() ? cfg_.attention_dropout : 0.0};
+    }
+    transformer_config cfg_;
+    Generator* rng_;
+};
+
+/// linear2(dropout(act(linear1(x)))), as in torch.nn.TransformerEncoderLayer.
+template <class T, class B = backend::cpu>
+class FeedForward : public Module<T, B> {
+public:
+    FeedForward(const transformer_config& cfg, Generator& gen) : cfg_(cfg), rng_(&gen) {
+        linear1 = &this->register_module("linear1", std::make_unique<Linear<T, B>>(cfg.dim, cfg.ff_dim, gen, cfg.init));
+        linear2 = &this->register_module("linear2", std::make_unique<Linear<T, B>>(cfg.ff_dim, cfg.dim, gen, cfg.init));
+    }
+    /// x: (..., D) -> (..., D)
+    Var<T, B> operator()(const Var<T, B>& x) const {
+        Var<T, B> h = (*linear1)(x);
+        h = cfg_.act == activation::gelu ? gelu(h) : relu(h);
+        h = dropout(h, static_cast<T>(cfg_.dropout), *rng_, this->is_training());
+        return (*linear2)(h);
+    }
+    Linear<T, B>* linear1;
+    Linear<T, B>* linear2;
+
+private:
+    transformer_config cfg_;
+    Generator* rng_;
+};
+
+// ---- residual sub-layers ----
+enum class sublayer_type { self_attention, cross_attention, feed_forward };
+inline const char* to_string(sublayer_type t) {
+    switch (t) {
+        case sublayer_type::self_attention: return "self_attention";
+        case sublayer_type::cross_attention: return "cross_attention";
+        default: return "feed_forward";
+    }
+}
+
+/// What the analyses see of a sub-layer, whatever its branch type.
+struct residual_base {
+    sublayer_type type;
+    bool enabled = true;  // false: the branch outputs zero (ablation)
+    explicit residual_base(sublayer_type t) : type(t) {}
+    virtual ~residual_base() = default;
+};
+
+/// post-LN: y = LN(x + Drop(branch(x, ...)));  pre-LN: y = x + Drop(branch(LN(x), ...)).
+/// The branch's parameters are named directly under this sub-layer, its norm as ".norm".
+template <class Branch, class T, class B = backend::cpu>
+class Residual : public Module<T, B>, public residual_base {
+public:
+    Residual(sublayer_type t, const transformer_config& cfg, Generator& gen)
+        : residual_base(t), branch(cfg, gen), norm(cfg.dim, cfg.ln_eps), cfg_(cfg), rng_(&gen) {
+        this->register_shared("", branch);
+        this->register_shared("norm", norm);
+    }
+    template <class... Args>
+    Var<T, B> operator()(const Var<T, B>& x, Args&&... args) const {
+        return wrap(x, [&](const Var<T, B>& h) { return branch(h, std::forward<Args>(args)...); });
+    }
+    /// The sub-layer around any computation of the branch, f(branch input) -> branch output
+    /// (e.g. an incremental attention step with a cache): the same residual, LayerNorm,
+    /// dropout and ablation as operator(). An ablated sub-layer never calls f.
+    template <class F>
+    Var<T, B> wrap(const Var<T, B>& x, F&& f) const {
+        const T p = static_cast<T>(cfg_.dropout);
+        const bool train = this->is_training();
+        if (cfg_.norm_first) {
+            if (!enabled) return x;
+            return x + dropout(f(norm(x)), p, *rng_, train);
+        }
+        if (!enabled) return norm(x);
+        return norm(x + dropout(f(x), p, *rng_, train));
+    }
+    Branch branch;
+    LayerNorm<T, B> norm;
+
+private:
+    transformer_config cfg_;
+    Generator* rng_;
+};
+
+template <class T, class B = backend::cpu>
+class EncoderLayer : public Module<T, B> {
+public:
+    EncoderLayer(const transformer_config& cfg, Generator& gen)
+        : self_attention(sublayer_type::self_attention, cfg, gen), feed_forward(sublayer_type::feed_forward, cfg, gen) {
+        this->register_shared("self_attention", self_attention);
+        this->register_shared("feed_forward", feed_forward);
+    }
+    /// x: (B, T, D); mask: additive, broadcastable to (B, H, T, T)
+    Var<T, B> operator()(const Var<T, B>& x, const Tensor<T, B>& mask = {}) const { return feed_forward(self_attention(x, mask)); }
+
+    Residual<MultiHeadAttention<T, B>, T, B> self_attention;
+    Residual<FeedForward<T, B>, T, B> feed_forward;
+};
+
+template <class T, class B = backend::cpu>
+class DecoderLayer : public Module<T, B> {
+public:
+    DecoderLayer(const transformer_config& cfg, Generator& gen)
+        : self_attention(sublayer_type::self_attention, cfg, gen),
+          cross_attention(sublayer_type::cross_attention, cfg, gen),
+          feed_forward(sublayer_type::feed_forward, cfg, gen) {
+        this->register_shared("self_attention", self_attention);
+        this->register_shared("cross_attention", cross_attention);
+        this->register_shared("feed_forward", feed_forward);
+    }
+    /// x: (B, Tq, D), memory: (B, Tk, D); self_mask (causal [+ padding]), memory_mask (padding)
+    Var<T, B> operator()(const Var<T, B>& x, const Var<T, B>& memory, const Tensor<T, B>& self_mask,
+                         const Tensor<T, B>& memory_mask = {}) const {
+        return feed_forward(cross_attention(self_attention(x, self_mask), memory, memory_mask));
+    }
+    /// One new position per row (incremental decoding, under no_grad): x (N, 1, D) at
+    /// position t; self_kv (N, capacity, 2D) the self-attention cache (position t is
+    /// written); memory_kv (N, Tk, 2D) = cross_attention.branch.project_memory(memory);
+    /// memory_mask additive, broadcastable to (N, H, 1, Tk). Equals row t of operator().
+    Var<T, B> step(const Var<T, B>& x, Tensor<T, B>& self_kv, const Tensor<T, B>& memory_kv, const Tensor<T, B>& memory_mask,
+                   index_t t) const {
+        Var<T, B> h = self_attention.wrap(x, [&](const Var<T, B>& in) { return self_attention.branch.step(in, self_kv, t); });
+        h = cross_attention.wrap(h, [&](const Var<T, B>& in) { return cross_attention.branch.step_cross(in, memory_kv, memory_mask); });
+        return feed_forward(h);
+    }
+
+    Residual<MultiHeadAttention<T, B>, T, B> self_attention;
+    Residual<MultiHeadAttention<T, B>, T, B> cross_attention;
+    Residual<FeedForward<T, B>, T, B> feed_forward;
+};
+
+// ---- stacks ----
+/// Depth policies.
+struct untied {
+    static constexpr bool is_tied = false;
+};
+struct tied {
+    static constexpr bool is_tied = true;
+};
+
+/// `depth` layers (untied, named "0", "1", ...) or one layer named "shared" applied
+/// `depth` times (tied). forward(iterations, ...) runs any number of iterations of a tied
+/// stack; an untied stack runs at most its depth.
+template <class Layer, class Tying, class T, class B = backend::cpu>
+class Stack : public Module<T, B> {
+public:
+    Stack(int depth, const transformer_config& cfg, Generator& gen) : depth(depth) {
+        DEPTHLAB_CHECK(depth >= 1, usage_error, "Stack: depth ", depth, " < 1");
+        if constexpr (Tying::is_tied) {
+            layers_.push_back(&this->register_module("shared", std::make_unique<Layer>(cfg, gen)));
+        } else {
+            for (int i = 0; i < depth; ++i) layers_.push_back(&this->register_module(std::to_string(i), std::make_unique<Layer>(cfg, gen)));
+        }
+    }
+    /// The layer applied at iteration i (the shared one when tied).
+    [[nodiscard]] Layer& layer(int i) const {
+        DEPTHLAB_CHECK(i >= 0 && (Tying::is_tied || i < depth), index_error, "Stack: layer ", i, " of ", depth);
+        return *layers_[Tying::is_tied ? 0 : static_cast<std::size_t>(i)];
+    }
+    /// Applies `iterations` layers (default: depth) to x, passing the extra arguments on.
+    template <class... Args>
+    Var<T, B> forward(int iterations, Var<T, B> x, const Args&... args) const {
+        if (iterations < 0) iterations = depth;
+        DEPTHLAB_CHECK(Tying::is_tied || iterations <= depth, usage_error, "Stack: ", iterations, " iterations on an untied stack of depth ",
+                       depth);
+        for (int i = 0; i < iterations; ++i) x = layer(i)(x, args...);
+        return x;
+    }
+    int depth;
+
+private:
+    std::vector<Layer*> layers_;
+};
+
+// ---- addressing sub-layers ----
+/// Every residual sub-layer below `m`, with its full name, in model order.
+template <class T, class B>
+std::vector<std::pair<std::string, residual_base*>> sublayers(Module<T, B>& m) {
+    std::vector<std::pair<std::string, residual_base*>> out;
+    m.visit([&](const std::string& name, Module<T, B>& mod) {
+        if (auto* r = dynamic_cast<residual_base*>(&mod)) out.emplace_back(name, r);
+    });
+    return out;
+}
+
+/// Parameters whose names lie under a module name (exactly `prefix.` + ...).
+template <class T, class B>
+std::vector<named_parameter<T, B>> parameters_under(const Module<T, B>& m, const std::string& prefix) {
+    std::vector<named_parameter<T, B>> out;
+    for (auto& np : m.named_parameters())
+        if (is_under(np.first, prefix)) out.push_back(np);
+    return out;
+}
+
+}  // namespace depthlab::nn
+// ---- end depthlab/nn/transformer.hpp ----
+// ---- begin depthlab/nn/models.hpp ----
+// Models of the two studies: an ALBERT-style encoder (factorised embedding E -> H, a stack
+// of encoder layers — tied by default —, an MLM head tied to the token embedding, a pooler
+// and a 2-way sentence-order head) and an encoder-decoder Transformer for translation.
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+
+namespace depthlab::nn {
+
+// ----------------------------------------------------------------------------- ALBERT
+struct albert_config {
+    index_t vocab = 8000;
+    index_t embed = 128;      // E (factorised embedding size)
+    index_t max_len = 128;
+    index_t segments = 2;
+    int depth = 6;            // iterations of the (tied) stack; N_max with ACT
+    transformer_config layer{.dim = 256, .heads = 4, .ff_dim = 1024, .act = activation::gelu, .dropout = 0.1,
+                             .attention_dropout = 0.1, .norm_first = false, .ln_eps = 1e-12, .init = init_scheme::bert};
+};
+
+/// A batch of token sequences: ids and segment ids (B*T, row-major) plus lengths.
+struct token_batch {
+    index_t batch = 0, length = 0;
+    std::vector<std::int64_t> ids, segments;
+    std::vector<index_t> lengths;  // real tokens per sequence; the rest is padding
+};
+
+template <class T, class B = backend::cpu>
+class AlbertEmbeddings : public Module<T, B> {
+public:
+    AlbertEmbeddings(const albert_config& c, Generator& gen) : cfg_(c), rng_(&gen) {
+        word = &this->register_module("word_embeddings", std::make_unique<Embedding<T, B>>(c.vocab, c.embed, gen, 0.02));
+        position = &this->register_module("position_embeddings", std::make_unique<Embedding<T, B>>(c.max_len, c.embed, gen, 0.02));
+        segment = &this->register_module("token_type_embeddings", std::make_unique<Embedding<T, B>>(c.segments, c.embed, gen, 0.02));
+        norm = &this->register_module("norm", std::make_unique<LayerNorm<T, B>>(c.embed, c.layer.ln_eps));
+        projection = &this->register_module("projection", std::make_unique<Linear<T, B>>(c.embed, c.layer.dim, gen, c.layer.init));
+    }
+    /// -> (B, T, H)
+    Var<T, B> operator()(const token_batch& b) const {
+        DEPTHLAB_CHECK(b.length <= cfg_.max_len, shape_error, "AlbertEmbeddings: sequence length ", b.length, " > max_len ", cfg_.max_len);
+        std::vector<std::int64_t> pos(static_cast<std::size_t>(b.length));
+        for (index_t t = 0; t < b.length; ++t) pos[t] = t;
+        Var<T, B> e = (*word)(b.ids, {b.batch, b.length});
+        e = add(e, (*position)(pos, {b.length}));
+        e = e + (*segment)(b.segments, {b.batch, b.length});
+        e = dropout((*norm)(e), static_cast<T>(cfg_.layer.dropout), *rng_, this->is_training());
+        return (*projection)(e);
+    }
+    Embedding<T, B>*word, *position, *segment;
+    LayerNorm<T, B>* norm;
+    Linear<T, B>* projection;
+
+private:
+    albert_config cfg_;
+    Generator* rng_;
+};
+
+/// ALBERT's MLM head at selected flat positions (b * T + t) only — the other positions are
+/// never projected to the vocabulary: dense H -> E, GELU, LN, then the decoder tied to the
+/// token embedding (transposed) plus an output bias. hidden: (B, T, H) -> (n, V).
+template <class T, class B>
+Var<T, B> albert_mlm_logits(const Var<T, B>& hidden, std::span<const std::int64_t> positions, const Linear<T, B>& dense,
+                            const LayerNorm<T, B>& norm, const Var<T, B>& word_embedding, const Var<T, B>& bias) {
+    const Shape& s = hidden.shape();
+    Var<T, B> h = gather_rows(reshape(hidden, {s[0] * s[1], s[2]}), positions);
+    return linear(norm(gelu(dense(h))), word_embedding, bias);
+}
+/// Sentence-order (or classification) logits from the pooled [CLS] token: dense + tanh,
+/// then the classifier. hidden: (B, T, H) -> (B, classes).
+template <class T, class B>
+Var<T, B> albert_sop_logits(const Var<T, B>& hidden, const Linear<T, B>& pooler, const Linear<T, B>& classifier) {
+    const Shape& s = hidden.shape();
+    std::vector<std::int64_t> cls(static_cast<std::size_t>(s[0]));
+    for (index_t b = 0; b < s[0]; ++b) cls[b] = b * s[1];
+    return classifier(depthlab::tanh(pooler(gather_rows(reshape(hidden, {s[0] * s[1], s[2]}), cls))));
+}
+
+/// ALBERT: embeddings -> Stack<EncoderLayer, Tying> -> heads. Tying defaults to `tied`.
+template <class T, class B = backend::cpu, class Tying = tied>
+class Albert : public Module<T, B> {
+public:
+    explicit Albert(const albert_config& c, std::uint64_t seed = 0) : cfg(c), gen_(seed) {
+        embeddings = &this->register_module("embeddings", std::make_unique<AlbertEmbeddings<T, B>>(c, gen_));
+        encoder = &this->register_module("encoder", std::make_unique<Stack<EncoderLayer<T, B>, Tying, T, B>>(c.depth, c.layer, gen_));
+        mlm_dense = &this->register_module("mlm.dense", std::make_unique<Linear<T, B>>(c.layer.dim, c.embed, gen_, c.layer.init));
+        mlm_norm = &this->register_module("mlm.norm", std::make_unique<LayerNorm<T, B>>(c.embed, c.layer.ln_eps));
+        mlm_bias = this->register_parameter("mlm.bias", Tensor<T, B>::zeros({c.vocab}));
+        pooler = &this->register_module("pooler", std::make_unique<Linear<T, B>>(c.layer.dim, c.layer.dim, gen_, c.layer.init));
+        sop = &this->register_module("sop_classifier", std::make_unique<Linear<T, B>>(c.layer.dim, 2, gen_, c.layer.init));
+    }
+    /// Hidden states (B, T, H) after `iterations` layers (default: the configured depth).
+    Var<T, B> encode(const token_batch& b, int iterations = -1) const {
+        return encoder->forward(iterations, (*embeddings)(b), padding_mask<T, B>(b.lengths, b.length));
+    }
+    /// MLM logits (n, V) at the given flat positions (b * T + t) only.
+    Var<T, B> mlm_logits(const Var<T, B>& hidden, std::span<const std::int64_t> positions) const {
+        return albert_mlm_logits(hidden, positions, *mlm_dense, *mlm_norm, embeddings->word->weight, mlm_bias);
+    }
+    /// Sentence-order logits (B, 2) from the pooled first ([CLS]) token.
+    Var<T, B> sop_logits(const Var<T, B>& hidden) const { return albert_sop_logits(hidden, *pooler, *sop); }
+
+    albert_config cfg;
+    AlbertEmbeddings<T, B>* embeddings;
+    Stack<EncoderLayer<T, B>, Tying, T, B>* encoder;
+    Linear<T, B>* mlm_dense;
+    LayerNorm<T, B>* mlm_norm;
+    Var<T, B> mlm_bias;
+    Linear<T, B>* pooler;
+    Linear<T, B>* sop;
+    /// The generator behind dropout masks (saved with checkpoints for exact resumption).
+    Generator& rng() { return gen_; }
+
+private:
+    Generator gen_;
+};
+
+// ------------------------------------------------------------------ encoder-decoder
+struct seq2seq_config {
+    index_t src_vocab = 4000, tgt_vocab = 4000;
+    bool share_embeddings = false;  // one table for source and target (joint vocabulary)
+    bool tie_output = true;         // output projection = target embedding^T
+    int encoder_layers = 6, decoder_layers = 6;
+    index_t max_len = 256;
+    transformer_config layer{.dim = 512, .heads = 8, .ff_dim = 2048, .act = activation::relu, .dropout = 0.1,
+                             .attention_dropout = 0.1, .norm_first = false, .ln_eps = 1e-5, .init = init_scheme::xavier};
+};
+
+/// Sinusoidal positions (Vaswani et al.): (max_len, D).
+template <class T, class B = backend::cpu>
+Tensor<T, B> sinusoidal_positions(index_t max_len, index_t D) {
+    std::vector<T> p(static_cast<std::size_t>(max_len * D));
+    for (index_t t = 0; t < max_len; ++t)
+        for (index_t i = 0; i < D; i += 2) {
+            const double f = std::pow(10000.0, -static_cast<double>(i) / static_cast<double>(D));
+            p[t * D + i] = static_cast<T>(std::sin(t * f));
+            if (i + 1 < D) p[t * D + i + 1] = static_cast<T>(std::cos(t * f));
+        }
+    return Tensor<T, B>::from({max_len, D}, p);
+}
+
+template <class T, class B = backend::cpu>
+class Seq2SeqTransformer : public Module<T, B> {
+public:
+    explicit Seq2SeqTransformer(const seq2seq_config& c, std::uint64_t seed = 0)
+        : cfg(c), gen_(seed), positions_(sinusoidal_positions<T, B>(c.max_len, c.layer.dim)) {
+        const index_t D = c.layer.dim;
+        const double std_emb = std::pow(static_cast<double>(D), -0.5);
+        src_embed = &this->register_module("src_embed", std::make_unique<Embedding<T, B>>(c.src_vocab, D, gen_, std_emb));
+        if (c.share_embeddings) {
+            DEPTHLAB_CHECK(c.src_vocab == c.tgt_vocab, usage_error, "Seq2SeqTransformer: shared embeddings need one vocabulary (",
+                           c.src_vocab, " vs ", c.tgt_vocab, ")");
+            tgt_embed = src_embed;
+        } else {
+            tgt_embed = &this->register_module("tgt_embed", std::make_unique<Embedding<T, B>>(c.tgt_vocab, D, gen_, std_emb));
+        }
+        encoder = &this->register_module("encoder", std::make_unique<Stack<EncoderLayer<T, B>, untied, T, B>>(c.encoder_layers, c.layer, gen_));
+        decoder = &this->register_module("decoder", std::make_unique<Stack<DecoderLayer<T, B>, untied, T, B>>(c.decoder_layers, c.layer, gen_));
+        if (c.layer.norm_first) {
+            encoder_norm = &this->register_module("encoder_norm", std::make_unique<LayerNorm<T, B>>(D, c.layer.ln_eps));
+            decoder_norm = &this->register_module("decoder_norm", std::make_unique<LayerNorm<T, B>>(D, c.layer.ln_eps));
+        }
+        if (!c.tie_output)
+            output = &this->register_module("output_projection", std::make_unique<Linear<T, B>>(D, c.tgt_vocab, gen_, c.layer.init, false));
+    }
+    /// Source ids (B*Ts) -> memory (B, Ts, D).
+    Var<T, B> encode(const token_batch& src) const {
+        Var<T, B> x = embed(*src_embed, src);
+        x = encoder->forward(-1, x, padding_mask<T, B>(src.lengths, src.length));
+        return encoder_norm ? (*encoder_norm)(x) : x;
+    }
+    /// Target input ids (B*Tt, starting with BOS) -> logits (B, Tt, V_tgt).
+    Var<T, B> decode(const Var<T, B>& memory, const token_batch& src, const token_batch& tgt_in) const {
+        Var<T, B> y = embed(*tgt_embed, tgt_in);
+        y = decoder->forward(-1, y, memory, causal_padding_mask<T, B>(tgt_in.lengths, tgt_in.length),
+                             padding_mask<T, B>(src.lengths, src.length));
+        return output_logits(y);
+    }
+    /// Target ids of ONE position `t` for N rows (incremental decoding): sqrt(D) *
+    /// embedding + position t, dropout as in decode -> (N, 1, D).
+    Var<T, B> embed_target_at(std::span<const std::int64_t> ids, index_t t) const {
+        DEPTHLAB_CHECK(t >= 0 && t < cfg.max_len, shape_error, "Seq2SeqTransformer: position ", t, " >= max_len ", cfg.max_len);
+        const auto N = static_cast<index_t>(ids.size());
+        Var<T, B> e = scale((*tgt_embed)(ids, {N, 1}), static_cast<T>(std::sqrt(static_cast<double>(cfg.layer.dim))));
+        e = add(e, Var<T, B>::constant(positions_.slice(0, t, t + 1)));
+        return dropout(e, static_cast<T>(cfg.layer.dropout), gen_, this->is_training());
+    }
+    /// Decoder states (..., D) -> logits (..., V_tgt): the final LayerNorm (pre-LN models),
+    /// then the output projection (the target embedding^T when tied).
+    Var<T, B> output_logits(Var<T, B> y) const {
+        if (decoder_norm) y = (*decoder_norm)(y);
+        return output ? (*output)(y) : linear(y, tgt_embed->weight);
+    }
+
+    seq2seq_config cfg;
+    Embedding<T, B>*src_embed, *tgt_embed;
+    Stack<EncoderLayer<T, B>, untied, T, B>* encoder;
+    Stack<DecoderLayer<T, B>, untied, T, B>* decoder;
+    LayerNorm<T, B>* encoder_norm = nullptr;
+    LayerNorm<T, B>* decoder_norm = nullptr;
+    Linear<T, B>* output = nullptr;
+    Generator& rng() { return gen_; }
+
+private:
+    /// sqrt(D) * embedding + positions, then dropout.
+    Var<T, B> embed(const Embedding<T, B>& table, const token_batch& b) const {
+        DEPTHLAB_CHECK(b.length <= cfg.max_len, shape_error, "Seq2SeqTransformer: length ", b.length, " > max_len ", cfg.max_len);
+        Var<T, B> e = scale(table(b.ids, {b.batch, b.length}), static_cast<T>(std::sqrt(static_cast<double>(cfg.layer.dim))));
+        e = add(e, Var<T, B>::constant(positions_.slice(0, 0, b.length)));
+        return dropout(e, static_cast<T>(cfg.layer.dropout), gen_, this->is_training());
+    }
+    mutable Generator gen_;
+    Tensor<T, B> positions_;
+};
+
+}  // namespace depthlab::nn
+// ---- end depthlab/nn/models.hpp ----
+// ---- begin depthlab/nn/decoding.hpp ----
+// Incremental decoding for Seq2SeqTransformer: greedy search and beam search, batched over
+// sentences, with a key/value cache.
+//
+//   model.eval();
+//   const auto hyps = nn::generate(model, src, {.beam = 4});   // src: a padded token_batch
+//   // hyps[b].tokens: the output of sentence b (no BOS, no EOS), hyps[b].score: its log-prob
+//
+// The cache (decoder_state): per decoder layer, the self-attention [K | V] of every
+// position generated so far, (rows, capacity, 2D), and the cross-attention [K | V] of the
+// encoder memory, (rows, Ts, 2D), projected ONCE per source. Each step feeds one token per
+// row and costs O(rows · t) attention instead of re-running the decoder over the prefix; the
+// logits equal those of the full decoder on the same prefix (tests/test_decoding.cpp).
+// Rows are selected / reordered by gathering (select_rows): beam search reorders its beams
+// that way, and both searches drop the rows of finished sentences, so a batch gets cheaper
+// as its sentences finish.
+//
+// Conventions:
+//  * Everything runs under depthlab::no_grad; the model must be in eval mode (dropout off;
+//    usage_error otherwise).
+//  * Length limit per sentence: at most max_len_a · (source length, EOS included) +
+//    max_len_b output tokens, EOS included (fairseq's max_len_a / max_len_b), and never
+//    more than model.cfg.max_len (position limit). At the last position allowed both
+//    searches force EOS (as fairseq does): the hypothesis then has limit − 1 tokens, its
+//    score includes log p(EOS), and hypothesis::finished is false.
+//  * Greedy: argmax at every step (ties: the lowest id); a sentence ends at its first EOS.
+//  * Beam search (fairseq's search): every step, each sentence takes its 2·beam best
+//    candidates (over beam × vocabulary, by accumulated log-probability; ties: lowest
+//    beam, then lowest id); candidates ending in EOS among the best `beam` are finished
+//    hypotheses, the best `beam` others continue. A sentence is done when it has `beam`
+//    finished hypotheses; the answer is the finished one with the best normalised score.
+//    Normalisation (length_penalty): score / lp(len), len = output tokens + EOS,
+//      gnmt:  lp = ((5 + len) / 6)^alpha    (Wu et al. 2016; the Transformer paper's beam 4, α 0.6: the default)
+//      power: lp = len^alpha                (fairseq's --lenpen; α = 1 is plain length normalisation)
+//      none:  lp = 1                        (raw log-probability)
+//    Beam size 1 gives exactly the greedy output.
+//  * hypothesis::score is the raw log-probability of the output tokens and the EOS when
+//    there is one (before normalisation); normalised_score the value the beam ranked by.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <utility>
+#include <vector>
+
+
+namespace depthlab::nn {
+
+enum class length_penalty { none, power, gnmt };
+inline const char* to_string(length_penalty p) {
+    switch (p) {
+        case length_penalty::none: return "none";
+        case length_penalty::power: return "power";
+        default: return "gnmt";
+    }
+}
+
+struct search_options {
+    int beam = 1;                   // 1: greedy
+    length_penalty penalty = length_penalty::gnmt;
+    double alpha = 0.6;             // exponent of the length penalty
+    double max_len_a = 1.5;         // output limit: a · source length + b tokens (EOS included)
+    index_t max_len_b = 10;
+    std::int64_t bos_id = 2, eos_id = 3;  // the translation sentencepiece model's ids
+};
+
+struct hypothesis {
+    std::vector<std::int64_t> tokens;  // without BOS and EOS
+    double score = 0;                  // log-probability of tokens (+ EOS when finished by EOS)
+    double normalised_score = 0;       // score / lp(len) (beam search); = score for greedy
+    bool finished = false;             // chose EOS itself (false: EOS forced by the length limit)
+};
+
+/// The length normaliser lp(len) of the options.
+inline double length_normaliser(const search_options& o, index_t len) {
+    const double l = static_cast<double>(std::max<index_t>(len, 1));
+    switch (o.penalty) {
+        case length_penalty::none: return 1.0;
+        case length_penalty::power: return std::pow(l, o.alpha);
+        default: return std::pow((5.0 + l) / 6.0, o.alpha);
+    }
+}
+
+/// Output limit of one sentence (EOS included): min(a · src_len + b, model max_len).
+inline index_t output_limit(const search_options& o, index_t src_len, index_t model_max_len) {
+    const auto lim = static_cast<index_t>(std::floor(o.max_len_a * static_cast<double>(src_len))) + o.max_len_b;
+    return std::clamp<index_t>(lim, 1, model_max_len);
+}
+
+/// The decoder's incremental state for `rows` hypotheses: the self-attention cache of
+/// every layer and the projected encoder memory. Row r of the initial state belongs to
+/// source sentence r / copies.
+///
+/// Memory: per layer two (rows, capacity, 2D) self-attention buffers (the second receives
+/// the rows select_rows keeps; both are allocated once) and the projected memory,
+/// (rows, Ts, 2D). The memory is gathered only when the rows' sentences change (a
+/// sentence dropped), not when beams of one sentence are reordered: those rows hold the
+/// same memory.
+template <class T, class B = backend::cpu>
+class decoder_state {
+public:
+    /// memory: (B_src, Ts, D) from model.encode(src); src_lengths: B_src real lengths;
+    /// copies: rows per sentence (the beam size); capacity: positions to hold (<= max_len).
+    decoder_state(const Seq2SeqTransformer<T, B>& model, const Var<T, B>& memory, const std::vector<index_t>& src_lengths, index_t copies,
+                  index_t capacity)
+        : model_(&model), capacity_(capacity) {
+        const Shape& sm = memory.shape();
+        const index_t D = model.cfg.layer.dim;
+        DEPTHLAB_CHECK(!grad_enabled(), usage_error, "decoder_state: incremental decoding is inference only (use depthlab::no_grad)");
+        DEPTHLAB_CHECK(sm.rank() == 3 && sm[2] == D && static_cast<index_t>(src_lengths.size()) == sm[0], shape_error, "decoder_state: memory ",
+                       sm, " for ", src_lengths.size(), " source lengths (expected (B, Ts, ", D, "))");
+        DEPTHLAB_CHECK(copies >= 1 && capacity >= 1 && capacity <= model.cfg.max_len, usage_error, "decoder_state: copies ", copies,
+                       " and capacity ", capacity, " (need >= 1 and capacity <= max_len ", model.cfg.max_len, ")");
+        const index_t Bs = sm[0], Ts = sm[1];
+        rows_ = Bs * copies;
+        std::vector<std::int64_t> expand(static_cast<std::size_t>(rows_));
+        std::vector<index_t> lengths(static_cast<std::size_t>(rows_));
+        for (index_t r = 0; r < rows_; ++r) {
+            expand[r] = r / copies;
+            lengths[r] = src_lengths[r / copies];
+        }
+        sentence_ = expand;
+        const auto expand_ids = detail::upload_ids<B>(expand);
+        memory_mask_ = key_padding_mask<T, B>(lengths, Ts);
+        const int L = model.decoder->depth;
+        for (int l = 0; l < L; ++l) {
+            const auto& layer = model.decoder->layer(l);
+            // an ablated cross-attention is never called: no projection needed
+            Tensor<T, B> kv = layer.cross_attention.enabled ? layer.cross_attention.branch.project_memory(memory) : Tensor<T, B>::zeros({Bs, Ts, 2 * D});
+            memory_kv_.push_back(copies == 1 ? kv : gather(kv, expand_ids));
+            // positions are written before they are read: no need to clear
+            buffers_.push_back({Tensor<T, B>::empty({rows_, capacity_, 2 * D}), Tensor<T, B>::empty({rows_, capacity_, 2 * D})});
+            self_kv_.push_back(buffers_.back()[0]);
+        }
+    }
+
+    [[nodiscard]] index_t rows() const { return rows_; }
+    /// Positions fed so far (the next step feeds position length()).
+    [[nodiscard]] index_t length() const { return length_; }
+    [[nodiscard]] index_t capacity() const { return capacity_; }
+    /// The source sentence of each row.
+    [[nodiscard]] const std::vector<std::int64_t>& row_sentences() const { return sentence_; }
+
+    /// Feeds one token per row at position length() and returns the logits of the next
+    /// token, (rows, V).
+    Tensor<T, B> step(std::span<const std::int64_t> ids) {
+        DEPTHLAB_CHECK(static_cast<index_t>(ids.size()) == rows_, shape_error, "decoder_state::step: ", ids.size(), " ids for ", rows_, " rows");
+        DEPTHLAB_CHECK(length_ < capacity_, usage_error, "decoder_state::step: the cache is full (", capacity_, " positions)");
+        DEPTHLAB_CHECK(!grad_enabled(), usage_error, "decoder_state::step: incremental decoding is inference only (use depthlab::no_grad)");
+        Var<T, B> y = model_->embed_target_at(ids, length_);
+        for (int l = 0; l < model_->decoder->depth; ++l)
+            y = model_->decoder->layer(l).step(y, self_kv_[static_cast<std::size_t>(l)], memory_kv_[static_cast<std::size_t>(l)], memory_mask_,
+                                               length_);
+        ++length_;
+        const Tensor<T, B> logits = model_->output_logits(y).value();
+        return logits.reshape({rows_, logits.dim(2)});
+    }
+
+    /// Keeps the given rows, in that order (new row i = old row keep[i]; repeats allowed, at
+    /// most as many rows as at construction): beam reordering and dropping finished
+    /// sentences. Copies only the filled positions of the cache.
+    void select_rows(std::span<const std::int64_t> keep) {
+        for (auto r : keep) DEPTHLAB_CHECK(r >= 0 && r < rows_, index_error, "decoder_state::select_rows: row ", r, " of ", rows_);
+        const auto n = static_cast<index_t>(keep.size());
+        DEPTHLAB_CHECK(n <= buffers_.front()[0].dim(0), usage_error, "decoder_state::select_rows: ", n, " rows, more than the ",
+                       buffers_.front()[0].dim(0), " allocated");
+        const auto keep_ids = detail::upload_ids<B>(keep);
+        std::vector<std::int64_t> sentence(static_cast<std::size_t>(n));
+        for (index_t i = 0; i < n; ++i) sentence[static_cast<std::size_t>(i)] = sentence_[static_cast<std::size_t>(keep[static_cast<std::size_t>(i)])];
+        if (sentence != sentence_) {  // rows now belong to other sentences: move the memory too
+            for (auto& kv : memory_kv_) kv = gather(kv, keep_ids);
+            memory_mask_ = gather(memory_mask_, keep_ids);
+            sentence_ = std::move(sentence);
+        }
+        for (std::size_t l = 0; l < self_kv_.size(); ++l) {
+            Tensor<T, B>& kv = self_kv_[l];
+            auto& [a, b] = buffers_[l];
+            Tensor<T, B>& spare = kv.shares_storage(a) ? b : a;
+            Tensor<T, B> fresh = spare.slice(0, 0, n);  // contiguous: the leading rows of the buffer
+            if (length_ > 0) {  // one gather of the filled positions of every kept row
+                const index_t row = kv.numel() / kv.dim(0);
+                primitives<B>::gather_rows_strided(n, length_ * kv.dim(2), row, row, kv.data(), kv.dim(0), keep_ids.data(), fresh.data());
+            }
+            kv = fresh;
+        }
+        rows_ = n;
+    }
+
+private:
+    static Tensor<T, B> gather(const Tensor<T, B>& t, const Tensor<std::int64_t, B>& idx) {
+        Shape s = t.shape();
+        const index_t cols = t.numel() / std::max<index_t>(s[0], 1);
+        s[0] = idx.numel();
+        auto out = Tensor<T, B>::empty(s);
+        const auto src = t.contiguous();
+        primitives<B>::gather_rows(s[0], cols, src.data(), t.dim(0), idx.data(), out.data());
+        return out;
+    }
+
+    const Seq2SeqTransformer<T, B>* model_;
+    index_t capacity_, rows_ = 0, length_ = 0;
+    std::vector<Tensor<T, B>> self_kv_, memory_kv_;
+    std::vector<std::array<Tensor<T, B>, 2>> buffers_;  // per layer: the self-attention cache and its spare
+    std::vector<std::int64_t> sentence_;                // row -> source sentence
+    Tensor<T, B> memory_mask_;
+};
+
+namespace detail {
+template <class T, class B>
+void check_search(const Seq2SeqTransformer<T, B>& model, const token_batch& src, const search_options& o, const char* what) {
+    DEPTHLAB_CHECK(!model.is_training(), usage_error, what, ": call model.eval() first (decoding with dropout on)");
+    DEPTHLAB_CHECK(o.beam >= 1, usage_error, what, ": beam ", o.beam, " < 1");
+    DEPTHLAB_CHECK(o.max_len_a >= 0 && o.max_len_b >= 0 && (o.max_len_a > 0 || o.max_len_b > 0), usage_error, what,
+                   ": the output limit max_len_a · len + max_len_b must be positive");
+    DEPTHLAB_CHECK(src.batch >= 1 && static_cast<index_t>(src.lengths.size()) == src.batch, shape_error, what, ": a source batch of ", src.batch,
+                   " sequences with ", src.lengths.size(), " lengths");
+    const index_t V = model.cfg.tgt_vocab;
+    DEPTHLAB_CHECK(o.bos_id >= 0 && o.bos_id < V && o.eos_id >= 0 && o.eos_id < V, index_error, what, ": BOS ", o.bos_id, " / EOS ", o.eos_id,
+                   " outside the vocabulary [0, ", V, ")");
+}
+/// log_softmax of one row of logits into out (double accumulation).
+template <class T>
+void log_softmax_row(const T* x, index_t V, std::vector<double>& out) {
+    out.resize(static_cast<std::size_t>(V));
+    double mx = -std::numeric_limits<double>::infinity();
+    for (index_t v = 0; v < V; ++v) mx = std::max(mx, static_cast<double>(x[v]));
+    double s = 0;
+    for (index_t v = 0; v < V; ++v) s += std::exp(static_cast<double>(x[v]) - mx);
+    const double lse = mx + std::log(s);
+    for (index_t v = 0; v < V; ++v) out[static_cast<std::size_t>(v)] = static_cast<double>(x[v]) - lse;
+}
+}  // namespace detail
+
+/// Greedy search over a batch; `memory` = model.encode(src) (pass it to reuse an encoder
+/// output). One hypothesis per source sentence, in batch order.
+template <class T, class B>
+std::vector<hypothesis> greedy_search(const Seq2SeqTransformer<T, B>& model, const Var<T, B>& memory, const token_batch& src,
+                                      const search_options& o = {}) {
+    detail::check_search(model, src, o, "greedy_search");
+    no_grad guard;
+    const index_t Bn = src.batch, V = model.cfg.tgt_vocab;
+    std::vector<index_t> limit(static_cast<std::size_t>(Bn));
+    index_t cap = 1;
+    for (index_t b = 0; b < Bn; ++b) cap = std::max(cap, limit[b] = output_limit(o, src.lengths[b], model.cfg.max_len));
+    decoder_state<T, B> st(model, memory, src.lengths, 1, cap);
+    std::vector<hypothesis> out(static_cast<std::size_t>(Bn));
+    std::vector<std::int64_t> live(static_cast<std::size_t>(Bn));  // row -> sentence
+    for (index_t b = 0; b < Bn; ++b) live[b] = b;
+    std::vector<std::int64_t> ids(static_cast<std::size_t>(Bn), o.bos_id);
+    std::vector<double> lp;
+    for (index_t t = 0; !live.empty(); ++t) {
+        const Tensor<T, B> logits = st.step(ids);
+        const std::vector<T> L = logits.to_vector();
+        std::vector<std::int64_t> keep, next_live, next_ids;
+        for (std::size_t r = 0; r < live.size(); ++r) {
+            const T* row = L.data() + static_cast<index_t>(r) * V;
+            detail::log_softmax_row(row, V, lp);
+            hypothesis& h = out[static_cast<std::size_t>(live[r])];
+            if (t + 1 >= limit[static_cast<std::size_t>(live[r])]) {  // the last position allowed: EOS forced
+                h.score += lp[static_cast<std::size_t>(o.eos_id)];
+                continue;
+            }
+            const auto best = static_cast<std::int64_t>(std::max_element(lp.begin(), lp.end()) - lp.begin());  // first maximum
+            h.score += lp[static_cast<std::size_t>(best)];
+            if (best == o.eos_id) {
+                h.finished = true;
+                continue;
+            }
+            h.tokens.push_back(best);
+            keep.push_back(static_cast<std::int64_t>(r));
+            next_live.push_back(live[r]);
+            next_ids.push_back(best);
+        }
+        if (next_live.empty()) break;
+        if (next_live.size() != live.size()) st.select_rows(keep);
+        live = std::move(next_live);
+        ids = std::move(next_ids);
+    }
+    for (auto& h : out) h.normalised_score = h.score;
+    return out;
+}
+
+/// Beam search over a batch (see the top of the file); `memory` = model.encode(src).
+template <class T, class B>
+std::vector<hypothesis> beam_search(const Seq2SeqTransformer<T, B>& model, const Var<T, B>& memory, const token_batch& src,
+                                    const search_options& o = {}) {
+    detail::check_search(model, src, o, "beam_search");
+    no_grad guard;
+    const index_t Bn = src.batch, V = model.cfg.tgt_vocab, K = o.beam;
+    const double ninf = -std::numeric_limits<double>::infinity();
+    struct beam_entry {
+        std::vector<std::int64_t> tokens;
+        double score = 0;
+    };
+    struct sentence {
+        index_t index = 0, limit = 0;
+        std::vector<beam_entry> beams;      // K live hypotheses (rows of the state, in order)
+        std::vector<hypothesis> finished;
+    };
+    index_t cap = 1;
+    std::vector<sentence> live;
+    for (index_t b = 0; b < Bn; ++b) {
+        sentence s;
+        s.index = b;
+        s.limit = output_limit(o, src.lengths[b], model.cfg.max_len);
+        cap = std::max(cap, s.limit);
+        s.beams.resize(static_cast<std::size_t>(K));
+        for (index_t k = 1; k < K; ++k) s.beams[static_cast<std::size_t>(k)].score = ninf;  // step 0: one real beam, no duplicates
+        live.push_back(std::move(s));
+    }
+    decoder_state<T, B> st(model, memory, src.lengths, K, cap);
+    std::vector<hypothesis> out(static_cast<std::size_t>(Bn));
+    std::vector<std::int64_t> ids(static_cast<std::size_t>(Bn * K), o.bos_id);
+    std::vector<double> lp;
+    struct cand {
+        double score;
+        index_t beam;
+        std::int64_t token;
+    };
+    std::vector<cand> cands;
+    for (index_t t = 0; !live.empty(); ++t) {
+        const Tensor<T, B> logits = st.step(ids);
+        const std::vector<T> L = logits.to_vector();
+        std::vector<sentence> next_live;
+        std::vector<std::int64_t> keep, next_ids;
+        for (std::size_t si = 0; si < live.size(); ++si) {
+            sentence& s = live[si];
+            const bool last = t + 1 >= s.limit;  // the last position allowed: only EOS
+            cands.clear();
+            for (index_t k = 0; k < K; ++k) {
+                const double base = s.beams[static_cast<std::size_t>(k)].score;
+                if (base == ninf) continue;
+                const T* row = L.data() + (static_cast<index_t>(si) * K + k) * V;
+                detail::log_softmax_row(row, V, lp);
+                if (last) {
+                    cands.push_back({base + lp[static_cast<std::size_t>(o.eos_id)], k, o.eos_id});
+                    continue;
+                }
+                for (index_t v = 0; v < V; ++v) cands.push_back({base + lp[static_cast<std::size_t>(v)], k, static_cast<std::int64_t>(v)});
+            }
+            const auto better = [](const cand& a, const cand& b) {
+                if (a.score != b.score) return a.score > b.score;
+                if (a.beam != b.beam) return a.beam < b.beam;
+                return a.token < b.token;
+            };
+            const std::size_t take = std::min(cands.size(), static_cast<std::size_t>(2 * K));
+            std::partial_sort(cands.begin(), cands.begin() + static_cast<std::ptrdiff_t>(take), cands.end(), better);
+            std::vector<beam_entry> next;
+            for (std::size_t c = 0; c < take && static_cast<index_t>(next.size()) < K; ++c) {
+                const cand& cd = cands[c];
+                const beam_entry& from = s.beams[static_cast<std::size_t>(cd.beam)];
+                if (cd.token == o.eos_id) {
+                    if (c < static_cast<std::size_t>(K) && static_cast<index_t>(s.finished.size()) < K) {
+                        hypothesis h;
+                        h.tokens = from.tokens;
+                        h.score = cd.score;
+                        h.finished = !last;
+                        h.normalised_score = cd.score / length_normaliser(o, static_cast<index_t>(h.tokens.size()) + 1);
+                        s.finished.push_back(std::move(h));
+                    }
+                    continue;
+                }
+                beam_entry e{from.tokens, cd.score};
+                e.tokens.push_back(cd.token);
+                next.push_back(std::move(e));
+                keep.push_back(static_cast<std::int64_t>(static_cast<index_t>(si) * K + cd.beam));
+            }
+            const bool done = static_cast<index_t>(s.finished.size()) >= K || next.empty();
+            if (done) {
+                // undo the rows this sentence queued
+                keep.resize(keep.size() - next.size());
+                const auto best = std::max_element(s.finished.begin(), s.finished.end(), [](const hypothesis& a, const hypothesis& b) {
+                    return a.normalised_score < b.normalised_score;  // first best on ties
+                });
+                if (best != s.finished.end()) out[static_cast<std::size_t>(s.index)] = *best;
+                continue;
+            }
+            while (static_cast<index_t>(next.size()) < K) {  // fewer live candidates than beams: pad with dead beams
+                next.push_back({next.front().tokens, ninf});
+                keep.push_back(keep.back());
+            }
+            for (const auto& e : next) next_ids.push_back(e.tokens.back());
+            s.beams = std::move(next);
+            next_live.push_back(std::move(s));
+        }
+        if (next_live.empty()) break;
+        st.select_rows(keep);
+        live = std::move(next_live);
+        ids = std::move(next_ids);
+    }
+    return out;
+}
+
+/// Greedy (beam = 1) or beam search; `memory` = model.encode(src).
+template <class T, class B>
+std::vector<hypothesis> generate(const Seq2SeqTransformer<T, B>& model, const Var<T, B>& memory, const token_batch& src,
+                                 const search_options& o = {}) {
+    return o.beam == 1 ? greedy_search(model, memory, src, o) : beam_search(model, memory, src, o);
+}
+/// The same, encoding the source first.
+template <class T, class B>
+std::vector<hypothesis> generate(const Seq2SeqTransformer<T, B>& model, const token_batch& src, const search_options& o = {}) {
+    detail::check_search(model, src, o, "generate");
+    no_grad guard;
+    return generate(model, model.encode(src), src, o);
+}
+
+/// A padded source batch from id sequences (EOS appended when eos_id >= 0, pad_id after).
+inline token_batch make_source_batch(const std::vector<std::vector<std::int64_t>>& sources, std::int64_t eos_id = 3, std::int64_t pad_id = 0) {
+    token_batch b;
+    b.batch = static_cast<index_t>(sources.size());
+    for (const auto& s : sources) b.length = std::max(b.length, static_cast<index_t>(s.size()) + (eos_id >= 0 ? 1 : 0));
+    b.ids.assign(static_cast<std::size_t>(b.batch * b.length), pad_id);
+    b.segments.assign(b.ids.size(), 0);
+    for (index_t i = 0; i < b.batch; ++i) {
+        const auto& s = sources[static_cast<std::size_t>(i)];
+        std::copy(s.begin(), s.end(), b.ids.begin() + i * b.length);
+        if (eos_id >= 0) b.ids[static_cast<std::size_t>(i * b.length) + s.size()] = eos_id;
+        b.lengths.push_back(static_cast<index_t>(s.size()) + (eos_id >= 0 ? 1 : 0));
+    }
+    return b;
+}
+
+}  // namespace depthlab::nn
+// ---- end depthlab/nn/decoding.hpp ----
+// ---- begin depthlab/optim/optimizer.hpp ----
+// Optimizer<T, B>: the base of every optimiser (SGD, Adam, AdamW, LAMB), modelled on
+// torch.optim.Optimizer.
+//
+//  * Parameters come as named Vars (Module::named_parameters()). A Var listed twice (tied
+//    weights, a shared layer reached under two names) is updated once, under its first name.
+//  * They are split into two parameter groups: "decay" (weight decay applies) and
+//    "no_decay" (excluded by a name predicate, by default exclude_norm_and_bias, as in
+//    BERT/ALBERT). Pass exclude_none to decay everything as plain torch.optim does.
+//  * step() updates every parameter whose gradient is defined and skips the others (the
+//    semantics of torch with zero_grad(set_to_none=True)); zero_grad() leaves gradients
+//    undefined. Bias corrections and first-step rules use a per-parameter step count, as
+//    torch does, so a parameter that got no gradient on some steps is treated exactly as
+//    torch treats it.
+//  * State for checkpoints: state_tensors() gives "<type>.<slot>.<parameter>" tensors
+//    (e.g. "adam.m.encoder.0.norm1.weight"), state_scalars() the step counts and learning
+//    rate as exact decimal strings, load_state() restores both after checking every name
+//    and shape. A resumed optimiser takes bit for bit the step an uninterrupted one takes.
+//
+// The per-element update rules live in optim/rules.hpp (written once for every backend) and
+// run as primitives<B> (sgd_update, adam_update, lamb_moments / lamb_apply): a step makes
+// one launch per parameter (two for LAMB) and no host synchronisation. Reductions (LAMB's
+// norms, gradient clipping) sum in double over fixed chunks, so results do not depend on
+// the number of threads.
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+// ---- begin depthlab/optim/rules.hpp ----
+// The per-element update rules of the optimisers and of gradient clipping, written once for
+// every backend: primitives<B> loop over them (OpenMP chunks on the CPU, one thread per
+// element in a CUDA kernel). Host-only set-up (powers for the bias correction) stays in
+// make(); everything a kernel calls is DEPTHLAB_HD.
+#include <cmath>
+#include <cstdint>
+
+
+namespace depthlab::optim::rules {
+
+/// SGD as torch.optim.SGD for one element: d = g + wd w; with momentum, buf = d on the first
+/// step of this parameter, else buf = momentum buf + (1 - dampening) d; d = nesterov ? d +
+/// momentum buf : buf; w -= lr d. `buf` is null without momentum.
+template <class T>
+struct sgd {
+    T lr, wd, momentum, keep;  // keep = 1 - dampening
+    bool first, nesterov;
+    DEPTHLAB_HD void operator()(T& w, T g, T* buf) const {
+        T d = g + wd * w;
+        if (buf) {
+            *buf = first ? d : momentum * *buf + keep * d;
+            d = nesterov ? d + momentum * *buf : *buf;
+        }
+        w -= lr * d;
+    }
+};
+
+/// The Adam moment update and normalised direction, shared by Adam, AdamW and LAMB:
+///   m = beta1 m + (1 - beta1) g,   v = beta2 v + (1 - beta2) g^2,
+///   direction = m_hat / (sqrt(v_hat) + eps),  m_hat = m / (1 - beta1^t), v_hat = v / (1 - beta2^t)
+/// (bias correction optional: without it m_hat = m, v_hat = v).
+template <class T>
+struct adam_moments {
+    T beta1, beta2, c1, c2, inv_bc1, inv_sqrt_bc2, eps;
+
+    static adam_moments make(double beta1, double beta2, double eps, std::int64_t step, bool bias_correction = true) {
+        const double t = static_cast<double>(step);
+        const double bc1 = bias_correction ? 1.0 - std::pow(beta1, t) : 1.0;
+        const double bc2 = bias_correction ? 1.0 - std::pow(beta2, t) : 1.0;
+        return {static_cast<T>(beta1), static_cast<T>(beta2), static_cast<T>(1.0 - beta1), static_cast<T>(1.0 - beta2),
+                static_cast<T>(1.0 / bc1),  static_cast<T>(1.0 / std::sqrt(bc2)), static_cast<T>(eps)};
+    }
+    /// Updates m and v with gradient g; returns the direction.
+    DEPTHLAB_HD T update(T g, T& m, T& v) const {
+        m = beta1 * m + c1 * g;
+        v = beta2 * v + c2 * g * g;
+        return direction(m, v);
+    }
+    [[nodiscard]] DEPTHLAB_HD T direction(T m, T v) const { return (m * inv_bc1) / (std::sqrt(v) * inv_sqrt_bc2 + eps); }
+};
+
+/// Adam / AdamW for one element: g' = g + l2 w (Adam's coupled decay); w = decay w - lr
+/// direction(g'), decay = 1 - lr wd for AdamW's decoupled decay (1 for Adam).
+template <class T>
+struct adam {
+    adam_moments<T> am;
+    T lr, l2, decay;
+    DEPTHLAB_HD void operator()(T& w, T g, T& m, T& v) const {
+        const T u = am.update(g + l2 * w, m, v);
+        w = decay * w - lr * u;
+    }
+};
+
+/// LAMB's step size lr * r, with the trust ratio r = ||w|| / ||u|| from the squared norms
+/// {||w||^2, ||u||^2} (null: not adapted) and r = 1 when either norm is 0.
+DEPTHLAB_HD inline double lamb_trust_ratio(const double* sums) {
+    if (!sums) return 1.0;
+    const double wn = std::sqrt(sums[0]), un = std::sqrt(sums[1]);
+    return wn > 0 && un > 0 ? wn / un : 1.0;
+}
+
+/// The clipping factor of clip_grad_norm from the per-parameter squared norms, summed in
+/// their order: max_norm / (total + 1e-6) when that is < 1 and the total is finite, else 1
+/// (a non-finite total leaves the gradients unchanged).
+DEPTHLAB_HD inline double clip_total(const double* parts, index_t k) {
+    double s = 0;
+    for (index_t i = 0; i < k; ++i) s += parts[i];
+    return std::sqrt(s);
+}
+DEPTHLAB_HD inline double clip_factor(double total, double max_norm) {
+    if (!(total - total == 0)) return 1.0;  // NaN or inf (isfinite without <cmath> device overloads)
+    const double coef = max_norm / (total + 1e-6);
+    return coef < 1.0 ? coef : 1.0;
+}
+
+}  // namespace depthlab::optim::rules
+// ---- end depthlab/optim/rules.hpp ----
+
+namespace depthlab::optim {
+
+template <class T, class B = backend::cpu>
+using named_parameters = std::vector<std::pair<std::string, Var<T, B>>>;
+
+/// A predicate on a parameter name; true = excluded (from weight decay, from LAMB's
+/// layer adaptation).
+using name_predicate = std::function<bool(std::string_view)>;
+
+/// BERT/ALBERT weight-decay exclusion: biases (a name that is "bias" or ends in ".bias")
+/// and normalisation parameters (a name containing "norm", case-insensitively, so both
+/// "encoder.0.norm1.weight" and Hugging Face's "LayerNorm.weight" match).
+inline bool exclude_norm_and_bias(std::string_view name) {
+    if (name == "bias" || name.ends_with(".bias")) return true;
+    for (std::size_t i = 0; i + 4 <= name.size(); ++i) {
+        const auto lower = [&](std::size_t k) { return static_cast<char>(std::tolower(static_cast<unsigned char>(name[i + k]))); };
+        if (lower(0) == 'n' && lower(1) == 'o' && lower(2) == 'r' && lower(3) == 'm') return true;
+    }
+    return false;
+}
+/// Excludes nothing: every parameter is decayed (plain torch.optim behaviour).
+inline bool exclude_none(std::string_view) { return false; }
+
+namespace detail {
+
+/// The update rules (optim/rules.hpp) are what primitives<B> applies per element.
+template <class T>
+using adam_moments = rules::adam_moments<T>;
+
+inline std::string format_double(double v) {
+    char buf[64];
+    const auto r = std::to_chars(buf, buf + sizeof buf, v);  // shortest round-trip form
+    return std::string(buf, r.ptr);
+}
+template <class N>
+bool parse_number(const std::string& s, N& out) {
+    const auto r = std::from_chars(s.data(), s.data() + s.size(), out);
+    return r.ec == std::errc() && r.ptr == s.data() + s.size() && !s.empty();
+}
+
+}  // namespace detail
+
+template <class T, class B = backend::cpu>
+class Optimizer {
+public:
+    using tensor_type = Tensor<T, B>;
+    using var_type = Var<T, B>;
+    using state_tensor_list = std::vector<std::pair<std::string, tensor_type>>;
+    using state_scalar_map = std::map<std::string, std::string>;
+
+    /// One parameter and its optimiser state.
+    struct Param {
+        std::string name;
+        var_type var;
+        std::size_t group = 0;         // index into groups()
+        bool decay_excluded = false;   // the weight-decay predicate excluded it
+        std::int64_t steps = 0;        // updates this parameter has received
+        std::vector<tensor_type> slots;  // per slot_names(); allocated on the first update
+    };
+    /// Parameters sharing hyper-parameters (here: the weight decay).
+    struct ParamGroup {
+        std::string name;  // "decay" or "no_decay"
+        double weight_decay = 0;
+        std::vector<std::size_t> params;  // indices into params()
+    };
+
+    Optimizer(const Optimizer&) = delete;
+    Optimizer& operator=(const Optimizer&) = delete;
+    virtual ~Optimizer() = default;
+
+    /// "sgd", "adam", "adamw", "lamb": the prefix of state names.
+    [[nodiscard]] virtual std::string type() const = 0;
+    /// Names of the per-parameter state tensors ({"m", "v"} for Adam; may be empty).
+    [[nodiscard]] virtual std::vector<std::string> slot_names() const = 0;
+
+    /// One update of every parameter whose gradient is defined. Everything is checked
+    /// (shapes, contiguity) before anything is modified.
+    void step() {
+        for (const Param& p : params_) {
+            if (!p.var.grad().defined()) continue;
+            const tensor_type& w = p.var.value();
+            const tensor_type& g = p.var.grad();
+            DEPTHLAB_CHECK(g.shape() == w.shape(), shape_error, type(), ".step: gradient of '", p.name, "' has shape ", g.shape(),
+                           " but the parameter has shape ", w.shape());
+            DEPTHLAB_CHECK(w.is_contiguous() && g.is_contiguous(), usage_error, type(), ".step: parameter '", p.name,
+                           "' or its gradient is not contiguous");
+            for (std::size_t k = 0; k < p.slots.size(); ++k)
+                DEPTHLAB_CHECK(!p.slots[k].defined() || p.slots[k].shape() == w.shape(), shape_error, type(), ".step: parameter '",
+                               p.name, "' now has shape ", w.shape(), " but its state '", slot_names()[k], "' has shape ",
+                               p.slots[k].shape());
+        }
+        no_grad guard;
+        ++step_count_;
+        for (std::size_t i = 0; i < params_.size(); ++i) {
+            Param& p = params_[i];
+            if (!p.var.grad().defined()) continue;
+            ++p.steps;
+            update(i, lr_, groups_[p.group].weight_decay);
+        }
+    }
+    /// Leaves every gradient undefined (the next backward() starts afresh).
+    void zero_grad() {
+        for (Param& p : params_) p.var.zero_grad();
+    }
+
+    [[nodiscard]] double lr() const { return lr_; }
+    void set_lr(double lr) {
+        DEPTHLAB_CHECK(std::isfinite(lr) && lr >= 0, usage_error, type(), ": learning rate must be finite and >= 0, got ", lr);
+        lr_ = lr;
+    }
+    /// Number of step() calls so far (restored by load_state).
+    [[nodiscard]] std::int64_t step_count() const { return step_count_; }
+
+    [[nodiscard]] const std::vector<Param>& params() const { return params_; }
+    [[nodiscard]] const std::vector<ParamGroup>& groups() const { return groups_; }
+    /// The parameters as (name, Var), duplicates removed (e.g. for clip_grad_norm).
+    [[nodiscard]] named_parameters<T, B> parameters() const {
+        named_parameters<T, B> out;
+        for (const Param& p : params_) out.emplace_back(p.name, p.var);
+        return out;
+    }
+
+    // ---- state export / import (checkpoints) ----
+
+    /// "<type>.<slot>.<parameter>" for every parameter that has been updated at least once.
+    /// The tensors share storage with the live state: write or clone them before the next step().
+    [[nodiscard]] state_tensor_list state_tensors() const {
+        state_tensor_list out;
+        const auto slots = slot_names();
+        for (const Param& p : params_) {
+            if (p.steps == 0) continue;
+            for (std::size_t k = 0; k < slots.size(); ++k) out.emplace_back(type() + "." + slots[k] + "." + p.name, p.slots[k]);
+        }
+        return out;
+    }
+    /// Exact scalars: "optimizer" (the type), "step", "lr" (shortest round-trip decimal),
+    /// "<type>.step.<parameter>" for every updated parameter, and "<type>.hparam.<name>"
+    /// (informational: load_state ignores them; the constructed optimiser's settings win).
+    [[nodiscard]] state_scalar_map state_scalars() const {
+        state_scalar_map out;
+        out["optimizer"] = type();
+        out["step"] = std::to_string(step_count_);
+        out["lr"] = detail::format_double(lr_);
+        for (const Param& p : params_)
+            if (p.steps > 0) out[type() + ".step." + p.name] = std::to_string(p.steps);
+        for (const auto& [k, v] : hyperparameters()) out[type() + ".hparam." + k] = detail::format_double(v);
+        return out;
+    }
+    /// Restores what state_tensors()/state_scalars() exported. Checks, before changing
+    /// anything: the optimiser type, every scalar, that every tensor name is a known slot of
+    /// a known parameter with the parameter's shape, that each updated parameter has all
+    /// its slots, and that every value is finite (and >= 0 in second-moment slots: a
+    /// negative one turns the parameter NaN at the next step). Throws usage_error (names,
+    /// scalars), shape_error (shapes) or io_error (values: corrupt state) naming the
+    /// culprit; `origin` (e.g. the checkpoint's path) is named in every message.
+    void load_state(const state_tensor_list& tensors, const state_scalar_map& scalars, std::string_view origin = {}) {
+        const std::string where = origin.empty() ? type() + ".load_state: "
+                                                 : depthlab::detail::cat(type(), ".load_state (", origin, "): ");
+        const auto scalar = [&](const std::string& key) -> const std::string& {
+            const auto it = scalars.find(key);
+            DEPTHLAB_CHECK(it != scalars.end(), usage_error, where, "missing scalar '", key, "'");
+            return it->second;
+        };
+        const std::string& kind = scalar("optimizer");
+        DEPTHLAB_CHECK(kind == type(), usage_error, where, "the state belongs to a '", kind, "' optimiser, not '", type(), "'");
+        std::int64_t step = 0;
+        DEPTHLAB_CHECK(detail::parse_number(scalar("step"), step) && step >= 0, usage_error, where, "scalar 'step' = '",
+                       scalar("step"), "' is not a step count");
+        double lr = 0;
+        DEPTHLAB_CHECK(detail::parse_number(scalar("lr"), lr) && std::isfinite(lr) && lr >= 0, usage_error, where, "scalar 'lr' = '",
+                       scalar("lr"), "' is not a learning rate");
+
+        const std::string step_prefix = type() + ".step.", hparam_prefix = type() + ".hparam.";
+        std::vector<std::int64_t> steps(params_.size(), 0);
+        for (const auto& [key, value] : scalars) {
+            if (key == "optimizer" || key == "step" || key == "lr" || key.starts_with(hparam_prefix)) continue;
+            DEPTHLAB_CHECK(key.starts_with(step_prefix), usage_error, where, "unknown scalar '", key, "'");
+            const std::string name = key.substr(step_prefix.size());
+            const std::size_t i = find_param(name);
+            DEPTHLAB_CHECK(i < params_.size(), usage_error, where, "scalar '", key, "' names no parameter of this optimiser");
+            std::int64_t s = 0;
+            DEPTHLAB_CHECK(detail::parse_number(value, s) && s >= 1 && s <= step, usage_error, where, "scalar '", key, "' = '", value,
+                           "' is not a step count in [1, ", step, "]");
+            steps[i] = s;
+        }
+
+        const auto slots = slot_names();
+        const std::string tensor_prefix = type() + ".";
+        std::vector<std::vector<const tensor_type*>> found(params_.size(), std::vector<const tensor_type*>(slots.size(), nullptr));
+        for (const auto& [key, t] : tensors) {
+            DEPTHLAB_CHECK(key.starts_with(tensor_prefix), usage_error, where, "tensor '", key, "' is not '", type(),
+                           ".<slot>.<parameter>'");
+            const std::string rest = key.substr(tensor_prefix.size());
+            const std::size_t dot = rest.find('.');
+            const std::string slot = dot == std::string::npos ? rest : rest.substr(0, dot);
+            const auto sk = std::find(slots.begin(), slots.end(), slot);
+            DEPTHLAB_CHECK(dot != std::string::npos && sk != slots.end(), usage_error, where, "tensor '", key, "': '", slot,
+                           "' is not a state slot of ", type());
+            const std::string name = rest.substr(dot + 1);
+            const std::size_t i = find_param(name);
+            DEPTHLAB_CHECK(i < params_.size(), usage_error, where, "tensor '", key, "' names no parameter of this optimiser");
+            const auto k = static_cast<std::size_t>(sk - slots.begin());
+            DEPTHLAB_CHECK(found[i][k] == nullptr, usage_error, where, "tensor '", key, "' appears twice");
+            DEPTHLAB_CHECK(t.defined(), usage_error, where, "tensor '", key, "' is undefined");
+            DEPTHLAB_CHECK(t.shape() == params_[i].var.value().shape(), shape_error, where, "tensor '", key, "' has shape ", t.shape(),
+                           " but parameter '", name, "' has shape ", params_[i].var.value().shape());
+            DEPTHLAB_CHECK(steps[i] > 0, usage_error, where, "tensor '", key, "' given but scalar '", step_prefix, name,
+                           "' (the parameter's step count) is missing");
+            check_state_values(where, key, t, slot_is_nonnegative(k));
+            found[i][k] = &t;
+        }
+        for (std::size_t i = 0; i < params_.size(); ++i)
+            for (std::size_t k = 0; k < slots.size(); ++k)
+                DEPTHLAB_CHECK(steps[i] == 0 || found[i][k] != nullptr, usage_error, where, "missing tensor '", tensor_prefix,
+                               slots[k], ".", params_[i].name, "' (parameter '", params_[i].name, "' has taken ", steps[i],
+                               " steps)");
+
+        // All checked: apply.
+        for (std::size_t i = 0; i < params_.size(); ++i) {
+            Param& p = params_[i];
+            p.steps = steps[i];
+            p.slots.assign(slots.size(), tensor_type());
+            if (steps[i] == 0) continue;
+            for (std::size_t k = 0; k < slots.size(); ++k) {
+                p.slots[k] = tensor_type::empty(found[i][k]->shape());
+                p.slots[k].copy_(*found[i][k]);
+            }
+        }
+        step_count_ = step;
+        lr_ = lr;
+    }
+
+protected:
+    /// True for state slots that can only hold values >= 0 (Adam's and LAMB's second moments).
+    [[nodiscard]] virtual bool slot_is_nonnegative(std::size_t /*slot*/) const { return false; }
+
+    /// Builds the groups: parameters for which `exclude_from_decay(name)` holds get no
+    /// weight decay. Throws usage_error on an empty list, an undefined Var, a repeated
+    /// name, or bad lr / weight decay.
+    Optimizer(const named_parameters<T, B>& params, double lr, double weight_decay, const name_predicate& exclude_from_decay,
+              const std::string& type_name) {
+        DEPTHLAB_CHECK(!params.empty(), usage_error, type_name, ": empty parameter list");
+        DEPTHLAB_CHECK(std::isfinite(lr) && lr >= 0, usage_error, type_name, ": learning rate must be finite and >= 0, got ", lr);
+        DEPTHLAB_CHECK(std::isfinite(weight_decay) && weight_decay >= 0, usage_error, type_name,
+                       ": weight decay must be finite and >= 0, got ", weight_decay);
+        lr_ = lr;
+        groups_ = {ParamGroup{"decay", weight_decay, {}}, ParamGroup{"no_decay", 0.0, {}}};
+        std::unordered_set<const void*> seen_nodes;
+        std::set<std::string> seen_names;
+        for (const auto& [name, var] : params) {
+            DEPTHLAB_CHECK(var.defined(), usage_error, type_name, ": parameter '", name, "' is an undefined Var");
+            DEPTHLAB_CHECK(seen_names.insert(name).second, usage_error, type_name, ": parameter name '", name, "' appears twice");
+            if (!seen_nodes.insert(var.node_ptr().get()).second) continue;  // the same Var under another name
+            Param p;
+            p.name = name;
+            p.var = var;
+            p.decay_excluded = exclude_from_decay ? exclude_from_decay(name) : false;
+            p.group = p.decay_excluded ? 1 : 0;
+            groups_[p.group].params.push_back(params_.size());
+            params_.push_back(std::move(p));
+        }
+    }
+
+    /// Updates params()[i] (its gradient is defined and checked; its step count already
+    /// incremented) with the current learning rate and its group's weight decay.
+    virtual void update(std::size_t i, double lr, double weight_decay) = 0;
+    /// Hyper-parameters reported by state_scalars().
+    [[nodiscard]] virtual std::vector<std::pair<std::string, double>> hyperparameters() const = 0;
+
+    Param& param(std::size_t i) { return params_[i]; }
+    /// State slot k of parameter i, zero-initialised on first use.
+    tensor_type& slot(std::size_t i, std::size_t k) {
+        Param& p = params_[i];
+        if (p.slots.size() <= k) p.slots.resize(k + 1);
+        if (!p.slots[k].defined()) p.slots[k] = tensor_type::zeros(p.var.value().shape());
+        return p.slots[k];
+    }
+
+private:
+    /// io_error unless every value of a state tensor is finite (and >= 0 if nonnegative);
+    /// the message counts the bad values and names the first.
+    static void check_state_values(const std::string& where, const std::string& key, const tensor_type& t, bool nonnegative) {
+        const value_scan<T> r = scan_values(t, [&](T x) { return !std::isfinite(x) || (nonnegative && x < T(0)); });
+        DEPTHLAB_CHECK(r.count == 0, io_error, where, "tensor '", key, "' holds ", r.count, " invalid value", r.count == 1 ? "" : "s",
+                       nonnegative ? " (non-finite or negative second moments)" : " (non-finite)", "; the first is ", r.value,
+                       " at flat index ", r.first, " of ", r.numel);
+    }
+
+    [[nodiscard]] std::size_t find_param(const std::string& name) const {
+        for (std::size_t i = 0; i < params_.size(); ++i)
+            if (params_[i].name == name) return i;
+        return params_.size();
+    }
+
+    std::vector<Param> params_;
+    std::vector<ParamGroup> groups_;
+    double lr_ = 0;
+    std::int64_t step_count_ = 0;
+};
+
+}  // namespace depthlab::optim
+// ---- end depthlab/optim/optimizer.hpp ----
+// ---- begin depthlab/optim/sgd.hpp ----
+// SGD with momentum (optionally Nesterov) and L2 weight decay, as torch.optim.SGD:
+//   d = g + wd w
+//   buf = d                                   (first update of this parameter)
+//   buf = momentum buf + (1 - dampening) d    (later updates)
+//   d = nesterov ? d + momentum buf : buf     (when momentum != 0)
+//   w -= lr d
+// State: "sgd.momentum.<parameter>" when momentum != 0 (none otherwise).
+#include <string>
+#include <utility>
+#include <vector>
+
+
+namespace depthlab::optim {
+
+struct SGDOptions {
+    double lr = 0.01;
+    double momentum = 0.0;
+    double dampening = 0.0;
+    bool nesterov = false;
+    double weight_decay = 0.0;
+    /// Parameters for which this holds get no weight decay.
+    name_predicate exclude_from_weight_decay = exclude_norm_and_bias;
+};
+
+template <class T, class B = backend::cpu>
+class SGD : public Optimizer<T, B> {
+    using base = Optimizer<T, B>;
+
+public:
+    SGD(const named_parameters<T, B>& params, SGDOptions opt = {})
+        : base(params, opt.lr, opt.weight_decay, opt.exclude_from_weight_decay, "sgd"), opt_(std::move(opt)) {
+        DEPTHLAB_CHECK(std::isfinite(opt_.momentum) && opt_.momentum >= 0, usage_error, "sgd: momentum must be >= 0, got ",
+                       opt_.momentum);
+        DEPTHLAB_CHECK(std::isfinite(opt_.dampening), usage_error, "sgd: dampening must be finite, got ", opt_.dampening);
+        DEPTHLAB_CHECK(!opt_.nesterov || (opt_.momentum > 0 && opt_.dampening == 0), usage_error,
+                       "sgd: Nesterov momentum requires a momentum > 0 and zero dampening");
+    }
+
+    [[nodiscard]] std::string type() const override { return "sgd"; }
+    [[nodiscard]] std::vector<std::string> slot_names() const override {
+        return opt_.momentum != 0 ? std::vector<std::string>{"momentum"} : std::vector<std::string>{};
+    }
+    [[nodiscard]] const SGDOptions& options() const { return opt_; }
+
+protected:
+    void update(std::size_t i, double lr, double weight_decay) override {
+        auto& p = this->param(i);
+        T* buf = opt_.momentum != 0 ? this->slot(i, 0).data() : nullptr;
+        const rules::sgd<T> rule{static_cast<T>(lr), static_cast<T>(weight_decay), static_cast<T>(opt_.momentum),
+                                 static_cast<T>(T(1) - static_cast<T>(opt_.dampening)), p.steps == 1, opt_.nesterov};
+        primitives<B>::sgd_update(p.var.value().numel(), p.var.value().data(), p.var.grad().data(), buf, rule);
+    }
+    [[nodiscard]] std::vector<std::pair<std::string, double>> hyperparameters() const override {
+        return {{"momentum", opt_.momentum},
+                {"dampening", opt_.dampening},
+                {"nesterov", opt_.nesterov ? 1.0 : 0.0},
+                {"weight_decay", opt_.weight_decay}};
+    }
+
+private:
+    SGDOptions opt_;
+};
+
+}  // namespace depthlab::optim
+// ---- end depthlab/optim/sgd.hpp ----
+// ---- begin depthlab/optim/adam.hpp ----
+// Adam (torch.optim.Adam: weight decay as an L2 term added to the gradient) and AdamW
+// (torch.optim.AdamW: decoupled decay, w *= 1 - lr wd before the Adam step), both with
+// bias correction:
+//   g' = g + wd w                              (Adam only)
+//   m = beta1 m + (1 - beta1) g',  v = beta2 v + (1 - beta2) g'^2
+//   w = (1 - lr wd) w                          (AdamW only)
+//   w -= lr (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + eps)
+// t is the parameter's own step count. State: "<adam|adamw>.m.<parameter>", ".v.".
+#include <string>
+#include <utility>
+#include <vector>
+
+
+namespace depthlab::optim {
+
+struct AdamOptions {
+    double lr = 1e-3;
+    double beta1 = 0.9;
+    double beta2 = 0.999;
+    double eps = 1e-8;
+    double weight_decay = 0.0;  // L2, added to the gradient
+    name_predicate exclude_from_weight_decay = exclude_norm_and_bias;
+};
+
+struct AdamWOptions {
+    double lr = 1e-3;
+    double beta1 = 0.9;
+    double beta2 = 0.999;
+    double eps = 1e-8;
+    double weight_decay = 1e-2;  // decoupled
+    name_predicate exclude_from_weight_decay = exclude_norm_and_bias;
+};
+
+namespace detail {
+/// Adam and AdamW: one implementation, the decay mode chosen at construction.
+template <class T, class B>
+class AdamBase : public Optimizer<T, B> {
+    using base = Optimizer<T, B>;
+
+public:
+    [[nodiscard]] std::string type() const override { return decoupled_ ? "adamw" : "adam"; }
+    [[nodiscard]] std::vector<std::string> slot_names() const override { return {"m", "v"}; }
+
+protected:
+    [[nodiscard]] bool slot_is_nonnegative(std::size_t slot) const override { return slot == 1; }  // v
+
+    AdamBase(const named_parameters<T, B>& params, double lr, double beta1, double beta2, double eps, double weight_decay,
+             const name_predicate& exclude, bool decoupled)
+        : base(params, lr, weight_decay, exclude, decoupled ? "adamw" : "adam"),
+          beta1_(beta1), beta2_(beta2), eps_(eps), weight_decay_(weight_decay), decoupled_(decoupled) {
+        const char* name = decoupled ? "adamw" : "adam";
+        DEPTHLAB_CHECK(beta1 >= 0 && beta1 < 1, usage_error, name, ": beta1 must be in [0, 1), got ", beta1);
+        DEPTHLAB_CHECK(beta2 >= 0 && beta2 < 1, usage_error, name, ": beta2 must be in [0, 1), got ", beta2);
+        DEPTHLAB_CHECK(std::isfinite(eps) && eps >= 0, usage_error, name, ": eps must be finite and >= 0, got ", eps);
+    }
+
+    void update(std::size_t i, double lr, double weight_decay) override {
+        auto& p = this->param(i);
+        const auto am = adam_moments<T>::make(beta1_, beta2_, eps_, p.steps);
+        const T l2 = decoupled_ ? T(0) : static_cast<T>(weight_decay);
+        const T decay = decoupled_ ? static_cast<T>(1.0 - lr * weight_decay) : T(1);
+        primitives<B>::adam_update(p.var.value().numel(), p.var.value().data(), p.var.grad().data(), this->slot(i, 0).data(),
+                                   this->slot(i, 1).data(), rules::adam<T>{am, static_cast<T>(lr), l2, decay});
+    }
+    [[nodiscard]] std::vector<std::pair<std::string, double>> hyperparameters() const override {
+        return {{"beta1", beta1_}, {"beta2", beta2_}, {"eps", eps_}, {"weight_decay", weight_decay_}};
+    }
+
+private:
+    double beta1_, beta2_, eps_, weight_decay_;
+    bool decoupled_;
+};
+}  // namespace detail
+
+template <class T, class B = backend::cpu>
+class Adam : public detail::AdamBase<T, B> {
+public:
+    Adam(const named_parameters<T, B>& params, const AdamOptions& o = {})
+        : detail::AdamBase<T, B>(params, o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.exclude_from_weight_decay, false) {}
+};
+
+template <class T, class B = backend::cpu>
+class AdamW : public detail::AdamBase<T, B> {
+public:
+    AdamW(const named_parameters<T, B>& params, const AdamWOptions& o = {})
+        : detail::AdamBase<T, B>(params, o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.exclude_from_weight_decay, true) {}
+};
+
+}  // namespace depthlab::optim
+// ---- end depthlab/optim/adam.hpp ----
+// ---- begin depthlab/optim/lamb.hpp ----
+// LAMB (You et al. 2019, "Large Batch Optimization for Deep Learning: Training BERT in
+// 76 minutes"), as used for BERT/ALBERT pre-training:
+//   m = beta1 m + (1 - beta1) g,   v = beta2 v + (1 - beta2) g^2
+//   u = m_hat / (sqrt(v_hat) + eps) + wd w       (m_hat, v_hat bias-corrected; wd = 0 for
+//                                                 parameters excluded from weight decay)
+//   r = ||w|| / ||u||    (1 when either norm is 0, and 1 for parameters excluded from layer
+//                         adaptation)
+//   w -= lr r u
+// Choices, where implementations differ:
+//  * Parameters excluded from weight decay (biases, norms by default) are also excluded from
+//    layer adaptation (r = 1: a plain Adam step), as in ALBERT's and NVIDIA's BERT LAMB
+//    (exclude_from_layer_adaptation defaults to exclude_from_weight_decay). Set
+//    LambOptions::exclude_from_adaptation to choose otherwise (exclude_none: adapt all).
+//  * Bias correction is on, as in the paper's algorithm; bias_correction = false gives
+//    the TF ALBERT optimiser (no correction).
+//  * No clamp on the trust ratio (the paper's phi is the identity).
+//  * Norms are summed in double, also for float parameters.
+// State: "lamb.m.<parameter>", "lamb.v.<parameter>".
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+
+namespace depthlab::optim {
+
+struct LambOptions {
+    double lr = 1e-3;
+    double beta1 = 0.9;
+    double beta2 = 0.999;
+    double eps = 1e-6;
+    double weight_decay = 0.01;
+    bool bias_correction = true;
+    name_predicate exclude_from_weight_decay = exclude_norm_and_bias;
+    /// Parameters for which this holds take trust ratio 1. Empty: the same as
+    /// exclude_from_weight_decay.
+    name_predicate exclude_from_adaptation = {};
+};
+
+template <class T, class B = backend::cpu>
+class Lamb : public Optimizer<T, B> {
+    using base = Optimizer<T, B>;
+
+public:
+    Lamb(const named_parameters<T, B>& params, LambOptions opt = {})
+        : base(params, opt.lr, opt.weight_decay, opt.exclude_from_weight_decay, "lamb"), opt_(std::move(opt)) {
+        DEPTHLAB_CHECK(opt_.beta1 >= 0 && opt_.beta1 < 1, usage_error, "lamb: beta1 must be in [0, 1), got ", opt_.beta1);
+        DEPTHLAB_CHECK(opt_.beta2 >= 0 && opt_.beta2 < 1, usage_error, "lamb: beta2 must be in [0, 1), got ", opt_.beta2);
+        DEPTHLAB_CHECK(std::isfinite(opt_.eps) && opt_.eps >= 0, usage_error, "lamb: eps must be finite and >= 0, got ", opt_.eps);
+        for (const auto& p : this->params())
+            adapt_.push_back(opt_.exclude_from_adaptation ? !opt_.exclude_from_adaptation(p.name) : !p.decay_excluded);
+    }
+
+    [[nodiscard]] std::string type() const override { return "lamb"; }
+    [[nodiscard]] std::vector<std::string> slot_names() const override { return {"m", "v"}; }
+
+protected:
+    [[nodiscard]] bool slot_is_nonnegative(std::size_t slot) const override { return slot == 1; }  // v
+
+public:
+    [[nodiscard]] const LambOptions& options() const { return opt_; }
+    /// Whether params()[i] uses the trust ratio.
+    [[nodiscard]] bool adapts(std::size_t i) const { return adapt_.at(i); }
+    /// The trust ratio of params()[i] at its last update (1 before any, or when not adapted).
+    /// Reads the norms back from the device: a synchronisation, for inspection only.
+    [[nodiscard]] double last_trust_ratio(std::size_t i) const {
+        if (norms_.empty() || !norms_.at(i).defined() || !adapt_.at(i)) return 1.0;
+        const std::vector<double> sums = norms_[i].to_host();
+        return rules::lamb_trust_ratio(sums.data());
+    }
+
+protected:
+    void update(std::size_t i, double lr, double weight_decay) override {
+        auto& p = this->param(i);
+        const index_t n = p.var.value().numel();
+        T* w = p.var.value().data();
+        T* m = this->slot(i, 0).data();
+        T* v = this->slot(i, 1).data();
+        const auto am = detail::adam_moments<T>::make(opt_.beta1, opt_.beta2, opt_.eps, p.steps, opt_.bias_correction);
+        const T wd = static_cast<T>(weight_decay);
+        if (norms_.empty()) norms_.resize(adapt_.size());
+        if (!norms_[i].defined()) norms_[i] = Tensor<double, B>::empty({2});
+        // {||w||^2, ||u||^2} stay on the device; lamb_apply turns them into the trust ratio
+        primitives<B>::lamb_moments(n, w, p.var.grad().data(), m, v, am, wd, norms_[i].data());
+        primitives<B>::lamb_apply(n, w, m, v, am, wd, lr, adapt_[i] ? norms_[i].data() : nullptr);
+    }
+    [[nodiscard]] std::vector<std::pair<std::string, double>> hyperparameters() const override {
+        return {{"beta1", opt_.beta1},
+                {"beta2", opt_.beta2},
+                {"eps", opt_.eps},
+                {"weight_decay", opt_.weight_decay},
+                {"bias_correction", opt_.bias_correction ? 1.0 : 0.0}};
+    }
+
+private:
+    LambOptions opt_;
+    std::vector<bool> adapt_;
+    std::vector<Tensor<double, B>> norms_;  // per parameter: {||w||^2, ||u||^2} of its last update
+};
+
+}  // namespace depthlab::optim
+// ---- end depthlab/optim/lamb.hpp ----
+// ---- begin depthlab/optim/schedule.hpp ----
+// Learning-rate schedules: small value types with `double lr(std::int64_t step) const`,
+// where `step` is the number of optimiser steps already taken (0 for the first update),
+// the convention of Hugging Face's LambdaLR schedules and of BERT's TF code (so the first
+// update of a warm-up schedule uses lr 0). Typical use, before each update:
+//     opt.set_lr(schedule.lr(opt.step_count()));
+//     opt.step();
+// Steps past total_steps keep the final value. A negative step throws usage_error.
+#include <algorithm>
+#include <cmath>
+#include <concepts>
+#include <cstdint>
+
+
+namespace depthlab::optim {
+
+/// Anything with `double lr(std::int64_t) const`.
+template <class S>
+concept lr_schedule = requires(const S& s, std::int64_t step) {
+    { s.lr(step) } -> std::convertible_to<double>;
+};
+
+namespace detail {
+inline void check_schedule(bool ok, const char* what) { DEPTHLAB_CHECK(ok, usage_error, what); }
+inline void check_step(std::int64_t step, const char* schedule) {
+    DEPTHLAB_CHECK(step >= 0, usage_error, schedule, ".lr: negative step ", step);
+}
+}  // namespace detail
+
+/// lr(step) = value.
+class constant {
+public:
+    explicit constant(double value) : value_(value) {
+        detail::check_schedule(std::isfinite(value) && value >= 0, "constant: the learning rate must be finite and >= 0");
+    }
+    [[nodiscard]] double lr(std::int64_t step) const {
+        detail::check_step(step, "constant");
+        return value_;
+    }
+
+private:
+    double value_;
+};
+
+/// Polynomial decay after a linear warm-up (Hugging Face's
+/// get_polynomial_decay_schedule_with_warmup):
+///   step < warmup:                 peak * step / warmup
+///   warmup <= step <= total:       (peak - end) * (1 - (step - warmup) / (total - warmup))^power + end
+///   step > total:                  end
+class polynomial_decay {
+public:
+    polynomial_decay(double peak, std::int64_t warmup_steps, std::int64_t total_steps, double power = 1.0, double end_lr = 0.0)
+        : peak_(peak), end_(end_lr), power_(power), warmup_(warmup_steps), total_(total_steps) {
+        detail::check_schedule(std::isfinite(peak) && peak >= 0, "polynomial_decay: peak must be finite and >= 0");
+        detail::check_schedule(std::isfinite(end_lr) && end_lr >= 0 && end_lr <= peak,
+                               "polynomial_decay: end_lr must be in [0, peak]");
+        detail::check_schedule(std::isfinite(power) && power > 0, "polynomial_decay: power must be > 0");
+        detail::check_schedule(warmup_steps >= 0 && total_steps >= warmup_steps,
+                               "polynomial_decay: needs 0 <= warmup_steps <= total_steps");
+    }
+    [[nodiscard]] double lr(std::int64_t step) const {
+        detail::check_step(step, "polynomial_decay");
+        if (step < warmup_) return peak_ * static_cast<double>(step) / static_cast<double>(warmup_);
+        if (step >= total_) return end_;
+        const double left = 1.0 - static_cast<double>(step - warmup_) / static_cast<double>(total_ - warmup_);
+        return (peak_ - end_) * std::pow(left, power_) + end_;
+    }
+
+private:
+    double peak_, end_, power_;
+    std::int64_t warmup_, total_;
+};
+
+/// Linear warm-up to peak, then linear decay to 0 at total_steps (BERT; Hugging Face's
+/// get_linear_schedule_with_warmup): polynomial_decay with power 1 and end 0.
+class warmup_linear {
+public:
+    warmup_linear(double peak, std::int64_t warmup_steps, std::int64_t total_steps) : impl_(peak, warmup_steps, total_steps) {}
+    [[nodiscard]] double lr(std::int64_t step) const { return impl_.lr(step); }
+
+private:
+    polynomial_decay impl_;
+};
+
+/// Inverse square root (Vaswani et al.; fairseq's inverse_sqrt with warmup_init_lr = 0):
+///   lr = peak * min(step / warmup, sqrt(warmup / step)),   lr(0) = 0.
+class inverse_sqrt {
+public:
+    inverse_sqrt(double peak, std::int64_t warmup_steps) : peak_(peak), warmup_(warmup_steps) {
+        detail::check_schedule(std::isfinite(peak) && peak >= 0, "inverse_sqrt: peak must be finite and >= 0");
+        detail::check_schedule(warmup_steps >= 1, "inverse_sqrt: warmup_steps must be >= 1");
+    }
+    [[nodiscard]] double lr(std::int64_t step) const {
+        detail::check_step(step, "inverse_sqrt");
+        if (step == 0) return 0.0;
+        const double s = static_cast<double>(step), w = static_cast<double>(warmup_);
+        return step < warmup_ ? peak_ * s / w : peak_ * std::sqrt(w / s);
+    }
+
+private:
+    double peak_;
+    std::int64_t warmup_;
+};
+
+}  // namespace depthlab::optim
+// ---- end depthlab/optim/schedule.hpp ----
+// ---- begin depthlab/optim/clip.hpp ----
+// Gradient clipping and scaling.
+//
+// clip_grad_norm(params, max_norm) is torch.nn.utils.clip_grad_norm_(..., norm_type=2,
+// error_if_nonfinite=True): total = sqrt(sum over parameters of ||grad||^2); when
+// max_norm / (total + 1e-6) < 1, every gradient is multiplied by that factor. It returns
+// the total norm before clipping. Parameters without a gradient are ignored; a Var listed
+// twice counts once. A non-finite total norm throws numeric_error naming the first
+// parameter whose gradient holds a non-finite value, and leaves every gradient unchanged.
+//
+// Gradient accumulation (an effective batch of N micro-batches): backward() adds into
+// the gradients (+=), so
+//     opt.zero_grad();
+//     for (int k = 0; k < N; ++k) {
+//         Var loss = compute_loss(micro_batch[k]);
+//         depthlab::scale(loss, T(1) / T(N)).backward();   // or plain backward(), then
+//     }                                                    //   scale_grads(params, 1.0 / N) here
+//     clip_grad_norm(opt.parameters(), 1.0);    // clip the accumulated (mean) gradient
+//     opt.step();
+// Scaling by 1/N makes the accumulated gradient the mean over the N micro-batches, as one
+// big batch would give (when each micro-batch loss is itself a mean over equally many
+// examples). scale_grads(params, 1.0 / N) after the loop is equivalent to scaling each loss.
+#include <cmath>
+#include <string>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+
+namespace depthlab::optim {
+
+namespace detail {
+/// The distinct parameters (by node) of `params` that have a gradient, checked contiguous.
+template <class T, class B>
+std::vector<const std::pair<std::string, Var<T, B>>*> with_grads(const named_parameters<T, B>& params, const char* fn) {
+    std::vector<const std::pair<std::string, Var<T, B>>*> out;
+    std::unordered_set<const void*> seen;
+    for (const auto& np : params) {
+        const auto& [name, var] = np;
+        DEPTHLAB_CHECK(var.defined(), usage_error, fn, ": parameter '", name, "' is an undefined Var");
+        if (!var.grad().defined() || !seen.insert(var.node_ptr().get()).second) continue;
+        DEPTHLAB_CHECK(var.grad().is_contiguous(), usage_error, fn, ": the gradient of '", name, "' is not contiguous");
+        out.push_back(&np);
+    }
+    return out;
+}
+template <class T, class B>
+named_parameters<T, B> numbered(const std::vector<Var<T, B>>& params) {
+    named_parameters<T, B> out;
+    for (std::size_t i = 0; i < params.size(); ++i) out.emplace_back("#" + std::to_string(i), params[i]);
+    return out;
+}
+}  // namespace detail
+
+/// Clips the global L2 norm of the gradients to max_norm (> 0) without leaving the device:
+/// returns the squared norm of every distinct gradient (in `params` order, a device tensor
+/// (k,)), from which the total is sqrt of their sum. A non-finite total leaves every
+/// gradient unchanged. No host synchronisation: a training step can clip and step without
+/// waiting for the device.
+template <class T, class B>
+Tensor<double, B> clip_grad_norm_on_device(const named_parameters<T, B>& params, double max_norm) {
+    DEPTHLAB_CHECK(std::isfinite(max_norm) && max_norm > 0, usage_error, "clip_grad_norm: max_norm must be finite and > 0, got ",
+                   max_norm);
+    using P = primitives<B>;
+    const auto list = detail::with_grads(params, "clip_grad_norm");
+    const auto k = static_cast<index_t>(list.size());
+    auto parts = Tensor<double, B>::zeros({k});
+    for (index_t j = 0; j < k; ++j) {
+        const auto& g = list[static_cast<std::size_t>(j)]->second.grad();
+        P::sum_squares_to(g.numel(), g.data(), parts.data() + j);
+    }
+    for (const auto* np : list) {
+        Var<T, B> v = np->second;  // a handle: its gradient is the parameter's
+        P::clip_scale(v.grad().numel(), v.grad().data(), parts.data(), k, max_norm);
+    }
+    return parts;
+}
+
+/// torch.nn.utils.clip_grad_norm_ (see the top of the file): clips, then reads the norm back
+/// (one synchronisation on a device) and returns it; throws numeric_error naming the first
+/// parameter with a non-finite gradient when the norm is not finite (gradients unchanged).
+template <class T, class B>
+double clip_grad_norm(const named_parameters<T, B>& params, double max_norm) {
+    const Tensor<double, B> parts = clip_grad_norm_on_device(params, max_norm);
+    const std::vector<double> sq = parts.to_host();
+    const double total = rules::clip_total(sq.data(), static_cast<index_t>(sq.size()));
+    if (!std::isfinite(total)) {
+        for (const auto* np : detail::with_grads(params, "clip_grad_norm")) {
+            const std::vector<T> x = np->second.grad().to_host();  // (the error path only)
+            for (std::size_t i = 0; i < x.size(); ++i)
+                DEPTHLAB_CHECK(std::isfinite(x[i]), numeric_error, "clip_grad_norm: the gradient of '", np->first,
+                               "' is not finite (element ", i, " is ", x[i], "); the total norm is ", total);
+        }
+        throw numeric_error(depthlab::detail::cat("clip_grad_norm: the total gradient norm overflowed (", total, ") though every element is finite"));
+    }
+    return total;
+}
+template <class T, class B>
+double clip_grad_norm(const std::vector<Var<T, B>>& params, double max_norm) {
+    return clip_grad_norm(detail::numbered(params), max_norm);
+}
+
+/// Multiplies every defined gradient by factor (each distinct Var once).
+template <class T, class B>
+void scale_grads(const named_parameters<T, B>& params, double factor) {
+    DEPTHLAB_CHECK(std::isfinite(factor), usage_error, "scale_grads: factor must be finite, got ", factor);
+    for (const auto* np : detail::with_grads(params, "scale_grads")) {
+        Var<T, B> v = np->second;
+        primitives<B>::axpby(v.grad().numel(), static_cast<T>(factor), v.grad().data(), T(0), v.grad().data());
+    }
+}
+template <class T, class B>
+void scale_grads(const std::vector<Var<T, B>>& params, double factor) {
+    scale_grads(detail::numbered(params), factor);
+}
+
+}  // namespace depthlab::optim
+// ---- end depthlab/optim/clip.hpp ----
+// ---- begin depthlab/nn/snapshot.hpp ----
+// In-memory parameter snapshots: keep θ⁰ at initialisation, restore it, or set one module's
+// parameters to (1 − α) θ⁰ + α θᶠ (weight rewinding and criticality need exactly this).
+// Values are copied in place, so every Var handle of the model stays valid.
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+
+namespace depthlab::nn {
+
+template <class T, class B = backend::cpu>
+class Snapshot {
+public:
+    Snapshot() = default;
+    /// Copies of every parameter of m.
+    explicit Snapshot(const Module<T, B>& m) {
+        for (auto& [name, p] : m.named_parameters()) {
+            index_.emplace(name, tensors_.size());
+            tensors_.emplace_back(name, p.value().clone());
+        }
+    }
+    [[nodiscard]] const std::vector<std::pair<std::string, Tensor<T, B>>>& tensors() const { return tensors_; }
+    [[nodiscard]] const Tensor<T, B>& at(const std::string& name) const {
+        auto it = index_.find(name);
+        DEPTHLAB_CHECK(it != index_.end(), error, "Snapshot: no parameter '", name, "'");
+        return tensors_[it->second].second;
+    }
+
+    /// Writes the snapshot back into m: every parameter, or only those under `prefix`
+    /// (a module name such as "decoder.5.feed_forward").
+    void restore(Module<T, B>& m, const std::string& prefix = "") const { interpolate(m, *this, *this, 1.0, prefix); }
+
+    /// For the parameters under `prefix` (all when empty): θ = (1 − α) a + α b.
+    /// Parameters outside the prefix are left untouched. α = 0 gives a, α = 1 gives b exactly.
+    static void interpolate(Module<T, B>& m, const Snapshot& a, const Snapshot& b, double alpha, const std::string& prefix = "") {
+        std::size_t matched = 0;
+        for (auto& [name, p] : m.named_parameters()) {
+            if (!is_under(name, prefix)) continue;
+            ++matched;
+            const Tensor<T, B>& ta = a.at(name);
+            const Tensor<T, B>& tb = b.at(name);
+            DEPTHLAB_CHECK(ta.shape() == p.value().shape() && tb.shape() == p.value().shape(), shape_error, "Snapshot: parameter '",
+                           name, "' has shape ", p.value().shape(), ", snapshots hold ", ta.shape(), " and ", tb.shape());
+            Tensor<T, B>& dst = p.value();
+            const index_t n = dst.numel();
+            if (alpha == 0.0) {
+                dst.copy_(ta);
+            } else if (alpha == 1.0) {
+                dst.copy_(tb);
+            } else {
+                primitives<B>::axpby(n, static_cast<T>(1.0 - alpha), ta.data(), T(0), dst.data());
+                primitives<B>::axpby(n, static_cast<T>(alpha), tb.data(), T(1), dst.data());
+            }
+        }
+        DEPTHLAB_CHECK(matched > 0, error, "Snapshot: no parameter under '", prefix, "'");
+    }
+
+private:
+    std::vector<std::pair<std::string, Tensor<T, B>>> tensors_;
+    std::unordered_map<std::string, std::size_t> index_;
+};
+
+}  // namespace depthlab::nn
+// ---- end depthlab/nn/snapshot.hpp ----
+// ---- begin depthlab/data/synthetic.hpp ----
+// Synthetic sequence-to-sequence data for smoke tests and examples: reverse a random
+// sequence. Ids: 0 = PAD, 1 = BOS, 2 = EOS, 3..vocab-1 = symbols.
+#include <cstdint>
+#include <vector>
+
+
+namespace depthlab::data {
+
+struct seq2seq_batch {
+    nn::token_batch src, tgt_in;         // tgt_in = BOS + target
+    std::vector<std::int64_t> tgt_out;   // target + EOS, -100 at padding (ignored by the loss)
+    [[nodiscard]] std::int64_t target_tokens() const {
+        std::int64_t n = 0;
+        for (auto t : tgt_out) n += t >= 0;
+        return n;
+    }
+};
+
+/// B sequences of length 2..max_len of symbols 3..vocab-1, and their reversals.
+inline seq2seq_batch reverse_task_batch(Generator& gen, index_t B, index_t max_len, index_t vocab) {
+    DEPTHLAB_CHECK(max_len >= 2 && vocab >= 4, usage_error, "reverse_task_batch: needs max_len >= 2 and vocab >= 4");
+    seq2seq_batch r;
+    const index_t Ts = max_len, Tt = max_len + 1;
+    r.src = {B, Ts, std::vector<std::int64_t>(B * Ts, 0), std::vector<std::int64_t>(B * Ts, 0), {}};
+    r.tgt_in = {B, Tt, std::vector<std::int64_t>(B * Tt, 0), std::vector<std::int64_t>(B * Tt, 0), {}};
+    r.tgt_out.assign(static_cast<std::size_t>(B * Tt), -100);
+    for (index_t b = 0; b < B; ++b) {
+        const index_t len = 2 + static_cast<index_t>(gen.below(static_cast<std::uint64_t>(max_len - 1)));
+        std::vector<std::int64_t> s(static_cast<std::size_t>(len));
+        for (auto& t : s) t = 3 + static_cast<std::int64_t>(gen.below(static_cast<std::uint64_t>(vocab - 3)));
+        for (index_t t = 0; t < len; ++t) r.src.ids[b * Ts + t] = s[t];
+        r.src.lengths.push_back(len);
+        r.tgt_in.ids[b * Tt] = 1;
+        for (index_t t = 0; t < len; ++t) {
+            r.tgt_in.ids[b * Tt + t + 1] = s[len - 1 - t];
+            r.tgt_out[b * Tt + t] = s[len - 1 - t];
+        }
+        r.tgt_out[b * Tt + len] = 2;
+        r.tgt_in.lengths.push_back(len + 1);
+    }
+    return r;
+}
+
+}  // namespace depthlab::data
+// ---- end depthlab/data/synthetic.hpp ----
+// ---- begin depthlab/metrics/bleu.hpp ----
+// BLEU as sacreBLEU 2.x (checked against 2.6.0) computes it by default
+// (`sacrebleu.metrics.BLEU()`):
+//   * tokenisation '13a' (mteval-v13a.pl): the line is right-stripped, `<skipped>` and
+//     `-\n` removed, `\n` -> ' ', `&quot; &amp; &lt; &gt;` unescaped (in that order); then
+//     every ASCII symbol except `' , . -` (i.e. { | } ~ [ \ ] ^ _ ` space ! " # $ % & ( ) * +
+//     : ; < = > ? @ /) is split off; `.` and `,` are split off unless both neighbours are
+//     digits ("1,000.5" stays, "end." splits); `-` is split off after a digit; whitespace
+//     (Python's definition) is collapsed. Case is kept.
+//   * n-grams of order 1..4; a hypothesis n-gram's count is clipped by the largest count of
+//     that n-gram in any one reference; corpus statistics are sums over segments.
+//   * brevity penalty exp(1 - r/c) when c < r (1 otherwise, 0 when c = 0), with r the sum
+//     over segments of the reference length closest to the hypothesis length (on a tie the
+//     shorter reference).
+//   * smoothing 'exp' (mteval's: the k-th order with no match gets precision
+//     1 / (2^k * total)), for the corpus score too; effective order off.
+//   * an empty reference string is a reference of length 0, as in sacreBLEU >= 2.2: it
+//     counts in `nrefs`, it can be the closest reference length (`sentence_bleu("a b",
+//     {"a b c d", ""})` is 100: the lengths 4 and 0 are both 2 away and the shorter wins),
+//     and a corpus whose references are all empty scores 0. With `empty_refs =
+//     empty_reference::absent` an empty string stands for sacreBLEU's `None` instead (see
+//     `empty_reference`).
+// Not supported: sacreBLEU's lowercase option and the other tokenizers (zh, intl, ...);
+// `tokenize = false` is sacreBLEU's tokenize='none'.
+// `sentence_bleu` matches `sacrebleu.sentence_bleu` (smoothing 'exp', effective order on).
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <iterator>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <unordered_map>
+#include <vector>
+
+// ---- begin depthlab/metrics/text.hpp ----
+// Text helpers shared by the metrics: UTF-8 code points and whitespace as Python 3's
+// `str.split()` / `str.rstrip()` see it, so that BLEU and chrF tokenise exactly like
+// sacreBLEU (which is written in Python). Invalid UTF-8 bytes count as one (non-space)
+// character each.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace depthlab::metrics {
+
+namespace detail {
+/// Decode the code point starting at s[i]; `len` gets its length in bytes (>= 1).
+inline char32_t decode_utf8(std::string_view s, std::size_t i, std::size_t& len) {
+    const auto b0 = static_cast<unsigned char>(s[i]);
+    auto cont = [&](std::size_t k) {
+        return i + k < s.size() && (static_cast<unsigned char>(s[i + k]) & 0xC0u) == 0x80u;
+    };
+    auto bits = [&](std::size_t k) { return static_cast<char32_t>(static_cast<unsigned char>(s[i + k]) & 0x3Fu); };
+    if (b0 < 0x80u) { len = 1; return b0; }
+    if ((b0 & 0xE0u) == 0xC0u && b0 >= 0xC2u && cont(1)) {
+        len = 2;
+        return (static_cast<char32_t>(b0 & 0x1Fu) << 6) | bits(1);
+    }
+    if ((b0 & 0xF0u) == 0xE0u && cont(1) && cont(2)) {
+        const char32_t c = (static_cast<char32_t>(b0 & 0x0Fu) << 12) | (bits(1) << 6) | bits(2);
+        if (c >= 0x800 && (c < 0xD800 || c > 0xDFFF)) { len = 3; return c; }
+    }
+    if ((b0 & 0xF8u) == 0xF0u && cont(1) && cont(2) && cont(3)) {
+        const char32_t c = (static_cast<char32_t>(b0 & 0x07u) << 18) | (bits(1) << 12) | (bits(2) << 6) | bits(3);
+        if (c >= 0x10000 && c <= 0x10FFFF) { len = 4; return c; }
+    }
+    len = 1;
+    return 0xFFFD;  // invalid byte: one opaque character
+}
+}  // namespace detail
+
+/// Python's `str.isspace()` for one code point.
+[[nodiscard]] constexpr bool is_python_space(char32_t c) {
+    return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+           (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+/// Byte offsets of the code points of `s`, plus s.size() at the end.
+[[nodiscard]] inline std::vector<std::size_t> code_point_offsets(std::string_view s) {
+    std::vector<std::size_t> off;
+    off.reserve(s.size() + 1);
+    for (std::size_t i = 0, len = 0; i < s.size(); i += len) {
+        off.push_back(i);
+        (void)detail::decode_utf8(s, i, len);
+    }
+    off.push_back(s.size());
+    return off;
+}
+
+/// Python's `s.split()`: the runs of non-whitespace, as views into `s`.
+[[nodiscard]] inline std::vector<std::string_view> split_whitespace(std::string_view s) {
+    std::vector<std::string_view> out;
+    std::size_t start = std::string_view::npos;
+    for (std::size_t i = 0, len = 0; i < s.size(); i += len) {
+        const bool space = is_python_space(detail::decode_utf8(s, i, len));
+        if (space && start != std::string_view::npos) {
+            out.push_back(s.substr(start, i - start));
+            start = std::string_view::npos;
+        } else if (!space && start == std::string_view::npos) {
+            start = i;
+        }
+    }
+    if (start != std::string_view::npos) out.push_back(s.substr(start));
+    return out;
+}
+
+/// Python's `s.rstrip()`.
+[[nodiscard]] inline std::string_view rstrip_whitespace(std::string_view s) {
+    std::size_t end = 0;
+    for (std::size_t i = 0, len = 0; i < s.size(); i += len)
+        if (!is_python_space(detail::decode_utf8(s, i, len))) end = i + len;
+    return s.substr(0, end);
+}
+
+/// Python's `''.join(s.split())`: all whitespace removed.
+[[nodiscard]] inline std::string remove_whitespace(std::string_view s) {
+    std::string out;
+    for (auto w : split_whitespace(s)) out += w;
+    return out;
+}
+
+namespace detail {
+inline void replace_all(std::string& s, std::string_view from, std::string_view to) {
+    std::string out;
+    std::size_t pos = 0;
+    for (std::size_t hit; (hit = s.find(from, pos)) != std::string::npos; pos = hit + from.size()) {
+        out.append(s, pos, hit - pos);
+        out += to;
+    }
+    if (pos == 0) return;
+    out.append(s, pos, std::string::npos);
+    s = std::move(out);
+}
+}  // namespace detail
+
+}  // namespace depthlab::metrics
+// ---- end depthlab/metrics/text.hpp ----
+
+namespace depthlab::metrics {
+
+/// A range of references: anything iterable whose elements convert to std::string_view
+/// (but not a single string).
+template <class R>
+concept reference_range = !std::is_convertible_v<const R&, std::string_view> && requires(const R& r) {
+    { std::string_view(*std::begin(r)) };
+    std::end(r);
+};
+
+/// What an empty reference string is (BLEU and chrF).
+enum class empty_reference {
+    /// A reference with no tokens / characters (sacreBLEU >= 2.2 with "").
+    zero_length,
+    /// No reference: the segment has one reference fewer (sacreBLEU's `None`, and what
+    /// sacreBLEU < 2.2 did with ""). Reference streams hold one string per segment, so
+    /// this is how a corpus with a varying number of references per segment is written
+    /// (signature `nrefs:var`); a segment left with no reference at all is an error.
+    absent,
+};
+
+namespace detail {
+/// Whether `ref` takes part in scoring under `mode`.
+[[nodiscard]] inline bool is_reference(std::string_view ref, empty_reference mode) {
+    return !(ref.empty() && mode == empty_reference::absent);
+}
+
+/// The references of a segment that count under `mode` (its `nrefs`).
+template <reference_range Refs>
+[[nodiscard]] std::size_t count_references(const Refs& refs, empty_reference mode) {
+    std::size_t k = 0;
+    for (const auto& r : refs) k += is_reference(std::string_view(r), mode);
+    return k;
+}
+}  // namespace detail
+
+/// The 13a tokeniser of mteval-v13a.pl / sacreBLEU; returns the tokens joined by ' '.
+[[nodiscard]] inline std::string tokenize_13a(std::string_view line) {
+    std::string s(rstrip_whitespace(line));
+    detail::replace_all(s, "<skipped>", "");
+    detail::replace_all(s, "-\n", "");
+    detail::replace_all(s, "\n", " ");
+    detail::replace_all(s, "&quot;", "\"");
+    detail::replace_all(s, "&amp;", "&");
+    detail::replace_all(s, "&lt;", "<");
+    detail::replace_all(s, "&gt;", ">");
+    s = " " + s + " ";
+
+    // The four substitutions are regexes applied left to right without overlap (as
+    // Python's re.sub does). They only test ASCII bytes, and a UTF-8 multi-byte sequence
+    // never contains one, so working on bytes gives the same result as on code points.
+    auto digit = [](char c) { return c >= '0' && c <= '9'; };
+    auto symbol = [](char c) {  // [\{-\~\[-\` -\&\(-\+\:-\@\/]
+        const auto u = static_cast<unsigned char>(c);
+        return (u >= 0x7B && u <= 0x7E) || (u >= 0x5B && u <= 0x60) || (u >= 0x20 && u <= 0x26) ||
+               (u >= 0x28 && u <= 0x2B) || (u >= 0x3A && u <= 0x40) || u == 0x2F;
+    };
+    auto dot_comma = [](char c) { return c == '.' || c == ','; };
+
+    std::string t;  // ([\{-\~\[-\` -\&\(-\+\:-\@\/]) -> ' \1 '
+    t.reserve(s.size() * 2);
+    for (char c : s) {
+        if (symbol(c)) { t += ' '; t += c; t += ' '; } else t += c;
+    }
+    s.clear();  // ([^0-9])([\.,]) -> '\1 \2 '
+    for (std::size_t i = 0; i < t.size();) {
+        if (i + 1 < t.size() && !digit(t[i]) && dot_comma(t[i + 1])) {
+            s += t[i]; s += ' '; s += t[i + 1]; s += ' ';
+            i += 2;
+        } else s += t[i++];
+    }
+    t.clear();  // ([\.,])([^0-9]) -> ' \1 \2'
+    for (std::size_t i = 0; i < s.size();) {
+        if (i + 1 < s.size() && dot_comma(s[i]) && !digit(s[i + 1])) {
+            t += ' '; t += s[i]; t += ' '; t += s[i + 1];
+            i += 2;
+        } else t += s[i++];
+    }
+    s.clear();  // ([0-9])(-) -> '\1 \2 '
+    for (std::size_t i = 0; i < t.size();) {
+        if (i + 1 < t.size() && digit(t[i]) && t[i + 1] == '-') {
+            s += t[i]; s += " - ";
+            i += 2;
+        } else s += t[i++];
+    }
+    std::string out;
+    for (auto w : split_whitespace(s)) {
+        if (!out.empty()) out += ' ';
+        out += w;
+    }
+    return out;
+}
+
+enum class bleu_smooth { none, floor, add_k, exp };
+
+struct bleu_options {
+    bleu_smooth smooth = bleu_smooth::exp;
+    double smooth_value = -1;      ///< < 0: sacreBLEU's default (floor 0.1, add-k 1)
+    bool effective_order = false;  ///< stop at the first order with no hypothesis n-gram
+    int max_ngram_order = 4;
+    bool tokenize = true;          ///< '13a'; false = sacreBLEU's tokenize='none'
+    empty_reference empty_refs = empty_reference::zero_length;
+};
+
+/// Options of `sacrebleu.sentence_bleu` (exp smoothing, effective order).
+[[nodiscard]] inline bleu_options sentence_bleu_options() {
+    bleu_options o;
+    o.effective_order = true;
+    return o;
+}
+
+/// Sufficient statistics of BLEU; they add up over segments (and over corpora).
+struct bleu_stats {
+    std::int64_t sys_len = 0, ref_len = 0;
+    std::vector<std::int64_t> correct, total;  // per order 1..N
+    explicit bleu_stats(int order = 4) : correct(static_cast<std::size_t>(order), 0), total(static_cast<std::size_t>(order), 0) {}
+    bleu_stats& operator+=(const bleu_stats& o) {
+        DEPTHLAB_CHECK(o.correct.size() == correct.size(), usage_error, "bleu_stats: adding statistics of order ",
+                       o.correct.size(), " to order ", correct.size());
+        sys_len += o.sys_len;
+        ref_len += o.ref_len;
+        for (std::size_t i = 0; i < correct.size(); ++i) {
+            correct[i] += o.correct[i];
+            total[i] += o.total[i];
+        }
+        return *this;
+    }
+};
+
+struct bleu_score {
+    double score = 0;                  ///< 0..100
+    std::vector<double> precisions;    ///< per order, in percent (smoothed as sacreBLEU reports them)
+    std::vector<std::int64_t> counts;  ///< matched n-grams per order
+    std::vector<std::int64_t> totals;  ///< hypothesis n-grams per order
+    double bp = 0;
+    std::int64_t sys_len = 0, ref_len = 0;
+    int nrefs = 1;  ///< references per segment; -1 when it varies ("var")
+    bleu_options options;
+
+    [[nodiscard]] double ratio() const { return ref_len ? static_cast<double>(sys_len) / static_cast<double>(ref_len) : 0.0; }
+
+    /// sacreBLEU's signature, e.g. "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:depthlab-0.1.0".
+    [[nodiscard]] std::string signature() const {
+        std::string smooth;
+        char buf[32];
+        switch (options.smooth) {
+            case bleu_smooth::none: smooth = "none"; break;
+            case bleu_smooth::exp: smooth = "exp"; break;
+            case bleu_smooth::floor:
+                std::snprintf(buf, sizeof buf, "floor[%.2f]", options.smooth_value < 0 ? 0.1 : options.smooth_value);
+                smooth = buf;
+                break;
+            case bleu_smooth::add_k:
+                std::snprintf(buf, sizeof buf, "add-k[%.2f]", options.smooth_value < 0 ? 1.0 : options.smooth_value);
+                smooth = buf;
+                break;
+        }
+        return "nrefs:" + (nrefs < 0 ? std::string("var") : std::to_string(nrefs)) + "|case:mixed|eff:" +
+               (options.effective_order ? "yes" : "no") + "|tok:" + (options.tokenize ? "13a" : "none") +
+               "|smooth:" + smooth + "|version:depthlab-" + version_string();
+    }
+
+    /// sacreBLEU's score line: "BLEU|<signature> = 25.00 60.0/40.0/25.0/16.7 (BP = 1.000
+    /// ratio = 1.000 hyp_len = 5 ref_len = 5)"; without the "|<signature>" part when
+    /// `with_signature` is false.
+    [[nodiscard]] std::string format(int width = 2, bool with_signature = true) const {
+        std::string out = with_signature ? "BLEU|" + signature() : "BLEU";
+        char buf[128];
+        std::snprintf(buf, sizeof buf, " = %.*f ", width, score);
+        out += buf;
+        for (std::size_t i = 0; i < precisions.size(); ++i) {
+            std::snprintf(buf, sizeof buf, "%s%.1f", i ? "/" : "", precisions[i]);
+            out += buf;
+        }
+        std::snprintf(buf, sizeof buf, " (BP = %.3f ratio = %.3f hyp_len = %lld ref_len = %lld)", bp, ratio(),
+                      static_cast<long long>(sys_len), static_cast<long long>(ref_len));
+        return out + buf;
+    }
+};
+
+/// The score from summed statistics (sacreBLEU's BLEU.compute_bleu).
+[[nodiscard]] inline bleu_score compute_bleu(const bleu_stats& st, const bleu_options& o = {}) {
+    const int N = o.max_ngram_order;
+    DEPTHLAB_CHECK(N >= 1 && static_cast<std::size_t>(N) == st.correct.size(), usage_error,
+                   "compute_bleu: statistics of order ", st.correct.size(), " but max_ngram_order ", N);
+    bleu_score r;
+    r.options = o;
+    r.counts = st.correct;
+    r.totals = st.total;
+    r.sys_len = st.sys_len;
+    r.ref_len = st.ref_len;
+    r.precisions.assign(static_cast<std::size_t>(N), 0.0);
+    if (st.sys_len < st.ref_len)
+        r.bp = st.sys_len > 0 ? std::exp(1.0 - static_cast<double>(st.ref_len) / static_cast<double>(st.sys_len)) : 0.0;
+    else
+        r.bp = 1.0;
+    if (std::all_of(st.correct.begin(), st.correct.end(), [](std::int64_t c) { return c == 0; })) return r;
+
+    const double value = o.smooth_value >= 0 ? o.smooth_value : (o.smooth == bleu_smooth::floor ? 0.1 : 1.0);
+    double smooth_mteval = 1.0;
+    int eff_order = N;
+    for (int n = 1; n <= N; ++n) {
+        double correct = static_cast<double>(st.correct[n - 1]), total = static_cast<double>(st.total[n - 1]);
+        if (o.smooth == bleu_smooth::add_k && n > 1) {
+            correct += value;
+            total += value;
+        }
+        if (total == 0) break;
+        if (o.effective_order) eff_order = n;
+        if (correct == 0) {
+            if (o.smooth == bleu_smooth::exp) {
+                smooth_mteval *= 2;
+                r.precisions[n - 1] = 100.0 / (smooth_mteval * total);
+            } else if (o.smooth == bleu_smooth::floor) {
+                r.precisions[n - 1] = 100.0 * value / total;
+            }
+        } else {
+            r.precisions[n - 1] = 100.0 * correct / total;
+        }
+    }
+    double log_sum = 0;  // sacreBLEU's my_log: log(0) is taken as -9999999999
+    for (int n = 0; n < eff_order; ++n) log_sum += r.precisions[n] == 0.0 ? -9999999999.0 : std::log(r.precisions[n]);
+    r.score = r.bp * std::exp(log_sum / eff_order);
+    return r;
+}
+
+/// Accumulates BLEU statistics segment by segment (for evaluation loops); `score()` any time.
+class bleu_accumulator {
+public:
+    explicit bleu_accumulator(bleu_options o = {}) : opt_(o), stats_(o.max_ngram_order) {
+        DEPTHLAB_CHECK(o.max_ngram_order >= 1, usage_error, "bleu: max_ngram_order must be >= 1, got ", o.max_ngram_order);
+    }
+
+    /// Statistics of one segment against its references (see `empty_reference` for "").
+    template <reference_range Refs>
+    [[nodiscard]] bleu_stats segment_stats(std::string_view hyp, const Refs& refs) const {
+        const std::size_t N = static_cast<std::size_t>(opt_.max_ngram_order);
+        std::vector<std::unordered_map<std::string, std::int64_t>> ref_max(N);
+        std::vector<std::int64_t> ref_lens;
+        for (const auto& ref_any : refs) {
+            const std::string_view ref(ref_any);
+            if (!detail::is_reference(ref, opt_.empty_refs)) continue;
+            std::vector<std::unordered_map<std::string, std::int64_t>> counts(N);
+            ref_lens.push_back(count_ngrams(preprocess(ref), counts));
+            for (std::size_t n = 0; n < N; ++n)
+                for (auto& [g, c] : counts[n]) {
+                    auto& m = ref_max[n][g];
+                    m = std::max(m, c);
+                }
+        }
+        DEPTHLAB_CHECK(!ref_lens.empty(), usage_error, "bleu: a segment has no reference",
+                       opt_.empty_refs == empty_reference::absent ? " (empty ones are absent)" : "");
+        std::vector<std::unordered_map<std::string, std::int64_t>> hyp_counts(N);
+        const std::int64_t hyp_len = count_ngrams(preprocess(hyp), hyp_counts);
+        std::int64_t closest_diff = -1, closest_len = -1;
+        for (auto len : ref_lens) {
+            const std::int64_t diff = len > hyp_len ? len - hyp_len : hyp_len - len;
+            if (closest_diff == -1 || diff < closest_diff) {
+                closest_diff = diff;
+                closest_len = len;
+            } else if (diff == closest_diff && len < closest_len) {
+                closest_len = len;
+            }
+        }
+        bleu_stats st(opt_.max_ngram_order);
+        st.sys_len = hyp_len;
+        st.ref_len = closest_len;
+        for (std::size_t n = 0; n < N; ++n)
+            for (auto& [g, c] : hyp_counts[n]) {
+                st.total[n] += c;
+                if (auto it = ref_max[n].find(g); it != ref_max[n].end()) st.correct[n] += std::min(c, it->second);
+            }
+        return st;
+    }
+
+    /// Add one segment; `refs` is any range of string-like references.
+    template <reference_range Refs>
+    void add(std::string_view hyp, const Refs& refs) {
+        stats_ += segment_stats(hyp, refs);
+        nrefs_.insert(detail::count_references(refs, opt_.empty_refs));
+    }
+    void add(std::string_view hyp, std::string_view ref) { add(hyp, std::array<std::string_view, 1>{ref}); }
+
+    [[nodiscard]] bleu_score score() const {
+        bleu_score r = compute_bleu(stats_, opt_);
+        r.nrefs = nrefs_.size() == 1 ? static_cast<int>(*nrefs_.begin()) : (nrefs_.empty() ? 1 : -1);
+        return r;
+    }
+    [[nodiscard]] const bleu_stats& stats() const { return stats_; }
+    [[nodiscard]] const bleu_options& options() const { return opt_; }
+
+private:
+    [[nodiscard]] std::string preprocess(std::string_view s) const {
+        return opt_.tokenize ? tokenize_13a(s) : std::string(rstrip_whitespace(s));
+    }
+    // n-grams of a tokenised line, keyed by the tokens joined with ' ' (tokens hold no
+    // whitespace, so the key is unambiguous); returns the token count.
+    static std::int64_t count_ngrams(const std::string& line, std::vector<std::unordered_map<std::string, std::int64_t>>& out) {
+        const auto tokens = split_whitespace(line);
+        const std::size_t T = tokens.size();
+        for (std::size_t n = 1; n <= out.size(); ++n)
+            for (std::size_t i = 0; i + n <= T; ++i) {
+                std::string key(tokens[i]);
+                for (std::size_t k = 1; k < n; ++k) {
+                    key += ' ';
+                    key += tokens[i + k];
+                }
+                ++out[n - 1][key];
+            }
+        return static_cast<std::int64_t>(T);
+    }
+
+    bleu_options opt_;
+    bleu_stats stats_;
+    std::set<std::size_t> nrefs_;
+};
+
+/// Corpus BLEU. `ref_streams[k][i]` is the k-th reference of segment i (sacreBLEU's
+/// layout: one list per reference set); every stream must have one entry per hypothesis
+/// (where a segment has fewer references, "" with `empty_reference::absent`).
+[[nodiscard]] inline bleu_score corpus_bleu(std::span<const std::string> hyps,
+                                            std::span<const std::vector<std::string>> ref_streams,
+                                            const bleu_options& o = {}) {
+    DEPTHLAB_CHECK(!ref_streams.empty(), usage_error, "corpus_bleu: no reference stream");
+    for (std::size_t k = 0; k < ref_streams.size(); ++k)
+        DEPTHLAB_CHECK(ref_streams[k].size() == hyps.size(), usage_error, "corpus_bleu: ", hyps.size(),
+                       " hypotheses but reference stream ", k, " has ", ref_streams[k].size(), " segments");
+    bleu_accumulator acc(o);
+    std::vector<std::string_view> refs(ref_streams.size());
+    for (std::size_t i = 0; i < hyps.size(); ++i) {
+        for (std::size_t k = 0; k < ref_streams.size(); ++k) refs[k] = ref_streams[k][i];
+        acc.add(hyps[i], refs);
+    }
+    return acc.score();
+}
+
+/// Corpus BLEU against a single reference per segment.
+[[nodiscard]] inline bleu_score corpus_bleu(std::span<const std::string> hyps, std::span<const std::string> refs,
+                                            const bleu_options& o = {}) {
+    const std::vector<std::vector<std::string>> streams{std::vector<std::string>(refs.begin(), refs.end())};
+    return corpus_bleu(hyps, std::span<const std::vector<std::string>>(streams), o);
+}
+
+/// Sentence BLEU of one hypothesis against its references (`sacrebleu.sentence_bleu`).
+[[nodiscard]] inline bleu_score sentence_bleu(std::string_view hyp, std::span<const std::string> refs,
+                                              const bleu_options& o = sentence_bleu_options()) {
+    bleu_accumulator acc(o);
+    acc.add(hyp, refs);
+    return acc.score();
+}
+
+}  // namespace depthlab::metrics
+// ---- end depthlab/metrics/bleu.hpp ----
+// ---- begin depthlab/metrics/chrf.hpp ----
+// chrF as sacreBLEU 2.x (checked against 2.6.0) computes it by default
+// (`sacrebleu.metrics.CHRF()`: chrF2 with character order 6, word order 0, beta 2, case
+// kept, whitespace removed, no eps smoothing), and chrF++ with word_order = 2.
+//   * whitespace (Python's definition) is deleted, then character (code point) n-grams of
+//     order 1..6 are counted; per order the statistics are [hypothesis n-grams, reference
+//     n-grams, matches] (hypothesis n-grams count 0 when the reference has none of that
+//     order); matches are clipped counts.
+//   * word n-grams (chrF++): words split at whitespace, one ASCII punctuation character
+//     split off the end (else the start) of each word longer than one character.
+//   * with several references a segment takes the statistics of the reference with the
+//     best sentence-level score (the first on a tie); corpus statistics are sums.
+//   * score: precision and recall averaged over the orders with hypothesis and reference
+//     n-grams ("effective order"), then F_beta = (1+b^2) P R / (b^2 P + R), times 100 --
+//     evaluated in exactly sacreBLEU's order, since that score also picks the reference:
+//     two references with mathematically equal scores are a tie only if both round alike
+//     (`corpus_chrf({"aabb", "abc"}, {{"ac", "abc"}, {"bacba", "abc"}})` is 78.29 with
+//     "ac" taken for the first segment; another rounding takes "bacba" and gives 37.65).
+//   * an empty reference string is a reference with no n-grams, as in sacreBLEU >= 2.2
+//     (it scores 0 and counts in `nrefs`), unless `empty_refs = empty_reference::absent`
+//     (see bleu.hpp).
+// Not supported: sacreBLEU's lowercase option.
+#include <array>
+#include <cstdint>
+#include <cstdio>
+#include <set>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+
+namespace depthlab::metrics {
+
+struct chrf_options {
+    int char_order = 6;
+    int word_order = 0;  ///< 2 for chrF++
+    double beta = 2;
+    bool whitespace = false;     ///< keep whitespace in the character n-grams
+    bool eps_smoothing = false;  ///< chrF++.py / Moses / NLTK style smoothing instead of effective order
+    empty_reference empty_refs = empty_reference::zero_length;
+};
+
+struct chrf_score {
+    double score = 0;  ///< 0..100
+    int nrefs = 1;     ///< -1 when it varies
+    chrf_options options;
+    std::vector<std::int64_t> stats;  ///< [hyp, ref, match] per order (char orders first)
+
+    [[nodiscard]] std::string name() const {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "chrF%g", options.beta);
+        return buf + std::string(static_cast<std::size_t>(options.word_order), '+');
+    }
+    /// e.g. "nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:depthlab-0.1.0"
+    [[nodiscard]] std::string signature() const {
+        return "nrefs:" + (nrefs < 0 ? std::string("var") : std::to_string(nrefs)) + "|case:mixed|eff:" +
+               (options.eps_smoothing ? "no" : "yes") + "|nc:" + std::to_string(options.char_order) +
+               "|nw:" + std::to_string(options.word_order) + "|space:" + (options.whitespace ? "yes" : "no") +
+               "|version:depthlab-" + version_string();
+    }
+    /// sacreBLEU's score line, e.g. "chrF2|<signature> = 45.67".
+    [[nodiscard]] std::string format(int width = 2, bool with_signature = true) const {
+        char buf[64];
+        std::snprintf(buf, sizeof buf, " = %.*f", width, score);
+        return (with_signature ? name() + "|" + signature() : name()) + buf;
+    }
+};
+
+namespace detail {
+/// factor * p + r with the product rounded before the sum, as Python evaluates it. A
+/// fused multiply-add (an FMA target with clang's default -ffp-contract=on, or GCC's
+/// -ffp-contract=fast in GNU mode) rounds once and changes the last bit whenever the
+/// product is inexact, e.g. for beta 3; the volatile store keeps the two roundings.
+[[nodiscard]] inline double unfused_multiply_add(double factor, double p, double r) {
+    const volatile double product = factor * p;
+    return product + r;
+}
+}  // namespace detail
+
+/// The chrF score from [hyp, ref, match] statistics (sacreBLEU's CHRF._compute_f_score).
+[[nodiscard]] inline double chrf_f_score(std::span<const std::int64_t> stats, const chrf_options& o) {
+    const int order = o.char_order + o.word_order;
+    DEPTHLAB_CHECK(stats.size() == static_cast<std::size_t>(3 * order), usage_error, "chrf: ", stats.size(),
+                   " statistics for ", order, " orders");
+    constexpr double eps = 1e-16;
+    const double factor = o.beta * o.beta;
+    double score = 0, avg_prec = 0, avg_rec = 0;
+    int effective_order = 0;
+    for (int i = 0; i < order; ++i) {
+        const auto n_hyp = stats[3 * i], n_ref = stats[3 * i + 1], n_match = stats[3 * i + 2];
+        const double prec = n_hyp > 0 ? static_cast<double>(n_match) / static_cast<double>(n_hyp) : eps;
+        const double rec = n_ref > 0 ? static_cast<double>(n_match) / static_cast<double>(n_ref) : eps;
+        const double denom = detail::unfused_multiply_add(factor, prec, rec);
+        score += denom > 0 ? (1 + factor) * prec * rec / denom : eps;
+        if (n_hyp > 0 && n_ref > 0) {
+            avg_prec += prec;
+            avg_rec += rec;
+            ++effective_order;
+        }
+    }
+    if (o.eps_smoothing) return 100 * score / order;
+    if (effective_order == 0) return 0.0;
+    avg_prec /= effective_order;
+    avg_rec /= effective_order;
+    if (avg_prec + avg_rec == 0) return 0.0;
+    // Bit for bit sacreBLEU's rounding (see the header comment): no reordered or fused form.
+    double f = (1 + factor) * avg_prec * avg_rec;
+    f /= detail::unfused_multiply_add(factor, avg_prec, avg_rec);
+    return 100 * f;
+}
+
+class chrf_accumulator {
+public:
+    explicit chrf_accumulator(chrf_options o = {}) : opt_(o), stats_(static_cast<std::size_t>(3 * (o.char_order + o.word_order)), 0) {
+        DEPTHLAB_CHECK(o.char_order >= 0 && o.word_order >= 0 && o.char_order + o.word_order >= 1, usage_error,
+                       "chrf: orders must be >= 0 and not both 0");
+    }
+
+    /// Statistics of one segment: those of its best reference (the first of equal scores).
+    template <reference_range Refs>
+    [[nodiscard]] std::vector<std::int64_t> segment_stats(std::string_view hyp, const Refs& refs) const {
+        ngrams h;
+        extract(hyp, h);
+        std::vector<std::int64_t> best;
+        double best_f = -1.0;
+        bool any = false;
+        for (const auto& ref_any : refs) {
+            const std::string_view ref(ref_any);
+            if (!detail::is_reference(ref, opt_.empty_refs)) continue;
+            any = true;
+            ngrams r;
+            extract(ref, r);
+            std::vector<std::int64_t> st;
+            st.reserve(stats_.size());
+            for (std::size_t n = 0; n < h.counts.size(); ++n) {
+                std::int64_t hyp_count = 0, match = 0, ref_count = 0;
+                for (const auto& [g, c] : h.counts[n]) {
+                    hyp_count += c;
+                    if (auto it = r.counts[n].find(g); it != r.counts[n].end()) match += std::min(c, it->second);
+                }
+                for (const auto& [g, c] : r.counts[n]) ref_count += c;
+                st.push_back(r.counts[n].empty() ? 0 : hyp_count);
+                st.push_back(ref_count);
+                st.push_back(match);
+            }
+            const double f = chrf_f_score(st, opt_);
+            if (f > best_f) {
+                best_f = f;
+                best = std::move(st);
+            }
+        }
+        DEPTHLAB_CHECK(any, usage_error, "chrf: a segment has no reference",
+                       opt_.empty_refs == empty_reference::absent ? " (empty ones are absent)" : "");
+        return best;
+    }
+
+    template <reference_range Refs>
+    void add(std::string_view hyp, const Refs& refs) {
+        const auto st = segment_stats(hyp, refs);
+        for (std::size_t i = 0; i < st.size(); ++i) stats_[i] += st[i];
+        nrefs_.insert(detail::count_references(refs, opt_.empty_refs));
+    }
+    void add(std::string_view hyp, std::string_view ref) { add(hyp, std::array<std::string_view, 1>{ref}); }
+
+    [[nodiscard]] chrf_score score() const {
+        chrf_score r;
+        r.score = chrf_f_score(stats_, opt_);
+        r.nrefs = nrefs_.size() == 1 ? static_cast<int>(*nrefs_.begin()) : (nrefs_.empty() ? 1 : -1);
+        r.options = opt_;
+        r.stats = stats_;
+        return r;
+    }
+
+private:
+    // The n-gram keys are string_views into `text` / `words` storage kept alongside.
+    struct ngrams {
+        std::string text;
+        std::vector<std::string> word_grams;  // owns word n-gram keys
+        std::vector<std::unordered_map<std::string_view, std::int64_t>> counts;
+        ngrams() = default;
+        ngrams(const ngrams&) = delete;  // the views point into this object's strings
+        ngrams& operator=(const ngrams&) = delete;
+    };
+
+    void extract(std::string_view line, ngrams& g) const {
+        g.text = opt_.whitespace ? std::string(line) : remove_whitespace(line);
+        const auto off = code_point_offsets(g.text);
+        const std::size_t C = off.size() - 1;  // code points
+        g.counts.resize(static_cast<std::size_t>(opt_.char_order + opt_.word_order));
+        const std::string_view text(g.text);
+        for (std::size_t n = 1; n <= static_cast<std::size_t>(opt_.char_order); ++n)
+            for (std::size_t i = 0; i + n <= C; ++i) ++g.counts[n - 1][text.substr(off[i], off[i + n] - off[i])];
+        if (opt_.word_order > 0) {
+            const auto words = split_punctuation(line);
+            for (std::size_t n = 1; n <= static_cast<std::size_t>(opt_.word_order); ++n)
+                for (std::size_t i = 0; i + n <= words.size(); ++i) {
+                    std::string key(words[i]);
+                    for (std::size_t k = 1; k < n; ++k) {
+                        key += ' ';
+                        key += words[i + k];
+                    }
+                    g.word_grams.push_back(std::move(key));
+                }
+            g.word_grams.shrink_to_fit();  // no reallocation after the views are taken
+            std::size_t idx = 0;
+            for (std::size_t n = 1; n <= static_cast<std::size_t>(opt_.word_order); ++n)
+                for (std::size_t i = 0; i + n <= words.size(); ++i)
+                    ++g.counts[static_cast<std::size_t>(opt_.char_order) + n - 1][std::string_view(g.word_grams[idx++])];
+        }
+    }
+
+    // sacreBLEU's _remove_punctuation: split one ASCII punctuation character off the end
+    // (else the start) of every word longer than one character.
+    static std::vector<std::string_view> split_punctuation(std::string_view line) {
+        constexpr std::string_view puncts = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~";
+        std::vector<std::string_view> out;
+        for (auto w : split_whitespace(line)) {
+            if (code_point_offsets(w).size() - 1 == 1) {
+                out.push_back(w);
+            } else if (puncts.find(w.back()) != std::string_view::npos) {
+                out.push_back(w.substr(0, w.size() - 1));
+                out.push_back(w.substr(w.size() - 1));
+            } else if (puncts.find(w.front()) != std::string_view::npos) {
+                out.push_back(w.substr(0, 1));
+                out.push_back(w.substr(1));
+            } else {
+                out.push_back(w);
+            }
+        }
+        return out;
+    }
+
+    chrf_options opt_;
+    std::vector<std::int64_t> stats_;
+    std::set<std::size_t> nrefs_;
+};
+
+/// Corpus chrF; `ref_streams[k][i]` is the k-th reference of segment i.
+[[nodiscard]] inline chrf_score corpus_chrf(std::span<const std::string> hyps,
+                                            std::span<const std::vector<std::string>> ref_streams,
+                                            const chrf_options& o = {}) {
+    DEPTHLAB_CHECK(!ref_streams.empty(), usage_error, "corpus_chrf: no reference stream");
+    for (std::size_t k = 0; k < ref_streams.size(); ++k)
+        DEPTHLAB_CHECK(ref_streams[k].size() == hyps.size(), usage_error, "corpus_chrf: ", hyps.size(),
+                       " hypotheses but reference stream ", k, " has ", ref_streams[k].size(), " segments");
+    chrf_accumulator acc(o);
+    std::vector<std::string_view> refs(ref_streams.size());
+    for (std::size_t i = 0; i < hyps.size(); ++i) {
+        for (std::size_t k = 0; k < ref_streams.size(); ++k) refs[k] = ref_streams[k][i];
+        acc.add(hyps[i], refs);
+    }
+    return acc.score();
+}
+
+[[nodiscard]] inline chrf_score corpus_chrf(std::span<const std::string> hyps, std::span<const std::string> refs,
+                                            const chrf_options& o = {}) {
+    const std::vector<std::vector<std::string>> streams{std::vector<std::string>(refs.begin(), refs.end())};
+    return corpus_chrf(hyps, std::span<const std::vector<std::string>>(streams), o);
+}
+
+[[nodiscard]] inline chrf_score sentence_chrf(std::string_view hyp, std::span<const std::string> refs,
+                                              const chrf_options& o = {}) {
+    chrf_accumulator acc(o);
+    acc.add(hyp, refs);
+    return acc.score();
+}
+
+}  // namespace depthlab::metrics
+// ---- end depthlab/metrics/chrf.hpp ----
+// ---- begin depthlab/train/progress.hpp ----
+// Progress of a long run, the way a PyTorch / Hugging Face user expects it: one line per
+// report with step, loss parts, tokens/s, elapsed time and ETA, and the same record as a
+// JSON line (metrics.jsonl) for plots.
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <fstream>
+#include <iomanip>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+// ---- begin depthlab/io/atomic_file.hpp ----
+// Atomic file writes: a file is either its old content or its complete new content, never
+// a mix, whatever happens during the write (an exception, a full disk, kill -9, power loss).
+//
+// The bytes go to a temporary file next to the target, `<path>.tmp.<pid>.<n>`, created
+// exclusively and held under an exclusive flock(2) while it is written; it is flushed,
+// fsync'ed and renamed over the target, and the directory is fsync'ed. On failure the
+// temporary is removed and io_error names the path. A flock dies with its process, so a
+// temporary that can be locked belongs to a writer that was killed before its rename: the
+// next write of the same path removes it (temporaries of live writers stay locked and are
+// left alone, even those of other threads of this process).
+//
+//   io::write_file_atomically("runs/x/report.html", html);
+//   io::write_atomically(path, "save_safetensors", [&](const io::byte_sink& put) { put(p, n); ... });
+//
+// POSIX only (open/flock/fsync/rename).
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+
+namespace depthlab::io {
+
+/// Receives bytes (any number of calls).
+using byte_sink = std::function<void(const void* data, std::size_t bytes)>;
+
+namespace detail {
+inline std::atomic<std::uint64_t>& temp_counter() {
+    static std::atomic<std::uint64_t> n{0};
+    return n;
+}
+inline std::string errno_text(int err) { return std::strerror(err); }
+inline std::string temp_prefix(const std::string& path) { return path + ".tmp."; }
+inline std::string directory_of(const std::string& path) {
+    const std::size_t slash = path.find_last_of('/');
+    return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+}
+
+/// A temporary being written: the stream, and a second descriptor on the same open file
+/// (dup shares it, hence the lock) that keeps the lock held after the stream is closed,
+/// until the rename is done.
+struct locked_temporary {
+    std::string name;
+    std::FILE* file = nullptr;
+    int lock_fd = -1;
+    locked_temporary() = default;
+    locked_temporary(const locked_temporary&) = delete;
+    locked_temporary& operator=(const locked_temporary&) = delete;
+    ~locked_temporary() {
+        close_file();
+        release();
+    }
+    /// Closes the stream (if still open); returns fclose's result.
+    int close_file() { return file ? std::fclose(std::exchange(file, nullptr)) : 0; }
+    /// Drops the lock (after the rename, or with discard).
+    void release() {
+        if (lock_fd >= 0) ::close(std::exchange(lock_fd, -1));
+    }
+    /// Closes everything and removes the file (after a failure).
+    void discard() {
+        close_file();
+        if (!name.empty()) ::unlink(name.c_str());
+        release();
+    }
+};
+
+/// Creates and locks a new temporary file for `path` (op names the caller in errors).
+inline void create_locked_temporary(const std::string& path, const char* op, locked_temporary& t) {
+    for (int attempt = 0;; ++attempt) {
+        t.name = temp_prefix(path) + std::to_string(::getpid()) + "." + std::to_string(temp_counter()++);
+        const int fd = ::open(t.name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);  // never reuse someone's file
+        if (fd < 0)
+            throw io_error(depthlab::detail::cat(op, " ", path, ": cannot create temporary file ", t.name, ": ", errno_text(errno)));
+        // A cleaner may have taken the file between open and flock (it found it unlocked):
+        // then the name no longer leads to this file, and a fresh one is made.
+        struct ::stat mine {}, named {};
+        const bool ok = ::flock(fd, LOCK_EX) == 0 && ::fstat(fd, &mine) == 0 && ::stat(t.name.c_str(), &named) == 0 &&
+                        mine.st_ino == named.st_ino && mine.st_dev == named.st_dev;
+        if (ok) {
+            t.lock_fd = ::dup(fd);
+            if (t.lock_fd >= 0) {
+                t.file = ::fdopen(fd, "wb");
+                if (t.file != nullptr) return;
+                t.release();
+            }
+            ::unlink(t.name.c_str());
+        }
+        const int err = errno;
+        ::close(fd);
+        if (attempt == 8)
+            throw io_error(depthlab::detail::cat(op, " ", path, ": cannot lock temporary file ", t.name, ": ", errno_text(err)));
+    }
+}
+
+/// Makes a rename durable (best effort: some file systems refuse fsync on a directory).
+inline void sync_directory(const std::string& path) {
+    const int fd = ::open(directory_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0) {
+        (void)::fsync(fd);
+        ::close(fd);
+    }
+}
+}  // namespace detail
+
+/// Removes the temporaries of `path` left by writers that died (see the top of this file)
+/// and returns how many. Best effort: whatever cannot be listed, opened or locked is left.
+/// Called by every atomic write; public so that tools can clean a folder explicitly.
+inline std::size_t remove_stale_temporaries(const std::string& path) {
+    const std::string dir = detail::directory_of(path);
+    const std::size_t slash = path.find_last_of('/');
+    const std::string prefix = detail::temp_prefix(slash == std::string::npos ? path : path.substr(slash + 1));
+    const auto digits = [](std::string_view v) { return !v.empty() && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; }); };
+    std::vector<std::string> candidates;
+    if (DIR* d = ::opendir(dir.c_str())) {
+        while (const ::dirent* e = ::readdir(d)) {
+            const std::string_view name = e->d_name;
+            if (!name.starts_with(prefix)) continue;
+            // the rest must be <pid>.<n>: never touch a user's file that merely looks alike
+            const std::string_view rest = name.substr(prefix.size());
+            const std::size_t dot = rest.find('.');
+            if (dot != std::string_view::npos && digits(rest.substr(0, dot)) && digits(rest.substr(dot + 1)))
+                candidates.emplace_back(dir + "/" + std::string(name));
+        }
+        ::closedir(d);
+    }
+    std::size_t removed = 0;
+    for (const std::string& c : candidates) {
+        const int fd = ::open(c.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0) continue;
+        struct ::stat locked {}, named {};
+        if (::flock(fd, LOCK_EX | LOCK_NB) == 0 && ::fstat(fd, &locked) == 0 && S_ISREG(locked.st_mode) &&
+            ::stat(c.c_str(), &named) == 0 && locked.st_ino == named.st_ino && locked.st_dev == named.st_dev &&
+            ::unlink(c.c_str()) == 0)
+            ++removed;
+        ::close(fd);
+    }
+    return removed;
+}
+
+/// Writes `path` atomically with the bytes `produce(put)` gives. Throws io_error
+/// "<op> <path>: <why>" after removing the temporary; `path` is then untouched. An
+/// exception from `produce` aborts the write the same way (its message becomes the why).
+template <class Produce>
+void write_atomically(const std::string& path, const char* op, Produce&& produce) {
+    remove_stale_temporaries(path);
+    detail::locked_temporary t;
+    detail::create_locked_temporary(path, op, t);
+    struct failure {
+        std::string why;
+    };
+    std::string why;
+    try {
+        const byte_sink put = [&](const void* data, std::size_t n) {
+            if (n != 0 && std::fwrite(data, 1, n, t.file) != n)
+                throw failure{depthlab::detail::cat("write failed: ", detail::errno_text(errno))};
+        };
+        produce(put);
+        if (std::fflush(t.file) != 0) throw failure{depthlab::detail::cat("flush failed: ", detail::errno_text(errno))};
+        if (::fsync(::fileno(t.file)) != 0) throw failure{depthlab::detail::cat("fsync failed: ", detail::errno_text(errno))};
+        if (t.close_file() != 0) throw failure{depthlab::detail::cat("close failed: ", detail::errno_text(errno))};
+        if (std::rename(t.name.c_str(), path.c_str()) != 0)
+            throw failure{depthlab::detail::cat("cannot rename ", t.name, " over it: ", detail::errno_text(errno))};
+    } catch (const failure& e) {
+        why = e.why;
+    } catch (const std::exception& e) {
+        why = depthlab::detail::cat("write aborted: ", e.what());
+    } catch (...) {
+        t.discard();
+        throw;
+    }
+    if (!why.empty()) {
+        t.discard();
+        throw io_error(depthlab::detail::cat(op, " ", path, ": ", why));
+    }
+    t.release();
+    detail::sync_directory(path);
+}
+
+/// Writes a whole file atomically (reports, CSVs, metrics rewrites).
+inline void write_file_atomically(const std::string& path, std::string_view content, const char* op = "write") {
+    write_atomically(path, op, [&](const byte_sink& put) { put(content.data(), content.size()); });
+}
+
+}  // namespace depthlab::io
+// ---- end depthlab/io/atomic_file.hpp ----
+
+namespace depthlab::train {
+
+/// "1h02m", "3m05s", "12.3s"
+inline std::string format_duration(double seconds) {
+    char buf[32];
+    if (!(seconds >= 0) || seconds > 1e8) return "?";
+    if (seconds >= 3600) std::snprintf(buf, sizeof buf, "%dh%02dm", static_cast<int>(seconds / 3600), static_cast<int>(seconds / 60) % 60);
+    else if (seconds >= 60) std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(seconds / 60), static_cast<int>(seconds) % 60);
+    else std::snprintf(buf, sizeof buf, "%.1fs", seconds);
+    return buf;
+}
+
+/// Keeps the records of a metrics.jsonl whose "step" is <= last_step, in order, and drops
+/// the rest: later steps, and lines that are not a JSON object with an integer "step" (the
+/// torn last line of a killed run). Rewritten atomically (temporary file, fsync, rename);
+/// a missing file is left missing. Returns the number of records dropped.
+inline std::size_t truncate_jsonl(const std::string& path, std::int64_t last_step) {
+    std::ifstream in(path);
+    if (!in.is_open()) return 0;
+    std::string kept, line;
+    std::size_t dropped = 0;
+    while (std::getline(in, line)) {
+        const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+        const bool keep = j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<std::int64_t>() <= last_step;
+        if (keep) kept += line + "\n";
+        else ++dropped;
+    }
+    in.close();
+    if (dropped == 0) return 0;
+    io::write_file_atomically(path, kept);
+    return dropped;
+}
+
+class progress_meter {
+public:
+    /// total_steps: for the ETA; first_step: where a resumed run starts (rates count only
+    /// the steps of this process); jsonl_path: empty for no file. An existing file is cut
+    /// back to the records of steps <= first_step (see truncate_jsonl): the steps a killed
+    /// run logged after its last checkpoint are run again, and must not appear twice.
+    progress_meter(std::int64_t total_steps, std::int64_t first_step = 0, const std::string& jsonl_path = "")
+        : total_(total_steps), first_(first_step), start_(clock::now()) {
+        if (!jsonl_path.empty()) {
+            truncate_jsonl(jsonl_path, first_step);
+            jsonl_.open(jsonl_path, std::ios::app);
+            DEPTHLAB_CHECK(jsonl_.good(), io_error, "progress_meter: cannot open ", jsonl_path, " for writing");
+        }
+    }
+    /// Counts tokens processed (for tokens/s).
+    void add_tokens(std::int64_t n) { tokens_ += n; }
+
+    /// Prints one line and appends one JSON record: step, the named values, rates, times.
+    void report(std::int64_t step, const std::vector<std::pair<std::string, double>>& values, std::FILE* out = stdout) {
+        const double elapsed = std::chrono::duration<double>(clock::now() - start_).count();
+        const double done = static_cast<double>(step - first_);
+        const double eta = done > 0 ? elapsed / done * static_cast<double>(total_ - step) : -1;
+        const double tps = elapsed > 0 ? static_cast<double>(tokens_) / elapsed : 0;
+        std::ostringstream line;
+        line << "step " << step << "/" << total_;
+        for (const auto& [k, v] : values) line << "  " << k << " " << std::setprecision(4) << std::fixed << v;
+        line << "  " << std::setprecision(0) << std::fixed << tps << " tok/s  elapsed " << format_duration(elapsed) << "  ETA "
+             << format_duration(eta);
+        std::fprintf(out, "%s\n", line.str().c_str());
+        std::fflush(out);
+        if (jsonl_.is_open()) {
+            std::ostringstream js;
+            js << std::setprecision(9) << "{\"step\": " << step;
+            for (const auto& [k, v] : values) js << ", \"" << k << "\": " << json_number(v);
+            js << ", \"tokens_per_s\": " << json_number(tps) << ", \"elapsed_s\": " << json_number(elapsed) << "}";
+            jsonl_ << js.str() << "\n";
+            jsonl_.flush();
+        }
+    }
+    [[nodiscard]] double elapsed_seconds() const { return std::chrono::duration<double>(clock::now() - start_).count(); }
+
+private:
+    using clock = std::chrono::steady_clock;
+    static std::string json_number(double v) {
+        if (!(v == v) || v > 1.7e308 || v < -1.7e308) return "null";  // JSON has no NaN/inf
+        std::ostringstream os;
+        os << std::setprecision(9) << v;
+        return os.str();
+    }
+    std::int64_t total_, first_;
+    std::int64_t tokens_ = 0;
+    clock::time_point start_;
+    std::ofstream jsonl_;
+};
+
+}  // namespace depthlab::train
+// ---- end depthlab/train/progress.hpp ----
+// ---- begin depthlab/halting/act.hpp ----
+// Per-token adaptive depth over a tied transformer layer (ACT), as in ../shared/papers.md §A
+// (Simoulin & Crabbé 2021, following the official code):
+//
+//   y^n   = layer(s^{n-1})                            the whole layer, all positions
+//   p^n   = sigmoid(w_h · y^n + b_h)                  from the layer OUTPUT; b_h = 0 at init
+//   running  = cum < 1                                padding starts with cum = 1: never runs
+//   new_halt = (cum + p·running >  1 − ε)·running     strict '>'
+//   running  = (cum + p·running <= 1 − ε)·running
+//   cum += p·running;  R += new_halt·(1 − cum);  cum += new_halt·R
+//   N += running + new_halt;   w = p·running + new_halt·R
+//   s^n = w·y^n + (1 − w)·s^{n−1}                     running interpolation
+//   loop while any token runs and n < N_max           no forced halt: such a token keeps R = 0
+//
+// Ponder cost per sequence P = Σ_t mask_t (N_t + R_t); N is a constant for the gradient, only R
+// carries gradient to the halting unit.
+//
+// Two implementations of the same policy:
+//  * dense (the reference and test oracle): every position goes through the layer every
+//    iteration; halted tokens get w = 0.
+//  * compact (policy `act` only): a halted token's state is frozen and, with tied weights, so
+//    are its key and value projections; each iteration computes keys/values only for the
+//    tokens whose state changed in the previous iteration, and queries, attention, output
+//    projection, feed-forward and halting unit only for the running tokens. Exact, and its
+//    cost falls with the number of running tokens.
+//
+// Policies (compile-time): fixed (N_max iterations, no halting unit use), act (the paper),
+// act_graves (Graves 2016 mean-field output s = Σ_n w^n y^n, the state passed on is y^n;
+// halting bias initialised to 1), act_ut (Universal-Transformer style: halted tokens keep
+// being transformed, s = y^n for them), pondernet (Banino et al. 2021, below).
+//
+// PonderNet: λ^n = sigmoid(w_h · y^n + b_h) is the probability of halting at iteration n
+// given no halt before, p^n = λ^n Π_{j<n} (1 − λ^j); the last iteration run takes the
+// remaining mass (λ = 1 there), so p sums to 1 for every token. Iterations run until every
+// token has halted with probability ≥ 1 − ε, or N_max. The state passed on is y^n (no
+// interpolation). Training uses the expected task loss Σ_n p^n L(y^n) (the model's job:
+// ActAlbert::losses) plus β · KL(p ‖ geometric(λ_p) truncated to the iterations run); the
+// `ponder` output is that KL averaged over real tokens. At evaluation a token's output is
+// y^{N_t} with N_t its median halting step (the first n with Σ_{j≤n} p^j ≥ 0.5): the record
+// holds N_t, and R_t = p^{N_t}.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+
+namespace depthlab::halting {
+
+struct fixed {
+    static constexpr const char* name = "fixed";
+};
+struct act {
+    static constexpr const char* name = "act";
+};
+struct act_graves {
+    static constexpr const char* name = "act_graves";
+};
+struct act_ut {
+    static constexpr const char* name = "act_ut";
+};
+struct pondernet {
+    static constexpr const char* name = "pondernet";
+};
+
+struct act_options {
+    int max_iterations = 6;      // N_max
+    double epsilon = 0.01;       // halting threshold 1 − ε
+    int min_iterations = 0;      // remedy against collapse: no token halts before this iteration
+    bool compact = true;         // policy act: run only the running tokens (exact)
+    // fixed-point trace, cos(s^{n−1}, s^n) for running tokens: an analysis, so by default only
+    // in eval mode (a training step has no use for it and it costs a pass over the states)
+    enum class trace { never, eval_only, always } fixed_point_trace = trace::eval_only;
+    double lambda_p = 0.2;       // PonderNet: the geometric prior's halting probability per step
+};
+
+/// What happened to every token (flat index b*T + t).
+struct halting_record {
+    index_t batch = 0, length = 0;
+    int iterations = 0;                  // iterations run (max over tokens)
+    std::vector<int> N;                  // iterations per token (0 for padding)
+    std::vector<double> R;               // remainders
+    std::vector<std::vector<double>> cosine;  // [iteration][token]: cos(s^{n-1}, s^n), NaN when not running
+    std::vector<index_t> running_per_iteration;
+};
+
+template <class T, class B = backend::cpu>
+struct act_result {
+    Var<T, B> hidden;   // (B, T, H)
+    Var<T, B> ponder;   // scalar: mean over the batch of Σ_t mask (N_t + R_t) — gradient through R only
+                        // (PonderNet: the KL to the prior, mean over real tokens)
+    halting_record record;
+    std::vector<Var<T, B>> states;     // PonderNet: y^n of every iteration run, each (B, T, H)
+    std::vector<Var<T, B>> halt_prob;  // PonderNet: p^n of every iteration run, each (B*T); Σ_n p^n = 1
+};
+
+/// The paper's halting arithmetic on the host, token by token (in the model's precision, so
+/// that both implementations take the same decisions). Kept separate so that it can be
+/// tested on hand-computed cases.
+template <class T>
+struct act_state {
+    std::vector<T> cum, R;
+    std::vector<int> N;
+    std::vector<char> running;
+    T threshold;      // 1 − ε
+    int min_iterations;
+
+    /// n tokens; mask[i] = 0 marks padding (starts halted, cum = 1).
+    act_state(const std::vector<char>& mask, double epsilon, int min_iter = 0)
+        : cum(mask.size()), R(mask.size(), T(0)), N(mask.size(), 0), running(mask), threshold(static_cast<T>(1.0 - epsilon)),
+          min_iterations(min_iter) {
+        for (std::size_t i = 0; i < mask.size(); ++i) cum[i] = mask[i] ? T(0) : T(1);
+    }
+    struct masks {
+        std::vector<T> running_after, new_halt;
+        index_t still_running = 0;
+    };
+    /// Iteration n (1-based) with halting probabilities p for the tokens in `rows`
+    /// (p[j] belongs to token rows[j]); returns the masks over `rows`.
+    masks step(const std::vector<T>& p, const std::vector<std::int64_t>& rows, int n) {
+        masks m;
+        m.running_after.assign(rows.size(), T(0));
+        m.new_halt.assign(rows.size(), T(0));
+        for (std::size_t j = 0; j < rows.size(); ++j) {
+            const auto i = static_cast<std::size_t>(rows[j]);
+            if (!running[i]) continue;
+            const bool halt = cum[i] + p[j] > threshold && n >= min_iterations;  // strict '>'
+            if (halt) {
+                m.new_halt[j] = T(1);
+                R[i] += T(1) - cum[i];
+                cum[i] += R[i];
+                running[i] = 0;
+            } else {
+                m.running_after[j] = T(1);
+                cum[i] += p[j];
+                ++m.still_running;
+            }
+            N[i] += 1;
+        }
+        return m;
+    }
+    [[nodiscard]] bool any_running() const {
+        for (char r : running)
+            if (r) return true;
+        return false;
+    }
+};
+
+/// A tied encoder layer iterated with per-token halting.
+template <class T, class B = backend::cpu, class Policy = act>
+class ActEncoder : public nn::Module<T, B> {
+public:
+    ActEncoder(const nn::transformer_config& cfg, Generator& gen, act_options opt = {}) : opt(opt), cfg_(cfg) {
+        layer = &this->register_module("shared", std::make_unique<nn::EncoderLayer<T, B>>(cfg, gen));
+        halting_unit = &this->register_module("halting", std::make_unique<nn::Linear<T, B>>(cfg.dim, 1, gen, nn::init_scheme::bert));
+        // p = sigmoid(w·y + b): w ~ N(0, 0.02), b = 0 (the paper) or 1 (Graves)
+        halting_unit->bias.value().fill_(std::is_same_v<Policy, act_graves> ? T(1) : T(0));
+    }
+
+    /// x: (B, T, H) embeddings; lengths: real tokens per sequence.
+    act_result<T, B> operator()(const Var<T, B>& x, const std::vector<index_t>& lengths) const {
+        const Shape& sx = x.shape();
+        DEPTHLAB_CHECK(sx.rank() == 3 && static_cast<index_t>(lengths.size()) == sx[0], shape_error, "ActEncoder: input ", sx, " with ",
+                       lengths.size(), " lengths");
+        DEPTHLAB_CHECK(opt.max_iterations >= 1 && opt.epsilon > 0 && opt.epsilon < 1, usage_error, "ActEncoder: max_iterations ",
+                       opt.max_iterations, ", epsilon ", opt.epsilon);
+        if constexpr (std::is_same_v<Policy, act>) {
+            if (opt.compact) return compact_forward(x, lengths);
+        }
+        if constexpr (std::is_same_v<Policy, pondernet>) {
+            DEPTHLAB_CHECK(opt.lambda_p > 0 && opt.lambda_p < 1, usage_error, "ActEncoder<pondernet>: lambda_p must lie in (0, 1), got ",
+                           opt.lambda_p);
+            return pondernet_forward(x, lengths);
+        } else {
+            return dense_forward(x, lengths);
+        }
+    }
+
+    act_options opt;
+    nn::EncoderLayer<T, B>* layer;
+    nn::Linear<T, B>* halting_unit;
+
+private:
+    using V = Var<T, B>;
+    using Tn = Tensor<T, B>;
+
+    using step_masks = typename act_state<T>::masks;
+    static V constant(const std::vector<T>& v) { return V::constant(Tn::from({static_cast<index_t>(v.size())}, v)); }
+    static V ones_like_vec(index_t n) { return V::constant(Tn::ones({n})); }
+    /// The differentiable part of one halting step over m tokens:
+    /// returns w and updates cum and R (Vars of length m).
+    static V halting_step(const V& p, V& cum, V& R, const step_masks& m) {
+        const index_t n = p.shape()[0];
+        const V pr = mul(p, constant(m.running_after));                               // p · running
+        cum = add(cum, pr);
+        const V rn = mul(add(ones_like_vec(n), scale(cum, T(-1))), constant(m.new_halt));  // new_halt · (1 − cum)
+        R = add(R, rn);
+        cum = add(cum, rn);
+        return add(pr, rn);  // w = p·running + new_halt·R
+    }
+    /// Padding mask over flat tokens and the initial record.
+    static std::vector<char> token_mask(const std::vector<index_t>& lengths, index_t Tt) {
+        std::vector<char> m(lengths.size() * static_cast<std::size_t>(Tt), 0);
+        for (std::size_t b = 0; b < lengths.size(); ++b)
+            for (index_t t = 0; t < lengths[b]; ++t) m[b * Tt + t] = 1;
+        return m;
+    }
+    static std::vector<T> initial_cum(const std::vector<char>& mask) {
+        std::vector<T> c(mask.size());
+        for (std::size_t i = 0; i < mask.size(); ++i) c[i] = mask[i] ? T(0) : T(1);
+        return c;
+    }
+    void finish_record(halting_record& rec, const act_state<T>& st) const {
+        rec.N = st.N;
+        rec.R.assign(st.R.begin(), st.R.end());
+    }
+    /// ponder = mean_b Σ_t mask (N + R): N enters as a constant, R with its gradient.
+    static V ponder_cost(const V& R, const halting_record& rec) {
+        double n_sum = 0;
+        for (int v : rec.N) n_sum += v;
+        const T inv_b = T(1) / static_cast<T>(std::max<index_t>(rec.batch, 1));
+        return add(scale(sum(R), inv_b), V::constant(Tn::full(Shape{}, static_cast<T>(n_sum) * inv_b)));
+    }
+    [[nodiscard]] bool tracing() const {
+        return opt.fixed_point_trace == act_options::trace::always ||
+               (opt.fixed_point_trace == act_options::trace::eval_only && !this->is_training());
+    }
+    /// Records cos(before_j, after_j) for token rows[j]; before/after produce (rows, H) tensors
+    /// and are only evaluated when tracing.
+    template <class Before, class After>
+    void record_cosine(halting_record& rec, Before&& before_fn, After&& after_fn, const std::vector<std::int64_t>& rows) const {
+        if (!tracing()) return;
+        const Tn before_t = before_fn(), after_t = after_fn();
+        const index_t H = before_t.shape().back();
+        // the trace is read on the host (an explicit copy: tracing is for analysis runs)
+        const std::vector<T> before = before_t.to_host(), after = after_t.to_host();
+        std::vector<double> cos(static_cast<std::size_t>(rec.batch * rec.length), std::numeric_limits<double>::quiet_NaN());
+        parallel_for(static_cast<index_t>(rows.size()), 64, [&](index_t j0, index_t j1) {
+            for (index_t j = j0; j < j1; ++j) {
+                const T* x = before.data() + j * H;
+                const T* y = after.data() + j * H;
+                double xy = 0, xx = 0, yy = 0;
+                for (index_t c = 0; c < H; ++c) {
+                    xy += double(x[c]) * y[c];
+                    xx += double(x[c]) * x[c];
+                    yy += double(y[c]) * y[c];
+                }
+                cos[static_cast<std::size_t>(rows[j])] = xy / std::sqrt(std::max(xx * yy, 1e-300));
+            }
+        });
+        rec.cosine.push_back(std::move(cos));
+    }
+    static std::vector<std::int64_t> running_rows(const act_state<T>& st) {
+        std::vector<std::int64_t> rows;
+        for (std::size_t i = 0; i < st.running.size(); ++i)
+            if (st.running[i]) rows.push_back(static_cast<std::int64_t>(i));
+        return rows;
+    }
+
+    /// What both paths start from: sizes, the token mask, the host arithmetic, the record,
+    /// the flat states, and the differentiable cum and R (padding starts with cum = 1).
+    struct run_state {
+        index_t Bn, Tt, H, N;
+        std::vector<char> tokens;
+        act_state<T> st;
+        halting_record rec;
+        V s, cum, R;
+    };
+    run_state start(const V& x, const std::vector<index_t>& lengths) const {
+        const index_t Bn = x.shape()[0], Tt = x.shape()[1], H = x.shape()[2], N = Bn * Tt;
+        std::vector<char> tokens = token_mask(lengths, Tt);
+        act_state<T> st(tokens, opt.epsilon, opt.min_iterations);
+        V cum = constant(initial_cum(tokens));
+        return {Bn, Tt, H, N, std::move(tokens), std::move(st), halting_record{Bn, Tt, 0, {}, {}, {}, {}}, reshape(x, {N, H}),
+                std::move(cum), V::constant(Tn::zeros({N}))};
+    }
+
+    // ---- dense masked reference: any policy ----
+    act_result<T, B> dense_forward(const V& x, const std::vector<index_t>& lengths) const {
+        run_state r = start(x, lengths);
+        // (named references, not a structured binding: clang 14 cannot capture those in lambdas)
+        const index_t Bn = r.Bn, Tt = r.Tt, H = r.H, N = r.N;
+        auto& tokens = r.tokens;
+        auto& st = r.st;
+        auto& rec = r.rec;
+        V &s = r.s, &cum = r.cum, &R = r.R;
+        const Tn mask = nn::padding_mask<T, B>(lengths, Tt);
+        V out;  // Graves: the mean-field sum
+        std::vector<std::int64_t> all(static_cast<std::size_t>(N));
+        for (index_t i = 0; i < N; ++i) all[i] = i;
+        for (int n = 1; n <= opt.max_iterations && st.any_running(); ++n) {
+            const std::vector<std::int64_t> rows = running_rows(st);
+            rec.running_per_iteration.push_back(static_cast<index_t>(rows.size()));
+            rec.iterations = n;
+            const V y = reshape((*layer)(reshape(s, {Bn, Tt, H}), mask), {N, H});
+            if constexpr (std::is_same_v<Policy, fixed>) {
+                record_cosine(rec, [&] { return gather_rows(s, rows).value(); }, [&] { return gather_rows(y, rows).value(); }, rows);
+                for (std::int64_t i : rows) st.N[static_cast<std::size_t>(i)] += 1;
+                s = y;
+                continue;
+            } else {
+                const V p = reshape(sigmoid((*halting_unit)(y)), {N});
+                const step_masks m = st.step(p.value().to_vector(), all, n);
+                const V w = halting_step(p, cum, R, m);
+                V s_next;
+                if constexpr (std::is_same_v<Policy, act_graves>) {
+                    s_next = y;  // the state passed on is the layer output
+                    const V contrib = scale_rows(y, w);
+                    accumulate(out, contrib);
+                } else {
+                    s_next = add(s, scale_rows(add(y, scale(s, T(-1))), w));  // w·y + (1 − w)·s
+                    if constexpr (std::is_same_v<Policy, act_ut>) {
+                        // tokens halted before this iteration keep being transformed
+                        std::vector<std::int64_t> halted;
+                        std::vector<char> was_running(static_cast<std::size_t>(N), 0);
+                        for (std::int64_t i : rows) was_running[static_cast<std::size_t>(i)] = 1;
+                        for (index_t i = 0; i < N; ++i)
+                            if (tokens[i] && !was_running[i]) halted.push_back(i);
+                        if (!halted.empty()) s_next = row_update(s_next, halted, gather_rows(y, halted));
+                    }
+                }
+                record_cosine(rec, [&] { return gather_rows(s, rows).value(); }, [&] { return gather_rows(s_next, rows).value(); }, rows);
+                s = s_next;
+            }
+        }
+        if constexpr (std::is_same_v<Policy, act_graves>) {
+            if (out.defined()) s = out;  // tokens that never halted keep weights summing below 1, as in Graves
+        }
+        finish_record(rec, st);
+        V ponder = std::is_same_v<Policy, fixed> ? V::constant(Tn::zeros(Shape{})) : ponder_cost(R, rec);
+        return {reshape(s, {Bn, Tt, H}), ponder, std::move(rec), {}, {}};
+    }
+
+    // ---- PonderNet: a halting distribution over iterations ----
+    act_result<T, B> pondernet_forward(const V& x, const std::vector<index_t>& lengths) const {
+        run_state r = start(x, lengths);
+        const index_t Bn = r.Bn, Tt = r.Tt, H = r.H, N = r.N;
+        auto& tokens = r.tokens;
+        auto& rec = r.rec;
+        V& s = r.s;
+        const Tn mask = nn::padding_mask<T, B>(lengths, Tt);
+        act_result<T, B> out;
+        std::vector<T> real(static_cast<std::size_t>(N));
+        index_t n_real = 0;
+        for (index_t i = 0; i < N; ++i) {
+            real[i] = tokens[i] ? T(1) : T(0);
+            n_real += tokens[i] ? 1 : 0;
+        }
+        std::vector<double> cdf(static_cast<std::size_t>(N), 0.0);
+        std::vector<int> median(static_cast<std::size_t>(N), 0);
+        std::vector<double> p_median(static_cast<std::size_t>(N), 0.0);
+        const V real_mask = constant(real);
+        V unhalted = real_mask;                               // Π_{j<n} (1 − λ^j)
+        V log_unhalted = V::constant(Tn::zeros({N}));         // its log, kept exactly via log_sigmoid
+        V p_log_p, p_log_q;                                   // Σ_n p log p and Σ_n p log q̃ (q̃ unnormalised)
+        V hidden;
+        const double log_lp = std::log(opt.lambda_p), log_1mlp = std::log1p(-opt.lambda_p);
+        int n = 1;
+        for (;; ++n) {
+            std::vector<std::int64_t> rows;  // real tokens not yet past their median step
+            for (index_t i = 0; i < N; ++i)
+                if (tokens[i] && median[i] == 0) rows.push_back(i);
+            rec.running_per_iteration.push_back(static_cast<index_t>(rows.size()));
+            rec.iterations = n;
+            const V y = reshape((*layer)(reshape(s, {Bn, Tt, H}), mask), {N, H});
+            const V z = reshape((*halting_unit)(y), {N});
+            // the last iteration takes the remaining mass: at N_max, or once every token has
+            // halted with probability >= 1 − ε
+            const std::vector<T> zv = z.value().to_vector(), uv = unhalted.value().to_vector();
+            double left = 0;
+            for (index_t i = 0; i < N; ++i)
+                if (tokens[i]) left = std::max(left, double(uv[i]) / (1.0 + std::exp(double(zv[i]))));  // u·(1 − λ)
+            const bool last = n >= opt.max_iterations || left < opt.epsilon;
+            V p, log_p;
+            if (last) {
+                p = unhalted;
+                log_p = log_unhalted;
+            } else {
+                p = mul(unhalted, sigmoid(z));
+                log_p = add(log_unhalted, log_sigmoid(z));
+                const V nz = scale(z, T(-1));
+                unhalted = mul(unhalted, sigmoid(nz));
+                log_unhalted = add(log_unhalted, log_sigmoid(nz));
+            }
+            const std::vector<T> pv = p.value().to_vector();
+            for (std::int64_t i : rows) {
+                cdf[i] += pv[i];
+                if (cdf[i] >= 0.5 || last) {
+                    median[i] = n;
+                    p_median[i] = pv[i];
+                }
+            }
+            hidden = n == 1 ? y : row_update(hidden, rows, gather_rows(y, rows));
+            record_cosine(rec, [&] { return gather_rows(s, rows).value(); }, [&] { return gather_rows(y, rows).value(); }, rows);
+            const V plp = mul(p, log_p), plq = scale(p, static_cast<T>(log_lp + (n - 1) * log_1mlp));
+            accumulate(p_log_p, plp);
+            accumulate(p_log_q, plq);
+            out.states.push_back(reshape(y, {Bn, Tt, H}));
+            out.halt_prob.push_back(p);
+            s = y;
+            if (last) break;
+        }
+        // KL(p ‖ q) with q^n = λ_p (1 − λ_p)^{n−1} / Z over the n iterations run,
+        // Z = 1 − (1 − λ_p)^n; Σ_n p^n = 1, so log Z enters once per token
+        const T log_z = static_cast<T>(std::log1p(-std::exp(n * log_1mlp)));
+        const V kl = add(add(p_log_p, scale(p_log_q, T(-1))), V::constant(Tn::full({N}, log_z)));
+        out.ponder = scale(sum(mul(kl, real_mask)), T(1) / static_cast<T>(std::max<index_t>(n_real, 1)));
+        rec.N = median;
+        rec.R = p_median;
+        out.hidden = reshape(hidden, {Bn, Tt, H});
+        out.record = std::move(rec);
+        return out;
+    }
+
+    // ---- compact path: policy act, exact ----
+    act_result<T, B> compact_forward(const V& x, const std::vector<index_t>& lengths) const {
+        run_state r = start(x, lengths);
+        // (named references, not a structured binding: clang 14 cannot capture those in lambdas)
+        const index_t Bn = r.Bn, Tt = r.Tt, H = r.H;
+        auto& st = r.st;
+        auto& rec = r.rec;
+        V &s = r.s, &cum = r.cum, &R = r.R;
+        const auto& attn = layer->self_attention.branch;
+        // keys and values of every position from the initial states; afterwards only the rows
+        // whose state changed in the previous iteration are recomputed (tied weights)
+        const V w_q = slice(attn.in_proj_weight, 0, 0, H), b_q = slice(attn.in_proj_bias, 0, 0, H);
+        const V w_kv = slice(attn.in_proj_weight, 0, H, 3 * H), b_kv = slice(attn.in_proj_bias, 0, H, 3 * H);
+        V KV = linear(s, w_kv, b_kv);  // (N, 2H)
+        // The running set only shrinks, so each iteration gathers its rows from the previous
+        // iteration's (prev: rows, states, cum, R) instead of updating full (N, H) states;
+        // a token's final state and remainder are kept once, when it stops.
+        std::vector<std::int64_t> prev;
+        V s_prev, cum_prev, r_prev;
+        std::vector<std::int64_t> done_rows;
+        std::vector<V> s_done, r_done;
+        for (int n = 1; n <= opt.max_iterations && st.any_running(); ++n) {
+            const std::vector<std::int64_t> idx = running_rows(st);  // sorted: grouped by sequence
+            std::vector<index_t> q_off(static_cast<std::size_t>(Bn + 1), 0);
+            for (std::int64_t i : idx) ++q_off[static_cast<std::size_t>(i / Tt) + 1];
+            for (index_t b = 0; b < Bn; ++b) q_off[b + 1] += q_off[b];
+            const index_t nr = static_cast<index_t>(idx.size());
+            rec.running_per_iteration.push_back(nr);
+            rec.iterations = n;
+            V s_run, cum_run, r_run;
+            if (prev.empty()) {
+                s_run = gather_rows(s, idx);
+                cum_run = gather_rows(cum, idx);
+                r_run = gather_rows(R, idx);
+            } else {
+                KV = row_update(KV, prev, linear(s_prev, w_kv, b_kv));
+                const std::vector<std::int64_t> local = positions_within(prev, idx);
+                s_run = gather_rows(s_prev, local);
+                cum_run = gather_rows(cum_prev, local);
+                r_run = gather_rows(r_prev, local);
+            }
+            const V q = linear(s_run, w_q, b_q);
+            const V a = (*attn.out_proj)(ragged_attention<T, B>({q, 0}, q_off, {KV, 0}, {KV, H}, Tt, lengths, H, cfg_.heads));
+            const V y = run_rest_of_layer(s_run, a);
+            const V p = reshape(sigmoid((*halting_unit)(y)), {nr});
+            const step_masks m = st.step(p.value().to_vector(), idx, n);
+            const V w = halting_step(p, cum_run, r_run, m);
+            const V s_new = add(s_run, scale_rows(add(y, scale(s_run, T(-1))), w));
+            record_cosine(rec, [&] { return s_run.value(); }, [&] { return s_new.value(); }, idx);
+            // tokens that stop here (halted, or out of iterations): their final state and R
+            std::vector<std::int64_t> stop;
+            for (std::size_t j = 0; j < idx.size(); ++j)
+                if (m.new_halt[j] > T(0) || n == opt.max_iterations) {
+                    stop.push_back(static_cast<std::int64_t>(j));
+                    done_rows.push_back(idx[j]);
+                }
+            if (stop.size() == idx.size()) {
+                s_done.push_back(s_new);
+                r_done.push_back(r_run);
+            } else if (!stop.empty()) {
+                s_done.push_back(gather_rows(s_new, stop));
+                r_done.push_back(gather_rows(r_run, stop));
+            }
+            prev = idx;
+            s_prev = s_new;
+            cum_prev = cum_run;
+            r_prev = r_run;
+        }
+        finish_record(rec, st);
+        if (!done_rows.empty()) {
+            s = row_update(s, done_rows, s_done.size() == 1 ? s_done[0] : concat(s_done, 0));
+            R = r_done.size() == 1 ? r_done[0] : concat(r_done, 0);  // only its sum is used
+        }
+        return {reshape(s, {Bn, Tt, H}), ponder_cost(R, rec), std::move(rec), {}, {}};
+    }
+    /// Positions of `sub` inside `super` (both sorted, sub ⊆ super).
+    static std::vector<std::int64_t> positions_within(const std::vector<std::int64_t>& super, const std::vector<std::int64_t>& sub) {
+        std::vector<std::int64_t> pos(sub.size());
+        std::size_t k = 0;
+        for (std::size_t j = 0; j < sub.size(); ++j) {
+            while (super[k] != sub[j]) ++k;
+            pos[j] = static_cast<std::int64_t>(k);
+        }
+        return pos;
+    }
+    /// The layer after its attention core, for running rows only: output projection done by
+    /// the caller; residual + LN (post-LN) and the feed-forward sub-layer.
+    V run_rest_of_layer(const V& s_run, const V& attn_out) const {
+        const auto& sa = layer->self_attention;
+        DEPTHLAB_CHECK(!cfg_.norm_first, usage_error, "ActEncoder: the compact path implements post-LN layers (the paper's); use compact = false");
+        DEPTHLAB_CHECK(sa.enabled && layer->feed_forward.enabled, usage_error,
+                       "ActEncoder: compact path with an ablated sub-layer; use compact = false");
+        V h = sa.norm(add(s_run, dropout_or_identity(attn_out, static_cast<T>(cfg_.dropout))));
+        return layer->feed_forward(h);
+    }
+    V dropout_or_identity(const V& v, T p) const {
+        DEPTHLAB_CHECK(!(this->is_training() && p > 0), usage_error,
+                       "ActEncoder: the compact path runs without dropout for now (set dropout 0 or compact = false)");
+        (void)p;
+        return v;
+    }
+
+    nn::transformer_config cfg_;
+};
+
+}  // namespace depthlab::halting
+// ---- end depthlab/halting/act.hpp ----
+// ---- begin depthlab/analysis/component_value.hpp ----
+// Component-value analyses (Wang & Tu, COLING 2020, "Rethinking the Value of Transformer
+// Components"): how much each module of a trained model is worth, measured two ways, and
+// what to do with the answer (prune, or rewind and fine-tune).
+//
+//   contribution  (hard)  switch module n off, measure the metric, switch it on again:
+//                         d_n = clip(base − metric_without_n, 0, C), score_n = d_n / max_m d_m.
+//   criticality   (soft)  move module n alone from its trained weights θᶠ towards its
+//                         initial ones θ⁰: θ_n(α) = (1 − α)θ_n⁰ + αθ_nᶠ; the score is the
+//                         smallest α ∈ [0, 1] with metric(α) >= base − ε (grid or bisection).
+//   pruning               switch the k least important modules off together, k = 0..K.
+//   rewinding             reset the k least important modules to θ⁰, fine-tune (the caller's
+//                         callback), measure before and after.
+//
+// Works on any model built from depthlab modules: the metric is a callback and the modules
+// are a list the caller may build by hand. default_modules(model) lists the residual
+// sub-layers (nn::sublayers) with the paper's types.
+//
+// Conventions (read these before using the numbers):
+//  * Metric direction: HIGHER IS BETTER (BLEU, accuracy). For a loss pass its negative
+//    (`[&] { return -loss(); }`); then also set the clip C and ε in loss units.
+//  * The metric must be deterministic: put the model in eval mode (dropout off) before
+//    calling any analysis. Metric calls run inside depthlab::no_grad unless
+//    run_options::no_grad is false (the fine-tuning callback never does).
+//  * Every analysis leaves the model as it found it — all modules switched on, every
+//    parameter at θᶠ — also when the metric (or an ablate function) throws: the changes are
+//    held by RAII guards (scoped_ablation, scoped_interpolation). Analyses assume they start
+//    with every module switched on. The exception: rewind_and_finetune() leaves the model
+//    rewound and fine-tuned, by design.
+//  * What "removing" a default module means: its residual branch outputs zero and the
+//    residual path stays. In a post-LN layer the sub-layer's LayerNorm still runs
+//    (y = LN(x)); in a pre-LN layer the sub-layer becomes the identity (y = x). So for
+//    post-LN models the LayerNorm's parameters are not counted as removed by pruning
+//    (module_ref::kept_prefixes); rewinding and criticality do move them (the LayerNorm
+//    lives under the sub-layer's name).
+//  * Tied models (one set of sub-layers named "encoder.shared.*"): a module is the shared
+//    sub-layer, so removing or rewinding it acts on EVERY iteration; its layer is -1.
+//  * Result vectors follow the order of the module list given.
+//  * Like every depthlab header, include it after <depthlab/depthlab.hpp> (or through it).
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <concepts>
+#include <cstddef>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <numeric>
+#include <optional>
+#include <ostream>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+
+namespace depthlab::analysis {
+
+// ============================================================================ modules
+
+/// One unit of analysis.
+struct module_ref {
+    std::string name;   // unique, e.g. "decoder.5.feed_forward"
+    std::string type;   // "E:SA", "E:FF", "D:SA", "D:EA", "D:FF" (free text for custom modules)
+    int layer = -1;     // layer index; -1 when the module is shared by every layer (tied)
+    /// Parameters of the module: every parameter whose name is `prefix` or starts with
+    /// `prefix.` (nn::is_under). Criticality and rewinding move these; pruning counts them.
+    /// Empty: the module has no parameters of its own (criticality/rewinding refuse it,
+    /// pruning counts 0) — an empty prefix never means "the whole model" here.
+    std::string prefix;
+    /// ablate(true) switches the module off (its output contributes nothing), ablate(false)
+    /// switches it on again. Needed by contribution and pruning only.
+    std::function<void(bool)> ablate;
+    /// Prefixes under `prefix` whose parameters an ablated module still uses (the LayerNorm
+    /// of a post-LN sub-layer): not counted as removed by pruning.
+    std::vector<std::string> kept_prefixes;
+};
+
+namespace detail {
+inline std::vector<std::string> split_name(const std::string& s) {
+    std::vector<std::string> out;
+    std::string cur;
+    for (char c : s) {
+        if (c == '.') {
+            out.push_back(cur);
+            cur.clear();
+        } else {
+            cur += c;
+        }
+    }
+    out.push_back(cur);
+    return out;
+}
+inline bool all_digits(const std::string& s) {
+    return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+}  // namespace detail
+
+/// Paper type ("E:SA", ...) and layer of a sub-layer name: side "D" when a component of the
+/// name is "decoder", "E" otherwise; SA / EA / FF from the sub-layer type; layer = the last
+/// all-digit component of the name, -1 when there is none (a tied stack's "shared").
+inline std::pair<std::string, int> paper_type(const std::string& name, nn::sublayer_type t) {
+    const auto parts = detail::split_name(name);
+    const bool decoder = std::find(parts.begin(), parts.end(), "decoder") != parts.end();
+    const char* kind = t == nn::sublayer_type::self_attention    ? "SA"
+                       : t == nn::sublayer_type::cross_attention ? "EA"
+                                                                 : "FF";
+    int layer = -1;
+    for (auto it = parts.rbegin(); it != parts.rend(); ++it)
+        if (detail::all_digits(*it)) {
+            layer = std::stoi(*it);
+            break;
+        }
+    return {std::string(decoder ? "D:" : "E:") + kind, layer};
+}
+
+/// Every residual sub-layer of `model` (nn::sublayers, model order) as a module:
+/// encoder self_attention -> "E:SA", encoder feed_forward -> "E:FF", decoder
+/// self_attention -> "D:SA", decoder cross_attention -> "D:EA", decoder feed_forward ->
+/// "D:FF"; layer = the index in the name, -1 for a tied stack's "shared" layer (it stands
+/// for every iteration). prefix = the sub-layer name; ablate flips residual_base::enabled.
+/// norm_first: whether the sub-layers are pre-LN. Read from model.cfg.layer.norm_first
+/// when the model has it (Seq2SeqTransformer, Albert), else post-LN (both papers) unless
+/// given. For post-LN the sub-layer's ".norm" is a kept prefix (still used when ablated).
+/// The returned ablate functions point into `model`: keep it alive while using them.
+template <class Model>
+    requires std::derived_from<Model, nn::Module<typename Model::value_type, typename Model::backend_type>>
+std::vector<module_ref> default_modules(Model& model, std::optional<bool> norm_first = std::nullopt) {
+    bool pre_ln = false;
+    if constexpr (requires { static_cast<bool>(model.cfg.layer.norm_first); }) pre_ln = model.cfg.layer.norm_first;
+    if (norm_first) pre_ln = *norm_first;
+    std::vector<module_ref> out;
+    nn::Module<typename Model::value_type, typename Model::backend_type>& base = model;
+    for (auto& [name, r] : nn::sublayers(base)) {
+        auto [type, layer] = paper_type(name, r->type);
+        module_ref m;
+        m.name = name;
+        m.type = std::move(type);
+        m.layer = layer;
+        m.prefix = name;
+        nn::residual_base* sub = r;
+        m.ablate = [sub](bool off) { sub->enabled = !off; };
+        if (!pre_ln) m.kept_prefixes.push_back(name + ".norm");
+        out.push_back(std::move(m));
+    }
+    DEPTHLAB_CHECK(!out.empty(), usage_error, "default_modules: the model has no residual sub-layers");
+    return out;
+}
+
+/// Number of parameter values the listed modules stop using when all of them are ablated:
+/// parameters under a module's prefix and under none of its kept prefixes, each counted once.
+template <class T, class B>
+index_t parameters_removed(const nn::Module<T, B>& model, const std::vector<const module_ref*>& modules) {
+    index_t n = 0;
+    for (auto& named : model.named_parameters()) {
+        const std::string& name = named.first;  // (not a structured binding: the lambda below captures it)
+        const auto& p = named.second;
+        for (const module_ref* m : modules) {
+            if (m->prefix.empty() || !nn::is_under(name, m->prefix)) continue;
+            const bool kept = std::any_of(m->kept_prefixes.begin(), m->kept_prefixes.end(),
+                                          [&](const std::string& k) { return nn::is_under(name, k); });
+            if (kept) continue;
+            n += p.value().numel();
+            break;
+        }
+    }
+    return n;
+}
+template <class T, class B>
+index_t parameters_removed(const nn::Module<T, B>& model, const std::vector<module_ref>& modules) {
+    std::vector<const module_ref*> ptrs;
+    for (const auto& m : modules) ptrs.push_back(&m);
+    return parameters_removed(model, ptrs);
+}
+
+// ============================================================================ guards
+
+/// Switches modules off for its lifetime; switches them on again (reverse order) when
+/// destroyed, also during stack unwinding. Errors while switching on are swallowed there.
+class scoped_ablation {
+public:
+    scoped_ablation() = default;
+    explicit scoped_ablation(const module_ref& m) { add(m); }
+    scoped_ablation(const scoped_ablation&) = delete;
+    scoped_ablation& operator=(const scoped_ablation&) = delete;
+    ~scoped_ablation() { restore(); }
+
+    /// Switches one more module off.
+    void add(const module_ref& m) {
+        DEPTHLAB_CHECK(static_cast<bool>(m.ablate), usage_error, "ablation: module '", m.name, "' has no ablate function");
+        off_.push_back(&m);  // before the call: a half-done ablate(true) is undone too
+        m.ablate(true);
+    }
+    /// Switches every module on again now.
+    void restore() noexcept {
+        while (!off_.empty()) {
+            try {
+                off_.back()->ablate(false);
+            } catch (...) {
+            }
+            off_.pop_back();
+        }
+    }
+    [[nodiscard]] std::size_t size() const { return off_.size(); }
+
+private:
+    std::vector<const module_ref*> off_;
+};
+
+/// Sets the parameters under `prefix` to (1 − α) θ⁰ + α θᶠ for its lifetime (set() moves α);
+/// writes θᶠ back under the prefix when destroyed, also during stack unwinding.
+template <class T, class B>
+class scoped_interpolation {
+public:
+    scoped_interpolation(nn::Module<T, B>& model, std::string prefix, const nn::Snapshot<T, B>& initial, const nn::Snapshot<T, B>& final_)
+        : model_(model), prefix_(std::move(prefix)), initial_(initial), final_snapshot_(final_) {
+        DEPTHLAB_CHECK(!prefix_.empty(), usage_error, "interpolation: empty parameter prefix (it would move the whole model)");
+    }
+    scoped_interpolation(const scoped_interpolation&) = delete;
+    scoped_interpolation& operator=(const scoped_interpolation&) = delete;
+    ~scoped_interpolation() {
+        try {
+            final_snapshot_.restore(model_, prefix_);
+        } catch (...) {
+        }
+    }
+    void set(double alpha) {
+        DEPTHLAB_CHECK(alpha >= 0.0 && alpha <= 1.0, usage_error, "interpolation: alpha ", alpha, " outside [0, 1]");
+        nn::Snapshot<T, B>::interpolate(model_, initial_, final_snapshot_, alpha, prefix_);
+    }
+
+private:
+    nn::Module<T, B>& model_;
+    std::string prefix_;
+    const nn::Snapshot<T, B>& initial_;
+    const nn::Snapshot<T, B>& final_snapshot_;
+};
+
+// ============================================================================ options
+
+/// What a progress callback receives before each step of a long analysis.
+struct progress_event {
+    std::string stage;           // "contribution", "criticality", "pruning", "rewinding"
+    std::size_t index = 0;       // 1-based step about to run
+    std::size_t total = 0;       // number of steps
+    std::string module;          // the module (or the last module removed) of the step
+    std::size_t evaluations = 0; // metric evaluations so far (this analysis)
+    double elapsed_s = 0;
+    double eta_s = -1;           // -1 until one step has finished
+};
+
+using metric_fn = std::function<double()>;
+using progress_fn = std::function<void(const progress_event&)>;
+
+struct run_options {
+    progress_fn progress;         // called before each step (may be empty)
+    bool print_progress = false;  // one stderr line per step: "contribution: module 3 of 30 (name), 3 evaluations, elapsed 1.2s, ETA 11.0s"
+    bool no_grad = true;          // run the metric inside depthlab::no_grad
+};
+
+struct contribution_options {
+    /// C = clip_fraction · |base| (the paper: BLEU_base / 10). |base| so that a negative
+    /// metric (a negated loss) still gets a non-negative C; with base = 0, C = 0 and every
+    /// score is 0 (the result says so) — set `clip` then.
+    double clip_fraction = 0.1;
+    std::optional<double> clip;   // absolute C, overrides clip_fraction; +inf: no clipping
+    std::optional<double> base;   // the baseline metric when already known (saves one evaluation)
+    run_options run;
+};
+
+enum class search_method { grid, bisection };
+inline const char* to_string(search_method m) { return m == search_method::grid ? "grid" : "bisection"; }
+
+struct criticality_options {
+    double epsilon = 0.5;          // metric(α) passes when >= base − epsilon (paper: 0.5 BLEU)
+    search_method method = search_method::grid;
+    int grid_steps = 10;           // grid α ∈ {0, 1/k, ..., 1}, k = grid_steps
+    bool grid_full_scan = false;   // evaluate every grid α (a full curve) instead of stopping at the first pass
+    double tolerance = 1e-2;       // bisection stops when the bracket is this narrow ...
+    int max_evaluations = 20;      // ... or after this many evaluations for the module (α = 0 included)
+    bool check_final = true;       // refuse to start unless the model holds θᶠ exactly
+    std::optional<double> base;    // the baseline metric when already known
+    run_options run;
+};
+
+// ============================================================================ results
+
+struct contribution_entry {
+    std::string name, type;
+    int layer = -1;
+    double metric_without = 0;  // metric with this module switched off
+    double drop = 0;            // d_n = clip(base − metric_without, 0, C); a NaN metric counts as the full drop C
+    double score = 0;           // d_n / max_m d_m ∈ [0, 1]
+};
+struct contribution_result {
+    double base = 0;             // metric of the full model
+    double clip = 0;             // C used
+    double max_drop = 0;         // max_m d_m
+    bool all_zero = false;       // max_m d_m == 0: no module matters at this C; every score is 0 (no division)
+    std::size_t evaluations = 0; // metric calls, the baseline included
+    std::vector<contribution_entry> modules;
+    [[nodiscard]] std::vector<double> scores() const {
+        std::vector<double> s;
+        for (const auto& m : modules) s.push_back(m.score);
+        return s;
+    }
+};
+
+struct criticality_entry {
+    std::string name, type;
+    int layer = -1;
+    double alpha = 1;              // criticality: smallest passing α found (1 when none passed)
+    double metric_at_alpha = 0;    // metric at that α (bisection: the baseline when α = 1 was never left)
+    std::string search;            // "grid" or "bisection"
+    bool found = true;             // false: no grid α passed, not even α = 1 (a non-deterministic metric?)
+    std::vector<std::pair<double, double>> trace;  // every (α, metric) evaluated, in order
+};
+struct criticality_result {
+    double base = 0, epsilon = 0;
+    std::size_t evaluations = 0;   // metric calls, the baseline included
+    std::vector<criticality_entry> modules;
+    /// The criticality scores (α): higher = more important.
+    [[nodiscard]] std::vector<double> scores() const {
+        std::vector<double> s;
+        for (const auto& m : modules) s.push_back(m.alpha);
+        return s;
+    }
+};
+
+struct pruning_point {
+    int k = 0;                                 // modules removed
+    std::vector<std::string> modules_removed;  // the k least important, in removal order
+    index_t parameters_removed = 0;            // parameter values they stop using
+    double metric = 0;
+};
+struct pruning_result {
+    index_t total_parameters = 0;
+    std::size_t evaluations = 0;
+    std::vector<pruning_point> curve;  // k = 0..K; k = 0 is the full model (the baseline)
+};
+
+struct rewinding_point {
+    int k = 0;                         // modules rewound to θ⁰
+    std::vector<std::string> modules;  // which (the k least important)
+    double metric_before_finetune = 0;
+    double metric_after_finetune = 0;
+};
+
+// ============================================================================ internals
+
+namespace detail {
+
+inline void check_modules(const std::vector<module_ref>& modules, const char* what, bool need_ablate, bool need_prefix) {
+    DEPTHLAB_CHECK(!modules.empty(), usage_error, what, ": no modules");
+    std::unordered_set<std::string> seen;
+    for (const auto& m : modules) {
+        DEPTHLAB_CHECK(!m.name.empty(), usage_error, what, ": a module has an empty name");
+        DEPTHLAB_CHECK(seen.insert(m.name).second, usage_error, what, ": module name '", m.name, "' appears twice");
+        DEPTHLAB_CHECK(!need_ablate || static_cast<bool>(m.ablate), usage_error, what, ": module '", m.name, "' has no ablate function");
+        DEPTHLAB_CHECK(!need_prefix || !m.prefix.empty(), usage_error, what, ": module '", m.name, "' has no parameter prefix");
+    }
+}
+
+/// Counts metric calls, wraps them in no_grad, reports progress with an ETA.
+class evaluator {
+public:
+    evaluator(const metric_fn& f, const run_options& o, std::string stage, const char* unit = "module")
+        : f_(f), o_(o), stage_(std::move(stage)), unit_(unit), start_(clock::now()) {
+        DEPTHLAB_CHECK(static_cast<bool>(f_), usage_error, stage_, ": no metric callback");
+    }
+    double operator()() {
+        ++count_;
+        if (o_.no_grad) {
+            no_grad g;
+            return f_();
+        }
+        return f_();
+    }
+    /// Before step i (0-based) of n.
+    void step(std::size_t i, std::size_t n, const std::string& module) {
+        if (!o_.progress && !o_.print_progress) return;
+        const double elapsed = std::chrono::duration<double>(clock::now() - start_).count();
+        progress_event e{stage_, i + 1, n, module, count_, elapsed, i > 0 ? elapsed / static_cast<double>(i) * static_cast<double>(n - i) : -1};
+        if (o_.progress) o_.progress(e);
+        if (o_.print_progress) {
+            std::fprintf(stderr, "%s: %s %zu of %zu (%s), %zu evaluations, elapsed %s, ETA %s\n", stage_.c_str(), unit_, e.index, e.total,
+                         module.c_str(), e.evaluations, train::format_duration(elapsed).c_str(),
+                         e.eta_s < 0 ? "?" : train::format_duration(e.eta_s).c_str());
+            std::fflush(stderr);
+        }
+    }
+    [[nodiscard]] std::size_t count() const { return count_; }
+
+private:
+    using clock = std::chrono::steady_clock;
+    const metric_fn& f_;
+    const run_options& o_;
+    std::string stage_;
+    const char* unit_;
+    clock::time_point start_;
+    std::size_t count_ = 0;
+};
+
+template <class T, class B>
+void check_holds(const nn::Module<T, B>& model, const nn::Snapshot<T, B>& snap, const char* what) {
+    for (auto& [name, p] : model.named_parameters())
+        DEPTHLAB_CHECK(p.value().to_vector() == snap.at(name).to_vector(), usage_error, what, ": the model does not hold θᶠ (parameter '", name,
+                       "' differs from the final snapshot); pass the snapshots in the order (initial, final)");
+}
+
+}  // namespace detail
+
+// ============================================================================ contribution
+
+/// Contribution score of every module (see the top of the file). Each module is switched
+/// off for one evaluation and on again, even when the metric throws.
+inline contribution_result contribution(const std::vector<module_ref>& modules, const metric_fn& metric, const contribution_options& opts = {}) {
+    detail::check_modules(modules, "contribution", true, false);
+    DEPTHLAB_CHECK(opts.clip_fraction >= 0, usage_error, "contribution: clip_fraction ", opts.clip_fraction, " < 0");
+    DEPTHLAB_CHECK(!opts.clip || *opts.clip >= 0, usage_error, "contribution: clip ", *opts.clip, " < 0");
+    detail::evaluator eval(metric, opts.run, "contribution");
+    contribution_result r;
+    r.base = opts.base ? *opts.base : eval();
+    DEPTHLAB_CHECK(!std::isnan(r.base), numeric_error, "contribution: the baseline metric is NaN");
+    r.clip = opts.clip ? *opts.clip : opts.clip_fraction * std::abs(r.base);
+    for (std::size_t i = 0; i < modules.size(); ++i) {
+        const module_ref& m = modules[i];
+        eval.step(i, modules.size(), m.name);
+        double v;
+        {
+            scoped_ablation off(m);
+            v = eval();
+        }
+        const double d = std::isnan(v) ? r.clip : std::clamp(r.base - v, 0.0, r.clip);
+        r.modules.push_back({m.name, m.type, m.layer, v, d, 0.0});
+        r.max_drop = std::max(r.max_drop, d);
+    }
+    r.all_zero = !(r.max_drop > 0);
+    if (!r.all_zero)
+        for (auto& e : r.modules) e.score = std::isinf(r.max_drop) ? (std::isinf(e.drop) ? 1.0 : 0.0) : e.drop / r.max_drop;
+    r.evaluations = eval.count();
+    return r;
+}
+
+/// Contribution of default_modules(model).
+template <class Model>
+    requires std::derived_from<Model, nn::Module<typename Model::value_type, typename Model::backend_type>>
+contribution_result contribution(Model& model, const metric_fn& metric, const contribution_options& opts = {}) {
+    return contribution(default_modules(model), metric, opts);
+}
+
+// ============================================================================ criticality
+
+/// Criticality of every module (see the top of the file). `initial` = θ⁰, `final_` = θᶠ;
+/// the model must hold θᶠ (checked unless opts.check_final is false). Only the parameters
+/// under the module's prefix move; θᶠ is written back after each module, also on exceptions.
+///  grid:      α = 0, 1/k, ..., 1 in increasing order; the first passing α (all of them with
+///             grid_full_scan). α = 1 is evaluated like any other grid point.
+///  bisection: assumes metric(α) monotone. Evaluates α = 0 (passes: criticality 0); else
+///             brackets [lo fails, hi passes] starting from hi = 1 — θᶠ, whose metric is the
+///             baseline, not re-evaluated — and halves until hi − lo <= tolerance or
+///             max_evaluations; reports hi.
+template <class T, class B>
+criticality_result criticality(nn::Module<T, B>& model, const std::vector<module_ref>& modules, const nn::Snapshot<T, B>& initial,
+                               const nn::Snapshot<T, B>& final_, const metric_fn& metric, const criticality_options& opts = {}) {
+    detail::check_modules(modules, "criticality", false, true);
+    DEPTHLAB_CHECK(opts.grid_steps >= 1, usage_error, "criticality: grid_steps ", opts.grid_steps, " < 1");
+    DEPTHLAB_CHECK(opts.tolerance > 0, usage_error, "criticality: tolerance ", opts.tolerance, " <= 0");
+    DEPTHLAB_CHECK(opts.max_evaluations >= 1, usage_error, "criticality: max_evaluations ", opts.max_evaluations, " < 1");
+    DEPTHLAB_CHECK(opts.epsilon >= 0, usage_error, "criticality: epsilon ", opts.epsilon, " < 0");
+    if (opts.check_final) detail::check_holds(model, final_, "criticality");
+    detail::evaluator eval(metric, opts.run, "criticality");
+    criticality_result r;
+    r.epsilon = opts.epsilon;
+    r.base = opts.base ? *opts.base : eval();
+    DEPTHLAB_CHECK(!std::isnan(r.base), numeric_error, "criticality: the baseline metric is NaN");
+    const double threshold = r.base - opts.epsilon;
+    auto passes = [&](double v) { return v >= threshold; };  // NaN never passes
+    for (std::size_t i = 0; i < modules.size(); ++i) {
+        const module_ref& m = modules[i];
+        eval.step(i, modules.size(), m.name);
+        criticality_entry e{m.name, m.type, m.layer, 1.0, r.base, to_string(opts.method), true, {}};
+        scoped_interpolation<T, B> interp(model, m.prefix, initial, final_);
+        auto at = [&](double alpha) {
+            interp.set(alpha);
+            const double v = eval();
+            e.trace.emplace_back(alpha, v);
+            return v;
+        };
+        if (opts.method == search_method::grid) {
+            e.found = false;
+            for (int j = 0; j <= opts.grid_steps; ++j) {
+                const double alpha = j == opts.grid_steps ? 1.0 : static_cast<double>(j) / opts.grid_steps;
+                const double v = at(alpha);
+                if (!e.found && passes(v)) {
+                    e.found = true;
+                    e.alpha = alpha;
+                    e.metric_at_alpha = v;
+                    if (!opts.grid_full_scan) break;
+                }
+            }
+            if (!e.found) {
+                e.alpha = 1.0;
+                e.metric_at_alpha = e.trace.back().second;
+            }
+        } else {
+            const double v0 = at(0.0);
+            if (passes(v0)) {
+                e.alpha = 0.0;
+                e.metric_at_alpha = v0;
+            } else {
+                double lo = 0.0, hi = 1.0, hi_metric = r.base;
+                int n = 1;
+                while (hi - lo > opts.tolerance && n < opts.max_evaluations) {
+                    const double mid = 0.5 * (lo + hi);
+                    const double v = at(mid);
+                    ++n;
+                    if (passes(v)) {
+                        hi = mid;
+                        hi_metric = v;
+                    } else {
+                        lo = mid;
+                    }
+                }
+                e.alpha = hi;
+                e.metric_at_alpha = hi_metric;
+            }
+        }
+        r.modules.push_back(std::move(e));
+    }
+    r.evaluations = eval.count();
+    return r;
+}
+
+/// Criticality of default_modules(model).
+template <class Model>
+    requires std::derived_from<Model, nn::Module<typename Model::value_type, typename Model::backend_type>>
+criticality_result criticality(Model& model, const nn::Snapshot<typename Model::value_type, typename Model::backend_type>& initial,
+                               const nn::Snapshot<typename Model::value_type, typename Model::backend_type>& final_, const metric_fn& metric,
+                               const criticality_options& opts = {}) {
+    nn::Module<typename Model::value_type, typename Model::backend_type>& base = model;
+    return criticality(base, default_modules(model), initial, final_, metric, opts);
+}
+
+// ============================================================================ ranking, pruning, rewinding
+
+/// Indices of `modules` from least to most important (ascending score; ties broken by
+/// name, std::string order). `importance` is aligned with `modules` (e.g. result.scores()).
+inline std::vector<std::size_t> least_important_first(const std::vector<module_ref>& modules, const std::vector<double>& importance) {
+    DEPTHLAB_CHECK(modules.size() == importance.size(), shape_error, "ranking: ", modules.size(), " modules but ", importance.size(),
+                   " scores");
+    for (std::size_t i = 0; i < importance.size(); ++i)
+        DEPTHLAB_CHECK(!std::isnan(importance[i]), numeric_error, "ranking: the score of '", modules[i].name, "' is NaN");
+    std::vector<std::size_t> idx(modules.size());
+    std::iota(idx.begin(), idx.end(), std::size_t{0});
+    std::sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) {
+        if (importance[a] != importance[b]) return importance[a] < importance[b];
+        return modules[a].name < modules[b].name;
+    });
+    return idx;
+}
+
+/// Pruning curve: for k = 0..max_k, the k least important modules switched off together,
+/// the metric and the parameters they stop using. Every module is switched on again at the
+/// end, also on exceptions. k = 0 evaluates the full model.
+template <class T, class B>
+pruning_result pruning_curve(const nn::Module<T, B>& model, const std::vector<module_ref>& modules, const std::vector<double>& importance,
+                             const metric_fn& metric, int max_k, const run_options& run = {}) {
+    detail::check_modules(modules, "pruning", true, false);
+    DEPTHLAB_CHECK(max_k >= 0 && static_cast<std::size_t>(max_k) <= modules.size(), usage_error, "pruning: max_k ", max_k, " outside [0, ",
+                   modules.size(), "]");
+    const auto order = least_important_first(modules, importance);
+    detail::evaluator eval(metric, run, "pruning", "step");
+    pruning_result r;
+    r.total_parameters = model.parameter_count();
+    scoped_ablation off;
+    std::vector<const module_ref*> removed;
+    pruning_point pt;
+    for (int k = 0; k <= max_k; ++k) {
+        if (k > 0) {
+            const module_ref& m = modules[order[static_cast<std::size_t>(k - 1)]];
+            off.add(m);
+            removed.push_back(&m);
+            pt.modules_removed.push_back(m.name);
+        }
+        eval.step(static_cast<std::size_t>(k), static_cast<std::size_t>(max_k) + 1, removed.empty() ? std::string("none") : removed.back()->name);
+        pt.k = k;
+        pt.parameters_removed = parameters_removed(model, removed);
+        pt.metric = eval();
+        r.curve.push_back(pt);
+    }
+    off.restore();
+    r.evaluations = eval.count();
+    return r;
+}
+
+/// Resets the parameters of the listed modules to θ⁰ (everything under their prefixes,
+/// LayerNorm included); the rest of the model is untouched.
+template <class T, class B>
+void rewind(nn::Module<T, B>& model, const std::vector<const module_ref*>& modules, const nn::Snapshot<T, B>& initial) {
+    for (const module_ref* m : modules) {
+        DEPTHLAB_CHECK(!m->prefix.empty(), usage_error, "rewind: module '", m->name, "' has no parameter prefix");
+        initial.restore(model, m->prefix);
+    }
+}
+
+namespace detail {
+template <class T, class B>
+rewinding_point rewind_once(nn::Module<T, B>& model, const std::vector<module_ref>& modules, const std::vector<std::size_t>& order, int k,
+                            const nn::Snapshot<T, B>& initial, evaluator& eval, const std::function<void()>& finetune) {
+    DEPTHLAB_CHECK(k >= 0 && static_cast<std::size_t>(k) <= modules.size(), usage_error, "rewinding: k ", k, " outside [0, ", modules.size(), "]");
+    std::vector<const module_ref*> chosen;
+    rewinding_point pt;
+    pt.k = k;
+    for (int i = 0; i < k; ++i) {
+        chosen.push_back(&modules[order[static_cast<std::size_t>(i)]]);
+        pt.modules.push_back(chosen.back()->name);
+    }
+    rewind(model, chosen, initial);
+    pt.metric_before_finetune = eval();
+    if (finetune) finetune();
+    pt.metric_after_finetune = eval();
+    return pt;
+}
+}  // namespace detail
+
+/// Rewinds the k least important modules to θ⁰, measures, calls `finetune` (the caller's
+/// training of the whole model; it runs with gradients on), measures again. The model is
+/// LEFT rewound and fine-tuned (that is the point); if finetune throws, it is left
+/// wherever finetune stopped.
+template <class T, class B>
+rewinding_point rewind_and_finetune(nn::Module<T, B>& model, const std::vector<module_ref>& modules, const std::vector<double>& importance,
+                                    int k, const nn::Snapshot<T, B>& initial, const metric_fn& metric, const std::function<void()>& finetune,
+                                    const run_options& run = {}) {
+    detail::check_modules(modules, "rewinding", false, true);
+    const auto order = least_important_first(modules, importance);
+    detail::evaluator eval(metric, run, "rewinding");
+    return detail::rewind_once(model, modules, order, k, initial, eval, finetune);
+}
+
+/// rewind_and_finetune for each k in ks, each starting from θᶠ; finetune(k) is called with
+/// the k being run (create a fresh optimiser in it: its state must not carry over from the
+/// previous k). The model is set back to θᶠ at the end, also on exceptions.
+template <class T, class B>
+std::vector<rewinding_point> rewinding_curve(nn::Module<T, B>& model, const std::vector<module_ref>& modules, const std::vector<double>& importance,
+                                             const std::vector<int>& ks, const nn::Snapshot<T, B>& initial, const nn::Snapshot<T, B>& final_,
+                                             const metric_fn& metric, const std::function<void(int)>& finetune, const run_options& run = {}) {
+    detail::check_modules(modules, "rewinding", false, true);
+    const auto order = least_important_first(modules, importance);
+    struct restore_final {
+        nn::Module<T, B>& m;
+        const nn::Snapshot<T, B>& s;
+        ~restore_final() {
+            try {
+                s.restore(m);
+            } catch (...) {
+            }
+        }
+    } guard{model, final_};
+    detail::evaluator eval(metric, run, "rewinding", "step");
+    std::vector<rewinding_point> out;
+    for (std::size_t i = 0; i < ks.size(); ++i) {
+        const int k = ks[i];
+        eval.step(i, ks.size(), "k=" + std::to_string(k));
+        final_.restore(model);
+        out.push_back(detail::rewind_once(model, modules, order, k, initial, eval, [&] {
+            if (finetune) finetune(k);
+        }));
+    }
+    return out;
+}
+
+// ============================================================================ statistics
+
+/// Ranks 1..n of v (ascending); tied values get the average of their ranks.
+inline std::vector<double> average_ranks(const std::vector<double>& v) {
+    for (double x : v) DEPTHLAB_CHECK(!std::isnan(x), numeric_error, "average_ranks: NaN value");
+    std::vector<std::size_t> idx(v.size());
+    std::iota(idx.begin(), idx.end(), std::size_t{0});
+    std::stable_sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) { return v[a] < v[b]; });
+    std::vector<double> rank(v.size());
+    for (std::size_t i = 0; i < idx.size();) {
+        std::size_t j = i;
+        while (j + 1 < idx.size() && v[idx[j + 1]] == v[idx[i]]) ++j;
+        const double avg = 0.5 * static_cast<double>(i + j) + 1.0;
+        for (std::size_t t = i; t <= j; ++t) rank[idx[t]] = avg;
+        i = j + 1;
+    }
+    return rank;
+}
+
+/// Spearman rank correlation: Pearson correlation of the average ranks. NaN when either
+/// side is constant (no ranking to compare); throws on size mismatch or fewer than 2 values.
+inline double spearman(const std::vector<double>& a, const std::vector<double>& b) {
+    DEPTHLAB_CHECK(a.size() == b.size(), shape_error, "spearman: ", a.size(), " vs ", b.size(), " values");
+    DEPTHLAB_CHECK(a.size() >= 2, usage_error, "spearman: needs at least 2 values, got ", a.size());
+    const auto ra = average_ranks(a), rb = average_ranks(b);
+    const double mean = 0.5 * static_cast<double>(a.size() + 1);  // mean rank, ties included
+    double sab = 0, saa = 0, sbb = 0;
+    for (std::size_t i = 0; i < ra.size(); ++i) {
+        sab += (ra[i] - mean) * (rb[i] - mean);
+        saa += (ra[i] - mean) * (ra[i] - mean);
+        sbb += (rb[i] - mean) * (rb[i] - mean);
+    }
+    if (saa == 0 || sbb == 0) return std::numeric_limits<double>::quiet_NaN();
+    return sab / std::sqrt(saa * sbb);
+}
+
+/// Spearman between contribution and criticality scores, modules matched by name.
+inline double rank_correlation(const contribution_result& c, const criticality_result& k) {
+    std::unordered_map<std::string, double> alpha;
+    for (const auto& e : k.modules) alpha.emplace(e.name, e.alpha);
+    DEPTHLAB_CHECK(alpha.size() == c.modules.size(), usage_error, "rank_correlation: ", c.modules.size(), " contribution vs ", alpha.size(),
+                   " criticality modules");
+    std::vector<double> a, b;
+    for (const auto& e : c.modules) {
+        auto it = alpha.find(e.name);
+        DEPTHLAB_CHECK(it != alpha.end(), usage_error, "rank_correlation: module '", e.name, "' has no criticality score");
+        a.push_back(e.score);
+        b.push_back(it->second);
+    }
+    return spearman(a, b);
+}
+
+// ============================================================================ CSV
+// Column contracts (header line first, one row per module / k, "," separated, RFC 4180
+// quoting, numbers in shortest round-trip form, "nan"/"inf"/"-inf" for non-finite values):
+//   contribution.csv  module,type,layer,metric_without,score
+//   criticality.csv   module,type,layer,alpha,metric_at_alpha,search
+//   pruning.csv       k,modules_removed,parameters_removed,metric
+//                     modules_removed: the k removed module names in removal order
+//                     (least important first), joined by ';' (empty for k = 0).
+//   rewinding.csv     k,modules,metric_before_finetune,metric_after_finetune
+//                     modules: the k rewound module names, joined by ';'.
+// layer is -1 for a module shared by every layer (tied stacks).
+
+namespace detail {
+inline std::string csv_number(double v) {
+    if (std::isnan(v)) return "nan";
+    if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+    char buf[64];
+    auto res = std::to_chars(buf, buf + sizeof buf, v);
+    return std::string(buf, res.ptr);
+}
+inline std::string csv_field(const std::string& s) {
+    if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+    std::string q = "\"";
+    for (char c : s) {
+        if (c == '"') q += '"';
+        q += c;
+    }
+    return q + "\"";
+}
+inline std::string join(const std::vector<std::string>& v, char sep = ';') {
+    std::string s;
+    for (std::size_t i = 0; i < v.size(); ++i) {
+        if (i) s += sep;
+        s += v[i];
+    }
+    return s;
+}
+/// Writes what `body(stream)` produces to `path` atomically (io/atomic_file.hpp).
+template <class F>
+void write_file(const std::string& path, F&& body) {
+    std::ostringstream os;
+    body(os);
+    io::write_file_atomically(path, os.str(), "CSV: write");
+}
+}  // namespace detail
+
+inline void write_csv(std::ostream& os, const contribution_result& r) {
+    os << "module,type,layer,metric_without,score\n";
+    for (const auto& e : r.modules)
+        os << detail::csv_field(e.name) << ',' << detail::csv_field(e.type) << ',' << e.layer << ',' << detail::csv_number(e.metric_without) << ','
+           << detail::csv_number(e.score) << '\n';
+}
+inline void write_csv(std::ostream& os, const criticality_result& r) {
+    os << "module,type,layer,alpha,metric_at_alpha,search\n";
+    for (const auto& e : r.modules)
+        os << detail::csv_field(e.name) << ',' << detail::csv_field(e.type) << ',' << e.layer << ',' << detail::csv_number(e.alpha) << ','
+           << detail::csv_number(e.metric_at_alpha) << ',' << detail::csv_field(e.search) << '\n';
+}
+inline void write_csv(std::ostream& os, const pruning_result& r) {
+    os << "k,modules_removed,parameters_removed,metric\n";
+    for (const auto& p : r.curve)
+        os << p.k << ',' << detail::csv_field(detail::join(p.modules_removed)) << ',' << p.parameters_removed << ',' << detail::csv_number(p.metric)
+           << '\n';
+}
+inline void write_csv(std::ostream& os, const std::vector<rewinding_point>& r) {
+    os << "k,modules,metric_before_finetune,metric_after_finetune\n";
+    for (const auto& p : r)
+        os << p.k << ',' << detail::csv_field(detail::join(p.modules)) << ',' << detail::csv_number(p.metric_before_finetune) << ','
+           << detail::csv_number(p.metric_after_finetune) << '\n';
+}
+/// The same, to a file (contribution.csv, criticality.csv, pruning.csv, rewinding.csv by
+/// convention), written through a temporary file and renamed; io_error naming the path.
+inline void write_csv(const std::string& path, const contribution_result& r) {
+    detail::write_file(path, [&](std::ostream& f) { write_csv(f, r); });
+}
+inline void write_csv(const std::string& path, const criticality_result& r) {
+    detail::write_file(path, [&](std::ostream& f) { write_csv(f, r); });
+}
+inline void write_csv(const std::string& path, const pruning_result& r) {
+    detail::write_file(path, [&](std::ostream& f) { write_csv(f, r); });
+}
+inline void write_csv(const std::string& path, const std::vector<rewinding_point>& r) {
+    detail::write_file(path, [&](std::ostream& f) { write_csv(f, r); });
+}
+
+}  // namespace depthlab::analysis
+// ---- end depthlab/analysis/component_value.hpp ----
+// ---- end depthlab/depthlab_device.hpp ----
 // ---- begin depthlab/backend/cpu/cpu.hpp ----
 // primitives<backend::cpu>: the numerical routines behind every op, on host memory.
 // Parallel over rows or chunks with OpenMP; the inner loops are the per-ISA kernels.
+//
+// Written once as host_primitives<B> for the two backends whose memory is on the host:
+// backend::cpu, and backend::host_device, which counts every call as a kernel launch
+// (see backend/host_device/host_device.hpp). Every pointer argument is device memory of B;
+// nothing here returns a value to the host: reductions write into device buffers.
+//
+// Index arguments (ids, targets) that are out of range never read or write out of
+// bounds: gathered rows become NaN, losses of such rows NaN, scattered rows are skipped.
+// The ops check ids on the host where the ids are on the host, so these guards are a
+// last line, not the error report.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -390,13 +6543,10 @@ struct primitives;
 #include <Eigen/Core>
 
 // ---- begin depthlab/backend/cpu/memory.hpp ----
-// Host memory: 64-byte aligned blocks from a caching allocator. A training step allocates
-// the same activation sizes every step; handing large blocks back to the OS and faulting
-// them in again costs more than many GEMMs (a fresh 32 MiB block is ~8k page faults), so
-// freed blocks are kept in size classes and reused. The cache holds at most as many bytes
-// as were ever in use at once (one step's working set; at least 64 MiB) and never more than
-// the hard limit (4 GiB, or DEPTHLAB_HOST_CACHE_MB): with shapes that change every batch
-// (translation, adaptive depth) an uncapped cache would fill with blocks of stale sizes.
+// Host memory: 64-byte aligned blocks from the caching allocator of backend/block_cache.hpp.
+// Handing large blocks back to the OS and faulting them in again costs more than many GEMMs
+// (a fresh 32 MiB block is ~8k page faults). Hard limit on cached bytes: 4 GiB, or
+// DEPTHLAB_HOST_CACHE_MB.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -406,13 +6556,32 @@ struct primitives;
 #include <unordered_map>
 #include <vector>
 
+// ---- begin depthlab/backend/block_cache.hpp ----
+// A caching allocator for any memory source (host memory, device memory): freed blocks are
+// kept in size classes and handed out again, because a training step allocates the same
+// sizes every step and going back to the system each time costs more than the work (page
+// faults on the host, cudaMalloc's implicit synchronisation on a GPU). The cache holds at
+// most as many bytes as were ever in use at once (one step's working set; at least 64 MiB)
+// and never more than a hard limit (Source::default_limit, or the MiB in the environment
+// variable Source::limit_env): with shapes that change every batch (translation, adaptive
+// depth) an uncapped cache would fill with blocks of stale sizes.
+//
+// Source: static void* allocate(std::size_t bytes) (nullptr when out of memory),
+//         static void release(void*), static constexpr const char* limit_env,
+//         static constexpr std::size_t default_limit, alignment.
+#include <algorithm>
+#include <cstdlib>
+#include <mutex>
+#include <new>
+#include <unordered_map>
+#include <vector>
 
-namespace depthlab {
+namespace depthlab::detail {
 
-namespace detail {
+template <class Source>
 class block_cache {
 public:
-    static constexpr std::size_t alignment = 64;
+    static constexpr std::size_t alignment = Source::alignment;
 
     /// Size class: multiples of 64 B up to 4 KiB, then 8 steps per power of two (at most
     /// 12.5% slack), so that slightly different sizes still share blocks.
@@ -436,10 +6605,10 @@ public:
                 return p;
             }
         }
-        void* p = std::aligned_alloc(alignment, cls);
+        void* p = Source::allocate(cls);
         if (p == nullptr) {
             release_all();  // give cached blocks back and try once more
-            p = std::aligned_alloc(alignment, cls);
+            p = Source::allocate(cls);
             if (p == nullptr) throw std::bad_alloc();
         }
         std::lock_guard<std::mutex> lock(mutex_);
@@ -451,7 +6620,7 @@ public:
         std::lock_guard<std::mutex> lock(mutex_);
         live_ -= cls;
         if (cached_ + cls > std::min(limit_, std::max(peak_live_, min_cap))) {
-            std::free(p);
+            Source::release(p);
             return;
         }
         free_[cls].push_back(p);
@@ -461,7 +6630,7 @@ public:
     void release_all() {
         std::lock_guard<std::mutex> lock(mutex_);
         for (auto& [cls, blocks] : free_)
-            for (void* p : blocks) std::free(p);
+            for (void* p : blocks) Source::release(p);
         free_.clear();
         cached_ = 0;
     }
@@ -488,7 +6657,7 @@ public:
 
     static constexpr std::size_t min_cap = std::size_t{64} << 20;
     block_cache() {
-        if (const char* e = std::getenv("DEPTHLAB_HOST_CACHE_MB")) limit_ = static_cast<std::size_t>(std::strtoull(e, nullptr, 10)) << 20;
+        if (const char* e = std::getenv(Source::limit_env)) limit_ = static_cast<std::size_t>(std::strtoull(e, nullptr, 10)) << 20;
     }
     block_cache(const block_cache&) = delete;
     block_cache& operator=(const block_cache&) = delete;
@@ -502,23 +6671,39 @@ private:
     mutable std::mutex mutex_;
     std::unordered_map<std::size_t, std::vector<void*>> free_;
     std::size_t cached_ = 0, live_ = 0, peak_live_ = 0;
-    std::size_t limit_ = std::size_t{4} << 30;  // hard limit on free blocks kept
+    std::size_t limit_ = Source::default_limit;  // hard limit on free blocks kept
 };
+
+}  // namespace depthlab::detail
+// ---- end depthlab/backend/block_cache.hpp ----
+
+namespace depthlab {
+
+namespace detail {
+/// Host memory for the block cache: 64-byte aligned (a cache line; an AVX-512 register).
+struct host_memory_source {
+    static constexpr std::size_t alignment = 64;
+    static constexpr const char* limit_env = "DEPTHLAB_HOST_CACHE_MB";
+    static constexpr std::size_t default_limit = std::size_t{4} << 30;
+    static void* allocate(std::size_t bytes) { return std::aligned_alloc(alignment, bytes); }
+    static void release(void* p) { std::free(p); }
+};
+using host_block_cache = block_cache<host_memory_source>;
 }  // namespace detail
 
 template <>
 struct memory<backend::cpu> {
-    static constexpr std::size_t alignment = detail::block_cache::alignment;  // a cache line; an AVX-512 register
+    static constexpr std::size_t alignment = detail::host_block_cache::alignment;  // a cache line; an AVX-512 register
 
     template <class T>
     static std::shared_ptr<T> allocate(std::size_t n) {
         const std::size_t bytes = n * sizeof(T);
-        void* p = detail::block_cache::instance().get(bytes);
-        return std::shared_ptr<T>(static_cast<T*>(p), [bytes](T* q) { detail::block_cache::instance().put(q, bytes); });
+        void* p = detail::host_block_cache::instance().get(bytes);
+        return std::shared_ptr<T>(static_cast<T*>(p), [bytes](T* q) { detail::host_block_cache::instance().put(q, bytes); });
     }
     /// Free cached blocks (e.g. between phases with very different tensor sizes).
-    static void release_cached() { detail::block_cache::instance().release_all(); }
-    static std::size_t cached_bytes() { return detail::block_cache::instance().cached_bytes(); }
+    static void release_cached() { detail::host_block_cache::instance().release_all(); }
+    static std::size_t cached_bytes() { return detail::host_block_cache::instance().cached_bytes(); }
     // (n == 0 may come with null pointers, which memcpy must never see)
     template <class T>
     static void to_host(const T* src, T* dst, std::size_t n) {
@@ -847,6 +7032,50 @@ void gemm(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c) {
 
 }  // namespace depthlab::cpu
 // ---- end depthlab/backend/cpu/gemm.hpp ----
+// ---- begin depthlab/backend/elementwise.hpp ----
+// Scalar forms of the activations and their derivatives, for every backend: the CUDA
+// kernels apply them per element, the CPU uses them where a scalar loop is enough
+// (log-sigmoid) and its SIMD kernels implement the same formulas (tested against these
+// through the op harness, which checks every backend against one reference).
+#include <cmath>
+
+
+namespace depthlab::elementwise {
+
+// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+template <class T>
+DEPTHLAB_HD inline T gelu(T x) {
+    const T k0 = T(0.7978845608028654), k1 = T(0.044715);
+    return T(0.5) * x * (T(1) + std::tanh(k0 * (k1 * x * x * x + x)));
+}
+template <class T>
+DEPTHLAB_HD inline T gelu_grad(T x) {
+    const T k0 = T(0.7978845608028654), k1 = T(0.044715);
+    const T t = std::tanh(k0 * (k1 * x * x * x + x));
+    const T du = k0 * (T(3) * k1 * x * x + T(1));
+    return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * du;
+}
+template <class T>
+DEPTHLAB_HD inline T relu(T x) { return x > T(0) ? x : T(0); }
+template <class T>
+DEPTHLAB_HD inline T relu_grad(T x) { return x > T(0) ? T(1) : T(0); }
+/// from the output y = tanh(x)
+template <class T>
+DEPTHLAB_HD inline T tanh_grad_from_output(T y) { return T(1) - y * y; }
+template <class T>
+DEPTHLAB_HD inline T sigmoid(T x) { return T(1) / (T(1) + std::exp(-x)); }
+/// from the output y = sigmoid(x)
+template <class T>
+DEPTHLAB_HD inline T sigmoid_grad_from_output(T y) { return y * (T(1) - y); }
+/// log σ(x) = min(x, 0) − log1p(exp(−|x|)): finite for every x, where σ itself rounds to 0 or 1.
+template <class T>
+DEPTHLAB_HD inline T log_sigmoid(T x) { return (x < T(0) ? x : T(0)) - std::log1p(std::exp(-std::abs(x))); }
+/// d log σ(x) / dx = σ(−x)
+template <class T>
+DEPTHLAB_HD inline T log_sigmoid_grad(T x) { return T(1) / (T(1) + std::exp(x)); }
+
+}  // namespace depthlab::elementwise
+// ---- end depthlab/backend/elementwise.hpp ----
 // ---- begin depthlab/backend/cpu/kernels.hpp ----
 // The memory-bound CPU kernels, compiled once per (scalar type, ISA). `with_isa<T>(f)`
 // converts the run-time ISA choice into the template argument K = kernels<T, ISA> once per
@@ -2177,21 +8406,28 @@ decltype(auto) with_isa(F&& f) {
 
 namespace depthlab {
 
-template <>
-struct primitives<backend::cpu> {
-    using B = backend::cpu;
+namespace cpu {
+template <class B>
+struct host_primitives {
     static constexpr index_t elem_grain = 1 << 15;  // elements per task for elementwise ops
+
+    /// One primitive call = one kernel launch, counted on backends that are not the host.
+    static void launch() {
+        if constexpr (!B::host_accessible) counters<B>().launches.fetch_add(1, std::memory_order_relaxed);
+    }
 
     static index_t row_grain(index_t cols) { return std::max<index_t>(1, elem_grain / std::max<index_t>(cols, 1)); }
 
     // ---- elementwise ----
     template <class T>
     static void fill(index_t n, T v, T* y) {
+        launch();
         parallel_for(n, elem_grain, [&](index_t b, index_t e) { std::fill(y + b, y + e, v); });
     }
     /// dst (=|+=) src over an N-d shape with arbitrary strides on both sides.
     template <class T>
     static void copy_strided(const Shape& shape, const T* src, const Shape& sst, T* dst, const Shape& dst_st, bool accumulate) {
+        launch();
         const int r = shape.rank();
         if (r == 0) {
             *dst = accumulate ? *dst + *src : *src;
@@ -2220,6 +8456,7 @@ struct primitives<backend::cpu> {
     /// Runs `K::kernel(len, offset)` for K = kernels<T, active ISA> over chunks of [0, n).
     template <class T, class F>
     static void chunked(index_t n, F&& f) {
+        launch();
         cpu::with_isa<T>([&]<class K>() {
             parallel_for(n, elem_grain, [&](index_t b, index_t e) { f.template operator()<K>(b, e - b); });
         });
@@ -2227,6 +8464,7 @@ struct primitives<backend::cpu> {
     /// Runs `f<K>(row)` for every row in parallel.
     template <class T, class F>
     static void rowwise(index_t rows, index_t cols, F&& f) {
+        launch();
         cpu::with_isa<T>([&]<class K>() {
             parallel_for(rows, row_grain(cols), [&](index_t b, index_t e) {
                 for (index_t r = b; r < e; ++r) f.template operator()<K>(r);
@@ -2237,6 +8475,7 @@ struct primitives<backend::cpu> {
     /// each thread owns its columns, so no partial sums need merging).
     template <class T, class F>
     static void columnwise(index_t rows, index_t cols, F&& f) {
+        launch();
         const index_t block = 64;
         const index_t nblocks = (cols + block - 1) / block;
         cpu::with_isa<T>([&]<class K>() {
@@ -2344,18 +8583,20 @@ struct primitives<backend::cpu> {
     // or 1. Used on per-token halting logits (thousands of values per step), so a scalar
     // loop is enough.
     template <class T> static void log_sigmoid_fwd(index_t n, const T* x, T* y) {
-        for (index_t i = 0; i < n; ++i) y[i] = std::min(x[i], T(0)) - std::log1p(std::exp(-std::abs(x[i])));
+        launch();
+        for (index_t i = 0; i < n; ++i) y[i] = elementwise::log_sigmoid(x[i]);
     }
     // dx += dy · σ(−x)   (from the input x)
     template <class T> static void log_sigmoid_bwd(index_t n, const T* x, const T* dy, T* dx) {
-        for (index_t i = 0; i < n; ++i) dx[i] += dy[i] / (T(1) + std::exp(x[i]));
+        launch();
+        for (index_t i = 0; i < n; ++i) dx[i] += dy[i] * elementwise::log_sigmoid_grad(x[i]);
     }
 
-    // ---- reductions ----
-    // The chunks depend on n only (never on the thread count), and their partial sums are
-    // added in chunk order: the result has the same bits for any OMP_NUM_THREADS.
+    // ---- reductions (into device memory) ----
+    /// The sum of x[0..n) in double: fixed chunks of elem_grain whose partial sums are added
+    /// in chunk order, so the result has the same bits for any OMP_NUM_THREADS.
     template <class T>
-    static T sum(index_t n, const T* x) {
+    static double sum_double(index_t n, const T* x) {
         const index_t nchunks = std::max<index_t>(1, (n + elem_grain - 1) / elem_grain);
         std::vector<double> part(static_cast<std::size_t>(nchunks), 0.0);
         cpu::with_isa<T>([&]<class K>() {
@@ -2368,7 +8609,40 @@ struct primitives<backend::cpu> {
         });
         double s = 0;
         for (double p : part) s += p;
-        return static_cast<T>(s);
+        return s;
+    }
+    // out[0] = scale * sum(x)   (the sum rounded to T before the scaling)
+    template <class T>
+    static void sum_to(index_t n, const T* x, T scale, T* out) {
+        launch();
+        out[0] = static_cast<T>(sum_double(n, x)) * scale;
+    }
+    // y[i] += factor * s[0] * x[i]; x == nullptr: y[i] += factor * s[0]  (s: a device scalar,
+    // e.g. the upstream gradient of a loss)
+    template <class T>
+    static void add_scaled_by(index_t n, const T* s, T factor, const T* x, T* y) {
+        const T a = factor * s[0];
+        if (x) chunked<T>(n, [&]<class K>(index_t o, index_t m) { K::axpby(m, a, x + o, T(1), y + o); });
+        else chunked<T>(n, [&]<class K>(index_t o, index_t m) {
+            for (index_t i = 0; i < m; ++i) y[o + i] += a;
+        });
+    }
+    // flag[0] = 1 if any of x[0..n) is NaN or infinite, else 0 (a finiteness check that
+    // leaves the decision, and the synchronisation, to the caller)
+    template <class T>
+    static void nonfinite_flag(index_t n, const T* x, std::int32_t* flag) {
+        launch();
+        const index_t nchunks = std::max<index_t>(1, (n + elem_grain - 1) / elem_grain);
+        std::vector<char> bad(static_cast<std::size_t>(nchunks), 0);
+        parallel_for(nchunks, 1, [&](index_t b, index_t e) {
+            for (index_t c = b; c < e; ++c) {
+                const index_t lo = c * elem_grain, hi = std::min(n, lo + elem_grain);
+                T acc = T(0);
+                for (index_t i = lo; i < hi; ++i) acc += x[i] * T(0);  // NaN iff some x[i] is NaN or inf
+                bad[static_cast<std::size_t>(c)] = acc != acc;
+            }
+        });
+        flag[0] = std::find(bad.begin(), bad.end(), 1) != bad.end() ? 1 : 0;
     }
 
     // ---- softmax family (last axis) ----
@@ -2418,8 +8692,8 @@ struct primitives<backend::cpu> {
     }
 
     // ---- cross-entropy over rows of logits (rows, V) ----
-    // loss[r] = (1-eps)(lse - x[t]) + eps (lse - mean_j x[j]); rows with t == ignore get 0.
-    // Targets were range-checked by the caller.
+    // loss[r] = (1-eps)(lse - x[t]) + eps (lse - mean_j x[j]); rows with t == ignore get 0,
+    // rows with t outside [0, V) get NaN.
     template <class T>
     static void cross_entropy_fwd(index_t rows, index_t V, const T* logits, const std::int64_t* target, std::int64_t ignore,
                                   T smoothing, T* loss, T* lse) {
@@ -2427,3657 +8701,304 @@ struct primitives<backend::cpu> {
             const T* x = logits + r * V;
             const T l = K::log_softmax_row(V, x, nullptr);
             lse[r] = l;
-            if (target[r] == ignore) {
+            const std::int64_t t = target[r];
+            if (t == ignore) {
                 loss[r] = T(0);
                 return;
             }
-            T value = (T(1) - smoothing) * (l - x[target[r]]);
+            if (t < 0 || t >= V) {
+                loss[r] = std::numeric_limits<T>::quiet_NaN();
+                return;
+            }
+            T value = (T(1) - smoothing) * (l - x[t]);
             if (smoothing != T(0)) value += smoothing * (l - K::sum(V, x) / static_cast<T>(V));
             loss[r] = value;
         });
     }
-    // dlogits[r] += g[r] * (softmax(x) - (1-eps) onehot(t) - eps/V); ignored rows untouched.
+    // The mean over the counted rows (target != ignore): inv_count[0] = 1 / count (0 when no
+    // row counts), mean[0] = sum(loss) * inv_count[0].
+    template <class T>
+    static void cross_entropy_mean(index_t rows, const T* loss, const std::int64_t* target, std::int64_t ignore, T* mean,
+                                   T* inv_count) {
+        launch();
+        index_t counted = 0;
+        for (index_t r = 0; r < rows; ++r) counted += target[r] != ignore;
+        const T denom = counted > 0 ? T(1) / static_cast<T>(counted) : T(0);
+        inv_count[0] = denom;
+        mean[0] = static_cast<T>(sum_double(rows, loss)) * denom;
+    }
+    // dlogits[r] += g_r * (softmax(x) - (1-eps) onehot(t) - eps/V), with the row's upstream
+    // gradient g_r = g[r * g_stride] (times g_scale[0] when given); ignored and out-of-range
+    // rows untouched.
     template <class T>
     static void cross_entropy_bwd(index_t rows, index_t V, const T* logits, const std::int64_t* target, std::int64_t ignore,
-                                  T smoothing, const T* lse, const T* g, T* dlogits) {
+                                  T smoothing, const T* lse, const T* g, index_t g_stride, const T* g_scale, T* dlogits) {
         rowwise<T>(rows, V, [&]<class K>(index_t r) {
-            if (target[r] == ignore) return;
+            const std::int64_t t = target[r];
+            if (t == ignore || t < 0 || t >= V) return;
             const T* x = logits + r * V;
             T* d = dlogits + r * V;
-            const T gr = g[r], l = lse[r], uniform = smoothing / static_cast<T>(V);
+            const T gr = g_scale ? g[r * g_stride] * g_scale[0] : g[r * g_stride];
+            const T l = lse[r], uniform = smoothing / static_cast<T>(V);
             for (index_t j = 0; j < V; ++j) d[j] += gr * (std::exp(x[j] - l) - uniform);
-            d[target[r]] -= gr * (T(1) - smoothing);
+            d[t] -= gr * (T(1) - smoothing);
         });
     }
 
-    // ---- rows by index ----
-    // out[i] = table[ids[i]]   (ids range-checked by the caller)
+    // ---- rows by index (ids index rows of `table` / `dst`, which have `limit` rows) ----
+    // out[i] (=|+=) table[ids[i]]
     template <class T>
-    static void gather_rows(index_t n, index_t cols, const T* table, const std::int64_t* ids, T* out) {
+    static void gather_rows(index_t n, index_t cols, const T* table, index_t limit, const std::int64_t* ids, T* out,
+                            bool accumulate = false) {
+        gather_rows_strided(n, cols, cols, cols, table, limit, ids, out, accumulate);
+    }
+    // The first `cols` values of rows that lie src_stride / dst_stride apart: out row i
+    // (=|+=) table row ids[i] (e.g. the filled positions of a decoder cache).
+    template <class T>
+    static void gather_rows_strided(index_t n, index_t cols, index_t src_stride, index_t dst_stride, const T* table, index_t limit,
+                                    const std::int64_t* ids, T* out, bool accumulate = false) {
+        launch();
         parallel_for(n, row_grain(cols), [&](index_t b, index_t e) {
-            for (index_t i = b; i < e; ++i) std::copy_n(table + ids[i] * cols, cols, out + i * cols);
+            for (index_t i = b; i < e; ++i) {
+                T* o = out + i * dst_stride;
+                if (ids[i] < 0 || ids[i] >= limit) {
+                    std::fill_n(o, cols, std::numeric_limits<T>::quiet_NaN());
+                    continue;
+                }
+                const T* src = table + ids[i] * src_stride;
+                if (accumulate) for (index_t c = 0; c < cols; ++c) o[c] += src[c];
+                else std::copy_n(src, cols, o);
+            }
         });
     }
     // table[ids[i]] += src[i]  (repeated ids accumulate; threads own column blocks)
     template <class T>
-    static void scatter_add_rows(index_t n, index_t cols, const T* src, const std::int64_t* ids, T* table) {
+    static void scatter_add_rows(index_t n, index_t cols, const T* src, index_t limit, const std::int64_t* ids, T* table) {
         columnwise<T>(n, cols, [&]<class K>(index_t c0, index_t nc) {
-            for (index_t i = 0; i < n; ++i) K::add(nc, table + ids[i] * cols + c0, src + i * cols + c0, table + ids[i] * cols + c0);
+            for (index_t i = 0; i < n; ++i)
+                if (ids[i] >= 0 && ids[i] < limit)
+                    K::add(nc, table + ids[i] * cols + c0, src + i * cols + c0, table + ids[i] * cols + c0);
         });
+    }
+    // dst[ids[i]] = src[i]   (ids without repeats)
+    template <class T>
+    static void scatter_rows_set(index_t n, index_t cols, const T* src, index_t limit, const std::int64_t* ids, T* dst) {
+        launch();
+        parallel_for(n, row_grain(cols), [&](index_t b, index_t e) {
+            for (index_t i = b; i < e; ++i)
+                if (ids[i] >= 0 && ids[i] < limit) std::copy_n(src + i * cols, cols, dst + ids[i] * cols);
+        });
+    }
+    // dst[ids[i]] += alpha * src[ids[i]]  (the same rows on both sides; ids without repeats);
+    // with src == nullptr: dst[ids[i]] = 0
+    template <class T>
+    static void rows_axpy(index_t n, index_t cols, T alpha, const T* src, index_t limit, const std::int64_t* ids, T* dst) {
+        launch();
+        parallel_for(n, row_grain(cols), [&](index_t b, index_t e) {
+            for (index_t i = b; i < e; ++i) {
+                if (ids[i] < 0 || ids[i] >= limit) continue;
+                T* d = dst + ids[i] * cols;
+                if (!src) std::fill_n(d, cols, T(0));
+                else for (index_t c = 0; c < cols; ++c) d[c] += alpha * src[ids[i] * cols + c];
+            }
+        });
+    }
+    // y[r] = v for every row r   (a bias broadcast into an output a GEMM then accumulates on)
+    template <class T>
+    static void broadcast_rows(index_t rows, index_t cols, const T* v, T* y) {
+        rowwise<T>(rows, cols, [&]<class K>(index_t r) { std::copy_n(v, cols, y + r * cols); });
     }
 
     // ---- dropout ----
     // mask[i] = (u_i >= p) / (1 - p), u_i the i-th uniform of the reserved stream.
     template <class T>
     static void dropout_mask(index_t n, T p, const Generator& gen, std::uint64_t first, T* mask) {
+        launch();
         const T keep = T(1) / (T(1) - p);
         const auto threshold = static_cast<std::uint64_t>(static_cast<double>(p) * 4294967296.0);
         parallel_for((n + 3) / 4, elem_grain / 4, [&](index_t b, index_t e) {
             for (index_t blk = b; blk < e; ++blk) {
                 const auto w = gen.block((first >> 2) + static_cast<std::uint64_t>(blk));
                 for (index_t j = 0; j < 4 && blk * 4 + j < n; ++j)
-                    mask[blk * 4 + j] = w[static_cast<std::size_t>(j)] >= threshold ? keep : T(0);
+                    mask[blk * 4 + j] = depthlab::detail::dropout_keep(w[static_cast<std::size_t>(j)], threshold, keep);
             }
         });
     }
 
+    // ---- optimiser updates (the element rules of optim/rules.hpp) ----
+    template <class T, class F>
+    static void for_each_index(index_t n, F&& body) {
+        launch();
+        parallel_for(n, elem_grain, [&](index_t b, index_t e) {
+            for (index_t i = b; i < e; ++i) body(i);
+        });
+    }
+    /// {sum_i f(i)[0], sum_i f(i)[1]} in double over fixed chunks added in order (the same
+    /// bits for any thread count), written to out[0], out[1].
+    template <class F>
+    static void sum2_to(index_t n, F&& f, double* out) {
+        const index_t nchunks = std::max<index_t>(1, (n + elem_grain - 1) / elem_grain);
+        std::vector<std::array<double, 2>> part(static_cast<std::size_t>(nchunks), {0.0, 0.0});
+        parallel_for(nchunks, 1, [&](index_t cb, index_t ce) {
+            for (index_t c = cb; c < ce; ++c) {
+                const index_t lo = c * elem_grain, hi = std::min(n, lo + elem_grain);
+                double s0 = 0, s1 = 0;
+                for (index_t i = lo; i < hi; ++i) {
+                    const std::array<double, 2> v = f(i);
+                    s0 += v[0];
+                    s1 += v[1];
+                }
+                part[static_cast<std::size_t>(c)] = {s0, s1};
+            }
+        });
+        double s0 = 0, s1 = 0;
+        for (const auto& p : part) {
+            s0 += p[0];
+            s1 += p[1];
+        }
+        out[0] = s0;
+        out[1] = s1;
+    }
+    template <class T>
+    static void sgd_update(index_t n, T* w, const T* g, T* buf, const optim::rules::sgd<T>& rule) {
+        for_each_index<T>(n, [=, &rule](index_t i) { rule(w[i], g[i], buf ? buf + i : nullptr); });
+    }
+    template <class T>
+    static void adam_update(index_t n, T* w, const T* g, T* m, T* v, const optim::rules::adam<T>& rule) {
+        for_each_index<T>(n, [=, &rule](index_t i) { rule(w[i], g[i], m[i], v[i]); });
+    }
+    // LAMB, pass 1: updates m and v; sums[0..2) = {||w||^2, ||u||^2}, u = direction + wd w
+    template <class T>
+    static void lamb_moments(index_t n, const T* w, const T* g, T* m, T* v, const optim::rules::adam_moments<T>& am, T wd,
+                             double* sums) {
+        launch();
+        sum2_to(n, [=, &am](index_t i) {
+            const T u = am.update(g[i], m[i], v[i]) + wd * w[i];
+            const double wi = static_cast<double>(w[i]), ui = static_cast<double>(u);
+            return std::array<double, 2>{wi * wi, ui * ui};
+        }, sums);
+    }
+    // LAMB, pass 2: w -= (lr r) u, u recomputed from the updated m, v (the same arithmetic as
+    // pass 1, so the same values; no buffer for u); r from `sums` (null: r = 1)
+    template <class T>
+    static void lamb_apply(index_t n, T* w, const T* m, const T* v, const optim::rules::adam_moments<T>& am, T wd, double lr,
+                           const double* sums) {
+        const T step = static_cast<T>(lr * optim::rules::lamb_trust_ratio(sums));
+        for_each_index<T>(n, [=, &am](index_t i) {
+            const T u = am.direction(m[i], v[i]) + wd * w[i];
+            w[i] -= step * u;
+        });
+    }
+    // out[0] = sum of squares of x[0..n) in double (fixed chunks, as sum2_to)
+    template <class T>
+    static void sum_squares_to(index_t n, const T* x, double* out) {
+        launch();
+        double two[2];
+        sum2_to(n, [x](index_t i) {
+            const double v = static_cast<double>(x[i]);
+            return std::array<double, 2>{v * v, 0.0};
+        }, two);
+        out[0] = two[0];
+    }
+    // x *= clip_factor(clip_total(parts[0..k)), max_norm) when that factor is < 1
+    template <class T>
+    static void clip_scale(index_t n, T* x, const double* parts, index_t k, double max_norm) {
+        const double f = optim::rules::clip_factor(optim::rules::clip_total(parts, k), max_norm);
+        if (f < 1.0) axpby(n, static_cast<T>(f), x, T(0), x);
+        else launch();
+    }
+
+    // ---- GEMM ----
     // ---- GEMM ----
     template <class T>
-    static void gemm(const cpu::gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c) {
+    static void gemm(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c) {
+        launch();
         cpu::gemm(g, alpha, a, b, beta, c);
     }
 };
+}  // namespace cpu
+
+template <>
+struct primitives<backend::cpu> : cpu::host_primitives<backend::cpu> {};
 
 }  // namespace depthlab
 // ---- end depthlab/backend/cpu/cpu.hpp ----
-// ---- begin depthlab/core/tensor.hpp ----
-// Tensor<T, Backend>: a strided view on reference-counted, 64-byte aligned device memory.
-// Views (reshape, transpose, slice, select) share storage; contiguous()/clone() copy.
-#include <algorithm>
-#include <cstdint>
-#include <initializer_list>
-#include <iomanip>
+// ---- begin depthlab/backend/host_device/host_device.hpp ----
+// backend::host_device: the CPU's memory and kernels behind the interface of a device.
+//
+// Its memory is host memory (the same caching allocator as backend::cpu), but Tensor
+// refuses element access at compile time (host_accessible = false), so code that compiles
+// for it can only reach values through primitives<B> and explicit copies (to_host). Each
+// primitive call counts as a kernel launch and each device-to-host copy as a host
+// synchronisation, in counters<backend::host_device>(): the numbers a GPU run would show,
+// measured on any machine. Results are bit for bit those of backend::cpu.
+#include <cstring>
 #include <memory>
-#include <ostream>
-#include <span>
-#include <type_traits>
-#include <vector>
 
+
+namespace depthlab {
+
+template <>
+struct memory<backend::host_device> {
+    static constexpr std::size_t alignment = memory<backend::cpu>::alignment;
+
+    template <class T>
+    static std::shared_ptr<T> allocate(std::size_t n) {
+        return memory<backend::cpu>::allocate<T>(n);
+    }
+    /// Device to host: a synchronisation of the host with the device.
+    template <class T>
+    static void to_host(const T* src, T* dst, std::size_t n) {
+        counters<backend::host_device>().syncs.fetch_add(1, std::memory_order_relaxed);
+        if (n) std::memcpy(dst, src, n * sizeof(T));
+    }
+    /// Host to device: an upload (asynchronous on a real device).
+    template <class T>
+    static void from_host(const T* src, T* dst, std::size_t n) {
+        counters<backend::host_device>().uploads.fetch_add(1, std::memory_order_relaxed);
+        if (n) std::memcpy(dst, src, n * sizeof(T));
+    }
+};
+
+template <>
+struct primitives<backend::host_device> : cpu::host_primitives<backend::host_device> {};
+
+}  // namespace depthlab
+// ---- end depthlab/backend/host_device/host_device.hpp ----
+// ---- begin depthlab/backend/cpu/eigen.hpp ----
+// Eigen views of host tensors: a 2-D tensor (any strides) as an Eigen::Map of a row-major
+// matrix, a contiguous tensor as a vector. Host-accessible backends only; kept out of
+// core/tensor.hpp so that device code (nvcc) never sees Eigen.
 #include <Eigen/Core>
 
 
 namespace depthlab {
 
-template <class T, class B = backend::cpu>
-class Tensor {
-    static_assert(std::is_floating_point_v<T> || std::is_integral_v<T>, "Tensor holds arithmetic values");
+template <class T>
+using eigen_row_major = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using eigen_stride = Eigen::Stride<Eigen::Dynamic, Eigen::Dynamic>;
 
-public:
-    using value_type = T;
-    using backend_type = B;
-
-    Tensor() = default;
-    /// Zero-initialised tensor of the given shape.
-    explicit Tensor(const Shape& shape) : Tensor(empty(shape)) { zero_(); }
-
-    // ---- factories ----
-    /// Uninitialised contents: only for outputs that are fully written before being read.
-    static Tensor empty(const Shape& shape) {
-        DEPTHLAB_CHECK(shape.is_concrete(), shape_error, "Tensor: shape ", shape, " has an inferred (-1) extent");
-        Tensor t;
-        t.shape_ = shape;
-        t.strides_ = contiguous_strides(shape);
-        t.storage_ = memory<B>::template allocate<T>(static_cast<std::size_t>(shape.numel()));
-        return t;
-    }
-    static Tensor zeros(const Shape& shape) { return Tensor(shape); }
-    static Tensor full(const Shape& shape, T value) {
-        Tensor t = empty(shape);
-        t.fill_(value);
-        return t;
-    }
-    static Tensor ones(const Shape& shape) { return full(shape, T(1)); }
-    static Tensor from(const Shape& shape, std::span<const T> values) {
-        DEPTHLAB_CHECK(static_cast<index_t>(values.size()) == shape.numel(), shape_error, "Tensor::from: ", values.size(),
-                       " values for shape ", shape, " (", shape.numel(), " elements)");
-        Tensor t = empty(shape);
-        memory<B>::from_host(values.data(), t.data(), values.size());
-        return t;
-    }
-    static Tensor from(const Shape& shape, std::initializer_list<T> values) {
-        return from(shape, std::span<const T>(values.begin(), values.size()));
-    }
-    static Tensor from(const Shape& shape, const std::vector<T>& values) { return from(shape, std::span<const T>(values)); }
-    /// Normal(mean, std) from a seeded generator: reproducible whatever the thread count.
-    static Tensor randn(const Shape& shape, Generator& gen, double stddev = 1.0, double mean = 0.0) {
-        std::vector<T> v(static_cast<std::size_t>(shape.numel()));
-        const std::uint64_t first = gen.reserve(2 * v.size());
-        for (std::size_t i = 0; i < v.size(); ++i)
-            v[i] = static_cast<T>(mean + stddev * Generator::box_muller(gen.word(first + 2 * i), gen.word(first + 2 * i + 1)));
-        return from(shape, v);
-    }
-    /// Uniform in [lo, hi).
-    static Tensor uniform(const Shape& shape, Generator& gen, double lo = 0.0, double hi = 1.0) {
-        std::vector<T> v(static_cast<std::size_t>(shape.numel()));
-        const std::uint64_t first = gen.reserve(v.size());
-        for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<T>(lo + (hi - lo) * Generator::to_unit(gen.word(first + i)));
-        return from(shape, v);
-    }
-
-    // ---- properties ----
-    [[nodiscard]] bool defined() const { return storage_ != nullptr; }
-    [[nodiscard]] const Shape& shape() const { return shape_; }
-    [[nodiscard]] const Shape& strides() const { return strides_; }
-    [[nodiscard]] int rank() const { return shape_.rank(); }
-    [[nodiscard]] index_t dim(int i) const { return shape_.dim(i); }
-    [[nodiscard]] index_t numel() const { return shape_.numel(); }
-    [[nodiscard]] T* data() { return storage_.get() + offset_; }
-    [[nodiscard]] const T* data() const { return storage_.get() + offset_; }
-    [[nodiscard]] bool is_contiguous() const {
-        index_t expect = 1;
-        for (int i = rank() - 1; i >= 0; --i) {
-            if (shape_[i] != 1 && strides_[i] != expect) return false;
-            expect *= shape_[i];
-        }
-        return true;
-    }
-    /// True when both views point to the same memory block.
-    [[nodiscard]] bool shares_storage(const Tensor& o) const { return storage_ == o.storage_; }
-
-    // ---- views ----
-    /// Same data, new shape; one extent may be -1 (inferred). Copies only if not contiguous.
-    [[nodiscard]] Tensor reshape(Shape s) const {
-        index_t known = 1;
-        int infer = -1;
-        for (int i = 0; i < s.rank(); ++i) {
-            if (s[i] == -1) {
-                DEPTHLAB_CHECK(infer < 0, shape_error, "reshape: more than one -1 in ", s);
-                infer = i;
-            } else {
-                known *= s[i];
-            }
-        }
-        if (infer >= 0) {
-            DEPTHLAB_CHECK(known > 0 && numel() % known == 0, shape_error, "reshape: cannot reshape ", shape_, " into ", s);
-            s[infer] = numel() / known;
-        }
-        DEPTHLAB_CHECK(s.numel() == numel(), shape_error, "reshape: cannot reshape ", shape_, " (", numel(), " elements) into ",
-                       s, " (", s.numel(), " elements)");
-        Tensor t = is_contiguous() ? *this : contiguous();
-        t.shape_ = s;
-        t.strides_ = contiguous_strides(s);
-        return t;
-    }
-    /// Swap two axes (a view: no copy).
-    [[nodiscard]] Tensor transpose(int a, int b) const {
-        Tensor t = *this;
-        a = shape_.axis(a);
-        b = shape_.axis(b);
-        std::swap(t.shape_[a], t.shape_[b]);
-        std::swap(t.strides_[a], t.strides_[b]);
-        return t;
-    }
-    /// Elements [start, stop) along an axis (a view).
-    [[nodiscard]] Tensor slice(int axis, index_t start, index_t stop) const {
-        const int a = shape_.axis(axis);
-        DEPTHLAB_CHECK(0 <= start && start <= stop && stop <= shape_[a], index_error, "slice: range [", start, ", ", stop,
-                       ") out of bounds for axis ", axis, " of shape ", shape_);
-        Tensor t = *this;
-        t.offset_ += start * strides_[a];
-        t.shape_[a] = stop - start;
-        return t;
-    }
-    /// Index `i` along an axis, dropping that axis (a view).
-    [[nodiscard]] Tensor select(int axis, index_t i) const {
-        const int a = shape_.axis(axis);
-        DEPTHLAB_CHECK(0 <= i && i < shape_[a], index_error, "select: index ", i, " out of bounds for axis ", axis, " of shape ",
-                       shape_);
-        Tensor t;
-        t.storage_ = storage_;
-        t.offset_ = offset_ + i * strides_[a];
-        for (int k = 0; k < rank(); ++k) {
-            if (k == a) continue;
-            t.shape_.push_back(shape_[k]);
-            t.strides_.push_back(strides_[k]);
-        }
-        return t;
-    }
-
-    // ---- copies ----
-    [[nodiscard]] Tensor contiguous() const {
-        if (is_contiguous()) return *this;
-        Tensor t = empty(shape_);
-        t.copy_(*this);
-        return t;
-    }
-    [[nodiscard]] Tensor clone() const {
-        Tensor t = empty(shape_);
-        t.copy_(*this);
-        return t;
-    }
-    /// Copy values from a tensor of the same shape (any strides) into this view.
-    Tensor& copy_(const Tensor& src) {
-        DEPTHLAB_CHECK(src.shape() == shape_, shape_error, "copy_: source shape ", src.shape(), " != destination shape ", shape_);
-        primitives<B>::copy_strided(shape_, src.data(), src.strides(), data(), strides_, /*accumulate=*/false);
-        return *this;
-    }
-    /// this += src (same shape, any strides).
-    Tensor& add_(const Tensor& src) {
-        DEPTHLAB_CHECK(src.shape() == shape_, shape_error, "add_: source shape ", src.shape(), " != destination shape ", shape_);
-        primitives<B>::copy_strided(shape_, src.data(), src.strides(), data(), strides_, /*accumulate=*/true);
-        return *this;
-    }
-    Tensor& fill_(T value) {
-        DEPTHLAB_CHECK(is_contiguous(), usage_error, "fill_: needs a contiguous tensor, got shape ", shape_);
-        primitives<B>::fill(numel(), value, data());
-        return *this;
-    }
-    Tensor& zero_() { return fill_(T(0)); }
-
-    template <class U>
-    [[nodiscard]] Tensor<U, B> cast() const {
-        static_assert(B::host_accessible, "cast: host backends only for now");
-        const std::vector<T> v = to_vector();
-        std::vector<U> u(v.begin(), v.end());
-        return Tensor<U, B>::from(shape_, u);
-    }
-
-    // ---- host access ----
-    [[nodiscard]] std::vector<T> to_vector() const {
-        const Tensor c = contiguous();
-        std::vector<T> v(static_cast<std::size_t>(numel()));
-        memory<B>::to_host(c.data(), v.data(), v.size());
-        return v;
-    }
-    template <class... I>
-    [[nodiscard]] T& operator()(I... idx) {
-        static_assert(B::host_accessible, "element access needs a host backend: use to_vector()");
-        return *(data() + offset_of({static_cast<index_t>(idx)...}));
-    }
-    template <class... I>
-    [[nodiscard]] const T& operator()(I... idx) const {
-        static_assert(B::host_accessible, "element access needs a host backend: use to_vector()");
-        return *(data() + offset_of({static_cast<index_t>(idx)...}));
-    }
-    [[nodiscard]] T item() const {
-        DEPTHLAB_CHECK(numel() == 1, shape_error, "item: tensor of shape ", shape_, " has ", numel(), " elements, not 1");
-        T v;
-        memory<B>::to_host(data(), &v, 1);
-        return v;
-    }
-
-    // ---- Eigen interop (host backends) ----
-    using EigenMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-    using EigenStride = Eigen::Stride<Eigen::Dynamic, Eigen::Dynamic>;
-    /// A 2-D tensor (any strides) as an Eigen matrix map.
-    [[nodiscard]] Eigen::Map<EigenMatrix, 0, EigenStride> matrix() {
-        static_assert(B::host_accessible, "Eigen maps need a host backend");
-        DEPTHLAB_CHECK(rank() == 2, shape_error, "matrix(): needs a 2-D tensor, got shape ", shape_);
-        return {data(), shape_[0], shape_[1], EigenStride(strides_[0], strides_[1])};
-    }
-    [[nodiscard]] Eigen::Map<const EigenMatrix, 0, EigenStride> matrix() const {
-        static_assert(B::host_accessible, "Eigen maps need a host backend");
-        DEPTHLAB_CHECK(rank() == 2, shape_error, "matrix(): needs a 2-D tensor, got shape ", shape_);
-        return {data(), shape_[0], shape_[1], EigenStride(strides_[0], strides_[1])};
-    }
-    /// All elements of a contiguous tensor as an Eigen vector map.
-    [[nodiscard]] Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, 1>, Eigen::Unaligned> vector() {
-        DEPTHLAB_CHECK(is_contiguous(), usage_error, "vector(): needs a contiguous tensor, got shape ", shape_);
-        return {data(), numel()};
-    }
-    [[nodiscard]] Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>, Eigen::Unaligned> vector() const {
-        DEPTHLAB_CHECK(is_contiguous(), usage_error, "vector(): needs a contiguous tensor, got shape ", shape_);
-        return {data(), numel()};
-    }
-
-    friend std::ostream& operator<<(std::ostream& os, const Tensor& t) {
-        os << "Tensor" << t.shape_ << " " << B::name << "\n";
-        if (!t.defined()) return os << "  (undefined)\n";
-        const std::vector<T> v = t.to_vector();
-        const index_t cols = t.rank() == 0 ? 1 : std::max<index_t>(t.shape_.back(), 1);
-        const index_t max_shown = 64;
-        for (index_t i = 0; i < static_cast<index_t>(v.size()) && i < max_shown; ++i) {
-            os << (i % cols == 0 ? "  " : " ") << std::setprecision(6) << v[static_cast<std::size_t>(i)];
-            if ((i + 1) % cols == 0) os << "\n";
-        }
-        if (static_cast<index_t>(v.size()) > max_shown) os << "  ... (" << v.size() - max_shown << " more)\n";
-        return os;
-    }
-
-private:
-    index_t offset_of(std::initializer_list<index_t> idx) const {
-        DEPTHLAB_CHECK(static_cast<int>(idx.size()) == rank(), index_error, "Tensor(): ", idx.size(), " indices for shape ", shape_);
-        index_t off = 0;
-        int k = 0;
-        for (index_t i : idx) {
-            DEPTHLAB_CHECK(0 <= i && i < shape_[k], index_error, "Tensor(): index ", i, " out of range for axis ", k, " of shape ",
-                           shape_);
-            off += i * strides_[k++];
-        }
-        return off;
-    }
-
-    std::shared_ptr<T> storage_;
-    index_t offset_ = 0;
-    Shape shape_;
-    Shape strides_;
-};
-
-/// Throws shape_error naming `op` unless a and b have the same shape.
-template <class A, class Bt>
-void check_same_shape(const char* op, const A& a, const Bt& b) {
-    DEPTHLAB_CHECK(a.shape() == b.shape(), shape_error, op, ": shapes ", a.shape(), " and ", b.shape(), " differ");
+template <class T, class B>
+Eigen::Map<eigen_row_major<T>, 0, eigen_stride> eigen_matrix(Tensor<T, B>& t) {
+    static_assert(B::host_accessible, "eigen_matrix: needs a host backend");
+    DEPTHLAB_CHECK(t.rank() == 2, shape_error, "eigen_matrix: needs a 2-D tensor, got shape ", t.shape());
+    return {t.data(), t.dim(0), t.dim(1), eigen_stride(t.strides()[0], t.strides()[1])};
+}
+template <class T, class B>
+Eigen::Map<const eigen_row_major<T>, 0, eigen_stride> eigen_matrix(const Tensor<T, B>& t) {
+    static_assert(B::host_accessible, "eigen_matrix: needs a host backend");
+    DEPTHLAB_CHECK(t.rank() == 2, shape_error, "eigen_matrix: needs a 2-D tensor, got shape ", t.shape());
+    return {t.data(), t.dim(0), t.dim(1), eigen_stride(t.strides()[0], t.strides()[1])};
+}
+template <class T, class B>
+Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>, Eigen::Unaligned> eigen_vector(const Tensor<T, B>& t) {
+    static_assert(B::host_accessible, "eigen_vector: needs a host backend");
+    DEPTHLAB_CHECK(t.is_contiguous(), usage_error, "eigen_vector: needs a contiguous tensor, got shape ", t.shape());
+    return {t.data(), t.numel()};
 }
 
 }  // namespace depthlab
-// ---- end depthlab/core/tensor.hpp ----
-// ---- begin depthlab/core/value_scan.hpp ----
-// Scanning a tensor for values that must not be there (NaN/Inf in a checkpoint, negative
-// second moments in optimiser state): one host pass, for load and save time only.
-#include <cstddef>
-#include <vector>
-
-
-namespace depthlab {
-
-/// The values of a tensor for which a predicate held: how many, and the first of them.
-template <class T>
-struct value_scan {
-    std::size_t count = 0, first = 0, numel = 0;  ///< first: flat index of the first bad value
-    T value{};                                    ///< the first bad value
-};
-
-template <class T, class B, class Bad>
-value_scan<T> scan_values(const Tensor<T, B>& t, Bad&& bad) {
-    const std::vector<T> v = t.to_vector();  // (a host copy: fine at load and save time)
-    value_scan<T> r;
-    r.numel = v.size();
-    for (std::size_t i = 0; i < v.size(); ++i)
-        if (bad(v[i]) && r.count++ == 0) {
-            r.first = i;
-            r.value = v[i];
-        }
-    return r;
-}
-
-}  // namespace depthlab
-// ---- end depthlab/core/value_scan.hpp ----
-// ---- begin depthlab/autodiff/op_kind.hpp ----
-// The list of differentiable ops. The test harness (tests/test_ops.cpp) checks that every
-// entry here has a reference, a finite-difference gradient check and a float-vs-double
-// case, so an op cannot be added without being tested.
-
-namespace depthlab {
-
-#define DEPTHLAB_OPS(X)                                                                                     \
-    X(leaf) X(matmul) X(linear) X(add) X(mul) X(scale) X(bias) X(gelu) X(relu) X(tanh) X(sigmoid) X(log_sigmoid)\
-    X(softmax) X(log_softmax) X(cross_entropy) X(layer_norm) X(dropout) X(embedding) X(concat) X(split)     \
-    X(slice) X(reshape) X(transpose) X(gather_rows) X(scatter_rows) X(sum) X(mean) X(mse) X(attention)    \
-    X(ragged_attention) X(scale_rows) X(row_update)
-
-enum class op_kind : int {
-#define DEPTHLAB_OP_ENUM(name) name,
-    DEPTHLAB_OPS(DEPTHLAB_OP_ENUM)
-#undef DEPTHLAB_OP_ENUM
-        count_
-};
-
-inline constexpr int op_count = static_cast<int>(op_kind::count_);
-
-inline const char* op_name(op_kind k) {
-    switch (k) {
-#define DEPTHLAB_OP_NAME(name) \
-    case op_kind::name: return #name;
-        DEPTHLAB_OPS(DEPTHLAB_OP_NAME)
-#undef DEPTHLAB_OP_NAME
-        default: return "?";
-    }
-}
-
-}  // namespace depthlab
-// ---- end depthlab/autodiff/op_kind.hpp ----
-// ---- begin depthlab/autodiff/variable.hpp ----
-// Reverse-mode autodiff over coarse ops. A Var is a handle to a node that holds a value,
-// a lazily allocated gradient and, for results of ops, the parents and a backward
-// function. backward() walks the DAG in reverse topological order; every backward
-// function *accumulates* into its parents' gradients, so a value used twice (tied weights,
-// residual branches) needs no special case.
-#include <algorithm>
-#include <functional>
-#include <memory>
-#include <unordered_set>
-#include <utility>
-#include <vector>
-
-
-namespace depthlab {
-
-namespace detail {
-inline bool& grad_mode() {
-    thread_local bool enabled = true;
-    return enabled;
-}
-}  // namespace detail
-
-/// True unless inside a no_grad scope on this thread.
-inline bool grad_enabled() { return detail::grad_mode(); }
-
-/// RAII scope in which ops record nothing (evaluation, optimiser updates).
-class no_grad {
-public:
-    no_grad() : saved_(detail::grad_mode()) { detail::grad_mode() = false; }
-    ~no_grad() { detail::grad_mode() = saved_; }
-    no_grad(const no_grad&) = delete;
-    no_grad& operator=(const no_grad&) = delete;
-
-private:
-    bool saved_;
-};
-
-template <class T, class B>
-struct Node {
-    Tensor<T, B> value;
-    Tensor<T, B> grad;  // undefined until something flows into it
-    bool requires_grad = false;
-    bool retain_grad = false;  // keep the gradient of a non-leaf after backward
-    op_kind op = op_kind::leaf;
-    std::vector<std::shared_ptr<Node>> parents;
-    std::function<void(Node&)> backward;  // reads this->grad, accumulates into parents
-
-    /// The gradient buffer, zero-initialised on first use.
-    Tensor<T, B>& grad_buffer() {
-        if (!grad.defined()) grad = Tensor<T, B>::zeros(value.shape());
-        return grad;
-    }
-};
-
-template <class T, class B = backend::cpu>
-class Var {
-public:
-    using node_type = Node<T, B>;
-    using tensor_type = Tensor<T, B>;
-
-    Var() = default;
-    /// A constant (no gradient).
-    explicit Var(tensor_type value, bool requires_grad = false) : n_(std::make_shared<node_type>()) {
-        n_->value = std::move(value);
-        n_->requires_grad = requires_grad;
-    }
-    /// A trainable leaf.
-    static Var parameter(tensor_type value) { return Var(std::move(value), true); }
-    static Var constant(tensor_type value) { return Var(std::move(value), false); }
-
-    [[nodiscard]] bool defined() const { return n_ != nullptr; }
-    // A Var is a handle (like a shared_ptr): constness of the handle does not make the
-    // value read-only, so parameters held in const containers can still be updated.
-    [[nodiscard]] tensor_type& value() const { return node().value; }
-    [[nodiscard]] const Shape& shape() const { return node().value.shape(); }
-    [[nodiscard]] bool requires_grad() const { return node().requires_grad; }
-    [[nodiscard]] bool is_leaf() const { return node().op == op_kind::leaf; }
-    [[nodiscard]] op_kind op() const { return node().op; }
-    /// The accumulated gradient (undefined tensor if none has flowed here).
-    [[nodiscard]] tensor_type& grad() const { return node().grad; }
-    /// Drops the gradient (the next backward starts from zero).
-    void zero_grad() const { node().grad = tensor_type(); }
-    /// Keep this non-leaf value's gradient after backward().
-    const Var& retain_grad() const {
-        node().retain_grad = true;
-        return *this;
-    }
-    [[nodiscard]] node_type& node() const {
-        DEPTHLAB_CHECK(n_ != nullptr, usage_error, "Var: use of an undefined variable");
-        return *n_;
-    }
-    [[nodiscard]] const std::shared_ptr<node_type>& node_ptr() const { return n_; }
-
-    /// Backpropagate from a scalar (seed 1).
-    void backward() const {
-        DEPTHLAB_CHECK(value().numel() == 1, shape_error, "backward: needs a scalar output or an explicit seed, got shape ",
-                       shape());
-        backward(tensor_type::ones(shape()));
-    }
-    /// Backpropagate a seed gradient of this value's shape.
-    void backward(const tensor_type& seed) const {
-        check_same_shape("backward(seed)", seed, value());
-        DEPTHLAB_CHECK(requires_grad(), usage_error, "backward: output of ", op_name(op()),
-                       " does not depend on any parameter (or was computed under no_grad)");
-        const std::vector<node_type*> order = topological_order();
-        node().grad_buffer().add_(seed);
-        for (auto it = order.rbegin(); it != order.rend(); ++it) {
-            node_type& nd = **it;
-            if (nd.backward && nd.grad.defined()) nd.backward(nd);
-            if (nd.op != op_kind::leaf && !nd.retain_grad) nd.grad = tensor_type();  // free intermediate gradients
-        }
-    }
-
-private:
-    // Post-order DFS over nodes that require grad (iterative: graphs can be deep).
-    std::vector<node_type*> topological_order() const {
-        std::vector<node_type*> order;
-        std::unordered_set<node_type*> seen;
-        std::vector<std::pair<node_type*, std::size_t>> stack{{n_.get(), 0}};
-        seen.insert(n_.get());
-        while (!stack.empty()) {
-            auto& [nd, next] = stack.back();
-            if (next < nd->parents.size()) {
-                node_type* p = nd->parents[next++].get();
-                if (p->requires_grad && seen.insert(p).second) stack.emplace_back(p, 0);
-            } else {
-                order.push_back(nd);
-                stack.pop_back();
-            }
-        }
-        return order;
-    }
-
-    std::shared_ptr<node_type> n_;
-};
-
-namespace detail {
-/// Result of an op: records parents and the backward function when any input requires a
-/// gradient and grad mode is on; otherwise a plain constant.
-template <class T, class B, class F>
-Var<T, B> make_result(op_kind op, Tensor<T, B> value, std::vector<Var<T, B>> inputs, F&& backward) {
-    Var<T, B> out(std::move(value));
-    const bool needs = grad_enabled() && std::any_of(inputs.begin(), inputs.end(), [](const Var<T, B>& v) { return v.requires_grad(); });
-    auto& nd = out.node();
-    nd.op = op;
-    if (!needs) return out;
-    nd.requires_grad = true;
-    nd.parents.reserve(inputs.size());
-    for (auto& v : inputs) nd.parents.push_back(v.node_ptr());
-    nd.backward = std::forward<F>(backward);
-    return out;
-}
-/// Gradient buffer of parent i if it takes a gradient, else nullptr.
-template <class T, class B>
-T* parent_grad(Node<T, B>& nd, std::size_t i) {
-    auto& p = *nd.parents[i];
-    return p.requires_grad ? p.grad_buffer().data() : nullptr;
-}
-}  // namespace detail
-
-}  // namespace depthlab
-// ---- end depthlab/autodiff/variable.hpp ----
-// ---- begin depthlab/autodiff/ops.hpp ----
-// Differentiable ops. Each op checks its operands (throwing an error that names the op and
-// the shapes), computes its value with primitives<B>, and registers a backward function
-// written right below the forward. Backward functions accumulate into parents (`+=`).
-// All op results are contiguous.
-#include <cmath>
-#include <cstdint>
-#include <span>
-#include <string>
-#include <vector>
-
-
-namespace depthlab {
-
-namespace detail {
-template <class T, class B>
-Tensor<T, B> contiguous_value(const Var<T, B>& v) {
-    return v.value().contiguous();
-}
-/// b broadcasts against a when it equals a's shape or a trailing part of it.
-inline bool is_suffix(const Shape& a, const Shape& b) {
-    if (b.rank() > a.rank()) return false;
-    for (int i = 1; i <= b.rank(); ++i)
-        if (a[a.rank() - i] != b[b.rank() - i]) return false;
-    return true;
-}
-/// Throws unless every value in ids lies in [0, n).
-inline void check_ids(const char* op, std::span<const std::int64_t> ids, index_t n, const char* what = "id") {
-    for (std::size_t i = 0; i < ids.size(); ++i)
-        DEPTHLAB_CHECK(ids[i] >= 0 && ids[i] < n, index_error, op, ": ", what, " ", ids[i], " at position ", i,
-                       " out of range [0, ", n, ")");
-}
-/// Maps each row of scores `sx` (..., cols) to its row of an additive mask whose leading
-/// extents equal the scores' or are 1; M receives the contiguous mask (undefined if none).
-template <class T, class B>
-row_broadcast mask_rows(const char* op, const Shape& sx, const Tensor<T, B>& mask, Tensor<T, B>& M) {
-    row_broadcast map;
-    if (!mask.defined()) return map;
-    const Shape& sm = mask.shape();
-    const index_t cols = sx.back();
-    bool ok = sm.rank() >= 1 && sm.rank() <= sx.rank() && sm.back() == cols;
-    M = mask.contiguous();
-    map.rank = sx.rank() - 1;
-    const int pad = sx.rank() - sm.rank();
-    index_t stride = cols;
-    for (int k = sx.rank() - 2; ok && k >= 0; --k) {
-        const index_t md = k - pad >= 0 ? sm[k - pad] : 1;
-        ok = md == 1 || md == sx[k];
-        map.dims[k] = sx[k];
-        map.strides[k] = md == 1 ? 0 : stride;
-        stride *= md;
-    }
-    DEPTHLAB_CHECK(ok, shape_error, op, ": mask ", sm, " does not broadcast to scores ", sx);
-    return map;
-}
-}  // namespace detail
-
-// ---------------------------------------------------------------- matmul
-/// Batched matrix product. a: (..., M, K) (or (..., K, M) with trans_a),
-/// b: (..., K, N) (or (..., N, K) with trans_b). Either may be 2-D and is then shared by
-/// every batch entry; otherwise the batch dimensions must be equal. Result: (..., M, N).
-template <class T, class B>
-Var<T, B> matmul(const Var<T, B>& a, const Var<T, B>& b, bool trans_a = false, bool trans_b = false) {
-    using P = primitives<B>;
-    const Shape& sa = a.shape();
-    const Shape& sb = b.shape();
-    DEPTHLAB_CHECK(sa.rank() >= 2 && sb.rank() >= 2, shape_error, "matmul: operands need rank >= 2, got ", sa, " and ", sb);
-    const index_t M = trans_a ? sa.dim(-1) : sa.dim(-2), K = trans_a ? sa.dim(-2) : sa.dim(-1);
-    const index_t Kb = trans_b ? sb.dim(-1) : sb.dim(-2), N = trans_b ? sb.dim(-2) : sb.dim(-1);
-    DEPTHLAB_CHECK(K == Kb, shape_error, "matmul: inner dimensions differ: ", sa, (trans_a ? "^T" : ""), " x ", sb,
-                   (trans_b ? "^T" : ""));
-    const index_t batch_a = sa.numel() / std::max<index_t>(M * K, 1), batch_b = sb.numel() / std::max<index_t>(K * N, 1);
-    const bool a_shared = sa.rank() == 2, b_shared = sb.rank() == 2;
-    Shape out;
-    if (!a_shared) {
-        DEPTHLAB_CHECK(b_shared || Shape(sa.begin(), sa.end() - 2) == Shape(sb.begin(), sb.end() - 2), shape_error,
-                       "matmul: batch dimensions differ: ", sa, " x ", sb);
-        for (int i = 0; i < sa.rank() - 2; ++i) out.push_back(sa[i]);
-    } else {
-        for (int i = 0; i < sb.rank() - 2; ++i) out.push_back(sb[i]);
-    }
-    out.push_back(M);
-    out.push_back(N);
-    const index_t batch = std::max(batch_a, batch_b);
-    const index_t lda = trans_a ? M : K, ldb = trans_b ? K : N;
-    const auto A = detail::contiguous_value(a);
-    const auto Bv = detail::contiguous_value(b);
-    auto C = Tensor<T, B>::empty(out);
-    // A shared B with a non-transposed batched A is one big GEMM over batch*M rows.
-    const bool fold = b_shared && !trans_a;
-    if (fold) {
-        P::gemm(gemm_args{false, trans_b, batch * M, N, K, lda, ldb, N}, T(1), A.data(), Bv.data(), T(0), C.data());
-    } else {
-        P::gemm(gemm_args{trans_a, trans_b, M, N, K, lda, ldb, N, batch, a_shared ? 0 : M * K, b_shared ? 0 : K * N, M * N},
-                T(1), A.data(), Bv.data(), T(0), C.data());
-    }
-    return detail::make_result<T, B>(op_kind::matmul, std::move(C), {a, b}, [=](Node<T, B>& nd) {
-        const T* dC = nd.grad.data();
-        if (T* dA = detail::parent_grad(nd, 0)) {
-            // dA = dC op(B)^T (or its transpose when A was transposed)
-            if (a_shared && batch > 1) {
-                for (index_t i = 0; i < batch; ++i) {
-                    const T* Bi = Bv.data() + (b_shared ? 0 : i * K * N);
-                    if (!trans_a) P::gemm(gemm_args{false, !trans_b, M, K, N, N, ldb, K}, T(1), dC + i * M * N, Bi, T(1), dA);
-                    else P::gemm(gemm_args{trans_b, true, K, M, N, ldb, N, M}, T(1), Bi, dC + i * M * N, T(1), dA);
-                }
-            } else if (fold) {
-                P::gemm(gemm_args{false, !trans_b, batch * M, K, N, N, ldb, K}, T(1), dC, Bv.data(), T(1), dA);
-            } else if (!trans_a) {
-                P::gemm(gemm_args{false, !trans_b, M, K, N, N, ldb, K, batch, M * N, b_shared ? 0 : K * N, M * K}, T(1), dC,
-                        Bv.data(), T(1), dA);
-            } else {
-                P::gemm(gemm_args{trans_b, true, K, M, N, ldb, N, M, batch, b_shared ? 0 : K * N, M * N, M * K}, T(1),
-                        Bv.data(), dC, T(1), dA);
-            }
-        }
-        if (T* dB = detail::parent_grad(nd, 1)) {
-            // dB = op(A)^T dC (or dC^T op(A) when B was transposed); summed over a shared B's batch
-            if (fold) {
-                if (!trans_b) P::gemm(gemm_args{true, false, K, N, batch * M, lda, N, N}, T(1), A.data(), dC, T(1), dB);
-                else P::gemm(gemm_args{true, false, N, K, batch * M, N, lda, K}, T(1), dC, A.data(), T(1), dB);
-            } else if (b_shared && batch > 1) {
-                for (index_t i = 0; i < batch; ++i) {
-                    const T* Ai = A.data() + (a_shared ? 0 : i * M * K);
-                    if (!trans_b) P::gemm(gemm_args{!trans_a, false, K, N, M, lda, N, N}, T(1), Ai, dC + i * M * N, T(1), dB);
-                    else P::gemm(gemm_args{true, trans_a, N, K, M, N, lda, K}, T(1), dC + i * M * N, Ai, T(1), dB);
-                }
-            } else if (!trans_b) {
-                P::gemm(gemm_args{!trans_a, false, K, N, M, lda, N, N, batch, a_shared ? 0 : M * K, M * N, K * N}, T(1), A.data(),
-                        dC, T(1), dB);
-            } else {
-                P::gemm(gemm_args{true, trans_a, N, K, M, N, lda, K, batch, M * N, a_shared ? 0 : M * K, K * N}, T(1), dC,
-                        A.data(), T(1), dB);
-            }
-        }
-    });
-}
-
-// ---------------------------------------------------------------- linear
-/// y = x W^T + b.  x: (..., in), W: (out, in) as in PyTorch, b: (out) or undefined.
-template <class T, class B>
-Var<T, B> linear(const Var<T, B>& x, const Var<T, B>& W, const Var<T, B>& b = {}) {
-    using P = primitives<B>;
-    const Shape& sx = x.shape();
-    DEPTHLAB_CHECK(W.shape().rank() == 2 && sx.rank() >= 1 && sx.back() == W.shape()[1], shape_error, "linear: input ", sx,
-                   " does not fit weight ", W.shape(), " (expected weight (out, ", (sx.rank() ? sx.back() : 0), "))");
-    const index_t in = W.shape()[1], out = W.shape()[0], rows = sx.rows();
-    if (b.defined())
-        DEPTHLAB_CHECK(b.shape() == Shape{out}, shape_error, "linear: bias ", b.shape(), " does not fit weight ", W.shape());
-    const auto X = detail::contiguous_value(x);
-    const auto Wv = detail::contiguous_value(W);
-    auto Y = Tensor<T, B>::empty(sx.with_back(out));
-    if (b.defined()) {
-        // Y = b broadcast, then Y += X W^T: the bias add rides on the GEMM's beta.
-        const auto bv = detail::contiguous_value(b);
-        for (index_t r = 0; r < rows; ++r) P::axpby(out, T(1), bv.data(), T(0), Y.data() + r * out);
-        P::gemm(gemm_args{false, true, rows, out, in, in, in, out}, T(1), X.data(), Wv.data(), T(1), Y.data());
-    } else {
-        P::gemm(gemm_args{false, true, rows, out, in, in, in, out}, T(1), X.data(), Wv.data(), T(0), Y.data());
-    }
-    std::vector<Var<T, B>> inputs{x, W};
-    if (b.defined()) inputs.push_back(b);
-    const bool has_bias = b.defined();
-    return detail::make_result<T, B>(op_kind::linear, std::move(Y), std::move(inputs), [=](Node<T, B>& nd) {
-        const T* dY = nd.grad.data();
-        if (T* dX = detail::parent_grad(nd, 0))
-            P::gemm(gemm_args{false, false, rows, in, out, out, in, in}, T(1), dY, Wv.data(), T(1), dX);
-        if (T* dW = detail::parent_grad(nd, 1))
-            P::gemm(gemm_args{true, false, out, in, rows, out, in, in}, T(1), dY, X.data(), T(1), dW);
-        if (has_bias)
-            if (T* db = detail::parent_grad(nd, 2)) P::sum_rows_acc(rows, out, dY, db);
-    });
-}
-
-// ---------------------------------------------------------------- add / mul / bias / scale
-namespace detail {
-template <class T, class B>
-Var<T, B> broadcast_binary(op_kind op, const char* name, const Var<T, B>& a, const Var<T, B>& b) {
-    using P = primitives<B>;
-    DEPTHLAB_CHECK(is_suffix(a.shape(), b.shape()), shape_error, name, ": shapes ", a.shape(), " and ", b.shape(),
-                   " do not broadcast (the second must equal the first or a trailing part of it)");
-    const auto A = contiguous_value(a);
-    const auto Bv = contiguous_value(b);
-    const index_t n = A.numel(), cols = std::max<index_t>(Bv.numel(), 1), rows = Bv.numel() ? n / cols : 0;
-    const bool same = a.shape() == b.shape();
-    auto Y = Tensor<T, B>::empty(a.shape());
-    const bool is_mul = op == op_kind::mul;
-    if (is_mul) P::mul_row_vector(rows, cols, A.data(), Bv.data(), Y.data());
-    else P::add_row_vector(rows, cols, A.data(), Bv.data(), Y.data());
-    return make_result<T, B>(op, std::move(Y), {a, b}, [=](Node<T, B>& nd) {
-        const T* dY = nd.grad.data();
-        if (T* dA = parent_grad(nd, 0)) {
-            if (is_mul) P::mul_row_vector_acc(rows, cols, dY, Bv.data(), dA);
-            else P::axpby(n, T(1), dY, T(1), dA);
-        }
-        if (T* dB = parent_grad(nd, 1)) {
-            if (is_mul) {
-                if (same) P::mul_acc(n, dY, A.data(), dB);
-                else P::sum_rows_mul_acc(rows, cols, dY, A.data(), dB);
-            } else {
-                if (same) P::axpby(n, T(1), dY, T(1), dB);
-                else P::sum_rows_acc(rows, cols, dY, dB);
-            }
-        }
-    });
-}
-}  // namespace detail
-
-/// a + b, b equal to a's shape or to a trailing part of it (broadcast over the rest).
-template <class T, class B>
-Var<T, B> add(const Var<T, B>& a, const Var<T, B>& b) {
-    return detail::broadcast_binary(op_kind::add, "add", a, b);
-}
-/// a * b elementwise, with the same broadcasting as add.
-template <class T, class B>
-Var<T, B> mul(const Var<T, B>& a, const Var<T, B>& b) {
-    return detail::broadcast_binary(op_kind::mul, "mul", a, b);
-}
-/// x + b with b: (C) added to every row of x: (..., C).
-template <class T, class B>
-Var<T, B> bias(const Var<T, B>& x, const Var<T, B>& b) {
-    DEPTHLAB_CHECK(b.shape().rank() == 1 && x.shape().rank() >= 1 && b.shape()[0] == x.shape().back(), shape_error, "bias: bias ",
-                   b.shape(), " does not fit input ", x.shape());
-    Var<T, B> y = detail::broadcast_binary(op_kind::add, "bias", x, b);
-    y.node().op = op_kind::bias;
-    return y;
-}
-/// s * x.
-template <class T, class B>
-Var<T, B> scale(const Var<T, B>& x, T s) {
-    using P = primitives<B>;
-    const auto X = detail::contiguous_value(x);
-    auto Y = Tensor<T, B>::empty(x.shape());
-    P::axpby(X.numel(), s, X.data(), T(0), Y.data());
-    const index_t n = X.numel();
-    return detail::make_result<T, B>(op_kind::scale, std::move(Y), {x}, [=](Node<T, B>& nd) {
-        if (T* dX = detail::parent_grad(nd, 0)) P::axpby(n, s, nd.grad.data(), T(1), dX);
-    });
-}
-
-// ---------------------------------------------------------------- activations
-namespace detail {
-/// Unary activation: `fwd(n, x, y)`; `bwd(n, saved, dy, dx)` where saved is the input
-/// (from_output = false) or the output (true, cheaper for tanh and sigmoid).
-template <class T, class B, class Fwd, class Bwd>
-Var<T, B> activation(op_kind op, const Var<T, B>& x, bool from_output, Fwd fwd, Bwd bwd) {
-    const auto X = contiguous_value(x);
-    auto Y = Tensor<T, B>::empty(x.shape());
-    fwd(X.numel(), X.data(), Y.data());
-    const index_t n = X.numel();
-    const Tensor<T, B> saved = from_output ? Y : X;
-    return make_result<T, B>(op, std::move(Y), {x}, [=](Node<T, B>& nd) {
-        if (T* dX = parent_grad(nd, 0)) bwd(n, saved.data(), nd.grad.data(), dX);
-    });
-}
-}  // namespace detail
-
-/// GELU, tanh approximation (as BERT/ALBERT and PyTorch's approximate='tanh').
-template <class T, class B>
-Var<T, B> gelu(const Var<T, B>& x) {
-    using P = primitives<B>;
-    return detail::activation(op_kind::gelu, x, false, [](index_t n, const T* a, T* y) { P::gelu_fwd(n, a, y); },
-                              [](index_t n, const T* s, const T* dy, T* dx) { P::gelu_bwd(n, s, dy, dx); });
-}
-template <class T, class B>
-Var<T, B> relu(const Var<T, B>& x) {
-    using P = primitives<B>;
-    return detail::activation(op_kind::relu, x, false, [](index_t n, const T* a, T* y) { P::relu_fwd(n, a, y); },
-                              [](index_t n, const T* s, const T* dy, T* dx) { P::relu_bwd(n, s, dy, dx); });
-}
-template <class T, class B>
-Var<T, B> tanh(const Var<T, B>& x) {
-    using P = primitives<B>;
-    return detail::activation(op_kind::tanh, x, true, [](index_t n, const T* a, T* y) { P::tanh_fwd(n, a, y); },
-                              [](index_t n, const T* s, const T* dy, T* dx) { P::tanh_bwd(n, s, dy, dx); });
-}
-template <class T, class B>
-Var<T, B> sigmoid(const Var<T, B>& x) {
-    using P = primitives<B>;
-    return detail::activation(op_kind::sigmoid, x, true, [](index_t n, const T* a, T* y) { P::sigmoid_fwd(n, a, y); },
-                              [](index_t n, const T* s, const T* dy, T* dx) { P::sigmoid_bwd(n, s, dy, dx); });
-}
-
-/// log(sigmoid(x)), stable for every x (log(1 − sigmoid(x)) = log_sigmoid(−x)): PonderNet's
-/// halting log-probabilities.
-template <class T, class B>
-Var<T, B> log_sigmoid(const Var<T, B>& x) {
-    using P = primitives<B>;
-    return detail::activation(op_kind::log_sigmoid, x, false, [](index_t n, const T* a, T* y) { P::log_sigmoid_fwd(n, a, y); },
-                              [](index_t n, const T* s, const T* dy, T* dx) { P::log_sigmoid_bwd(n, s, dy, dx); });
-}
-
-// ---------------------------------------------------------------- softmax family
-/// softmax(scale * x + mask) over the last axis. mask (optional, additive, not
-/// differentiated) has x's last extent and leading extents equal to x's or 1, e.g. a
-/// padding mask (B,1,1,Tk) or a causal mask (Tq,Tk) for scores (B,H,Tq,Tk).
-template <class T, class B>
-Var<T, B> softmax(const Var<T, B>& x, T scale = T(1), const Tensor<T, B>& mask = {}) {
-    using P = primitives<B>;
-    const Shape& sx = x.shape();
-    DEPTHLAB_CHECK(sx.rank() >= 1, shape_error, "softmax: input must have rank >= 1, got ", sx);
-    const index_t cols = sx.back(), rows = sx.rows();
-    Tensor<T, B> M;
-    const row_broadcast map = detail::mask_rows("softmax", sx, mask, M);
-    const auto X = detail::contiguous_value(x);
-    auto Y = Tensor<T, B>::empty(sx);
-    P::softmax_fwd(rows, cols, X.data(), scale, M.defined() ? M.data() : nullptr, map, Y.data());
-    const Tensor<T, B> Ys = Y;
-    return detail::make_result<T, B>(op_kind::softmax, std::move(Y), {x}, [=](Node<T, B>& nd) {
-        if (T* dX = detail::parent_grad(nd, 0)) P::softmax_bwd(rows, cols, Ys.data(), nd.grad.data(), scale, dX);
-    });
-}
-/// log(softmax(x)) over the last axis.
-template <class T, class B>
-Var<T, B> log_softmax(const Var<T, B>& x) {
-    using P = primitives<B>;
-    DEPTHLAB_CHECK(x.shape().rank() >= 1, shape_error, "log_softmax: input must have rank >= 1, got ", x.shape());
-    const index_t cols = x.shape().back(), rows = x.shape().rows();
-    const auto X = detail::contiguous_value(x);
-    auto Y = Tensor<T, B>::empty(x.shape());
-    P::log_softmax_fwd(rows, cols, X.data(), Y.data());
-    const Tensor<T, B> Ys = Y;
-    return detail::make_result<T, B>(op_kind::log_softmax, std::move(Y), {x}, [=](Node<T, B>& nd) {
-        if (T* dX = detail::parent_grad(nd, 0)) P::log_softmax_bwd(rows, cols, Ys.data(), nd.grad.data(), dX);
-    });
-}
-
-namespace detail {
-/// Cross-entropy of every row (the forward and backward shared by both reductions); rows whose
-/// target is ignore_index get 0. Returns their mean over the counted rows (mean = true) or the
-/// per-row losses.
-template <class T, class B>
-Var<T, B> cross_entropy_impl(const char* name, const Var<T, B>& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index,
-                             T label_smoothing, bool mean) {
-    using P = primitives<B>;
-    const Shape& s = logits.shape();
-    DEPTHLAB_CHECK(s.rank() >= 1 && static_cast<index_t>(targets.size()) == s.rows(), shape_error, name, ": ", targets.size(),
-                   " targets for logits ", s, " (expected one per row: ", s.rows(), ")");
-    DEPTHLAB_CHECK(label_smoothing >= T(0) && label_smoothing <= T(1), usage_error, name, ": label_smoothing ", label_smoothing,
-                   " outside [0, 1]");
-    const index_t rows = s.rows(), V = s.back();
-    index_t counted = 0;
-    for (std::size_t i = 0; i < targets.size(); ++i) {
-        if (targets[i] == ignore_index) continue;
-        DEPTHLAB_CHECK(targets[i] >= 0 && targets[i] < V, index_error, name, ": target ", targets[i], " at row ", i, " out of range [0, ",
-                       V, ") for logits ", s);
-        ++counted;
-    }
-    auto tgt = std::make_shared<std::vector<std::int64_t>>(targets.begin(), targets.end());
-    const auto X = contiguous_value(logits);
-    auto loss_rows = Tensor<T, B>::empty({rows});
-    auto lse = Tensor<T, B>::empty({rows});
-    P::cross_entropy_fwd(rows, V, X.data(), tgt->data(), ignore_index, label_smoothing, loss_rows.data(), lse.data());
-    const T denom = counted > 0 ? T(1) / static_cast<T>(counted) : T(0);
-    const T total = P::sum(rows, loss_rows.data());
-    DEPTHLAB_CHECK(std::isfinite(total), numeric_error, name, ": non-finite loss ", total, " (NaN or inf in the logits of shape ", s, "?)");
-    auto backward = [=](Node<T, B>& nd) {
-        if (T* dX = parent_grad(nd, 0)) {
-            // per-row upstream gradient: the mean's dL/dloss_i = g / counted, or the rows' own
-            const auto gr = mean ? Tensor<T, B>::full({rows}, nd.grad.item() * denom) : nd.grad.contiguous();
-            P::cross_entropy_bwd(rows, V, X.data(), tgt->data(), ignore_index, label_smoothing, lse.data(), gr.data(), dX);
-        }
-    };
-    if (mean) return make_result<T, B>(op_kind::cross_entropy, Tensor<T, B>::full(Shape{}, total * denom), {logits}, backward);
-    return make_result<T, B>(op_kind::cross_entropy, std::move(loss_rows), {logits}, backward);
-}
-}  // namespace detail
-
-/// Mean cross-entropy of logits (..., V) against integer targets (one per row), as
-/// PyTorch's F.cross_entropy: rows whose target is ignore_index are skipped (and not
-/// counted in the mean); label_smoothing mixes in the uniform distribution. When every
-/// row is ignored the loss is 0 with zero gradient. Throws on out-of-range targets and
-/// on a non-finite loss.
-template <class T, class B>
-Var<T, B> cross_entropy(const Var<T, B>& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index = -100,
-                        T label_smoothing = T(0)) {
-    return detail::cross_entropy_impl("cross_entropy", logits, targets, ignore_index, label_smoothing, true);
-}
-/// The cross-entropy of every row, shape (rows,) (PyTorch's reduction='none'; ignored rows
-/// are 0): for losses weighted per row, e.g. PonderNet's expectation over halting steps.
-template <class T, class B>
-Var<T, B> cross_entropy_rows(const Var<T, B>& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index = -100,
-                             T label_smoothing = T(0)) {
-    return detail::cross_entropy_impl("cross_entropy_rows", logits, targets, ignore_index, label_smoothing, false);
-}
-
-// ---------------------------------------------------------------- layer norm
-/// LayerNorm over the last axis: (x - mean) / sqrt(var + eps) * gamma + beta.
-template <class T, class B>
-Var<T, B> layer_norm(const Var<T, B>& x, const Var<T, B>& gamma, const Var<T, B>& beta, T eps = T(1e-5)) {
-    using P = primitives<B>;
-    const Shape& sx = x.shape();
-    DEPTHLAB_CHECK(sx.rank() >= 1 && gamma.shape() == Shape{sx.back()} && beta.shape() == Shape{sx.back()}, shape_error,
-                   "layer_norm: input ", sx, ", gamma ", gamma.shape(), ", beta ", beta.shape(), " (expected both (",
-                   (sx.rank() ? sx.back() : 0), ",))");
-    const index_t cols = sx.back(), rows = sx.rows();
-    const auto X = detail::contiguous_value(x);
-    const auto G = detail::contiguous_value(gamma);
-    const auto Bt = detail::contiguous_value(beta);
-    auto Y = Tensor<T, B>::empty(sx);
-    auto mean = Tensor<T, B>::empty({rows});
-    auto rstd = Tensor<T, B>::empty({rows});
-    P::layernorm_fwd(rows, cols, X.data(), G.data(), Bt.data(), eps, Y.data(), mean.data(), rstd.data());
-    return detail::make_result<T, B>(op_kind::layer_norm, std::move(Y), {x, gamma, beta}, [=](Node<T, B>& nd) {
-        T* dX = detail::parent_grad(nd, 0);
-        T* dG = detail::parent_grad(nd, 1);
-        T* dB = detail::parent_grad(nd, 2);
-        Tensor<T, B> scratch;  // receives the gradient of a frozen gamma or beta
-        if ((dG == nullptr) != (dB == nullptr)) {
-            scratch = Tensor<T, B>::zeros({cols});
-            (dG ? dB : dG) = scratch.data();
-        }
-        P::layernorm_bwd(rows, cols, X.data(), nd.grad.data(), G.data(), mean.data(), rstd.data(), dX, dG, dB);
-    });
-}
-
-// ---------------------------------------------------------------- dropout
-/// Inverted dropout: zero each element with probability p, scale the rest by 1/(1-p).
-/// Identity when !training or p == 0. The mask comes from `gen` (reproducible).
-template <class T, class B>
-Var<T, B> dropout(const Var<T, B>& x, T p, Generator& gen, bool training = true) {
-    using P = primitives<B>;
-    DEPTHLAB_CHECK(p >= T(0) && p < T(1), usage_error, "dropout: probability ", p, " outside [0, 1)");
-    if (!training || p == T(0)) return x;
-    const index_t n = x.value().numel();
-    auto mask = Tensor<T, B>::empty(x.shape());
-    P::dropout_mask(n, p, gen, gen.reserve(static_cast<std::uint64_t>(n)), mask.data());
-    const auto X = detail::contiguous_value(x);
-    auto Y = Tensor<T, B>::empty(x.shape());
-    P::mul(n, X.data(), mask.data(), Y.data());
-    return detail::make_result<T, B>(op_kind::dropout, std::move(Y), {x}, [=](Node<T, B>& nd) {
-        if (T* dX = detail::parent_grad(nd, 0)) P::mul_acc(n, nd.grad.data(), mask.data(), dX);
-    });
-}
-
-// ---------------------------------------------------------------- rows by index
-/// out[i] = x[idx[i]] along axis 0.  x: (N, ...), result: (len(idx), ...).
-template <class T, class B>
-Var<T, B> gather_rows(const Var<T, B>& x, std::span<const std::int64_t> idx, op_kind op = op_kind::gather_rows) {
-    using P = primitives<B>;
-    const Shape& sx = x.shape();
-    const char* name = op_name(op);
-    DEPTHLAB_CHECK(sx.rank() >= 1, shape_error, name, ": input must have rank >= 1, got ", sx);
-    detail::check_ids(name, idx, sx[0], op == op_kind::embedding ? "id" : "index");
-    const index_t n = static_cast<index_t>(idx.size()), cols = sx.numel() / std::max<index_t>(sx[0], 1);
-    Shape so = sx;
-    so[0] = n;
-    auto ids = std::make_shared<std::vector<std::int64_t>>(idx.begin(), idx.end());
-    const auto X = detail::contiguous_value(x);
-    auto Y = Tensor<T, B>::empty(so);
-    P::gather_rows(n, cols, X.data(), ids->data(), Y.data());
-    return detail::make_result<T, B>(op, std::move(Y), {x}, [=](Node<T, B>& nd) {
-        if (T* dX = detail::parent_grad(nd, 0)) P::scatter_add_rows(n, cols, nd.grad.data(), ids->data(), dX);
-    });
-}
-/// out = zeros(rows, ...); out[idx[i]] += x[i].  x: (len(idx), ...), result: (rows, ...).
-template <class T, class B>
-Var<T, B> scatter_rows(const Var<T, B>& x, std::span<const std::int64_t> idx, index_t rows) {
-    using P = primitives<B>;
-    const Shape& sx = x.shape();
-    DEPTHLAB_CHECK(sx.rank() >= 1 && sx[0] == static_cast<index_t>(idx.size()), shape_error, "scatter_rows: ", idx.size(),
-                   " indices for input ", sx);
-    detail::check_ids("scatter_rows", idx, rows, "index");
-    const index_t n = sx[0], cols = sx.numel() / std::max<index_t>(n, 1);
-    Shape so = sx;
-    so[0] = rows;
-    auto ids = std::make_shared<std::vector<std::int64_t>>(idx.begin(), idx.end());
-    const auto X = detail::contiguous_value(x);
-    auto Y = Tensor<T, B>::zeros(so);
-    P::scatter_add_rows(n, cols, X.data(), ids->data(), Y.data());
-    return detail::make_result<T, B>(op_kind::scatter_rows, std::move(Y), {x}, [=](Node<T, B>& nd) {
-        if (T* dX = detail::parent_grad(nd, 0)) {
-            auto g = Tensor<T, B>::empty(sx);
-            P::gather_rows(n, cols, nd.grad.data(), ids->data(), g.data());
-            P::axpby(n * cols, T(1), g.data(), T(1), dX);
-        }
-    });
-}
-/// y = copy of base with rows idx[i] replaced by rows[i] (idx without repeats).
-/// base: (N, ...), rows: (len(idx), ...). Gradients: base gets dy outside the replaced rows,
-/// rows get dy of their rows. (ACT: only the running tokens' states change.)
-template <class T, class B>
-Var<T, B> row_update(const Var<T, B>& base, std::span<const std::int64_t> idx, const Var<T, B>& rows) {
-    using P = primitives<B>;
-    const Shape& sb = base.shape();
-    const Shape& sr = rows.shape();
-    DEPTHLAB_CHECK(sb.rank() >= 1 && sr.rank() == sb.rank() && sr[0] == static_cast<index_t>(idx.size()) &&
-                       Shape(sb.begin() + 1, sb.end()) == Shape(sr.begin() + 1, sr.end()),
-                   shape_error, "row_update: base ", sb, ", ", idx.size(), " indices, rows ", sr);
-    detail::check_ids("row_update", idx, sb[0], "index");
-    {
-        std::vector<char> seen(static_cast<std::size_t>(sb[0]), 0);
-        for (std::size_t i = 0; i < idx.size(); ++i) {
-            DEPTHLAB_CHECK(!seen[static_cast<std::size_t>(idx[i])], index_error, "row_update: index ", idx[i], " repeated (position ", i, ")");
-            seen[static_cast<std::size_t>(idx[i])] = 1;
-        }
-    }
-    const index_t n = sr[0], cols = sb.numel() / std::max<index_t>(sb[0], 1);
-    auto ids = std::make_shared<std::vector<std::int64_t>>(idx.begin(), idx.end());
-    auto Y = base.value().contiguous().clone();
-    const auto R = detail::contiguous_value(rows);
-    for (index_t i = 0; i < n; ++i) P::axpby(cols, T(1), R.data() + i * cols, T(0), Y.data() + (*ids)[i] * cols);
-    return detail::make_result<T, B>(op_kind::row_update, std::move(Y), {base, rows}, [=](Node<T, B>& nd) {
-        const T* dY = nd.grad.data();
-        if (T* dR = detail::parent_grad(nd, 1)) {
-            auto g = Tensor<T, B>::empty(sr);
-            P::gather_rows(n, cols, dY, ids->data(), g.data());
-            P::axpby(n * cols, T(1), g.data(), T(1), dR);
-        }
-        Node<T, B>& pb = *nd.parents[0];
-        if (!pb.requires_grad) return;
-        if (!pb.grad.defined() && !nd.retain_grad) {
-            // the base's first gradient: take over this node's buffer (freed after this call
-            // anyway) and clear the replaced rows, instead of zero-filling a new buffer and
-            // adding to it — chains of updates (ACT's keys/values) then cost no full passes
-            pb.grad = nd.grad;
-            for (index_t i = 0; i < n; ++i) P::fill(cols, T(0), pb.grad.data() + (*ids)[i] * cols);
-            return;
-        }
-        T* dB = pb.grad_buffer().data();
-        // every row passes through, then the replaced rows are taken back out (one pass, no copy)
-        P::axpby(nd.grad.numel(), T(1), dY, T(1), dB);
-        for (index_t i = 0; i < n; ++i) P::axpby(cols, T(-1), dY + (*ids)[i] * cols, T(1), dB + (*ids)[i] * cols);
-    });
-}
-/// y[r] = w[r] * x[r] for x: (N, C), w: (N) — a per-row weight.
-template <class T, class B>
-Var<T, B> scale_rows(const Var<T, B>& x, const Var<T, B>& w) {
-    using P = primitives<B>;
-    const Shape& sx = x.shape();
-    DEPTHLAB_CHECK(sx.rank() == 2 && w.shape() == Shape{sx[0]}, shape_error, "scale_rows: input ", sx, " and weights ", w.shape(),
-                   " (expected (N, C) and (N,))");
-    const index_t rows = sx[0], cols = sx[1];
-    const auto X = detail::contiguous_value(x);
-    const auto Wt = detail::contiguous_value(w);
-    auto Y = Tensor<T, B>::empty(sx);
-    P::scale_rows(rows, cols, X.data(), Wt.data(), Y.data());
-    return detail::make_result<T, B>(op_kind::scale_rows, std::move(Y), {x, w}, [=](Node<T, B>& nd) {
-        P::scale_rows_bwd(rows, cols, X.data(), Wt.data(), nd.grad.data(), detail::parent_grad(nd, 0), detail::parent_grad(nd, 1));
-    });
-}
-
-/// Embedding lookup: table (V, E), ids of shape `ids_shape` -> ids_shape + (E).
-template <class T, class B>
-Var<T, B> embedding(const Var<T, B>& table, std::span<const std::int64_t> ids, Shape ids_shape) {
-    DEPTHLAB_CHECK(table.shape().rank() == 2, shape_error, "embedding: table must be (vocab, dim), got ", table.shape());
-    DEPTHLAB_CHECK(ids_shape.numel() == static_cast<index_t>(ids.size()), shape_error, "embedding: ", ids.size(),
-                   " ids for shape ", ids_shape);
-    Var<T, B> rows = gather_rows(table, ids, op_kind::embedding);
-    ids_shape.push_back(table.shape()[1]);
-    rows.value() = rows.value().reshape(ids_shape);
-    return rows;
-}
-
-// ---------------------------------------------------------------- structure
-namespace detail {
-/// A view-producing op made concrete: value = contiguous copy of view(x.value());
-/// backward adds the gradient into the same view of x's gradient.
-template <class T, class B, class View>
-Var<T, B> view_op(op_kind op, const Var<T, B>& x, View view) {
-    auto Y = view(x.value()).contiguous();
-    if (Y.shares_storage(x.value())) Y = Y.clone();
-    return make_result<T, B>(op, std::move(Y), {x}, [=](Node<T, B>& nd) {
-        auto& p = *nd.parents[0];
-        if (!p.requires_grad) return;
-        Tensor<T, B> target = view(p.grad_buffer());
-        target.add_(nd.grad.reshape(target.shape()));
-    });
-}
-}  // namespace detail
-
-/// Elements [start, stop) along an axis.
-template <class T, class B>
-Var<T, B> slice(const Var<T, B>& x, int axis, index_t start, index_t stop) {
-    (void)x.value().slice(axis, start, stop);  // validates the range
-    return detail::view_op<T, B>(op_kind::slice, x, [=](const Tensor<T, B>& t) { return t.slice(axis, start, stop); });
-}
-/// Swap two axes (materialised: the result is contiguous).
-template <class T, class B>
-Var<T, B> transpose(const Var<T, B>& x, int a, int b) {
-    (void)x.shape().axis(a);  // validate both axes
-    (void)x.shape().axis(b);
-    return detail::view_op<T, B>(op_kind::transpose, x, [=](const Tensor<T, B>& t) { return t.transpose(a, b); });
-}
-/// Same elements, new shape (one extent may be -1).
-template <class T, class B>
-Var<T, B> reshape(const Var<T, B>& x, const Shape& s) {
-    const Shape out = x.value().reshape(s).shape();  // validates and resolves -1
-    const Shape in = x.shape();
-    auto Y = x.value().contiguous().reshape(out);
-    return detail::make_result<T, B>(op_kind::reshape, std::move(Y), {x}, [=](Node<T, B>& nd) {
-        if (T* dX = detail::parent_grad(nd, 0)) primitives<B>::axpby(in.numel(), T(1), nd.grad.data(), T(1), dX);
-    });
-}
-/// Pieces of the given sizes along an axis (sizes must add up to the extent).
-template <class T, class B>
-std::vector<Var<T, B>> split(const Var<T, B>& x, const std::vector<index_t>& sizes, int axis) {
-    const int a = x.shape().axis(axis);
-    index_t total = 0;
-    for (index_t s : sizes) total += s;
-    DEPTHLAB_CHECK(total == x.shape()[a], shape_error, "split: sizes add up to ", total, " but axis ", axis, " of ", x.shape(),
-                   " has ", x.shape()[a]);
-    std::vector<Var<T, B>> out;
-    index_t start = 0;
-    for (index_t s : sizes) {
-        const index_t st = start;
-        out.push_back(detail::view_op<T, B>(op_kind::split, x, [=](const Tensor<T, B>& t) { return t.slice(a, st, st + s); }));
-        start += s;
-    }
-    return out;
-}
-/// Join along an axis; all other extents must agree.
-template <class T, class B>
-Var<T, B> concat(const std::vector<Var<T, B>>& xs, int axis) {
-    DEPTHLAB_CHECK(!xs.empty(), shape_error, "concat: no inputs");
-    const Shape& s0 = xs[0].shape();
-    const int a = s0.axis(axis);
-    Shape out = s0;
-    out[a] = 0;
-    for (const auto& x : xs) {
-        bool ok = x.shape().rank() == s0.rank();
-        for (int k = 0; ok && k < s0.rank(); ++k) ok = k == a || x.shape()[k] == s0[k];
-        DEPTHLAB_CHECK(ok, shape_error, "concat: shape ", x.shape(), " does not match ", s0, " outside axis ", axis);
-        out[a] += x.shape()[a];
-    }
-    auto Y = Tensor<T, B>::empty(out);
-    std::vector<index_t> offsets;
-    index_t off = 0;
-    for (const auto& x : xs) {
-        offsets.push_back(off);
-        Y.slice(a, off, off + x.shape()[a]).copy_(x.value());
-        off += x.shape()[a];
-    }
-    return detail::make_result<T, B>(op_kind::concat, std::move(Y), xs, [=](Node<T, B>& nd) {
-        for (std::size_t i = 0; i < nd.parents.size(); ++i) {
-            auto& p = *nd.parents[i];
-            if (!p.requires_grad) continue;
-            p.grad_buffer().add_(nd.grad.slice(a, offsets[i], offsets[i] + p.value.shape()[a]));
-        }
-    });
-}
-
-// ---------------------------------------------------------------- reductions and losses
-/// Sum of all elements (a scalar of shape ()).
-template <class T, class B>
-Var<T, B> sum(const Var<T, B>& x) {
-    using P = primitives<B>;
-    const auto X = detail::contiguous_value(x);
-    const index_t n = X.numel();
-    auto S = Tensor<T, B>::full(Shape{}, P::sum(n, X.data()));
-    return detail::make_result<T, B>(op_kind::sum, std::move(S), {x}, [=](Node<T, B>& nd) {
-        if (T* dX = detail::parent_grad(nd, 0)) {
-            const auto g = Tensor<T, B>::full({n}, nd.grad.item());
-            P::axpby(n, T(1), g.data(), T(1), dX);
-        }
-    });
-}
-/// Mean of all elements.
-template <class T, class B>
-Var<T, B> mean(const Var<T, B>& x) {
-    DEPTHLAB_CHECK(x.value().numel() > 0, shape_error, "mean: empty input ", x.shape());
-    Var<T, B> s = scale(sum(x), T(1) / static_cast<T>(x.value().numel()));
-    s.node().op = op_kind::mean;
-    return s;
-}
-/// Mean squared error mean((a - b)^2); both operands may require gradients.
-template <class T, class B>
-Var<T, B> mse(const Var<T, B>& a, const Var<T, B>& b) {
-    using P = primitives<B>;
-    check_same_shape("mse", a.value(), b.value());
-    const auto A = detail::contiguous_value(a);
-    const auto Bv = detail::contiguous_value(b);
-    const index_t n = A.numel();
-    DEPTHLAB_CHECK(n > 0, shape_error, "mse: empty inputs ", a.shape());
-    auto diff = Tensor<T, B>::empty(a.shape());
-    P::axpby(n, T(1), A.data(), T(0), diff.data());
-    P::axpby(n, T(-1), Bv.data(), T(1), diff.data());
-    auto sq = Tensor<T, B>::empty(a.shape());
-    P::mul(n, diff.data(), diff.data(), sq.data());
-    auto L = Tensor<T, B>::full(Shape{}, P::sum(n, sq.data()) / static_cast<T>(n));
-    DEPTHLAB_CHECK(std::isfinite(L.item()), numeric_error, "mse: non-finite loss ", L.item(), " for inputs of shape ", a.shape());
-    return detail::make_result<T, B>(op_kind::mse, std::move(L), {a, b}, [=](Node<T, B>& nd) {
-        const T g = T(2) * nd.grad.item() / static_cast<T>(n);
-        if (T* dA = detail::parent_grad(nd, 0)) P::axpby(n, g, diff.data(), T(1), dA);
-        if (T* dB = detail::parent_grad(nd, 1)) P::axpby(n, -g, diff.data(), T(1), dB);
-    });
-}
-
-// Operators for readable model code.
-template <class T, class B>
-Var<T, B> operator+(const Var<T, B>& a, const Var<T, B>& b) { return add(a, b); }
-/// acc += v for a running sum that starts empty (acc undefined: acc = v).
-template <class T, class B>
-void accumulate(Var<T, B>& acc, const Var<T, B>& v) {
-    acc = acc.defined() ? add(acc, v) : v;
-}
-template <class T, class B>
-Var<T, B> operator*(const Var<T, B>& a, const Var<T, B>& b) { return mul(a, b); }
-
-}  // namespace depthlab
-// ---- end depthlab/autodiff/ops.hpp ----
-// ---- begin depthlab/autodiff/attention.hpp ----
-// Fused multi-head scaled dot-product attention as one coarse op.
-//
-// Heads are read straight out of the projections' (B, T, width) layout through strided
-// batched GEMMs (outer batch = sequences, inner batch = heads), and the output is written
-// in (B, Tq, H*dh) layout: no head split/merge copies, no transposes. q, k and v may be
-// column ranges of one packed projection (self-attention: [q | k | v] = x W_qkv^T).
-#include <cstdint>
-#include <limits>
-#include <vector>
-
-
-namespace depthlab {
-
-/// (B, 1, 1, T) additive key mask: keys t >= lengths[b] get -inf.
-template <class T, class B>
-Tensor<T, B> key_padding_mask(const std::vector<index_t>& lengths, index_t T_) {
-    std::vector<T> m(lengths.size() * static_cast<std::size_t>(T_), T(0));
-    for (std::size_t b = 0; b < lengths.size(); ++b) {
-        DEPTHLAB_CHECK(lengths[b] >= 0 && lengths[b] <= T_, index_error, "padding mask: length ", lengths[b], " of sequence ", b,
-                       " outside [0, ", T_, "]");
-        for (index_t t = lengths[b]; t < T_; ++t) m[b * T_ + t] = -std::numeric_limits<T>::infinity();
-    }
-    return Tensor<T, B>::from({static_cast<index_t>(lengths.size()), 1, 1, T_}, m);
-}
-
-/// Columns [offset, offset + dim) of a (B, T, width) activation: one of q, k or v.
-template <class T, class B>
-struct projection_slice {
-    Var<T, B> src;
-    index_t offset = 0;
-};
-
-struct attention_options {
-    int heads = 1;
-    double scale = 0;        // 0: 1/sqrt(head_dim)
-    double dropout = 0;      // on the attention probabilities (training only)
-};
-
-/// out (B, Tq, dim) = concat_h softmax(scale * q_h k_h^T + mask) v_h.
-/// q: (B, Tq, *), k and v: (B, Tk, *), each a column slice of width `dim`; mask: additive,
-/// broadcastable to (B, H, Tq, Tk) (e.g. padding (B,1,1,Tk), causal (Tq,Tk)); gen is used
-/// only when dropout > 0 (training).
-template <class T, class B>
-Var<T, B> attention(const projection_slice<T, B>& q, const projection_slice<T, B>& k, const projection_slice<T, B>& v, index_t dim,
-                    const attention_options& opt, const Tensor<T, B>& mask = {}, Generator* gen = nullptr) {
-    using P = primitives<B>;
-    const Shape& sq = q.src.shape();
-    const Shape& sk = k.src.shape();
-    const Shape& sv = v.src.shape();
-    DEPTHLAB_CHECK(sq.rank() == 3 && sk.rank() == 3 && sv.rank() == 3 && sq[0] == sk[0] && sk[0] == sv[0] && sk[1] == sv[1],
-                   shape_error, "attention: q source ", sq, ", k source ", sk, ", v source ", sv,
-                   " (expected (B, Tq, *), (B, Tk, *), (B, Tk, *))");
-    DEPTHLAB_CHECK(opt.heads >= 1 && dim % opt.heads == 0, shape_error, "attention: dim ", dim, " is not divisible by ", opt.heads,
-                   " heads");
-    DEPTHLAB_CHECK(q.offset >= 0 && q.offset + dim <= sq[2] && k.offset >= 0 && k.offset + dim <= sk[2] && v.offset >= 0 &&
-                       v.offset + dim <= sv[2],
-                   shape_error, "attention: column slices [", q.offset, ", +", dim, "), [", k.offset, ", +", dim, "), [", v.offset,
-                   ", +", dim, ") exceed sources ", sq, ", ", sk, ", ", sv);
-    DEPTHLAB_CHECK(opt.dropout >= 0 && opt.dropout < 1 && (opt.dropout == 0 || gen != nullptr), usage_error,
-                   "attention: dropout ", opt.dropout, " needs 0 <= p < 1 and a generator");
-    const index_t Bn = sq[0], Tq = sq[1], Tk = sk[1], H = opt.heads, dh = dim / H;
-    const index_t Wq = sq[2], Wk = sk[2], Wv = sv[2];
-    const T alpha = static_cast<T>(opt.scale > 0 ? opt.scale : 1.0 / std::sqrt(static_cast<double>(dh)));
-    const Shape score_shape{Bn, H, Tq, Tk};
-    Tensor<T, B> M;
-    const row_broadcast map = detail::mask_rows("attention", score_shape, mask, M);
-
-    const auto Q = q.src.value().contiguous(), K = k.src.value().contiguous(), Vv = v.src.value().contiguous();
-    const T* qp = Q.data() + q.offset;
-    const T* kp = K.data() + k.offset;
-    const T* vp = Vv.data() + v.offset;
-    const index_t S = Tq * Tk;  // one head's score matrix
-
-    // scores = alpha q k^T, per (sequence, head); then softmax with the mask, in place
-    auto Pm = Tensor<T, B>::empty(score_shape);
-    P::gemm(gemm_args{false, true, Tq, Tk, dh, Wq, Wk, Tk, H, dh, dh, S, Bn, Tq * Wq, Tk * Wk, H * S}, alpha, qp, kp, T(0), Pm.data());
-    P::softmax_fwd(Bn * H * Tq, Tk, Pm.data(), T(1), M.defined() ? M.data() : nullptr, map, Pm.data());
-    // optional dropout on the probabilities
-    Tensor<T, B> drop, Pd = Pm;
-    if (opt.dropout > 0) {
-        drop = Tensor<T, B>::empty(score_shape);
-        P::dropout_mask(drop.numel(), static_cast<T>(opt.dropout), *gen, gen->reserve(static_cast<std::uint64_t>(drop.numel())),
-                        drop.data());
-        Pd = Tensor<T, B>::empty(score_shape);
-        P::mul(Pd.numel(), Pm.data(), drop.data(), Pd.data());
-    }
-    // out[b, :, h*dh:(h+1)*dh] = P[b, h] v[b, :, h]
-    auto O = Tensor<T, B>::empty({Bn, Tq, dim});
-    P::gemm(gemm_args{false, false, Tq, dh, Tk, Tk, Wv, dim, H, S, dh, dh, Bn, H * S, Tk * Wv, Tq * dim}, T(1), Pd.data(), vp, T(0),
-            O.data());
-
-    const index_t qo = q.offset, ko = k.offset, vo = v.offset;
-    return detail::make_result<T, B>(op_kind::attention, std::move(O), {q.src, k.src, v.src}, [=](Node<T, B>& nd) {
-        const T* dO = nd.grad.data();
-        auto dP = Tensor<T, B>::empty(score_shape);
-        // dPd = dO v^T
-        P::gemm(gemm_args{false, true, Tq, Tk, dh, dim, Wv, Tk, H, dh, dh, S, Bn, Tq * dim, Tk * Wv, H * S}, T(1), dO, vp, T(0),
-                dP.data());
-        // dv += Pd^T dO
-        if (T* dV = detail::parent_grad(nd, 2))
-            P::gemm(gemm_args{true, false, Tk, dh, Tq, Tk, dim, Wv, H, S, dh, dh, Bn, H * S, Tq * dim, Tk * Wv}, T(1), Pd.data(), dO, T(1),
-                    dV + vo);
-        if (drop.defined()) P::mul(dP.numel(), dP.data(), drop.data(), dP.data());
-        // dS = P * (dP - <P, dP>), in place
-        P::softmax_bwd(Bn * H * Tq, Tk, Pm.data(), dP.data(), T(1), dP.data(), /*accumulate=*/false);
-        // dq += alpha dS k ; dk += alpha dS^T q
-        if (T* dQ = detail::parent_grad(nd, 0))
-            P::gemm(gemm_args{false, false, Tq, dh, Tk, Tk, Wk, Wq, H, S, dh, dh, Bn, H * S, Tk * Wk, Tq * Wq}, alpha, dP.data(), kp, T(1),
-                    dQ + qo);
-        if (T* dK = detail::parent_grad(nd, 1))
-            P::gemm(gemm_args{true, false, Tk, dh, Tq, Tk, Wq, Wk, H, S, dh, dh, Bn, H * S, Tq * Wq, Tk * Wk}, alpha, dP.data(), qp, T(1),
-                    dK + ko);
-    });
-}
-
-/// Attention of a ragged set of queries over per-sequence keys: the running tokens of an
-/// adaptive-depth encoder attend to every (running or halted) token of their sequence.
-/// q.src: (Nq, Wq), the queries of sequence b being rows [q_offsets[b], q_offsets[b+1]);
-/// k.src, v.src: (B * T_, W) (or (B, T_, W)), row b*T_ + t; only keys t < key_lengths[b]
-/// exist. Result: (Nq, dim).
-///
-/// Implementation: the queries are scattered into a (B, M, Wq) block, M = the largest query
-/// count rounded up to a multiple of 8 (few distinct GEMM shapes, so oneDNN primitives are
-/// reused), and the batched attention runs on it with a key padding mask; the result rows
-/// are gathered back. Only this attention core pays for the padding — the projections and
-/// the feed-forward around it run on the compact rows.
-template <class T, class B>
-Var<T, B> ragged_attention(const projection_slice<T, B>& q, const std::vector<index_t>& q_offsets, const projection_slice<T, B>& k,
-                           const projection_slice<T, B>& v, index_t T_, const std::vector<index_t>& key_lengths, index_t dim, int heads) {
-    const index_t Bn = static_cast<index_t>(key_lengths.size());
-    const Shape& sq = q.src.shape();
-    const Shape& sk = k.src.shape();
-    const Shape& sv = v.src.shape();
-    DEPTHLAB_CHECK(sq.rank() == 2 && static_cast<index_t>(q_offsets.size()) == Bn + 1 && q_offsets.front() == 0 &&
-                       q_offsets.back() == sq[0],
-                   shape_error, "ragged_attention: queries ", sq, " with ", q_offsets.size(), " offsets for ", Bn, " sequences");
-    DEPTHLAB_CHECK(sk.numel() / sk.back() == Bn * T_ && sv.numel() / sv.back() == Bn * T_, shape_error, "ragged_attention: keys ",
-                   sk, " and values ", sv, " are not ", Bn, " sequences of ", T_, " rows");
-    index_t M = 0;
-    for (index_t b = 0; b < Bn; ++b) {
-        const index_t nb = q_offsets[b + 1] - q_offsets[b];
-        DEPTHLAB_CHECK(nb >= 0 && key_lengths[b] >= 0 && key_lengths[b] <= T_, shape_error, "ragged_attention: sequence ", b, " has ",
-                       nb, " queries and ", key_lengths[b], " keys (of at most ", T_, ")");
-        M = std::max(M, nb);
-    }
-    M = std::max<index_t>(1, (M + 7) / 8 * 8);
-    std::vector<std::int64_t> slot(static_cast<std::size_t>(sq[0]));  // query row -> row of the (B, M) block
-    for (index_t b = 0; b < Bn; ++b)
-        for (index_t i = q_offsets[b]; i < q_offsets[b + 1]; ++i) slot[i] = b * M + (i - q_offsets[b]);
-    const Var<T, B> q_block = reshape(scatter_rows(q.src, slot, Bn * M), {Bn, M, sq[1]});
-    const Var<T, B> k3 = reshape(k.src, {Bn, T_, sk.back()});
-    const Var<T, B> v3 = k.src.node_ptr() == v.src.node_ptr() ? k3 : reshape(v.src, {Bn, T_, sv.back()});
-    std::vector<index_t> lengths(key_lengths.begin(), key_lengths.end());
-    const Var<T, B> out = attention<T, B>({q_block, q.offset}, {k3, k.offset}, {v3, v.offset}, dim, {.heads = heads},
-                                          key_padding_mask<T, B>(lengths, T_));
-    Var<T, B> rows = gather_rows(reshape(out, {Bn * M, dim}), slot);
-    rows.node().op = op_kind::ragged_attention;
-    return rows;
-}
-
-}  // namespace depthlab
-// ---- end depthlab/autodiff/attention.hpp ----
-// ---- begin depthlab/nn/module.hpp ----
-// Module: a named tree of parameters, as in PyTorch. Parameter names follow state_dict
-// habits ("encoder.3.self_attention.q_proj.weight"), so checkpoints map one to one.
-// Parameters are Var handles: swapping a parameter's value (rewinding, interpolation)
-// never needs the model to be rebuilt.
-#include <functional>
-#include <memory>
-#include <string>
-#include <utility>
-#include <vector>
-
-
-namespace depthlab::nn {
-
-template <class T, class B>
-using named_parameter = std::pair<std::string, Var<T, B>>;
-
-/// True when a parameter name is `prefix` itself or lies below it ("prefix." + ...); an
-/// empty prefix matches everything. "encoder.1" does not match "encoder.10.x".
-inline bool is_under(const std::string& name, const std::string& prefix) {
-    if (prefix.empty() || name == prefix) return true;
-    return name.size() > prefix.size() && name.compare(0, prefix.size(), prefix) == 0 && name[prefix.size()] == '.';
-}
-
-template <class T, class B = backend::cpu>
-class Module {
-public:
-    using value_type = T;
-    using backend_type = B;
-
-    Module() = default;
-    Module(const Module&) = delete;
-    Module& operator=(const Module&) = delete;
-    virtual ~Module() = default;
-
-    /// Every parameter below this module, depth first, in registration order.
-    [[nodiscard]] std::vector<named_parameter<T, B>> named_parameters(const std::string& prefix = "") const {
-        std::vector<named_parameter<T, B>> out;
-        collect(prefix, out);
-        return out;
-    }
-    [[nodiscard]] std::vector<Var<T, B>> parameters() const {
-        std::vector<Var<T, B>> out;
-        for (auto& [name, p] : named_parameters()) out.push_back(p);
-        return out;
-    }
-    /// Parameter by its full name; throws naming the missing parameter.
-    [[nodiscard]] Var<T, B> parameter(const std::string& name) const {
-        for (auto& [n, p] : named_parameters())
-            if (n == name) return p;
-        throw error(detail::cat("Module: no parameter named '", name, "'"));
-    }
-    [[nodiscard]] index_t parameter_count() const {
-        index_t n = 0;
-        for (auto& [name, p] : named_parameters()) n += p.value().numel();
-        return n;
-    }
-    void zero_grad() {
-        for (auto& [name, p] : named_parameters()) p.zero_grad();
-    }
-    /// Direct children with their names.
-    [[nodiscard]] const std::vector<std::pair<std::string, Module*>>& children() const { return children_; }
-    /// Walks this module and every descendant with its full name.
-    void visit(const std::function<void(const std::string&, Module&)>& f, const std::string& prefix = "") {
-        f(prefix, *this);
-        for (auto& [name, child] : children_) child->visit(f, join(prefix, name));
-    }
-
-    /// Training mode switches dropout on; eval mode off (like nn.Module.train()/eval()).
-    void train(bool on = true) {
-        visit([on](const std::string&, Module& m) { m.training_ = on; });
-    }
-    void eval() { train(false); }
-    [[nodiscard]] bool is_training() const { return training_; }
-
-protected:
-    Var<T, B> register_parameter(const std::string& name, Tensor<T, B> value) {
-        Var<T, B> p = Var<T, B>::parameter(std::move(value));
-        params_.emplace_back(name, p);
-        return p;
-    }
-    /// Registers a child that this module owns (the caller keeps a reference or pointer).
-    template <class M>
-    M& register_module(const std::string& name, std::unique_ptr<M> m) {
-        M& ref = *m;
-        children_.emplace_back(name, &ref);
-        owned_.push_back(std::move(m));
-        return ref;
-    }
-    /// Registers a child owned elsewhere (e.g. one layer shared by every iteration).
-    void register_shared(const std::string& name, Module& m) { children_.emplace_back(name, &m); }
-
-private:
-    static std::string join(const std::string& a, const std::string& b) {
-        if (a.empty()) return b;
-        return b.empty() ? a : a + "." + b;
-    }
-    void collect(const std::string& prefix, std::vector<named_parameter<T, B>>& out) const {
-        for (auto& [name, p] : params_) out.emplace_back(join(prefix, name), p);
-        for (auto& [name, child] : children_) child->collect(join(prefix, name), out);
-    }
-
-    std::vector<named_parameter<T, B>> params_;
-    std::vector<std::pair<std::string, Module*>> children_;
-    std::vector<std::unique_ptr<Module>> owned_;
-    bool training_ = true;
-};
-
-}  // namespace depthlab::nn
-// ---- end depthlab/nn/module.hpp ----
-// ---- begin depthlab/nn/layers.hpp ----
-// Basic layers: Linear, LayerNorm, Embedding. Parameter names and layouts follow PyTorch
-// (Linear.weight is (out, in)), so state dicts map one to one.
-#include <cmath>
-
-
-namespace depthlab::nn {
-
-/// How weights are initialised.
-enum class init_scheme {
-    pytorch,  // nn.Linear default: U(-1/sqrt(in), 1/sqrt(in)) for weight and bias
-    bert,     // N(0, 0.02) weights, zero biases (BERT / ALBERT)
-    xavier,   // U(-sqrt(6/(in+out)), +) weights, zero biases (Transformer base, fairseq)
-};
-
-template <class T, class B = backend::cpu>
-class Linear : public Module<T, B> {
-public:
-    Linear(index_t in, index_t out, Generator& gen, init_scheme init = init_scheme::pytorch, bool with_bias = true)
-        : in_features(in), out_features(out) {
-        Tensor<T, B> w, b;
-        switch (init) {
-            case init_scheme::pytorch: {
-                const double bound = 1.0 / std::sqrt(static_cast<double>(in));
-                w = Tensor<T, B>::uniform({out, in}, gen, -bound, bound);
-                b = Tensor<T, B>::uniform({out}, gen, -bound, bound);
-                break;
-            }
-            case init_scheme::bert:
-                w = Tensor<T, B>::randn({out, in}, gen, 0.02);
-                b = Tensor<T, B>::zeros({out});
-                break;
-            case init_scheme::xavier: {
-                const double bound = std::sqrt(6.0 / static_cast<double>(in + out));
-                w = Tensor<T, B>::uniform({out, in}, gen, -bound, bound);
-                b = Tensor<T, B>::zeros({out});
-                break;
-            }
-        }
-        weight = this->register_parameter("weight", std::move(w));
-        if (with_bias) bias = this->register_parameter("bias", std::move(b));
-    }
-    /// x: (..., in) -> (..., out)
-    Var<T, B> operator()(const Var<T, B>& x) const { return linear(x, weight, bias); }
-
-    index_t in_features, out_features;
-    Var<T, B> weight, bias;
-};
-
-template <class T, class B = backend::cpu>
-class LayerNorm : public Module<T, B> {
-public:
-    explicit LayerNorm(index_t dim, double eps = 1e-5) : eps(eps) {
-        weight = this->register_parameter("weight", Tensor<T, B>::ones({dim}));
-        bias = this->register_parameter("bias", Tensor<T, B>::zeros({dim}));
-    }
-    /// x: (..., dim)
-    Var<T, B> operator()(const Var<T, B>& x) const { return layer_norm(x, weight, bias, static_cast<T>(eps)); }
-
-    double eps;
-    Var<T, B> weight, bias;
-};
-
-template <class T, class B = backend::cpu>
-class Embedding : public Module<T, B> {
-public:
-    Embedding(index_t num, index_t dim, Generator& gen, double stddev = 1.0) {
-        weight = this->register_parameter("weight", Tensor<T, B>::randn({num, dim}, gen, stddev));
-    }
-    /// ids of shape `shape` -> shape + (dim)
-    Var<T, B> operator()(std::span<const std::int64_t> ids, const Shape& shape) const { return embedding(weight, ids, shape); }
-
-    [[nodiscard]] index_t num_embeddings() const { return weight.shape()[0]; }
-    [[nodiscard]] index_t dim() const { return weight.shape()[1]; }
-    Var<T, B> weight;
-};
-
-}  // namespace depthlab::nn
-// ---- end depthlab/nn/layers.hpp ----
-// ---- begin depthlab/nn/transformer.hpp ----
-// Transformer building blocks: multi-head attention, feed-forward, residual sub-layers
-// (post-LN by default, pre-LN as an option), encoder and decoder layers, and stacks whose
-// depth policy is a template argument: `untied` (L distinct layers) or `tied` (one layer
-// applied L times, ALBERT). Sizes are run-time; the number of iterations of a stack is a
-// run-time argument, so a tied model can run deeper or shallower than it was trained.
-//
-// Sub-layers are the unit of the component analyses: each `Residual` is addressable by its
-// name ("encoder.3.self_attention", "decoder.5.cross_attention", "decoder.5.feed_forward"),
-// owns its branch and its LayerNorm (parameters under that name), and can be switched off:
-// then its branch outputs zero and only the residual path remains — in a post-LN layer the
-// LayerNorm still normalises that path (y = LN(x)); in a pre-LN layer y = x.
-#include <cmath>
-#include <limits>
-#include <memory>
-#include <string>
-#include <vector>
-
-
-namespace depthlab::nn {
-
-enum class activation { gelu, relu };
-
-struct transformer_config {
-    index_t dim = 256;              // model width H
-    int heads = 4;
-    index_t ff_dim = 1024;
-    activation act = activation::gelu;  // GELU is the tanh approximation
-    double dropout = 0.1;           // on residual branches and after the FF activation
-    double attention_dropout = 0.1; // on attention probabilities
-    bool norm_first = false;        // false: post-LN (both papers); true: pre-LN
-    double ln_eps = 1e-5;
-    init_scheme init = init_scheme::pytorch;
-};
-
-// ---- masks (additive: 0 keeps, -inf removes) ----
-/// (B, 1, 1, T) from per-sequence lengths: positions >= length are padding.
-template <class T, class B = backend::cpu>
-Tensor<T, B> padding_mask(const std::vector<index_t>& lengths, index_t T_) {
-    return key_padding_mask<T, B>(lengths, T_);
-}
-/// (T, T): query i sees keys j <= i.
-template <class T, class B = backend::cpu>
-Tensor<T, B> causal_mask(index_t T_) {
-    std::vector<T> m(static_cast<std::size_t>(T_ * T_), T(0));
-    for (index_t i = 0; i < T_; ++i)
-        for (index_t j = i + 1; j < T_; ++j) m[i * T_ + j] = -std::numeric_limits<T>::infinity();
-    return Tensor<T, B>::from({T_, T_}, m);
-}
-/// (B, 1, T, T): causal and padding together (decoder self-attention on padded batches).
-template <class T, class B = backend::cpu>
-Tensor<T, B> causal_padding_mask(const std::vector<index_t>& lengths, index_t T_) {
-    const auto pad = padding_mask<T, B>(lengths, T_).to_vector();
-    const auto cau = causal_mask<T, B>(T_).to_vector();
-    const index_t Bn = static_cast<index_t>(lengths.size());
-    std::vector<T> m(static_cast<std::size_t>(Bn * T_ * T_));
-    for (index_t b = 0; b < Bn; ++b)
-        for (index_t i = 0; i < T_; ++i)
-            for (index_t j = 0; j < T_; ++j) m[(b * T_ + i) * T_ + j] = pad[b * T_ + j] + cau[i * T_ + j];
-    return Tensor<T, B>::from({Bn, 1, T_, T_}, m);
-}
-
-// ---- attention ----
-/// Multi-head attention with PyTorch's parameter layout: in_proj_weight (3D, D) packs
-/// W_q, W_k, W_v; out_proj is a Linear(D, D).
-template <class T, class B = backend::cpu>
-class MultiHeadAttention : public Module<T, B> {
-public:
-    MultiHeadAttention(const transformer_config& cfg, Generator& gen) : cfg_(cfg), rng_(&gen) {
-        const index_t D = cfg.dim;
-        DEPTHLAB_CHECK(D % cfg.heads == 0, shape_error, "MultiHeadAttention: dim ", D, " not divisible by ", cfg.heads, " heads");
-        Tensor<T, B> w = cfg.init == init_scheme::bert
-                             ? Tensor<T, B>::randn({3 * D, D}, gen, 0.02)
-                             : Tensor<T, B>::uniform({3 * D, D}, gen, -std::sqrt(6.0 / (4.0 * D)), std::sqrt(6.0 / (4.0 * D)));
-        in_proj_weight = this->register_parameter("in_proj_weight", std::move(w));
-        in_proj_bias = this->register_parameter("in_proj_bias", Tensor<T, B>::zeros({3 * D}));
-        out_proj = &this->register_module("out_proj", std::make_unique<Linear<T, B>>(D, D, gen, cfg.init));
-        if (cfg.init == init_scheme::pytorch) out_proj->bias.value().zero_();  // as nn.MultiheadAttention
-    }
-    /// Self-attention. x: (B, T, D); mask additive, broadcastable to (B, H, T, T).
-    Var<T, B> operator()(const Var<T, B>& x, const Tensor<T, B>& mask = {}) const {
-        const index_t D = cfg_.dim;
-        const Var<T, B> qkv = linear(x, in_proj_weight, in_proj_bias);  // (B, T, 3D)
-        return (*out_proj)(attention<T, B>({qkv, 0}, {qkv, D}, {qkv, 2 * D}, D, options(), mask, rng_));
-    }
-    /// Cross-attention: queries from x (B, Tq, D), keys and values from memory (B, Tk, D).
-    Var<T, B> operator()(const Var<T, B>& x, const Var<T, B>& memory, const Tensor<T, B>& mask) const {
-        const index_t D = cfg_.dim;
-        const Var<T, B> q = linear(x, slice(in_proj_weight, 0, 0, D), slice(in_proj_bias, 0, 0, D));
-        const Var<T, B> kv = linear(memory, slice(in_proj_weight, 0, D, 3 * D), slice(in_proj_bias, 0, D, 3 * D));
-        return (*out_proj)(attention<T, B>({q, 0}, {kv, 0}, {kv, D}, D, options(), mask, rng_));
-    }
-
-    // ---- incremental decoding (inference only: call under depthlab::no_grad, eval mode) ----
-    /// Self-attention of ONE new position per row over the positions before it, with a
-    /// key/value cache. x: (N, 1, D), the input at position t of each of N rows; kv_cache:
-    /// (N, capacity, 2D), contiguous, row n holding [K | V] of positions 0..t-1 of that
-    /// row. Writes this position's [K | V] at index t, then the query attends over positions
-    /// 0..t (no mask needed: every cached position precedes it). Returns (N, 1, D); equals
-    /// row t of the full causal self-attention over positions 0..t. No dropout, no gradient.
-    Var<T, B> step(const Var<T, B>& x, Tensor<T, B>& kv_cache, index_t t) const {
-        using P = primitives<B>;
-        const index_t D = cfg_.dim;
-        const Shape& sx = x.shape();
-        const Shape& sc = kv_cache.shape();
-        DEPTHLAB_CHECK(!grad_enabled(), usage_error, "MultiHeadAttention::step: incremental decoding is inference only (use depthlab::no_grad)");
-        DEPTHLAB_CHECK(sx.rank() == 3 && sx[1] == 1 && sx[2] == D && sc.rank() == 3 && sc[0] == sx[0] && sc[2] == 2 * D &&
-                           kv_cache.is_contiguous(),
-                       shape_error, "MultiHeadAttention::step: input ", sx, " and cache ", sc, " (expected (N, 1, ", D, ") and a contiguous (N, capacity, ",
-                       2 * D, "))");
-        DEPTHLAB_CHECK(t >= 0 && t < sc[1], index_error, "MultiHeadAttention::step: position ", t, " outside the cache capacity ", sc[1]);
-        const Var<T, B> qkv = linear(x, in_proj_weight, in_proj_bias);  // (N, 1, 3D)
-        kv_cache.slice(1, t, t + 1).copy_(qkv.value().slice(2, D, 3 * D));
-        const index_t N = sx[0], cap = sc[1], Tk = t + 1, H = cfg_.heads, dh = D / H, W = 2 * D, Wq = 3 * D;
-        const T alpha = static_cast<T>(1.0 / std::sqrt(static_cast<double>(dh)));
-        // scores (N, H, 1, Tk) = alpha q_h K_h^T, per (row, head), straight out of the cache
-        auto S = Tensor<T, B>::empty({N, H, 1, Tk});
-        P::gemm(gemm_args{false, true, 1, Tk, dh, Wq, W, Tk, H, dh, dh, Tk, N, Wq, cap * W, H * Tk}, alpha, qkv.value().data(),
-                kv_cache.data(), T(0), S.data());
-        P::softmax_fwd(N * H, Tk, S.data(), T(1), static_cast<const T*>(nullptr), row_broadcast{}, S.data());
-        // out[n, 0, h*dh:(h+1)*dh] = P[n, h] V_h
-        auto O = Tensor<T, B>::empty({N, 1, D});
-        P::gemm(gemm_args{false, false, 1, dh, Tk, Tk, W, D, H, Tk, dh, dh, N, H * Tk, cap * W, D}, T(1), S.data(), kv_cache.data() + D,
-                T(0), O.data());
-        return (*out_proj)(Var<T, B>::constant(std::move(O)));
-    }
-    /// [K | V] of a memory (N, Tk, D) for cross-attention: (N, Tk, 2D). Computed once per
-    /// source sentence, then used by every step_cross.
-    Tensor<T, B> project_memory(const Var<T, B>& memory) const {
-        const index_t D = cfg_.dim;
-        return linear(memory, slice(in_proj_weight, 0, D, 3 * D), slice(in_proj_bias, 0, D, 3 * D)).value();
-    }
-    /// Cross-attention of x (N, Tq, D) over a projected memory (project_memory: (N, Tk, 2D));
-    /// mask additive, broadcastable to (N, H, Tq, Tk). Same result as operator()(x, memory,
-    /// mask) in eval mode.
-    Var<T, B> step_cross(const Var<T, B>& x, const Tensor<T, B>& memory_kv, const Tensor<T, B>& mask) const {
-        const index_t D = cfg_.dim;
-        DEPTHLAB_CHECK(memory_kv.rank() == 3 && memory_kv.dim(2) == 2 * D, shape_error, "MultiHeadAttention::step_cross: projected memory ",
-                       memory_kv.shape(), " (expected (N, Tk, ", 2 * D, "))");
-        const Var<T, B> q = linear(x, slice(in_proj_weight, 0, 0, D), slice(in_proj_bias, 0, 0, D));
-        const Var<T, B> kv = Var<T, B>::constant(memory_kv);
-        return (*out_proj)(attention<T, B>({q, 0}, {kv, 0}, {kv, D}, D, options(), mask, rng_));
-    }
-
-    Var<T, B> in_proj_weight, in_proj_bias;
-    Linear<T, B>* out_proj;
-
-private:
-    attention_options options() const {
-        return {.heads = cfg_.heads, .scale = 0, .dropout = this->is_training() ? cfg_.attention_dropout : 0.0};
-    }
-    transformer_config cfg_;
-    Generator* rng_;
-};
-
-/// linear2(dropout(act(linear1(x)))), as in torch.nn.TransformerEncoderLayer.
-template <class T, class B = backend::cpu>
-class FeedForward : public Module<T, B> {
-public:
-    FeedForward(const transformer_config& cfg, Generator& gen) : cfg_(cfg), rng_(&gen) {
-        linear1 = &this->register_module("linear1", std::make_unique<Linear<T, B>>(cfg.dim, cfg.ff_dim, gen, cfg.init));
-        linear2 = &this->register_module("linear2", std::make_unique<Linear<T, B>>(cfg.ff_dim, cfg.dim, gen, cfg.init));
-    }
-    /// x: (..., D) -> (..., D)
-    Var<T, B> operator()(const Var<T, B>& x) const {
-        Var<T, B> h = (*linear1)(x);
-        h = cfg_.act == activation::gelu ? gelu(h) : relu(h);
-        h = dropout(h, static_cast<T>(cfg_.dropout), *rng_, this->is_training());
-        return (*linear2)(h);
-    }
-    Linear<T, B>* linear1;
-    Linear<T, B>* linear2;
-
-private:
-    transformer_config cfg_;
-    Generator* rng_;
-};
-
-// ---- residual sub-layers ----
-enum class sublayer_type { self_attention, cross_attention, feed_forward };
-inline const char* to_string(sublayer_type t) {
-    switch (t) {
-        case sublayer_type::self_attention: return "self_attention";
-        case sublayer_type::cross_attention: return "cross_attention";
-        default: return "feed_forward";
-    }
-}
-
-/// What the analyses see of a sub-layer, whatever its branch type.
-struct residual_base {
-    sublayer_type type;
-    bool enabled = true;  // false: the branch outputs zero (ablation)
-    explicit residual_base(sublayer_type t) : type(t) {}
-    virtual ~residual_base() = default;
-};
-
-/// post-LN: y = LN(x + Drop(branch(x, ...)));  pre-LN: y = x + Drop(branch(LN(x), ...)).
-/// The branch's parameters are named directly under this sub-layer, its norm as ".norm".
-template <class Branch, class T, class B = backend::cpu>
-class Residual : public Module<T, B>, public residual_base {
-public:
-    Residual(sublayer_type t, const transformer_config& cfg, Generator& gen)
-        : residual_base(t), branch(cfg, gen), norm(cfg.dim, cfg.ln_eps), cfg_(cfg), rng_(&gen) {
-        this->register_shared("", branch);
-        this->register_shared("norm", norm);
-    }
-    template <class... Args>
-    Var<T, B> operator()(const Var<T, B>& x, Args&&... args) const {
-        return wrap(x, [&](const Var<T, B>& h) { return branch(h, std::forward<Args>(args)...); });
-    }
-    /// The sub-layer around any computation of the branch, f(branch input) -> branch output
-    /// (e.g. an incremental attention step with a cache): the same residual, LayerNorm,
-    /// dropout and ablation as operator(). An ablated sub-layer never calls f.
-    template <class F>
-    Var<T, B> wrap(const Var<T, B>& x, F&& f) const {
-        const T p = static_cast<T>(cfg_.dropout);
-        const bool train = this->is_training();
-        if (cfg_.norm_first) {
-            if (!enabled) return x;
-            return x + dropout(f(norm(x)), p, *rng_, train);
-        }
-        if (!enabled) return norm(x);
-        return norm(x + dropout(f(x), p, *rng_, train));
-    }
-    Branch branch;
-    LayerNorm<T, B> norm;
-
-private:
-    transformer_config cfg_;
-    Generator* rng_;
-};
-
-template <class T, class B = backend::cpu>
-class EncoderLayer : public Module<T, B> {
-public:
-    EncoderLayer(const transformer_config& cfg, Generator& gen)
-        : self_attention(sublayer_type::self_attention, cfg, gen), feed_forward(sublayer_type::feed_forward, cfg, gen) {
-        this->register_shared("self_attention", self_attention);
-        this->register_shared("feed_forward", feed_forward);
-    }
-    /// x: (B, T, D); mask: additive, broadcastable to (B, H, T, T)
-    Var<T, B> operator()(const Var<T, B>& x, const Tensor<T, B>& mask = {}) const { return feed_forward(self_attention(x, mask)); }
-
-    Residual<MultiHeadAttention<T, B>, T, B> self_attention;
-    Residual<FeedForward<T, B>, T, B> feed_forward;
-};
-
-template <class T, class B = backend::cpu>
-class DecoderLayer : public Module<T, B> {
-public:
-    DecoderLayer(const transformer_config& cfg, Generator& gen)
-        : self_attention(sublayer_type::self_attention, cfg, gen),
-          cross_attention(sublayer_type::cross_attention, cfg, gen),
-          feed_forward(sublayer_type::feed_forward, cfg, gen) {
-        this->register_shared("self_attention", self_attention);
-        this->register_shared("cross_attention", cross_attention);
-        this->register_shared("feed_forward", feed_forward);
-    }
-    /// x: (B, Tq, D), memory: (B, Tk, D); self_mask (causal [+ padding]), memory_mask (padding)
-    Var<T, B> operator()(const Var<T, B>& x, const Var<T, B>& memory, const Tensor<T, B>& self_mask,
-                         const Tensor<T, B>& memory_mask = {}) const {
-        return feed_forward(cross_attention(self_attention(x, self_mask), memory, memory_mask));
-    }
-    /// One new position per row (incremental decoding, under no_grad): x (N, 1, D) at
-    /// position t; self_kv (N, capacity, 2D) the self-attention cache (position t is
-    /// written); memory_kv (N, Tk, 2D) = cross_attention.branch.project_memory(memory);
-    /// memory_mask additive, broadcastable to (N, H, 1, Tk). Equals row t of operator().
-    Var<T, B> step(const Var<T, B>& x, Tensor<T, B>& self_kv, const Tensor<T, B>& memory_kv, const Tensor<T, B>& memory_mask,
-                   index_t t) const {
-        Var<T, B> h = self_attention.wrap(x, [&](const Var<T, B>& in) { return self_attention.branch.step(in, self_kv, t); });
-        h = cross_attention.wrap(h, [&](const Var<T, B>& in) { return cross_attention.branch.step_cross(in, memory_kv, memory_mask); });
-        return feed_forward(h);
-    }
-
-    Residual<MultiHeadAttention<T, B>, T, B> self_attention;
-    Residual<MultiHeadAttention<T, B>, T, B> cross_attention;
-    Residual<FeedForward<T, B>, T, B> feed_forward;
-};
-
-// ---- stacks ----
-/// Depth policies.
-struct untied {
-    static constexpr bool is_tied = false;
-};
-struct tied {
-    static constexpr bool is_tied = true;
-};
-
-/// `depth` layers (untied, named "0", "1", ...) or one layer named "shared" applied
-/// `depth` times (tied). forward(iterations, ...) runs any number of iterations of a tied
-/// stack; an untied stack runs at most its depth.
-template <class Layer, class Tying, class T, class B = backend::cpu>
-class Stack : public Module<T, B> {
-public:
-    Stack(int depth, const transformer_config& cfg, Generator& gen) : depth(depth) {
-        DEPTHLAB_CHECK(depth >= 1, usage_error, "Stack: depth ", depth, " < 1");
-        if constexpr (Tying::is_tied) {
-            layers_.push_back(&this->register_module("shared", std::make_unique<Layer>(cfg, gen)));
-        } else {
-            for (int i = 0; i < depth; ++i) layers_.push_back(&this->register_module(std::to_string(i), std::make_unique<Layer>(cfg, gen)));
-        }
-    }
-    /// The layer applied at iteration i (the shared one when tied).
-    [[nodiscard]] Layer& layer(int i) const {
-        DEPTHLAB_CHECK(i >= 0 && (Tying::is_tied || i < depth), index_error, "Stack: layer ", i, " of ", depth);
-        return *layers_[Tying::is_tied ? 0 : static_cast<std::size_t>(i)];
-    }
-    /// Applies `iterations` layers (default: depth) to x, passing the extra arguments on.
-    template <class... Args>
-    Var<T, B> forward(int iterations, Var<T, B> x, const Args&... args) const {
-        if (iterations < 0) iterations = depth;
-        DEPTHLAB_CHECK(Tying::is_tied || iterations <= depth, usage_error, "Stack: ", iterations, " iterations on an untied stack of depth ",
-                       depth);
-        for (int i = 0; i < iterations; ++i) x = layer(i)(x, args...);
-        return x;
-    }
-    int depth;
-
-private:
-    std::vector<Layer*> layers_;
-};
-
-// ---- addressing sub-layers ----
-/// Every residual sub-layer below `m`, with its full name, in model order.
-template <class T, class B>
-std::vector<std::pair<std::string, residual_base*>> sublayers(Module<T, B>& m) {
-    std::vector<std::pair<std::string, residual_base*>> out;
-    m.visit([&](const std::string& name, Module<T, B>& mod) {
-        if (auto* r = dynamic_cast<residual_base*>(&mod)) out.emplace_back(name, r);
-    });
-    return out;
-}
-
-/// Parameters whose names lie under a module name (exactly `prefix.` + ...).
-template <class T, class B>
-std::vector<named_parameter<T, B>> parameters_under(const Module<T, B>& m, const std::string& prefix) {
-    std::vector<named_parameter<T, B>> out;
-    for (auto& np : m.named_parameters())
-        if (is_under(np.first, prefix)) out.push_back(np);
-    return out;
-}
-
-}  // namespace depthlab::nn
-// ---- end depthlab/nn/transformer.hpp ----
-// ---- begin depthlab/nn/models.hpp ----
-// Models of the two studies: an ALBERT-style encoder (factorised embedding E -> H, a stack
-// of encoder layers — tied by default —, an MLM head tied to the token embedding, a pooler
-// and a 2-way sentence-order head) and an encoder-decoder Transformer for translation.
-#include <cmath>
-#include <cstdint>
-#include <span>
-#include <vector>
-
-
-namespace depthlab::nn {
-
-// ----------------------------------------------------------------------------- ALBERT
-struct albert_config {
-    index_t vocab = 8000;
-    index_t embed = 128;      // E (factorised embedding size)
-    index_t max_len = 128;
-    index_t segments = 2;
-    int depth = 6;            // iterations of the (tied) stack; N_max with ACT
-    transformer_config layer{.dim = 256, .heads = 4, .ff_dim = 1024, .act = activation::gelu, .dropout = 0.1,
-                             .attention_dropout = 0.1, .norm_first = false, .ln_eps = 1e-12, .init = init_scheme::bert};
-};
-
-/// A batch of token sequences: ids and segment ids (B*T, row-major) plus lengths.
-struct token_batch {
-    index_t batch = 0, length = 0;
-    std::vector<std::int64_t> ids, segments;
-    std::vector<index_t> lengths;  // real tokens per sequence; the rest is padding
-};
-
-template <class T, class B = backend::cpu>
-class AlbertEmbeddings : public Module<T, B> {
-public:
-    AlbertEmbeddings(const albert_config& c, Generator& gen) : cfg_(c), rng_(&gen) {
-        word = &this->register_module("word_embeddings", std::make_unique<Embedding<T, B>>(c.vocab, c.embed, gen, 0.02));
-        position = &this->register_module("position_embeddings", std::make_unique<Embedding<T, B>>(c.max_len, c.embed, gen, 0.02));
-        segment = &this->register_module("token_type_embeddings", std::make_unique<Embedding<T, B>>(c.segments, c.embed, gen, 0.02));
-        norm = &this->register_module("norm", std::make_unique<LayerNorm<T, B>>(c.embed, c.layer.ln_eps));
-        projection = &this->register_module("projection", std::make_unique<Linear<T, B>>(c.embed, c.layer.dim, gen, c.layer.init));
-    }
-    /// -> (B, T, H)
-    Var<T, B> operator()(const token_batch& b) const {
-        DEPTHLAB_CHECK(b.length <= cfg_.max_len, shape_error, "AlbertEmbeddings: sequence length ", b.length, " > max_len ", cfg_.max_len);
-        std::vector<std::int64_t> pos(static_cast<std::size_t>(b.length));
-        for (index_t t = 0; t < b.length; ++t) pos[t] = t;
-        Var<T, B> e = (*word)(b.ids, {b.batch, b.length});
-        e = add(e, (*position)(pos, {b.length}));
-        e = e + (*segment)(b.segments, {b.batch, b.length});
-        e = dropout((*norm)(e), static_cast<T>(cfg_.layer.dropout), *rng_, this->is_training());
-        return (*projection)(e);
-    }
-    Embedding<T, B>*word, *position, *segment;
-    LayerNorm<T, B>* norm;
-    Linear<T, B>* projection;
-
-private:
-    albert_config cfg_;
-    Generator* rng_;
-};
-
-/// ALBERT's MLM head at selected flat positions (b * T + t) only — the other positions are
-/// never projected to the vocabulary: dense H -> E, GELU, LN, then the decoder tied to the
-/// token embedding (transposed) plus an output bias. hidden: (B, T, H) -> (n, V).
-template <class T, class B>
-Var<T, B> albert_mlm_logits(const Var<T, B>& hidden, std::span<const std::int64_t> positions, const Linear<T, B>& dense,
-                            const LayerNorm<T, B>& norm, const Var<T, B>& word_embedding, const Var<T, B>& bias) {
-    const Shape& s = hidden.shape();
-    Var<T, B> h = gather_rows(reshape(hidden, {s[0] * s[1], s[2]}), positions);
-    return linear(norm(gelu(dense(h))), word_embedding, bias);
-}
-/// Sentence-order (or classification) logits from the pooled [CLS] token: dense + tanh,
-/// then the classifier. hidden: (B, T, H) -> (B, classes).
-template <class T, class B>
-Var<T, B> albert_sop_logits(const Var<T, B>& hidden, const Linear<T, B>& pooler, const Linear<T, B>& classifier) {
-    const Shape& s = hidden.shape();
-    std::vector<std::int64_t> cls(static_cast<std::size_t>(s[0]));
-    for (index_t b = 0; b < s[0]; ++b) cls[b] = b * s[1];
-    return classifier(depthlab::tanh(pooler(gather_rows(reshape(hidden, {s[0] * s[1], s[2]}), cls))));
-}
-
-/// ALBERT: embeddings -> Stack<EncoderLayer, Tying> -> heads. Tying defaults to `tied`.
-template <class T, class B = backend::cpu, class Tying = tied>
-class Albert : public Module<T, B> {
-public:
-    explicit Albert(const albert_config& c, std::uint64_t seed = 0) : cfg(c), gen_(seed) {
-        embeddings = &this->register_module("embeddings", std::make_unique<AlbertEmbeddings<T, B>>(c, gen_));
-        encoder = &this->register_module("encoder", std::make_unique<Stack<EncoderLayer<T, B>, Tying, T, B>>(c.depth, c.layer, gen_));
-        mlm_dense = &this->register_module("mlm.dense", std::make_unique<Linear<T, B>>(c.layer.dim, c.embed, gen_, c.layer.init));
-        mlm_norm = &this->register_module("mlm.norm", std::make_unique<LayerNorm<T, B>>(c.embed, c.layer.ln_eps));
-        mlm_bias = this->register_parameter("mlm.bias", Tensor<T, B>::zeros({c.vocab}));
-        pooler = &this->register_module("pooler", std::make_unique<Linear<T, B>>(c.layer.dim, c.layer.dim, gen_, c.layer.init));
-        sop = &this->register_module("sop_classifier", std::make_unique<Linear<T, B>>(c.layer.dim, 2, gen_, c.layer.init));
-    }
-    /// Hidden states (B, T, H) after `iterations` layers (default: the configured depth).
-    Var<T, B> encode(const token_batch& b, int iterations = -1) const {
-        return encoder->forward(iterations, (*embeddings)(b), padding_mask<T, B>(b.lengths, b.length));
-    }
-    /// MLM logits (n, V) at the given flat positions (b * T + t) only.
-    Var<T, B> mlm_logits(const Var<T, B>& hidden, std::span<const std::int64_t> positions) const {
-        return albert_mlm_logits(hidden, positions, *mlm_dense, *mlm_norm, embeddings->word->weight, mlm_bias);
-    }
-    /// Sentence-order logits (B, 2) from the pooled first ([CLS]) token.
-    Var<T, B> sop_logits(const Var<T, B>& hidden) const { return albert_sop_logits(hidden, *pooler, *sop); }
-
-    albert_config cfg;
-    AlbertEmbeddings<T, B>* embeddings;
-    Stack<EncoderLayer<T, B>, Tying, T, B>* encoder;
-    Linear<T, B>* mlm_dense;
-    LayerNorm<T, B>* mlm_norm;
-    Var<T, B> mlm_bias;
-    Linear<T, B>* pooler;
-    Linear<T, B>* sop;
-    /// The generator behind dropout masks (saved with checkpoints for exact resumption).
-    Generator& rng() { return gen_; }
-
-private:
-    Generator gen_;
-};
-
-// ------------------------------------------------------------------ encoder-decoder
-struct seq2seq_config {
-    index_t src_vocab = 4000, tgt_vocab = 4000;
-    bool share_embeddings = false;  // one table for source and target (joint vocabulary)
-    bool tie_output = true;         // output projection = target embedding^T
-    int encoder_layers = 6, decoder_layers = 6;
-    index_t max_len = 256;
-    transformer_config layer{.dim = 512, .heads = 8, .ff_dim = 2048, .act = activation::relu, .dropout = 0.1,
-                             .attention_dropout = 0.1, .norm_first = false, .ln_eps = 1e-5, .init = init_scheme::xavier};
-};
-
-/// Sinusoidal positions (Vaswani et al.): (max_len, D).
-template <class T, class B = backend::cpu>
-Tensor<T, B> sinusoidal_positions(index_t max_len, index_t D) {
-    std::vector<T> p(static_cast<std::size_t>(max_len * D));
-    for (index_t t = 0; t < max_len; ++t)
-        for (index_t i = 0; i < D; i += 2) {
-            const double f = std::pow(10000.0, -static_cast<double>(i) / static_cast<double>(D));
-            p[t * D + i] = static_cast<T>(std::sin(t * f));
-            if (i + 1 < D) p[t * D + i + 1] = static_cast<T>(std::cos(t * f));
-        }
-    return Tensor<T, B>::from({max_len, D}, p);
-}
-
-template <class T, class B = backend::cpu>
-class Seq2SeqTransformer : public Module<T, B> {
-public:
-    explicit Seq2SeqTransformer(const seq2seq_config& c, std::uint64_t seed = 0)
-        : cfg(c), gen_(seed), positions_(sinusoidal_positions<T, B>(c.max_len, c.layer.dim)) {
-        const index_t D = c.layer.dim;
-        const double std_emb = std::pow(static_cast<double>(D), -0.5);
-        src_embed = &this->register_module("src_embed", std::make_unique<Embedding<T, B>>(c.src_vocab, D, gen_, std_emb));
-        if (c.share_embeddings) {
-            DEPTHLAB_CHECK(c.src_vocab == c.tgt_vocab, usage_error, "Seq2SeqTransformer: shared embeddings need one vocabulary (",
-                           c.src_vocab, " vs ", c.tgt_vocab, ")");
-            tgt_embed = src_embed;
-        } else {
-            tgt_embed = &this->register_module("tgt_embed", std::make_unique<Embedding<T, B>>(c.tgt_vocab, D, gen_, std_emb));
-        }
-        encoder = &this->register_module("encoder", std::make_unique<Stack<EncoderLayer<T, B>, untied, T, B>>(c.encoder_layers, c.layer, gen_));
-        decoder = &this->register_module("decoder", std::make_unique<Stack<DecoderLayer<T, B>, untied, T, B>>(c.decoder_layers, c.layer, gen_));
-        if (c.layer.norm_first) {
-            encoder_norm = &this->register_module("encoder_norm", std::make_unique<LayerNorm<T, B>>(D, c.layer.ln_eps));
-            decoder_norm = &this->register_module("decoder_norm", std::make_unique<LayerNorm<T, B>>(D, c.layer.ln_eps));
-        }
-        if (!c.tie_output)
-            output = &this->register_module("output_projection", std::make_unique<Linear<T, B>>(D, c.tgt_vocab, gen_, c.layer.init, false));
-    }
-    /// Source ids (B*Ts) -> memory (B, Ts, D).
-    Var<T, B> encode(const token_batch& src) const {
-        Var<T, B> x = embed(*src_embed, src);
-        x = encoder->forward(-1, x, padding_mask<T, B>(src.lengths, src.length));
-        return encoder_norm ? (*encoder_norm)(x) : x;
-    }
-    /// Target input ids (B*Tt, starting with BOS) -> logits (B, Tt, V_tgt).
-    Var<T, B> decode(const Var<T, B>& memory, const token_batch& src, const token_batch& tgt_in) const {
-        Var<T, B> y = embed(*tgt_embed, tgt_in);
-        y = decoder->forward(-1, y, memory, causal_padding_mask<T, B>(tgt_in.lengths, tgt_in.length),
-                             padding_mask<T, B>(src.lengths, src.length));
-        return output_logits(y);
-    }
-    /// Target ids of ONE position `t` for N rows (incremental decoding): sqrt(D) *
-    /// embedding + position t, dropout as in decode -> (N, 1, D).
-    Var<T, B> embed_target_at(std::span<const std::int64_t> ids, index_t t) const {
-        DEPTHLAB_CHECK(t >= 0 && t < cfg.max_len, shape_error, "Seq2SeqTransformer: position ", t, " >= max_len ", cfg.max_len);
-        const auto N = static_cast<index_t>(ids.size());
-        Var<T, B> e = scale((*tgt_embed)(ids, {N, 1}), static_cast<T>(std::sqrt(static_cast<double>(cfg.layer.dim))));
-        e = add(e, Var<T, B>::constant(positions_.slice(0, t, t + 1)));
-        return dropout(e, static_cast<T>(cfg.layer.dropout), gen_, this->is_training());
-    }
-    /// Decoder states (..., D) -> logits (..., V_tgt): the final LayerNorm (pre-LN models),
-    /// then the output projection (the target embedding^T when tied).
-    Var<T, B> output_logits(Var<T, B> y) const {
-        if (decoder_norm) y = (*decoder_norm)(y);
-        return output ? (*output)(y) : linear(y, tgt_embed->weight);
-    }
-
-    seq2seq_config cfg;
-    Embedding<T, B>*src_embed, *tgt_embed;
-    Stack<EncoderLayer<T, B>, untied, T, B>* encoder;
-    Stack<DecoderLayer<T, B>, untied, T, B>* decoder;
-    LayerNorm<T, B>* encoder_norm = nullptr;
-    LayerNorm<T, B>* decoder_norm = nullptr;
-    Linear<T, B>* output = nullptr;
-    Generator& rng() { return gen_; }
-
-private:
-    /// sqrt(D) * embedding + positions, then dropout.
-    Var<T, B> embed(const Embedding<T, B>& table, const token_batch& b) const {
-        DEPTHLAB_CHECK(b.length <= cfg.max_len, shape_error, "Seq2SeqTransformer: length ", b.length, " > max_len ", cfg.max_len);
-        Var<T, B> e = scale(table(b.ids, {b.batch, b.length}), static_cast<T>(std::sqrt(static_cast<double>(cfg.layer.dim))));
-        e = add(e, Var<T, B>::constant(positions_.slice(0, 0, b.length)));
-        return dropout(e, static_cast<T>(cfg.layer.dropout), gen_, this->is_training());
-    }
-    mutable Generator gen_;
-    Tensor<T, B> positions_;
-};
-
-}  // namespace depthlab::nn
-// ---- end depthlab/nn/models.hpp ----
-// ---- begin depthlab/nn/decoding.hpp ----
-// Incremental decoding for Seq2SeqTransformer: greedy search and beam search, batched over
-// sentences, with a key/value cache.
-//
-//   model.eval();
-//   const auto hyps = nn::generate(model, src, {.beam = 4});   // src: a padded token_batch
-//   // hyps[b].tokens: the output of sentence b (no BOS, no EOS), hyps[b].score: its log-prob
-//
-// The cache (decoder_state): per decoder layer, the self-attention [K | V] of every
-// position generated so far, (rows, capacity, 2D), and the cross-attention [K | V] of the
-// encoder memory, (rows, Ts, 2D), projected ONCE per source. Each step feeds one token per
-// row and costs O(rows · t) attention instead of re-running the decoder over the prefix; the
-// logits equal those of the full decoder on the same prefix (tests/test_decoding.cpp).
-// Rows are selected / reordered by gathering (select_rows): beam search reorders its beams
-// that way, and both searches drop the rows of finished sentences, so a batch gets cheaper
-// as its sentences finish.
-//
-// Conventions:
-//  * Everything runs under depthlab::no_grad; the model must be in eval mode (dropout off;
-//    usage_error otherwise).
-//  * Length limit per sentence: at most max_len_a · (source length, EOS included) +
-//    max_len_b output tokens, EOS included (fairseq's max_len_a / max_len_b), and never
-//    more than model.cfg.max_len (position limit). At the last position allowed both
-//    searches force EOS (as fairseq does): the hypothesis then has limit − 1 tokens, its
-//    score includes log p(EOS), and hypothesis::finished is false.
-//  * Greedy: argmax at every step (ties: the lowest id); a sentence ends at its first EOS.
-//  * Beam search (fairseq's search): every step, each sentence takes its 2·beam best
-//    candidates (over beam × vocabulary, by accumulated log-probability; ties: lowest
-//    beam, then lowest id); candidates ending in EOS among the best `beam` are finished
-//    hypotheses, the best `beam` others continue. A sentence is done when it has `beam`
-//    finished hypotheses; the answer is the finished one with the best normalised score.
-//    Normalisation (length_penalty): score / lp(len), len = output tokens + EOS,
-//      gnmt:  lp = ((5 + len) / 6)^alpha    (Wu et al. 2016; the Transformer paper's beam 4, α 0.6: the default)
-//      power: lp = len^alpha                (fairseq's --lenpen; α = 1 is plain length normalisation)
-//      none:  lp = 1                        (raw log-probability)
-//    Beam size 1 gives exactly the greedy output.
-//  * hypothesis::score is the raw log-probability of the output tokens and the EOS when
-//    there is one (before normalisation); normalised_score the value the beam ranked by.
-#include <algorithm>
-#include <array>
-#include <cmath>
-#include <cstdint>
-#include <limits>
-#include <span>
-#include <utility>
-#include <vector>
-
-
-namespace depthlab::nn {
-
-enum class length_penalty { none, power, gnmt };
-inline const char* to_string(length_penalty p) {
-    switch (p) {
-        case length_penalty::none: return "none";
-        case length_penalty::power: return "power";
-        default: return "gnmt";
-    }
-}
-
-struct search_options {
-    int beam = 1;                   // 1: greedy
-    length_penalty penalty = length_penalty::gnmt;
-    double alpha = 0.6;             // exponent of the length penalty
-    double max_len_a = 1.5;         // output limit: a · source length + b tokens (EOS included)
-    index_t max_len_b = 10;
-    std::int64_t bos_id = 2, eos_id = 3;  // the translation sentencepiece model's ids
-};
-
-struct hypothesis {
-    std::vector<std::int64_t> tokens;  // without BOS and EOS
-    double score = 0;                  // log-probability of tokens (+ EOS when finished by EOS)
-    double normalised_score = 0;       // score / lp(len) (beam search); = score for greedy
-    bool finished = false;             // chose EOS itself (false: EOS forced by the length limit)
-};
-
-/// The length normaliser lp(len) of the options.
-inline double length_normaliser(const search_options& o, index_t len) {
-    const double l = static_cast<double>(std::max<index_t>(len, 1));
-    switch (o.penalty) {
-        case length_penalty::none: return 1.0;
-        case length_penalty::power: return std::pow(l, o.alpha);
-        default: return std::pow((5.0 + l) / 6.0, o.alpha);
-    }
-}
-
-/// Output limit of one sentence (EOS included): min(a · src_len + b, model max_len).
-inline index_t output_limit(const search_options& o, index_t src_len, index_t model_max_len) {
-    const auto lim = static_cast<index_t>(std::floor(o.max_len_a * static_cast<double>(src_len))) + o.max_len_b;
-    return std::clamp<index_t>(lim, 1, model_max_len);
-}
-
-/// The decoder's incremental state for `rows` hypotheses: the self-attention cache of
-/// every layer and the projected encoder memory. Row r of the initial state belongs to
-/// source sentence r / copies.
-///
-/// Memory: per layer two (rows, capacity, 2D) self-attention buffers (the second receives
-/// the rows select_rows keeps; both are allocated once) and the projected memory,
-/// (rows, Ts, 2D). The memory is gathered only when the rows' sentences change (a
-/// sentence dropped), not when beams of one sentence are reordered: those rows hold the
-/// same memory.
-template <class T, class B = backend::cpu>
-class decoder_state {
-public:
-    /// memory: (B_src, Ts, D) from model.encode(src); src_lengths: B_src real lengths;
-    /// copies: rows per sentence (the beam size); capacity: positions to hold (<= max_len).
-    decoder_state(const Seq2SeqTransformer<T, B>& model, const Var<T, B>& memory, const std::vector<index_t>& src_lengths, index_t copies,
-                  index_t capacity)
-        : model_(&model), capacity_(capacity) {
-        const Shape& sm = memory.shape();
-        const index_t D = model.cfg.layer.dim;
-        DEPTHLAB_CHECK(!grad_enabled(), usage_error, "decoder_state: incremental decoding is inference only (use depthlab::no_grad)");
-        DEPTHLAB_CHECK(sm.rank() == 3 && sm[2] == D && static_cast<index_t>(src_lengths.size()) == sm[0], shape_error, "decoder_state: memory ",
-                       sm, " for ", src_lengths.size(), " source lengths (expected (B, Ts, ", D, "))");
-        DEPTHLAB_CHECK(copies >= 1 && capacity >= 1 && capacity <= model.cfg.max_len, usage_error, "decoder_state: copies ", copies,
-                       " and capacity ", capacity, " (need >= 1 and capacity <= max_len ", model.cfg.max_len, ")");
-        const index_t Bs = sm[0], Ts = sm[1];
-        rows_ = Bs * copies;
-        std::vector<std::int64_t> expand(static_cast<std::size_t>(rows_));
-        std::vector<index_t> lengths(static_cast<std::size_t>(rows_));
-        for (index_t r = 0; r < rows_; ++r) {
-            expand[r] = r / copies;
-            lengths[r] = src_lengths[r / copies];
-        }
-        sentence_ = expand;
-        memory_mask_ = key_padding_mask<T, B>(lengths, Ts);
-        const int L = model.decoder->depth;
-        for (int l = 0; l < L; ++l) {
-            const auto& layer = model.decoder->layer(l);
-            // an ablated cross-attention is never called: no projection needed
-            Tensor<T, B> kv = layer.cross_attention.enabled ? layer.cross_attention.branch.project_memory(memory) : Tensor<T, B>::zeros({Bs, Ts, 2 * D});
-            memory_kv_.push_back(copies == 1 ? kv : gather(kv, expand));
-            // positions are written before they are read: no need to clear
-            buffers_.push_back({Tensor<T, B>::empty({rows_, capacity_, 2 * D}), Tensor<T, B>::empty({rows_, capacity_, 2 * D})});
-            self_kv_.push_back(buffers_.back()[0]);
-        }
-    }
-
-    [[nodiscard]] index_t rows() const { return rows_; }
-    /// Positions fed so far (the next step feeds position length()).
-    [[nodiscard]] index_t length() const { return length_; }
-    [[nodiscard]] index_t capacity() const { return capacity_; }
-    /// The source sentence of each row.
-    [[nodiscard]] const std::vector<std::int64_t>& row_sentences() const { return sentence_; }
-
-    /// Feeds one token per row at position length() and returns the logits of the next
-    /// token, (rows, V).
-    Tensor<T, B> step(std::span<const std::int64_t> ids) {
-        DEPTHLAB_CHECK(static_cast<index_t>(ids.size()) == rows_, shape_error, "decoder_state::step: ", ids.size(), " ids for ", rows_, " rows");
-        DEPTHLAB_CHECK(length_ < capacity_, usage_error, "decoder_state::step: the cache is full (", capacity_, " positions)");
-        DEPTHLAB_CHECK(!grad_enabled(), usage_error, "decoder_state::step: incremental decoding is inference only (use depthlab::no_grad)");
-        Var<T, B> y = model_->embed_target_at(ids, length_);
-        for (int l = 0; l < model_->decoder->depth; ++l)
-            y = model_->decoder->layer(l).step(y, self_kv_[static_cast<std::size_t>(l)], memory_kv_[static_cast<std::size_t>(l)], memory_mask_,
-                                               length_);
-        ++length_;
-        const Tensor<T, B> logits = model_->output_logits(y).value();
-        return logits.reshape({rows_, logits.dim(2)});
-    }
-
-    /// Keeps the given rows, in that order (new row i = old row keep[i]; repeats allowed, at
-    /// most as many rows as at construction): beam reordering and dropping finished
-    /// sentences. Copies only the filled positions of the cache.
-    void select_rows(std::span<const std::int64_t> keep) {
-        for (auto r : keep) DEPTHLAB_CHECK(r >= 0 && r < rows_, index_error, "decoder_state::select_rows: row ", r, " of ", rows_);
-        const auto n = static_cast<index_t>(keep.size());
-        DEPTHLAB_CHECK(n <= buffers_.front()[0].dim(0), usage_error, "decoder_state::select_rows: ", n, " rows, more than the ",
-                       buffers_.front()[0].dim(0), " allocated");
-        std::vector<std::int64_t> sentence(static_cast<std::size_t>(n));
-        for (index_t i = 0; i < n; ++i) sentence[static_cast<std::size_t>(i)] = sentence_[static_cast<std::size_t>(keep[static_cast<std::size_t>(i)])];
-        if (sentence != sentence_) {  // rows now belong to other sentences: move the memory too
-            for (auto& kv : memory_kv_) kv = gather(kv, keep);
-            memory_mask_ = gather(memory_mask_, keep);
-            sentence_ = std::move(sentence);
-        }
-        for (std::size_t l = 0; l < self_kv_.size(); ++l) {
-            Tensor<T, B>& kv = self_kv_[l];
-            auto& [a, b] = buffers_[l];
-            Tensor<T, B>& spare = kv.shares_storage(a) ? b : a;
-            Tensor<T, B> fresh = spare.slice(0, 0, n);  // contiguous: the leading rows of the buffer
-            if (length_ > 0)
-                for (index_t i = 0; i < n; ++i)
-                    fresh.select(0, i).slice(0, 0, length_).copy_(kv.select(0, keep[static_cast<std::size_t>(i)]).slice(0, 0, length_));
-            kv = fresh;
-        }
-        rows_ = n;
-    }
-
-private:
-    static Tensor<T, B> gather(const Tensor<T, B>& t, std::span<const std::int64_t> idx) {
-        Shape s = t.shape();
-        const index_t cols = t.numel() / std::max<index_t>(s[0], 1);
-        s[0] = static_cast<index_t>(idx.size());
-        auto out = Tensor<T, B>::empty(s);
-        const auto src = t.contiguous();
-        primitives<B>::gather_rows(s[0], cols, src.data(), idx.data(), out.data());
-        return out;
-    }
-
-    const Seq2SeqTransformer<T, B>* model_;
-    index_t capacity_, rows_ = 0, length_ = 0;
-    std::vector<Tensor<T, B>> self_kv_, memory_kv_;
-    std::vector<std::array<Tensor<T, B>, 2>> buffers_;  // per layer: the self-attention cache and its spare
-    std::vector<std::int64_t> sentence_;                // row -> source sentence
-    Tensor<T, B> memory_mask_;
-};
-
-namespace detail {
-template <class T, class B>
-void check_search(const Seq2SeqTransformer<T, B>& model, const token_batch& src, const search_options& o, const char* what) {
-    DEPTHLAB_CHECK(!model.is_training(), usage_error, what, ": call model.eval() first (decoding with dropout on)");
-    DEPTHLAB_CHECK(o.beam >= 1, usage_error, what, ": beam ", o.beam, " < 1");
-    DEPTHLAB_CHECK(o.max_len_a >= 0 && o.max_len_b >= 0 && (o.max_len_a > 0 || o.max_len_b > 0), usage_error, what,
-                   ": the output limit max_len_a · len + max_len_b must be positive");
-    DEPTHLAB_CHECK(src.batch >= 1 && static_cast<index_t>(src.lengths.size()) == src.batch, shape_error, what, ": a source batch of ", src.batch,
-                   " sequences with ", src.lengths.size(), " lengths");
-    const index_t V = model.cfg.tgt_vocab;
-    DEPTHLAB_CHECK(o.bos_id >= 0 && o.bos_id < V && o.eos_id >= 0 && o.eos_id < V, index_error, what, ": BOS ", o.bos_id, " / EOS ", o.eos_id,
-                   " outside the vocabulary [0, ", V, ")");
-}
-/// log_softmax of one row of logits into out (double accumulation).
-template <class T>
-void log_softmax_row(const T* x, index_t V, std::vector<double>& out) {
-    out.resize(static_cast<std::size_t>(V));
-    double mx = -std::numeric_limits<double>::infinity();
-    for (index_t v = 0; v < V; ++v) mx = std::max(mx, static_cast<double>(x[v]));
-    double s = 0;
-    for (index_t v = 0; v < V; ++v) s += std::exp(static_cast<double>(x[v]) - mx);
-    const double lse = mx + std::log(s);
-    for (index_t v = 0; v < V; ++v) out[static_cast<std::size_t>(v)] = static_cast<double>(x[v]) - lse;
-}
-}  // namespace detail
-
-/// Greedy search over a batch; `memory` = model.encode(src) (pass it to reuse an encoder
-/// output). One hypothesis per source sentence, in batch order.
-template <class T, class B>
-std::vector<hypothesis> greedy_search(const Seq2SeqTransformer<T, B>& model, const Var<T, B>& memory, const token_batch& src,
-                                      const search_options& o = {}) {
-    detail::check_search(model, src, o, "greedy_search");
-    no_grad guard;
-    const index_t Bn = src.batch, V = model.cfg.tgt_vocab;
-    std::vector<index_t> limit(static_cast<std::size_t>(Bn));
-    index_t cap = 1;
-    for (index_t b = 0; b < Bn; ++b) cap = std::max(cap, limit[b] = output_limit(o, src.lengths[b], model.cfg.max_len));
-    decoder_state<T, B> st(model, memory, src.lengths, 1, cap);
-    std::vector<hypothesis> out(static_cast<std::size_t>(Bn));
-    std::vector<std::int64_t> live(static_cast<std::size_t>(Bn));  // row -> sentence
-    for (index_t b = 0; b < Bn; ++b) live[b] = b;
-    std::vector<std::int64_t> ids(static_cast<std::size_t>(Bn), o.bos_id);
-    std::vector<double> lp;
-    for (index_t t = 0; !live.empty(); ++t) {
-        const Tensor<T, B> logits = st.step(ids);
-        const std::vector<T> L = logits.to_vector();
-        std::vector<std::int64_t> keep, next_live, next_ids;
-        for (std::size_t r = 0; r < live.size(); ++r) {
-            const T* row = L.data() + static_cast<index_t>(r) * V;
-            detail::log_softmax_row(row, V, lp);
-            hypothesis& h = out[static_cast<std::size_t>(live[r])];
-            if (t + 1 >= limit[static_cast<std::size_t>(live[r])]) {  // the last position allowed: EOS forced
-                h.score += lp[static_cast<std::size_t>(o.eos_id)];
-                continue;
-            }
-            const auto best = static_cast<std::int64_t>(std::max_element(lp.begin(), lp.end()) - lp.begin());  // first maximum
-            h.score += lp[static_cast<std::size_t>(best)];
-            if (best == o.eos_id) {
-                h.finished = true;
-                continue;
-            }
-            h.tokens.push_back(best);
-            keep.push_back(static_cast<std::int64_t>(r));
-            next_live.push_back(live[r]);
-            next_ids.push_back(best);
-        }
-        if (next_live.empty()) break;
-        if (next_live.size() != live.size()) st.select_rows(keep);
-        live = std::move(next_live);
-        ids = std::move(next_ids);
-    }
-    for (auto& h : out) h.normalised_score = h.score;
-    return out;
-}
-
-/// Beam search over a batch (see the top of the file); `memory` = model.encode(src).
-template <class T, class B>
-std::vector<hypothesis> beam_search(const Seq2SeqTransformer<T, B>& model, const Var<T, B>& memory, const token_batch& src,
-                                    const search_options& o = {}) {
-    detail::check_search(model, src, o, "beam_search");
-    no_grad guard;
-    const index_t Bn = src.batch, V = model.cfg.tgt_vocab, K = o.beam;
-    const double ninf = -std::numeric_limits<double>::infinity();
-    struct beam_entry {
-        std::vector<std::int64_t> tokens;
-        double score = 0;
-    };
-    struct sentence {
-        index_t index = 0, limit = 0;
-        std::vector<beam_entry> beams;      // K live hypotheses (rows of the state, in order)
-        std::vector<hypothesis> finished;
-    };
-    index_t cap = 1;
-    std::vector<sentence> live;
-    for (index_t b = 0; b < Bn; ++b) {
-        sentence s;
-        s.index = b;
-        s.limit = output_limit(o, src.lengths[b], model.cfg.max_len);
-        cap = std::max(cap, s.limit);
-        s.beams.resize(static_cast<std::size_t>(K));
-        for (index_t k = 1; k < K; ++k) s.beams[static_cast<std::size_t>(k)].score = ninf;  // step 0: one real beam, no duplicates
-        live.push_back(std::move(s));
-    }
-    decoder_state<T, B> st(model, memory, src.lengths, K, cap);
-    std::vector<hypothesis> out(static_cast<std::size_t>(Bn));
-    std::vector<std::int64_t> ids(static_cast<std::size_t>(Bn * K), o.bos_id);
-    std::vector<double> lp;
-    struct cand {
-        double score;
-        index_t beam;
-        std::int64_t token;
-    };
-    std::vector<cand> cands;
-    for (index_t t = 0; !live.empty(); ++t) {
-        const Tensor<T, B> logits = st.step(ids);
-        const std::vector<T> L = logits.to_vector();
-        std::vector<sentence> next_live;
-        std::vector<std::int64_t> keep, next_ids;
-        for (std::size_t si = 0; si < live.size(); ++si) {
-            sentence& s = live[si];
-            const bool last = t + 1 >= s.limit;  // the last position allowed: only EOS
-            cands.clear();
-            for (index_t k = 0; k < K; ++k) {
-                const double base = s.beams[static_cast<std::size_t>(k)].score;
-                if (base == ninf) continue;
-                const T* row = L.data() + (static_cast<index_t>(si) * K + k) * V;
-                detail::log_softmax_row(row, V, lp);
-                if (last) {
-                    cands.push_back({base + lp[static_cast<std::size_t>(o.eos_id)], k, o.eos_id});
-                    continue;
-                }
-                for (index_t v = 0; v < V; ++v) cands.push_back({base + lp[static_cast<std::size_t>(v)], k, static_cast<std::int64_t>(v)});
-            }
-            const auto better = [](const cand& a, const cand& b) {
-                if (a.score != b.score) return a.score > b.score;
-                if (a.beam != b.beam) return a.beam < b.beam;
-                return a.token < b.token;
-            };
-            const std::size_t take = std::min(cands.size(), static_cast<std::size_t>(2 * K));
-            std::partial_sort(cands.begin(), cands.begin() + static_cast<std::ptrdiff_t>(take), cands.end(), better);
-            std::vector<beam_entry> next;
-            for (std::size_t c = 0; c < take && static_cast<index_t>(next.size()) < K; ++c) {
-                const cand& cd = cands[c];
-                const beam_entry& from = s.beams[static_cast<std::size_t>(cd.beam)];
-                if (cd.token == o.eos_id) {
-                    if (c < static_cast<std::size_t>(K) && static_cast<index_t>(s.finished.size()) < K) {
-                        hypothesis h;
-                        h.tokens = from.tokens;
-                        h.score = cd.score;
-                        h.finished = !last;
-                        h.normalised_score = cd.score / length_normaliser(o, static_cast<index_t>(h.tokens.size()) + 1);
-                        s.finished.push_back(std::move(h));
-                    }
-                    continue;
-                }
-                beam_entry e{from.tokens, cd.score};
-                e.tokens.push_back(cd.token);
-                next.push_back(std::move(e));
-                keep.push_back(static_cast<std::int64_t>(static_cast<index_t>(si) * K + cd.beam));
-            }
-            const bool done = static_cast<index_t>(s.finished.size()) >= K || next.empty();
-            if (done) {
-                // undo the rows this sentence queued
-                keep.resize(keep.size() - next.size());
-                const auto best = std::max_element(s.finished.begin(), s.finished.end(), [](const hypothesis& a, const hypothesis& b) {
-                    return a.normalised_score < b.normalised_score;  // first best on ties
-                });
-                if (best != s.finished.end()) out[static_cast<std::size_t>(s.index)] = *best;
-                continue;
-            }
-            while (static_cast<index_t>(next.size()) < K) {  // fewer live candidates than beams: pad with dead beams
-                next.push_back({next.front().tokens, ninf});
-                keep.push_back(keep.back());
-            }
-            for (const auto& e : next) next_ids.push_back(e.tokens.back());
-            s.beams = std::move(next);
-            next_live.push_back(std::move(s));
-        }
-        if (next_live.empty()) break;
-        st.select_rows(keep);
-        live = std::move(next_live);
-        ids = std::move(next_ids);
-    }
-    return out;
-}
-
-/// Greedy (beam = 1) or beam search; `memory` = model.encode(src).
-template <class T, class B>
-std::vector<hypothesis> generate(const Seq2SeqTransformer<T, B>& model, const Var<T, B>& memory, const token_batch& src,
-                                 const search_options& o = {}) {
-    return o.beam == 1 ? greedy_search(model, memory, src, o) : beam_search(model, memory, src, o);
-}
-/// The same, encoding the source first.
-template <class T, class B>
-std::vector<hypothesis> generate(const Seq2SeqTransformer<T, B>& model, const token_batch& src, const search_options& o = {}) {
-    detail::check_search(model, src, o, "generate");
-    no_grad guard;
-    return generate(model, model.encode(src), src, o);
-}
-
-/// A padded source batch from id sequences (EOS appended when eos_id >= 0, pad_id after).
-inline token_batch make_source_batch(const std::vector<std::vector<std::int64_t>>& sources, std::int64_t eos_id = 3, std::int64_t pad_id = 0) {
-    token_batch b;
-    b.batch = static_cast<index_t>(sources.size());
-    for (const auto& s : sources) b.length = std::max(b.length, static_cast<index_t>(s.size()) + (eos_id >= 0 ? 1 : 0));
-    b.ids.assign(static_cast<std::size_t>(b.batch * b.length), pad_id);
-    b.segments.assign(b.ids.size(), 0);
-    for (index_t i = 0; i < b.batch; ++i) {
-        const auto& s = sources[static_cast<std::size_t>(i)];
-        std::copy(s.begin(), s.end(), b.ids.begin() + i * b.length);
-        if (eos_id >= 0) b.ids[static_cast<std::size_t>(i * b.length) + s.size()] = eos_id;
-        b.lengths.push_back(static_cast<index_t>(s.size()) + (eos_id >= 0 ? 1 : 0));
-    }
-    return b;
-}
-
-}  // namespace depthlab::nn
-// ---- end depthlab/nn/decoding.hpp ----
-// ---- begin depthlab/optim/optimizer.hpp ----
-// Optimizer<T, B>: the base of every optimiser (SGD, Adam, AdamW, LAMB), modelled on
-// torch.optim.Optimizer.
-//
-//  * Parameters come as named Vars (Module::named_parameters()). A Var listed twice (tied
-//    weights, a shared layer reached under two names) is updated once, under its first name.
-//  * They are split into two parameter groups: "decay" (weight decay applies) and
-//    "no_decay" (excluded by a name predicate, by default exclude_norm_and_bias, as in
-//    BERT/ALBERT). Pass exclude_none to decay everything as plain torch.optim does.
-//  * step() updates every parameter whose gradient is defined and skips the others (the
-//    semantics of torch with zero_grad(set_to_none=True)); zero_grad() leaves gradients
-//    undefined. Bias corrections and first-step rules use a per-parameter step count, as
-//    torch does, so a parameter that got no gradient on some steps is treated exactly as
-//    torch treats it.
-//  * State for checkpoints: state_tensors() gives "<type>.<slot>.<parameter>" tensors
-//    (e.g. "adam.m.encoder.0.norm1.weight"), state_scalars() the step counts and learning
-//    rate as exact decimal strings, load_state() restores both after checking every name
-//    and shape. A resumed optimiser takes bit for bit the step an uninterrupted one takes.
-//
-// The per-element update loops of all optimisers live in namespace detail below (plain
-// loops in parallel_for chunks; the compiler vectorises them). Reductions (LAMB's norms,
-// gradient clipping) sum in double over fixed chunks, so results do not depend on the
-// number of threads.
-#include <algorithm>
-#include <array>
-#include <cctype>
-#include <charconv>
-#include <cmath>
-#include <cstdint>
-#include <functional>
-#include <map>
-#include <set>
-#include <string>
-#include <string_view>
-#include <system_error>
-#include <unordered_set>
-#include <utility>
-#include <vector>
-
-
-namespace depthlab::optim {
-
-template <class T, class B = backend::cpu>
-using named_parameters = std::vector<std::pair<std::string, Var<T, B>>>;
-
-/// A predicate on a parameter name; true = excluded (from weight decay, from LAMB's
-/// layer adaptation).
-using name_predicate = std::function<bool(std::string_view)>;
-
-/// BERT/ALBERT weight-decay exclusion: biases (a name that is "bias" or ends in ".bias")
-/// and normalisation parameters (a name containing "norm", case-insensitively, so both
-/// "encoder.0.norm1.weight" and Hugging Face's "LayerNorm.weight" match).
-inline bool exclude_norm_and_bias(std::string_view name) {
-    if (name == "bias" || name.ends_with(".bias")) return true;
-    for (std::size_t i = 0; i + 4 <= name.size(); ++i) {
-        const auto lower = [&](std::size_t k) { return static_cast<char>(std::tolower(static_cast<unsigned char>(name[i + k]))); };
-        if (lower(0) == 'n' && lower(1) == 'o' && lower(2) == 'r' && lower(3) == 'm') return true;
-    }
-    return false;
-}
-/// Excludes nothing: every parameter is decayed (plain torch.optim behaviour).
-inline bool exclude_none(std::string_view) { return false; }
-
-namespace detail {
-
-inline constexpr index_t update_grain = index_t{1} << 15;  // elements per parallel task
-
-/// Calls body(i) for every i in [0, n), in parallel chunks.
-template <class F>
-void for_each_index(index_t n, F&& body) {
-    parallel_for(n, update_grain, [&](index_t b, index_t e) {
-        for (index_t i = b; i < e; ++i) body(i);
-    });
-}
-
-/// {sum_i f(i)[0], sum_i f(i)[1]} in double. The chunks are fixed (not one per thread) and
-/// their partial sums are added in order, so the result does not depend on the thread count.
-template <class F>
-std::array<double, 2> sum2(index_t n, F&& f) {
-    const index_t nchunks = std::max<index_t>(1, (n + update_grain - 1) / update_grain);
-    std::vector<std::array<double, 2>> part(static_cast<std::size_t>(nchunks), {0.0, 0.0});
-    parallel_for(nchunks, 1, [&](index_t cb, index_t ce) {
-        for (index_t c = cb; c < ce; ++c) {
-            const index_t lo = c * update_grain, hi = std::min(n, lo + update_grain);
-            double s0 = 0, s1 = 0;
-            for (index_t i = lo; i < hi; ++i) {
-                const std::array<double, 2> v = f(i);
-                s0 += v[0];
-                s1 += v[1];
-            }
-            part[static_cast<std::size_t>(c)] = {s0, s1};
-        }
-    });
-    std::array<double, 2> s{0.0, 0.0};
-    for (const auto& p : part) {
-        s[0] += p[0];
-        s[1] += p[1];
-    }
-    return s;
-}
-
-/// Sum of squares of x[0..n) in double (deterministic, see sum2).
-template <class T>
-double sum_squares(index_t n, const T* x) {
-    return sum2(n, [x](index_t i) {
-        const double v = static_cast<double>(x[i]);
-        return std::array<double, 2>{v * v, 0.0};
-    })[0];
-}
-
-/// x *= factor.
-template <class T>
-void scale(index_t n, T* x, T factor) {
-    for_each_index(n, [=](index_t i) { x[i] *= factor; });
-}
-
-/// SGD as torch.optim.SGD: d = g + wd w; with momentum, buf = d on the first step of this
-/// parameter, else buf = momentum buf + (1 - dampening) d; d = nesterov ? d + momentum buf : buf;
-/// w -= lr d. `buf` is null without momentum.
-template <class T>
-void sgd_update(index_t n, T* w, const T* g, T* buf, bool first, T lr, T wd, T momentum, T dampening, bool nesterov) {
-    const T keep = T(1) - dampening;
-    for_each_index(n, [=](index_t i) {
-        T d = g[i] + wd * w[i];
-        if (buf) {
-            buf[i] = first ? d : momentum * buf[i] + keep * d;
-            d = nesterov ? d + momentum * buf[i] : buf[i];
-        }
-        w[i] -= lr * d;
-    });
-}
-
-/// The Adam moment update and normalised direction, shared by Adam, AdamW and LAMB:
-///   m = beta1 m + (1 - beta1) g,   v = beta2 v + (1 - beta2) g^2,
-///   direction = m_hat / (sqrt(v_hat) + eps),  m_hat = m / (1 - beta1^t), v_hat = v / (1 - beta2^t)
-/// (bias correction optional: without it m_hat = m, v_hat = v).
-template <class T>
-struct adam_moments {
-    T beta1, beta2, c1, c2, inv_bc1, inv_sqrt_bc2, eps;
-
-    static adam_moments make(double beta1, double beta2, double eps, std::int64_t step, bool bias_correction = true) {
-        const double t = static_cast<double>(step);
-        const double bc1 = bias_correction ? 1.0 - std::pow(beta1, t) : 1.0;
-        const double bc2 = bias_correction ? 1.0 - std::pow(beta2, t) : 1.0;
-        return {static_cast<T>(beta1), static_cast<T>(beta2), static_cast<T>(1.0 - beta1), static_cast<T>(1.0 - beta2),
-                static_cast<T>(1.0 / bc1),  static_cast<T>(1.0 / std::sqrt(bc2)), static_cast<T>(eps)};
-    }
-    /// Updates m and v with gradient g; returns the direction.
-    T update(T g, T& m, T& v) const {
-        m = beta1 * m + c1 * g;
-        v = beta2 * v + c2 * g * g;
-        return direction(m, v);
-    }
-    [[nodiscard]] T direction(T m, T v) const { return (m * inv_bc1) / (std::sqrt(v) * inv_sqrt_bc2 + eps); }
-};
-
-/// Adam / AdamW: g' = g + l2 w (Adam's coupled decay); w = decay w - lr direction(g')
-/// with decay = 1 - lr wd for AdamW's decoupled decay (1 for Adam).
-template <class T>
-void adam_update(index_t n, T* w, const T* g, T* m, T* v, const adam_moments<T>& am, T lr, T l2, T decay) {
-    for_each_index(n, [=, &am](index_t i) {
-        const T u = am.update(g[i] + l2 * w[i], m[i], v[i]);
-        w[i] = decay * w[i] - lr * u;
-    });
-}
-
-/// LAMB, pass 1: updates m and v; returns {||w||^2, ||u||^2} with u = direction + wd w.
-template <class T>
-std::array<double, 2> lamb_moments(index_t n, const T* w, const T* g, T* m, T* v, const adam_moments<T>& am, T wd) {
-    return sum2(n, [=, &am](index_t i) {
-        const T u = am.update(g[i], m[i], v[i]) + wd * w[i];
-        const double wi = static_cast<double>(w[i]), ui = static_cast<double>(u);
-        return std::array<double, 2>{wi * wi, ui * ui};
-    });
-}
-/// LAMB, pass 2: w -= step u, with u recomputed from the updated m, v (the same
-/// arithmetic as pass 1, so the same values; no buffer for u).
-template <class T>
-void lamb_apply(index_t n, T* w, const T* m, const T* v, const adam_moments<T>& am, T wd, T step) {
-    for_each_index(n, [=, &am](index_t i) {
-        const T u = am.direction(m[i], v[i]) + wd * w[i];
-        w[i] -= step * u;
-    });
-}
-
-inline std::string format_double(double v) {
-    char buf[64];
-    const auto r = std::to_chars(buf, buf + sizeof buf, v);  // shortest round-trip form
-    return std::string(buf, r.ptr);
-}
-template <class N>
-bool parse_number(const std::string& s, N& out) {
-    const auto r = std::from_chars(s.data(), s.data() + s.size(), out);
-    return r.ec == std::errc() && r.ptr == s.data() + s.size() && !s.empty();
-}
-
-}  // namespace detail
-
-template <class T, class B = backend::cpu>
-class Optimizer {
-public:
-    using tensor_type = Tensor<T, B>;
-    using var_type = Var<T, B>;
-    using state_tensor_list = std::vector<std::pair<std::string, tensor_type>>;
-    using state_scalar_map = std::map<std::string, std::string>;
-
-    /// One parameter and its optimiser state.
-    struct Param {
-        std::string name;
-        var_type var;
-        std::size_t group = 0;         // index into groups()
-        bool decay_excluded = false;   // the weight-decay predicate excluded it
-        std::int64_t steps = 0;        // updates this parameter has received
-        std::vector<tensor_type> slots;  // per slot_names(); allocated on the first update
-    };
-    /// Parameters sharing hyper-parameters (here: the weight decay).
-    struct ParamGroup {
-        std::string name;  // "decay" or "no_decay"
-        double weight_decay = 0;
-        std::vector<std::size_t> params;  // indices into params()
-    };
-
-    Optimizer(const Optimizer&) = delete;
-    Optimizer& operator=(const Optimizer&) = delete;
-    virtual ~Optimizer() = default;
-
-    /// "sgd", "adam", "adamw", "lamb": the prefix of state names.
-    [[nodiscard]] virtual std::string type() const = 0;
-    /// Names of the per-parameter state tensors ({"m", "v"} for Adam; may be empty).
-    [[nodiscard]] virtual std::vector<std::string> slot_names() const = 0;
-
-    /// One update of every parameter whose gradient is defined. Everything is checked
-    /// (shapes, contiguity) before anything is modified.
-    void step() {
-        static_assert(B::host_accessible, "Optimizer: the update loops run on host memory; a device backend needs its own");
-        for (const Param& p : params_) {
-            if (!p.var.grad().defined()) continue;
-            const tensor_type& w = p.var.value();
-            const tensor_type& g = p.var.grad();
-            DEPTHLAB_CHECK(g.shape() == w.shape(), shape_error, type(), ".step: gradient of '", p.name, "' has shape ", g.shape(),
-                           " but the parameter has shape ", w.shape());
-            DEPTHLAB_CHECK(w.is_contiguous() && g.is_contiguous(), usage_error, type(), ".step: parameter '", p.name,
-                           "' or its gradient is not contiguous");
-            for (std::size_t k = 0; k < p.slots.size(); ++k)
-                DEPTHLAB_CHECK(!p.slots[k].defined() || p.slots[k].shape() == w.shape(), shape_error, type(), ".step: parameter '",
-                               p.name, "' now has shape ", w.shape(), " but its state '", slot_names()[k], "' has shape ",
-                               p.slots[k].shape());
-        }
-        no_grad guard;
-        ++step_count_;
-        for (std::size_t i = 0; i < params_.size(); ++i) {
-            Param& p = params_[i];
-            if (!p.var.grad().defined()) continue;
-            ++p.steps;
-            update(i, lr_, groups_[p.group].weight_decay);
-        }
-    }
-    /// Leaves every gradient undefined (the next backward() starts afresh).
-    void zero_grad() {
-        for (Param& p : params_) p.var.zero_grad();
-    }
-
-    [[nodiscard]] double lr() const { return lr_; }
-    void set_lr(double lr) {
-        DEPTHLAB_CHECK(std::isfinite(lr) && lr >= 0, usage_error, type(), ": learning rate must be finite and >= 0, got ", lr);
-        lr_ = lr;
-    }
-    /// Number of step() calls so far (restored by load_state).
-    [[nodiscard]] std::int64_t step_count() const { return step_count_; }
-
-    [[nodiscard]] const std::vector<Param>& params() const { return params_; }
-    [[nodiscard]] const std::vector<ParamGroup>& groups() const { return groups_; }
-    /// The parameters as (name, Var), duplicates removed (e.g. for clip_grad_norm).
-    [[nodiscard]] named_parameters<T, B> parameters() const {
-        named_parameters<T, B> out;
-        for (const Param& p : params_) out.emplace_back(p.name, p.var);
-        return out;
-    }
-
-    // ---- state export / import (checkpoints) ----
-
-    /// "<type>.<slot>.<parameter>" for every parameter that has been updated at least once.
-    /// The tensors share storage with the live state: write or clone them before the next step().
-    [[nodiscard]] state_tensor_list state_tensors() const {
-        state_tensor_list out;
-        const auto slots = slot_names();
-        for (const Param& p : params_) {
-            if (p.steps == 0) continue;
-            for (std::size_t k = 0; k < slots.size(); ++k) out.emplace_back(type() + "." + slots[k] + "." + p.name, p.slots[k]);
-        }
-        return out;
-    }
-    /// Exact scalars: "optimizer" (the type), "step", "lr" (shortest round-trip decimal),
-    /// "<type>.step.<parameter>" for every updated parameter, and "<type>.hparam.<name>"
-    /// (informational: load_state ignores them; the constructed optimiser's settings win).
-    [[nodiscard]] state_scalar_map state_scalars() const {
-        state_scalar_map out;
-        out["optimizer"] = type();
-        out["step"] = std::to_string(step_count_);
-        out["lr"] = detail::format_double(lr_);
-        for (const Param& p : params_)
-            if (p.steps > 0) out[type() + ".step." + p.name] = std::to_string(p.steps);
-        for (const auto& [k, v] : hyperparameters()) out[type() + ".hparam." + k] = detail::format_double(v);
-        return out;
-    }
-    /// Restores what state_tensors()/state_scalars() exported. Checks, before changing
-    /// anything: the optimiser type, every scalar, that every tensor name is a known slot of
-    /// a known parameter with the parameter's shape, that each updated parameter has all
-    /// its slots, and that every value is finite (and >= 0 in second-moment slots: a
-    /// negative one turns the parameter NaN at the next step). Throws usage_error (names,
-    /// scalars), shape_error (shapes) or io_error (values: corrupt state) naming the
-    /// culprit; `origin` (e.g. the checkpoint's path) is named in every message.
-    void load_state(const state_tensor_list& tensors, const state_scalar_map& scalars, std::string_view origin = {}) {
-        const std::string where = origin.empty() ? type() + ".load_state: "
-                                                 : depthlab::detail::cat(type(), ".load_state (", origin, "): ");
-        const auto scalar = [&](const std::string& key) -> const std::string& {
-            const auto it = scalars.find(key);
-            DEPTHLAB_CHECK(it != scalars.end(), usage_error, where, "missing scalar '", key, "'");
-            return it->second;
-        };
-        const std::string& kind = scalar("optimizer");
-        DEPTHLAB_CHECK(kind == type(), usage_error, where, "the state belongs to a '", kind, "' optimiser, not '", type(), "'");
-        std::int64_t step = 0;
-        DEPTHLAB_CHECK(detail::parse_number(scalar("step"), step) && step >= 0, usage_error, where, "scalar 'step' = '",
-                       scalar("step"), "' is not a step count");
-        double lr = 0;
-        DEPTHLAB_CHECK(detail::parse_number(scalar("lr"), lr) && std::isfinite(lr) && lr >= 0, usage_error, where, "scalar 'lr' = '",
-                       scalar("lr"), "' is not a learning rate");
-
-        const std::string step_prefix = type() + ".step.", hparam_prefix = type() + ".hparam.";
-        std::vector<std::int64_t> steps(params_.size(), 0);
-        for (const auto& [key, value] : scalars) {
-            if (key == "optimizer" || key == "step" || key == "lr" || key.starts_with(hparam_prefix)) continue;
-            DEPTHLAB_CHECK(key.starts_with(step_prefix), usage_error, where, "unknown scalar '", key, "'");
-            const std::string name = key.substr(step_prefix.size());
-            const std::size_t i = find_param(name);
-            DEPTHLAB_CHECK(i < params_.size(), usage_error, where, "scalar '", key, "' names no parameter of this optimiser");
-            std::int64_t s = 0;
-            DEPTHLAB_CHECK(detail::parse_number(value, s) && s >= 1 && s <= step, usage_error, where, "scalar '", key, "' = '", value,
-                           "' is not a step count in [1, ", step, "]");
-            steps[i] = s;
-        }
-
-        const auto slots = slot_names();
-        const std::string tensor_prefix = type() + ".";
-        std::vector<std::vector<const tensor_type*>> found(params_.size(), std::vector<const tensor_type*>(slots.size(), nullptr));
-        for (const auto& [key, t] : tensors) {
-            DEPTHLAB_CHECK(key.starts_with(tensor_prefix), usage_error, where, "tensor '", key, "' is not '", type(),
-                           ".<slot>.<parameter>'");
-            const std::string rest = key.substr(tensor_prefix.size());
-            const std::size_t dot = rest.find('.');
-            const std::string slot = dot == std::string::npos ? rest : rest.substr(0, dot);
-            const auto sk = std::find(slots.begin(), slots.end(), slot);
-            DEPTHLAB_CHECK(dot != std::string::npos && sk != slots.end(), usage_error, where, "tensor '", key, "': '", slot,
-                           "' is not a state slot of ", type());
-            const std::string name = rest.substr(dot + 1);
-            const std::size_t i = find_param(name);
-            DEPTHLAB_CHECK(i < params_.size(), usage_error, where, "tensor '", key, "' names no parameter of this optimiser");
-            const auto k = static_cast<std::size_t>(sk - slots.begin());
-            DEPTHLAB_CHECK(found[i][k] == nullptr, usage_error, where, "tensor '", key, "' appears twice");
-            DEPTHLAB_CHECK(t.defined(), usage_error, where, "tensor '", key, "' is undefined");
-            DEPTHLAB_CHECK(t.shape() == params_[i].var.value().shape(), shape_error, where, "tensor '", key, "' has shape ", t.shape(),
-                           " but parameter '", name, "' has shape ", params_[i].var.value().shape());
-            DEPTHLAB_CHECK(steps[i] > 0, usage_error, where, "tensor '", key, "' given but scalar '", step_prefix, name,
-                           "' (the parameter's step count) is missing");
-            check_state_values(where, key, t, slot_is_nonnegative(k));
-            found[i][k] = &t;
-        }
-        for (std::size_t i = 0; i < params_.size(); ++i)
-            for (std::size_t k = 0; k < slots.size(); ++k)
-                DEPTHLAB_CHECK(steps[i] == 0 || found[i][k] != nullptr, usage_error, where, "missing tensor '", tensor_prefix,
-                               slots[k], ".", params_[i].name, "' (parameter '", params_[i].name, "' has taken ", steps[i],
-                               " steps)");
-
-        // All checked: apply.
-        for (std::size_t i = 0; i < params_.size(); ++i) {
-            Param& p = params_[i];
-            p.steps = steps[i];
-            p.slots.assign(slots.size(), tensor_type());
-            if (steps[i] == 0) continue;
-            for (std::size_t k = 0; k < slots.size(); ++k) {
-                p.slots[k] = tensor_type::empty(found[i][k]->shape());
-                p.slots[k].copy_(*found[i][k]);
-            }
-        }
-        step_count_ = step;
-        lr_ = lr;
-    }
-
-protected:
-    /// True for state slots that can only hold values >= 0 (Adam's and LAMB's second moments).
-    [[nodiscard]] virtual bool slot_is_nonnegative(std::size_t /*slot*/) const { return false; }
-
-    /// Builds the groups: parameters for which `exclude_from_decay(name)` holds get no
-    /// weight decay. Throws usage_error on an empty list, an undefined Var, a repeated
-    /// name, or bad lr / weight decay.
-    Optimizer(const named_parameters<T, B>& params, double lr, double weight_decay, const name_predicate& exclude_from_decay,
-              const std::string& type_name) {
-        DEPTHLAB_CHECK(!params.empty(), usage_error, type_name, ": empty parameter list");
-        DEPTHLAB_CHECK(std::isfinite(lr) && lr >= 0, usage_error, type_name, ": learning rate must be finite and >= 0, got ", lr);
-        DEPTHLAB_CHECK(std::isfinite(weight_decay) && weight_decay >= 0, usage_error, type_name,
-                       ": weight decay must be finite and >= 0, got ", weight_decay);
-        lr_ = lr;
-        groups_ = {ParamGroup{"decay", weight_decay, {}}, ParamGroup{"no_decay", 0.0, {}}};
-        std::unordered_set<const void*> seen_nodes;
-        std::set<std::string> seen_names;
-        for (const auto& [name, var] : params) {
-            DEPTHLAB_CHECK(var.defined(), usage_error, type_name, ": parameter '", name, "' is an undefined Var");
-            DEPTHLAB_CHECK(seen_names.insert(name).second, usage_error, type_name, ": parameter name '", name, "' appears twice");
-            if (!seen_nodes.insert(var.node_ptr().get()).second) continue;  // the same Var under another name
-            Param p;
-            p.name = name;
-            p.var = var;
-            p.decay_excluded = exclude_from_decay ? exclude_from_decay(name) : false;
-            p.group = p.decay_excluded ? 1 : 0;
-            groups_[p.group].params.push_back(params_.size());
-            params_.push_back(std::move(p));
-        }
-    }
-
-    /// Updates params()[i] (its gradient is defined and checked; its step count already
-    /// incremented) with the current learning rate and its group's weight decay.
-    virtual void update(std::size_t i, double lr, double weight_decay) = 0;
-    /// Hyper-parameters reported by state_scalars().
-    [[nodiscard]] virtual std::vector<std::pair<std::string, double>> hyperparameters() const = 0;
-
-    Param& param(std::size_t i) { return params_[i]; }
-    /// State slot k of parameter i, zero-initialised on first use.
-    tensor_type& slot(std::size_t i, std::size_t k) {
-        Param& p = params_[i];
-        if (p.slots.size() <= k) p.slots.resize(k + 1);
-        if (!p.slots[k].defined()) p.slots[k] = tensor_type::zeros(p.var.value().shape());
-        return p.slots[k];
-    }
-
-private:
-    /// io_error unless every value of a state tensor is finite (and >= 0 if nonnegative);
-    /// the message counts the bad values and names the first.
-    static void check_state_values(const std::string& where, const std::string& key, const tensor_type& t, bool nonnegative) {
-        const value_scan<T> r = scan_values(t, [&](T x) { return !std::isfinite(x) || (nonnegative && x < T(0)); });
-        DEPTHLAB_CHECK(r.count == 0, io_error, where, "tensor '", key, "' holds ", r.count, " invalid value", r.count == 1 ? "" : "s",
-                       nonnegative ? " (non-finite or negative second moments)" : " (non-finite)", "; the first is ", r.value,
-                       " at flat index ", r.first, " of ", r.numel);
-    }
-
-    [[nodiscard]] std::size_t find_param(const std::string& name) const {
-        for (std::size_t i = 0; i < params_.size(); ++i)
-            if (params_[i].name == name) return i;
-        return params_.size();
-    }
-
-    std::vector<Param> params_;
-    std::vector<ParamGroup> groups_;
-    double lr_ = 0;
-    std::int64_t step_count_ = 0;
-};
-
-}  // namespace depthlab::optim
-// ---- end depthlab/optim/optimizer.hpp ----
-// ---- begin depthlab/optim/sgd.hpp ----
-// SGD with momentum (optionally Nesterov) and L2 weight decay, as torch.optim.SGD:
-//   d = g + wd w
-//   buf = d                                   (first update of this parameter)
-//   buf = momentum buf + (1 - dampening) d    (later updates)
-//   d = nesterov ? d + momentum buf : buf     (when momentum != 0)
-//   w -= lr d
-// State: "sgd.momentum.<parameter>" when momentum != 0 (none otherwise).
-#include <string>
-#include <utility>
-#include <vector>
-
-
-namespace depthlab::optim {
-
-struct SGDOptions {
-    double lr = 0.01;
-    double momentum = 0.0;
-    double dampening = 0.0;
-    bool nesterov = false;
-    double weight_decay = 0.0;
-    /// Parameters for which this holds get no weight decay.
-    name_predicate exclude_from_weight_decay = exclude_norm_and_bias;
-};
-
-template <class T, class B = backend::cpu>
-class SGD : public Optimizer<T, B> {
-    using base = Optimizer<T, B>;
-
-public:
-    SGD(const named_parameters<T, B>& params, SGDOptions opt = {})
-        : base(params, opt.lr, opt.weight_decay, opt.exclude_from_weight_decay, "sgd"), opt_(std::move(opt)) {
-        DEPTHLAB_CHECK(std::isfinite(opt_.momentum) && opt_.momentum >= 0, usage_error, "sgd: momentum must be >= 0, got ",
-                       opt_.momentum);
-        DEPTHLAB_CHECK(std::isfinite(opt_.dampening), usage_error, "sgd: dampening must be finite, got ", opt_.dampening);
-        DEPTHLAB_CHECK(!opt_.nesterov || (opt_.momentum > 0 && opt_.dampening == 0), usage_error,
-                       "sgd: Nesterov momentum requires a momentum > 0 and zero dampening");
-    }
-
-    [[nodiscard]] std::string type() const override { return "sgd"; }
-    [[nodiscard]] std::vector<std::string> slot_names() const override {
-        return opt_.momentum != 0 ? std::vector<std::string>{"momentum"} : std::vector<std::string>{};
-    }
-    [[nodiscard]] const SGDOptions& options() const { return opt_; }
-
-protected:
-    void update(std::size_t i, double lr, double weight_decay) override {
-        auto& p = this->param(i);
-        T* buf = opt_.momentum != 0 ? this->slot(i, 0).data() : nullptr;
-        detail::sgd_update<T>(p.var.value().numel(), p.var.value().data(), p.var.grad().data(), buf, p.steps == 1,
-                              static_cast<T>(lr), static_cast<T>(weight_decay), static_cast<T>(opt_.momentum),
-                              static_cast<T>(opt_.dampening), opt_.nesterov);
-    }
-    [[nodiscard]] std::vector<std::pair<std::string, double>> hyperparameters() const override {
-        return {{"momentum", opt_.momentum},
-                {"dampening", opt_.dampening},
-                {"nesterov", opt_.nesterov ? 1.0 : 0.0},
-                {"weight_decay", opt_.weight_decay}};
-    }
-
-private:
-    SGDOptions opt_;
-};
-
-}  // namespace depthlab::optim
-// ---- end depthlab/optim/sgd.hpp ----
-// ---- begin depthlab/optim/adam.hpp ----
-// Adam (torch.optim.Adam: weight decay as an L2 term added to the gradient) and AdamW
-// (torch.optim.AdamW: decoupled decay, w *= 1 - lr wd before the Adam step), both with
-// bias correction:
-//   g' = g + wd w                              (Adam only)
-//   m = beta1 m + (1 - beta1) g',  v = beta2 v + (1 - beta2) g'^2
-//   w = (1 - lr wd) w                          (AdamW only)
-//   w -= lr (m / (1 - beta1^t)) / (sqrt(v / (1 - beta2^t)) + eps)
-// t is the parameter's own step count. State: "<adam|adamw>.m.<parameter>", ".v.".
-#include <string>
-#include <utility>
-#include <vector>
-
-
-namespace depthlab::optim {
-
-struct AdamOptions {
-    double lr = 1e-3;
-    double beta1 = 0.9;
-    double beta2 = 0.999;
-    double eps = 1e-8;
-    double weight_decay = 0.0;  // L2, added to the gradient
-    name_predicate exclude_from_weight_decay = exclude_norm_and_bias;
-};
-
-struct AdamWOptions {
-    double lr = 1e-3;
-    double beta1 = 0.9;
-    double beta2 = 0.999;
-    double eps = 1e-8;
-    double weight_decay = 1e-2;  // decoupled
-    name_predicate exclude_from_weight_decay = exclude_norm_and_bias;
-};
-
-namespace detail {
-/// Adam and AdamW: one implementation, the decay mode chosen at construction.
-template <class T, class B>
-class AdamBase : public Optimizer<T, B> {
-    using base = Optimizer<T, B>;
-
-public:
-    [[nodiscard]] std::string type() const override { return decoupled_ ? "adamw" : "adam"; }
-    [[nodiscard]] std::vector<std::string> slot_names() const override { return {"m", "v"}; }
-
-protected:
-    [[nodiscard]] bool slot_is_nonnegative(std::size_t slot) const override { return slot == 1; }  // v
-
-    AdamBase(const named_parameters<T, B>& params, double lr, double beta1, double beta2, double eps, double weight_decay,
-             const name_predicate& exclude, bool decoupled)
-        : base(params, lr, weight_decay, exclude, decoupled ? "adamw" : "adam"),
-          beta1_(beta1), beta2_(beta2), eps_(eps), weight_decay_(weight_decay), decoupled_(decoupled) {
-        const char* name = decoupled ? "adamw" : "adam";
-        DEPTHLAB_CHECK(beta1 >= 0 && beta1 < 1, usage_error, name, ": beta1 must be in [0, 1), got ", beta1);
-        DEPTHLAB_CHECK(beta2 >= 0 && beta2 < 1, usage_error, name, ": beta2 must be in [0, 1), got ", beta2);
-        DEPTHLAB_CHECK(std::isfinite(eps) && eps >= 0, usage_error, name, ": eps must be finite and >= 0, got ", eps);
-    }
-
-    void update(std::size_t i, double lr, double weight_decay) override {
-        auto& p = this->param(i);
-        const auto am = adam_moments<T>::make(beta1_, beta2_, eps_, p.steps);
-        const T l2 = decoupled_ ? T(0) : static_cast<T>(weight_decay);
-        const T decay = decoupled_ ? static_cast<T>(1.0 - lr * weight_decay) : T(1);
-        adam_update<T>(p.var.value().numel(), p.var.value().data(), p.var.grad().data(), this->slot(i, 0).data(),
-                       this->slot(i, 1).data(), am, static_cast<T>(lr), l2, decay);
-    }
-    [[nodiscard]] std::vector<std::pair<std::string, double>> hyperparameters() const override {
-        return {{"beta1", beta1_}, {"beta2", beta2_}, {"eps", eps_}, {"weight_decay", weight_decay_}};
-    }
-
-private:
-    double beta1_, beta2_, eps_, weight_decay_;
-    bool decoupled_;
-};
-}  // namespace detail
-
-template <class T, class B = backend::cpu>
-class Adam : public detail::AdamBase<T, B> {
-public:
-    Adam(const named_parameters<T, B>& params, const AdamOptions& o = {})
-        : detail::AdamBase<T, B>(params, o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.exclude_from_weight_decay, false) {}
-};
-
-template <class T, class B = backend::cpu>
-class AdamW : public detail::AdamBase<T, B> {
-public:
-    AdamW(const named_parameters<T, B>& params, const AdamWOptions& o = {})
-        : detail::AdamBase<T, B>(params, o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.exclude_from_weight_decay, true) {}
-};
-
-}  // namespace depthlab::optim
-// ---- end depthlab/optim/adam.hpp ----
-// ---- begin depthlab/optim/lamb.hpp ----
-// LAMB (You et al. 2019, "Large Batch Optimization for Deep Learning: Training BERT in
-// 76 minutes"), as used for BERT/ALBERT pre-training:
-//   m = beta1 m + (1 - beta1) g,   v = beta2 v + (1 - beta2) g^2
-//   u = m_hat / (sqrt(v_hat) + eps) + wd w       (m_hat, v_hat bias-corrected; wd = 0 for
-//                                                 parameters excluded from weight decay)
-//   r = ||w|| / ||u||    (1 when either norm is 0, and 1 for parameters excluded from layer
-//                         adaptation)
-//   w -= lr r u
-// Choices, where implementations differ:
-//  * Parameters excluded from weight decay (biases, norms by default) are also excluded from
-//    layer adaptation (r = 1: a plain Adam step), as in ALBERT's and NVIDIA's BERT LAMB
-//    (exclude_from_layer_adaptation defaults to exclude_from_weight_decay). Set
-//    LambOptions::exclude_from_adaptation to choose otherwise (exclude_none: adapt all).
-//  * Bias correction is on, as in the paper's algorithm; bias_correction = false gives
-//    the TF ALBERT optimiser (no correction).
-//  * No clamp on the trust ratio (the paper's phi is the identity).
-//  * Norms are summed in double, also for float parameters.
-// State: "lamb.m.<parameter>", "lamb.v.<parameter>".
-#include <cmath>
-#include <string>
-#include <utility>
-#include <vector>
-
-
-namespace depthlab::optim {
-
-struct LambOptions {
-    double lr = 1e-3;
-    double beta1 = 0.9;
-    double beta2 = 0.999;
-    double eps = 1e-6;
-    double weight_decay = 0.01;
-    bool bias_correction = true;
-    name_predicate exclude_from_weight_decay = exclude_norm_and_bias;
-    /// Parameters for which this holds take trust ratio 1. Empty: the same as
-    /// exclude_from_weight_decay.
-    name_predicate exclude_from_adaptation = {};
-};
-
-template <class T, class B = backend::cpu>
-class Lamb : public Optimizer<T, B> {
-    using base = Optimizer<T, B>;
-
-public:
-    Lamb(const named_parameters<T, B>& params, LambOptions opt = {})
-        : base(params, opt.lr, opt.weight_decay, opt.exclude_from_weight_decay, "lamb"), opt_(std::move(opt)) {
-        DEPTHLAB_CHECK(opt_.beta1 >= 0 && opt_.beta1 < 1, usage_error, "lamb: beta1 must be in [0, 1), got ", opt_.beta1);
-        DEPTHLAB_CHECK(opt_.beta2 >= 0 && opt_.beta2 < 1, usage_error, "lamb: beta2 must be in [0, 1), got ", opt_.beta2);
-        DEPTHLAB_CHECK(std::isfinite(opt_.eps) && opt_.eps >= 0, usage_error, "lamb: eps must be finite and >= 0, got ", opt_.eps);
-        for (const auto& p : this->params())
-            adapt_.push_back(opt_.exclude_from_adaptation ? !opt_.exclude_from_adaptation(p.name) : !p.decay_excluded);
-    }
-
-    [[nodiscard]] std::string type() const override { return "lamb"; }
-    [[nodiscard]] std::vector<std::string> slot_names() const override { return {"m", "v"}; }
-
-protected:
-    [[nodiscard]] bool slot_is_nonnegative(std::size_t slot) const override { return slot == 1; }  // v
-
-public:
-    [[nodiscard]] const LambOptions& options() const { return opt_; }
-    /// Whether params()[i] uses the trust ratio.
-    [[nodiscard]] bool adapts(std::size_t i) const { return adapt_.at(i); }
-    /// The trust ratio of params()[i] at its last update (1 before any, or when not adapted).
-    [[nodiscard]] double last_trust_ratio(std::size_t i) const { return ratio_.empty() ? 1.0 : ratio_.at(i); }
-
-protected:
-    void update(std::size_t i, double lr, double weight_decay) override {
-        auto& p = this->param(i);
-        const index_t n = p.var.value().numel();
-        T* w = p.var.value().data();
-        T* m = this->slot(i, 0).data();
-        T* v = this->slot(i, 1).data();
-        const auto am = detail::adam_moments<T>::make(opt_.beta1, opt_.beta2, opt_.eps, p.steps, opt_.bias_correction);
-        const T wd = static_cast<T>(weight_decay);
-        const auto sums = detail::lamb_moments<T>(n, w, p.var.grad().data(), m, v, am, wd);
-        double r = 1.0;
-        if (adapt_[i]) {
-            const double wn = std::sqrt(sums[0]), un = std::sqrt(sums[1]);
-            if (wn > 0 && un > 0) r = wn / un;
-        }
-        if (ratio_.empty()) ratio_.assign(adapt_.size(), 1.0);
-        ratio_[i] = r;
-        detail::lamb_apply<T>(n, w, m, v, am, wd, static_cast<T>(lr * r));
-    }
-    [[nodiscard]] std::vector<std::pair<std::string, double>> hyperparameters() const override {
-        return {{"beta1", opt_.beta1},
-                {"beta2", opt_.beta2},
-                {"eps", opt_.eps},
-                {"weight_decay", opt_.weight_decay},
-                {"bias_correction", opt_.bias_correction ? 1.0 : 0.0}};
-    }
-
-private:
-    LambOptions opt_;
-    std::vector<bool> adapt_;
-    std::vector<double> ratio_;
-};
-
-}  // namespace depthlab::optim
-// ---- end depthlab/optim/lamb.hpp ----
-// ---- begin depthlab/optim/schedule.hpp ----
-// Learning-rate schedules: small value types with `double lr(std::int64_t step) const`,
-// where `step` is the number of optimiser steps already taken (0 for the first update),
-// the convention of Hugging Face's LambdaLR schedules and of BERT's TF code (so the first
-// update of a warm-up schedule uses lr 0). Typical use, before each update:
-//     opt.set_lr(schedule.lr(opt.step_count()));
-//     opt.step();
-// Steps past total_steps keep the final value. A negative step throws usage_error.
-#include <algorithm>
-#include <cmath>
-#include <concepts>
-#include <cstdint>
-
-
-namespace depthlab::optim {
-
-/// Anything with `double lr(std::int64_t) const`.
-template <class S>
-concept lr_schedule = requires(const S& s, std::int64_t step) {
-    { s.lr(step) } -> std::convertible_to<double>;
-};
-
-namespace detail {
-inline void check_schedule(bool ok, const char* what) { DEPTHLAB_CHECK(ok, usage_error, what); }
-inline void check_step(std::int64_t step, const char* schedule) {
-    DEPTHLAB_CHECK(step >= 0, usage_error, schedule, ".lr: negative step ", step);
-}
-}  // namespace detail
-
-/// lr(step) = value.
-class constant {
-public:
-    explicit constant(double value) : value_(value) {
-        detail::check_schedule(std::isfinite(value) && value >= 0, "constant: the learning rate must be finite and >= 0");
-    }
-    [[nodiscard]] double lr(std::int64_t step) const {
-        detail::check_step(step, "constant");
-        return value_;
-    }
-
-private:
-    double value_;
-};
-
-/// Polynomial decay after a linear warm-up (Hugging Face's
-/// get_polynomial_decay_schedule_with_warmup):
-///   step < warmup:                 peak * step / warmup
-///   warmup <= step <= total:       (peak - end) * (1 - (step - warmup) / (total - warmup))^power + end
-///   step > total:                  end
-class polynomial_decay {
-public:
-    polynomial_decay(double peak, std::int64_t warmup_steps, std::int64_t total_steps, double power = 1.0, double end_lr = 0.0)
-        : peak_(peak), end_(end_lr), power_(power), warmup_(warmup_steps), total_(total_steps) {
-        detail::check_schedule(std::isfinite(peak) && peak >= 0, "polynomial_decay: peak must be finite and >= 0");
-        detail::check_schedule(std::isfinite(end_lr) && end_lr >= 0 && end_lr <= peak,
-                               "polynomial_decay: end_lr must be in [0, peak]");
-        detail::check_schedule(std::isfinite(power) && power > 0, "polynomial_decay: power must be > 0");
-        detail::check_schedule(warmup_steps >= 0 && total_steps >= warmup_steps,
-                               "polynomial_decay: needs 0 <= warmup_steps <= total_steps");
-    }
-    [[nodiscard]] double lr(std::int64_t step) const {
-        detail::check_step(step, "polynomial_decay");
-        if (step < warmup_) return peak_ * static_cast<double>(step) / static_cast<double>(warmup_);
-        if (step >= total_) return end_;
-        const double left = 1.0 - static_cast<double>(step - warmup_) / static_cast<double>(total_ - warmup_);
-        return (peak_ - end_) * std::pow(left, power_) + end_;
-    }
-
-private:
-    double peak_, end_, power_;
-    std::int64_t warmup_, total_;
-};
-
-/// Linear warm-up to peak, then linear decay to 0 at total_steps (BERT; Hugging Face's
-/// get_linear_schedule_with_warmup): polynomial_decay with power 1 and end 0.
-class warmup_linear {
-public:
-    warmup_linear(double peak, std::int64_t warmup_steps, std::int64_t total_steps) : impl_(peak, warmup_steps, total_steps) {}
-    [[nodiscard]] double lr(std::int64_t step) const { return impl_.lr(step); }
-
-private:
-    polynomial_decay impl_;
-};
-
-/// Inverse square root (Vaswani et al.; fairseq's inverse_sqrt with warmup_init_lr = 0):
-///   lr = peak * min(step / warmup, sqrt(warmup / step)),   lr(0) = 0.
-class inverse_sqrt {
-public:
-    inverse_sqrt(double peak, std::int64_t warmup_steps) : peak_(peak), warmup_(warmup_steps) {
-        detail::check_schedule(std::isfinite(peak) && peak >= 0, "inverse_sqrt: peak must be finite and >= 0");
-        detail::check_schedule(warmup_steps >= 1, "inverse_sqrt: warmup_steps must be >= 1");
-    }
-    [[nodiscard]] double lr(std::int64_t step) const {
-        detail::check_step(step, "inverse_sqrt");
-        if (step == 0) return 0.0;
-        const double s = static_cast<double>(step), w = static_cast<double>(warmup_);
-        return step < warmup_ ? peak_ * s / w : peak_ * std::sqrt(w / s);
-    }
-
-private:
-    double peak_;
-    std::int64_t warmup_;
-};
-
-}  // namespace depthlab::optim
-// ---- end depthlab/optim/schedule.hpp ----
-// ---- begin depthlab/optim/clip.hpp ----
-// Gradient clipping and scaling.
-//
-// clip_grad_norm(params, max_norm) is torch.nn.utils.clip_grad_norm_(..., norm_type=2,
-// error_if_nonfinite=True): total = sqrt(sum over parameters of ||grad||^2); when
-// max_norm / (total + 1e-6) < 1, every gradient is multiplied by that factor. It returns
-// the total norm before clipping. Parameters without a gradient are ignored; a Var listed
-// twice counts once. A non-finite total norm throws numeric_error naming the first
-// parameter whose gradient holds a non-finite value, and leaves every gradient unchanged.
-//
-// Gradient accumulation (an effective batch of N micro-batches): backward() adds into
-// the gradients (+=), so
-//     opt.zero_grad();
-//     for (int k = 0; k < N; ++k) {
-//         Var loss = compute_loss(micro_batch[k]);
-//         depthlab::scale(loss, T(1) / T(N)).backward();   // or plain backward(), then
-//     }                                                    //   scale_grads(params, 1.0 / N) here
-//     clip_grad_norm(opt.parameters(), 1.0);    // clip the accumulated (mean) gradient
-//     opt.step();
-// Scaling by 1/N makes the accumulated gradient the mean over the N micro-batches, as one
-// big batch would give (when each micro-batch loss is itself a mean over equally many
-// examples). scale_grads(params, 1.0 / N) after the loop is equivalent to scaling each loss.
-#include <cmath>
-#include <string>
-#include <unordered_set>
-#include <utility>
-#include <vector>
-
-
-namespace depthlab::optim {
-
-namespace detail {
-/// The distinct parameters (by node) of `params` that have a gradient, checked contiguous.
-template <class T, class B>
-std::vector<const std::pair<std::string, Var<T, B>>*> with_grads(const named_parameters<T, B>& params, const char* fn) {
-    static_assert(B::host_accessible, "clip/scale: host backends only for now");
-    std::vector<const std::pair<std::string, Var<T, B>>*> out;
-    std::unordered_set<const void*> seen;
-    for (const auto& np : params) {
-        const auto& [name, var] = np;
-        DEPTHLAB_CHECK(var.defined(), usage_error, fn, ": parameter '", name, "' is an undefined Var");
-        if (!var.grad().defined() || !seen.insert(var.node_ptr().get()).second) continue;
-        DEPTHLAB_CHECK(var.grad().is_contiguous(), usage_error, fn, ": the gradient of '", name, "' is not contiguous");
-        out.push_back(&np);
-    }
-    return out;
-}
-template <class T, class B>
-named_parameters<T, B> numbered(const std::vector<Var<T, B>>& params) {
-    named_parameters<T, B> out;
-    for (std::size_t i = 0; i < params.size(); ++i) out.emplace_back("#" + std::to_string(i), params[i]);
-    return out;
-}
-}  // namespace detail
-
-/// Clips the global L2 norm of the gradients to max_norm (> 0); returns the norm before.
-template <class T, class B>
-double clip_grad_norm(const named_parameters<T, B>& params, double max_norm) {
-    DEPTHLAB_CHECK(std::isfinite(max_norm) && max_norm > 0, usage_error, "clip_grad_norm: max_norm must be finite and > 0, got ",
-                   max_norm);
-    const auto list = detail::with_grads(params, "clip_grad_norm");
-    double sum = 0;
-    for (const auto* np : list) sum += detail::sum_squares(np->second.grad().numel(), np->second.grad().data());
-    const double total = std::sqrt(sum);
-    if (!std::isfinite(total)) {
-        for (const auto* np : list) {
-            const auto& g = np->second.grad();
-            const T* x = g.data();
-            for (index_t i = 0; i < g.numel(); ++i)
-                DEPTHLAB_CHECK(std::isfinite(x[i]), numeric_error, "clip_grad_norm: the gradient of '", np->first,
-                               "' is not finite (element ", i, " is ", x[i], "); the total norm is ", total);
-        }
-        throw numeric_error(depthlab::detail::cat("clip_grad_norm: the total gradient norm overflowed (", total, ") though every element is finite"));
-    }
-    const double coef = max_norm / (total + 1e-6);
-    if (coef < 1.0)
-        for (const auto* np : list) {
-            Var<T, B> v = np->second;  // a handle: its gradient is the parameter's
-            detail::scale(v.grad().numel(), v.grad().data(), static_cast<T>(coef));
-        }
-    return total;
-}
-template <class T, class B>
-double clip_grad_norm(const std::vector<Var<T, B>>& params, double max_norm) {
-    return clip_grad_norm(detail::numbered(params), max_norm);
-}
-
-/// Multiplies every defined gradient by factor (each distinct Var once).
-template <class T, class B>
-void scale_grads(const named_parameters<T, B>& params, double factor) {
-    DEPTHLAB_CHECK(std::isfinite(factor), usage_error, "scale_grads: factor must be finite, got ", factor);
-    for (const auto* np : detail::with_grads(params, "scale_grads")) {
-        Var<T, B> v = np->second;
-        detail::scale(v.grad().numel(), v.grad().data(), static_cast<T>(factor));
-    }
-}
-template <class T, class B>
-void scale_grads(const std::vector<Var<T, B>>& params, double factor) {
-    scale_grads(detail::numbered(params), factor);
-}
-
-}  // namespace depthlab::optim
-// ---- end depthlab/optim/clip.hpp ----
-// ---- begin depthlab/nn/snapshot.hpp ----
-// In-memory parameter snapshots: keep θ⁰ at initialisation, restore it, or set one module's
-// parameters to (1 − α) θ⁰ + α θᶠ (weight rewinding and criticality need exactly this).
-// Values are copied in place, so every Var handle of the model stays valid.
-#include <string>
-#include <unordered_map>
-#include <utility>
-#include <vector>
-
-
-namespace depthlab::nn {
-
-template <class T, class B = backend::cpu>
-class Snapshot {
-public:
-    Snapshot() = default;
-    /// Copies of every parameter of m.
-    explicit Snapshot(const Module<T, B>& m) {
-        for (auto& [name, p] : m.named_parameters()) {
-            index_.emplace(name, tensors_.size());
-            tensors_.emplace_back(name, p.value().clone());
-        }
-    }
-    [[nodiscard]] const std::vector<std::pair<std::string, Tensor<T, B>>>& tensors() const { return tensors_; }
-    [[nodiscard]] const Tensor<T, B>& at(const std::string& name) const {
-        auto it = index_.find(name);
-        DEPTHLAB_CHECK(it != index_.end(), error, "Snapshot: no parameter '", name, "'");
-        return tensors_[it->second].second;
-    }
-
-    /// Writes the snapshot back into m: every parameter, or only those under `prefix`
-    /// (a module name such as "decoder.5.feed_forward").
-    void restore(Module<T, B>& m, const std::string& prefix = "") const { interpolate(m, *this, *this, 1.0, prefix); }
-
-    /// For the parameters under `prefix` (all when empty): θ = (1 − α) a + α b.
-    /// Parameters outside the prefix are left untouched. α = 0 gives a, α = 1 gives b exactly.
-    static void interpolate(Module<T, B>& m, const Snapshot& a, const Snapshot& b, double alpha, const std::string& prefix = "") {
-        std::size_t matched = 0;
-        for (auto& [name, p] : m.named_parameters()) {
-            if (!is_under(name, prefix)) continue;
-            ++matched;
-            const Tensor<T, B>& ta = a.at(name);
-            const Tensor<T, B>& tb = b.at(name);
-            DEPTHLAB_CHECK(ta.shape() == p.value().shape() && tb.shape() == p.value().shape(), shape_error, "Snapshot: parameter '",
-                           name, "' has shape ", p.value().shape(), ", snapshots hold ", ta.shape(), " and ", tb.shape());
-            Tensor<T, B>& dst = p.value();
-            const index_t n = dst.numel();
-            if (alpha == 0.0) {
-                dst.copy_(ta);
-            } else if (alpha == 1.0) {
-                dst.copy_(tb);
-            } else {
-                primitives<B>::axpby(n, static_cast<T>(1.0 - alpha), ta.data(), T(0), dst.data());
-                primitives<B>::axpby(n, static_cast<T>(alpha), tb.data(), T(1), dst.data());
-            }
-        }
-        DEPTHLAB_CHECK(matched > 0, error, "Snapshot: no parameter under '", prefix, "'");
-    }
-
-private:
-    std::vector<std::pair<std::string, Tensor<T, B>>> tensors_;
-    std::unordered_map<std::string, std::size_t> index_;
-};
-
-}  // namespace depthlab::nn
-// ---- end depthlab/nn/snapshot.hpp ----
-// ---- begin depthlab/data/synthetic.hpp ----
-// Synthetic sequence-to-sequence data for smoke tests and examples: reverse a random
-// sequence. Ids: 0 = PAD, 1 = BOS, 2 = EOS, 3..vocab-1 = symbols.
-#include <cstdint>
-#include <vector>
-
-
-namespace depthlab::data {
-
-struct seq2seq_batch {
-    nn::token_batch src, tgt_in;         // tgt_in = BOS + target
-    std::vector<std::int64_t> tgt_out;   // target + EOS, -100 at padding (ignored by the loss)
-    [[nodiscard]] std::int64_t target_tokens() const {
-        std::int64_t n = 0;
-        for (auto t : tgt_out) n += t >= 0;
-        return n;
-    }
-};
-
-/// B sequences of length 2..max_len of symbols 3..vocab-1, and their reversals.
-inline seq2seq_batch reverse_task_batch(Generator& gen, index_t B, index_t max_len, index_t vocab) {
-    DEPTHLAB_CHECK(max_len >= 2 && vocab >= 4, usage_error, "reverse_task_batch: needs max_len >= 2 and vocab >= 4");
-    seq2seq_batch r;
-    const index_t Ts = max_len, Tt = max_len + 1;
-    r.src = {B, Ts, std::vector<std::int64_t>(B * Ts, 0), std::vector<std::int64_t>(B * Ts, 0), {}};
-    r.tgt_in = {B, Tt, std::vector<std::int64_t>(B * Tt, 0), std::vector<std::int64_t>(B * Tt, 0), {}};
-    r.tgt_out.assign(static_cast<std::size_t>(B * Tt), -100);
-    for (index_t b = 0; b < B; ++b) {
-        const index_t len = 2 + static_cast<index_t>(gen.below(static_cast<std::uint64_t>(max_len - 1)));
-        std::vector<std::int64_t> s(static_cast<std::size_t>(len));
-        for (auto& t : s) t = 3 + static_cast<std::int64_t>(gen.below(static_cast<std::uint64_t>(vocab - 3)));
-        for (index_t t = 0; t < len; ++t) r.src.ids[b * Ts + t] = s[t];
-        r.src.lengths.push_back(len);
-        r.tgt_in.ids[b * Tt] = 1;
-        for (index_t t = 0; t < len; ++t) {
-            r.tgt_in.ids[b * Tt + t + 1] = s[len - 1 - t];
-            r.tgt_out[b * Tt + t] = s[len - 1 - t];
-        }
-        r.tgt_out[b * Tt + len] = 2;
-        r.tgt_in.lengths.push_back(len + 1);
-    }
-    return r;
-}
-
-}  // namespace depthlab::data
-// ---- end depthlab/data/synthetic.hpp ----
+// ---- end depthlab/backend/cpu/eigen.hpp ----
 // ---- begin depthlab/data/translation.hpp ----
 // Translation data: aligned text files, and batches of token ids made by token count with
 // length bucketing. No tokenizer here: the batcher works on ids (encode the text with the
@@ -6309,1081 +9230,6 @@ private:
 
 }  // namespace depthlab::data
 // ---- end depthlab/data/translation.hpp ----
-// ---- begin depthlab/metrics/bleu.hpp ----
-// BLEU as sacreBLEU 2.x (checked against 2.6.0) computes it by default
-// (`sacrebleu.metrics.BLEU()`):
-//   * tokenisation '13a' (mteval-v13a.pl): the line is right-stripped, `<skipped>` and
-//     `-\n` removed, `\n` -> ' ', `&quot; &amp; &lt; &gt;` unescaped (in that order); then
-//     every ASCII symbol except `' , . -` (i.e. { | } ~ [ \ ] ^ _ ` space ! " # $ % & ( ) * +
-//     : ; < = > ? @ /) is split off; `.` and `,` are split off unless both neighbours are
-//     digits ("1,000.5" stays, "end." splits); `-` is split off after a digit; whitespace
-//     (Python's definition) is collapsed. Case is kept.
-//   * n-grams of order 1..4; a hypothesis n-gram's count is clipped by the largest count of
-//     that n-gram in any one reference; corpus statistics are sums over segments.
-//   * brevity penalty exp(1 - r/c) when c < r (1 otherwise, 0 when c = 0), with r the sum
-//     over segments of the reference length closest to the hypothesis length (on a tie the
-//     shorter reference).
-//   * smoothing 'exp' (mteval's: the k-th order with no match gets precision
-//     1 / (2^k * total)), for the corpus score too; effective order off.
-//   * an empty reference string is a reference of length 0, as in sacreBLEU >= 2.2: it
-//     counts in `nrefs`, it can be the closest reference length (`sentence_bleu("a b",
-//     {"a b c d", ""})` is 100: the lengths 4 and 0 are both 2 away and the shorter wins),
-//     and a corpus whose references are all empty scores 0. With `empty_refs =
-//     empty_reference::absent` an empty string stands for sacreBLEU's `None` instead (see
-//     `empty_reference`).
-// Not supported: sacreBLEU's lowercase option and the other tokenizers (zh, intl, ...);
-// `tokenize = false` is sacreBLEU's tokenize='none'.
-// `sentence_bleu` matches `sacrebleu.sentence_bleu` (smoothing 'exp', effective order on).
-#include <algorithm>
-#include <array>
-#include <cmath>
-#include <cstdint>
-#include <cstdio>
-#include <iterator>
-#include <set>
-#include <span>
-#include <string>
-#include <string_view>
-#include <type_traits>
-#include <unordered_map>
-#include <vector>
-
-// ---- begin depthlab/metrics/text.hpp ----
-// Text helpers shared by the metrics: UTF-8 code points and whitespace as Python 3's
-// `str.split()` / `str.rstrip()` see it, so that BLEU and chrF tokenise exactly like
-// sacreBLEU (which is written in Python). Invalid UTF-8 bytes count as one (non-space)
-// character each.
-#include <cstddef>
-#include <cstdint>
-#include <string>
-#include <string_view>
-#include <vector>
-
-namespace depthlab::metrics {
-
-namespace detail {
-/// Decode the code point starting at s[i]; `len` gets its length in bytes (>= 1).
-inline char32_t decode_utf8(std::string_view s, std::size_t i, std::size_t& len) {
-    const auto b0 = static_cast<unsigned char>(s[i]);
-    auto cont = [&](std::size_t k) {
-        return i + k < s.size() && (static_cast<unsigned char>(s[i + k]) & 0xC0u) == 0x80u;
-    };
-    auto bits = [&](std::size_t k) { return static_cast<char32_t>(static_cast<unsigned char>(s[i + k]) & 0x3Fu); };
-    if (b0 < 0x80u) { len = 1; return b0; }
-    if ((b0 & 0xE0u) == 0xC0u && b0 >= 0xC2u && cont(1)) {
-        len = 2;
-        return (static_cast<char32_t>(b0 & 0x1Fu) << 6) | bits(1);
-    }
-    if ((b0 & 0xF0u) == 0xE0u && cont(1) && cont(2)) {
-        const char32_t c = (static_cast<char32_t>(b0 & 0x0Fu) << 12) | (bits(1) << 6) | bits(2);
-        if (c >= 0x800 && (c < 0xD800 || c > 0xDFFF)) { len = 3; return c; }
-    }
-    if ((b0 & 0xF8u) == 0xF0u && cont(1) && cont(2) && cont(3)) {
-        const char32_t c = (static_cast<char32_t>(b0 & 0x07u) << 18) | (bits(1) << 12) | (bits(2) << 6) | bits(3);
-        if (c >= 0x10000 && c <= 0x10FFFF) { len = 4; return c; }
-    }
-    len = 1;
-    return 0xFFFD;  // invalid byte: one opaque character
-}
-}  // namespace detail
-
-/// Python's `str.isspace()` for one code point.
-[[nodiscard]] constexpr bool is_python_space(char32_t c) {
-    return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
-           (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
-}
-
-/// Byte offsets of the code points of `s`, plus s.size() at the end.
-[[nodiscard]] inline std::vector<std::size_t> code_point_offsets(std::string_view s) {
-    std::vector<std::size_t> off;
-    off.reserve(s.size() + 1);
-    for (std::size_t i = 0, len = 0; i < s.size(); i += len) {
-        off.push_back(i);
-        (void)detail::decode_utf8(s, i, len);
-    }
-    off.push_back(s.size());
-    return off;
-}
-
-/// Python's `s.split()`: the runs of non-whitespace, as views into `s`.
-[[nodiscard]] inline std::vector<std::string_view> split_whitespace(std::string_view s) {
-    std::vector<std::string_view> out;
-    std::size_t start = std::string_view::npos;
-    for (std::size_t i = 0, len = 0; i < s.size(); i += len) {
-        const bool space = is_python_space(detail::decode_utf8(s, i, len));
-        if (space && start != std::string_view::npos) {
-            out.push_back(s.substr(start, i - start));
-            start = std::string_view::npos;
-        } else if (!space && start == std::string_view::npos) {
-            start = i;
-        }
-    }
-    if (start != std::string_view::npos) out.push_back(s.substr(start));
-    return out;
-}
-
-/// Python's `s.rstrip()`.
-[[nodiscard]] inline std::string_view rstrip_whitespace(std::string_view s) {
-    std::size_t end = 0;
-    for (std::size_t i = 0, len = 0; i < s.size(); i += len)
-        if (!is_python_space(detail::decode_utf8(s, i, len))) end = i + len;
-    return s.substr(0, end);
-}
-
-/// Python's `''.join(s.split())`: all whitespace removed.
-[[nodiscard]] inline std::string remove_whitespace(std::string_view s) {
-    std::string out;
-    for (auto w : split_whitespace(s)) out += w;
-    return out;
-}
-
-namespace detail {
-inline void replace_all(std::string& s, std::string_view from, std::string_view to) {
-    std::string out;
-    std::size_t pos = 0;
-    for (std::size_t hit; (hit = s.find(from, pos)) != std::string::npos; pos = hit + from.size()) {
-        out.append(s, pos, hit - pos);
-        out += to;
-    }
-    if (pos == 0) return;
-    out.append(s, pos, std::string::npos);
-    s = std::move(out);
-}
-}  // namespace detail
-
-}  // namespace depthlab::metrics
-// ---- end depthlab/metrics/text.hpp ----
-
-namespace depthlab::metrics {
-
-/// A range of references: anything iterable whose elements convert to std::string_view
-/// (but not a single string).
-template <class R>
-concept reference_range = !std::is_convertible_v<const R&, std::string_view> && requires(const R& r) {
-    { std::string_view(*std::begin(r)) };
-    std::end(r);
-};
-
-/// What an empty reference string is (BLEU and chrF).
-enum class empty_reference {
-    /// A reference with no tokens / characters (sacreBLEU >= 2.2 with "").
-    zero_length,
-    /// No reference: the segment has one reference fewer (sacreBLEU's `None`, and what
-    /// sacreBLEU < 2.2 did with ""). Reference streams hold one string per segment, so
-    /// this is how a corpus with a varying number of references per segment is written
-    /// (signature `nrefs:var`); a segment left with no reference at all is an error.
-    absent,
-};
-
-namespace detail {
-/// Whether `ref` takes part in scoring under `mode`.
-[[nodiscard]] inline bool is_reference(std::string_view ref, empty_reference mode) {
-    return !(ref.empty() && mode == empty_reference::absent);
-}
-
-/// The references of a segment that count under `mode` (its `nrefs`).
-template <reference_range Refs>
-[[nodiscard]] std::size_t count_references(const Refs& refs, empty_reference mode) {
-    std::size_t k = 0;
-    for (const auto& r : refs) k += is_reference(std::string_view(r), mode);
-    return k;
-}
-}  // namespace detail
-
-/// The 13a tokeniser of mteval-v13a.pl / sacreBLEU; returns the tokens joined by ' '.
-[[nodiscard]] inline std::string tokenize_13a(std::string_view line) {
-    std::string s(rstrip_whitespace(line));
-    detail::replace_all(s, "<skipped>", "");
-    detail::replace_all(s, "-\n", "");
-    detail::replace_all(s, "\n", " ");
-    detail::replace_all(s, "&quot;", "\"");
-    detail::replace_all(s, "&amp;", "&");
-    detail::replace_all(s, "&lt;", "<");
-    detail::replace_all(s, "&gt;", ">");
-    s = " " + s + " ";
-
-    // The four substitutions are regexes applied left to right without overlap (as
-    // Python's re.sub does). They only test ASCII bytes, and a UTF-8 multi-byte sequence
-    // never contains one, so working on bytes gives the same result as on code points.
-    auto digit = [](char c) { return c >= '0' && c <= '9'; };
-    auto symbol = [](char c) {  // [\{-\~\[-\` -\&\(-\+\:-\@\/]
-        const auto u = static_cast<unsigned char>(c);
-        return (u >= 0x7B && u <= 0x7E) || (u >= 0x5B && u <= 0x60) || (u >= 0x20 && u <= 0x26) ||
-               (u >= 0x28 && u <= 0x2B) || (u >= 0x3A && u <= 0x40) || u == 0x2F;
-    };
-    auto dot_comma = [](char c) { return c == '.' || c == ','; };
-
-    std::string t;  // ([\{-\~\[-\` -\&\(-\+\:-\@\/]) -> ' \1 '
-    t.reserve(s.size() * 2);
-    for (char c : s) {
-        if (symbol(c)) { t += ' '; t += c; t += ' '; } else t += c;
-    }
-    s.clear();  // ([^0-9])([\.,]) -> '\1 \2 '
-    for (std::size_t i = 0; i < t.size();) {
-        if (i + 1 < t.size() && !digit(t[i]) && dot_comma(t[i + 1])) {
-            s += t[i]; s += ' '; s += t[i + 1]; s += ' ';
-            i += 2;
-        } else s += t[i++];
-    }
-    t.clear();  // ([\.,])([^0-9]) -> ' \1 \2'
-    for (std::size_t i = 0; i < s.size();) {
-        if (i + 1 < s.size() && dot_comma(s[i]) && !digit(s[i + 1])) {
-            t += ' '; t += s[i]; t += ' '; t += s[i + 1];
-            i += 2;
-        } else t += s[i++];
-    }
-    s.clear();  // ([0-9])(-) -> '\1 \2 '
-    for (std::size_t i = 0; i < t.size();) {
-        if (i + 1 < t.size() && digit(t[i]) && t[i + 1] == '-') {
-            s += t[i]; s += " - ";
-            i += 2;
-        } else s += t[i++];
-    }
-    std::string out;
-    for (auto w : split_whitespace(s)) {
-        if (!out.empty()) out += ' ';
-        out += w;
-    }
-    return out;
-}
-
-enum class bleu_smooth { none, floor, add_k, exp };
-
-struct bleu_options {
-    bleu_smooth smooth = bleu_smooth::exp;
-    double smooth_value = -1;      ///< < 0: sacreBLEU's default (floor 0.1, add-k 1)
-    bool effective_order = false;  ///< stop at the first order with no hypothesis n-gram
-    int max_ngram_order = 4;
-    bool tokenize = true;          ///< '13a'; false = sacreBLEU's tokenize='none'
-    empty_reference empty_refs = empty_reference::zero_length;
-};
-
-/// Options of `sacrebleu.sentence_bleu` (exp smoothing, effective order).
-[[nodiscard]] inline bleu_options sentence_bleu_options() {
-    bleu_options o;
-    o.effective_order = true;
-    return o;
-}
-
-/// Sufficient statistics of BLEU; they add up over segments (and over corpora).
-struct bleu_stats {
-    std::int64_t sys_len = 0, ref_len = 0;
-    std::vector<std::int64_t> correct, total;  // per order 1..N
-    explicit bleu_stats(int order = 4) : correct(static_cast<std::size_t>(order), 0), total(static_cast<std::size_t>(order), 0) {}
-    bleu_stats& operator+=(const bleu_stats& o) {
-        DEPTHLAB_CHECK(o.correct.size() == correct.size(), usage_error, "bleu_stats: adding statistics of order ",
-                       o.correct.size(), " to order ", correct.size());
-        sys_len += o.sys_len;
-        ref_len += o.ref_len;
-        for (std::size_t i = 0; i < correct.size(); ++i) {
-            correct[i] += o.correct[i];
-            total[i] += o.total[i];
-        }
-        return *this;
-    }
-};
-
-struct bleu_score {
-    double score = 0;                  ///< 0..100
-    std::vector<double> precisions;    ///< per order, in percent (smoothed as sacreBLEU reports them)
-    std::vector<std::int64_t> counts;  ///< matched n-grams per order
-    std::vector<std::int64_t> totals;  ///< hypothesis n-grams per order
-    double bp = 0;
-    std::int64_t sys_len = 0, ref_len = 0;
-    int nrefs = 1;  ///< references per segment; -1 when it varies ("var")
-    bleu_options options;
-
-    [[nodiscard]] double ratio() const { return ref_len ? static_cast<double>(sys_len) / static_cast<double>(ref_len) : 0.0; }
-
-    /// sacreBLEU's signature, e.g. "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:depthlab-0.1.0".
-    [[nodiscard]] std::string signature() const {
-        std::string smooth;
-        char buf[32];
-        switch (options.smooth) {
-            case bleu_smooth::none: smooth = "none"; break;
-            case bleu_smooth::exp: smooth = "exp"; break;
-            case bleu_smooth::floor:
-                std::snprintf(buf, sizeof buf, "floor[%.2f]", options.smooth_value < 0 ? 0.1 : options.smooth_value);
-                smooth = buf;
-                break;
-            case bleu_smooth::add_k:
-                std::snprintf(buf, sizeof buf, "add-k[%.2f]", options.smooth_value < 0 ? 1.0 : options.smooth_value);
-                smooth = buf;
-                break;
-        }
-        return "nrefs:" + (nrefs < 0 ? std::string("var") : std::to_string(nrefs)) + "|case:mixed|eff:" +
-               (options.effective_order ? "yes" : "no") + "|tok:" + (options.tokenize ? "13a" : "none") +
-               "|smooth:" + smooth + "|version:depthlab-" + version_string();
-    }
-
-    /// sacreBLEU's score line: "BLEU|<signature> = 25.00 60.0/40.0/25.0/16.7 (BP = 1.000
-    /// ratio = 1.000 hyp_len = 5 ref_len = 5)"; without the "|<signature>" part when
-    /// `with_signature` is false.
-    [[nodiscard]] std::string format(int width = 2, bool with_signature = true) const {
-        std::string out = with_signature ? "BLEU|" + signature() : "BLEU";
-        char buf[128];
-        std::snprintf(buf, sizeof buf, " = %.*f ", width, score);
-        out += buf;
-        for (std::size_t i = 0; i < precisions.size(); ++i) {
-            std::snprintf(buf, sizeof buf, "%s%.1f", i ? "/" : "", precisions[i]);
-            out += buf;
-        }
-        std::snprintf(buf, sizeof buf, " (BP = %.3f ratio = %.3f hyp_len = %lld ref_len = %lld)", bp, ratio(),
-                      static_cast<long long>(sys_len), static_cast<long long>(ref_len));
-        return out + buf;
-    }
-};
-
-/// The score from summed statistics (sacreBLEU's BLEU.compute_bleu).
-[[nodiscard]] inline bleu_score compute_bleu(const bleu_stats& st, const bleu_options& o = {}) {
-    const int N = o.max_ngram_order;
-    DEPTHLAB_CHECK(N >= 1 && static_cast<std::size_t>(N) == st.correct.size(), usage_error,
-                   "compute_bleu: statistics of order ", st.correct.size(), " but max_ngram_order ", N);
-    bleu_score r;
-    r.options = o;
-    r.counts = st.correct;
-    r.totals = st.total;
-    r.sys_len = st.sys_len;
-    r.ref_len = st.ref_len;
-    r.precisions.assign(static_cast<std::size_t>(N), 0.0);
-    if (st.sys_len < st.ref_len)
-        r.bp = st.sys_len > 0 ? std::exp(1.0 - static_cast<double>(st.ref_len) / static_cast<double>(st.sys_len)) : 0.0;
-    else
-        r.bp = 1.0;
-    if (std::all_of(st.correct.begin(), st.correct.end(), [](std::int64_t c) { return c == 0; })) return r;
-
-    const double value = o.smooth_value >= 0 ? o.smooth_value : (o.smooth == bleu_smooth::floor ? 0.1 : 1.0);
-    double smooth_mteval = 1.0;
-    int eff_order = N;
-    for (int n = 1; n <= N; ++n) {
-        double correct = static_cast<double>(st.correct[n - 1]), total = static_cast<double>(st.total[n - 1]);
-        if (o.smooth == bleu_smooth::add_k && n > 1) {
-            correct += value;
-            total += value;
-        }
-        if (total == 0) break;
-        if (o.effective_order) eff_order = n;
-        if (correct == 0) {
-            if (o.smooth == bleu_smooth::exp) {
-                smooth_mteval *= 2;
-                r.precisions[n - 1] = 100.0 / (smooth_mteval * total);
-            } else if (o.smooth == bleu_smooth::floor) {
-                r.precisions[n - 1] = 100.0 * value / total;
-            }
-        } else {
-            r.precisions[n - 1] = 100.0 * correct / total;
-        }
-    }
-    double log_sum = 0;  // sacreBLEU's my_log: log(0) is taken as -9999999999
-    for (int n = 0; n < eff_order; ++n) log_sum += r.precisions[n] == 0.0 ? -9999999999.0 : std::log(r.precisions[n]);
-    r.score = r.bp * std::exp(log_sum / eff_order);
-    return r;
-}
-
-/// Accumulates BLEU statistics segment by segment (for evaluation loops); `score()` any time.
-class bleu_accumulator {
-public:
-    explicit bleu_accumulator(bleu_options o = {}) : opt_(o), stats_(o.max_ngram_order) {
-        DEPTHLAB_CHECK(o.max_ngram_order >= 1, usage_error, "bleu: max_ngram_order must be >= 1, got ", o.max_ngram_order);
-    }
-
-    /// Statistics of one segment against its references (see `empty_reference` for "").
-    template <reference_range Refs>
-    [[nodiscard]] bleu_stats segment_stats(std::string_view hyp, const Refs& refs) const {
-        const std::size_t N = static_cast<std::size_t>(opt_.max_ngram_order);
-        std::vector<std::unordered_map<std::string, std::int64_t>> ref_max(N);
-        std::vector<std::int64_t> ref_lens;
-        for (const auto& ref_any : refs) {
-            const std::string_view ref(ref_any);
-            if (!detail::is_reference(ref, opt_.empty_refs)) continue;
-            std::vector<std::unordered_map<std::string, std::int64_t>> counts(N);
-            ref_lens.push_back(count_ngrams(preprocess(ref), counts));
-            for (std::size_t n = 0; n < N; ++n)
-                for (auto& [g, c] : counts[n]) {
-                    auto& m = ref_max[n][g];
-                    m = std::max(m, c);
-                }
-        }
-        DEPTHLAB_CHECK(!ref_lens.empty(), usage_error, "bleu: a segment has no reference",
-                       opt_.empty_refs == empty_reference::absent ? " (empty ones are absent)" : "");
-        std::vector<std::unordered_map<std::string, std::int64_t>> hyp_counts(N);
-        const std::int64_t hyp_len = count_ngrams(preprocess(hyp), hyp_counts);
-        std::int64_t closest_diff = -1, closest_len = -1;
-        for (auto len : ref_lens) {
-            const std::int64_t diff = len > hyp_len ? len - hyp_len : hyp_len - len;
-            if (closest_diff == -1 || diff < closest_diff) {
-                closest_diff = diff;
-                closest_len = len;
-            } else if (diff == closest_diff && len < closest_len) {
-                closest_len = len;
-            }
-        }
-        bleu_stats st(opt_.max_ngram_order);
-        st.sys_len = hyp_len;
-        st.ref_len = closest_len;
-        for (std::size_t n = 0; n < N; ++n)
-            for (auto& [g, c] : hyp_counts[n]) {
-                st.total[n] += c;
-                if (auto it = ref_max[n].find(g); it != ref_max[n].end()) st.correct[n] += std::min(c, it->second);
-            }
-        return st;
-    }
-
-    /// Add one segment; `refs` is any range of string-like references.
-    template <reference_range Refs>
-    void add(std::string_view hyp, const Refs& refs) {
-        stats_ += segment_stats(hyp, refs);
-        nrefs_.insert(detail::count_references(refs, opt_.empty_refs));
-    }
-    void add(std::string_view hyp, std::string_view ref) { add(hyp, std::array<std::string_view, 1>{ref}); }
-
-    [[nodiscard]] bleu_score score() const {
-        bleu_score r = compute_bleu(stats_, opt_);
-        r.nrefs = nrefs_.size() == 1 ? static_cast<int>(*nrefs_.begin()) : (nrefs_.empty() ? 1 : -1);
-        return r;
-    }
-    [[nodiscard]] const bleu_stats& stats() const { return stats_; }
-    [[nodiscard]] const bleu_options& options() const { return opt_; }
-
-private:
-    [[nodiscard]] std::string preprocess(std::string_view s) const {
-        return opt_.tokenize ? tokenize_13a(s) : std::string(rstrip_whitespace(s));
-    }
-    // n-grams of a tokenised line, keyed by the tokens joined with ' ' (tokens hold no
-    // whitespace, so the key is unambiguous); returns the token count.
-    static std::int64_t count_ngrams(const std::string& line, std::vector<std::unordered_map<std::string, std::int64_t>>& out) {
-        const auto tokens = split_whitespace(line);
-        const std::size_t T = tokens.size();
-        for (std::size_t n = 1; n <= out.size(); ++n)
-            for (std::size_t i = 0; i + n <= T; ++i) {
-                std::string key(tokens[i]);
-                for (std::size_t k = 1; k < n; ++k) {
-                    key += ' ';
-                    key += tokens[i + k];
-                }
-                ++out[n - 1][key];
-            }
-        return static_cast<std::int64_t>(T);
-    }
-
-    bleu_options opt_;
-    bleu_stats stats_;
-    std::set<std::size_t> nrefs_;
-};
-
-/// Corpus BLEU. `ref_streams[k][i]` is the k-th reference of segment i (sacreBLEU's
-/// layout: one list per reference set); every stream must have one entry per hypothesis
-/// (where a segment has fewer references, "" with `empty_reference::absent`).
-[[nodiscard]] inline bleu_score corpus_bleu(std::span<const std::string> hyps,
-                                            std::span<const std::vector<std::string>> ref_streams,
-                                            const bleu_options& o = {}) {
-    DEPTHLAB_CHECK(!ref_streams.empty(), usage_error, "corpus_bleu: no reference stream");
-    for (std::size_t k = 0; k < ref_streams.size(); ++k)
-        DEPTHLAB_CHECK(ref_streams[k].size() == hyps.size(), usage_error, "corpus_bleu: ", hyps.size(),
-                       " hypotheses but reference stream ", k, " has ", ref_streams[k].size(), " segments");
-    bleu_accumulator acc(o);
-    std::vector<std::string_view> refs(ref_streams.size());
-    for (std::size_t i = 0; i < hyps.size(); ++i) {
-        for (std::size_t k = 0; k < ref_streams.size(); ++k) refs[k] = ref_streams[k][i];
-        acc.add(hyps[i], refs);
-    }
-    return acc.score();
-}
-
-/// Corpus BLEU against a single reference per segment.
-[[nodiscard]] inline bleu_score corpus_bleu(std::span<const std::string> hyps, std::span<const std::string> refs,
-                                            const bleu_options& o = {}) {
-    const std::vector<std::vector<std::string>> streams{std::vector<std::string>(refs.begin(), refs.end())};
-    return corpus_bleu(hyps, std::span<const std::vector<std::string>>(streams), o);
-}
-
-/// Sentence BLEU of one hypothesis against its references (`sacrebleu.sentence_bleu`).
-[[nodiscard]] inline bleu_score sentence_bleu(std::string_view hyp, std::span<const std::string> refs,
-                                              const bleu_options& o = sentence_bleu_options()) {
-    bleu_accumulator acc(o);
-    acc.add(hyp, refs);
-    return acc.score();
-}
-
-}  // namespace depthlab::metrics
-// ---- end depthlab/metrics/bleu.hpp ----
-// ---- begin depthlab/metrics/chrf.hpp ----
-// chrF as sacreBLEU 2.x (checked against 2.6.0) computes it by default
-// (`sacrebleu.metrics.CHRF()`: chrF2 with character order 6, word order 0, beta 2, case
-// kept, whitespace removed, no eps smoothing), and chrF++ with word_order = 2.
-//   * whitespace (Python's definition) is deleted, then character (code point) n-grams of
-//     order 1..6 are counted; per order the statistics are [hypothesis n-grams, reference
-//     n-grams, matches] (hypothesis n-grams count 0 when the reference has none of that
-//     order); matches are clipped counts.
-//   * word n-grams (chrF++): words split at whitespace, one ASCII punctuation character
-//     split off the end (else the start) of each word longer than one character.
-//   * with several references a segment takes the statistics of the reference with the
-//     best sentence-level score (the first on a tie); corpus statistics are sums.
-//   * score: precision and recall averaged over the orders with hypothesis and reference
-//     n-grams ("effective order"), then F_beta = (1+b^2) P R / (b^2 P + R), times 100 --
-//     evaluated in exactly sacreBLEU's order, since that score also picks the reference:
-//     two references with mathematically equal scores are a tie only if both round alike
-//     (`corpus_chrf({"aabb", "abc"}, {{"ac", "abc"}, {"bacba", "abc"}})` is 78.29 with
-//     "ac" taken for the first segment; another rounding takes "bacba" and gives 37.65).
-//   * an empty reference string is a reference with no n-grams, as in sacreBLEU >= 2.2
-//     (it scores 0 and counts in `nrefs`), unless `empty_refs = empty_reference::absent`
-//     (see bleu.hpp).
-// Not supported: sacreBLEU's lowercase option.
-#include <array>
-#include <cstdint>
-#include <cstdio>
-#include <set>
-#include <span>
-#include <string>
-#include <string_view>
-#include <unordered_map>
-#include <vector>
-
-
-namespace depthlab::metrics {
-
-struct chrf_options {
-    int char_order = 6;
-    int word_order = 0;  ///< 2 for chrF++
-    double beta = 2;
-    bool whitespace = false;     ///< keep whitespace in the character n-grams
-    bool eps_smoothing = false;  ///< chrF++.py / Moses / NLTK style smoothing instead of effective order
-    empty_reference empty_refs = empty_reference::zero_length;
-};
-
-struct chrf_score {
-    double score = 0;  ///< 0..100
-    int nrefs = 1;     ///< -1 when it varies
-    chrf_options options;
-    std::vector<std::int64_t> stats;  ///< [hyp, ref, match] per order (char orders first)
-
-    [[nodiscard]] std::string name() const {
-        char buf[32];
-        std::snprintf(buf, sizeof buf, "chrF%g", options.beta);
-        return buf + std::string(static_cast<std::size_t>(options.word_order), '+');
-    }
-    /// e.g. "nrefs:1|case:mixed|eff:yes|nc:6|nw:0|space:no|version:depthlab-0.1.0"
-    [[nodiscard]] std::string signature() const {
-        return "nrefs:" + (nrefs < 0 ? std::string("var") : std::to_string(nrefs)) + "|case:mixed|eff:" +
-               (options.eps_smoothing ? "no" : "yes") + "|nc:" + std::to_string(options.char_order) +
-               "|nw:" + std::to_string(options.word_order) + "|space:" + (options.whitespace ? "yes" : "no") +
-               "|version:depthlab-" + version_string();
-    }
-    /// sacreBLEU's score line, e.g. "chrF2|<signature> = 45.67".
-    [[nodiscard]] std::string format(int width = 2, bool with_signature = true) const {
-        char buf[64];
-        std::snprintf(buf, sizeof buf, " = %.*f", width, score);
-        return (with_signature ? name() + "|" + signature() : name()) + buf;
-    }
-};
-
-namespace detail {
-/// factor * p + r with the product rounded before the sum, as Python evaluates it. A
-/// fused multiply-add (an FMA target with clang's default -ffp-contract=on, or GCC's
-/// -ffp-contract=fast in GNU mode) rounds once and changes the last bit whenever the
-/// product is inexact, e.g. for beta 3; the volatile store keeps the two roundings.
-[[nodiscard]] inline double unfused_multiply_add(double factor, double p, double r) {
-    const volatile double product = factor * p;
-    return product + r;
-}
-}  // namespace detail
-
-/// The chrF score from [hyp, ref, match] statistics (sacreBLEU's CHRF._compute_f_score).
-[[nodiscard]] inline double chrf_f_score(std::span<const std::int64_t> stats, const chrf_options& o) {
-    const int order = o.char_order + o.word_order;
-    DEPTHLAB_CHECK(stats.size() == static_cast<std::size_t>(3 * order), usage_error, "chrf: ", stats.size(),
-                   " statistics for ", order, " orders");
-    constexpr double eps = 1e-16;
-    const double factor = o.beta * o.beta;
-    double score = 0, avg_prec = 0, avg_rec = 0;
-    int effective_order = 0;
-    for (int i = 0; i < order; ++i) {
-        const auto n_hyp = stats[3 * i], n_ref = stats[3 * i + 1], n_match = stats[3 * i + 2];
-        const double prec = n_hyp > 0 ? static_cast<double>(n_match) / static_cast<double>(n_hyp) : eps;
-        const double rec = n_ref > 0 ? static_cast<double>(n_match) / static_cast<double>(n_ref) : eps;
-        const double denom = detail::unfused_multiply_add(factor, prec, rec);
-        score += denom > 0 ? (1 + factor) * prec * rec / denom : eps;
-        if (n_hyp > 0 && n_ref > 0) {
-            avg_prec += prec;
-            avg_rec += rec;
-            ++effective_order;
-        }
-    }
-    if (o.eps_smoothing) return 100 * score / order;
-    if (effective_order == 0) return 0.0;
-    avg_prec /= effective_order;
-    avg_rec /= effective_order;
-    if (avg_prec + avg_rec == 0) return 0.0;
-    // Bit for bit sacreBLEU's rounding (see the header comment): no reordered or fused form.
-    double f = (1 + factor) * avg_prec * avg_rec;
-    f /= detail::unfused_multiply_add(factor, avg_prec, avg_rec);
-    return 100 * f;
-}
-
-class chrf_accumulator {
-public:
-    explicit chrf_accumulator(chrf_options o = {}) : opt_(o), stats_(static_cast<std::size_t>(3 * (o.char_order + o.word_order)), 0) {
-        DEPTHLAB_CHECK(o.char_order >= 0 && o.word_order >= 0 && o.char_order + o.word_order >= 1, usage_error,
-                       "chrf: orders must be >= 0 and not both 0");
-    }
-
-    /// Statistics of one segment: those of its best reference (the first of equal scores).
-    template <reference_range Refs>
-    [[nodiscard]] std::vector<std::int64_t> segment_stats(std::string_view hyp, const Refs& refs) const {
-        ngrams h;
-        extract(hyp, h);
-        std::vector<std::int64_t> best;
-        double best_f = -1.0;
-        bool any = false;
-        for (const auto& ref_any : refs) {
-            const std::string_view ref(ref_any);
-            if (!detail::is_reference(ref, opt_.empty_refs)) continue;
-            any = true;
-            ngrams r;
-            extract(ref, r);
-            std::vector<std::int64_t> st;
-            st.reserve(stats_.size());
-            for (std::size_t n = 0; n < h.counts.size(); ++n) {
-                std::int64_t hyp_count = 0, match = 0, ref_count = 0;
-                for (const auto& [g, c] : h.counts[n]) {
-                    hyp_count += c;
-                    if (auto it = r.counts[n].find(g); it != r.counts[n].end()) match += std::min(c, it->second);
-                }
-                for (const auto& [g, c] : r.counts[n]) ref_count += c;
-                st.push_back(r.counts[n].empty() ? 0 : hyp_count);
-                st.push_back(ref_count);
-                st.push_back(match);
-            }
-            const double f = chrf_f_score(st, opt_);
-            if (f > best_f) {
-                best_f = f;
-                best = std::move(st);
-            }
-        }
-        DEPTHLAB_CHECK(any, usage_error, "chrf: a segment has no reference",
-                       opt_.empty_refs == empty_reference::absent ? " (empty ones are absent)" : "");
-        return best;
-    }
-
-    template <reference_range Refs>
-    void add(std::string_view hyp, const Refs& refs) {
-        const auto st = segment_stats(hyp, refs);
-        for (std::size_t i = 0; i < st.size(); ++i) stats_[i] += st[i];
-        nrefs_.insert(detail::count_references(refs, opt_.empty_refs));
-    }
-    void add(std::string_view hyp, std::string_view ref) { add(hyp, std::array<std::string_view, 1>{ref}); }
-
-    [[nodiscard]] chrf_score score() const {
-        chrf_score r;
-        r.score = chrf_f_score(stats_, opt_);
-        r.nrefs = nrefs_.size() == 1 ? static_cast<int>(*nrefs_.begin()) : (nrefs_.empty() ? 1 : -1);
-        r.options = opt_;
-        r.stats = stats_;
-        return r;
-    }
-
-private:
-    // The n-gram keys are string_views into `text` / `words` storage kept alongside.
-    struct ngrams {
-        std::string text;
-        std::vector<std::string> word_grams;  // owns word n-gram keys
-        std::vector<std::unordered_map<std::string_view, std::int64_t>> counts;
-        ngrams() = default;
-        ngrams(const ngrams&) = delete;  // the views point into this object's strings
-        ngrams& operator=(const ngrams&) = delete;
-    };
-
-    void extract(std::string_view line, ngrams& g) const {
-        g.text = opt_.whitespace ? std::string(line) : remove_whitespace(line);
-        const auto off = code_point_offsets(g.text);
-        const std::size_t C = off.size() - 1;  // code points
-        g.counts.resize(static_cast<std::size_t>(opt_.char_order + opt_.word_order));
-        const std::string_view text(g.text);
-        for (std::size_t n = 1; n <= static_cast<std::size_t>(opt_.char_order); ++n)
-            for (std::size_t i = 0; i + n <= C; ++i) ++g.counts[n - 1][text.substr(off[i], off[i + n] - off[i])];
-        if (opt_.word_order > 0) {
-            const auto words = split_punctuation(line);
-            for (std::size_t n = 1; n <= static_cast<std::size_t>(opt_.word_order); ++n)
-                for (std::size_t i = 0; i + n <= words.size(); ++i) {
-                    std::string key(words[i]);
-                    for (std::size_t k = 1; k < n; ++k) {
-                        key += ' ';
-                        key += words[i + k];
-                    }
-                    g.word_grams.push_back(std::move(key));
-                }
-            g.word_grams.shrink_to_fit();  // no reallocation after the views are taken
-            std::size_t idx = 0;
-            for (std::size_t n = 1; n <= static_cast<std::size_t>(opt_.word_order); ++n)
-                for (std::size_t i = 0; i + n <= words.size(); ++i)
-                    ++g.counts[static_cast<std::size_t>(opt_.char_order) + n - 1][std::string_view(g.word_grams[idx++])];
-        }
-    }
-
-    // sacreBLEU's _remove_punctuation: split one ASCII punctuation character off the end
-    // (else the start) of every word longer than one character.
-    static std::vector<std::string_view> split_punctuation(std::string_view line) {
-        constexpr std::string_view puncts = "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~";
-        std::vector<std::string_view> out;
-        for (auto w : split_whitespace(line)) {
-            if (code_point_offsets(w).size() - 1 == 1) {
-                out.push_back(w);
-            } else if (puncts.find(w.back()) != std::string_view::npos) {
-                out.push_back(w.substr(0, w.size() - 1));
-                out.push_back(w.substr(w.size() - 1));
-            } else if (puncts.find(w.front()) != std::string_view::npos) {
-                out.push_back(w.substr(0, 1));
-                out.push_back(w.substr(1));
-            } else {
-                out.push_back(w);
-            }
-        }
-        return out;
-    }
-
-    chrf_options opt_;
-    std::vector<std::int64_t> stats_;
-    std::set<std::size_t> nrefs_;
-};
-
-/// Corpus chrF; `ref_streams[k][i]` is the k-th reference of segment i.
-[[nodiscard]] inline chrf_score corpus_chrf(std::span<const std::string> hyps,
-                                            std::span<const std::vector<std::string>> ref_streams,
-                                            const chrf_options& o = {}) {
-    DEPTHLAB_CHECK(!ref_streams.empty(), usage_error, "corpus_chrf: no reference stream");
-    for (std::size_t k = 0; k < ref_streams.size(); ++k)
-        DEPTHLAB_CHECK(ref_streams[k].size() == hyps.size(), usage_error, "corpus_chrf: ", hyps.size(),
-                       " hypotheses but reference stream ", k, " has ", ref_streams[k].size(), " segments");
-    chrf_accumulator acc(o);
-    std::vector<std::string_view> refs(ref_streams.size());
-    for (std::size_t i = 0; i < hyps.size(); ++i) {
-        for (std::size_t k = 0; k < ref_streams.size(); ++k) refs[k] = ref_streams[k][i];
-        acc.add(hyps[i], refs);
-    }
-    return acc.score();
-}
-
-[[nodiscard]] inline chrf_score corpus_chrf(std::span<const std::string> hyps, std::span<const std::string> refs,
-                                            const chrf_options& o = {}) {
-    const std::vector<std::vector<std::string>> streams{std::vector<std::string>(refs.begin(), refs.end())};
-    return corpus_chrf(hyps, std::span<const std::vector<std::string>>(streams), o);
-}
-
-[[nodiscard]] inline chrf_score sentence_chrf(std::string_view hyp, std::span<const std::string> refs,
-                                              const chrf_options& o = {}) {
-    chrf_accumulator acc(o);
-    acc.add(hyp, refs);
-    return acc.score();
-}
-
-}  // namespace depthlab::metrics
-// ---- end depthlab/metrics/chrf.hpp ----
-// ---- begin depthlab/train/progress.hpp ----
-// Progress of a long run, the way a PyTorch / Hugging Face user expects it: one line per
-// report with step, loss parts, tokens/s, elapsed time and ETA, and the same record as a
-// JSON line (metrics.jsonl) for plots.
-#include <chrono>
-#include <cstdint>
-#include <cstdio>
-#include <fstream>
-#include <iomanip>
-#include <sstream>
-#include <string>
-#include <utility>
-#include <vector>
-
-#include <nlohmann/json.hpp>
-
-// ---- begin depthlab/io/atomic_file.hpp ----
-// Atomic file writes: a file is either its old content or its complete new content, never
-// a mix, whatever happens during the write (an exception, a full disk, kill -9, power loss).
-//
-// The bytes go to a temporary file next to the target, `<path>.tmp.<pid>.<n>`, created
-// exclusively and held under an exclusive flock(2) while it is written; it is flushed,
-// fsync'ed and renamed over the target, and the directory is fsync'ed. On failure the
-// temporary is removed and io_error names the path. A flock dies with its process, so a
-// temporary that can be locked belongs to a writer that was killed before its rename: the
-// next write of the same path removes it (temporaries of live writers stay locked and are
-// left alone, even those of other threads of this process).
-//
-//   io::write_file_atomically("runs/x/report.html", html);
-//   io::write_atomically(path, "save_safetensors", [&](const io::byte_sink& put) { put(p, n); ... });
-//
-// POSIX only (open/flock/fsync/rename).
-#include <algorithm>
-#include <atomic>
-#include <cerrno>
-#include <cstdint>
-#include <cstdio>
-#include <cstring>
-#include <functional>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
-
-#include <dirent.h>
-#include <fcntl.h>
-#include <sys/file.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-
-namespace depthlab::io {
-
-/// Receives bytes (any number of calls).
-using byte_sink = std::function<void(const void* data, std::size_t bytes)>;
-
-namespace detail {
-inline std::atomic<std::uint64_t>& temp_counter() {
-    static std::atomic<std::uint64_t> n{0};
-    return n;
-}
-inline std::string errno_text(int err) { return std::strerror(err); }
-inline std::string temp_prefix(const std::string& path) { return path + ".tmp."; }
-inline std::string directory_of(const std::string& path) {
-    const std::size_t slash = path.find_last_of('/');
-    return slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-}
-
-/// A temporary being written: the stream, and a second descriptor on the same open file
-/// (dup shares it, hence the lock) that keeps the lock held after the stream is closed,
-/// until the rename is done.
-struct locked_temporary {
-    std::string name;
-    std::FILE* file = nullptr;
-    int lock_fd = -1;
-    locked_temporary() = default;
-    locked_temporary(const locked_temporary&) = delete;
-    locked_temporary& operator=(const locked_temporary&) = delete;
-    ~locked_temporary() {
-        close_file();
-        release();
-    }
-    /// Closes the stream (if still open); returns fclose's result.
-    int close_file() { return file ? std::fclose(std::exchange(file, nullptr)) : 0; }
-    /// Drops the lock (after the rename, or with discard).
-    void release() {
-        if (lock_fd >= 0) ::close(std::exchange(lock_fd, -1));
-    }
-    /// Closes everything and removes the file (after a failure).
-    void discard() {
-        close_file();
-        if (!name.empty()) ::unlink(name.c_str());
-        release();
-    }
-};
-
-/// Creates and locks a new temporary file for `path` (op names the caller in errors).
-inline void create_locked_temporary(const std::string& path, const char* op, locked_temporary& t) {
-    for (int attempt = 0;; ++attempt) {
-        t.name = temp_prefix(path) + std::to_string(::getpid()) + "." + std::to_string(temp_counter()++);
-        const int fd = ::open(t.name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);  // never reuse someone's file
-        if (fd < 0)
-            throw io_error(depthlab::detail::cat(op, " ", path, ": cannot create temporary file ", t.name, ": ", errno_text(errno)));
-        // A cleaner may have taken the file between open and flock (it found it unlocked):
-        // then the name no longer leads to this file, and a fresh one is made.
-        struct ::stat mine {}, named {};
-        const bool ok = ::flock(fd, LOCK_EX) == 0 && ::fstat(fd, &mine) == 0 && ::stat(t.name.c_str(), &named) == 0 &&
-                        mine.st_ino == named.st_ino && mine.st_dev == named.st_dev;
-        if (ok) {
-            t.lock_fd = ::dup(fd);
-            if (t.lock_fd >= 0) {
-                t.file = ::fdopen(fd, "wb");
-                if (t.file != nullptr) return;
-                t.release();
-            }
-            ::unlink(t.name.c_str());
-        }
-        const int err = errno;
-        ::close(fd);
-        if (attempt == 8)
-            throw io_error(depthlab::detail::cat(op, " ", path, ": cannot lock temporary file ", t.name, ": ", errno_text(err)));
-    }
-}
-
-/// Makes a rename durable (best effort: some file systems refuse fsync on a directory).
-inline void sync_directory(const std::string& path) {
-    const int fd = ::open(directory_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd >= 0) {
-        (void)::fsync(fd);
-        ::close(fd);
-    }
-}
-}  // namespace detail
-
-/// Removes the temporaries of `path` left by writers that died (see the top of this file)
-/// and returns how many. Best effort: whatever cannot be listed, opened or locked is left.
-/// Called by every atomic write; public so that tools can clean a folder explicitly.
-inline std::size_t remove_stale_temporaries(const std::string& path) {
-    const std::string dir = detail::directory_of(path);
-    const std::size_t slash = path.find_last_of('/');
-    const std::string prefix = detail::temp_prefix(slash == std::string::npos ? path : path.substr(slash + 1));
-    const auto digits = [](std::string_view v) { return !v.empty() && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; }); };
-    std::vector<std::string> candidates;
-    if (DIR* d = ::opendir(dir.c_str())) {
-        while (const ::dirent* e = ::readdir(d)) {
-            const std::string_view name = e->d_name;
-            if (!name.starts_with(prefix)) continue;
-            // the rest must be <pid>.<n>: never touch a user's file that merely looks alike
-            const std::string_view rest = name.substr(prefix.size());
-            const std::size_t dot = rest.find('.');
-            if (dot != std::string_view::npos && digits(rest.substr(0, dot)) && digits(rest.substr(dot + 1)))
-                candidates.emplace_back(dir + "/" + std::string(name));
-        }
-        ::closedir(d);
-    }
-    std::size_t removed = 0;
-    for (const std::string& c : candidates) {
-        const int fd = ::open(c.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-        if (fd < 0) continue;
-        struct ::stat locked {}, named {};
-        if (::flock(fd, LOCK_EX | LOCK_NB) == 0 && ::fstat(fd, &locked) == 0 && S_ISREG(locked.st_mode) &&
-            ::stat(c.c_str(), &named) == 0 && locked.st_ino == named.st_ino && locked.st_dev == named.st_dev &&
-            ::unlink(c.c_str()) == 0)
-            ++removed;
-        ::close(fd);
-    }
-    return removed;
-}
-
-/// Writes `path` atomically with the bytes `produce(put)` gives. Throws io_error
-/// "<op> <path>: <why>" after removing the temporary; `path` is then untouched. An
-/// exception from `produce` aborts the write the same way (its message becomes the why).
-template <class Produce>
-void write_atomically(const std::string& path, const char* op, Produce&& produce) {
-    remove_stale_temporaries(path);
-    detail::locked_temporary t;
-    detail::create_locked_temporary(path, op, t);
-    struct failure {
-        std::string why;
-    };
-    std::string why;
-    try {
-        const byte_sink put = [&](const void* data, std::size_t n) {
-            if (n != 0 && std::fwrite(data, 1, n, t.file) != n)
-                throw failure{depthlab::detail::cat("write failed: ", detail::errno_text(errno))};
-        };
-        produce(put);
-        if (std::fflush(t.file) != 0) throw failure{depthlab::detail::cat("flush failed: ", detail::errno_text(errno))};
-        if (::fsync(::fileno(t.file)) != 0) throw failure{depthlab::detail::cat("fsync failed: ", detail::errno_text(errno))};
-        if (t.close_file() != 0) throw failure{depthlab::detail::cat("close failed: ", detail::errno_text(errno))};
-        if (std::rename(t.name.c_str(), path.c_str()) != 0)
-            throw failure{depthlab::detail::cat("cannot rename ", t.name, " over it: ", detail::errno_text(errno))};
-    } catch (const failure& e) {
-        why = e.why;
-    } catch (const std::exception& e) {
-        why = depthlab::detail::cat("write aborted: ", e.what());
-    } catch (...) {
-        t.discard();
-        throw;
-    }
-    if (!why.empty()) {
-        t.discard();
-        throw io_error(depthlab::detail::cat(op, " ", path, ": ", why));
-    }
-    t.release();
-    detail::sync_directory(path);
-}
-
-/// Writes a whole file atomically (reports, CSVs, metrics rewrites).
-inline void write_file_atomically(const std::string& path, std::string_view content, const char* op = "write") {
-    write_atomically(path, op, [&](const byte_sink& put) { put(content.data(), content.size()); });
-}
-
-}  // namespace depthlab::io
-// ---- end depthlab/io/atomic_file.hpp ----
-
-namespace depthlab::train {
-
-/// "1h02m", "3m05s", "12.3s"
-inline std::string format_duration(double seconds) {
-    char buf[32];
-    if (!(seconds >= 0) || seconds > 1e8) return "?";
-    if (seconds >= 3600) std::snprintf(buf, sizeof buf, "%dh%02dm", static_cast<int>(seconds / 3600), static_cast<int>(seconds / 60) % 60);
-    else if (seconds >= 60) std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(seconds / 60), static_cast<int>(seconds) % 60);
-    else std::snprintf(buf, sizeof buf, "%.1fs", seconds);
-    return buf;
-}
-
-/// Keeps the records of a metrics.jsonl whose "step" is <= last_step, in order, and drops
-/// the rest: later steps, and lines that are not a JSON object with an integer "step" (the
-/// torn last line of a killed run). Rewritten atomically (temporary file, fsync, rename);
-/// a missing file is left missing. Returns the number of records dropped.
-inline std::size_t truncate_jsonl(const std::string& path, std::int64_t last_step) {
-    std::ifstream in(path);
-    if (!in.is_open()) return 0;
-    std::string kept, line;
-    std::size_t dropped = 0;
-    while (std::getline(in, line)) {
-        const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-        const bool keep = j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<std::int64_t>() <= last_step;
-        if (keep) kept += line + "\n";
-        else ++dropped;
-    }
-    in.close();
-    if (dropped == 0) return 0;
-    io::write_file_atomically(path, kept);
-    return dropped;
-}
-
-class progress_meter {
-public:
-    /// total_steps: for the ETA; first_step: where a resumed run starts (rates count only
-    /// the steps of this process); jsonl_path: empty for no file. An existing file is cut
-    /// back to the records of steps <= first_step (see truncate_jsonl): the steps a killed
-    /// run logged after its last checkpoint are run again, and must not appear twice.
-    progress_meter(std::int64_t total_steps, std::int64_t first_step = 0, const std::string& jsonl_path = "")
-        : total_(total_steps), first_(first_step), start_(clock::now()) {
-        if (!jsonl_path.empty()) {
-            truncate_jsonl(jsonl_path, first_step);
-            jsonl_.open(jsonl_path, std::ios::app);
-            DEPTHLAB_CHECK(jsonl_.good(), io_error, "progress_meter: cannot open ", jsonl_path, " for writing");
-        }
-    }
-    /// Counts tokens processed (for tokens/s).
-    void add_tokens(std::int64_t n) { tokens_ += n; }
-
-    /// Prints one line and appends one JSON record: step, the named values, rates, times.
-    void report(std::int64_t step, const std::vector<std::pair<std::string, double>>& values, std::FILE* out = stdout) {
-        const double elapsed = std::chrono::duration<double>(clock::now() - start_).count();
-        const double done = static_cast<double>(step - first_);
-        const double eta = done > 0 ? elapsed / done * static_cast<double>(total_ - step) : -1;
-        const double tps = elapsed > 0 ? static_cast<double>(tokens_) / elapsed : 0;
-        std::ostringstream line;
-        line << "step " << step << "/" << total_;
-        for (const auto& [k, v] : values) line << "  " << k << " " << std::setprecision(4) << std::fixed << v;
-        line << "  " << std::setprecision(0) << std::fixed << tps << " tok/s  elapsed " << format_duration(elapsed) << "  ETA "
-             << format_duration(eta);
-        std::fprintf(out, "%s\n", line.str().c_str());
-        std::fflush(out);
-        if (jsonl_.is_open()) {
-            std::ostringstream js;
-            js << std::setprecision(9) << "{\"step\": " << step;
-            for (const auto& [k, v] : values) js << ", \"" << k << "\": " << json_number(v);
-            js << ", \"tokens_per_s\": " << json_number(tps) << ", \"elapsed_s\": " << json_number(elapsed) << "}";
-            jsonl_ << js.str() << "\n";
-            jsonl_.flush();
-        }
-    }
-    [[nodiscard]] double elapsed_seconds() const { return std::chrono::duration<double>(clock::now() - start_).count(); }
-
-private:
-    using clock = std::chrono::steady_clock;
-    static std::string json_number(double v) {
-        if (!(v == v) || v > 1.7e308 || v < -1.7e308) return "null";  // JSON has no NaN/inf
-        std::ostringstream os;
-        os << std::setprecision(9) << v;
-        return os.str();
-    }
-    std::int64_t total_, first_;
-    std::int64_t tokens_ = 0;
-    clock::time_point start_;
-    std::ofstream jsonl_;
-};
-
-}  // namespace depthlab::train
-// ---- end depthlab/train/progress.hpp ----
 // ---- begin depthlab/io/safetensors.hpp ----
 // safetensors: the tensor file format of Hugging Face / PyTorch checkpoints.
 //
@@ -8190,525 +10036,6 @@ training_state<T, B> load_checkpoint(const std::string& path, nn::Module<T, B>& 
 
 }  // namespace depthlab::io
 // ---- end depthlab/io/checkpoint.hpp ----
-// ---- begin depthlab/halting/act.hpp ----
-// Per-token adaptive depth over a tied transformer layer (ACT), as in ../shared/papers.md §A
-// (Simoulin & Crabbé 2021, following the official code):
-//
-//   y^n   = layer(s^{n-1})                            the whole layer, all positions
-//   p^n   = sigmoid(w_h · y^n + b_h)                  from the layer OUTPUT; b_h = 0 at init
-//   running  = cum < 1                                padding starts with cum = 1: never runs
-//   new_halt = (cum + p·running >  1 − ε)·running     strict '>'
-//   running  = (cum + p·running <= 1 − ε)·running
-//   cum += p·running;  R += new_halt·(1 − cum);  cum += new_halt·R
-//   N += running + new_halt;   w = p·running + new_halt·R
-//   s^n = w·y^n + (1 − w)·s^{n−1}                     running interpolation
-//   loop while any token runs and n < N_max           no forced halt: such a token keeps R = 0
-//
-// Ponder cost per sequence P = Σ_t mask_t (N_t + R_t); N is a constant for the gradient, only R
-// carries gradient to the halting unit.
-//
-// Two implementations of the same policy:
-//  * dense (the reference and test oracle): every position goes through the layer every
-//    iteration; halted tokens get w = 0.
-//  * compact (policy `act` only): a halted token's state is frozen and, with tied weights, so
-//    are its key and value projections; each iteration computes keys/values only for the
-//    tokens whose state changed in the previous iteration, and queries, attention, output
-//    projection, feed-forward and halting unit only for the running tokens. Exact, and its
-//    cost falls with the number of running tokens.
-//
-// Policies (compile-time): fixed (N_max iterations, no halting unit use), act (the paper),
-// act_graves (Graves 2016 mean-field output s = Σ_n w^n y^n, the state passed on is y^n;
-// halting bias initialised to 1), act_ut (Universal-Transformer style: halted tokens keep
-// being transformed, s = y^n for them), pondernet (Banino et al. 2021, below).
-//
-// PonderNet: λ^n = sigmoid(w_h · y^n + b_h) is the probability of halting at iteration n
-// given no halt before, p^n = λ^n Π_{j<n} (1 − λ^j); the last iteration run takes the
-// remaining mass (λ = 1 there), so p sums to 1 for every token. Iterations run until every
-// token has halted with probability ≥ 1 − ε, or N_max. The state passed on is y^n (no
-// interpolation). Training uses the expected task loss Σ_n p^n L(y^n) (the model's job:
-// ActAlbert::losses) plus β · KL(p ‖ geometric(λ_p) truncated to the iterations run); the
-// `ponder` output is that KL averaged over real tokens. At evaluation a token's output is
-// y^{N_t} with N_t its median halting step (the first n with Σ_{j≤n} p^j ≥ 0.5): the record
-// holds N_t, and R_t = p^{N_t}.
-#include <cmath>
-#include <cstdint>
-#include <limits>
-#include <string>
-#include <vector>
-
-
-namespace depthlab::halting {
-
-struct fixed {
-    static constexpr const char* name = "fixed";
-};
-struct act {
-    static constexpr const char* name = "act";
-};
-struct act_graves {
-    static constexpr const char* name = "act_graves";
-};
-struct act_ut {
-    static constexpr const char* name = "act_ut";
-};
-struct pondernet {
-    static constexpr const char* name = "pondernet";
-};
-
-struct act_options {
-    int max_iterations = 6;      // N_max
-    double epsilon = 0.01;       // halting threshold 1 − ε
-    int min_iterations = 0;      // remedy against collapse: no token halts before this iteration
-    bool compact = true;         // policy act: run only the running tokens (exact)
-    // fixed-point trace, cos(s^{n−1}, s^n) for running tokens: an analysis, so by default only
-    // in eval mode (a training step has no use for it and it costs a pass over the states)
-    enum class trace { never, eval_only, always } fixed_point_trace = trace::eval_only;
-    double lambda_p = 0.2;       // PonderNet: the geometric prior's halting probability per step
-};
-
-/// What happened to every token (flat index b*T + t).
-struct halting_record {
-    index_t batch = 0, length = 0;
-    int iterations = 0;                  // iterations run (max over tokens)
-    std::vector<int> N;                  // iterations per token (0 for padding)
-    std::vector<double> R;               // remainders
-    std::vector<std::vector<double>> cosine;  // [iteration][token]: cos(s^{n-1}, s^n), NaN when not running
-    std::vector<index_t> running_per_iteration;
-};
-
-template <class T, class B = backend::cpu>
-struct act_result {
-    Var<T, B> hidden;   // (B, T, H)
-    Var<T, B> ponder;   // scalar: mean over the batch of Σ_t mask (N_t + R_t) — gradient through R only
-                        // (PonderNet: the KL to the prior, mean over real tokens)
-    halting_record record;
-    std::vector<Var<T, B>> states;     // PonderNet: y^n of every iteration run, each (B, T, H)
-    std::vector<Var<T, B>> halt_prob;  // PonderNet: p^n of every iteration run, each (B*T); Σ_n p^n = 1
-};
-
-/// The paper's halting arithmetic on the host, token by token (in the model's precision, so
-/// that both implementations take the same decisions). Kept separate so that it can be
-/// tested on hand-computed cases.
-template <class T>
-struct act_state {
-    std::vector<T> cum, R;
-    std::vector<int> N;
-    std::vector<char> running;
-    T threshold;      // 1 − ε
-    int min_iterations;
-
-    /// n tokens; mask[i] = 0 marks padding (starts halted, cum = 1).
-    act_state(const std::vector<char>& mask, double epsilon, int min_iter = 0)
-        : cum(mask.size()), R(mask.size(), T(0)), N(mask.size(), 0), running(mask), threshold(static_cast<T>(1.0 - epsilon)),
-          min_iterations(min_iter) {
-        for (std::size_t i = 0; i < mask.size(); ++i) cum[i] = mask[i] ? T(0) : T(1);
-    }
-    struct masks {
-        std::vector<T> running_after, new_halt;
-        index_t still_running = 0;
-    };
-    /// Iteration n (1-based) with halting probabilities p for the tokens in `rows`
-    /// (p[j] belongs to token rows[j]); returns the masks over `rows`.
-    masks step(const std::vector<T>& p, const std::vector<std::int64_t>& rows, int n) {
-        masks m;
-        m.running_after.assign(rows.size(), T(0));
-        m.new_halt.assign(rows.size(), T(0));
-        for (std::size_t j = 0; j < rows.size(); ++j) {
-            const auto i = static_cast<std::size_t>(rows[j]);
-            if (!running[i]) continue;
-            const bool halt = cum[i] + p[j] > threshold && n >= min_iterations;  // strict '>'
-            if (halt) {
-                m.new_halt[j] = T(1);
-                R[i] += T(1) - cum[i];
-                cum[i] += R[i];
-                running[i] = 0;
-            } else {
-                m.running_after[j] = T(1);
-                cum[i] += p[j];
-                ++m.still_running;
-            }
-            N[i] += 1;
-        }
-        return m;
-    }
-    [[nodiscard]] bool any_running() const {
-        for (char r : running)
-            if (r) return true;
-        return false;
-    }
-};
-
-/// A tied encoder layer iterated with per-token halting.
-template <class T, class B = backend::cpu, class Policy = act>
-class ActEncoder : public nn::Module<T, B> {
-public:
-    ActEncoder(const nn::transformer_config& cfg, Generator& gen, act_options opt = {}) : opt(opt), cfg_(cfg) {
-        layer = &this->register_module("shared", std::make_unique<nn::EncoderLayer<T, B>>(cfg, gen));
-        halting_unit = &this->register_module("halting", std::make_unique<nn::Linear<T, B>>(cfg.dim, 1, gen, nn::init_scheme::bert));
-        // p = sigmoid(w·y + b): w ~ N(0, 0.02), b = 0 (the paper) or 1 (Graves)
-        halting_unit->bias.value().fill_(std::is_same_v<Policy, act_graves> ? T(1) : T(0));
-    }
-
-    /// x: (B, T, H) embeddings; lengths: real tokens per sequence.
-    act_result<T, B> operator()(const Var<T, B>& x, const std::vector<index_t>& lengths) const {
-        const Shape& sx = x.shape();
-        DEPTHLAB_CHECK(sx.rank() == 3 && static_cast<index_t>(lengths.size()) == sx[0], shape_error, "ActEncoder: input ", sx, " with ",
-                       lengths.size(), " lengths");
-        DEPTHLAB_CHECK(opt.max_iterations >= 1 && opt.epsilon > 0 && opt.epsilon < 1, usage_error, "ActEncoder: max_iterations ",
-                       opt.max_iterations, ", epsilon ", opt.epsilon);
-        if constexpr (std::is_same_v<Policy, act>) {
-            if (opt.compact) return compact_forward(x, lengths);
-        }
-        if constexpr (std::is_same_v<Policy, pondernet>) {
-            DEPTHLAB_CHECK(opt.lambda_p > 0 && opt.lambda_p < 1, usage_error, "ActEncoder<pondernet>: lambda_p must lie in (0, 1), got ",
-                           opt.lambda_p);
-            return pondernet_forward(x, lengths);
-        } else {
-            return dense_forward(x, lengths);
-        }
-    }
-
-    act_options opt;
-    nn::EncoderLayer<T, B>* layer;
-    nn::Linear<T, B>* halting_unit;
-
-private:
-    using V = Var<T, B>;
-    using Tn = Tensor<T, B>;
-
-    using step_masks = typename act_state<T>::masks;
-    static V constant(const std::vector<T>& v) { return V::constant(Tn::from({static_cast<index_t>(v.size())}, v)); }
-    static V ones_like_vec(index_t n) { return V::constant(Tn::ones({n})); }
-    /// The differentiable part of one halting step over m tokens:
-    /// returns w and updates cum and R (Vars of length m).
-    static V halting_step(const V& p, V& cum, V& R, const step_masks& m) {
-        const index_t n = p.shape()[0];
-        const V pr = mul(p, constant(m.running_after));                               // p · running
-        cum = add(cum, pr);
-        const V rn = mul(add(ones_like_vec(n), scale(cum, T(-1))), constant(m.new_halt));  // new_halt · (1 − cum)
-        R = add(R, rn);
-        cum = add(cum, rn);
-        return add(pr, rn);  // w = p·running + new_halt·R
-    }
-    /// Padding mask over flat tokens and the initial record.
-    static std::vector<char> token_mask(const std::vector<index_t>& lengths, index_t Tt) {
-        std::vector<char> m(lengths.size() * static_cast<std::size_t>(Tt), 0);
-        for (std::size_t b = 0; b < lengths.size(); ++b)
-            for (index_t t = 0; t < lengths[b]; ++t) m[b * Tt + t] = 1;
-        return m;
-    }
-    static std::vector<T> initial_cum(const std::vector<char>& mask) {
-        std::vector<T> c(mask.size());
-        for (std::size_t i = 0; i < mask.size(); ++i) c[i] = mask[i] ? T(0) : T(1);
-        return c;
-    }
-    void finish_record(halting_record& rec, const act_state<T>& st) const {
-        rec.N = st.N;
-        rec.R.assign(st.R.begin(), st.R.end());
-    }
-    /// ponder = mean_b Σ_t mask (N + R): N enters as a constant, R with its gradient.
-    static V ponder_cost(const V& R, const halting_record& rec) {
-        double n_sum = 0;
-        for (int v : rec.N) n_sum += v;
-        const T inv_b = T(1) / static_cast<T>(std::max<index_t>(rec.batch, 1));
-        return add(scale(sum(R), inv_b), V::constant(Tn::full(Shape{}, static_cast<T>(n_sum) * inv_b)));
-    }
-    [[nodiscard]] bool tracing() const {
-        return opt.fixed_point_trace == act_options::trace::always ||
-               (opt.fixed_point_trace == act_options::trace::eval_only && !this->is_training());
-    }
-    /// Records cos(before_j, after_j) for token rows[j]; before/after produce (rows, H) tensors
-    /// and are only evaluated when tracing.
-    template <class Before, class After>
-    void record_cosine(halting_record& rec, Before&& before_fn, After&& after_fn, const std::vector<std::int64_t>& rows) const {
-        if (!tracing()) return;
-        const Tn before = before_fn(), after = after_fn();
-        std::vector<double> cos(static_cast<std::size_t>(rec.batch * rec.length), std::numeric_limits<double>::quiet_NaN());
-        const index_t H = before.shape().back();
-        parallel_for(static_cast<index_t>(rows.size()), 64, [&](index_t j0, index_t j1) {
-            for (index_t j = j0; j < j1; ++j) {
-                const T* x = before.data() + j * H;
-                const T* y = after.data() + j * H;
-                double xy = 0, xx = 0, yy = 0;
-                for (index_t c = 0; c < H; ++c) {
-                    xy += double(x[c]) * y[c];
-                    xx += double(x[c]) * x[c];
-                    yy += double(y[c]) * y[c];
-                }
-                cos[static_cast<std::size_t>(rows[j])] = xy / std::sqrt(std::max(xx * yy, 1e-300));
-            }
-        });
-        rec.cosine.push_back(std::move(cos));
-    }
-    static std::vector<std::int64_t> running_rows(const act_state<T>& st) {
-        std::vector<std::int64_t> rows;
-        for (std::size_t i = 0; i < st.running.size(); ++i)
-            if (st.running[i]) rows.push_back(static_cast<std::int64_t>(i));
-        return rows;
-    }
-
-    /// What both paths start from: sizes, the token mask, the host arithmetic, the record,
-    /// the flat states, and the differentiable cum and R (padding starts with cum = 1).
-    struct run_state {
-        index_t Bn, Tt, H, N;
-        std::vector<char> tokens;
-        act_state<T> st;
-        halting_record rec;
-        V s, cum, R;
-    };
-    run_state start(const V& x, const std::vector<index_t>& lengths) const {
-        const index_t Bn = x.shape()[0], Tt = x.shape()[1], H = x.shape()[2], N = Bn * Tt;
-        std::vector<char> tokens = token_mask(lengths, Tt);
-        act_state<T> st(tokens, opt.epsilon, opt.min_iterations);
-        V cum = constant(initial_cum(tokens));
-        return {Bn, Tt, H, N, std::move(tokens), std::move(st), halting_record{Bn, Tt, 0, {}, {}, {}, {}}, reshape(x, {N, H}),
-                std::move(cum), V::constant(Tn::zeros({N}))};
-    }
-
-    // ---- dense masked reference: any policy ----
-    act_result<T, B> dense_forward(const V& x, const std::vector<index_t>& lengths) const {
-        run_state r = start(x, lengths);
-        // (named references, not a structured binding: clang 14 cannot capture those in lambdas)
-        const index_t Bn = r.Bn, Tt = r.Tt, H = r.H, N = r.N;
-        auto& tokens = r.tokens;
-        auto& st = r.st;
-        auto& rec = r.rec;
-        V &s = r.s, &cum = r.cum, &R = r.R;
-        const Tn mask = nn::padding_mask<T, B>(lengths, Tt);
-        V out;  // Graves: the mean-field sum
-        std::vector<std::int64_t> all(static_cast<std::size_t>(N));
-        for (index_t i = 0; i < N; ++i) all[i] = i;
-        for (int n = 1; n <= opt.max_iterations && st.any_running(); ++n) {
-            const std::vector<std::int64_t> rows = running_rows(st);
-            rec.running_per_iteration.push_back(static_cast<index_t>(rows.size()));
-            rec.iterations = n;
-            const V y = reshape((*layer)(reshape(s, {Bn, Tt, H}), mask), {N, H});
-            if constexpr (std::is_same_v<Policy, fixed>) {
-                record_cosine(rec, [&] { return gather_rows(s, rows).value(); }, [&] { return gather_rows(y, rows).value(); }, rows);
-                for (std::int64_t i : rows) st.N[static_cast<std::size_t>(i)] += 1;
-                s = y;
-                continue;
-            } else {
-                const V p = reshape(sigmoid((*halting_unit)(y)), {N});
-                const step_masks m = st.step(p.value().to_vector(), all, n);
-                const V w = halting_step(p, cum, R, m);
-                V s_next;
-                if constexpr (std::is_same_v<Policy, act_graves>) {
-                    s_next = y;  // the state passed on is the layer output
-                    const V contrib = scale_rows(y, w);
-                    accumulate(out, contrib);
-                } else {
-                    s_next = add(s, scale_rows(add(y, scale(s, T(-1))), w));  // w·y + (1 − w)·s
-                    if constexpr (std::is_same_v<Policy, act_ut>) {
-                        // tokens halted before this iteration keep being transformed
-                        std::vector<std::int64_t> halted;
-                        std::vector<char> was_running(static_cast<std::size_t>(N), 0);
-                        for (std::int64_t i : rows) was_running[static_cast<std::size_t>(i)] = 1;
-                        for (index_t i = 0; i < N; ++i)
-                            if (tokens[i] && !was_running[i]) halted.push_back(i);
-                        if (!halted.empty()) s_next = row_update(s_next, halted, gather_rows(y, halted));
-                    }
-                }
-                record_cosine(rec, [&] { return gather_rows(s, rows).value(); }, [&] { return gather_rows(s_next, rows).value(); }, rows);
-                s = s_next;
-            }
-        }
-        if constexpr (std::is_same_v<Policy, act_graves>) {
-            if (out.defined()) s = out;  // tokens that never halted keep weights summing below 1, as in Graves
-        }
-        finish_record(rec, st);
-        V ponder = std::is_same_v<Policy, fixed> ? V::constant(Tn::zeros(Shape{})) : ponder_cost(R, rec);
-        return {reshape(s, {Bn, Tt, H}), ponder, std::move(rec), {}, {}};
-    }
-
-    // ---- PonderNet: a halting distribution over iterations ----
-    act_result<T, B> pondernet_forward(const V& x, const std::vector<index_t>& lengths) const {
-        run_state r = start(x, lengths);
-        const index_t Bn = r.Bn, Tt = r.Tt, H = r.H, N = r.N;
-        auto& tokens = r.tokens;
-        auto& rec = r.rec;
-        V& s = r.s;
-        const Tn mask = nn::padding_mask<T, B>(lengths, Tt);
-        act_result<T, B> out;
-        std::vector<T> real(static_cast<std::size_t>(N));
-        index_t n_real = 0;
-        for (index_t i = 0; i < N; ++i) {
-            real[i] = tokens[i] ? T(1) : T(0);
-            n_real += tokens[i] ? 1 : 0;
-        }
-        std::vector<double> cdf(static_cast<std::size_t>(N), 0.0);
-        std::vector<int> median(static_cast<std::size_t>(N), 0);
-        std::vector<double> p_median(static_cast<std::size_t>(N), 0.0);
-        const V real_mask = constant(real);
-        V unhalted = real_mask;                               // Π_{j<n} (1 − λ^j)
-        V log_unhalted = V::constant(Tn::zeros({N}));         // its log, kept exactly via log_sigmoid
-        V p_log_p, p_log_q;                                   // Σ_n p log p and Σ_n p log q̃ (q̃ unnormalised)
-        V hidden;
-        const double log_lp = std::log(opt.lambda_p), log_1mlp = std::log1p(-opt.lambda_p);
-        int n = 1;
-        for (;; ++n) {
-            std::vector<std::int64_t> rows;  // real tokens not yet past their median step
-            for (index_t i = 0; i < N; ++i)
-                if (tokens[i] && median[i] == 0) rows.push_back(i);
-            rec.running_per_iteration.push_back(static_cast<index_t>(rows.size()));
-            rec.iterations = n;
-            const V y = reshape((*layer)(reshape(s, {Bn, Tt, H}), mask), {N, H});
-            const V z = reshape((*halting_unit)(y), {N});
-            // the last iteration takes the remaining mass: at N_max, or once every token has
-            // halted with probability >= 1 − ε
-            const std::vector<T> zv = z.value().to_vector(), uv = unhalted.value().to_vector();
-            double left = 0;
-            for (index_t i = 0; i < N; ++i)
-                if (tokens[i]) left = std::max(left, double(uv[i]) / (1.0 + std::exp(double(zv[i]))));  // u·(1 − λ)
-            const bool last = n >= opt.max_iterations || left < opt.epsilon;
-            V p, log_p;
-            if (last) {
-                p = unhalted;
-                log_p = log_unhalted;
-            } else {
-                p = mul(unhalted, sigmoid(z));
-                log_p = add(log_unhalted, log_sigmoid(z));
-                const V nz = scale(z, T(-1));
-                unhalted = mul(unhalted, sigmoid(nz));
-                log_unhalted = add(log_unhalted, log_sigmoid(nz));
-            }
-            const std::vector<T> pv = p.value().to_vector();
-            for (std::int64_t i : rows) {
-                cdf[i] += pv[i];
-                if (cdf[i] >= 0.5 || last) {
-                    median[i] = n;
-                    p_median[i] = pv[i];
-                }
-            }
-            hidden = n == 1 ? y : row_update(hidden, rows, gather_rows(y, rows));
-            record_cosine(rec, [&] { return gather_rows(s, rows).value(); }, [&] { return gather_rows(y, rows).value(); }, rows);
-            const V plp = mul(p, log_p), plq = scale(p, static_cast<T>(log_lp + (n - 1) * log_1mlp));
-            accumulate(p_log_p, plp);
-            accumulate(p_log_q, plq);
-            out.states.push_back(reshape(y, {Bn, Tt, H}));
-            out.halt_prob.push_back(p);
-            s = y;
-            if (last) break;
-        }
-        // KL(p ‖ q) with q^n = λ_p (1 − λ_p)^{n−1} / Z over the n iterations run,
-        // Z = 1 − (1 − λ_p)^n; Σ_n p^n = 1, so log Z enters once per token
-        const T log_z = static_cast<T>(std::log1p(-std::exp(n * log_1mlp)));
-        const V kl = add(add(p_log_p, scale(p_log_q, T(-1))), V::constant(Tn::full({N}, log_z)));
-        out.ponder = scale(sum(mul(kl, real_mask)), T(1) / static_cast<T>(std::max<index_t>(n_real, 1)));
-        rec.N = median;
-        rec.R = p_median;
-        out.hidden = reshape(hidden, {Bn, Tt, H});
-        out.record = std::move(rec);
-        return out;
-    }
-
-    // ---- compact path: policy act, exact ----
-    act_result<T, B> compact_forward(const V& x, const std::vector<index_t>& lengths) const {
-        run_state r = start(x, lengths);
-        // (named references, not a structured binding: clang 14 cannot capture those in lambdas)
-        const index_t Bn = r.Bn, Tt = r.Tt, H = r.H;
-        auto& st = r.st;
-        auto& rec = r.rec;
-        V &s = r.s, &cum = r.cum, &R = r.R;
-        const auto& attn = layer->self_attention.branch;
-        // keys and values of every position from the initial states; afterwards only the rows
-        // whose state changed in the previous iteration are recomputed (tied weights)
-        const V w_q = slice(attn.in_proj_weight, 0, 0, H), b_q = slice(attn.in_proj_bias, 0, 0, H);
-        const V w_kv = slice(attn.in_proj_weight, 0, H, 3 * H), b_kv = slice(attn.in_proj_bias, 0, H, 3 * H);
-        V KV = linear(s, w_kv, b_kv);  // (N, 2H)
-        // The running set only shrinks, so each iteration gathers its rows from the previous
-        // iteration's (prev: rows, states, cum, R) instead of updating full (N, H) states;
-        // a token's final state and remainder are kept once, when it stops.
-        std::vector<std::int64_t> prev;
-        V s_prev, cum_prev, r_prev;
-        std::vector<std::int64_t> done_rows;
-        std::vector<V> s_done, r_done;
-        for (int n = 1; n <= opt.max_iterations && st.any_running(); ++n) {
-            const std::vector<std::int64_t> idx = running_rows(st);  // sorted: grouped by sequence
-            std::vector<index_t> q_off(static_cast<std::size_t>(Bn + 1), 0);
-            for (std::int64_t i : idx) ++q_off[static_cast<std::size_t>(i / Tt) + 1];
-            for (index_t b = 0; b < Bn; ++b) q_off[b + 1] += q_off[b];
-            const index_t nr = static_cast<index_t>(idx.size());
-            rec.running_per_iteration.push_back(nr);
-            rec.iterations = n;
-            V s_run, cum_run, r_run;
-            if (prev.empty()) {
-                s_run = gather_rows(s, idx);
-                cum_run = gather_rows(cum, idx);
-                r_run = gather_rows(R, idx);
-            } else {
-                KV = row_update(KV, prev, linear(s_prev, w_kv, b_kv));
-                const std::vector<std::int64_t> local = positions_within(prev, idx);
-                s_run = gather_rows(s_prev, local);
-                cum_run = gather_rows(cum_prev, local);
-                r_run = gather_rows(r_prev, local);
-            }
-            const V q = linear(s_run, w_q, b_q);
-            const V a = (*attn.out_proj)(ragged_attention<T, B>({q, 0}, q_off, {KV, 0}, {KV, H}, Tt, lengths, H, cfg_.heads));
-            const V y = run_rest_of_layer(s_run, a);
-            const V p = reshape(sigmoid((*halting_unit)(y)), {nr});
-            const step_masks m = st.step(p.value().to_vector(), idx, n);
-            const V w = halting_step(p, cum_run, r_run, m);
-            const V s_new = add(s_run, scale_rows(add(y, scale(s_run, T(-1))), w));
-            record_cosine(rec, [&] { return s_run.value(); }, [&] { return s_new.value(); }, idx);
-            // tokens that stop here (halted, or out of iterations): their final state and R
-            std::vector<std::int64_t> stop;
-            for (std::size_t j = 0; j < idx.size(); ++j)
-                if (m.new_halt[j] > T(0) || n == opt.max_iterations) {
-                    stop.push_back(static_cast<std::int64_t>(j));
-                    done_rows.push_back(idx[j]);
-                }
-            if (stop.size() == idx.size()) {
-                s_done.push_back(s_new);
-                r_done.push_back(r_run);
-            } else if (!stop.empty()) {
-                s_done.push_back(gather_rows(s_new, stop));
-                r_done.push_back(gather_rows(r_run, stop));
-            }
-            prev = idx;
-            s_prev = s_new;
-            cum_prev = cum_run;
-            r_prev = r_run;
-        }
-        finish_record(rec, st);
-        if (!done_rows.empty()) {
-            s = row_update(s, done_rows, s_done.size() == 1 ? s_done[0] : concat(s_done, 0));
-            R = r_done.size() == 1 ? r_done[0] : concat(r_done, 0);  // only its sum is used
-        }
-        return {reshape(s, {Bn, Tt, H}), ponder_cost(R, rec), std::move(rec), {}, {}};
-    }
-    /// Positions of `sub` inside `super` (both sorted, sub ⊆ super).
-    static std::vector<std::int64_t> positions_within(const std::vector<std::int64_t>& super, const std::vector<std::int64_t>& sub) {
-        std::vector<std::int64_t> pos(sub.size());
-        std::size_t k = 0;
-        for (std::size_t j = 0; j < sub.size(); ++j) {
-            while (super[k] != sub[j]) ++k;
-            pos[j] = static_cast<std::int64_t>(k);
-        }
-        return pos;
-    }
-    /// The layer after its attention core, for running rows only: output projection done by
-    /// the caller; residual + LN (post-LN) and the feed-forward sub-layer.
-    V run_rest_of_layer(const V& s_run, const V& attn_out) const {
-        const auto& sa = layer->self_attention;
-        DEPTHLAB_CHECK(!cfg_.norm_first, usage_error, "ActEncoder: the compact path implements post-LN layers (the paper's); use compact = false");
-        DEPTHLAB_CHECK(sa.enabled && layer->feed_forward.enabled, usage_error,
-                       "ActEncoder: compact path with an ablated sub-layer; use compact = false");
-        V h = sa.norm(add(s_run, dropout_or_identity(attn_out, static_cast<T>(cfg_.dropout))));
-        return layer->feed_forward(h);
-    }
-    V dropout_or_identity(const V& v, T p) const {
-        DEPTHLAB_CHECK(!(this->is_training() && p > 0), usage_error,
-                       "ActEncoder: the compact path runs without dropout for now (set dropout 0 or compact = false)");
-        (void)p;
-        return v;
-    }
-
-    nn::transformer_config cfg_;
-};
-
-}  // namespace depthlab::halting
-// ---- end depthlab/halting/act.hpp ----
 // ---- begin depthlab/data/albert_data.hpp ----
 // ALBERT pretraining batches (masked LM + sentence-order prediction) from tokenised
 // documents. Works on token ids only: no tokenizer is needed (scripts/train-tokenizer writes
@@ -9352,822 +10679,6 @@ private:
 
 }  // namespace depthlab::data
 // ---- end depthlab/data/albert_data.hpp ----
-// ---- begin depthlab/analysis/component_value.hpp ----
-// Component-value analyses (Wang & Tu, COLING 2020, "Rethinking the Value of Transformer
-// Components"): how much each module of a trained model is worth, measured two ways, and
-// what to do with the answer (prune, or rewind and fine-tune).
-//
-//   contribution  (hard)  switch module n off, measure the metric, switch it on again:
-//                         d_n = clip(base − metric_without_n, 0, C), score_n = d_n / max_m d_m.
-//   criticality   (soft)  move module n alone from its trained weights θᶠ towards its
-//                         initial ones θ⁰: θ_n(α) = (1 − α)θ_n⁰ + αθ_nᶠ; the score is the
-//                         smallest α ∈ [0, 1] with metric(α) >= base − ε (grid or bisection).
-//   pruning               switch the k least important modules off together, k = 0..K.
-//   rewinding             reset the k least important modules to θ⁰, fine-tune (the caller's
-//                         callback), measure before and after.
-//
-// Works on any model built from depthlab modules: the metric is a callback and the modules
-// are a list the caller may build by hand. default_modules(model) lists the residual
-// sub-layers (nn::sublayers) with the paper's types.
-//
-// Conventions (read these before using the numbers):
-//  * Metric direction: HIGHER IS BETTER (BLEU, accuracy). For a loss pass its negative
-//    (`[&] { return -loss(); }`); then also set the clip C and ε in loss units.
-//  * The metric must be deterministic: put the model in eval mode (dropout off) before
-//    calling any analysis. Metric calls run inside depthlab::no_grad unless
-//    run_options::no_grad is false (the fine-tuning callback never does).
-//  * Every analysis leaves the model as it found it — all modules switched on, every
-//    parameter at θᶠ — also when the metric (or an ablate function) throws: the changes are
-//    held by RAII guards (scoped_ablation, scoped_interpolation). Analyses assume they start
-//    with every module switched on. The exception: rewind_and_finetune() leaves the model
-//    rewound and fine-tuned, by design.
-//  * What "removing" a default module means: its residual branch outputs zero and the
-//    residual path stays. In a post-LN layer the sub-layer's LayerNorm still runs
-//    (y = LN(x)); in a pre-LN layer the sub-layer becomes the identity (y = x). So for
-//    post-LN models the LayerNorm's parameters are not counted as removed by pruning
-//    (module_ref::kept_prefixes); rewinding and criticality do move them (the LayerNorm
-//    lives under the sub-layer's name).
-//  * Tied models (one set of sub-layers named "encoder.shared.*"): a module is the shared
-//    sub-layer, so removing or rewinding it acts on EVERY iteration; its layer is -1.
-//  * Result vectors follow the order of the module list given.
-//  * Like every depthlab header, include it after <depthlab/depthlab.hpp> (or through it).
-#include <algorithm>
-#include <charconv>
-#include <chrono>
-#include <cmath>
-#include <concepts>
-#include <cstddef>
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <functional>
-#include <limits>
-#include <numeric>
-#include <optional>
-#include <ostream>
-#include <sstream>
-#include <string>
-#include <unordered_map>
-#include <unordered_set>
-#include <utility>
-#include <vector>
-
-
-namespace depthlab::analysis {
-
-// ============================================================================ modules
-
-/// One unit of analysis.
-struct module_ref {
-    std::string name;   // unique, e.g. "decoder.5.feed_forward"
-    std::string type;   // "E:SA", "E:FF", "D:SA", "D:EA", "D:FF" (free text for custom modules)
-    int layer = -1;     // layer index; -1 when the module is shared by every layer (tied)
-    /// Parameters of the module: every parameter whose name is `prefix` or starts with
-    /// `prefix.` (nn::is_under). Criticality and rewinding move these; pruning counts them.
-    /// Empty: the module has no parameters of its own (criticality/rewinding refuse it,
-    /// pruning counts 0) — an empty prefix never means "the whole model" here.
-    std::string prefix;
-    /// ablate(true) switches the module off (its output contributes nothing), ablate(false)
-    /// switches it on again. Needed by contribution and pruning only.
-    std::function<void(bool)> ablate;
-    /// Prefixes under `prefix` whose parameters an ablated module still uses (the LayerNorm
-    /// of a post-LN sub-layer): not counted as removed by pruning.
-    std::vector<std::string> kept_prefixes;
-};
-
-namespace detail {
-inline std::vector<std::string> split_name(const std::string& s) {
-    std::vector<std::string> out;
-    std::string cur;
-    for (char c : s) {
-        if (c == '.') {
-            out.push_back(cur);
-            cur.clear();
-        } else {
-            cur += c;
-        }
-    }
-    out.push_back(cur);
-    return out;
-}
-inline bool all_digits(const std::string& s) {
-    return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-}  // namespace detail
-
-/// Paper type ("E:SA", ...) and layer of a sub-layer name: side "D" when a component of the
-/// name is "decoder", "E" otherwise; SA / EA / FF from the sub-layer type; layer = the last
-/// all-digit component of the name, -1 when there is none (a tied stack's "shared").
-inline std::pair<std::string, int> paper_type(const std::string& name, nn::sublayer_type t) {
-    const auto parts = detail::split_name(name);
-    const bool decoder = std::find(parts.begin(), parts.end(), "decoder") != parts.end();
-    const char* kind = t == nn::sublayer_type::self_attention    ? "SA"
-                       : t == nn::sublayer_type::cross_attention ? "EA"
-                                                                 : "FF";
-    int layer = -1;
-    for (auto it = parts.rbegin(); it != parts.rend(); ++it)
-        if (detail::all_digits(*it)) {
-            layer = std::stoi(*it);
-            break;
-        }
-    return {std::string(decoder ? "D:" : "E:") + kind, layer};
-}
-
-/// Every residual sub-layer of `model` (nn::sublayers, model order) as a module:
-/// encoder self_attention -> "E:SA", encoder feed_forward -> "E:FF", decoder
-/// self_attention -> "D:SA", decoder cross_attention -> "D:EA", decoder feed_forward ->
-/// "D:FF"; layer = the index in the name, -1 for a tied stack's "shared" layer (it stands
-/// for every iteration). prefix = the sub-layer name; ablate flips residual_base::enabled.
-/// norm_first: whether the sub-layers are pre-LN. Read from model.cfg.layer.norm_first
-/// when the model has it (Seq2SeqTransformer, Albert), else post-LN (both papers) unless
-/// given. For post-LN the sub-layer's ".norm" is a kept prefix (still used when ablated).
-/// The returned ablate functions point into `model`: keep it alive while using them.
-template <class Model>
-    requires std::derived_from<Model, nn::Module<typename Model::value_type, typename Model::backend_type>>
-std::vector<module_ref> default_modules(Model& model, std::optional<bool> norm_first = std::nullopt) {
-    bool pre_ln = false;
-    if constexpr (requires { static_cast<bool>(model.cfg.layer.norm_first); }) pre_ln = model.cfg.layer.norm_first;
-    if (norm_first) pre_ln = *norm_first;
-    std::vector<module_ref> out;
-    nn::Module<typename Model::value_type, typename Model::backend_type>& base = model;
-    for (auto& [name, r] : nn::sublayers(base)) {
-        auto [type, layer] = paper_type(name, r->type);
-        module_ref m;
-        m.name = name;
-        m.type = std::move(type);
-        m.layer = layer;
-        m.prefix = name;
-        nn::residual_base* sub = r;
-        m.ablate = [sub](bool off) { sub->enabled = !off; };
-        if (!pre_ln) m.kept_prefixes.push_back(name + ".norm");
-        out.push_back(std::move(m));
-    }
-    DEPTHLAB_CHECK(!out.empty(), usage_error, "default_modules: the model has no residual sub-layers");
-    return out;
-}
-
-/// Number of parameter values the listed modules stop using when all of them are ablated:
-/// parameters under a module's prefix and under none of its kept prefixes, each counted once.
-template <class T, class B>
-index_t parameters_removed(const nn::Module<T, B>& model, const std::vector<const module_ref*>& modules) {
-    index_t n = 0;
-    for (auto& named : model.named_parameters()) {
-        const std::string& name = named.first;  // (not a structured binding: the lambda below captures it)
-        const auto& p = named.second;
-        for (const module_ref* m : modules) {
-            if (m->prefix.empty() || !nn::is_under(name, m->prefix)) continue;
-            const bool kept = std::any_of(m->kept_prefixes.begin(), m->kept_prefixes.end(),
-                                          [&](const std::string& k) { return nn::is_under(name, k); });
-            if (kept) continue;
-            n += p.value().numel();
-            break;
-        }
-    }
-    return n;
-}
-template <class T, class B>
-index_t parameters_removed(const nn::Module<T, B>& model, const std::vector<module_ref>& modules) {
-    std::vector<const module_ref*> ptrs;
-    for (const auto& m : modules) ptrs.push_back(&m);
-    return parameters_removed(model, ptrs);
-}
-
-// ============================================================================ guards
-
-/// Switches modules off for its lifetime; switches them on again (reverse order) when
-/// destroyed, also during stack unwinding. Errors while switching on are swallowed there.
-class scoped_ablation {
-public:
-    scoped_ablation() = default;
-    explicit scoped_ablation(const module_ref& m) { add(m); }
-    scoped_ablation(const scoped_ablation&) = delete;
-    scoped_ablation& operator=(const scoped_ablation&) = delete;
-    ~scoped_ablation() { restore(); }
-
-    /// Switches one more module off.
-    void add(const module_ref& m) {
-        DEPTHLAB_CHECK(static_cast<bool>(m.ablate), usage_error, "ablation: module '", m.name, "' has no ablate function");
-        off_.push_back(&m);  // before the call: a half-done ablate(true) is undone too
-        m.ablate(true);
-    }
-    /// Switches every module on again now.
-    void restore() noexcept {
-        while (!off_.empty()) {
-            try {
-                off_.back()->ablate(false);
-            } catch (...) {
-            }
-            off_.pop_back();
-        }
-    }
-    [[nodiscard]] std::size_t size() const { return off_.size(); }
-
-private:
-    std::vector<const module_ref*> off_;
-};
-
-/// Sets the parameters under `prefix` to (1 − α) θ⁰ + α θᶠ for its lifetime (set() moves α);
-/// writes θᶠ back under the prefix when destroyed, also during stack unwinding.
-template <class T, class B>
-class scoped_interpolation {
-public:
-    scoped_interpolation(nn::Module<T, B>& model, std::string prefix, const nn::Snapshot<T, B>& initial, const nn::Snapshot<T, B>& final_)
-        : model_(model), prefix_(std::move(prefix)), initial_(initial), final_snapshot_(final_) {
-        DEPTHLAB_CHECK(!prefix_.empty(), usage_error, "interpolation: empty parameter prefix (it would move the whole model)");
-    }
-    scoped_interpolation(const scoped_interpolation&) = delete;
-    scoped_interpolation& operator=(const scoped_interpolation&) = delete;
-    ~scoped_interpolation() {
-        try {
-            final_snapshot_.restore(model_, prefix_);
-        } catch (...) {
-        }
-    }
-    void set(double alpha) {
-        DEPTHLAB_CHECK(alpha >= 0.0 && alpha <= 1.0, usage_error, "interpolation: alpha ", alpha, " outside [0, 1]");
-        nn::Snapshot<T, B>::interpolate(model_, initial_, final_snapshot_, alpha, prefix_);
-    }
-
-private:
-    nn::Module<T, B>& model_;
-    std::string prefix_;
-    const nn::Snapshot<T, B>& initial_;
-    const nn::Snapshot<T, B>& final_snapshot_;
-};
-
-// ============================================================================ options
-
-/// What a progress callback receives before each step of a long analysis.
-struct progress_event {
-    std::string stage;           // "contribution", "criticality", "pruning", "rewinding"
-    std::size_t index = 0;       // 1-based step about to run
-    std::size_t total = 0;       // number of steps
-    std::string module;          // the module (or the last module removed) of the step
-    std::size_t evaluations = 0; // metric evaluations so far (this analysis)
-    double elapsed_s = 0;
-    double eta_s = -1;           // -1 until one step has finished
-};
-
-using metric_fn = std::function<double()>;
-using progress_fn = std::function<void(const progress_event&)>;
-
-struct run_options {
-    progress_fn progress;         // called before each step (may be empty)
-    bool print_progress = false;  // one stderr line per step: "contribution: module 3 of 30 (name), 3 evaluations, elapsed 1.2s, ETA 11.0s"
-    bool no_grad = true;          // run the metric inside depthlab::no_grad
-};
-
-struct contribution_options {
-    /// C = clip_fraction · |base| (the paper: BLEU_base / 10). |base| so that a negative
-    /// metric (a negated loss) still gets a non-negative C; with base = 0, C = 0 and every
-    /// score is 0 (the result says so) — set `clip` then.
-    double clip_fraction = 0.1;
-    std::optional<double> clip;   // absolute C, overrides clip_fraction; +inf: no clipping
-    std::optional<double> base;   // the baseline metric when already known (saves one evaluation)
-    run_options run;
-};
-
-enum class search_method { grid, bisection };
-inline const char* to_string(search_method m) { return m == search_method::grid ? "grid" : "bisection"; }
-
-struct criticality_options {
-    double epsilon = 0.5;          // metric(α) passes when >= base − epsilon (paper: 0.5 BLEU)
-    search_method method = search_method::grid;
-    int grid_steps = 10;           // grid α ∈ {0, 1/k, ..., 1}, k = grid_steps
-    bool grid_full_scan = false;   // evaluate every grid α (a full curve) instead of stopping at the first pass
-    double tolerance = 1e-2;       // bisection stops when the bracket is this narrow ...
-    int max_evaluations = 20;      // ... or after this many evaluations for the module (α = 0 included)
-    bool check_final = true;       // refuse to start unless the model holds θᶠ exactly
-    std::optional<double> base;    // the baseline metric when already known
-    run_options run;
-};
-
-// ============================================================================ results
-
-struct contribution_entry {
-    std::string name, type;
-    int layer = -1;
-    double metric_without = 0;  // metric with this module switched off
-    double drop = 0;            // d_n = clip(base − metric_without, 0, C); a NaN metric counts as the full drop C
-    double score = 0;           // d_n / max_m d_m ∈ [0, 1]
-};
-struct contribution_result {
-    double base = 0;             // metric of the full model
-    double clip = 0;             // C used
-    double max_drop = 0;         // max_m d_m
-    bool all_zero = false;       // max_m d_m == 0: no module matters at this C; every score is 0 (no division)
-    std::size_t evaluations = 0; // metric calls, the baseline included
-    std::vector<contribution_entry> modules;
-    [[nodiscard]] std::vector<double> scores() const {
-        std::vector<double> s;
-        for (const auto& m : modules) s.push_back(m.score);
-        return s;
-    }
-};
-
-struct criticality_entry {
-    std::string name, type;
-    int layer = -1;
-    double alpha = 1;              // criticality: smallest passing α found (1 when none passed)
-    double metric_at_alpha = 0;    // metric at that α (bisection: the baseline when α = 1 was never left)
-    std::string search;            // "grid" or "bisection"
-    bool found = true;             // false: no grid α passed, not even α = 1 (a non-deterministic metric?)
-    std::vector<std::pair<double, double>> trace;  // every (α, metric) evaluated, in order
-};
-struct criticality_result {
-    double base = 0, epsilon = 0;
-    std::size_t evaluations = 0;   // metric calls, the baseline included
-    std::vector<criticality_entry> modules;
-    /// The criticality scores (α): higher = more important.
-    [[nodiscard]] std::vector<double> scores() const {
-        std::vector<double> s;
-        for (const auto& m : modules) s.push_back(m.alpha);
-        return s;
-    }
-};
-
-struct pruning_point {
-    int k = 0;                                 // modules removed
-    std::vector<std::string> modules_removed;  // the k least important, in removal order
-    index_t parameters_removed = 0;            // parameter values they stop using
-    double metric = 0;
-};
-struct pruning_result {
-    index_t total_parameters = 0;
-    std::size_t evaluations = 0;
-    std::vector<pruning_point> curve;  // k = 0..K; k = 0 is the full model (the baseline)
-};
-
-struct rewinding_point {
-    int k = 0;                         // modules rewound to θ⁰
-    std::vector<std::string> modules;  // which (the k least important)
-    double metric_before_finetune = 0;
-    double metric_after_finetune = 0;
-};
-
-// ============================================================================ internals
-
-namespace detail {
-
-inline void check_modules(const std::vector<module_ref>& modules, const char* what, bool need_ablate, bool need_prefix) {
-    DEPTHLAB_CHECK(!modules.empty(), usage_error, what, ": no modules");
-    std::unordered_set<std::string> seen;
-    for (const auto& m : modules) {
-        DEPTHLAB_CHECK(!m.name.empty(), usage_error, what, ": a module has an empty name");
-        DEPTHLAB_CHECK(seen.insert(m.name).second, usage_error, what, ": module name '", m.name, "' appears twice");
-        DEPTHLAB_CHECK(!need_ablate || static_cast<bool>(m.ablate), usage_error, what, ": module '", m.name, "' has no ablate function");
-        DEPTHLAB_CHECK(!need_prefix || !m.prefix.empty(), usage_error, what, ": module '", m.name, "' has no parameter prefix");
-    }
-}
-
-/// Counts metric calls, wraps them in no_grad, reports progress with an ETA.
-class evaluator {
-public:
-    evaluator(const metric_fn& f, const run_options& o, std::string stage, const char* unit = "module")
-        : f_(f), o_(o), stage_(std::move(stage)), unit_(unit), start_(clock::now()) {
-        DEPTHLAB_CHECK(static_cast<bool>(f_), usage_error, stage_, ": no metric callback");
-    }
-    double operator()() {
-        ++count_;
-        if (o_.no_grad) {
-            no_grad g;
-            return f_();
-        }
-        return f_();
-    }
-    /// Before step i (0-based) of n.
-    void step(std::size_t i, std::size_t n, const std::string& module) {
-        if (!o_.progress && !o_.print_progress) return;
-        const double elapsed = std::chrono::duration<double>(clock::now() - start_).count();
-        progress_event e{stage_, i + 1, n, module, count_, elapsed, i > 0 ? elapsed / static_cast<double>(i) * static_cast<double>(n - i) : -1};
-        if (o_.progress) o_.progress(e);
-        if (o_.print_progress) {
-            std::fprintf(stderr, "%s: %s %zu of %zu (%s), %zu evaluations, elapsed %s, ETA %s\n", stage_.c_str(), unit_, e.index, e.total,
-                         module.c_str(), e.evaluations, train::format_duration(elapsed).c_str(),
-                         e.eta_s < 0 ? "?" : train::format_duration(e.eta_s).c_str());
-            std::fflush(stderr);
-        }
-    }
-    [[nodiscard]] std::size_t count() const { return count_; }
-
-private:
-    using clock = std::chrono::steady_clock;
-    const metric_fn& f_;
-    const run_options& o_;
-    std::string stage_;
-    const char* unit_;
-    clock::time_point start_;
-    std::size_t count_ = 0;
-};
-
-template <class T, class B>
-void check_holds(const nn::Module<T, B>& model, const nn::Snapshot<T, B>& snap, const char* what) {
-    for (auto& [name, p] : model.named_parameters())
-        DEPTHLAB_CHECK(p.value().to_vector() == snap.at(name).to_vector(), usage_error, what, ": the model does not hold θᶠ (parameter '", name,
-                       "' differs from the final snapshot); pass the snapshots in the order (initial, final)");
-}
-
-}  // namespace detail
-
-// ============================================================================ contribution
-
-/// Contribution score of every module (see the top of the file). Each module is switched
-/// off for one evaluation and on again, even when the metric throws.
-inline contribution_result contribution(const std::vector<module_ref>& modules, const metric_fn& metric, const contribution_options& opts = {}) {
-    detail::check_modules(modules, "contribution", true, false);
-    DEPTHLAB_CHECK(opts.clip_fraction >= 0, usage_error, "contribution: clip_fraction ", opts.clip_fraction, " < 0");
-    DEPTHLAB_CHECK(!opts.clip || *opts.clip >= 0, usage_error, "contribution: clip ", *opts.clip, " < 0");
-    detail::evaluator eval(metric, opts.run, "contribution");
-    contribution_result r;
-    r.base = opts.base ? *opts.base : eval();
-    DEPTHLAB_CHECK(!std::isnan(r.base), numeric_error, "contribution: the baseline metric is NaN");
-    r.clip = opts.clip ? *opts.clip : opts.clip_fraction * std::abs(r.base);
-    for (std::size_t i = 0; i < modules.size(); ++i) {
-        const module_ref& m = modules[i];
-        eval.step(i, modules.size(), m.name);
-        double v;
-        {
-            scoped_ablation off(m);
-            v = eval();
-        }
-        const double d = std::isnan(v) ? r.clip : std::clamp(r.base - v, 0.0, r.clip);
-        r.modules.push_back({m.name, m.type, m.layer, v, d, 0.0});
-        r.max_drop = std::max(r.max_drop, d);
-    }
-    r.all_zero = !(r.max_drop > 0);
-    if (!r.all_zero)
-        for (auto& e : r.modules) e.score = std::isinf(r.max_drop) ? (std::isinf(e.drop) ? 1.0 : 0.0) : e.drop / r.max_drop;
-    r.evaluations = eval.count();
-    return r;
-}
-
-/// Contribution of default_modules(model).
-template <class Model>
-    requires std::derived_from<Model, nn::Module<typename Model::value_type, typename Model::backend_type>>
-contribution_result contribution(Model& model, const metric_fn& metric, const contribution_options& opts = {}) {
-    return contribution(default_modules(model), metric, opts);
-}
-
-// ============================================================================ criticality
-
-/// Criticality of every module (see the top of the file). `initial` = θ⁰, `final_` = θᶠ;
-/// the model must hold θᶠ (checked unless opts.check_final is false). Only the parameters
-/// under the module's prefix move; θᶠ is written back after each module, also on exceptions.
-///  grid:      α = 0, 1/k, ..., 1 in increasing order; the first passing α (all of them with
-///             grid_full_scan). α = 1 is evaluated like any other grid point.
-///  bisection: assumes metric(α) monotone. Evaluates α = 0 (passes: criticality 0); else
-///             brackets [lo fails, hi passes] starting from hi = 1 — θᶠ, whose metric is the
-///             baseline, not re-evaluated — and halves until hi − lo <= tolerance or
-///             max_evaluations; reports hi.
-template <class T, class B>
-criticality_result criticality(nn::Module<T, B>& model, const std::vector<module_ref>& modules, const nn::Snapshot<T, B>& initial,
-                               const nn::Snapshot<T, B>& final_, const metric_fn& metric, const criticality_options& opts = {}) {
-    detail::check_modules(modules, "criticality", false, true);
-    DEPTHLAB_CHECK(opts.grid_steps >= 1, usage_error, "criticality: grid_steps ", opts.grid_steps, " < 1");
-    DEPTHLAB_CHECK(opts.tolerance > 0, usage_error, "criticality: tolerance ", opts.tolerance, " <= 0");
-    DEPTHLAB_CHECK(opts.max_evaluations >= 1, usage_error, "criticality: max_evaluations ", opts.max_evaluations, " < 1");
-    DEPTHLAB_CHECK(opts.epsilon >= 0, usage_error, "criticality: epsilon ", opts.epsilon, " < 0");
-    if (opts.check_final) detail::check_holds(model, final_, "criticality");
-    detail::evaluator eval(metric, opts.run, "criticality");
-    criticality_result r;
-    r.epsilon = opts.epsilon;
-    r.base = opts.base ? *opts.base : eval();
-    DEPTHLAB_CHECK(!std::isnan(r.base), numeric_error, "criticality: the baseline metric is NaN");
-    const double threshold = r.base - opts.epsilon;
-    auto passes = [&](double v) { return v >= threshold; };  // NaN never passes
-    for (std::size_t i = 0; i < modules.size(); ++i) {
-        const module_ref& m = modules[i];
-        eval.step(i, modules.size(), m.name);
-        criticality_entry e{m.name, m.type, m.layer, 1.0, r.base, to_string(opts.method), true, {}};
-        scoped_interpolation<T, B> interp(model, m.prefix, initial, final_);
-        auto at = [&](double alpha) {
-            interp.set(alpha);
-            const double v = eval();
-            e.trace.emplace_back(alpha, v);
-            return v;
-        };
-        if (opts.method == search_method::grid) {
-            e.found = false;
-            for (int j = 0; j <= opts.grid_steps; ++j) {
-                const double alpha = j == opts.grid_steps ? 1.0 : static_cast<double>(j) / opts.grid_steps;
-                const double v = at(alpha);
-                if (!e.found && passes(v)) {
-                    e.found = true;
-                    e.alpha = alpha;
-                    e.metric_at_alpha = v;
-                    if (!opts.grid_full_scan) break;
-                }
-            }
-            if (!e.found) {
-                e.alpha = 1.0;
-                e.metric_at_alpha = e.trace.back().second;
-            }
-        } else {
-            const double v0 = at(0.0);
-            if (passes(v0)) {
-                e.alpha = 0.0;
-                e.metric_at_alpha = v0;
-            } else {
-                double lo = 0.0, hi = 1.0, hi_metric = r.base;
-                int n = 1;
-                while (hi - lo > opts.tolerance && n < opts.max_evaluations) {
-                    const double mid = 0.5 * (lo + hi);
-                    const double v = at(mid);
-                    ++n;
-                    if (passes(v)) {
-                        hi = mid;
-                        hi_metric = v;
-                    } else {
-                        lo = mid;
-                    }
-                }
-                e.alpha = hi;
-                e.metric_at_alpha = hi_metric;
-            }
-        }
-        r.modules.push_back(std::move(e));
-    }
-    r.evaluations = eval.count();
-    return r;
-}
-
-/// Criticality of default_modules(model).
-template <class Model>
-    requires std::derived_from<Model, nn::Module<typename Model::value_type, typename Model::backend_type>>
-criticality_result criticality(Model& model, const nn::Snapshot<typename Model::value_type, typename Model::backend_type>& initial,
-                               const nn::Snapshot<typename Model::value_type, typename Model::backend_type>& final_, const metric_fn& metric,
-                               const criticality_options& opts = {}) {
-    nn::Module<typename Model::value_type, typename Model::backend_type>& base = model;
-    return criticality(base, default_modules(model), initial, final_, metric, opts);
-}
-
-// ============================================================================ ranking, pruning, rewinding
-
-/// Indices of `modules` from least to most important (ascending score; ties broken by
-/// name, std::string order). `importance` is aligned with `modules` (e.g. result.scores()).
-inline std::vector<std::size_t> least_important_first(const std::vector<module_ref>& modules, const std::vector<double>& importance) {
-    DEPTHLAB_CHECK(modules.size() == importance.size(), shape_error, "ranking: ", modules.size(), " modules but ", importance.size(),
-                   " scores");
-    for (std::size_t i = 0; i < importance.size(); ++i)
-        DEPTHLAB_CHECK(!std::isnan(importance[i]), numeric_error, "ranking: the score of '", modules[i].name, "' is NaN");
-    std::vector<std::size_t> idx(modules.size());
-    std::iota(idx.begin(), idx.end(), std::size_t{0});
-    std::sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) {
-        if (importance[a] != importance[b]) return importance[a] < importance[b];
-        return modules[a].name < modules[b].name;
-    });
-    return idx;
-}
-
-/// Pruning curve: for k = 0..max_k, the k least important modules switched off together,
-/// the metric and the parameters they stop using. Every module is switched on again at the
-/// end, also on exceptions. k = 0 evaluates the full model.
-template <class T, class B>
-pruning_result pruning_curve(const nn::Module<T, B>& model, const std::vector<module_ref>& modules, const std::vector<double>& importance,
-                             const metric_fn& metric, int max_k, const run_options& run = {}) {
-    detail::check_modules(modules, "pruning", true, false);
-    DEPTHLAB_CHECK(max_k >= 0 && static_cast<std::size_t>(max_k) <= modules.size(), usage_error, "pruning: max_k ", max_k, " outside [0, ",
-                   modules.size(), "]");
-    const auto order = least_important_first(modules, importance);
-    detail::evaluator eval(metric, run, "pruning", "step");
-    pruning_result r;
-    r.total_parameters = model.parameter_count();
-    scoped_ablation off;
-    std::vector<const module_ref*> removed;
-    pruning_point pt;
-    for (int k = 0; k <= max_k; ++k) {
-        if (k > 0) {
-            const module_ref& m = modules[order[static_cast<std::size_t>(k - 1)]];
-            off.add(m);
-            removed.push_back(&m);
-            pt.modules_removed.push_back(m.name);
-        }
-        eval.step(static_cast<std::size_t>(k), static_cast<std::size_t>(max_k) + 1, removed.empty() ? std::string("none") : removed.back()->name);
-        pt.k = k;
-        pt.parameters_removed = parameters_removed(model, removed);
-        pt.metric = eval();
-        r.curve.push_back(pt);
-    }
-    off.restore();
-    r.evaluations = eval.count();
-    return r;
-}
-
-/// Resets the parameters of the listed modules to θ⁰ (everything under their prefixes,
-/// LayerNorm included); the rest of the model is untouched.
-template <class T, class B>
-void rewind(nn::Module<T, B>& model, const std::vector<const module_ref*>& modules, const nn::Snapshot<T, B>& initial) {
-    for (const module_ref* m : modules) {
-        DEPTHLAB_CHECK(!m->prefix.empty(), usage_error, "rewind: module '", m->name, "' has no parameter prefix");
-        initial.restore(model, m->prefix);
-    }
-}
-
-namespace detail {
-template <class T, class B>
-rewinding_point rewind_once(nn::Module<T, B>& model, const std::vector<module_ref>& modules, const std::vector<std::size_t>& order, int k,
-                            const nn::Snapshot<T, B>& initial, evaluator& eval, const std::function<void()>& finetune) {
-    DEPTHLAB_CHECK(k >= 0 && static_cast<std::size_t>(k) <= modules.size(), usage_error, "rewinding: k ", k, " outside [0, ", modules.size(), "]");
-    std::vector<const module_ref*> chosen;
-    rewinding_point pt;
-    pt.k = k;
-    for (int i = 0; i < k; ++i) {
-        chosen.push_back(&modules[order[static_cast<std::size_t>(i)]]);
-        pt.modules.push_back(chosen.back()->name);
-    }
-    rewind(model, chosen, initial);
-    pt.metric_before_finetune = eval();
-    if (finetune) finetune();
-    pt.metric_after_finetune = eval();
-    return pt;
-}
-}  // namespace detail
-
-/// Rewinds the k least important modules to θ⁰, measures, calls `finetune` (the caller's
-/// training of the whole model; it runs with gradients on), measures again. The model is
-/// LEFT rewound and fine-tuned (that is the point); if finetune throws, it is left
-/// wherever finetune stopped.
-template <class T, class B>
-rewinding_point rewind_and_finetune(nn::Module<T, B>& model, const std::vector<module_ref>& modules, const std::vector<double>& importance,
-                                    int k, const nn::Snapshot<T, B>& initial, const metric_fn& metric, const std::function<void()>& finetune,
-                                    const run_options& run = {}) {
-    detail::check_modules(modules, "rewinding", false, true);
-    const auto order = least_important_first(modules, importance);
-    detail::evaluator eval(metric, run, "rewinding");
-    return detail::rewind_once(model, modules, order, k, initial, eval, finetune);
-}
-
-/// rewind_and_finetune for each k in ks, each starting from θᶠ; finetune(k) is called with
-/// the k being run (create a fresh optimiser in it: its state must not carry over from the
-/// previous k). The model is set back to θᶠ at the end, also on exceptions.
-template <class T, class B>
-std::vector<rewinding_point> rewinding_curve(nn::Module<T, B>& model, const std::vector<module_ref>& modules, const std::vector<double>& importance,
-                                             const std::vector<int>& ks, const nn::Snapshot<T, B>& initial, const nn::Snapshot<T, B>& final_,
-                                             const metric_fn& metric, const std::function<void(int)>& finetune, const run_options& run = {}) {
-    detail::check_modules(modules, "rewinding", false, true);
-    const auto order = least_important_first(modules, importance);
-    struct restore_final {
-        nn::Module<T, B>& m;
-        const nn::Snapshot<T, B>& s;
-        ~restore_final() {
-            try {
-                s.restore(m);
-            } catch (...) {
-            }
-        }
-    } guard{model, final_};
-    detail::evaluator eval(metric, run, "rewinding", "step");
-    std::vector<rewinding_point> out;
-    for (std::size_t i = 0; i < ks.size(); ++i) {
-        const int k = ks[i];
-        eval.step(i, ks.size(), "k=" + std::to_string(k));
-        final_.restore(model);
-        out.push_back(detail::rewind_once(model, modules, order, k, initial, eval, [&] {
-            if (finetune) finetune(k);
-        }));
-    }
-    return out;
-}
-
-// ============================================================================ statistics
-
-/// Ranks 1..n of v (ascending); tied values get the average of their ranks.
-inline std::vector<double> average_ranks(const std::vector<double>& v) {
-    for (double x : v) DEPTHLAB_CHECK(!std::isnan(x), numeric_error, "average_ranks: NaN value");
-    std::vector<std::size_t> idx(v.size());
-    std::iota(idx.begin(), idx.end(), std::size_t{0});
-    std::stable_sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) { return v[a] < v[b]; });
-    std::vector<double> rank(v.size());
-    for (std::size_t i = 0; i < idx.size();) {
-        std::size_t j = i;
-        while (j + 1 < idx.size() && v[idx[j + 1]] == v[idx[i]]) ++j;
-        const double avg = 0.5 * static_cast<double>(i + j) + 1.0;
-        for (std::size_t t = i; t <= j; ++t) rank[idx[t]] = avg;
-        i = j + 1;
-    }
-    return rank;
-}
-
-/// Spearman rank correlation: Pearson correlation of the average ranks. NaN when either
-/// side is constant (no ranking to compare); throws on size mismatch or fewer than 2 values.
-inline double spearman(const std::vector<double>& a, const std::vector<double>& b) {
-    DEPTHLAB_CHECK(a.size() == b.size(), shape_error, "spearman: ", a.size(), " vs ", b.size(), " values");
-    DEPTHLAB_CHECK(a.size() >= 2, usage_error, "spearman: needs at least 2 values, got ", a.size());
-    const auto ra = average_ranks(a), rb = average_ranks(b);
-    const double mean = 0.5 * static_cast<double>(a.size() + 1);  // mean rank, ties included
-    double sab = 0, saa = 0, sbb = 0;
-    for (std::size_t i = 0; i < ra.size(); ++i) {
-        sab += (ra[i] - mean) * (rb[i] - mean);
-        saa += (ra[i] - mean) * (ra[i] - mean);
-        sbb += (rb[i] - mean) * (rb[i] - mean);
-    }
-    if (saa == 0 || sbb == 0) return std::numeric_limits<double>::quiet_NaN();
-    return sab / std::sqrt(saa * sbb);
-}
-
-/// Spearman between contribution and criticality scores, modules matched by name.
-inline double rank_correlation(const contribution_result& c, const criticality_result& k) {
-    std::unordered_map<std::string, double> alpha;
-    for (const auto& e : k.modules) alpha.emplace(e.name, e.alpha);
-    DEPTHLAB_CHECK(alpha.size() == c.modules.size(), usage_error, "rank_correlation: ", c.modules.size(), " contribution vs ", alpha.size(),
-                   " criticality modules");
-    std::vector<double> a, b;
-    for (const auto& e : c.modules) {
-        auto it = alpha.find(e.name);
-        DEPTHLAB_CHECK(it != alpha.end(), usage_error, "rank_correlation: module '", e.name, "' has no criticality score");
-        a.push_back(e.score);
-        b.push_back(it->second);
-    }
-    return spearman(a, b);
-}
-
-// ============================================================================ CSV
-// Column contracts (header line first, one row per module / k, "," separated, RFC 4180
-// quoting, numbers in shortest round-trip form, "nan"/"inf"/"-inf" for non-finite values):
-//   contribution.csv  module,type,layer,metric_without,score
-//   criticality.csv   module,type,layer,alpha,metric_at_alpha,search
-//   pruning.csv       k,modules_removed,parameters_removed,metric
-//                     modules_removed: the k removed module names in removal order
-//                     (least important first), joined by ';' (empty for k = 0).
-//   rewinding.csv     k,modules,metric_before_finetune,metric_after_finetune
-//                     modules: the k rewound module names, joined by ';'.
-// layer is -1 for a module shared by every layer (tied stacks).
-
-namespace detail {
-inline std::string csv_number(double v) {
-    if (std::isnan(v)) return "nan";
-    if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-    char buf[64];
-    auto res = std::to_chars(buf, buf + sizeof buf, v);
-    return std::string(buf, res.ptr);
-}
-inline std::string csv_field(const std::string& s) {
-    if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-    std::string q = "\"";
-    for (char c : s) {
-        if (c == '"') q += '"';
-        q += c;
-    }
-    return q + "\"";
-}
-inline std::string join(const std::vector<std::string>& v, char sep = ';') {
-    std::string s;
-    for (std::size_t i = 0; i < v.size(); ++i) {
-        if (i) s += sep;
-        s += v[i];
-    }
-    return s;
-}
-/// Writes what `body(stream)` produces to `path` atomically (io/atomic_file.hpp).
-template <class F>
-void write_file(const std::string& path, F&& body) {
-    std::ostringstream os;
-    body(os);
-    io::write_file_atomically(path, os.str(), "CSV: write");
-}
-}  // namespace detail
-
-inline void write_csv(std::ostream& os, const contribution_result& r) {
-    os << "module,type,layer,metric_without,score\n";
-    for (const auto& e : r.modules)
-        os << detail::csv_field(e.name) << ',' << detail::csv_field(e.type) << ',' << e.layer << ',' << detail::csv_number(e.metric_without) << ','
-           << detail::csv_number(e.score) << '\n';
-}
-inline void write_csv(std::ostream& os, const criticality_result& r) {
-    os << "module,type,layer,alpha,metric_at_alpha,search\n";
-    for (const auto& e : r.modules)
-        os << detail::csv_field(e.name) << ',' << detail::csv_field(e.type) << ',' << e.layer << ',' << detail::csv_number(e.alpha) << ','
-           << detail::csv_number(e.metric_at_alpha) << ',' << detail::csv_field(e.search) << '\n';
-}
-inline void write_csv(std::ostream& os, const pruning_result& r) {
-    os << "k,modules_removed,parameters_removed,metric\n";
-    for (const auto& p : r.curve)
-        os << p.k << ',' << detail::csv_field(detail::join(p.modules_removed)) << ',' << p.parameters_removed << ',' << detail::csv_number(p.metric)
-           << '\n';
-}
-inline void write_csv(std::ostream& os, const std::vector<rewinding_point>& r) {
-    os << "k,modules,metric_before_finetune,metric_after_finetune\n";
-    for (const auto& p : r)
-        os << p.k << ',' << detail::csv_field(detail::join(p.modules)) << ',' << detail::csv_number(p.metric_before_finetune) << ','
-           << detail::csv_number(p.metric_after_finetune) << '\n';
-}
-/// The same, to a file (contribution.csv, criticality.csv, pruning.csv, rewinding.csv by
-/// convention), written through a temporary file and renamed; io_error naming the path.
-inline void write_csv(const std::string& path, const contribution_result& r) {
-    detail::write_file(path, [&](std::ostream& f) { write_csv(f, r); });
-}
-inline void write_csv(const std::string& path, const criticality_result& r) {
-    detail::write_file(path, [&](std::ostream& f) { write_csv(f, r); });
-}
-inline void write_csv(const std::string& path, const pruning_result& r) {
-    detail::write_file(path, [&](std::ostream& f) { write_csv(f, r); });
-}
-inline void write_csv(const std::string& path, const std::vector<rewinding_point>& r) {
-    detail::write_file(path, [&](std::ostream& f) { write_csv(f, r); });
-}
-
-}  // namespace depthlab::analysis
-// ---- end depthlab/analysis/component_value.hpp ----
 // ---- begin depthlab/report/html.hpp ----
 // Self-contained HTML reports with inline SVG figures: one file, no JavaScript, no network,
 // readable on screen and on paper. Standard library only (it may be used by programs that

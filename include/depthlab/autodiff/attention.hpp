@@ -149,13 +149,14 @@ Var<T, B> ragged_attention(const projection_slice<T, B>& q, const std::vector<in
     std::vector<std::int64_t> slot(static_cast<std::size_t>(sq[0]));  // query row -> row of the (B, M) block
     for (index_t b = 0; b < Bn; ++b)
         for (index_t i = q_offsets[b]; i < q_offsets[b + 1]; ++i) slot[i] = b * M + (i - q_offsets[b]);
-    const Var<T, B> q_block = reshape(scatter_rows(q.src, slot, Bn * M), {Bn, M, sq[1]});
+    const auto slots = detail::upload_ids<B>(slot);  // one upload for the scatter and the gather
+    const Var<T, B> q_block = reshape(scatter_rows(q.src, slots, Bn * M), {Bn, M, sq[1]});
     const Var<T, B> k3 = reshape(k.src, {Bn, T_, sk.back()});
     const Var<T, B> v3 = k.src.node_ptr() == v.src.node_ptr() ? k3 : reshape(v.src, {Bn, T_, sv.back()});
     std::vector<index_t> lengths(key_lengths.begin(), key_lengths.end());
     const Var<T, B> out = attention<T, B>({q_block, q.offset}, {k3, k.offset}, {v3, v.offset}, dim, {.heads = heads},
                                           key_padding_mask<T, B>(lengths, T_));
-    Var<T, B> rows = gather_rows(reshape(out, {Bn * M, dim}), slot);
+    Var<T, B> rows = gather_rows(reshape(out, {Bn * M, dim}), slots);
     rows.node().op = op_kind::ragged_attention;
     return rows;
 }

@@ -3,6 +3,13 @@
 // the shapes), computes its value with primitives<B>, and registers a backward function
 // written right below the forward. Backward functions accumulate into parents (`+=`).
 // All op results are contiguous.
+//
+// Device-agnostic: ops reach memory only through primitives<B> and memory<B>. Index
+// arguments (ids, targets, rows) are device tensors Tensor<std::int64_t, B>; the overloads
+// taking a host std::span check the values on the host and upload them (an upload, not a
+// synchronisation). Losses are device scalars: on a host backend a non-finite loss throws
+// at once; on a device it is left to the caller, who reads the loss (one synchronisation)
+// when it wants it, e.g. with checked_item().
 #include <cmath>
 #include <cstdint>
 #include <span>
@@ -32,6 +39,37 @@ inline void check_ids(const char* op, std::span<const std::int64_t> ids, index_t
     for (std::size_t i = 0; i < ids.size(); ++i)
         DEPTHLAB_CHECK(ids[i] >= 0 && ids[i] < n, index_error, op, ": ", what, " ", ids[i], " at position ", i,
                        " out of range [0, ", n, ")");
+}
+/// Host ids as a device tensor (n,).
+template <class B>
+Tensor<std::int64_t, B> upload_ids(std::span<const std::int64_t> ids) {
+    return Tensor<std::int64_t, B>::from({static_cast<index_t>(ids.size())}, ids);
+}
+/// Checks a 1-D id tensor's shape, and its values where they can be read without a copy
+/// (host backends); on a device, ids come from the library (valid by construction) or
+/// through the host overloads, which check before the upload, and the kernels guard
+/// against out-of-range values (NaN rows, skipped rows) rather than touch foreign memory.
+template <class B>
+void check_id_tensor(const char* op, const Tensor<std::int64_t, B>& ids, index_t n, const char* what = "id") {
+    DEPTHLAB_CHECK(ids.defined() && ids.rank() == 1 && ids.is_contiguous(), shape_error, op, ": ", what,
+                   "s must be a contiguous 1-D tensor, got shape ", ids.shape());
+    if constexpr (B::host_accessible) check_ids(op, std::span<const std::int64_t>(ids.data(), static_cast<std::size_t>(ids.numel())), n, what);
+}
+/// Host targets against logits s: one per row, each ignore or in [0, V).
+inline void check_targets(const char* op, const Shape& s, std::span<const std::int64_t> t, std::int64_t ignore) {
+    DEPTHLAB_CHECK(s.rank() >= 1 && static_cast<index_t>(t.size()) == s.rows(), shape_error, op, ": ", t.size(),
+                   " targets for logits ", s, " (expected one per row: ", s.rows(), ")");
+    for (std::size_t i = 0; i < t.size(); ++i)
+        DEPTHLAB_CHECK(t[i] == ignore || (t[i] >= 0 && t[i] < s.back()), index_error, op, ": target ", t[i], " at row ", i,
+                       " out of range [0, ", s.back(), ") for logits ", s);
+}
+/// Throws numeric_error when a host backend's scalar loss is not finite (a device defers it).
+template <class T, class B>
+void check_finite_loss(const char* op, const Tensor<T, B>& loss, const Shape& input) {
+    if constexpr (B::host_accessible) {
+        const T v = *loss.data();
+        DEPTHLAB_CHECK(std::isfinite(v), numeric_error, op, ": non-finite loss ", v, " (NaN or inf in the input of shape ", input, "?)");
+    }
 }
 /// Maps each row of scores `sx` (..., cols) to its row of an additive mask whose leading
 /// extents equal the scores' or are 1; M receives the contiguous mask (undefined if none).
@@ -156,7 +194,7 @@ Var<T, B> linear(const Var<T, B>& x, const Var<T, B>& W, const Var<T, B>& b = {}
     if (b.defined()) {
         // Y = b broadcast, then Y += X W^T: the bias add rides on the GEMM's beta.
         const auto bv = detail::contiguous_value(b);
-        for (index_t r = 0; r < rows; ++r) P::axpby(out, T(1), bv.data(), T(0), Y.data() + r * out);
+        P::broadcast_rows(rows, out, bv.data(), Y.data());
         P::gemm(gemm_args{false, true, rows, out, in, in, in, out}, T(1), X.data(), Wv.data(), T(1), Y.data());
     } else {
         P::gemm(gemm_args{false, true, rows, out, in, in, in, out}, T(1), X.data(), Wv.data(), T(0), Y.data());
@@ -333,38 +371,40 @@ namespace detail {
 /// target is ignore_index get 0. Returns their mean over the counted rows (mean = true) or the
 /// per-row losses.
 template <class T, class B>
-Var<T, B> cross_entropy_impl(const char* name, const Var<T, B>& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index,
-                             T label_smoothing, bool mean) {
+Var<T, B> cross_entropy_impl(const char* name, const Var<T, B>& logits, const Tensor<std::int64_t, B>& targets,
+                             std::int64_t ignore_index, T label_smoothing, bool mean) {
     using P = primitives<B>;
     const Shape& s = logits.shape();
-    DEPTHLAB_CHECK(s.rank() >= 1 && static_cast<index_t>(targets.size()) == s.rows(), shape_error, name, ": ", targets.size(),
-                   " targets for logits ", s, " (expected one per row: ", s.rows(), ")");
+    DEPTHLAB_CHECK(s.rank() >= 1 && targets.defined() && targets.rank() == 1 && targets.numel() == s.rows() &&
+                       targets.is_contiguous(),
+                   shape_error, name, ": targets ", targets.shape(), " for logits ", s, " (expected one per row: (", s.rows(), ",))");
     DEPTHLAB_CHECK(label_smoothing >= T(0) && label_smoothing <= T(1), usage_error, name, ": label_smoothing ", label_smoothing,
                    " outside [0, 1]");
     const index_t rows = s.rows(), V = s.back();
-    index_t counted = 0;
-    for (std::size_t i = 0; i < targets.size(); ++i) {
-        if (targets[i] == ignore_index) continue;
-        DEPTHLAB_CHECK(targets[i] >= 0 && targets[i] < V, index_error, name, ": target ", targets[i], " at row ", i, " out of range [0, ",
-                       V, ") for logits ", s);
-        ++counted;
+    if constexpr (B::host_accessible) {
+        const std::int64_t* t = targets.data();
+        for (index_t i = 0; i < rows; ++i)
+            DEPTHLAB_CHECK(t[i] == ignore_index || (t[i] >= 0 && t[i] < V), index_error, name, ": target ", t[i], " at row ", i,
+                           " out of range [0, ", V, ") for logits ", s);
     }
-    auto tgt = std::make_shared<std::vector<std::int64_t>>(targets.begin(), targets.end());
+    const Tensor<std::int64_t, B> tgt = targets;
     const auto X = contiguous_value(logits);
     auto loss_rows = Tensor<T, B>::empty({rows});
     auto lse = Tensor<T, B>::empty({rows});
-    P::cross_entropy_fwd(rows, V, X.data(), tgt->data(), ignore_index, label_smoothing, loss_rows.data(), lse.data());
-    const T denom = counted > 0 ? T(1) / static_cast<T>(counted) : T(0);
-    const T total = P::sum(rows, loss_rows.data());
-    DEPTHLAB_CHECK(std::isfinite(total), numeric_error, name, ": non-finite loss ", total, " (NaN or inf in the logits of shape ", s, "?)");
+    P::cross_entropy_fwd(rows, V, X.data(), tgt.data(), ignore_index, label_smoothing, loss_rows.data(), lse.data());
+    // the mean and 1 / (rows counted), both on the device
+    auto reduced = Tensor<T, B>::empty({2});
+    P::cross_entropy_mean(rows, loss_rows.data(), tgt.data(), ignore_index, reduced.data(), reduced.data() + 1);
+    check_finite_loss(name, reduced.slice(0, 0, 1), s);
     auto backward = [=](Node<T, B>& nd) {
         if (T* dX = parent_grad(nd, 0)) {
             // per-row upstream gradient: the mean's dL/dloss_i = g / counted, or the rows' own
-            const auto gr = mean ? Tensor<T, B>::full({rows}, nd.grad.item() * denom) : nd.grad.contiguous();
-            P::cross_entropy_bwd(rows, V, X.data(), tgt->data(), ignore_index, label_smoothing, lse.data(), gr.data(), dX);
+            const auto g = nd.grad.contiguous();
+            P::cross_entropy_bwd(rows, V, X.data(), tgt.data(), ignore_index, label_smoothing, lse.data(), g.data(), mean ? 0 : 1,
+                                 mean ? reduced.data() + 1 : nullptr, dX);
         }
     };
-    if (mean) return make_result<T, B>(op_kind::cross_entropy, Tensor<T, B>::full(Shape{}, total * denom), {logits}, backward);
+    if (mean) return make_result<T, B>(op_kind::cross_entropy, reduced.slice(0, 0, 1).reshape(Shape{}), {logits}, backward);
     return make_result<T, B>(op_kind::cross_entropy, std::move(loss_rows), {logits}, backward);
 }
 }  // namespace detail
@@ -373,18 +413,30 @@ Var<T, B> cross_entropy_impl(const char* name, const Var<T, B>& logits, std::spa
 /// PyTorch's F.cross_entropy: rows whose target is ignore_index are skipped (and not
 /// counted in the mean); label_smoothing mixes in the uniform distribution. When every
 /// row is ignored the loss is 0 with zero gradient. Throws on out-of-range targets and
-/// on a non-finite loss.
+/// (on host backends) on a non-finite loss.
+template <class T, class B>
+Var<T, B> cross_entropy(const Var<T, B>& logits, const Tensor<std::int64_t, B>& targets, std::int64_t ignore_index = -100,
+                        T label_smoothing = T(0)) {
+    return detail::cross_entropy_impl("cross_entropy", logits, targets, ignore_index, label_smoothing, true);
+}
 template <class T, class B>
 Var<T, B> cross_entropy(const Var<T, B>& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index = -100,
                         T label_smoothing = T(0)) {
-    return detail::cross_entropy_impl("cross_entropy", logits, targets, ignore_index, label_smoothing, true);
+    detail::check_targets("cross_entropy", logits.shape(), targets, ignore_index);
+    return cross_entropy(logits, detail::upload_ids<B>(targets), ignore_index, label_smoothing);
 }
 /// The cross-entropy of every row, shape (rows,) (PyTorch's reduction='none'; ignored rows
 /// are 0): for losses weighted per row, e.g. PonderNet's expectation over halting steps.
 template <class T, class B>
-Var<T, B> cross_entropy_rows(const Var<T, B>& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index = -100,
+Var<T, B> cross_entropy_rows(const Var<T, B>& logits, const Tensor<std::int64_t, B>& targets, std::int64_t ignore_index = -100,
                              T label_smoothing = T(0)) {
     return detail::cross_entropy_impl("cross_entropy_rows", logits, targets, ignore_index, label_smoothing, false);
+}
+template <class T, class B>
+Var<T, B> cross_entropy_rows(const Var<T, B>& logits, std::span<const std::int64_t> targets, std::int64_t ignore_index = -100,
+                             T label_smoothing = T(0)) {
+    detail::check_targets("cross_entropy_rows", logits.shape(), targets, ignore_index);
+    return cross_entropy_rows(logits, detail::upload_ids<B>(targets), ignore_index, label_smoothing);
 }
 
 // ---------------------------------------------------------------- layer norm
@@ -437,79 +489,92 @@ Var<T, B> dropout(const Var<T, B>& x, T p, Generator& gen, bool training = true)
 }
 
 // ---------------------------------------------------------------- rows by index
-/// out[i] = x[idx[i]] along axis 0.  x: (N, ...), result: (len(idx), ...).
+/// out[i] = x[idx[i]] along axis 0.  x: (N, ...), idx: (n,) on the device, result: (n, ...).
 template <class T, class B>
-Var<T, B> gather_rows(const Var<T, B>& x, std::span<const std::int64_t> idx, op_kind op = op_kind::gather_rows) {
+Var<T, B> gather_rows(const Var<T, B>& x, const Tensor<std::int64_t, B>& idx, op_kind op = op_kind::gather_rows) {
     using P = primitives<B>;
     const Shape& sx = x.shape();
     const char* name = op_name(op);
     DEPTHLAB_CHECK(sx.rank() >= 1, shape_error, name, ": input must have rank >= 1, got ", sx);
-    detail::check_ids(name, idx, sx[0], op == op_kind::embedding ? "id" : "index");
-    const index_t n = static_cast<index_t>(idx.size()), cols = sx.numel() / std::max<index_t>(sx[0], 1);
+    detail::check_id_tensor(name, idx, sx[0], op == op_kind::embedding ? "id" : "index");
+    const index_t n = idx.numel(), cols = sx.numel() / std::max<index_t>(sx[0], 1), limit = sx[0];
     Shape so = sx;
     so[0] = n;
-    auto ids = std::make_shared<std::vector<std::int64_t>>(idx.begin(), idx.end());
+    const Tensor<std::int64_t, B> ids = idx;
     const auto X = detail::contiguous_value(x);
     auto Y = Tensor<T, B>::empty(so);
-    P::gather_rows(n, cols, X.data(), ids->data(), Y.data());
+    P::gather_rows(n, cols, X.data(), limit, ids.data(), Y.data());
     return detail::make_result<T, B>(op, std::move(Y), {x}, [=](Node<T, B>& nd) {
-        if (T* dX = detail::parent_grad(nd, 0)) P::scatter_add_rows(n, cols, nd.grad.data(), ids->data(), dX);
+        if (T* dX = detail::parent_grad(nd, 0)) P::scatter_add_rows(n, cols, nd.grad.data(), limit, ids.data(), dX);
     });
 }
-/// out = zeros(rows, ...); out[idx[i]] += x[i].  x: (len(idx), ...), result: (rows, ...).
+/// The same with host indices (checked here, then uploaded).
 template <class T, class B>
-Var<T, B> scatter_rows(const Var<T, B>& x, std::span<const std::int64_t> idx, index_t rows) {
+Var<T, B> gather_rows(const Var<T, B>& x, std::span<const std::int64_t> idx, op_kind op = op_kind::gather_rows) {
+    DEPTHLAB_CHECK(x.shape().rank() >= 1, shape_error, op_name(op), ": input must have rank >= 1, got ", x.shape());
+    detail::check_ids(op_name(op), idx, x.shape()[0], op == op_kind::embedding ? "id" : "index");
+    return gather_rows(x, detail::upload_ids<B>(idx), op);
+}
+/// out = zeros(rows, ...); out[idx[i]] += x[i].  x: (n, ...), idx: (n,), result: (rows, ...).
+template <class T, class B>
+Var<T, B> scatter_rows(const Var<T, B>& x, const Tensor<std::int64_t, B>& idx, index_t rows) {
     using P = primitives<B>;
     const Shape& sx = x.shape();
-    DEPTHLAB_CHECK(sx.rank() >= 1 && sx[0] == static_cast<index_t>(idx.size()), shape_error, "scatter_rows: ", idx.size(),
-                   " indices for input ", sx);
-    detail::check_ids("scatter_rows", idx, rows, "index");
+    DEPTHLAB_CHECK(sx.rank() >= 1 && idx.defined() && sx[0] == idx.numel(), shape_error, "scatter_rows: indices ", idx.shape(),
+                   " for input ", sx);
+    detail::check_id_tensor("scatter_rows", idx, rows, "index");
     const index_t n = sx[0], cols = sx.numel() / std::max<index_t>(n, 1);
     Shape so = sx;
     so[0] = rows;
-    auto ids = std::make_shared<std::vector<std::int64_t>>(idx.begin(), idx.end());
+    const Tensor<std::int64_t, B> ids = idx;
     const auto X = detail::contiguous_value(x);
     auto Y = Tensor<T, B>::zeros(so);
-    P::scatter_add_rows(n, cols, X.data(), ids->data(), Y.data());
+    P::scatter_add_rows(n, cols, X.data(), rows, ids.data(), Y.data());
     return detail::make_result<T, B>(op_kind::scatter_rows, std::move(Y), {x}, [=](Node<T, B>& nd) {
-        if (T* dX = detail::parent_grad(nd, 0)) {
-            auto g = Tensor<T, B>::empty(sx);
-            P::gather_rows(n, cols, nd.grad.data(), ids->data(), g.data());
-            P::axpby(n * cols, T(1), g.data(), T(1), dX);
-        }
+        if (T* dX = detail::parent_grad(nd, 0)) P::gather_rows(n, cols, nd.grad.data(), rows, ids.data(), dX, /*accumulate=*/true);
     });
 }
-/// y = copy of base with rows idx[i] replaced by rows[i] (idx without repeats).
-/// base: (N, ...), rows: (len(idx), ...). Gradients: base gets dy outside the replaced rows,
-/// rows get dy of their rows. (ACT: only the running tokens' states change.)
 template <class T, class B>
-Var<T, B> row_update(const Var<T, B>& base, std::span<const std::int64_t> idx, const Var<T, B>& rows) {
+Var<T, B> scatter_rows(const Var<T, B>& x, std::span<const std::int64_t> idx, index_t rows) {
+    DEPTHLAB_CHECK(x.shape().rank() >= 1 && x.shape()[0] == static_cast<index_t>(idx.size()), shape_error, "scatter_rows: ",
+                   idx.size(), " indices for input ", x.shape());
+    detail::check_ids("scatter_rows", idx, rows, "index");
+    return scatter_rows(x, detail::upload_ids<B>(idx), rows);
+}
+
+namespace detail {
+/// Throws unless the host indices are distinct (they are all in [0, n)).
+inline void check_distinct(const char* op, std::span<const std::int64_t> idx, index_t n) {
+    std::vector<char> seen(static_cast<std::size_t>(n), 0);
+    for (std::size_t i = 0; i < idx.size(); ++i) {
+        DEPTHLAB_CHECK(!seen[static_cast<std::size_t>(idx[i])], index_error, op, ": index ", idx[i], " repeated (position ", i, ")");
+        seen[static_cast<std::size_t>(idx[i])] = 1;
+    }
+}
+}  // namespace detail
+
+/// y = copy of base with rows idx[i] replaced by rows[i] (idx without repeats).
+/// base: (N, ...), idx: (n,) on the device, rows: (n, ...). Gradients: base gets dy outside
+/// the replaced rows, rows get dy of their rows. (ACT: only the running tokens' states change.)
+template <class T, class B>
+Var<T, B> row_update(const Var<T, B>& base, const Tensor<std::int64_t, B>& idx, const Var<T, B>& rows) {
     using P = primitives<B>;
     const Shape& sb = base.shape();
     const Shape& sr = rows.shape();
-    DEPTHLAB_CHECK(sb.rank() >= 1 && sr.rank() == sb.rank() && sr[0] == static_cast<index_t>(idx.size()) &&
+    DEPTHLAB_CHECK(sb.rank() >= 1 && sr.rank() == sb.rank() && idx.defined() && sr[0] == idx.numel() &&
                        Shape(sb.begin() + 1, sb.end()) == Shape(sr.begin() + 1, sr.end()),
-                   shape_error, "row_update: base ", sb, ", ", idx.size(), " indices, rows ", sr);
-    detail::check_ids("row_update", idx, sb[0], "index");
-    {
-        std::vector<char> seen(static_cast<std::size_t>(sb[0]), 0);
-        for (std::size_t i = 0; i < idx.size(); ++i) {
-            DEPTHLAB_CHECK(!seen[static_cast<std::size_t>(idx[i])], index_error, "row_update: index ", idx[i], " repeated (position ", i, ")");
-            seen[static_cast<std::size_t>(idx[i])] = 1;
-        }
-    }
-    const index_t n = sr[0], cols = sb.numel() / std::max<index_t>(sb[0], 1);
-    auto ids = std::make_shared<std::vector<std::int64_t>>(idx.begin(), idx.end());
+                   shape_error, "row_update: base ", sb, ", indices ", idx.shape(), ", rows ", sr);
+    detail::check_id_tensor("row_update", idx, sb[0], "index");
+    if constexpr (B::host_accessible)
+        detail::check_distinct("row_update", std::span<const std::int64_t>(idx.data(), static_cast<std::size_t>(idx.numel())), sb[0]);
+    const index_t n = sr[0], cols = sb.numel() / std::max<index_t>(sb[0], 1), limit = sb[0];
+    const Tensor<std::int64_t, B> ids = idx;
     auto Y = base.value().contiguous().clone();
     const auto R = detail::contiguous_value(rows);
-    for (index_t i = 0; i < n; ++i) P::axpby(cols, T(1), R.data() + i * cols, T(0), Y.data() + (*ids)[i] * cols);
+    P::scatter_rows_set(n, cols, R.data(), limit, ids.data(), Y.data());
     return detail::make_result<T, B>(op_kind::row_update, std::move(Y), {base, rows}, [=](Node<T, B>& nd) {
         const T* dY = nd.grad.data();
-        if (T* dR = detail::parent_grad(nd, 1)) {
-            auto g = Tensor<T, B>::empty(sr);
-            P::gather_rows(n, cols, dY, ids->data(), g.data());
-            P::axpby(n * cols, T(1), g.data(), T(1), dR);
-        }
+        if (T* dR = detail::parent_grad(nd, 1)) P::gather_rows(n, cols, dY, limit, ids.data(), dR, /*accumulate=*/true);
         Node<T, B>& pb = *nd.parents[0];
         if (!pb.requires_grad) return;
         if (!pb.grad.defined() && !nd.retain_grad) {
@@ -517,14 +582,23 @@ Var<T, B> row_update(const Var<T, B>& base, std::span<const std::int64_t> idx, c
             // anyway) and clear the replaced rows, instead of zero-filling a new buffer and
             // adding to it — chains of updates (ACT's keys/values) then cost no full passes
             pb.grad = nd.grad;
-            for (index_t i = 0; i < n; ++i) P::fill(cols, T(0), pb.grad.data() + (*ids)[i] * cols);
+            P::rows_axpy(n, cols, T(0), static_cast<const T*>(nullptr), limit, ids.data(), pb.grad.data());
             return;
         }
         T* dB = pb.grad_buffer().data();
         // every row passes through, then the replaced rows are taken back out (one pass, no copy)
         P::axpby(nd.grad.numel(), T(1), dY, T(1), dB);
-        for (index_t i = 0; i < n; ++i) P::axpby(cols, T(-1), dY + (*ids)[i] * cols, T(1), dB + (*ids)[i] * cols);
+        P::rows_axpy(n, cols, T(-1), dY, limit, ids.data(), dB);
     });
+}
+template <class T, class B>
+Var<T, B> row_update(const Var<T, B>& base, std::span<const std::int64_t> idx, const Var<T, B>& rows) {
+    const Shape& sb = base.shape();
+    DEPTHLAB_CHECK(sb.rank() >= 1 && rows.shape().rank() == sb.rank() && rows.shape()[0] == static_cast<index_t>(idx.size()),
+                   shape_error, "row_update: base ", sb, ", ", idx.size(), " indices, rows ", rows.shape());
+    detail::check_ids("row_update", idx, sb[0], "index");
+    detail::check_distinct("row_update", idx, sb[0]);
+    return row_update(base, detail::upload_ids<B>(idx), rows);
 }
 /// y[r] = w[r] * x[r] for x: (N, C), w: (N) — a per-row weight.
 template <class T, class B>
@@ -543,16 +617,25 @@ Var<T, B> scale_rows(const Var<T, B>& x, const Var<T, B>& w) {
     });
 }
 
-/// Embedding lookup: table (V, E), ids of shape `ids_shape` -> ids_shape + (E).
+/// Embedding lookup: table (V, E), ids (n,) on the device, of shape `ids_shape` ->
+/// ids_shape + (E).
+template <class T, class B>
+Var<T, B> embedding(const Var<T, B>& table, const Tensor<std::int64_t, B>& ids, Shape ids_shape) {
+    DEPTHLAB_CHECK(table.shape().rank() == 2, shape_error, "embedding: table must be (vocab, dim), got ", table.shape());
+    DEPTHLAB_CHECK(ids.defined() && ids_shape.numel() == ids.numel(), shape_error, "embedding: ", ids.numel(), " ids for shape ",
+                   ids_shape);
+    Var<T, B> rows = gather_rows(table, ids, op_kind::embedding);
+    ids_shape.push_back(table.shape()[1]);
+    rows.value() = rows.value().reshape(ids_shape);
+    return rows;
+}
 template <class T, class B>
 Var<T, B> embedding(const Var<T, B>& table, std::span<const std::int64_t> ids, Shape ids_shape) {
     DEPTHLAB_CHECK(table.shape().rank() == 2, shape_error, "embedding: table must be (vocab, dim), got ", table.shape());
     DEPTHLAB_CHECK(ids_shape.numel() == static_cast<index_t>(ids.size()), shape_error, "embedding: ", ids.size(),
                    " ids for shape ", ids_shape);
-    Var<T, B> rows = gather_rows(table, ids, op_kind::embedding);
-    ids_shape.push_back(table.shape()[1]);
-    rows.value() = rows.value().reshape(ids_shape);
-    return rows;
+    detail::check_ids("embedding", ids, table.shape()[0], "id");
+    return embedding(table, detail::upload_ids<B>(ids), std::move(ids_shape));
 }
 
 // ---------------------------------------------------------------- structure
@@ -650,12 +733,10 @@ Var<T, B> sum(const Var<T, B>& x) {
     using P = primitives<B>;
     const auto X = detail::contiguous_value(x);
     const index_t n = X.numel();
-    auto S = Tensor<T, B>::full(Shape{}, P::sum(n, X.data()));
+    auto S = Tensor<T, B>::empty(Shape{});
+    P::sum_to(n, X.data(), T(1), S.data());
     return detail::make_result<T, B>(op_kind::sum, std::move(S), {x}, [=](Node<T, B>& nd) {
-        if (T* dX = detail::parent_grad(nd, 0)) {
-            const auto g = Tensor<T, B>::full({n}, nd.grad.item());
-            P::axpby(n, T(1), g.data(), T(1), dX);
-        }
+        if (T* dX = detail::parent_grad(nd, 0)) P::add_scaled_by(n, nd.grad.data(), T(1), static_cast<const T*>(nullptr), dX);
     });
 }
 /// Mean of all elements.
@@ -680,13 +761,24 @@ Var<T, B> mse(const Var<T, B>& a, const Var<T, B>& b) {
     P::axpby(n, T(-1), Bv.data(), T(1), diff.data());
     auto sq = Tensor<T, B>::empty(a.shape());
     P::mul(n, diff.data(), diff.data(), sq.data());
-    auto L = Tensor<T, B>::full(Shape{}, P::sum(n, sq.data()) / static_cast<T>(n));
-    DEPTHLAB_CHECK(std::isfinite(L.item()), numeric_error, "mse: non-finite loss ", L.item(), " for inputs of shape ", a.shape());
+    auto L = Tensor<T, B>::empty(Shape{});
+    P::sum_to(n, sq.data(), T(1) / static_cast<T>(n), L.data());
+    detail::check_finite_loss("mse", L, a.shape());
     return detail::make_result<T, B>(op_kind::mse, std::move(L), {a, b}, [=](Node<T, B>& nd) {
-        const T g = T(2) * nd.grad.item() / static_cast<T>(n);
-        if (T* dA = detail::parent_grad(nd, 0)) P::axpby(n, g, diff.data(), T(1), dA);
-        if (T* dB = detail::parent_grad(nd, 1)) P::axpby(n, -g, diff.data(), T(1), dB);
+        const T g = T(2) / static_cast<T>(n);
+        if (T* dA = detail::parent_grad(nd, 0)) P::add_scaled_by(n, nd.grad.data(), g, diff.data(), dA);
+        if (T* dB = detail::parent_grad(nd, 1)) P::add_scaled_by(n, nd.grad.data(), -g, diff.data(), dB);
     });
+}
+
+/// The value of a scalar loss on the host (on a device: the one synchronisation a training
+/// step makes for the line it prints); throws numeric_error naming the op that produced
+/// it when the value is NaN or infinite.
+template <class T, class B>
+T checked_item(const Var<T, B>& loss) {
+    const T v = loss.value().item();
+    DEPTHLAB_CHECK(std::isfinite(v), numeric_error, op_name(loss.op()), ": non-finite loss ", v, " (shape ", loss.shape(), ")");
+    return v;
 }
 
 // Operators for readable model code.

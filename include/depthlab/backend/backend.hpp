@@ -3,9 +3,12 @@
 // on it and `primitives<B>` holds every numerical routine the ops need (GEMM, elementwise,
 // reductions, softmax, layer norm, gather/scatter, dropout...). Ops only ever call
 // primitives<B>::..., so a new backend (CUDA) is a new specialisation, not a change to ops.
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
+#include "depthlab/core/portable.hpp"
 #include "depthlab/core/shape.hpp"
 
 namespace depthlab {
@@ -16,12 +19,39 @@ struct cpu {
     static constexpr const char* name = "cpu";
     static constexpr bool host_accessible = true;  // tensors can be read element by element
 };
+/// A device that is not one: memory on the host, the CPU kernels, but the tensor API
+/// treats it as a GPU (no element access, `host_accessible = false`) and every primitive
+/// call and device-to-host copy is counted. It proves on any machine that the op layer
+/// reaches memory only through memory<B> and primitives<B>, and it counts the kernel
+/// launches and host synchronisations a real device would see (device_counters()).
+struct host_device {
+    static constexpr const char* name = "host_device";
+    static constexpr bool host_accessible = false;
+};
 /// NVIDIA GPU through cuBLAS (include depthlab/backend/cuda/cuda.hpp, build with CUDA).
 struct cuda {
     static constexpr const char* name = "cuda";
     static constexpr bool host_accessible = false;
 };
 }  // namespace backend
+
+/// What a device backend did since the last reset(): primitive calls ("kernel launches")
+/// and device-to-host copies (each one a synchronisation of the host with the device).
+/// Host-to-device uploads are counted apart: they do not stall the host on a stream.
+struct device_counters {
+    std::atomic<std::int64_t> launches{0}, syncs{0}, uploads{0};
+    void reset() {
+        launches = 0;
+        syncs = 0;
+        uploads = 0;
+    }
+};
+/// The process-wide counters of backend B (only non-host backends count).
+template <class B>
+device_counters& counters() {
+    static device_counters c;
+    return c;
+}
 
 /// One strided-batched GEMM, row-major, in BLAS terms:
 ///   C[i] = alpha * op(A[i]) * op(B[i]) + beta * C[i],   op(X) = trans ? X^T : X,
@@ -44,7 +74,7 @@ struct row_broadcast {
     int rank = 0;
     index_t dims[Shape::max_rank] = {};
     index_t strides[Shape::max_rank] = {};
-    [[nodiscard]] index_t offset(index_t row) const {
+    [[nodiscard]] DEPTHLAB_HD index_t offset(index_t row) const {
         index_t off = 0;
         for (int k = rank - 1; k >= 0; --k) {
             off += (row % dims[k]) * strides[k];

@@ -22,6 +22,8 @@ class io_error : public error { public: using error::error; };
 class numeric_error : public error { public: using error::error; };
 /// A misuse of the API (e.g. backward through a graph without gradients).
 class usage_error : public error { public: using error::error; };
+/// A failure reported by a device runtime (CUDA, cuBLAS): no device, out of device memory.
+class device_error : public error { public: using error::error; };
 
 namespace detail {
 template <class... A>

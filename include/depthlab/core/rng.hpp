@@ -7,21 +7,41 @@
 #include <cstdint>
 #include <numbers>
 
+#include "depthlab/core/portable.hpp"
+
 namespace depthlab {
 
 namespace detail {
-inline std::array<std::uint32_t, 4> philox4x32_10(std::array<std::uint32_t, 4> c, std::uint32_t k0,
-                                                  std::uint32_t k1) {
+/// Philox4x32-10 on a counter c with key (k0, k1), in place: one function for the host and
+/// for device kernels (dropout masks drawn on a GPU equal the CPU's).
+DEPTHLAB_HD inline void philox4x32_10_inplace(std::uint32_t* c, std::uint32_t k0, std::uint32_t k1) {
     constexpr std::uint32_t m0 = 0xD2511F53u, m1 = 0xCD9E8D57u, w0 = 0x9E3779B9u, w1 = 0xBB67AE85u;
     for (int r = 0; r < 10; ++r) {
         const std::uint64_t p0 = std::uint64_t{m0} * c[0];
         const std::uint64_t p1 = std::uint64_t{m1} * c[2];
-        c = {static_cast<std::uint32_t>(p1 >> 32) ^ c[1] ^ k0, static_cast<std::uint32_t>(p1),
-             static_cast<std::uint32_t>(p0 >> 32) ^ c[3] ^ k1, static_cast<std::uint32_t>(p0)};
+        const std::uint32_t n0 = static_cast<std::uint32_t>(p1 >> 32) ^ c[1] ^ k0, n1 = static_cast<std::uint32_t>(p1);
+        const std::uint32_t n2 = static_cast<std::uint32_t>(p0 >> 32) ^ c[3] ^ k1, n3 = static_cast<std::uint32_t>(p0);
+        c[0] = n0;
+        c[1] = n1;
+        c[2] = n2;
+        c[3] = n3;
         k0 += w0;
         k1 += w1;
     }
-    return c;
+}
+/// The four words of block `block` of the stream of `seed`.
+DEPTHLAB_HD inline void philox_block(std::uint64_t seed, std::uint64_t block, std::uint32_t* out) {
+    out[0] = static_cast<std::uint32_t>(block);
+    out[1] = static_cast<std::uint32_t>(block >> 32);
+    out[2] = 0u;
+    out[3] = 0u;
+    philox4x32_10_inplace(out, static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32));
+}
+/// Inverted dropout's mask value from one 32-bit word: keep (1 / (1 - p)) when the word is
+/// at or above threshold = p * 2^32, else 0.
+template <class T>
+DEPTHLAB_HD inline T dropout_keep(std::uint32_t word, std::uint64_t threshold, T keep) {
+    return word >= threshold ? keep : T(0);
 }
 }  // namespace detail
 
@@ -43,8 +63,9 @@ public:
     }
     /// Four consecutive words of block `block` (block = index / 4).
     [[nodiscard]] std::array<std::uint32_t, 4> block(std::uint64_t block) const {
-        return detail::philox4x32_10({static_cast<std::uint32_t>(block), static_cast<std::uint32_t>(block >> 32), 0u, 0u},
-                                     static_cast<std::uint32_t>(seed_), static_cast<std::uint32_t>(seed_ >> 32));
+        std::array<std::uint32_t, 4> out;
+        detail::philox_block(seed_, block, out.data());
+        return out;
     }
     [[nodiscard]] std::uint32_t word(std::uint64_t index) const { return block(index >> 2)[index & 3]; }
 

@@ -11,8 +11,6 @@
 #include <type_traits>
 #include <vector>
 
-#include <Eigen/Core>
-
 #include "depthlab/backend/backend.hpp"
 #include "depthlab/core/error.hpp"
 #include "depthlab/core/rng.hpp"
@@ -33,6 +31,8 @@ public:
     explicit Tensor(const Shape& shape) : Tensor(empty(shape)) { zero_(); }
 
     // ---- factories ----
+    // (T* data() is device memory of B: pass it to primitives<B>, never dereference it
+    //  unless B::host_accessible.)
     /// Uninitialised contents: only for outputs that are fully written before being read.
     static Tensor empty(const Shape& shape) {
         DEPTHLAB_CHECK(shape.is_concrete(), shape_error, "Tensor: shape ", shape, " has an inferred (-1) extent");
@@ -186,29 +186,39 @@ public:
     }
     Tensor& zero_() { return fill_(T(0)); }
 
+    /// A copy converted to U (through the host: for set-up and tests, not inner loops).
     template <class U>
     [[nodiscard]] Tensor<U, B> cast() const {
-        static_assert(B::host_accessible, "cast: host backends only for now");
-        const std::vector<T> v = to_vector();
+        const std::vector<T> v = to_host();
         std::vector<U> u(v.begin(), v.end());
         return Tensor<U, B>::from(shape_, u);
     }
+    /// A contiguous copy on backend B2 (through the host).
+    template <class B2>
+    [[nodiscard]] Tensor<T, B2> to() const {
+        return Tensor<T, B2>::from(shape_, to_host());
+    }
 
     // ---- host access ----
-    [[nodiscard]] std::vector<T> to_vector() const {
+    /// The values in row-major order, copied to the host: on a device, a synchronisation.
+    /// This is the one way values leave a device; call it where an algorithm needs a host
+    /// decision, not per element.
+    [[nodiscard]] std::vector<T> to_host() const {
         const Tensor c = contiguous();
         std::vector<T> v(static_cast<std::size_t>(numel()));
         memory<B>::to_host(c.data(), v.data(), v.size());
         return v;
     }
+    /// The same as to_host().
+    [[nodiscard]] std::vector<T> to_vector() const { return to_host(); }
     template <class... I>
     [[nodiscard]] T& operator()(I... idx) {
-        static_assert(B::host_accessible, "element access needs a host backend: use to_vector()");
+        static_assert(B::host_accessible, "element access needs a host backend: use to_host()");
         return *(data() + offset_of({static_cast<index_t>(idx)...}));
     }
     template <class... I>
     [[nodiscard]] const T& operator()(I... idx) const {
-        static_assert(B::host_accessible, "element access needs a host backend: use to_vector()");
+        static_assert(B::host_accessible, "element access needs a host backend: use to_host()");
         return *(data() + offset_of({static_cast<index_t>(idx)...}));
     }
     [[nodiscard]] T item() const {
@@ -216,30 +226,6 @@ public:
         T v;
         memory<B>::to_host(data(), &v, 1);
         return v;
-    }
-
-    // ---- Eigen interop (host backends) ----
-    using EigenMatrix = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
-    using EigenStride = Eigen::Stride<Eigen::Dynamic, Eigen::Dynamic>;
-    /// A 2-D tensor (any strides) as an Eigen matrix map.
-    [[nodiscard]] Eigen::Map<EigenMatrix, 0, EigenStride> matrix() {
-        static_assert(B::host_accessible, "Eigen maps need a host backend");
-        DEPTHLAB_CHECK(rank() == 2, shape_error, "matrix(): needs a 2-D tensor, got shape ", shape_);
-        return {data(), shape_[0], shape_[1], EigenStride(strides_[0], strides_[1])};
-    }
-    [[nodiscard]] Eigen::Map<const EigenMatrix, 0, EigenStride> matrix() const {
-        static_assert(B::host_accessible, "Eigen maps need a host backend");
-        DEPTHLAB_CHECK(rank() == 2, shape_error, "matrix(): needs a 2-D tensor, got shape ", shape_);
-        return {data(), shape_[0], shape_[1], EigenStride(strides_[0], strides_[1])};
-    }
-    /// All elements of a contiguous tensor as an Eigen vector map.
-    [[nodiscard]] Eigen::Map<Eigen::Matrix<T, Eigen::Dynamic, 1>, Eigen::Unaligned> vector() {
-        DEPTHLAB_CHECK(is_contiguous(), usage_error, "vector(): needs a contiguous tensor, got shape ", shape_);
-        return {data(), numel()};
-    }
-    [[nodiscard]] Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>, Eigen::Unaligned> vector() const {
-        DEPTHLAB_CHECK(is_contiguous(), usage_error, "vector(): needs a contiguous tensor, got shape ", shape_);
-        return {data(), numel()};
     }
 
     friend std::ostream& operator<<(std::ostream& os, const Tensor& t) {

@@ -231,9 +231,11 @@ private:
     template <class Before, class After>
     void record_cosine(halting_record& rec, Before&& before_fn, After&& after_fn, const std::vector<std::int64_t>& rows) const {
         if (!tracing()) return;
-        const Tn before = before_fn(), after = after_fn();
+        const Tn before_t = before_fn(), after_t = after_fn();
+        const index_t H = before_t.shape().back();
+        // the trace is read on the host (an explicit copy: tracing is for analysis runs)
+        const std::vector<T> before = before_t.to_host(), after = after_t.to_host();
         std::vector<double> cos(static_cast<std::size_t>(rec.batch * rec.length), std::numeric_limits<double>::quiet_NaN());
-        const index_t H = before.shape().back();
         parallel_for(static_cast<index_t>(rows.size()), 64, [&](index_t j0, index_t j1) {
             for (index_t j = j0; j < j1; ++j) {
                 const T* x = before.data() + j * H;

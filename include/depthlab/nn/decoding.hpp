@@ -124,13 +124,14 @@ public:
             lengths[r] = src_lengths[r / copies];
         }
         sentence_ = expand;
+        const auto expand_ids = detail::upload_ids<B>(expand);
         memory_mask_ = key_padding_mask<T, B>(lengths, Ts);
         const int L = model.decoder->depth;
         for (int l = 0; l < L; ++l) {
             const auto& layer = model.decoder->layer(l);
             // an ablated cross-attention is never called: no projection needed
             Tensor<T, B> kv = layer.cross_attention.enabled ? layer.cross_attention.branch.project_memory(memory) : Tensor<T, B>::zeros({Bs, Ts, 2 * D});
-            memory_kv_.push_back(copies == 1 ? kv : gather(kv, expand));
+            memory_kv_.push_back(copies == 1 ? kv : gather(kv, expand_ids));
             // positions are written before they are read: no need to clear
             buffers_.push_back({Tensor<T, B>::empty({rows_, capacity_, 2 * D}), Tensor<T, B>::empty({rows_, capacity_, 2 * D})});
             self_kv_.push_back(buffers_.back()[0]);
@@ -167,11 +168,12 @@ public:
         const auto n = static_cast<index_t>(keep.size());
         DEPTHLAB_CHECK(n <= buffers_.front()[0].dim(0), usage_error, "decoder_state::select_rows: ", n, " rows, more than the ",
                        buffers_.front()[0].dim(0), " allocated");
+        const auto keep_ids = detail::upload_ids<B>(keep);
         std::vector<std::int64_t> sentence(static_cast<std::size_t>(n));
         for (index_t i = 0; i < n; ++i) sentence[static_cast<std::size_t>(i)] = sentence_[static_cast<std::size_t>(keep[static_cast<std::size_t>(i)])];
         if (sentence != sentence_) {  // rows now belong to other sentences: move the memory too
-            for (auto& kv : memory_kv_) kv = gather(kv, keep);
-            memory_mask_ = gather(memory_mask_, keep);
+            for (auto& kv : memory_kv_) kv = gather(kv, keep_ids);
+            memory_mask_ = gather(memory_mask_, keep_ids);
             sentence_ = std::move(sentence);
         }
         for (std::size_t l = 0; l < self_kv_.size(); ++l) {
@@ -179,22 +181,23 @@ public:
             auto& [a, b] = buffers_[l];
             Tensor<T, B>& spare = kv.shares_storage(a) ? b : a;
             Tensor<T, B> fresh = spare.slice(0, 0, n);  // contiguous: the leading rows of the buffer
-            if (length_ > 0)
-                for (index_t i = 0; i < n; ++i)
-                    fresh.select(0, i).slice(0, 0, length_).copy_(kv.select(0, keep[static_cast<std::size_t>(i)]).slice(0, 0, length_));
+            if (length_ > 0) {  // one gather of the filled positions of every kept row
+                const index_t row = kv.numel() / kv.dim(0);
+                primitives<B>::gather_rows_strided(n, length_ * kv.dim(2), row, row, kv.data(), kv.dim(0), keep_ids.data(), fresh.data());
+            }
             kv = fresh;
         }
         rows_ = n;
     }
 
 private:
-    static Tensor<T, B> gather(const Tensor<T, B>& t, std::span<const std::int64_t> idx) {
+    static Tensor<T, B> gather(const Tensor<T, B>& t, const Tensor<std::int64_t, B>& idx) {
         Shape s = t.shape();
         const index_t cols = t.numel() / std::max<index_t>(s[0], 1);
-        s[0] = static_cast<index_t>(idx.size());
+        s[0] = idx.numel();
         auto out = Tensor<T, B>::empty(s);
         const auto src = t.contiguous();
-        primitives<B>::gather_rows(s[0], cols, src.data(), idx.data(), out.data());
+        primitives<B>::gather_rows(s[0], cols, src.data(), t.dim(0), idx.data(), out.data());
         return out;
     }
 

@@ -52,8 +52,9 @@ Tensor<T, B> causal_mask(index_t T_) {
 /// (B, 1, T, T): causal and padding together (decoder self-attention on padded batches).
 template <class T, class B = backend::cpu>
 Tensor<T, B> causal_padding_mask(const std::vector<index_t>& lengths, index_t T_) {
-    const auto pad = padding_mask<T, B>(lengths, T_).to_vector();
-    const auto cau = causal_mask<T, B>(T_).to_vector();
+    // built on the host (the masks' host copies: no device round trip), then uploaded
+    const auto pad = padding_mask<T, backend::cpu>(lengths, T_).to_host();
+    const auto cau = causal_mask<T, backend::cpu>(T_).to_host();
     const index_t Bn = static_cast<index_t>(lengths.size());
     std::vector<T> m(static_cast<std::size_t>(Bn * T_ * T_));
     for (index_t b = 0; b < Bn; ++b)

@@ -61,8 +61,8 @@ protected:
         const auto am = adam_moments<T>::make(beta1_, beta2_, eps_, p.steps);
         const T l2 = decoupled_ ? T(0) : static_cast<T>(weight_decay);
         const T decay = decoupled_ ? static_cast<T>(1.0 - lr * weight_decay) : T(1);
-        adam_update<T>(p.var.value().numel(), p.var.value().data(), p.var.grad().data(), this->slot(i, 0).data(),
-                       this->slot(i, 1).data(), am, static_cast<T>(lr), l2, decay);
+        primitives<B>::adam_update(p.var.value().numel(), p.var.value().data(), p.var.grad().data(), this->slot(i, 0).data(),
+                                   this->slot(i, 1).data(), rules::adam<T>{am, static_cast<T>(lr), l2, decay});
     }
     [[nodiscard]] std::vector<std::pair<std::string, double>> hyperparameters() const override {
         return {{"beta1", beta1_}, {"beta2", beta2_}, {"eps", eps_}, {"weight_decay", weight_decay_}};

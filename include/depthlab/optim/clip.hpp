@@ -35,7 +35,6 @@ namespace detail {
 /// The distinct parameters (by node) of `params` that have a gradient, checked contiguous.
 template <class T, class B>
 std::vector<const std::pair<std::string, Var<T, B>>*> with_grads(const named_parameters<T, B>& params, const char* fn) {
-    static_assert(B::host_accessible, "clip/scale: host backends only for now");
     std::vector<const std::pair<std::string, Var<T, B>>*> out;
     std::unordered_set<const void*> seen;
     for (const auto& np : params) {
@@ -55,31 +54,47 @@ named_parameters<T, B> numbered(const std::vector<Var<T, B>>& params) {
 }
 }  // namespace detail
 
-/// Clips the global L2 norm of the gradients to max_norm (> 0); returns the norm before.
+/// Clips the global L2 norm of the gradients to max_norm (> 0) without leaving the device:
+/// returns the squared norm of every distinct gradient (in `params` order, a device tensor
+/// (k,)), from which the total is sqrt of their sum. A non-finite total leaves every
+/// gradient unchanged. No host synchronisation: a training step can clip and step without
+/// waiting for the device.
 template <class T, class B>
-double clip_grad_norm(const named_parameters<T, B>& params, double max_norm) {
+Tensor<double, B> clip_grad_norm_on_device(const named_parameters<T, B>& params, double max_norm) {
     DEPTHLAB_CHECK(std::isfinite(max_norm) && max_norm > 0, usage_error, "clip_grad_norm: max_norm must be finite and > 0, got ",
                    max_norm);
+    using P = primitives<B>;
     const auto list = detail::with_grads(params, "clip_grad_norm");
-    double sum = 0;
-    for (const auto* np : list) sum += detail::sum_squares(np->second.grad().numel(), np->second.grad().data());
-    const double total = std::sqrt(sum);
+    const auto k = static_cast<index_t>(list.size());
+    auto parts = Tensor<double, B>::zeros({k});
+    for (index_t j = 0; j < k; ++j) {
+        const auto& g = list[static_cast<std::size_t>(j)]->second.grad();
+        P::sum_squares_to(g.numel(), g.data(), parts.data() + j);
+    }
+    for (const auto* np : list) {
+        Var<T, B> v = np->second;  // a handle: its gradient is the parameter's
+        P::clip_scale(v.grad().numel(), v.grad().data(), parts.data(), k, max_norm);
+    }
+    return parts;
+}
+
+/// torch.nn.utils.clip_grad_norm_ (see the top of the file): clips, then reads the norm back
+/// (one synchronisation on a device) and returns it; throws numeric_error naming the first
+/// parameter with a non-finite gradient when the norm is not finite (gradients unchanged).
+template <class T, class B>
+double clip_grad_norm(const named_parameters<T, B>& params, double max_norm) {
+    const Tensor<double, B> parts = clip_grad_norm_on_device(params, max_norm);
+    const std::vector<double> sq = parts.to_host();
+    const double total = rules::clip_total(sq.data(), static_cast<index_t>(sq.size()));
     if (!std::isfinite(total)) {
-        for (const auto* np : list) {
-            const auto& g = np->second.grad();
-            const T* x = g.data();
-            for (index_t i = 0; i < g.numel(); ++i)
+        for (const auto* np : detail::with_grads(params, "clip_grad_norm")) {
+            const std::vector<T> x = np->second.grad().to_host();  // (the error path only)
+            for (std::size_t i = 0; i < x.size(); ++i)
                 DEPTHLAB_CHECK(std::isfinite(x[i]), numeric_error, "clip_grad_norm: the gradient of '", np->first,
                                "' is not finite (element ", i, " is ", x[i], "); the total norm is ", total);
         }
         throw numeric_error(depthlab::detail::cat("clip_grad_norm: the total gradient norm overflowed (", total, ") though every element is finite"));
     }
-    const double coef = max_norm / (total + 1e-6);
-    if (coef < 1.0)
-        for (const auto* np : list) {
-            Var<T, B> v = np->second;  // a handle: its gradient is the parameter's
-            detail::scale(v.grad().numel(), v.grad().data(), static_cast<T>(coef));
-        }
     return total;
 }
 template <class T, class B>
@@ -93,7 +108,7 @@ void scale_grads(const named_parameters<T, B>& params, double factor) {
     DEPTHLAB_CHECK(std::isfinite(factor), usage_error, "scale_grads: factor must be finite, got ", factor);
     for (const auto* np : detail::with_grads(params, "scale_grads")) {
         Var<T, B> v = np->second;
-        detail::scale(v.grad().numel(), v.grad().data(), static_cast<T>(factor));
+        primitives<B>::axpby(v.grad().numel(), static_cast<T>(factor), v.grad().data(), T(0), v.grad().data());
     }
 }
 template <class T, class B>

@@ -64,7 +64,12 @@ public:
     /// Whether params()[i] uses the trust ratio.
     [[nodiscard]] bool adapts(std::size_t i) const { return adapt_.at(i); }
     /// The trust ratio of params()[i] at its last update (1 before any, or when not adapted).
-    [[nodiscard]] double last_trust_ratio(std::size_t i) const { return ratio_.empty() ? 1.0 : ratio_.at(i); }
+    /// Reads the norms back from the device: a synchronisation, for inspection only.
+    [[nodiscard]] double last_trust_ratio(std::size_t i) const {
+        if (norms_.empty() || !norms_.at(i).defined() || !adapt_.at(i)) return 1.0;
+        const std::vector<double> sums = norms_[i].to_host();
+        return rules::lamb_trust_ratio(sums.data());
+    }
 
 protected:
     void update(std::size_t i, double lr, double weight_decay) override {
@@ -75,15 +80,11 @@ protected:
         T* v = this->slot(i, 1).data();
         const auto am = detail::adam_moments<T>::make(opt_.beta1, opt_.beta2, opt_.eps, p.steps, opt_.bias_correction);
         const T wd = static_cast<T>(weight_decay);
-        const auto sums = detail::lamb_moments<T>(n, w, p.var.grad().data(), m, v, am, wd);
-        double r = 1.0;
-        if (adapt_[i]) {
-            const double wn = std::sqrt(sums[0]), un = std::sqrt(sums[1]);
-            if (wn > 0 && un > 0) r = wn / un;
-        }
-        if (ratio_.empty()) ratio_.assign(adapt_.size(), 1.0);
-        ratio_[i] = r;
-        detail::lamb_apply<T>(n, w, m, v, am, wd, static_cast<T>(lr * r));
+        if (norms_.empty()) norms_.resize(adapt_.size());
+        if (!norms_[i].defined()) norms_[i] = Tensor<double, B>::empty({2});
+        // {||w||^2, ||u||^2} stay on the device; lamb_apply turns them into the trust ratio
+        primitives<B>::lamb_moments(n, w, p.var.grad().data(), m, v, am, wd, norms_[i].data());
+        primitives<B>::lamb_apply(n, w, m, v, am, wd, lr, adapt_[i] ? norms_[i].data() : nullptr);
     }
     [[nodiscard]] std::vector<std::pair<std::string, double>> hyperparameters() const override {
         return {{"beta1", opt_.beta1},
@@ -96,7 +97,7 @@ protected:
 private:
     LambOptions opt_;
     std::vector<bool> adapt_;
-    std::vector<double> ratio_;
+    std::vector<Tensor<double, B>> norms_;  // per parameter: {||w||^2, ||u||^2} of its last update
 };
 
 }  // namespace depthlab::optim

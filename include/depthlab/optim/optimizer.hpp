@@ -17,10 +17,11 @@
 //    rate as exact decimal strings, load_state() restores both after checking every name
 //    and shape. A resumed optimiser takes bit for bit the step an uninterrupted one takes.
 //
-// The per-element update loops of all optimisers live in namespace detail below (plain
-// loops in parallel_for chunks; the compiler vectorises them). Reductions (LAMB's norms,
-// gradient clipping) sum in double over fixed chunks, so results do not depend on the
-// number of threads.
+// The per-element update rules live in optim/rules.hpp (written once for every backend) and
+// run as primitives<B> (sgd_update, adam_update, lamb_moments / lamb_apply): a step makes
+// one launch per parameter (two for LAMB) and no host synchronisation. Reductions (LAMB's
+// norms, gradient clipping) sum in double over fixed chunks, so results do not depend on
+// the number of threads.
 #include <algorithm>
 #include <array>
 #include <cctype>
@@ -42,6 +43,7 @@
 #include "depthlab/core/parallel.hpp"
 #include "depthlab/core/tensor.hpp"
 #include "depthlab/core/value_scan.hpp"
+#include "depthlab/optim/rules.hpp"
 
 namespace depthlab::optim {
 
@@ -68,125 +70,9 @@ inline bool exclude_none(std::string_view) { return false; }
 
 namespace detail {
 
-inline constexpr index_t update_grain = index_t{1} << 15;  // elements per parallel task
-
-/// Calls body(i) for every i in [0, n), in parallel chunks.
-template <class F>
-void for_each_index(index_t n, F&& body) {
-    parallel_for(n, update_grain, [&](index_t b, index_t e) {
-        for (index_t i = b; i < e; ++i) body(i);
-    });
-}
-
-/// {sum_i f(i)[0], sum_i f(i)[1]} in double. The chunks are fixed (not one per thread) and
-/// their partial sums are added in order, so the result does not depend on the thread count.
-template <class F>
-std::array<double, 2> sum2(index_t n, F&& f) {
-    const index_t nchunks = std::max<index_t>(1, (n + update_grain - 1) / update_grain);
-    std::vector<std::array<double, 2>> part(static_cast<std::size_t>(nchunks), {0.0, 0.0});
-    parallel_for(nchunks, 1, [&](index_t cb, index_t ce) {
-        for (index_t c = cb; c < ce; ++c) {
-            const index_t lo = c * update_grain, hi = std::min(n, lo + update_grain);
-            double s0 = 0, s1 = 0;
-            for (index_t i = lo; i < hi; ++i) {
-                const std::array<double, 2> v = f(i);
-                s0 += v[0];
-                s1 += v[1];
-            }
-            part[static_cast<std::size_t>(c)] = {s0, s1};
-        }
-    });
-    std::array<double, 2> s{0.0, 0.0};
-    for (const auto& p : part) {
-        s[0] += p[0];
-        s[1] += p[1];
-    }
-    return s;
-}
-
-/// Sum of squares of x[0..n) in double (deterministic, see sum2).
+/// The update rules (optim/rules.hpp) are what primitives<B> applies per element.
 template <class T>
-double sum_squares(index_t n, const T* x) {
-    return sum2(n, [x](index_t i) {
-        const double v = static_cast<double>(x[i]);
-        return std::array<double, 2>{v * v, 0.0};
-    })[0];
-}
-
-/// x *= factor.
-template <class T>
-void scale(index_t n, T* x, T factor) {
-    for_each_index(n, [=](index_t i) { x[i] *= factor; });
-}
-
-/// SGD as torch.optim.SGD: d = g + wd w; with momentum, buf = d on the first step of this
-/// parameter, else buf = momentum buf + (1 - dampening) d; d = nesterov ? d + momentum buf : buf;
-/// w -= lr d. `buf` is null without momentum.
-template <class T>
-void sgd_update(index_t n, T* w, const T* g, T* buf, bool first, T lr, T wd, T momentum, T dampening, bool nesterov) {
-    const T keep = T(1) - dampening;
-    for_each_index(n, [=](index_t i) {
-        T d = g[i] + wd * w[i];
-        if (buf) {
-            buf[i] = first ? d : momentum * buf[i] + keep * d;
-            d = nesterov ? d + momentum * buf[i] : buf[i];
-        }
-        w[i] -= lr * d;
-    });
-}
-
-/// The Adam moment update and normalised direction, shared by Adam, AdamW and LAMB:
-///   m = beta1 m + (1 - beta1) g,   v = beta2 v + (1 - beta2) g^2,
-///   direction = m_hat / (sqrt(v_hat) + eps),  m_hat = m / (1 - beta1^t), v_hat = v / (1 - beta2^t)
-/// (bias correction optional: without it m_hat = m, v_hat = v).
-template <class T>
-struct adam_moments {
-    T beta1, beta2, c1, c2, inv_bc1, inv_sqrt_bc2, eps;
-
-    static adam_moments make(double beta1, double beta2, double eps, std::int64_t step, bool bias_correction = true) {
-        const double t = static_cast<double>(step);
-        const double bc1 = bias_correction ? 1.0 - std::pow(beta1, t) : 1.0;
-        const double bc2 = bias_correction ? 1.0 - std::pow(beta2, t) : 1.0;
-        return {static_cast<T>(beta1), static_cast<T>(beta2), static_cast<T>(1.0 - beta1), static_cast<T>(1.0 - beta2),
-                static_cast<T>(1.0 / bc1),  static_cast<T>(1.0 / std::sqrt(bc2)), static_cast<T>(eps)};
-    }
-    /// Updates m and v with gradient g; returns the direction.
-    T update(T g, T& m, T& v) const {
-        m = beta1 * m + c1 * g;
-        v = beta2 * v + c2 * g * g;
-        return direction(m, v);
-    }
-    [[nodiscard]] T direction(T m, T v) const { return (m * inv_bc1) / (std::sqrt(v) * inv_sqrt_bc2 + eps); }
-};
-
-/// Adam / AdamW: g' = g + l2 w (Adam's coupled decay); w = decay w - lr direction(g')
-/// with decay = 1 - lr wd for AdamW's decoupled decay (1 for Adam).
-template <class T>
-void adam_update(index_t n, T* w, const T* g, T* m, T* v, const adam_moments<T>& am, T lr, T l2, T decay) {
-    for_each_index(n, [=, &am](index_t i) {
-        const T u = am.update(g[i] + l2 * w[i], m[i], v[i]);
-        w[i] = decay * w[i] - lr * u;
-    });
-}
-
-/// LAMB, pass 1: updates m and v; returns {||w||^2, ||u||^2} with u = direction + wd w.
-template <class T>
-std::array<double, 2> lamb_moments(index_t n, const T* w, const T* g, T* m, T* v, const adam_moments<T>& am, T wd) {
-    return sum2(n, [=, &am](index_t i) {
-        const T u = am.update(g[i], m[i], v[i]) + wd * w[i];
-        const double wi = static_cast<double>(w[i]), ui = static_cast<double>(u);
-        return std::array<double, 2>{wi * wi, ui * ui};
-    });
-}
-/// LAMB, pass 2: w -= step u, with u recomputed from the updated m, v (the same
-/// arithmetic as pass 1, so the same values; no buffer for u).
-template <class T>
-void lamb_apply(index_t n, T* w, const T* m, const T* v, const adam_moments<T>& am, T wd, T step) {
-    for_each_index(n, [=, &am](index_t i) {
-        const T u = am.direction(m[i], v[i]) + wd * w[i];
-        w[i] -= step * u;
-    });
-}
+using adam_moments = rules::adam_moments<T>;
 
 inline std::string format_double(double v) {
     char buf[64];
@@ -237,7 +123,6 @@ public:
     /// One update of every parameter whose gradient is defined. Everything is checked
     /// (shapes, contiguity) before anything is modified.
     void step() {
-        static_assert(B::host_accessible, "Optimizer: the update loops run on host memory; a device backend needs its own");
         for (const Param& p : params_) {
             if (!p.var.grad().defined()) continue;
             const tensor_type& w = p.var.value();

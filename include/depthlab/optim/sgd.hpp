@@ -48,9 +48,9 @@ protected:
     void update(std::size_t i, double lr, double weight_decay) override {
         auto& p = this->param(i);
         T* buf = opt_.momentum != 0 ? this->slot(i, 0).data() : nullptr;
-        detail::sgd_update<T>(p.var.value().numel(), p.var.value().data(), p.var.grad().data(), buf, p.steps == 1,
-                              static_cast<T>(lr), static_cast<T>(weight_decay), static_cast<T>(opt_.momentum),
-                              static_cast<T>(opt_.dampening), opt_.nesterov);
+        const rules::sgd<T> rule{static_cast<T>(lr), static_cast<T>(weight_decay), static_cast<T>(opt_.momentum),
+                                 static_cast<T>(T(1) - static_cast<T>(opt_.dampening)), p.steps == 1, opt_.nesterov};
+        primitives<B>::sgd_update(p.var.value().numel(), p.var.value().data(), p.var.grad().data(), buf, rule);
     }
     [[nodiscard]] std::vector<std::pair<std::string, double>> hyperparameters() const override {
         return {{"momentum", opt_.momentum},

@@ -1,7 +1,18 @@
 #pragma once
 // primitives<backend::cpu>: the numerical routines behind every op, on host memory.
 // Parallel over rows or chunks with OpenMP; the inner loops are the per-ISA kernels.
+//
+// Written once as host_primitives<B> for the two backends whose memory is on the host:
+// backend::cpu, and backend::host_device, which counts every call as a kernel launch
+// (see backend/host_device/host_device.hpp). Every pointer argument is device memory of B;
+// nothing here returns a value to the host: reductions write into device buffers.
+//
+// Index arguments (ids, targets) that are out of range never read or write out of
+// bounds: gathered rows become NaN, losses of such rows NaN, scattered rows are skipped.
+// The ops check ids on the host where the ids are on the host, so these guards are a
+// last line, not the error report.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -9,29 +20,38 @@
 
 #include "depthlab/backend/backend.hpp"
 #include "depthlab/backend/cpu/gemm.hpp"
+#include "depthlab/backend/elementwise.hpp"
 #include "depthlab/backend/cpu/kernels.hpp"
 #include "depthlab/backend/cpu/memory.hpp"
 #include "depthlab/core/parallel.hpp"
 #include "depthlab/core/rng.hpp"
 #include "depthlab/core/shape.hpp"
+#include "depthlab/optim/rules.hpp"
 
 namespace depthlab {
 
-template <>
-struct primitives<backend::cpu> {
-    using B = backend::cpu;
+namespace cpu {
+template <class B>
+struct host_primitives {
     static constexpr index_t elem_grain = 1 << 15;  // elements per task for elementwise ops
+
+    /// One primitive call = one kernel launch, counted on backends that are not the host.
+    static void launch() {
+        if constexpr (!B::host_accessible) counters<B>().launches.fetch_add(1, std::memory_order_relaxed);
+    }
 
     static index_t row_grain(index_t cols) { return std::max<index_t>(1, elem_grain / std::max<index_t>(cols, 1)); }
 
     // ---- elementwise ----
     template <class T>
     static void fill(index_t n, T v, T* y) {
+        launch();
         parallel_for(n, elem_grain, [&](index_t b, index_t e) { std::fill(y + b, y + e, v); });
     }
     /// dst (=|+=) src over an N-d shape with arbitrary strides on both sides.
     template <class T>
     static void copy_strided(const Shape& shape, const T* src, const Shape& sst, T* dst, const Shape& dst_st, bool accumulate) {
+        launch();
         const int r = shape.rank();
         if (r == 0) {
             *dst = accumulate ? *dst + *src : *src;
@@ -60,6 +80,7 @@ struct primitives<backend::cpu> {
     /// Runs `K::kernel(len, offset)` for K = kernels<T, active ISA> over chunks of [0, n).
     template <class T, class F>
     static void chunked(index_t n, F&& f) {
+        launch();
         cpu::with_isa<T>([&]<class K>() {
             parallel_for(n, elem_grain, [&](index_t b, index_t e) { f.template operator()<K>(b, e - b); });
         });
@@ -67,6 +88,7 @@ struct primitives<backend::cpu> {
     /// Runs `f<K>(row)` for every row in parallel.
     template <class T, class F>
     static void rowwise(index_t rows, index_t cols, F&& f) {
+        launch();
         cpu::with_isa<T>([&]<class K>() {
             parallel_for(rows, row_grain(cols), [&](index_t b, index_t e) {
                 for (index_t r = b; r < e; ++r) f.template operator()<K>(r);
@@ -77,6 +99,7 @@ struct primitives<backend::cpu> {
     /// each thread owns its columns, so no partial sums need merging).
     template <class T, class F>
     static void columnwise(index_t rows, index_t cols, F&& f) {
+        launch();
         const index_t block = 64;
         const index_t nblocks = (cols + block - 1) / block;
         cpu::with_isa<T>([&]<class K>() {
@@ -184,18 +207,20 @@ struct primitives<backend::cpu> {
     // or 1. Used on per-token halting logits (thousands of values per step), so a scalar
     // loop is enough.
     template <class T> static void log_sigmoid_fwd(index_t n, const T* x, T* y) {
-        for (index_t i = 0; i < n; ++i) y[i] = std::min(x[i], T(0)) - std::log1p(std::exp(-std::abs(x[i])));
+        launch();
+        for (index_t i = 0; i < n; ++i) y[i] = elementwise::log_sigmoid(x[i]);
     }
     // dx += dy · σ(−x)   (from the input x)
     template <class T> static void log_sigmoid_bwd(index_t n, const T* x, const T* dy, T* dx) {
-        for (index_t i = 0; i < n; ++i) dx[i] += dy[i] / (T(1) + std::exp(x[i]));
+        launch();
+        for (index_t i = 0; i < n; ++i) dx[i] += dy[i] * elementwise::log_sigmoid_grad(x[i]);
     }
 
-    // ---- reductions ----
-    // The chunks depend on n only (never on the thread count), and their partial sums are
-    // added in chunk order: the result has the same bits for any OMP_NUM_THREADS.
+    // ---- reductions (into device memory) ----
+    /// The sum of x[0..n) in double: fixed chunks of elem_grain whose partial sums are added
+    /// in chunk order, so the result has the same bits for any OMP_NUM_THREADS.
     template <class T>
-    static T sum(index_t n, const T* x) {
+    static double sum_double(index_t n, const T* x) {
         const index_t nchunks = std::max<index_t>(1, (n + elem_grain - 1) / elem_grain);
         std::vector<double> part(static_cast<std::size_t>(nchunks), 0.0);
         cpu::with_isa<T>([&]<class K>() {
@@ -208,7 +233,40 @@ struct primitives<backend::cpu> {
         });
         double s = 0;
         for (double p : part) s += p;
-        return static_cast<T>(s);
+        return s;
+    }
+    // out[0] = scale * sum(x)   (the sum rounded to T before the scaling)
+    template <class T>
+    static void sum_to(index_t n, const T* x, T scale, T* out) {
+        launch();
+        out[0] = static_cast<T>(sum_double(n, x)) * scale;
+    }
+    // y[i] += factor * s[0] * x[i]; x == nullptr: y[i] += factor * s[0]  (s: a device scalar,
+    // e.g. the upstream gradient of a loss)
+    template <class T>
+    static void add_scaled_by(index_t n, const T* s, T factor, const T* x, T* y) {
+        const T a = factor * s[0];
+        if (x) chunked<T>(n, [&]<class K>(index_t o, index_t m) { K::axpby(m, a, x + o, T(1), y + o); });
+        else chunked<T>(n, [&]<class K>(index_t o, index_t m) {
+            for (index_t i = 0; i < m; ++i) y[o + i] += a;
+        });
+    }
+    // flag[0] = 1 if any of x[0..n) is NaN or infinite, else 0 (a finiteness check that
+    // leaves the decision, and the synchronisation, to the caller)
+    template <class T>
+    static void nonfinite_flag(index_t n, const T* x, std::int32_t* flag) {
+        launch();
+        const index_t nchunks = std::max<index_t>(1, (n + elem_grain - 1) / elem_grain);
+        std::vector<char> bad(static_cast<std::size_t>(nchunks), 0);
+        parallel_for(nchunks, 1, [&](index_t b, index_t e) {
+            for (index_t c = b; c < e; ++c) {
+                const index_t lo = c * elem_grain, hi = std::min(n, lo + elem_grain);
+                T acc = T(0);
+                for (index_t i = lo; i < hi; ++i) acc += x[i] * T(0);  // NaN iff some x[i] is NaN or inf
+                bad[static_cast<std::size_t>(c)] = acc != acc;
+            }
+        });
+        flag[0] = std::find(bad.begin(), bad.end(), 1) != bad.end() ? 1 : 0;
     }
 
     // ---- softmax family (last axis) ----
@@ -258,8 +316,8 @@ struct primitives<backend::cpu> {
     }
 
     // ---- cross-entropy over rows of logits (rows, V) ----
-    // loss[r] = (1-eps)(lse - x[t]) + eps (lse - mean_j x[j]); rows with t == ignore get 0.
-    // Targets were range-checked by the caller.
+    // loss[r] = (1-eps)(lse - x[t]) + eps (lse - mean_j x[j]); rows with t == ignore get 0,
+    // rows with t outside [0, V) get NaN.
     template <class T>
     static void cross_entropy_fwd(index_t rows, index_t V, const T* logits, const std::int64_t* target, std::int64_t ignore,
                                   T smoothing, T* loss, T* lse) {
@@ -267,65 +325,224 @@ struct primitives<backend::cpu> {
             const T* x = logits + r * V;
             const T l = K::log_softmax_row(V, x, nullptr);
             lse[r] = l;
-            if (target[r] == ignore) {
+            const std::int64_t t = target[r];
+            if (t == ignore) {
                 loss[r] = T(0);
                 return;
             }
-            T value = (T(1) - smoothing) * (l - x[target[r]]);
+            if (t < 0 || t >= V) {
+                loss[r] = std::numeric_limits<T>::quiet_NaN();
+                return;
+            }
+            T value = (T(1) - smoothing) * (l - x[t]);
             if (smoothing != T(0)) value += smoothing * (l - K::sum(V, x) / static_cast<T>(V));
             loss[r] = value;
         });
     }
-    // dlogits[r] += g[r] * (softmax(x) - (1-eps) onehot(t) - eps/V); ignored rows untouched.
+    // The mean over the counted rows (target != ignore): inv_count[0] = 1 / count (0 when no
+    // row counts), mean[0] = sum(loss) * inv_count[0].
+    template <class T>
+    static void cross_entropy_mean(index_t rows, const T* loss, const std::int64_t* target, std::int64_t ignore, T* mean,
+                                   T* inv_count) {
+        launch();
+        index_t counted = 0;
+        for (index_t r = 0; r < rows; ++r) counted += target[r] != ignore;
+        const T denom = counted > 0 ? T(1) / static_cast<T>(counted) : T(0);
+        inv_count[0] = denom;
+        mean[0] = static_cast<T>(sum_double(rows, loss)) * denom;
+    }
+    // dlogits[r] += g_r * (softmax(x) - (1-eps) onehot(t) - eps/V), with the row's upstream
+    // gradient g_r = g[r * g_stride] (times g_scale[0] when given); ignored and out-of-range
+    // rows untouched.
     template <class T>
     static void cross_entropy_bwd(index_t rows, index_t V, const T* logits, const std::int64_t* target, std::int64_t ignore,
-                                  T smoothing, const T* lse, const T* g, T* dlogits) {
+                                  T smoothing, const T* lse, const T* g, index_t g_stride, const T* g_scale, T* dlogits) {
         rowwise<T>(rows, V, [&]<class K>(index_t r) {
-            if (target[r] == ignore) return;
+            const std::int64_t t = target[r];
+            if (t == ignore || t < 0 || t >= V) return;
             const T* x = logits + r * V;
             T* d = dlogits + r * V;
-            const T gr = g[r], l = lse[r], uniform = smoothing / static_cast<T>(V);
+            const T gr = g_scale ? g[r * g_stride] * g_scale[0] : g[r * g_stride];
+            const T l = lse[r], uniform = smoothing / static_cast<T>(V);
             for (index_t j = 0; j < V; ++j) d[j] += gr * (std::exp(x[j] - l) - uniform);
-            d[target[r]] -= gr * (T(1) - smoothing);
+            d[t] -= gr * (T(1) - smoothing);
         });
     }
 
-    // ---- rows by index ----
-    // out[i] = table[ids[i]]   (ids range-checked by the caller)
+    // ---- rows by index (ids index rows of `table` / `dst`, which have `limit` rows) ----
+    // out[i] (=|+=) table[ids[i]]
     template <class T>
-    static void gather_rows(index_t n, index_t cols, const T* table, const std::int64_t* ids, T* out) {
+    static void gather_rows(index_t n, index_t cols, const T* table, index_t limit, const std::int64_t* ids, T* out,
+                            bool accumulate = false) {
+        gather_rows_strided(n, cols, cols, cols, table, limit, ids, out, accumulate);
+    }
+    // The first `cols` values of rows that lie src_stride / dst_stride apart: out row i
+    // (=|+=) table row ids[i] (e.g. the filled positions of a decoder cache).
+    template <class T>
+    static void gather_rows_strided(index_t n, index_t cols, index_t src_stride, index_t dst_stride, const T* table, index_t limit,
+                                    const std::int64_t* ids, T* out, bool accumulate = false) {
+        launch();
         parallel_for(n, row_grain(cols), [&](index_t b, index_t e) {
-            for (index_t i = b; i < e; ++i) std::copy_n(table + ids[i] * cols, cols, out + i * cols);
+            for (index_t i = b; i < e; ++i) {
+                T* o = out + i * dst_stride;
+                if (ids[i] < 0 || ids[i] >= limit) {
+                    std::fill_n(o, cols, std::numeric_limits<T>::quiet_NaN());
+                    continue;
+                }
+                const T* src = table + ids[i] * src_stride;
+                if (accumulate) for (index_t c = 0; c < cols; ++c) o[c] += src[c];
+                else std::copy_n(src, cols, o);
+            }
         });
     }
     // table[ids[i]] += src[i]  (repeated ids accumulate; threads own column blocks)
     template <class T>
-    static void scatter_add_rows(index_t n, index_t cols, const T* src, const std::int64_t* ids, T* table) {
+    static void scatter_add_rows(index_t n, index_t cols, const T* src, index_t limit, const std::int64_t* ids, T* table) {
         columnwise<T>(n, cols, [&]<class K>(index_t c0, index_t nc) {
-            for (index_t i = 0; i < n; ++i) K::add(nc, table + ids[i] * cols + c0, src + i * cols + c0, table + ids[i] * cols + c0);
+            for (index_t i = 0; i < n; ++i)
+                if (ids[i] >= 0 && ids[i] < limit)
+                    K::add(nc, table + ids[i] * cols + c0, src + i * cols + c0, table + ids[i] * cols + c0);
         });
+    }
+    // dst[ids[i]] = src[i]   (ids without repeats)
+    template <class T>
+    static void scatter_rows_set(index_t n, index_t cols, const T* src, index_t limit, const std::int64_t* ids, T* dst) {
+        launch();
+        parallel_for(n, row_grain(cols), [&](index_t b, index_t e) {
+            for (index_t i = b; i < e; ++i)
+                if (ids[i] >= 0 && ids[i] < limit) std::copy_n(src + i * cols, cols, dst + ids[i] * cols);
+        });
+    }
+    // dst[ids[i]] += alpha * src[ids[i]]  (the same rows on both sides; ids without repeats);
+    // with src == nullptr: dst[ids[i]] = 0
+    template <class T>
+    static void rows_axpy(index_t n, index_t cols, T alpha, const T* src, index_t limit, const std::int64_t* ids, T* dst) {
+        launch();
+        parallel_for(n, row_grain(cols), [&](index_t b, index_t e) {
+            for (index_t i = b; i < e; ++i) {
+                if (ids[i] < 0 || ids[i] >= limit) continue;
+                T* d = dst + ids[i] * cols;
+                if (!src) std::fill_n(d, cols, T(0));
+                else for (index_t c = 0; c < cols; ++c) d[c] += alpha * src[ids[i] * cols + c];
+            }
+        });
+    }
+    // y[r] = v for every row r   (a bias broadcast into an output a GEMM then accumulates on)
+    template <class T>
+    static void broadcast_rows(index_t rows, index_t cols, const T* v, T* y) {
+        rowwise<T>(rows, cols, [&]<class K>(index_t r) { std::copy_n(v, cols, y + r * cols); });
     }
 
     // ---- dropout ----
     // mask[i] = (u_i >= p) / (1 - p), u_i the i-th uniform of the reserved stream.
     template <class T>
     static void dropout_mask(index_t n, T p, const Generator& gen, std::uint64_t first, T* mask) {
+        launch();
         const T keep = T(1) / (T(1) - p);
         const auto threshold = static_cast<std::uint64_t>(static_cast<double>(p) * 4294967296.0);
         parallel_for((n + 3) / 4, elem_grain / 4, [&](index_t b, index_t e) {
             for (index_t blk = b; blk < e; ++blk) {
                 const auto w = gen.block((first >> 2) + static_cast<std::uint64_t>(blk));
                 for (index_t j = 0; j < 4 && blk * 4 + j < n; ++j)
-                    mask[blk * 4 + j] = w[static_cast<std::size_t>(j)] >= threshold ? keep : T(0);
+                    mask[blk * 4 + j] = depthlab::detail::dropout_keep(w[static_cast<std::size_t>(j)], threshold, keep);
             }
         });
     }
 
+    // ---- optimiser updates (the element rules of optim/rules.hpp) ----
+    template <class T, class F>
+    static void for_each_index(index_t n, F&& body) {
+        launch();
+        parallel_for(n, elem_grain, [&](index_t b, index_t e) {
+            for (index_t i = b; i < e; ++i) body(i);
+        });
+    }
+    /// {sum_i f(i)[0], sum_i f(i)[1]} in double over fixed chunks added in order (the same
+    /// bits for any thread count), written to out[0], out[1].
+    template <class F>
+    static void sum2_to(index_t n, F&& f, double* out) {
+        const index_t nchunks = std::max<index_t>(1, (n + elem_grain - 1) / elem_grain);
+        std::vector<std::array<double, 2>> part(static_cast<std::size_t>(nchunks), {0.0, 0.0});
+        parallel_for(nchunks, 1, [&](index_t cb, index_t ce) {
+            for (index_t c = cb; c < ce; ++c) {
+                const index_t lo = c * elem_grain, hi = std::min(n, lo + elem_grain);
+                double s0 = 0, s1 = 0;
+                for (index_t i = lo; i < hi; ++i) {
+                    const std::array<double, 2> v = f(i);
+                    s0 += v[0];
+                    s1 += v[1];
+                }
+                part[static_cast<std::size_t>(c)] = {s0, s1};
+            }
+        });
+        double s0 = 0, s1 = 0;
+        for (const auto& p : part) {
+            s0 += p[0];
+            s1 += p[1];
+        }
+        out[0] = s0;
+        out[1] = s1;
+    }
+    template <class T>
+    static void sgd_update(index_t n, T* w, const T* g, T* buf, const optim::rules::sgd<T>& rule) {
+        for_each_index<T>(n, [=, &rule](index_t i) { rule(w[i], g[i], buf ? buf + i : nullptr); });
+    }
+    template <class T>
+    static void adam_update(index_t n, T* w, const T* g, T* m, T* v, const optim::rules::adam<T>& rule) {
+        for_each_index<T>(n, [=, &rule](index_t i) { rule(w[i], g[i], m[i], v[i]); });
+    }
+    // LAMB, pass 1: updates m and v; sums[0..2) = {||w||^2, ||u||^2}, u = direction + wd w
+    template <class T>
+    static void lamb_moments(index_t n, const T* w, const T* g, T* m, T* v, const optim::rules::adam_moments<T>& am, T wd,
+                             double* sums) {
+        launch();
+        sum2_to(n, [=, &am](index_t i) {
+            const T u = am.update(g[i], m[i], v[i]) + wd * w[i];
+            const double wi = static_cast<double>(w[i]), ui = static_cast<double>(u);
+            return std::array<double, 2>{wi * wi, ui * ui};
+        }, sums);
+    }
+    // LAMB, pass 2: w -= (lr r) u, u recomputed from the updated m, v (the same arithmetic as
+    // pass 1, so the same values; no buffer for u); r from `sums` (null: r = 1)
+    template <class T>
+    static void lamb_apply(index_t n, T* w, const T* m, const T* v, const optim::rules::adam_moments<T>& am, T wd, double lr,
+                           const double* sums) {
+        const T step = static_cast<T>(lr * optim::rules::lamb_trust_ratio(sums));
+        for_each_index<T>(n, [=, &am](index_t i) {
+            const T u = am.direction(m[i], v[i]) + wd * w[i];
+            w[i] -= step * u;
+        });
+    }
+    // out[0] = sum of squares of x[0..n) in double (fixed chunks, as sum2_to)
+    template <class T>
+    static void sum_squares_to(index_t n, const T* x, double* out) {
+        launch();
+        double two[2];
+        sum2_to(n, [x](index_t i) {
+            const double v = static_cast<double>(x[i]);
+            return std::array<double, 2>{v * v, 0.0};
+        }, two);
+        out[0] = two[0];
+    }
+    // x *= clip_factor(clip_total(parts[0..k)), max_norm) when that factor is < 1
+    template <class T>
+    static void clip_scale(index_t n, T* x, const double* parts, index_t k, double max_norm) {
+        const double f = optim::rules::clip_factor(optim::rules::clip_total(parts, k), max_norm);
+        if (f < 1.0) axpby(n, static_cast<T>(f), x, T(0), x);
+        else launch();
+    }
+
+    // ---- GEMM ----
     // ---- GEMM ----
     template <class T>
-    static void gemm(const cpu::gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c) {
+    static void gemm(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c) {
+        launch();
         cpu::gemm(g, alpha, a, b, beta, c);
     }
 };
+}  // namespace cpu
+
+template <>
+struct primitives<backend::cpu> : cpu::host_primitives<backend::cpu> {};
 
 }  // namespace depthlab

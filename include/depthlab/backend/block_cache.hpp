@@ -1,0 +1,119 @@
+#pragma once
+// A caching allocator for any memory source (host memory, device memory): freed blocks are
+// kept in size classes and handed out again, because a training step allocates the same
+// sizes every step and going back to the system each time costs more than the work (page
+// faults on the host, cudaMalloc's implicit synchronisation on a GPU). The cache holds at
+// most as many bytes as were ever in use at once (one step's working set; at least 64 MiB)
+// and never more than a hard limit (Source::default_limit, or the MiB in the environment
+// variable Source::limit_env): with shapes that change every batch (translation, adaptive
+// depth) an uncapped cache would fill with blocks of stale sizes.
+//
+// Source: static void* allocate(std::size_t bytes) (nullptr when out of memory),
+//         static void release(void*), static constexpr const char* limit_env,
+//         static constexpr std::size_t default_limit, alignment.
+#include <algorithm>
+#include <cstdlib>
+#include <mutex>
+#include <new>
+#include <unordered_map>
+#include <vector>
+
+namespace depthlab::detail {
+
+template <class Source>
+class block_cache {
+public:
+    static constexpr std::size_t alignment = Source::alignment;
+
+    /// Size class: multiples of 64 B up to 4 KiB, then 8 steps per power of two (at most
+    /// 12.5% slack), so that slightly different sizes still share blocks.
+    static std::size_t size_class(std::size_t bytes) {
+        if (bytes <= 4096) return std::max<std::size_t>(alignment, (bytes + alignment - 1) / alignment * alignment);
+        std::size_t p = 4096;
+        while (p * 2 < bytes) p *= 2;
+        const std::size_t step = p / 8;
+        return (bytes + step - 1) / step * step;
+    }
+    void* get(std::size_t bytes) {
+        const std::size_t cls = size_class(bytes);
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            auto it = free_.find(cls);
+            if (it != free_.end() && !it->second.empty()) {
+                void* p = it->second.back();
+                it->second.pop_back();
+                cached_ -= cls;
+                note_live(cls);
+                return p;
+            }
+        }
+        void* p = Source::allocate(cls);
+        if (p == nullptr) {
+            release_all();  // give cached blocks back and try once more
+            p = Source::allocate(cls);
+            if (p == nullptr) throw std::bad_alloc();
+        }
+        std::lock_guard<std::mutex> lock(mutex_);
+        note_live(cls);
+        return p;
+    }
+    void put(void* p, std::size_t bytes) {
+        const std::size_t cls = size_class(bytes);
+        std::lock_guard<std::mutex> lock(mutex_);
+        live_ -= cls;
+        if (cached_ + cls > std::min(limit_, std::max(peak_live_, min_cap))) {
+            Source::release(p);
+            return;
+        }
+        free_[cls].push_back(p);
+        cached_ += cls;
+    }
+    /// Returns every cached block to the system.
+    void release_all() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        for (auto& [cls, blocks] : free_)
+            for (void* p : blocks) Source::release(p);
+        free_.clear();
+        cached_ = 0;
+    }
+    [[nodiscard]] std::size_t cached_bytes() const {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return cached_;
+    }
+    /// The most bytes in use at once so far (size classes, not requests).
+    [[nodiscard]] std::size_t peak_live_bytes() const {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return peak_live_;
+    }
+    void set_limit(std::size_t bytes) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        limit_ = bytes;
+    }
+
+    /// The process-wide cache. Deliberately leaked: tensors in static storage may be freed
+    /// after a function-local static would have been destroyed.
+    static block_cache& instance() {
+        static block_cache* c = new block_cache();
+        return *c;
+    }
+
+    static constexpr std::size_t min_cap = std::size_t{64} << 20;
+    block_cache() {
+        if (const char* e = std::getenv(Source::limit_env)) limit_ = static_cast<std::size_t>(std::strtoull(e, nullptr, 10)) << 20;
+    }
+    block_cache(const block_cache&) = delete;
+    block_cache& operator=(const block_cache&) = delete;
+    ~block_cache() { release_all(); }
+
+private:
+    void note_live(std::size_t cls) {  // (mutex held)
+        live_ += cls;
+        peak_live_ = std::max(peak_live_, live_);
+    }
+    mutable std::mutex mutex_;
+    std::unordered_map<std::size_t, std::vector<void*>> free_;
+    std::size_t cached_ = 0, live_ = 0, peak_live_ = 0;
+    std::size_t limit_ = Source::default_limit;  // hard limit on free blocks kept
+};
+
+}  // namespace depthlab::detail

@@ -1,0 +1,41 @@
+#pragma once
+// GEMM on the GPU through cuBLAS: row-major C = alpha op(A) op(B) + beta C computed as the
+// column-major C^T = alpha op(B)^T op(A)^T + beta C^T, so no data is transposed. Strided
+// batches go to cublas{S,D}gemmStridedBatched in one call; gemm_args' outer batch (batch2,
+// the (sequence, head) layout of attention) is one strided-batched call per outer index.
+// float runs in full fp32 (no TF32) unless DEPTHLAB_CUDA_TF32=1 (see runtime.cuh).
+#include "depthlab/backend/backend.hpp"
+#include "depthlab/backend/cuda/launch.cuh"
+#include "depthlab/backend/cuda/runtime.cuh"
+
+namespace depthlab::cuda {
+
+template <class T>
+cublasStatus_t strided_batched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const T* alpha,
+                               const T* a, int lda, long long sa, const T* b, int ldb, long long sb, const T* beta, T* c, int ldc,
+                               long long sc, int batch) {
+    if constexpr (std::is_same_v<T, float>)
+        return cublasSgemmStridedBatched(h, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch);
+    else
+        return cublasDgemmStridedBatched(h, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch);
+}
+
+template <class T>
+void gemm(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c) {
+    static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "cuda::gemm: float or double");
+    DEPTHLAB_CHECK(g.m >= 0 && g.n >= 0 && g.k >= 0 && g.batch >= 1 && g.batch2 >= 1, shape_error, "gemm: bad sizes m=", g.m,
+                   " n=", g.n, " k=", g.k, " batch=", g.batch);
+    if (g.m == 0 || g.n == 0) return;
+    const cublasHandle_t h = blas();
+    // column-major view: C^T (n x m) = op(B)^T (n x k) op(A)^T (k x m)
+    const cublasOperation_t ta = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, tb = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    for (index_t j = 0; j < g.batch2; ++j) {
+        note_launch();
+        check(strided_batched<T>(h, ta, tb, static_cast<int>(g.n), static_cast<int>(g.m), static_cast<int>(g.k), &alpha,
+                                 b + j * g.stride_b2, static_cast<int>(g.ldb), g.stride_b, a + j * g.stride_a2, static_cast<int>(g.lda),
+                                 g.stride_a, &beta, c + j * g.stride_c2, static_cast<int>(g.ldc), g.stride_c, static_cast<int>(g.batch)),
+              "gemm (strided batched)");
+    }
+}
+
+}  // namespace depthlab::cuda

@@ -1,0 +1,71 @@
+#pragma once
+// The CUDA runtime as depthlab uses it: one stream per host thread (non-blocking, so work of
+// different threads overlaps and nothing waits on the legacy default stream), a cuBLAS
+// handle bound to it with a 32 MiB workspace, and errors turned into device_error naming the
+// call. nvcc only: include through depthlab/backend/cuda/cuda.cuh.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include "depthlab/core/error.hpp"
+
+namespace depthlab::cuda {
+
+inline void check(cudaError_t e, const char* what) {
+    if (e != cudaSuccess) throw device_error(detail::cat("cuda: ", what, " failed: ", cudaGetErrorName(e), " (", cudaGetErrorString(e), ")"));
+}
+inline void check(cublasStatus_t s, const char* what) {
+    if (s != CUBLAS_STATUS_SUCCESS) throw device_error(detail::cat("cublas: ", what, " failed with status ", static_cast<int>(s)));
+}
+/// Throws device_error when the last kernel launch failed (bad configuration, no device).
+inline void check_launch(const char* kernel) { check(cudaGetLastError(), kernel); }
+
+/// The number of CUDA devices (0 without a driver or a GPU; never throws).
+inline int device_count() {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        (void)cudaGetLastError();  // clear the sticky "no device" error
+        return 0;
+    }
+    return n;
+}
+
+/// This thread's stream.
+inline cudaStream_t stream() {
+    struct owner {
+        cudaStream_t s = nullptr;
+        owner() { check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags"); }
+        ~owner() { cudaStreamDestroy(s); }
+    };
+    thread_local owner o;
+    return o.s;
+}
+
+/// This thread's cuBLAS handle, on this thread's stream, with a 32 MiB workspace and the
+/// default math mode (no TF32: float GEMMs are float GEMMs unless DEPTHLAB_CUDA_TF32=1).
+inline cublasHandle_t blas() {
+    struct owner {
+        cublasHandle_t h = nullptr;
+        void* workspace = nullptr;
+        static constexpr std::size_t workspace_bytes = std::size_t{32} << 20;
+        owner() {
+            check(cublasCreate(&h), "cublasCreate");
+            check(cublasSetStream(h, stream()), "cublasSetStream");
+            check(cudaMalloc(&workspace, workspace_bytes), "cudaMalloc (cuBLAS workspace)");
+            check(cublasSetWorkspace(h, workspace, workspace_bytes), "cublasSetWorkspace");
+            const char* tf32 = std::getenv("DEPTHLAB_CUDA_TF32");
+            check(cublasSetMathMode(h, tf32 && tf32[0] == '1' ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+        }
+        ~owner() {
+            cublasDestroy(h);
+            cudaFree(workspace);
+        }
+    };
+    thread_local owner o;
+    return o.h;
+}
+
+}  // namespace depthlab::cuda

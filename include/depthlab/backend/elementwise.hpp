@@ -1,0 +1,44 @@
+#pragma once
+// Scalar forms of the activations and their derivatives, for every backend: the CUDA
+// kernels apply them per element, the CPU uses them where a scalar loop is enough
+// (log-sigmoid) and its SIMD kernels implement the same formulas (tested against these
+// through the op harness, which checks every backend against one reference).
+#include <cmath>
+
+#include "depthlab/core/portable.hpp"
+
+namespace depthlab::elementwise {
+
+// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+template <class T>
+DEPTHLAB_HD inline T gelu(T x) {
+    const T k0 = T(0.7978845608028654), k1 = T(0.044715);
+    return T(0.5) * x * (T(1) + std::tanh(k0 * (k1 * x * x * x + x)));
+}
+template <class T>
+DEPTHLAB_HD inline T gelu_grad(T x) {
+    const T k0 = T(0.7978845608028654), k1 = T(0.044715);
+    const T t = std::tanh(k0 * (k1 * x * x * x + x));
+    const T du = k0 * (T(3) * k1 * x * x + T(1));
+    return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * du;
+}
+template <class T>
+DEPTHLAB_HD inline T relu(T x) { return x > T(0) ? x : T(0); }
+template <class T>
+DEPTHLAB_HD inline T relu_grad(T x) { return x > T(0) ? T(1) : T(0); }
+/// from the output y = tanh(x)
+template <class T>
+DEPTHLAB_HD inline T tanh_grad_from_output(T y) { return T(1) - y * y; }
+template <class T>
+DEPTHLAB_HD inline T sigmoid(T x) { return T(1) / (T(1) + std::exp(-x)); }
+/// from the output y = sigmoid(x)
+template <class T>
+DEPTHLAB_HD inline T sigmoid_grad_from_output(T y) { return y * (T(1) - y); }
+/// log σ(x) = min(x, 0) − log1p(exp(−|x|)): finite for every x, where σ itself rounds to 0 or 1.
+template <class T>
+DEPTHLAB_HD inline T log_sigmoid(T x) { return (x < T(0) ? x : T(0)) - std::log1p(std::exp(-std::abs(x))); }
+/// d log σ(x) / dx = σ(−x)
+template <class T>
+DEPTHLAB_HD inline T log_sigmoid_grad(T x) { return T(1) / (T(1) + std::exp(x)); }
+
+}  // namespace depthlab::elementwise
