@@ -19,10 +19,8 @@
 
 #include <doctest/doctest.h>
 
-#include <depthlab/depthlab.hpp>
-
 #include "fixture.hpp"
-#include "harness.hpp"
+#include "harness.hpp"  // depthlab (the CPU backends, or CUDA under nvcc)
 
 #ifndef DEPTHLAB_FIXTURE_DIR
 #define DEPTHLAB_FIXTURE_DIR "tests/fixtures"

@@ -176,3 +176,73 @@ TEST_CASE("host_device: SGD, Adam, LAMB and clipping give the CPU's bits") {
     same([](auto& p) { return optim::Lamb<float>(p, {.lr = 0.1, .exclude_from_weight_decay = optim::exclude_none}); },
          [](auto& p) { return optim::Lamb<float, hd>(p, {.lr = 0.1, .exclude_from_weight_decay = optim::exclude_none}); });
 }
+
+namespace {
+/// contribution and criticality (grid) of every sub-layer of a tiny encoder-decoder on
+/// backend B; θᶠ = θ⁰ + noise; the metric is −MSE of the logits against those at θᶠ.
+template <class B>
+std::pair<analysis::contribution_result, analysis::criticality_result> component_values() {
+    nn::Seq2SeqTransformer<double, B> model(depthlab_test::tiny_seq2seq(10, 8, 8, 2, 16), 5);
+    const nn::Snapshot<double, B> theta0(model);
+    Generator g(9);
+    for (auto& [name, p] : model.named_parameters()) {
+        const auto noise = Tensor<double>::randn(p.value().shape(), g, 0.3).template to<B>();
+        p.value().add_(noise);
+    }
+    const nn::Snapshot<double, B> thetaf(model);
+    model.eval();
+    Generator gb(3);
+    const auto batch = data::reverse_task_batch(gb, 4, 5, 10);
+    const auto logits = [&] {
+        no_grad guard;
+        return model.decode(model.encode(batch.src), batch.src, batch.tgt_in).value().to_host();
+    };
+    const auto ref = logits();
+    const auto metric = [&] {
+        const auto l = logits();
+        double s = 0;
+        for (std::size_t i = 0; i < l.size(); ++i) s += (l[i] - ref[i]) * (l[i] - ref[i]);
+        return -s / static_cast<double>(l.size());
+    };
+    analysis::contribution_options opt;
+    opt.clip = std::numeric_limits<double>::infinity();  // the base is 0 (−MSE against itself)
+    analysis::criticality_options copt;
+    copt.grid_steps = 4;
+    copt.epsilon = 0.05;  // (metric(0) is -0.08 to -1.05 here: some modules pass below α = 1)
+    return {analysis::contribution(model, metric, opt), analysis::criticality(model, theta0, thetaf, metric, copt)};
+}
+}  // namespace
+
+TEST_CASE("host_device: contribution and criticality of every sub-layer give the CPU's values") {
+    // (named references, not structured bindings: clang 14 cannot capture those in doctest's macros)
+    const auto on_cpu = component_values<backend::cpu>(), on_dev = component_values<hd>();
+    const auto &c_cpu = on_cpu.first, &c_dev = on_dev.first;
+    const auto &k_cpu = on_cpu.second, &k_dev = on_dev.second;
+    REQUIRE(c_cpu.modules.size() == c_dev.modules.size());
+    REQUIRE(c_cpu.modules.size() >= 10);
+    CHECK(c_cpu.all_zero == false);
+    const auto a = c_cpu.scores(), b = c_dev.scores(), ka = k_cpu.scores(), kb = k_dev.scores();
+    CHECK(a == b);
+    CHECK(ka == kb);
+    CHECK(*std::max_element(a.begin(), a.end()) == 1.0);     // scores normalised by the largest drop
+    CHECK(*std::min_element(ka.begin(), ka.end()) < 1.0);    // some module is not critical at α = 1
+
+    CHECK(c_cpu.evaluations == c_dev.evaluations);
+    CHECK(k_cpu.evaluations == k_dev.evaluations);
+}
+
+TEST_CASE_TEMPLATE("primitives: the finiteness check writes a device flag, no synchronisation", B, DEPTHLAB_TEST_BACKENDS) {
+    auto flag = Tensor<std::int32_t, B>::full({1}, 7);
+    std::vector<float> v(70000, 1.0f);
+    const auto x = Tensor<float, B>::from({70000}, v);
+    hd_counters().reset();
+    primitives<B>::nonfinite_flag(x.numel(), x.data(), flag.data());
+    if constexpr (std::is_same_v<B, hd>) CHECK(hd_counters().syncs == 0);
+    CHECK(flag.to_host()[0] == 0);
+    for (const float bad : {NAN, INFINITY, -INFINITY}) {
+        v[65537] = bad;
+        const auto y = Tensor<float, B>::from({70000}, v);
+        primitives<B>::nonfinite_flag(y.numel(), y.data(), flag.data());
+        CHECK(flag.to_host()[0] == 1);
+    }
+}

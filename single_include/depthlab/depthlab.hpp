@@ -1734,16 +1734,24 @@ Var<T, B> operator*(const Var<T, B>& a, const Var<T, B>& b) { return mul(a, b); 
 
 namespace depthlab {
 
-/// (B, 1, 1, T) additive key mask: keys t >= lengths[b] get -inf.
-template <class T, class B>
-Tensor<T, B> key_padding_mask(const std::vector<index_t>& lengths, index_t T_) {
+namespace detail {
+/// The values of key_padding_mask, row-major (B, T), built on the host.
+template <class T>
+std::vector<T> key_padding_values(const std::vector<index_t>& lengths, index_t T_) {
     std::vector<T> m(lengths.size() * static_cast<std::size_t>(T_), T(0));
     for (std::size_t b = 0; b < lengths.size(); ++b) {
         DEPTHLAB_CHECK(lengths[b] >= 0 && lengths[b] <= T_, index_error, "padding mask: length ", lengths[b], " of sequence ", b,
                        " outside [0, ", T_, "]");
         for (index_t t = lengths[b]; t < T_; ++t) m[b * T_ + t] = -std::numeric_limits<T>::infinity();
     }
-    return Tensor<T, B>::from({static_cast<index_t>(lengths.size()), 1, 1, T_}, m);
+    return m;
+}
+}  // namespace detail
+
+/// (B, 1, 1, T) additive key mask: keys t >= lengths[b] get -inf.
+template <class T, class B>
+Tensor<T, B> key_padding_mask(const std::vector<index_t>& lengths, index_t T_) {
+    return Tensor<T, B>::from({static_cast<index_t>(lengths.size()), 1, 1, T_}, detail::key_padding_values<T>(lengths, T_));
 }
 
 /// Columns [offset, offset + dim) of a (B, T, width) activation: one of q, k or v.
@@ -2114,20 +2122,27 @@ template <class T, class B = backend::cpu>
 Tensor<T, B> padding_mask(const std::vector<index_t>& lengths, index_t T_) {
     return key_padding_mask<T, B>(lengths, T_);
 }
-/// (T, T): query i sees keys j <= i.
-template <class T, class B = backend::cpu>
-Tensor<T, B> causal_mask(index_t T_) {
+namespace detail {
+/// The values of causal_mask, row-major (T, T), built on the host.
+template <class T>
+std::vector<T> causal_values(index_t T_) {
     std::vector<T> m(static_cast<std::size_t>(T_ * T_), T(0));
     for (index_t i = 0; i < T_; ++i)
         for (index_t j = i + 1; j < T_; ++j) m[i * T_ + j] = -std::numeric_limits<T>::infinity();
-    return Tensor<T, B>::from({T_, T_}, m);
+    return m;
+}
+}  // namespace detail
+/// (T, T): query i sees keys j <= i.
+template <class T, class B = backend::cpu>
+Tensor<T, B> causal_mask(index_t T_) {
+    return Tensor<T, B>::from({T_, T_}, detail::causal_values<T>(T_));
 }
 /// (B, 1, T, T): causal and padding together (decoder self-attention on padded batches).
 template <class T, class B = backend::cpu>
 Tensor<T, B> causal_padding_mask(const std::vector<index_t>& lengths, index_t T_) {
-    // built on the host (the masks' host copies: no device round trip), then uploaded
-    const auto pad = padding_mask<T, backend::cpu>(lengths, T_).to_host();
-    const auto cau = causal_mask<T, backend::cpu>(T_).to_host();
+    // built on the host, then uploaded once
+    const auto pad = depthlab::detail::key_padding_values<T>(lengths, T_);
+    const auto cau = detail::causal_values<T>(T_);
     const index_t Bn = static_cast<index_t>(lengths.size());
     std::vector<T> m(static_cast<std::size_t>(Bn * T_ * T_));
     for (index_t b = 0; b < Bn; ++b)
@@ -2761,7 +2776,7 @@ public:
             lengths[r] = src_lengths[r / copies];
         }
         sentence_ = expand;
-        const auto expand_ids = detail::upload_ids<B>(expand);
+        const auto expand_ids = depthlab::detail::upload_ids<B>(expand);
         memory_mask_ = key_padding_mask<T, B>(lengths, Ts);
         const int L = model.decoder->depth;
         for (int l = 0; l < L; ++l) {
@@ -2805,7 +2820,7 @@ public:
         const auto n = static_cast<index_t>(keep.size());
         DEPTHLAB_CHECK(n <= buffers_.front()[0].dim(0), usage_error, "decoder_state::select_rows: ", n, " rows, more than the ",
                        buffers_.front()[0].dim(0), " allocated");
-        const auto keep_ids = detail::upload_ids<B>(keep);
+        const auto keep_ids = depthlab::detail::upload_ids<B>(keep);
         std::vector<std::int64_t> sentence(static_cast<std::size_t>(n));
         for (index_t i = 0; i < n; ++i) sentence[static_cast<std::size_t>(i)] = sentence_[static_cast<std::size_t>(keep[static_cast<std::size_t>(i)])];
         if (sentence != sentence_) {  // rows now belong to other sentences: move the memory too

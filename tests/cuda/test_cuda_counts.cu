@@ -37,3 +37,79 @@ TEST_CASE("cuda: a dense encoder-layer training step makes no host synchronisati
         CHECK(std::isfinite(l));
     }
 }
+
+TEST_CASE("cuda: an ACT step synchronises once per iteration run, plus the loss it prints") {
+    nn::transformer_config c;
+    c.dim = 32;
+    c.heads = 4;
+    c.ff_dim = 64;
+    c.dropout = c.attention_dropout = 0;
+    c.init = nn::init_scheme::bert;
+    Generator g(5);
+    halting::ActEncoder<float, cu, halting::act> enc(c, g, {.max_iterations = 6});
+    optim::Lamb<float, cu> opt(enc.named_parameters(), {.lr = 1e-2});
+    Generator gx(9);
+    const auto x = Tensor<float, cu>::randn({3, 8, 32}, gx);
+    const auto w = Tensor<float, cu>::randn({3, 8, 32}, gx);
+    for (const bool compact : {true, false}) {
+        CAPTURE(compact);
+        enc.opt.compact = compact;
+        auto& k = counters<cu>();
+        k.reset();
+        opt.zero_grad();
+        auto r = enc(Var<float, cu>::constant(x), {8, 6, 3});
+        auto loss = add(sum(mul(r.hidden, Var<float, cu>::constant(w))), scale(r.ponder, 0.01f));
+        loss.backward();
+        opt.step();
+        const float printed = checked_item(loss);
+        CHECK(std::isfinite(printed));
+        CHECK(k.syncs == r.record.iterations + 1);
+    }
+}
+
+TEST_CASE("cuda: greedy decoding synchronises once per output position") {
+    nn::seq2seq_config c = depthlab_test::tiny_seq2seq(14, 12, 16, 2, 32);
+    nn::Seq2SeqTransformer<float, cu> model(c, 4);
+    model.eval();
+    nn::token_batch src;
+    src.batch = 2;
+    src.length = 5;
+    src.ids = {3, 4, 5, 6, 7, 8, 9, 10, 0, 0};
+    src.lengths = {5, 3};
+    no_grad guard;
+    const auto memory = model.encode(src);
+    auto& k = counters<cu>();
+    k.reset();
+    const auto hyps = nn::greedy_search(model, memory, src, {.max_len_a = 0, .max_len_b = 6});
+    std::size_t positions = 0;
+    for (const auto& h : hyps) positions = std::max(positions, h.tokens.size() + 1);
+    CHECK(k.syncs == static_cast<std::int64_t>(positions));
+}
+
+TEST_CASE("cuda: SGD, Adam and LAMB steps, clipping and dropout run on the device") {
+    Generator g(21);
+    const auto w0 = Tensor<float, cu>::randn({3000}, g), g0 = Tensor<float, cu>::randn({3000}, g);
+    const auto run = [&](auto make) {
+        auto p = Var<float, cu>::parameter(w0.clone());
+        optim::named_parameters<float, cu> params{{"w", p}};
+        auto opt = make(params);
+        for (int s = 0; s < 3; ++s) {
+            opt.zero_grad();
+            p.grad() = g0.clone();
+            optim::clip_grad_norm(params, 2.0);
+            opt.step();
+        }
+        for (float v : p.value().to_host()) REQUIRE(std::isfinite(v));
+    };
+    run([](auto& p) { return optim::SGD<float, cu>(p, {.lr = 0.1, .momentum = 0.9, .nesterov = true}); });
+    run([](auto& p) { return optim::Adam<float, cu>(p, {.lr = 0.1, .weight_decay = 0.01}); });
+    run([](auto& p) { return optim::Lamb<float, cu>(p, {.lr = 0.1, .exclude_from_weight_decay = optim::exclude_none}); });
+    // dropout: the CPU's Philox words, so the kept fraction is the CPU's for the same seed
+    Generator gd(7);
+    const auto ones = Var<float, cu>::constant(Tensor<float, cu>::ones({4096}));
+    const auto kept = dropout(ones, 0.25f, gd).value().to_host();
+    std::size_t nonzero = 0;
+    for (float v : kept) nonzero += v != 0;
+    CHECK(nonzero > 2800);
+    CHECK(nonzero < 3350);
+}

@@ -13,16 +13,24 @@
 
 namespace depthlab {
 
-/// (B, 1, 1, T) additive key mask: keys t >= lengths[b] get -inf.
-template <class T, class B>
-Tensor<T, B> key_padding_mask(const std::vector<index_t>& lengths, index_t T_) {
+namespace detail {
+/// The values of key_padding_mask, row-major (B, T), built on the host.
+template <class T>
+std::vector<T> key_padding_values(const std::vector<index_t>& lengths, index_t T_) {
     std::vector<T> m(lengths.size() * static_cast<std::size_t>(T_), T(0));
     for (std::size_t b = 0; b < lengths.size(); ++b) {
         DEPTHLAB_CHECK(lengths[b] >= 0 && lengths[b] <= T_, index_error, "padding mask: length ", lengths[b], " of sequence ", b,
                        " outside [0, ", T_, "]");
         for (index_t t = lengths[b]; t < T_; ++t) m[b * T_ + t] = -std::numeric_limits<T>::infinity();
     }
-    return Tensor<T, B>::from({static_cast<index_t>(lengths.size()), 1, 1, T_}, m);
+    return m;
+}
+}  // namespace detail
+
+/// (B, 1, 1, T) additive key mask: keys t >= lengths[b] get -inf.
+template <class T, class B>
+Tensor<T, B> key_padding_mask(const std::vector<index_t>& lengths, index_t T_) {
+    return Tensor<T, B>::from({static_cast<index_t>(lengths.size()), 1, 1, T_}, detail::key_padding_values<T>(lengths, T_));
 }
 
 /// Columns [offset, offset + dim) of a (B, T, width) activation: one of q, k or v.

@@ -124,7 +124,7 @@ public:
             lengths[r] = src_lengths[r / copies];
         }
         sentence_ = expand;
-        const auto expand_ids = detail::upload_ids<B>(expand);
+        const auto expand_ids = depthlab::detail::upload_ids<B>(expand);
         memory_mask_ = key_padding_mask<T, B>(lengths, Ts);
         const int L = model.decoder->depth;
         for (int l = 0; l < L; ++l) {
@@ -168,7 +168,7 @@ public:
         const auto n = static_cast<index_t>(keep.size());
         DEPTHLAB_CHECK(n <= buffers_.front()[0].dim(0), usage_error, "decoder_state::select_rows: ", n, " rows, more than the ",
                        buffers_.front()[0].dim(0), " allocated");
-        const auto keep_ids = detail::upload_ids<B>(keep);
+        const auto keep_ids = depthlab::detail::upload_ids<B>(keep);
         std::vector<std::int64_t> sentence(static_cast<std::size_t>(n));
         for (index_t i = 0; i < n; ++i) sentence[static_cast<std::size_t>(i)] = sentence_[static_cast<std::size_t>(keep[static_cast<std::size_t>(i)])];
         if (sentence != sentence_) {  // rows now belong to other sentences: move the memory too

@@ -41,20 +41,27 @@ template <class T, class B = backend::cpu>
 Tensor<T, B> padding_mask(const std::vector<index_t>& lengths, index_t T_) {
     return key_padding_mask<T, B>(lengths, T_);
 }
-/// (T, T): query i sees keys j <= i.
-template <class T, class B = backend::cpu>
-Tensor<T, B> causal_mask(index_t T_) {
+namespace detail {
+/// The values of causal_mask, row-major (T, T), built on the host.
+template <class T>
+std::vector<T> causal_values(index_t T_) {
     std::vector<T> m(static_cast<std::size_t>(T_ * T_), T(0));
     for (index_t i = 0; i < T_; ++i)
         for (index_t j = i + 1; j < T_; ++j) m[i * T_ + j] = -std::numeric_limits<T>::infinity();
-    return Tensor<T, B>::from({T_, T_}, m);
+    return m;
+}
+}  // namespace detail
+/// (T, T): query i sees keys j <= i.
+template <class T, class B = backend::cpu>
+Tensor<T, B> causal_mask(index_t T_) {
+    return Tensor<T, B>::from({T_, T_}, detail::causal_values<T>(T_));
 }
 /// (B, 1, T, T): causal and padding together (decoder self-attention on padded batches).
 template <class T, class B = backend::cpu>
 Tensor<T, B> causal_padding_mask(const std::vector<index_t>& lengths, index_t T_) {
-    // built on the host (the masks' host copies: no device round trip), then uploaded
-    const auto pad = padding_mask<T, backend::cpu>(lengths, T_).to_host();
-    const auto cau = causal_mask<T, backend::cpu>(T_).to_host();
+    // built on the host, then uploaded once
+    const auto pad = depthlab::detail::key_padding_values<T>(lengths, T_);
+    const auto cau = detail::causal_values<T>(T_);
     const index_t Bn = static_cast<index_t>(lengths.size());
     std::vector<T> m(static_cast<std::size_t>(Bn * T_ * T_));
     for (index_t b = 0; b < Bn; ++b)

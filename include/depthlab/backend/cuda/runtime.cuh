@@ -46,16 +46,16 @@ inline cudaStream_t stream() {
 
 /// This thread's cuBLAS handle, on this thread's stream, with a 32 MiB workspace and the
 /// default math mode (no TF32: float GEMMs are float GEMMs unless DEPTHLAB_CUDA_TF32=1).
+inline constexpr std::size_t blas_workspace_bytes = std::size_t{32} << 20;
 inline cublasHandle_t blas() {
     struct owner {
         cublasHandle_t h = nullptr;
         void* workspace = nullptr;
-        static constexpr std::size_t workspace_bytes = std::size_t{32} << 20;
         owner() {
             check(cublasCreate(&h), "cublasCreate");
             check(cublasSetStream(h, stream()), "cublasSetStream");
-            check(cudaMalloc(&workspace, workspace_bytes), "cudaMalloc (cuBLAS workspace)");
-            check(cublasSetWorkspace(h, workspace, workspace_bytes), "cublasSetWorkspace");
+            check(cudaMalloc(&workspace, blas_workspace_bytes), "cudaMalloc (cuBLAS workspace)");
+            check(cublasSetWorkspace(h, workspace, blas_workspace_bytes), "cublasSetWorkspace");
             const char* tf32 = std::getenv("DEPTHLAB_CUDA_TF32");
             check(cublasSetMathMode(h, tf32 && tf32[0] == '1' ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
         }
