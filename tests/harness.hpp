@@ -89,6 +89,16 @@ inline depthlab::nn::seq2seq_config tiny_seq2seq(index_t vocab, index_t max_len,
     return c;
 }
 
+/// Two source sentences (lengths 5 and 3, padding id 0) for decoding tests.
+inline depthlab::nn::token_batch two_sentence_source() {
+    depthlab::nn::token_batch src;
+    src.batch = 2;
+    src.length = 5;
+    src.ids = {3, 4, 5, 6, 7, 8, 9, 10, 0, 0};
+    src.lengths = {5, 3};
+    return src;
+}
+
 /// Trains a model on the reverse task (batches of 32, up to 6 tokens, vocabulary 12) with
 /// Adam (lr 3e-3, inverse-sqrt warm-up of 50 steps, clipping at 1); returns the smoothed
 /// loss. Warm-up and clipping make the result robust to rounding: constant-lr Adam ended

@@ -129,11 +129,7 @@ TEST_CASE("host_device: greedy decoding synchronises once per output position") 
     nn::Seq2SeqTransformer<float, backend::cpu> ref(c, 4);
     model.eval();
     ref.eval();
-    nn::token_batch src;
-    src.batch = 2;
-    src.length = 5;
-    src.ids = {3, 4, 5, 6, 7, 8, 9, 10, 0, 0};
-    src.lengths = {5, 3};
+    const nn::token_batch src = depthlab_test::two_sentence_source();
     no_grad guard;
     const auto memory = model.encode(src);
     const nn::search_options o{.max_len_a = 0, .max_len_b = 6};

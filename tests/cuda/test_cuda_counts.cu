@@ -71,11 +71,7 @@ TEST_CASE("cuda: greedy decoding synchronises once per output position") {
     nn::seq2seq_config c = depthlab_test::tiny_seq2seq(14, 12, 16, 2, 32);
     nn::Seq2SeqTransformer<float, cu> model(c, 4);
     model.eval();
-    nn::token_batch src;
-    src.batch = 2;
-    src.length = 5;
-    src.ids = {3, 4, 5, 6, 7, 8, 9, 10, 0, 0};
-    src.lengths = {5, 3};
+    const nn::token_batch src = depthlab_test::two_sentence_source();
     no_grad guard;
     const auto memory = model.encode(src);
     auto& k = counters<cu>();
