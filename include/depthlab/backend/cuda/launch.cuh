@@ -13,7 +13,7 @@
 namespace depthlab::cuda {
 
 inline constexpr int block_threads = 256;
-inline constexpr int reduce_blocks = 120;  // partials of a full-array reduction (a fixed grid)
+inline constexpr int reduce_blocks = 1024;  // partials of a full-array reduction (a fixed grid: more blocks than SMs)
 
 inline unsigned grid_for(index_t n) {
     return static_cast<unsigned>(std::clamp<index_t>((n + block_threads - 1) / block_threads, 1, 65535));
@@ -62,16 +62,21 @@ __device__ inline A block_sum(A v) {
     for (int w = 0; w < block_threads / 32; ++w) s += warp_part[w];
     return s;
 }
+/// max that propagates NaN (CUDA's max/fmaxf drop it; the CPU's softmax keeps it).
+template <class A>
+__device__ inline A nan_max(A a, A b) {
+    return (a > b || a != a) ? a : b;
+}
 template <class A>
 __device__ inline A block_max(A v) {
     __shared__ A warp_part[block_threads / 32];
-    for (int o = 16; o > 0; o >>= 1) v = max(v, __shfl_down_sync(0xffffffffu, v, o));
+    for (int o = 16; o > 0; o >>= 1) v = nan_max(v, __shfl_down_sync(0xffffffffu, v, o));
     const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
     __syncthreads();
     if (lane == 0) warp_part[warp] = v;
     __syncthreads();
     A s = warp_part[0];
-    for (int w = 1; w < block_threads / 32; ++w) s = max(s, warp_part[w]);
+    for (int w = 1; w < block_threads / 32; ++w) s = nan_max(s, warp_part[w]);
     return s;
 }
 

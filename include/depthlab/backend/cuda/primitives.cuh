@@ -32,6 +32,17 @@ template <class T>
 __device__ inline T quiet_nan() {
     return std::numeric_limits<T>::quiet_NaN();
 }
+/// x *= the clipping factor, computed once per block from the k squared norms on the device.
+template <class T>
+__global__ void clip_scale_kernel(index_t n, T* x, const double* parts, index_t k, double max_norm) {
+    __shared__ double factor;
+    if (threadIdx.x == 0) factor = optim::rules::clip_factor(optim::rules::clip_total(parts, k), max_norm);
+    __syncthreads();
+    if (!(factor < 1.0)) return;
+    const T f = static_cast<T>(factor);
+    for (index_t i = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<index_t>(gridDim.x) * blockDim.x)
+        x[i] = f * x[i];
+}
 }  // namespace cuda
 
 template <>
@@ -187,7 +198,7 @@ struct primitives<backend::cuda> {
             for (index_t c = threadIdx.x; c < cols; c += blockDim.x) {
                 const T z = scale * xr[c] + (mr ? mr[c] : T(0));
                 yr[c] = z;
-                mx = max(mx, z);
+                mx = cuda::nan_max(mx, z);
             }
             mx = cuda::block_max(mx);
             if (mx == -std::numeric_limits<T>::infinity()) {  // a fully masked row attends to nothing
@@ -433,10 +444,10 @@ struct primitives<backend::cuda> {
     }
     template <class T>
     static void clip_scale(index_t n, T* x, const double* parts, index_t k, double max_norm) {
-        cuda::for_each(n, [=] __device__(index_t i) {
-            const double f = optim::rules::clip_factor(optim::rules::clip_total(parts, k), max_norm);
-            if (f < 1.0) x[i] = static_cast<T>(f) * x[i];
-        }, "clip_scale");
+        cuda::note_launch();
+        if (n <= 0) return;
+        cuda::clip_scale_kernel<<<cuda::grid_for(n), cuda::block_threads, 0, cuda::stream()>>>(n, x, parts, k, max_norm);
+        cuda::check_launch("clip_scale");
     }
 
     // ---- GEMM ----
@@ -450,7 +461,7 @@ private:
     template <class T>
     __device__ static T row_logsumexp(const T* x, index_t n) {
         T mx = -std::numeric_limits<T>::infinity();
-        for (index_t c = threadIdx.x; c < n; c += blockDim.x) mx = max(mx, x[c]);
+        for (index_t c = threadIdx.x; c < n; c += blockDim.x) mx = cuda::nan_max(mx, x[c]);
         mx = cuda::block_max(mx);
         T s = T(0);
         for (index_t c = threadIdx.x; c < n; c += blockDim.x) s += std::exp(x[c] - mx);
