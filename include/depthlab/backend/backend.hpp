@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "depthlab/core/error.hpp"
 #include "depthlab/core/portable.hpp"
 #include "depthlab/core/shape.hpp"
 
@@ -66,6 +67,18 @@ struct gemm_args {
     index_t batch = 1, stride_a = 0, stride_b = 0, stride_c = 0;
     index_t batch2 = 1, stride_a2 = 0, stride_b2 = 0, stride_c2 = 0;
 };
+
+/// Throws shape_error unless g describes a valid problem (every backend checks with this).
+inline void check_gemm(const gemm_args& g) {
+    const index_t a_cols = g.trans_a ? g.m : g.k, b_cols = g.trans_b ? g.k : g.n;
+    DEPTHLAB_CHECK(g.m >= 0 && g.n >= 0 && g.k >= 0 && g.batch >= 1, shape_error, "gemm: bad sizes m=", g.m, " n=", g.n,
+                   " k=", g.k, " batch=", g.batch);
+    DEPTHLAB_CHECK(g.lda >= a_cols && g.ldb >= b_cols && g.ldc >= g.n, shape_error, "gemm: leading dimensions lda=", g.lda,
+                   " ldb=", g.ldb, " ldc=", g.ldc, " too small for m=", g.m, " n=", g.n, " k=", g.k);
+    DEPTHLAB_CHECK(g.batch == 1 || g.stride_c != 0, shape_error, "gemm: batch of ", g.batch, " results with output stride 0");
+    DEPTHLAB_CHECK(g.batch2 >= 1 && (g.batch2 == 1 || g.stride_c2 != 0), shape_error, "gemm: outer batch of ", g.batch2,
+                   " results with output stride 0");
+}
 
 /// Maps a row of a (..., cols) tensor to the row of a broadcast operand (e.g. an attention
 /// mask (B,1,1,Tk) for scores (B,H,Tq,Tk)): offset = sum_k digit_k(row) * stride_k, where

@@ -33,16 +33,7 @@ namespace depthlab::cpu {
 
 using depthlab::gemm_args;
 
-inline void check_gemm(const gemm_args& g) {
-    const index_t a_cols = g.trans_a ? g.m : g.k, b_cols = g.trans_b ? g.k : g.n;
-    DEPTHLAB_CHECK(g.m >= 0 && g.n >= 0 && g.k >= 0 && g.batch >= 1, shape_error, "gemm: bad sizes m=", g.m, " n=", g.n,
-                   " k=", g.k, " batch=", g.batch);
-    DEPTHLAB_CHECK(g.lda >= a_cols && g.ldb >= b_cols && g.ldc >= g.n, shape_error, "gemm: leading dimensions lda=", g.lda,
-                   " ldb=", g.ldb, " ldc=", g.ldc, " too small for m=", g.m, " n=", g.n, " k=", g.k);
-    DEPTHLAB_CHECK(g.batch == 1 || g.stride_c != 0, shape_error, "gemm: batch of ", g.batch, " results with output stride 0");
-    DEPTHLAB_CHECK(g.batch2 >= 1 && (g.batch2 == 1 || g.stride_c2 != 0), shape_error, "gemm: outer batch of ", g.batch2,
-                   " results with output stride 0");
-}
+using depthlab::check_gemm;
 
 /// Eigen path: any scalar type; batches in parallel when they are many and small.
 template <class T>

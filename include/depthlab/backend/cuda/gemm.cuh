@@ -23,15 +23,9 @@ cublasStatus_t strided_batched(cublasHandle_t h, cublasOperation_t ta, cublasOpe
         return cublasDgemmStridedBatched(h, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch);
 }
 
-/// The checks of cpu::check_gemm (the same contract), plus cuBLAS's int extents.
-inline void check_gemm(const gemm_args& g) {
-    const index_t a_cols = g.trans_a ? g.m : g.k, b_cols = g.trans_b ? g.k : g.n;
-    DEPTHLAB_CHECK(g.m >= 0 && g.n >= 0 && g.k >= 0 && g.batch >= 1 && g.batch2 >= 1, shape_error, "gemm: bad sizes m=", g.m,
-                   " n=", g.n, " k=", g.k, " batch=", g.batch, " batch2=", g.batch2);
-    DEPTHLAB_CHECK(g.lda >= a_cols && g.ldb >= b_cols && g.ldc >= g.n, shape_error, "gemm: leading dimensions lda=", g.lda,
-                   " ldb=", g.ldb, " ldc=", g.ldc, " too small for m=", g.m, " n=", g.n, " k=", g.k);
-    DEPTHLAB_CHECK((g.batch == 1 || g.stride_c != 0) && (g.batch2 == 1 || g.stride_c2 != 0), shape_error,
-                   "gemm: a batch of results with output stride 0");
+/// depthlab::check_gemm (shared with the CPU), plus cuBLAS's int extents.
+inline void check_cublas_gemm(const gemm_args& g) {
+    depthlab::check_gemm(g);
     const index_t int_max = 2147483647;
     DEPTHLAB_CHECK(std::max({g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.batch}) <= int_max, shape_error,
                    "gemm: an extent above cuBLAS's int range (m=", g.m, " n=", g.n, " k=", g.k, " batch=", g.batch, ")");
@@ -40,7 +34,7 @@ inline void check_gemm(const gemm_args& g) {
 template <class T>
 void gemm(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c) {
     static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "cuda::gemm: float or double");
-    check_gemm(g);
+    check_cublas_gemm(g);
     if (g.m == 0 || g.n == 0) return;
     if (g.k == 0) {  // C = beta C (cuBLAS wants leading dimensions >= 1 even for an empty inner product)
         const index_t m = g.m, n = g.n, ldc = g.ldc, nb = g.batch, sc = g.stride_c, sc2 = g.stride_c2;
