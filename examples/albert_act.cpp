@@ -6,6 +6,7 @@
 //   build/examples/albert_act --preset tiny --steps 2000 --out runs/act_tiny
 //   build/examples/albert_act --preset tiny --steps 4000 --out runs/act_tiny --resume
 //   build/examples/albert_act --preset tiny --policy pondernet --beta 0.01 --lambda-p 0.2
+//   build/examples/albert_act --preset small --device cuda    # pretrain on a GPU (CUDA build)
 //
 // Writes to --out: metrics.jsonl (training and dev records, halting table over training),
 // halting.csv, fixed_point.csv, checkpoint.safetensors (parameters, LAMB state, sampler and
@@ -24,6 +25,7 @@
 #include <depthlab/depthlab.hpp>
 
 #include "common/cli.hpp"
+#include "common/device.hpp"
 
 using namespace depthlab;
 namespace fs = std::filesystem;
@@ -50,7 +52,7 @@ struct options {
     std::int64_t steps = 2000, batch = 32, accum = 1, seq_len = 128, warmup = -1, log_every = 25, eval_every = 250, dev_batches = 8,
                  save_every = 500, hidden = 0, heads = 0, ff = 0, embed = 128, max_iters = 0, tau_warmup = -1, min_iters = 0;
     double lr = 5e-3, tau = -1, halting_bias = NAN, mask_prob = 0.15, clip = 1.0, epsilon = 0.01, beta = 0.01, lambda_p = 0.2;
-    std::string policy = "act";
+    std::string policy = "act", device = "cpu";
     std::uint64_t seed = 1;
     bool resume = false, dense = false;
 };
@@ -72,14 +74,14 @@ eval_result evaluate(const Model& model, data::albert_sampler& dev, std::int64_t
         const auto sop = model.sop_logits(enc.hidden);
         r.mlm_loss += cross_entropy(mlm, b.mlm_labels).value().item() / batches;
         r.sop_loss += cross_entropy(sop, b.sop_labels).value().item() / batches;
-        const auto& lm = mlm.value();
+        const auto lm = mlm.value().template to<backend::cpu>();  // accuracy is counted on the host
         const index_t V = lm.shape()[1];
         for (index_t k = 0; k < lm.shape()[0]; ++k) {
             const float* row = lm.data() + k * V;
             mlm_right += (std::max_element(row, row + V) - row) == b.mlm_labels[k];
             ++mlm_n;
         }
-        const auto& ls = sop.value();
+        const auto ls = sop.value().template to<backend::cpu>();
         for (index_t k = 0; k < ls.shape()[0]; ++k) {
             sop_right += (ls(k, 1) > ls(k, 0) ? 1 : 0) == b.sop_labels[k];
             ++sop_n;
@@ -186,8 +188,9 @@ void write_report(const options& o, const nn::albert_config& cfg, int n_max, dou
 
 }  // namespace
 
-/// The whole job for one halting policy (a compile-time choice, picked by --policy).
-template <class Policy>
+/// The whole job for one halting policy and backend (compile-time choices, picked by
+/// --policy and --device).
+template <class Policy, class B>
 int run(options o) {
     try {
         // ---- preset ----
@@ -239,12 +242,12 @@ int run(options o) {
         aopt.lambda_p = o.lambda_p;
         const bool ponder_net = std::is_same_v<Policy, halting::pondernet>;
         if (ponder_net) tau = o.beta;  // the ponder term is the KL, weighted by β
-        halting::ActAlbert<float, backend::cpu, Policy> model(cfg, aopt, o.seed);
+        halting::ActAlbert<float, B, Policy> model(cfg, aopt, o.seed);
         if (!std::isnan(o.halting_bias)) model.encoder->halting_unit->bias.value().fill_(static_cast<float>(o.halting_bias));
         const double halting_bias = model.encoder->halting_unit->bias.value().item();
         optim::LambOptions lopt;
         lopt.lr = o.lr;
-        optim::Lamb<float> lamb(model.named_parameters(), lopt);
+        optim::Lamb<float, B> lamb(model.named_parameters(), lopt);
         const optim::warmup_linear schedule(o.lr, warmup, o.steps);
 
         fs::create_directories(o.out);
@@ -262,7 +265,7 @@ int run(options o) {
             std::ofstream(metrics, std::ios::trunc);  // a fresh run starts a fresh log
         }
         auto save = [&] {
-            io::training_state<float> st;
+            io::training_state<float, B> st;
             st.add_section("optim", lamb.state_tensors(), lamb.state_scalars());
             st.set_u64("step", static_cast<std::uint64_t>(step));
             const auto ss = train.state();
@@ -276,10 +279,10 @@ int run(options o) {
 
         const bool compact = std::is_same_v<Policy, halting::act> && !o.dense;
         std::printf("albert_act: preset %s, policy %s, %lld parameters, N_max %d, %s %g (warm-up %lld steps)%s, halting bias %g, %s path; "
-                    "ISA %s, %d threads\n",
+                    "device %s, ISA %s, %d threads\n",
                     o.preset.c_str(), Policy::name, static_cast<long long>(model.parameter_count()), n_max, ponder_net ? "beta" : "tau", tau,
                     static_cast<long long>(tau_warmup), ponder_net ? (", lambda_p " + fmt(o.lambda_p, 3)).c_str() : "", halting_bias,
-                    compact ? "compact" : "dense", cpu::to_string(cpu::active_isa()), max_threads());
+                    compact ? "compact" : "dense", B::name, cpu::to_string(cpu::active_isa()), max_threads());
         std::printf("data: %lld training examples per epoch, vocab %lld\n", static_cast<long long>(train.epoch_size()),
                     static_cast<long long>(dcfg.vocab));
         train::progress_meter meter(o.steps, step, metrics);
@@ -407,15 +410,22 @@ int main(int argc, char** argv) {
         .option("policy", o.policy, "halting: act (the paper) | pondernet | act_graves | act_ut | fixed (N_max iterations)")
         .option("beta", o.beta, "pondernet: weight of KL(p || geometric prior), used instead of tau")
         .option("lambda-p", o.lambda_p, "pondernet: the geometric prior's halting probability per iteration")
+        .option("device", o.device, examples::device_help)
         .flag("dense", o.dense, "use the dense masked reference path instead of the compact one")
         .flag("resume", o.resume, "continue from <out>/checkpoint.safetensors");
     args.parse(argc, argv);
 
-    if (o.policy == "act") return run<halting::act>(o);
-    if (o.policy == "pondernet") return run<halting::pondernet>(o);
-    if (o.policy == "act_graves") return run<halting::act_graves>(o);
-    if (o.policy == "act_ut") return run<halting::act_ut>(o);
-    if (o.policy == "fixed") return run<halting::fixed>(o);
-    std::fprintf(stderr, "albert_act: --policy: expected act, pondernet, act_graves, act_ut or fixed, got '%s'\n", o.policy.c_str());
-    return 2;
+    const char* policies[] = {"act", "pondernet", "act_graves", "act_ut", "fixed"};
+    if (std::find(std::begin(policies), std::end(policies), o.policy) == std::end(policies)) {
+        std::fprintf(stderr, "albert_act: --policy: expected act, pondernet, act_graves, act_ut or fixed, got '%s'\n", o.policy.c_str());
+        return 2;
+    }
+    return examples::on_device(o.device, "albert_act", [&](auto tag) {
+        using B = decltype(tag);
+        if (o.policy == "pondernet") return run<halting::pondernet, B>(o);
+        if (o.policy == "act_graves") return run<halting::act_graves, B>(o);
+        if (o.policy == "act_ut") return run<halting::act_ut, B>(o);
+        if (o.policy == "fixed") return run<halting::fixed, B>(o);
+        return run<halting::act, B>(o);
+    });
 }

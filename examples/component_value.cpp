@@ -25,10 +25,10 @@
 //
 // The recipe of docs/results/component_value (scripts/fetch-data translation-mt: the 99k
 // machine-translated pairs too, tokenizer trained on both), one thread per run:
-//   component_value --preset small --with-mt --ding-repeat 3 --steps 3600 --max-tokens 4096 \
+//   component_value --preset small --with-mt --ding-repeat 3 --steps 3600 --max-tokens 4096
 //       --warmup 1000 --dec-layers 2 --skip-analyses --out runs/cv-shallow        # the comparison
-//   component_value --preset small --with-mt --ding-repeat 3 --steps 3600 --max-tokens 4096 \
-//       --warmup 1000 --eval-sentences 500 --rewind-steps 200 \
+//   component_value --preset small --with-mt --ding-repeat 3 --steps 3600 --max-tokens 4096
+//       --warmup 1000 --eval-sentences 500 --rewind-steps 200
 //       --shallow-checkpoint runs/cv-shallow/checkpoint.safetensors --out runs/cv-mt
 #include <algorithm>
 #include <chrono>
@@ -52,9 +52,11 @@
 #include <depthlab/data/tokenizer.hpp>
 
 #include "common/cli.hpp"
+#include "common/device.hpp"
 
 using namespace depthlab;
-using Model = nn::Seq2SeqTransformer<float>;
+template <class B>
+using Model = nn::Seq2SeqTransformer<float, B>;
 using clock_type = std::chrono::steady_clock;
 
 namespace {
@@ -69,7 +71,7 @@ struct options {
     std::int64_t steps = 4000, max_tokens = 4096, warmup = 1000, log_every = 50, save_every = 500, dev_every = 500, dev_sentences = 200;
     double lr = 1e-3, clip = 1.0, label_smoothing = 0.1, max_train_minutes = 0;
     std::uint64_t seed = 1;
-    std::string data = ".data/translation", out = "runs/component_value", checkpoint;
+    std::string data = ".data/translation", out = "runs/component_value", checkpoint, device = "cpu";
     bool resume = false, with_mt = false, skip_analyses = false;
     // decoding and analyses
     std::int64_t beam = 4, analysis_beam = 1, eval_sentences = 200, decode_batch = 100, grid_steps = 10, max_evaluations = 8,
@@ -117,7 +119,8 @@ nn::seq2seq_config model_config(const options& o, index_t vocab) {
     return c;
 }
 
-void put_config(io::training_state<float>& st, const nn::seq2seq_config& c) {
+template <class B>
+void put_config(io::training_state<float, B>& st, const nn::seq2seq_config& c) {
     st.set_u64("config.vocab", static_cast<std::uint64_t>(c.src_vocab));
     st.set_u64("config.encoder_layers", static_cast<std::uint64_t>(c.encoder_layers));
     st.set_u64("config.decoder_layers", static_cast<std::uint64_t>(c.decoder_layers));
@@ -207,12 +210,13 @@ eval_set make_eval_set(const std::string& name, const text_split& s, std::size_t
 // ------------------------------------------------------------------------------------ translation + BLEU
 /// Translates eval sets; reuses the encoder output of the last set it translated as long
 /// as nothing on the encoder side changed (parameters compared exactly, sub-layers on/off).
+template <class B>
 class translator {
 public:
-    translator(Model& m, const data::tokenizer& tok) : model_(m), tok_(tok) {
+    translator(Model<B>& m, const data::tokenizer& tok) : model_(m), tok_(tok) {
         for (auto& [name, p] : m.named_parameters())
             if (name.rfind("src_embed", 0) == 0 || name.rfind("encoder", 0) == 0) encoder_params_.push_back(p);
-        for (auto& [name, r] : nn::sublayers(static_cast<nn::Module<float>&>(m)))
+        for (auto& [name, r] : nn::sublayers(static_cast<nn::Module<float, B>&>(m)))
             if (name.rfind("encoder.", 0) == 0) encoder_sublayers_.push_back(r);
     }
 
@@ -252,7 +256,11 @@ private:
             if (encoder_sublayers_[i]->enabled != enabled_[i]) return false;
         for (std::size_t i = 0; i < encoder_params_.size(); ++i) {
             const auto& v = encoder_params_[i].value();
-            if (std::memcmp(v.data(), values_[i].data(), sizeof(float) * values_[i].size()) != 0) return false;
+            if constexpr (B::host_accessible) {
+                if (std::memcmp(v.data(), values_[i].data(), sizeof(float) * values_[i].size()) != 0) return false;
+            } else if (v.to_vector() != values_[i]) {  // a device: one download per parameter
+                return false;
+            }
         }
         return true;
     }
@@ -263,12 +271,12 @@ private:
         for (auto& p : encoder_params_) values_.push_back(p.value().to_vector());
     }
 
-    Model& model_;
+    Model<B>& model_;
     const data::tokenizer& tok_;
-    std::vector<Var<float>> encoder_params_;
+    std::vector<Var<float, B>> encoder_params_;
     std::vector<nn::residual_base*> encoder_sublayers_;
     const eval_set* cache_owner_ = nullptr;
-    std::vector<Var<float>> memories_;
+    std::vector<Var<float, B>> memories_;
     std::vector<bool> enabled_;
     std::vector<std::vector<float>> values_;
     std::size_t encoder_runs_ = 0, encoder_reuses_ = 0;
@@ -282,18 +290,19 @@ struct train_outcome {
 };
 
 /// One training run of `model` (from its current parameters and optimizer state).
+template <class B>
 struct trainer {
-    Model& model;
+    Model<B>& model;
     const data::translation_batcher& batcher;
     const options& opt;
-    optim::Adam<float>& adam;
+    optim::Adam<float, B>& adam;
     Generator data_rng;
     std::vector<std::vector<std::size_t>> plan;
     std::size_t next_batch = 0;
     std::uint64_t epoch_seed = 0, epoch_offset = 0;
     std::int64_t epoch = 0;
 
-    trainer(Model& m, const data::translation_batcher& b, const options& o, optim::Adam<float>& a, std::uint64_t seed)
+    trainer(Model<B>& m, const data::translation_batcher& b, const options& o, optim::Adam<float, B>& a, std::uint64_t seed)
         : model(m), batcher(b), opt(o), adam(a), data_rng(seed) {}
 
     void new_epoch() {
@@ -308,13 +317,13 @@ struct trainer {
         return batcher.make_batch(plan[next_batch++]);
     }
     /// The position in the data stream, for checkpoints.
-    void save(io::training_state<float>& st) const {
+    void save(io::training_state<float, B>& st) const {
         st.set_u64("data.epoch_seed", epoch_seed);
         st.set_u64("data.epoch_offset", epoch_offset);
         st.set_u64("data.next_batch", next_batch);
         st.set_u64("data.epoch", static_cast<std::uint64_t>(epoch));
     }
-    void restore(const io::training_state<float>& st) {
+    void restore(const io::training_state<float, B>& st) {
         data_rng.set_state(st.get_u64("data.epoch_seed"), st.get_u64("data.epoch_offset"));
         epoch = static_cast<std::int64_t>(st.get_u64("data.epoch")) - 1;
         new_epoch();
@@ -331,7 +340,7 @@ struct trainer {
         adam.set_lr(lr);
         adam.step();
         tokens = b.target_tokens();
-        return loss.value().item();
+        return checked_item(loss);
     }
 };
 
@@ -458,60 +467,9 @@ std::vector<finding> check_findings(const score_view& v, int enc_layers, int dec
 
 }  // namespace
 
-int main(int argc, char** argv) {
-    std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines interleave with stderr in logs
-    options o;
-    examples::cli args("component_value",
-                       "Wang & Tu (2020) on English->German (Ding pairs): train or load an encoder-decoder Transformer, then\n"
-                       "contribution, criticality, pruning and rewinding with test BLEU as the metric; writes CSVs and report.html.\n"
-                       "Presets: tiny = 2+2 layers, d 128, FF 512 (smoke runs); small = 3+3, d 256, 4 heads, FF 1024 (trains on\n"
-                       "2 cores); base = the paper's 6+6, d 512, 8 heads, FF 2048 (too slow for 2 cores). All: dropout 0.1, post-LN,\n"
-                       "ReLU, joint vocabulary with shared embeddings tied to the output.");
-    args.option("preset", o.preset, "model size: tiny | small | base")
-        .option("enc-layers", o.enc_layers, "encoder layers (0: the preset's)")
-        .option("dec-layers", o.dec_layers, "decoder layers (0: the preset's)")
-        .option("dim", o.dim, "model width (0: the preset's)")
-        .option("heads", o.heads, "attention heads (0: the preset's)")
-        .option("ff", o.ff, "feed-forward width (0: the preset's)")
-        .option("dropout", o.dropout, "dropout (< 0: the preset's)")
-        .option("steps", o.steps, "optimiser steps")
-        .option("max-train-minutes", o.max_train_minutes, "stop training after this many minutes (0: no limit)")
-        .option("max-tokens", o.max_tokens, "padded tokens per batch: sentences x max(src, tgt) length")
-        .option("lr", o.lr, "peak learning rate")
-        .option("warmup", o.warmup, "warm-up steps of the inverse-square-root schedule")
-        .option("clip", o.clip, "gradient clipping by global norm (0: off)")
-        .option("label-smoothing", o.label_smoothing, "label smoothing")
-        .option("seed", o.seed, "random seed (model init, data order, dropout)")
-        .option("data", o.data, "directory with {train,dev,test}.{en,de} and spm.model (scripts/fetch-data translation)")
-        .flag("with-mt", o.with_mt, "add the machine-translated nlp-corpus pairs (mt.{en,de}) to the training data")
-        .option("ding-repeat", o.ding_repeat, "with --with-mt: repeat the in-domain Ding pairs this many times per epoch")
-        .option("out", o.out, "output directory")
-        .option("checkpoint", o.checkpoint, "load this checkpoint (with its θ⁰ and training recipe) instead of training")
-        .flag("resume", o.resume, "continue training from <out>/checkpoint.safetensors up to --steps")
-        .option("log-every", o.log_every, "steps between progress lines")
-        .option("save-every", o.save_every, "steps between checkpoints")
-        .option("dev-every", o.dev_every, "steps between dev BLEU evaluations (0: only at the end)")
-        .option("dev-sentences", o.dev_sentences, "dev sentences for the dev BLEU (greedy)")
-        .option("beam", o.beam, "beam size for the baseline test BLEU (1: greedy)")
-        .option("alpha", o.alpha, "GNMT length penalty exponent ((5+len)/6)^alpha for beam search")
-        .option("eval-sentences", o.eval_sentences, "test sentences for the analysis metric (BLEU)")
-        .option("analysis-beam", o.analysis_beam, "beam size of the analysis metric (1: greedy)")
-        .option("decode-batch", o.decode_batch, "rows decoded together (sentences x beam)")
-        .flag("skip-analyses", o.skip_analyses, "stop after training and the baseline BLEU")
-        .option("search", o.search, "criticality search: grid | bisection")
-        .option("grid-steps", o.grid_steps, "criticality grid: alpha in {0, 1/k, ..., 1}")
-        .option("tolerance", o.tolerance, "criticality bisection: bracket width to stop at")
-        .option("max-evaluations", o.max_evaluations, "criticality bisection: evaluations per module")
-        .option("epsilon", o.epsilon, "criticality: BLEU within epsilon of the baseline passes")
-        .option("prune-max-k", o.prune_max_k, "pruning curve up to this many modules removed")
-        .option("rank-by", o.rank_by, "ranking for rewinding: contribution | criticality")
-        .option("rewind-k", o.rewind_k, "comma-separated k for rewinding (0 = fine-tune only, the control)")
-        .option("rewind-steps", o.rewind_steps, "fine-tuning steps after rewinding")
-        .option("rewind-lr", o.rewind_lr, "fine-tuning learning rate (0: the training schedule's last)")
-        .option("compare-shallow", o.compare_shallow, "> 0: also train a model with this many fewer decoder layers (same recipe)")
-        .option("shallow-checkpoint", o.shallow_checkpoint,
-                "compare with this shallower model instead (trained separately with --dec-layers, same recipe)");
-    args.parse(argc, argv);
+/// The whole study on backend B (picked by --device).
+template <class B>
+int run(options o, const std::string& command_line) {
 
     try {
         const auto t_start = clock_type::now();
@@ -519,8 +477,6 @@ int main(int argc, char** argv) {
         DEPTHLAB_CHECK(o.search == "grid" || o.search == "bisection", usage_error, "--search: grid or bisection, got '", o.search, "'");
         DEPTHLAB_CHECK(o.rank_by == "contribution" || o.rank_by == "criticality", usage_error, "--rank-by: contribution or criticality");
         const auto rewind_ks = parse_int_list(o.rewind_k, "--rewind-k");
-        std::string command_line;
-        for (int i = 0; i < argc; ++i) command_line += (i ? " " : "") + std::string(argv[i]);
 
         // --checkpoint: the training recipe (batch tokens, lr schedule, label smoothing, clip,
         // seed) is the checkpoint's, so that rewinding fine-tunes the way training did.
@@ -571,30 +527,30 @@ int main(int argc, char** argv) {
             cfg = get_config(f.metadata());
             metrics_path = (std::filesystem::path(o.checkpoint).parent_path() / "metrics.jsonl").string();
         }
-        Model model(cfg, o.seed);
-        nn::Snapshot<float> theta0(model);  // θ⁰, right after initialisation
-        optim::Adam<float> adam(model.named_parameters(), adam_options(o.lr));
+        Model<B> model(cfg, o.seed);
+        nn::Snapshot<float, B> theta0(model);  // θ⁰, right after initialisation
+        optim::Adam<float, B> adam(model.named_parameters(), adam_options(o.lr));
         const optim::inverse_sqrt schedule(o.lr, o.warmup);
-        trainer tr(model, batcher, o, adam, o.seed + 1);
-        std::printf("model: %s; %lld parameters; ISA %s, %d threads\n", describe(cfg).c_str(), static_cast<long long>(model.parameter_count()),
-                    cpu::to_string(cpu::active_isa()), max_threads());
+        trainer<B> tr(model, batcher, o, adam, o.seed + 1);
+        std::printf("model: %s; %lld parameters; device %s, ISA %s, %d threads\n", describe(cfg).c_str(),
+                    static_cast<long long>(model.parameter_count()), B::name, cpu::to_string(cpu::active_isa()), max_threads());
 
-        auto load_theta0 = [&](const io::training_state<float>& st) {
+        auto load_theta0 = [&](const io::training_state<float, B>& st) {
             const auto t0s = st.section_tensors("theta0");
             DEPTHLAB_CHECK(!t0s.empty(), io_error, "checkpoint has no θ⁰ (section 'theta0'): rewinding and criticality need it");
-            const nn::Snapshot<float> current(model);
+            const nn::Snapshot<float, B> current(model);
             for (const auto& [name, t] : t0s) model.parameter(name).value().copy_(t);
-            theta0 = nn::Snapshot<float>(model);
+            theta0 = nn::Snapshot<float, B>(model);
             current.restore(model);
         };
         std::int64_t step = 0;
         train_outcome trained;
         nn::search_options dev_search;  // greedy
-        translator trans(model, tok);
+        translator<B> trans(model, tok);
         const eval_set dev_set = make_eval_set("dev", dev, dev.pairs.size(), static_cast<std::size_t>(o.decode_batch), cfg.max_len / 2);
 
         auto save = [&] {
-            io::training_state<float> st;
+            io::training_state<float, B> st;
             st.add_section("optim", adam.state_tensors(), adam.state_scalars());
             st.add_section("theta0", theta0.tensors());
             st.set_u64("step", static_cast<std::uint64_t>(step));
@@ -743,7 +699,7 @@ int main(int argc, char** argv) {
             return b;
         };
         const auto modules = analysis::default_modules(model);
-        const nn::Snapshot<float> thetaf(model);
+        const nn::Snapshot<float, B> thetaf(model);
         analysis::run_options run;
         run.print_progress = true;
 
@@ -805,8 +761,8 @@ int main(int argc, char** argv) {
         // rewinding: fine-tune the whole model after rewinding the k least important modules
         const double ft_lr = o.rewind_lr > 0 ? o.rewind_lr : trained.final_lr;
         const auto finetune = [&](int k) {
-            optim::Adam<float> ft(model.named_parameters(), adam_options(ft_lr));
-            trainer ftr(model, batcher, o, ft, o.seed + 1000);  // the same batches for every k
+            optim::Adam<float, B> ft(model.named_parameters(), adam_options(ft_lr));
+            trainer<B> ftr(model, batcher, o, ft, o.seed + 1000);  // the same batches for every k
             const std::int64_t warm = std::max<std::int64_t>(1, std::min<std::int64_t>(50, o.rewind_steps / 5));
             double loss = 0;
             for (std::int64_t s = 0; s < o.rewind_steps; ++s) {
@@ -823,7 +779,7 @@ int main(int argc, char** argv) {
         std::vector<analysis::rewinding_point> rewound;
         const auto t_r = clock_type::now();
         if (!rewind_ks.empty() && o.rewind_steps > 0)
-            rewound = analysis::rewinding_curve(static_cast<nn::Module<float>&>(model), modules, rank_scores, rewind_ks, theta0, thetaf, metric,
+            rewound = analysis::rewinding_curve(static_cast<nn::Module<float, B>&>(model), modules, rank_scores, rewind_ks, theta0, thetaf, metric,
                                                 finetune, run);
         const double s_rewind = seconds_since(t_r);
         model.eval();
@@ -835,9 +791,9 @@ int main(int argc, char** argv) {
         double shallow_bleu = std::numeric_limits<double>::quiet_NaN();
         index_t shallow_params = 0;
         std::int64_t shallow_steps = 0, shallow_fewer = 0;
-        auto evaluate_shallow = [&](Model& shallow) {
+        auto evaluate_shallow = [&](Model<B>& shallow) {
             shallow.eval();
-            translator st(shallow, tok);
+            translator<B> st(shallow, tok);
             shallow_bleu = st.bleu(analysis_set, metric_search);
             shallow_params = shallow.parameter_count();
             std::printf("shallow comparison: BLEU %.2f on the analysis sentences\n", shallow_bleu);
@@ -849,7 +805,7 @@ int main(int argc, char** argv) {
                                sc.src_vocab == cfg.src_vocab,
                            usage_error, "--shallow-checkpoint ", o.shallow_checkpoint, ": expected the same model with fewer decoder layers, got ",
                            describe(sc), " against ", describe(cfg));
-            Model shallow(sc, o.seed);
+            Model<B> shallow(sc, o.seed);
             const auto st = io::load_checkpoint(o.shallow_checkpoint, shallow);
             shallow_steps = static_cast<std::int64_t>(st.get_u64("step"));
             shallow_fewer = cfg.decoder_layers - sc.decoder_layers;
@@ -862,9 +818,9 @@ int main(int argc, char** argv) {
                            cfg.decoder_layers);
             nn::seq2seq_config sc = cfg;
             sc.decoder_layers = cfg.decoder_layers - static_cast<int>(o.compare_shallow);
-            Model shallow(sc, o.seed);
-            optim::Adam<float> sa(shallow.named_parameters(), adam_options(o.lr));
-            trainer str(shallow, batcher, o, sa, o.seed + 1);
+            Model<B> shallow(sc, o.seed);
+            optim::Adam<float, B> sa(shallow.named_parameters(), adam_options(o.lr));
+            trainer<B> str(shallow, batcher, o, sa, o.seed + 1);
             std::printf("shallow comparison: %s, %lld parameters, %lld steps\n", describe(sc).c_str(),
                         static_cast<long long>(shallow.parameter_count()), static_cast<long long>(step));
             const auto t_s = clock_type::now();
@@ -1152,4 +1108,64 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "component_value: %s\n", e.what());
         return 1;
     }
+}
+
+int main(int argc, char** argv) {
+    std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress lines interleave with stderr in logs
+    options o;
+    examples::cli args("component_value",
+                       "Wang & Tu (2020) on English->German (Ding pairs): train or load an encoder-decoder Transformer, then\n"
+                       "contribution, criticality, pruning and rewinding with test BLEU as the metric; writes CSVs and report.html.\n"
+                       "Presets: tiny = 2+2 layers, d 128, FF 512 (smoke runs); small = 3+3, d 256, 4 heads, FF 1024 (trains on\n"
+                       "2 cores); base = the paper's 6+6, d 512, 8 heads, FF 2048 (too slow for 2 cores). All: dropout 0.1, post-LN,\n"
+                       "ReLU, joint vocabulary with shared embeddings tied to the output.");
+    args.option("preset", o.preset, "model size: tiny | small | base")
+        .option("enc-layers", o.enc_layers, "encoder layers (0: the preset's)")
+        .option("dec-layers", o.dec_layers, "decoder layers (0: the preset's)")
+        .option("dim", o.dim, "model width (0: the preset's)")
+        .option("heads", o.heads, "attention heads (0: the preset's)")
+        .option("ff", o.ff, "feed-forward width (0: the preset's)")
+        .option("dropout", o.dropout, "dropout (< 0: the preset's)")
+        .option("steps", o.steps, "optimiser steps")
+        .option("max-train-minutes", o.max_train_minutes, "stop training after this many minutes (0: no limit)")
+        .option("max-tokens", o.max_tokens, "padded tokens per batch: sentences x max(src, tgt) length")
+        .option("lr", o.lr, "peak learning rate")
+        .option("warmup", o.warmup, "warm-up steps of the inverse-square-root schedule")
+        .option("clip", o.clip, "gradient clipping by global norm (0: off)")
+        .option("label-smoothing", o.label_smoothing, "label smoothing")
+        .option("seed", o.seed, "random seed (model init, data order, dropout)")
+        .option("data", o.data, "directory with {train,dev,test}.{en,de} and spm.model (scripts/fetch-data translation)")
+        .flag("with-mt", o.with_mt, "add the machine-translated nlp-corpus pairs (mt.{en,de}) to the training data")
+        .option("ding-repeat", o.ding_repeat, "with --with-mt: repeat the in-domain Ding pairs this many times per epoch")
+        .option("out", o.out, "output directory")
+        .option("checkpoint", o.checkpoint, "load this checkpoint (with its θ⁰ and training recipe) instead of training")
+        .flag("resume", o.resume, "continue training from <out>/checkpoint.safetensors up to --steps")
+        .option("log-every", o.log_every, "steps between progress lines")
+        .option("save-every", o.save_every, "steps between checkpoints")
+        .option("dev-every", o.dev_every, "steps between dev BLEU evaluations (0: only at the end)")
+        .option("dev-sentences", o.dev_sentences, "dev sentences for the dev BLEU (greedy)")
+        .option("beam", o.beam, "beam size for the baseline test BLEU (1: greedy)")
+        .option("alpha", o.alpha, "GNMT length penalty exponent ((5+len)/6)^alpha for beam search")
+        .option("eval-sentences", o.eval_sentences, "test sentences for the analysis metric (BLEU)")
+        .option("analysis-beam", o.analysis_beam, "beam size of the analysis metric (1: greedy)")
+        .option("decode-batch", o.decode_batch, "rows decoded together (sentences x beam)")
+        .flag("skip-analyses", o.skip_analyses, "stop after training and the baseline BLEU")
+        .option("search", o.search, "criticality search: grid | bisection")
+        .option("grid-steps", o.grid_steps, "criticality grid: alpha in {0, 1/k, ..., 1}")
+        .option("tolerance", o.tolerance, "criticality bisection: bracket width to stop at")
+        .option("max-evaluations", o.max_evaluations, "criticality bisection: evaluations per module")
+        .option("epsilon", o.epsilon, "criticality: BLEU within epsilon of the baseline passes")
+        .option("prune-max-k", o.prune_max_k, "pruning curve up to this many modules removed")
+        .option("rank-by", o.rank_by, "ranking for rewinding: contribution | criticality")
+        .option("rewind-k", o.rewind_k, "comma-separated k for rewinding (0 = fine-tune only, the control)")
+        .option("rewind-steps", o.rewind_steps, "fine-tuning steps after rewinding")
+        .option("rewind-lr", o.rewind_lr, "fine-tuning learning rate (0: the training schedule's last)")
+        .option("compare-shallow", o.compare_shallow, "> 0: also train a model with this many fewer decoder layers (same recipe)")
+        .option("device", o.device, examples::device_help)
+        .option("shallow-checkpoint", o.shallow_checkpoint,
+                "compare with this shallower model instead (trained separately with --dec-layers, same recipe)");
+    args.parse(argc, argv);
+    std::string command_line;
+    for (int i = 0; i < argc; ++i) command_line += (i ? " " : "") + std::string(argv[i]);
+    return examples::on_device(o.device, "component_value", [&](auto tag) { return run<decltype(tag)>(o, command_line); });
 }

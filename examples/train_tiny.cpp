@@ -6,6 +6,7 @@
 //
 //   build/examples/train_tiny --steps 300 --out runs/tiny
 //   build/examples/train_tiny --steps 600 --out runs/tiny --resume
+//   build/examples/train_tiny --device cuda          # the same run on a GPU (CUDA build)
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -14,58 +15,46 @@
 #include <depthlab/depthlab.hpp>
 
 #include "common/cli.hpp"
+#include "common/device.hpp"
 
 using namespace depthlab;
 
-int main(int argc, char** argv) {
+namespace {
+
+struct options {
     std::int64_t steps = 300, batch = 32, max_len = 8, vocab = 16, dim = 64, ff = 128, layers = 2, heads = 4, warmup = 50,
                  log_every = 25, save_every = 100;
     double lr = 2e-3, clip = 1.0, dropout = 0.0;
     std::uint64_t seed = 1;
-    std::string out = "runs/train_tiny";
+    std::string out = "runs/train_tiny", device = "cpu";
     bool resume = false;
-    examples::cli args("train_tiny", "Train a small encoder-decoder on sequence reversal; checkpoint and resume.");
-    args.option("steps", steps, "total optimiser steps")
-        .option("batch", batch, "sequences per step")
-        .option("max-len", max_len, "longest source sequence")
-        .option("vocab", vocab, "vocabulary size (3 ids are special)")
-        .option("dim", dim, "model width")
-        .option("ff", ff, "feed-forward width")
-        .option("layers", layers, "encoder and decoder layers")
-        .option("heads", heads, "attention heads")
-        .option("lr", lr, "peak learning rate")
-        .option("warmup", warmup, "warm-up steps (inverse square root schedule)")
-        .option("clip", clip, "gradient clipping by global norm (0: off)")
-        .option("dropout", dropout, "dropout")
-        .option("seed", seed, "random seed")
-        .option("log-every", log_every, "steps between progress lines")
-        .option("save-every", save_every, "steps between checkpoints")
-        .option("out", out, "output directory (metrics.jsonl, checkpoint.safetensors)")
-        .flag("resume", resume, "continue from <out>/checkpoint.safetensors");
-    args.parse(argc, argv);
+};
 
+/// The whole run on backend B (the model, the optimiser and every step live there).
+template <class B>
+int run(const options& o) {
     try {
-        std::filesystem::create_directories(out);
-        const std::string ckpt = out + "/checkpoint.safetensors";
+        std::filesystem::create_directories(o.out);
+        const std::string ckpt = o.out + "/checkpoint.safetensors";
         nn::seq2seq_config cfg;
-        cfg.src_vocab = cfg.tgt_vocab = vocab;
+        cfg.src_vocab = cfg.tgt_vocab = o.vocab;
         cfg.share_embeddings = true;
-        cfg.encoder_layers = cfg.decoder_layers = static_cast<int>(layers);
-        cfg.max_len = max_len + 1;
-        cfg.layer.dim = dim;
-        cfg.layer.heads = static_cast<int>(heads);
-        cfg.layer.ff_dim = ff;
-        cfg.layer.dropout = cfg.layer.attention_dropout = dropout;
-        nn::Seq2SeqTransformer<float> model(cfg, seed);
+        cfg.encoder_layers = cfg.decoder_layers = static_cast<int>(o.layers);
+        cfg.max_len = o.max_len + 1;
+        cfg.layer.dim = o.dim;
+        cfg.layer.heads = static_cast<int>(o.heads);
+        cfg.layer.ff_dim = o.ff;
+        cfg.layer.dropout = cfg.layer.attention_dropout = o.dropout;
+        nn::Seq2SeqTransformer<float, B> model(cfg, o.seed);
         optim::AdamOptions aopt;
-        aopt.lr = lr;
+        aopt.lr = o.lr;
         aopt.beta2 = 0.98;
-        optim::Adam<float> adam(model.named_parameters(), aopt);
-        const optim::inverse_sqrt schedule(lr, warmup);
-        Generator data_rng(seed + 1);
+        optim::Adam<float, B> adam(model.named_parameters(), aopt);
+        const optim::inverse_sqrt schedule(o.lr, o.warmup);
+        Generator data_rng(o.seed + 1);
 
         std::int64_t step = 0;
-        if (resume) {
+        if (o.resume) {
             DEPTHLAB_CHECK(std::filesystem::exists(ckpt), io_error, "--resume: no checkpoint at ", ckpt);
             auto st = io::load_checkpoint(ckpt, model);
             adam.load_state(st.section_tensors("optim"), st.section_metadata("optim"), ckpt);
@@ -75,7 +64,7 @@ int main(int argc, char** argv) {
             std::printf("resumed from %s at step %lld\n", ckpt.c_str(), static_cast<long long>(step));
         }
         auto save = [&] {
-            io::training_state<float> st;
+            io::training_state<float, B> st;
             st.add_section("optim", adam.state_tensors(), adam.state_scalars());
             st.set_u64("step", static_cast<std::uint64_t>(step));
             st.set_generator("rng.data", data_rng);
@@ -83,36 +72,36 @@ int main(int argc, char** argv) {
             io::save_checkpoint(ckpt, model, st);
         };
 
-        std::printf("train_tiny: %lld parameters, %lld steps, ISA %s, %d threads\n", static_cast<long long>(model.parameter_count()),
-                    static_cast<long long>(steps), cpu::to_string(cpu::active_isa()), max_threads());
-        train::progress_meter meter(steps, step, out + "/metrics.jsonl");
+        std::printf("train_tiny: %lld parameters, %lld steps, device %s, ISA %s, %d threads\n", static_cast<long long>(model.parameter_count()),
+                    static_cast<long long>(o.steps), B::name, cpu::to_string(cpu::active_isa()), max_threads());
+        train::progress_meter meter(o.steps, step, o.out + "/metrics.jsonl");
         double loss_sum = 0;
         int loss_n = 0;
-        while (step < steps) {
-            const auto b = data::reverse_task_batch(data_rng, batch, max_len, vocab);
+        while (step < o.steps) {
+            const auto b = data::reverse_task_batch(data_rng, o.batch, o.max_len, o.vocab);
             model.train();
             auto loss = cross_entropy(model.decode(model.encode(b.src), b.src, b.tgt_in), b.tgt_out, -100, 0.0f);
             adam.zero_grad();
             loss.backward();
-            const double gnorm = clip > 0 ? optim::clip_grad_norm(adam.parameters(), clip) : 0.0;
+            const double gnorm = o.clip > 0 ? optim::clip_grad_norm(adam.parameters(), o.clip) : 0.0;
             adam.set_lr(schedule.lr(step + 1));
             adam.step();
             ++step;
             meter.add_tokens(b.target_tokens());
-            loss_sum += loss.value().item();
+            loss_sum += checked_item(loss);
             ++loss_n;
-            if (step % log_every == 0 || step == steps) {
+            if (step % o.log_every == 0 || step == o.steps) {
                 meter.report(step, {{"loss", loss_sum / loss_n}, {"grad_norm", gnorm}, {"lr", adam.lr()}});
                 loss_sum = 0;
                 loss_n = 0;
             }
-            if (step % save_every == 0 || step == steps) save();
+            if (step % o.save_every == 0 || step == o.steps) save();
         }
         // Final: exact loss of a fixed evaluation batch (compare runs and resumed runs).
         model.eval();
         no_grad guard;
         Generator eval_rng(12345);
-        const auto b = data::reverse_task_batch(eval_rng, 256, max_len, vocab);
+        const auto b = data::reverse_task_batch(eval_rng, 256, o.max_len, o.vocab);
         const double eval_loss = cross_entropy(model.decode(model.encode(b.src), b.src, b.tgt_in), b.tgt_out).value().item();
         std::printf("final eval loss %.9g\ncheckpoint: %s\n", eval_loss, ckpt.c_str());
         return 0;
@@ -120,4 +109,31 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "train_tiny: %s\n", e.what());
         return 1;
     }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    options o;
+    examples::cli args("train_tiny", "Train a small encoder-decoder on sequence reversal; checkpoint and resume.");
+    args.option("steps", o.steps, "total optimiser steps")
+        .option("batch", o.batch, "sequences per step")
+        .option("max-len", o.max_len, "longest source sequence")
+        .option("vocab", o.vocab, "vocabulary size (3 ids are special)")
+        .option("dim", o.dim, "model width")
+        .option("ff", o.ff, "feed-forward width")
+        .option("layers", o.layers, "encoder and decoder layers")
+        .option("heads", o.heads, "attention heads")
+        .option("lr", o.lr, "peak learning rate")
+        .option("warmup", o.warmup, "warm-up steps (inverse square root schedule)")
+        .option("clip", o.clip, "gradient clipping by global norm (0: off)")
+        .option("dropout", o.dropout, "dropout")
+        .option("seed", o.seed, "random seed")
+        .option("log-every", o.log_every, "steps between progress lines")
+        .option("save-every", o.save_every, "steps between checkpoints")
+        .option("out", o.out, "output directory (metrics.jsonl, checkpoint.safetensors)")
+        .option("device", o.device, examples::device_help)
+        .flag("resume", o.resume, "continue from <out>/checkpoint.safetensors");
+    args.parse(argc, argv);
+    return examples::on_device(o.device, "train_tiny", [&](auto tag) { return run<decltype(tag)>(o); });
 }

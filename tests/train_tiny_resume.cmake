@@ -57,3 +57,20 @@ if(NOT rc7 EQUAL 0 OR NOT out7 MATCHES "final eval loss")
   message(FATAL_ERROR "the checkpoint left by the diverged run does not load (rc ${rc7}):\n${out7}\n${err7}")
 endif()
 message(STATUS "resume drops a killed run's extra records and temporaries; a diverged run keeps its last good checkpoint")
+
+# --device: the run on host_device (the CPU kernels behind a device interface) equals the CPU
+# run bit for bit, and a checkpoint written on one device resumes on the other.
+execute_process(COMMAND "${EXE}" ${common} --out "${WORK}/on_device" --device host_device OUTPUT_VARIABLE on_device RESULT_VARIABLE rc_dev6)
+execute_process(COMMAND "${EXE}" --steps 30 --log-every 30 --save-every 20 --dim 32 --ff 64 --layers 1 --out "${WORK}/crossed"
+                --device host_device RESULT_VARIABLE rc_dev7)
+execute_process(COMMAND "${EXE}" ${common} --out "${WORK}/crossed" --resume --device cpu OUTPUT_VARIABLE crossed RESULT_VARIABLE rc_dev8)
+execute_process(COMMAND "${EXE}" --device tpu OUTPUT_QUIET ERROR_VARIABLE bad_device RESULT_VARIABLE rc_dev9)
+string(REGEX MATCH "final eval loss [^\n]*" c "${on_device}")
+string(REGEX MATCH "final eval loss [^\n]*" d "${crossed}")
+if(NOT rc_dev6 EQUAL 0 OR NOT rc_dev7 EQUAL 0 OR NOT rc_dev8 EQUAL 0 OR NOT c STREQUAL a OR NOT d STREQUAL a)
+  message(FATAL_ERROR "--device host_device: '${c}', resumed across devices: '${d}', cpu: '${a}' (rc ${rc_dev6} ${rc_dev7} ${rc_dev8})")
+endif()
+if(NOT rc_dev9 EQUAL 2 OR NOT bad_device MATCHES "--device: expected cpu, cuda or host_device, got 'tpu'")
+  message(FATAL_ERROR "--device tpu: rc ${rc_dev9}, '${bad_device}'")
+endif()
+message(STATUS "host_device and cross-device resume agree with the CPU: ${a}")

@@ -5,7 +5,7 @@
 
 #include <doctest/doctest.h>
 
-#include <depthlab/backend/cuda/runtime.cuh>
+#include <depthlab/backend/cuda/cuda.hpp>
 
 int main(int argc, char** argv) {
     if (depthlab::cuda::device_count() == 0) {

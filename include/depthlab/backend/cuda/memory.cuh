@@ -1,5 +1,6 @@
 #pragma once
-// memory<backend::cuda>: device memory from the caching allocator of backend/block_cache.hpp
+// The machinery behind memory<backend::cuda> (declared in cuda.hpp, defined in
+// src/cuda/depthlab_cuda.cu): device memory from the caching allocator of backend/block_cache.hpp
 // (size classes, a bounded cache: DEPTHLAB_CUDA_CACHE_MB, default 8 GiB), because cudaMalloc
 // and cudaFree synchronise the device.
 //
@@ -23,6 +24,7 @@
 
 #include "depthlab/backend/backend.hpp"
 #include "depthlab/backend/block_cache.hpp"
+#include "depthlab/backend/cuda/cuda.hpp"
 #include "depthlab/backend/cuda/runtime.cuh"
 
 namespace depthlab {
@@ -144,32 +146,5 @@ private:
     std::size_t down_bytes_ = 0;
 };
 }  // namespace cuda
-
-template <>
-struct memory<backend::cuda> {
-    static constexpr std::size_t alignment = cuda::device_memory_source::alignment;
-
-    template <class T>
-    static std::shared_ptr<T> allocate(std::size_t n) {
-        const std::size_t bytes = std::max<std::size_t>(n * sizeof(T), 1);
-        std::shared_ptr<cuda::device_block_cache> cache = cuda::thread_cache();
-        void* p = cache->get(bytes);
-        return std::shared_ptr<T>(static_cast<T*>(p), [cache = std::move(cache), bytes](T* q) { cache->put(q, bytes); });
-    }
-    /// Frees this thread's cached blocks.
-    static void release_cached() { cuda::thread_cache()->release_all(); }
-    static std::size_t cached_bytes() { return cuda::thread_cache()->cached_bytes(); }
-
-    template <class T>
-    static void to_host(const T* src, T* dst, std::size_t n) {
-        counters<backend::cuda>().syncs.fetch_add(1, std::memory_order_relaxed);
-        if (n) cuda::staging::for_this_thread().download(dst, src, n * sizeof(T));
-    }
-    template <class T>
-    static void from_host(const T* src, T* dst, std::size_t n) {
-        counters<backend::cuda>().uploads.fetch_add(1, std::memory_order_relaxed);
-        if (n) cuda::staging::for_this_thread().upload(dst, src, n * sizeof(T));
-    }
-};
 
 }  // namespace depthlab

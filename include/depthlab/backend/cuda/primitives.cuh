@@ -12,6 +12,7 @@
 #include "depthlab/backend/backend.hpp"
 #include "depthlab/backend/cuda/gemm.cuh"
 #include "depthlab/backend/cuda/launch.cuh"
+#include "depthlab/backend/cuda/cuda.hpp"
 #include "depthlab/backend/cuda/memory.cuh"
 #include "depthlab/backend/elementwise.hpp"
 #include "depthlab/core/rng.hpp"
@@ -43,430 +44,455 @@ __global__ void clip_scale_kernel(index_t n, T* x, const double* parts, index_t 
     for (index_t i = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<index_t>(gridDim.x) * blockDim.x)
         x[i] = f * x[i];
 }
+/// log Σ exp over a row (block-wide; every thread gets the result).
+template <class T>
+__device__ inline T row_logsumexp(const T* x, index_t n) {
+    T mx = -std::numeric_limits<T>::infinity();
+    for (index_t c = threadIdx.x; c < n; c += blockDim.x) mx = nan_max(mx, x[c]);
+    mx = block_max(mx);
+    T s = T(0);
+    for (index_t c = threadIdx.x; c < n; c += blockDim.x) s += std::exp(x[c] - mx);
+    return mx + std::log(block_sum(s));
+}
 }  // namespace cuda
 
-template <>
-struct primitives<backend::cuda> {
-    // ---- elementwise ----
-    template <class T>
-    static void fill(index_t n, T v, T* y) {
-        cuda::for_each(n, [=] __device__(index_t i) { y[i] = v; }, "fill");
+// The definitions of primitives<backend::cuda> (declared in cuda.hpp).
+
+template <class T>
+void primitives<backend::cuda>::fill(index_t n, T v, T* y) {
+    cuda::for_each(n, [=] __device__(index_t i) { y[i] = v; }, "fill");
+}
+
+template <class T>
+void primitives<backend::cuda>::copy_strided(const Shape& shape, const T* src, const Shape& sst, T* dst, const Shape& dst_st, bool accumulate) {
+    cuda::strided_desc d;
+    d.rank = shape.rank();
+    for (int k = 0; k < d.rank; ++k) {
+        d.dims[k] = shape[k];
+        d.src[k] = sst[k];
+        d.dst[k] = dst_st[k];
     }
-    template <class T>
-    static void copy_strided(const Shape& shape, const T* src, const Shape& sst, T* dst, const Shape& dst_st, bool accumulate) {
-        cuda::strided_desc d;
-        d.rank = shape.rank();
-        for (int k = 0; k < d.rank; ++k) {
-            d.dims[k] = shape[k];
-            d.src[k] = sst[k];
-            d.dst[k] = dst_st[k];
+    cuda::for_each(shape.numel(), [=] __device__(index_t i) {
+        index_t so = 0, doff = 0, rem = i;
+        for (int k = d.rank - 1; k >= 0; --k) {
+            const index_t c = rem % d.dims[k];
+            rem /= d.dims[k];
+            so += c * d.src[k];
+            doff += c * d.dst[k];
         }
-        cuda::for_each(shape.numel(), [=] __device__(index_t i) {
-            index_t so = 0, doff = 0, rem = i;
-            for (int k = d.rank - 1; k >= 0; --k) {
-                const index_t c = rem % d.dims[k];
-                rem /= d.dims[k];
-                so += c * d.src[k];
-                doff += c * d.dst[k];
-            }
-            dst[doff] = accumulate ? dst[doff] + src[so] : src[so];
-        }, "copy_strided");
-    }
-    template <class T>
-    static void add(index_t n, const T* a, const T* b, T* y) {
-        cuda::for_each(n, [=] __device__(index_t i) { y[i] = a[i] + b[i]; }, "add");
-    }
-    template <class T>
-    static void mul(index_t n, const T* a, const T* b, T* y) {
-        cuda::for_each(n, [=] __device__(index_t i) { y[i] = a[i] * b[i]; }, "mul");
-    }
-    template <class T>
-    static void mul_acc(index_t n, const T* a, const T* b, T* y) {
-        cuda::for_each(n, [=] __device__(index_t i) { y[i] += a[i] * b[i]; }, "mul_acc");
-    }
-    template <class T>
-    static void axpby(index_t n, T alpha, const T* x, T beta, T* y) {
-        if (beta == T(0)) cuda::for_each(n, [=] __device__(index_t i) { y[i] = alpha * x[i]; }, "axpby");
-        else cuda::for_each(n, [=] __device__(index_t i) { y[i] = alpha * x[i] + beta * y[i]; }, "axpby");
-    }
+        dst[doff] = accumulate ? dst[doff] + src[so] : src[so];
+    }, "copy_strided");
+}
 
-    // ---- row broadcast: x (rows, cols), v (cols) ----
-    template <class T>
-    static void add_row_vector(index_t rows, index_t cols, const T* x, const T* v, T* y) {
-        cuda::for_each(rows * cols, [=] __device__(index_t i) { y[i] = x[i] + v[i % cols]; }, "add_row_vector");
-    }
-    template <class T>
-    static void mul_row_vector(index_t rows, index_t cols, const T* x, const T* v, T* y) {
-        cuda::for_each(rows * cols, [=] __device__(index_t i) { y[i] = x[i] * v[i % cols]; }, "mul_row_vector");
-    }
-    template <class T>
-    static void mul_row_vector_acc(index_t rows, index_t cols, const T* dy, const T* v, T* dx) {
-        cuda::for_each(rows * cols, [=] __device__(index_t i) { dx[i] += dy[i] * v[i % cols]; }, "mul_row_vector_acc");
-    }
-    // column sums: one thread per column walks the rows in order (deterministic, coalesced)
-    template <class T>
-    static void sum_rows_acc(index_t rows, index_t cols, const T* x, T* v) {
-        cuda::for_each(cols, [=] __device__(index_t c) {
-            T s = v[c];
-            for (index_t r = 0; r < rows; ++r) s += x[r * cols + c];
-            v[c] = s;
-        }, "sum_rows_acc");
-    }
-    template <class T>
-    static void sum_rows_mul_acc(index_t rows, index_t cols, const T* a, const T* b, T* v) {
-        cuda::for_each(cols, [=] __device__(index_t c) {
-            T s = v[c];
-            for (index_t r = 0; r < rows; ++r) s += a[r * cols + c] * b[r * cols + c];
-            v[c] = s;
-        }, "sum_rows_mul_acc");
-    }
-    template <class T>
-    static void scale_rows(index_t rows, index_t cols, const T* x, const T* w, T* y) {
-        cuda::for_each(rows * cols, [=] __device__(index_t i) { y[i] = w[i / cols] * x[i]; }, "scale_rows");
-    }
-    template <class T>
-    static void scale_rows_bwd(index_t rows, index_t cols, const T* x, const T* w, const T* dy, T* dx, T* dw) {
-        if (dx) cuda::for_each(rows * cols, [=] __device__(index_t i) { dx[i] += w[i / cols] * dy[i]; }, "scale_rows_bwd (dx)");
-        if (dw)
-            cuda::for_each_row(rows, [=] __device__(index_t r) {
-                T s = T(0);
-                for (index_t c = threadIdx.x; c < cols; c += blockDim.x) s += dy[r * cols + c] * x[r * cols + c];
-                s = cuda::block_sum(s);
-                if (threadIdx.x == 0) dw[r] += s;
-            }, "scale_rows_bwd (dw)");
-    }
+template <class T>
+void primitives<backend::cuda>::add(index_t n, const T* a, const T* b, T* y) {
+    cuda::for_each(n, [=] __device__(index_t i) { y[i] = a[i] + b[i]; }, "add");
+}
 
-    // ---- activations ----
-    template <class T> static void gelu_fwd(index_t n, const T* x, T* y) {
-        cuda::for_each(n, [=] __device__(index_t i) { y[i] = elementwise::gelu(x[i]); }, "gelu_fwd");
-    }
-    template <class T> static void gelu_bwd(index_t n, const T* x, const T* dy, T* dx) {
-        cuda::for_each(n, [=] __device__(index_t i) { dx[i] += dy[i] * elementwise::gelu_grad(x[i]); }, "gelu_bwd");
-    }
-    template <class T> static void relu_fwd(index_t n, const T* x, T* y) {
-        cuda::for_each(n, [=] __device__(index_t i) { y[i] = elementwise::relu(x[i]); }, "relu_fwd");
-    }
-    template <class T> static void relu_bwd(index_t n, const T* x, const T* dy, T* dx) {
-        cuda::for_each(n, [=] __device__(index_t i) { dx[i] += x[i] > T(0) ? dy[i] : T(0); }, "relu_bwd");
-    }
-    template <class T> static void tanh_fwd(index_t n, const T* x, T* y) {
-        cuda::for_each(n, [=] __device__(index_t i) { y[i] = std::tanh(x[i]); }, "tanh_fwd");
-    }
-    template <class T> static void tanh_bwd(index_t n, const T* y, const T* dy, T* dx) {
-        cuda::for_each(n, [=] __device__(index_t i) { dx[i] += dy[i] * elementwise::tanh_grad_from_output(y[i]); }, "tanh_bwd");
-    }
-    template <class T> static void sigmoid_fwd(index_t n, const T* x, T* y) {
-        cuda::for_each(n, [=] __device__(index_t i) { y[i] = elementwise::sigmoid(x[i]); }, "sigmoid_fwd");
-    }
-    template <class T> static void sigmoid_bwd(index_t n, const T* y, const T* dy, T* dx) {
-        cuda::for_each(n, [=] __device__(index_t i) { dx[i] += dy[i] * elementwise::sigmoid_grad_from_output(y[i]); }, "sigmoid_bwd");
-    }
-    template <class T> static void log_sigmoid_fwd(index_t n, const T* x, T* y) {
-        cuda::for_each(n, [=] __device__(index_t i) { y[i] = elementwise::log_sigmoid(x[i]); }, "log_sigmoid_fwd");
-    }
-    template <class T> static void log_sigmoid_bwd(index_t n, const T* x, const T* dy, T* dx) {
-        cuda::for_each(n, [=] __device__(index_t i) { dx[i] += dy[i] * elementwise::log_sigmoid_grad(x[i]); }, "log_sigmoid_bwd");
-    }
+template <class T>
+void primitives<backend::cuda>::mul(index_t n, const T* a, const T* b, T* y) {
+    cuda::for_each(n, [=] __device__(index_t i) { y[i] = a[i] * b[i]; }, "mul");
+}
 
-    // ---- reductions (into device memory) ----
-    template <class T>
-    static void sum_to(index_t n, const T* x, T scale, T* out) {
-        const auto scratch = cuda::reduce_scratch();
-        cuda::reduce2(n, [=] __device__(index_t i) { return cuda::double2_sum{static_cast<double>(x[i]), 0.0}; },
-                      [=] __device__(double a, double) { out[0] = static_cast<T>(a) * scale; }, scratch.get(), "sum_to");
-    }
-    template <class T>
-    static void add_scaled_by(index_t n, const T* s, T factor, const T* x, T* y) {
-        if (x) cuda::for_each(n, [=] __device__(index_t i) { y[i] += (factor * s[0]) * x[i]; }, "add_scaled_by");
-        else cuda::for_each(n, [=] __device__(index_t i) { y[i] += factor * s[0]; }, "add_scaled_by");
-    }
-    template <class T>
-    static void nonfinite_flag(index_t n, const T* x, std::int32_t* flag) {
-        const auto scratch = cuda::reduce_scratch();
-        cuda::reduce2(n, [=] __device__(index_t i) { return cuda::double2_sum{isfinite(x[i]) ? 0.0 : 1.0, 0.0}; },
-                      [=] __device__(double a, double) { flag[0] = a > 0 ? 1 : 0; }, scratch.get(), "nonfinite_flag");
-    }
+template <class T>
+void primitives<backend::cuda>::mul_acc(index_t n, const T* a, const T* b, T* y) {
+    cuda::for_each(n, [=] __device__(index_t i) { y[i] += a[i] * b[i]; }, "mul_acc");
+}
 
-    // ---- softmax family (last axis), one block per row ----
-    template <class T>
-    static void softmax_fwd(index_t rows, index_t cols, const T* x, T scale, const T* mask, const row_broadcast& map, T* y) {
-        cuda::for_each_row(rows, [=] __device__(index_t r) {
-            const T* xr = x + r * cols;
-            const T* mr = mask ? mask + map.offset(r) : nullptr;
-            T* yr = y + r * cols;
-            T mx = -std::numeric_limits<T>::infinity();
-            for (index_t c = threadIdx.x; c < cols; c += blockDim.x) {
-                const T z = scale * xr[c] + (mr ? mr[c] : T(0));
-                yr[c] = z;
-                mx = cuda::nan_max(mx, z);
-            }
-            mx = cuda::block_max(mx);
-            if (mx == -std::numeric_limits<T>::infinity()) {  // a fully masked row attends to nothing
-                for (index_t c = threadIdx.x; c < cols; c += blockDim.x) yr[c] = T(0);
-                return;
-            }
-            T s = T(0);
-            for (index_t c = threadIdx.x; c < cols; c += blockDim.x) {
-                const T e = std::exp(yr[c] - mx);
-                yr[c] = e;
-                s += e;
-            }
-            const T inv = T(1) / cuda::block_sum(s);
-            for (index_t c = threadIdx.x; c < cols; c += blockDim.x) yr[c] *= inv;
-        }, "softmax_fwd");
-    }
-    template <class T>
-    static void softmax_bwd(index_t rows, index_t cols, const T* y, const T* dy, T scale, T* dx, bool accumulate = true) {
-        cuda::for_each_row(rows, [=] __device__(index_t r) {
-            const T *yr = y + r * cols, *gr = dy + r * cols;
-            T* dr = dx + r * cols;
-            T d = T(0);
-            for (index_t c = threadIdx.x; c < cols; c += blockDim.x) d += yr[c] * gr[c];
-            d = cuda::block_sum(d);
-            for (index_t c = threadIdx.x; c < cols; c += blockDim.x) {
-                const T v = scale * yr[c] * (gr[c] - d);
-                dr[c] = accumulate ? dr[c] + v : v;
-            }
-        }, "softmax_bwd");
-    }
-    template <class T>
-    static void log_softmax_fwd(index_t rows, index_t cols, const T* x, T* y) {
-        cuda::for_each_row(rows, [=] __device__(index_t r) {
-            const T l = row_logsumexp(x + r * cols, cols);
-            for (index_t c = threadIdx.x; c < cols; c += blockDim.x) y[r * cols + c] = x[r * cols + c] - l;
-        }, "log_softmax_fwd");
-    }
-    template <class T>
-    static void log_softmax_bwd(index_t rows, index_t cols, const T* y, const T* dy, T* dx) {
+template <class T>
+void primitives<backend::cuda>::axpby(index_t n, T alpha, const T* x, T beta, T* y) {
+    if (beta == T(0)) cuda::for_each(n, [=] __device__(index_t i) { y[i] = alpha * x[i]; }, "axpby");
+    else cuda::for_each(n, [=] __device__(index_t i) { y[i] = alpha * x[i] + beta * y[i]; }, "axpby");
+}
+
+template <class T>
+void primitives<backend::cuda>::add_row_vector(index_t rows, index_t cols, const T* x, const T* v, T* y) {
+    cuda::for_each(rows * cols, [=] __device__(index_t i) { y[i] = x[i] + v[i % cols]; }, "add_row_vector");
+}
+
+template <class T>
+void primitives<backend::cuda>::mul_row_vector(index_t rows, index_t cols, const T* x, const T* v, T* y) {
+    cuda::for_each(rows * cols, [=] __device__(index_t i) { y[i] = x[i] * v[i % cols]; }, "mul_row_vector");
+}
+
+template <class T>
+void primitives<backend::cuda>::mul_row_vector_acc(index_t rows, index_t cols, const T* dy, const T* v, T* dx) {
+    cuda::for_each(rows * cols, [=] __device__(index_t i) { dx[i] += dy[i] * v[i % cols]; }, "mul_row_vector_acc");
+}
+
+template <class T>
+void primitives<backend::cuda>::sum_rows_acc(index_t rows, index_t cols, const T* x, T* v) {
+    cuda::for_each(cols, [=] __device__(index_t c) {
+        T s = v[c];
+        for (index_t r = 0; r < rows; ++r) s += x[r * cols + c];
+        v[c] = s;
+    }, "sum_rows_acc");
+}
+
+template <class T>
+void primitives<backend::cuda>::sum_rows_mul_acc(index_t rows, index_t cols, const T* a, const T* b, T* v) {
+    cuda::for_each(cols, [=] __device__(index_t c) {
+        T s = v[c];
+        for (index_t r = 0; r < rows; ++r) s += a[r * cols + c] * b[r * cols + c];
+        v[c] = s;
+    }, "sum_rows_mul_acc");
+}
+
+template <class T>
+void primitives<backend::cuda>::scale_rows(index_t rows, index_t cols, const T* x, const T* w, T* y) {
+    cuda::for_each(rows * cols, [=] __device__(index_t i) { y[i] = w[i / cols] * x[i]; }, "scale_rows");
+}
+
+template <class T>
+void primitives<backend::cuda>::scale_rows_bwd(index_t rows, index_t cols, const T* x, const T* w, const T* dy, T* dx, T* dw) {
+    if (dx) cuda::for_each(rows * cols, [=] __device__(index_t i) { dx[i] += w[i / cols] * dy[i]; }, "scale_rows_bwd (dx)");
+    if (dw)
         cuda::for_each_row(rows, [=] __device__(index_t r) {
             T s = T(0);
-            for (index_t c = threadIdx.x; c < cols; c += blockDim.x) s += dy[r * cols + c];
+            for (index_t c = threadIdx.x; c < cols; c += blockDim.x) s += dy[r * cols + c] * x[r * cols + c];
             s = cuda::block_sum(s);
-            for (index_t c = threadIdx.x; c < cols; c += blockDim.x) dx[r * cols + c] += dy[r * cols + c] - std::exp(y[r * cols + c]) * s;
-        }, "log_softmax_bwd");
-    }
+            if (threadIdx.x == 0) dw[r] += s;
+        }, "scale_rows_bwd (dw)");
+}
 
-    // ---- layer norm (last axis) ----
-    template <class T>
-    static void layernorm_fwd(index_t rows, index_t cols, const T* x, const T* gamma, const T* beta, T eps, T* y, T* mean, T* rstd) {
-        cuda::for_each_row(rows, [=] __device__(index_t r) {
-            const T* xr = x + r * cols;
-            T s = T(0);
-            for (index_t c = threadIdx.x; c < cols; c += blockDim.x) s += xr[c];
-            const T m = cuda::block_sum(s) / static_cast<T>(cols);
-            T v = T(0);
-            for (index_t c = threadIdx.x; c < cols; c += blockDim.x) v += (xr[c] - m) * (xr[c] - m);
-            const T var = cuda::block_sum(v) / static_cast<T>(cols);
-            const T rs = T(1) / std::sqrt(max(var, T(0)) + eps);
-            for (index_t c = threadIdx.x; c < cols; c += blockDim.x) y[r * cols + c] = (xr[c] - m) * rs * gamma[c] + beta[c];
-            if (threadIdx.x == 0) {
-                mean[r] = m;
-                rstd[r] = rs;
-            }
-        }, "layernorm_fwd");
-    }
-    template <class T>
-    static void layernorm_bwd(index_t rows, index_t cols, const T* x, const T* dy, const T* gamma, const T* mean, const T* rstd,
-                              T* dx, T* dgamma, T* dbeta) {
-        if (dx)
-            cuda::for_each_row(rows, [=] __device__(index_t r) {
-                const T m = mean[r], rs = rstd[r];
-                T sg = T(0), sgx = T(0);
-                for (index_t c = threadIdx.x; c < cols; c += blockDim.x) {
-                    const T g = dy[r * cols + c] * gamma[c];
-                    sg += g;
-                    sgx += g * (x[r * cols + c] - m) * rs;
-                }
-                const T mg = cuda::block_sum(sg) / static_cast<T>(cols);
-                const T mgx = cuda::block_sum(sgx) / static_cast<T>(cols);
-                for (index_t c = threadIdx.x; c < cols; c += blockDim.x) {
-                    const T xh = (x[r * cols + c] - m) * rs, g = dy[r * cols + c] * gamma[c];
-                    dx[r * cols + c] += rs * (g - mg - xh * mgx);
-                }
-            }, "layernorm_bwd (dx)");
-        if (dgamma && dbeta)
-            cuda::for_each(cols, [=] __device__(index_t c) {
-                T sg = dgamma[c], sb = dbeta[c];
-                for (index_t r = 0; r < rows; ++r) {
-                    const T d = dy[r * cols + c];
-                    sg += d * (x[r * cols + c] - mean[r]) * rstd[r];
-                    sb += d;
-                }
-                dgamma[c] = sg;
-                dbeta[c] = sb;
-            }, "layernorm_bwd (dgamma, dbeta)");
-    }
+template <class T>
+void primitives<backend::cuda>::gelu_fwd(index_t n, const T* x, T* y) {
+    cuda::for_each(n, [=] __device__(index_t i) { y[i] = elementwise::gelu(x[i]); }, "gelu_fwd");
+}
 
-    // ---- cross-entropy over rows of logits (rows, V) ----
-    template <class T>
-    static void cross_entropy_fwd(index_t rows, index_t V, const T* logits, const std::int64_t* target, std::int64_t ignore,
-                                  T smoothing, T* loss, T* lse) {
-        cuda::for_each_row(rows, [=] __device__(index_t r) {
-            const T* xr = logits + r * V;
-            const T l = row_logsumexp(xr, V);
-            T s = T(0);
-            if (smoothing != T(0))
-                for (index_t c = threadIdx.x; c < V; c += blockDim.x) s += xr[c];
-            s = cuda::block_sum(s);
-            if (threadIdx.x != 0) return;
-            lse[r] = l;
-            const std::int64_t t = target[r];
-            if (t == ignore) loss[r] = T(0);
-            else if (t < 0 || t >= V) loss[r] = cuda::quiet_nan<T>();
-            else loss[r] = (T(1) - smoothing) * (l - xr[t]) + (smoothing != T(0) ? smoothing * (l - s / static_cast<T>(V)) : T(0));
-        }, "cross_entropy_fwd");
-    }
-    template <class T>
-    static void cross_entropy_mean(index_t rows, const T* loss, const std::int64_t* target, std::int64_t ignore, T* mean, T* inv_count) {
-        const auto scratch = cuda::reduce_scratch();
-        cuda::reduce2(rows, [=] __device__(index_t r) { return cuda::double2_sum{static_cast<double>(loss[r]), target[r] != ignore ? 1.0 : 0.0}; },
-                      [=] __device__(double s, double counted) {
-                          const T denom = counted > 0 ? T(1) / static_cast<T>(counted) : T(0);
-                          inv_count[0] = denom;
-                          mean[0] = static_cast<T>(s) * denom;
-                      },
-                      scratch.get(), "cross_entropy_mean");
-    }
-    template <class T>
-    static void cross_entropy_bwd(index_t rows, index_t V, const T* logits, const std::int64_t* target, std::int64_t ignore,
-                                  T smoothing, const T* lse, const T* g, index_t g_stride, const T* g_scale, T* dlogits) {
-        cuda::for_each(rows * V, [=] __device__(index_t i) {
-            const index_t r = i / V, j = i % V;
-            const std::int64_t t = target[r];
-            if (t == ignore || t < 0 || t >= V) return;
-            const T gr = g_scale ? g[r * g_stride] * g_scale[0] : g[r * g_stride];
-            T d = gr * (std::exp(logits[i] - lse[r]) - smoothing / static_cast<T>(V));
-            if (j == t) d -= gr * (T(1) - smoothing);
-            dlogits[i] += d;
-        }, "cross_entropy_bwd");
-    }
+template <class T>
+void primitives<backend::cuda>::gelu_bwd(index_t n, const T* x, const T* dy, T* dx) {
+    cuda::for_each(n, [=] __device__(index_t i) { dx[i] += dy[i] * elementwise::gelu_grad(x[i]); }, "gelu_bwd");
+}
 
-    // ---- rows by index ----
-    template <class T>
-    static void gather_rows(index_t n, index_t cols, const T* table, index_t limit, const std::int64_t* ids, T* out,
-                            bool accumulate = false) {
-        gather_rows_strided(n, cols, cols, cols, table, limit, ids, out, accumulate);
-    }
-    template <class T>
-    static void gather_rows_strided(index_t n, index_t cols, index_t src_stride, index_t dst_stride, const T* table, index_t limit,
-                                    const std::int64_t* ids, T* out, bool accumulate = false) {
-        cuda::for_each(n * cols, [=] __device__(index_t k) {
-            const index_t i = k / cols, c = k % cols;
-            const std::int64_t id = ids[i];
-            T* o = out + i * dst_stride + c;
-            if (id < 0 || id >= limit) *o = cuda::quiet_nan<T>();
-            else *o = accumulate ? *o + table[id * src_stride + c] : table[id * src_stride + c];
-        }, "gather_rows");
-    }
-    // repeated ids accumulate in index order: one thread per column walks the ids
-    template <class T>
-    static void scatter_add_rows(index_t n, index_t cols, const T* src, index_t limit, const std::int64_t* ids, T* table) {
-        cuda::for_each(cols, [=] __device__(index_t c) {
-            for (index_t i = 0; i < n; ++i)
-                if (ids[i] >= 0 && ids[i] < limit) table[ids[i] * cols + c] += src[i * cols + c];
-        }, "scatter_add_rows");
-    }
-    template <class T>
-    static void scatter_rows_set(index_t n, index_t cols, const T* src, index_t limit, const std::int64_t* ids, T* dst) {
-        cuda::for_each(n * cols, [=] __device__(index_t k) {
-            const index_t i = k / cols, c = k % cols;
-            if (ids[i] >= 0 && ids[i] < limit) dst[ids[i] * cols + c] = src[k];
-        }, "scatter_rows_set");
-    }
-    template <class T>
-    static void rows_axpy(index_t n, index_t cols, T alpha, const T* src, index_t limit, const std::int64_t* ids, T* dst) {
-        cuda::for_each(n * cols, [=] __device__(index_t k) {
-            const index_t i = k / cols, c = k % cols;
-            if (ids[i] < 0 || ids[i] >= limit) return;
-            T& d = dst[ids[i] * cols + c];
-            d = src ? d + alpha * src[ids[i] * cols + c] : T(0);
-        }, "rows_axpy");
-    }
-    template <class T>
-    static void broadcast_rows(index_t rows, index_t cols, const T* v, T* y) {
-        cuda::for_each(rows * cols, [=] __device__(index_t i) { y[i] = v[i % cols]; }, "broadcast_rows");
-    }
+template <class T>
+void primitives<backend::cuda>::relu_fwd(index_t n, const T* x, T* y) {
+    cuda::for_each(n, [=] __device__(index_t i) { y[i] = elementwise::relu(x[i]); }, "relu_fwd");
+}
 
-    // ---- dropout (the CPU's masks: the same Philox words) ----
-    template <class T>
-    static void dropout_mask(index_t n, T p, const Generator& gen, std::uint64_t first, T* mask) {
-        const T keep = T(1) / (T(1) - p);
-        const auto threshold = static_cast<std::uint64_t>(static_cast<double>(p) * 4294967296.0);
-        const std::uint64_t seed = gen.seed(), block0 = first >> 2;
-        cuda::for_each((n + 3) / 4, [=] __device__(index_t blk) {
-            std::uint32_t w[4];
-            depthlab::detail::philox_block(seed, block0 + static_cast<std::uint64_t>(blk), w);
-            for (index_t j = 0; j < 4 && blk * 4 + j < n; ++j) mask[blk * 4 + j] = depthlab::detail::dropout_keep(w[j], threshold, keep);
-        }, "dropout_mask");
-    }
+template <class T>
+void primitives<backend::cuda>::relu_bwd(index_t n, const T* x, const T* dy, T* dx) {
+    cuda::for_each(n, [=] __device__(index_t i) { dx[i] += x[i] > T(0) ? dy[i] : T(0); }, "relu_bwd");
+}
 
-    // ---- optimiser updates ----
-    template <class T>
-    static void sgd_update(index_t n, T* w, const T* g, T* buf, const optim::rules::sgd<T>& rule) {
-        const optim::rules::sgd<T> r = rule;
-        cuda::for_each(n, [=] __device__(index_t i) { r(w[i], g[i], buf ? buf + i : nullptr); }, "sgd_update");
-    }
-    template <class T>
-    static void adam_update(index_t n, T* w, const T* g, T* m, T* v, const optim::rules::adam<T>& rule) {
-        const optim::rules::adam<T> r = rule;
-        cuda::for_each(n, [=] __device__(index_t i) { r(w[i], g[i], m[i], v[i]); }, "adam_update");
-    }
-    template <class T>
-    static void lamb_moments(index_t n, const T* w, const T* g, T* m, T* v, const optim::rules::adam_moments<T>& am, T wd,
-                             double* sums) {
-        const optim::rules::adam_moments<T> a = am;
-        const auto scratch = cuda::reduce_scratch();
-        cuda::reduce2(n, [=] __device__(index_t i) {
-            const T u = a.update(g[i], m[i], v[i]) + wd * w[i];
-            const double wi = static_cast<double>(w[i]), ui = static_cast<double>(u);
-            return cuda::double2_sum{wi * wi, ui * ui};
-        }, [=] __device__(double s0, double s1) {
-            sums[0] = s0;
-            sums[1] = s1;
-        }, scratch.get(), "lamb_moments");
-    }
-    template <class T>
-    static void lamb_apply(index_t n, T* w, const T* m, const T* v, const optim::rules::adam_moments<T>& am, T wd, double lr,
-                           const double* sums) {
-        const optim::rules::adam_moments<T> a = am;
-        cuda::for_each(n, [=] __device__(index_t i) {
-            const T step = static_cast<T>(lr * optim::rules::lamb_trust_ratio(sums));
-            w[i] -= step * (a.direction(m[i], v[i]) + wd * w[i]);
-        }, "lamb_apply");
-    }
-    template <class T>
-    static void sum_squares_to(index_t n, const T* x, double* out) {
-        const auto scratch = cuda::reduce_scratch();
-        cuda::reduce2(n, [=] __device__(index_t i) {
-            const double v = static_cast<double>(x[i]);
-            return cuda::double2_sum{v * v, 0.0};
-        }, [=] __device__(double s, double) { out[0] = s; }, scratch.get(), "sum_squares_to");
-    }
-    template <class T>
-    static void clip_scale(index_t n, T* x, const double* parts, index_t k, double max_norm) {
-        cuda::note_launch();
-        if (n <= 0) return;
-        cuda::clip_scale_kernel<<<cuda::grid_for(n), cuda::block_threads, 0, cuda::stream()>>>(n, x, parts, k, max_norm);
-        cuda::check_launch("clip_scale");
-    }
+template <class T>
+void primitives<backend::cuda>::tanh_fwd(index_t n, const T* x, T* y) {
+    cuda::for_each(n, [=] __device__(index_t i) { y[i] = std::tanh(x[i]); }, "tanh_fwd");
+}
 
-    // ---- GEMM ----
-    template <class T>
-    static void gemm(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c) {
-        cuda::gemm(g, alpha, a, b, beta, c);
-    }
+template <class T>
+void primitives<backend::cuda>::tanh_bwd(index_t n, const T* y, const T* dy, T* dx) {
+    cuda::for_each(n, [=] __device__(index_t i) { dx[i] += dy[i] * elementwise::tanh_grad_from_output(y[i]); }, "tanh_bwd");
+}
 
-private:
-    /// log Σ exp over a row (block-wide; every thread gets the result).
-    template <class T>
-    __device__ static T row_logsumexp(const T* x, index_t n) {
+template <class T>
+void primitives<backend::cuda>::sigmoid_fwd(index_t n, const T* x, T* y) {
+    cuda::for_each(n, [=] __device__(index_t i) { y[i] = elementwise::sigmoid(x[i]); }, "sigmoid_fwd");
+}
+
+template <class T>
+void primitives<backend::cuda>::sigmoid_bwd(index_t n, const T* y, const T* dy, T* dx) {
+    cuda::for_each(n, [=] __device__(index_t i) { dx[i] += dy[i] * elementwise::sigmoid_grad_from_output(y[i]); }, "sigmoid_bwd");
+}
+
+template <class T>
+void primitives<backend::cuda>::log_sigmoid_fwd(index_t n, const T* x, T* y) {
+    cuda::for_each(n, [=] __device__(index_t i) { y[i] = elementwise::log_sigmoid(x[i]); }, "log_sigmoid_fwd");
+}
+
+template <class T>
+void primitives<backend::cuda>::log_sigmoid_bwd(index_t n, const T* x, const T* dy, T* dx) {
+    cuda::for_each(n, [=] __device__(index_t i) { dx[i] += dy[i] * elementwise::log_sigmoid_grad(x[i]); }, "log_sigmoid_bwd");
+}
+
+template <class T>
+void primitives<backend::cuda>::sum_to(index_t n, const T* x, T scale, T* out) {
+    const auto scratch = cuda::reduce_scratch();
+    cuda::reduce2(n, [=] __device__(index_t i) { return cuda::double2_sum{static_cast<double>(x[i]), 0.0}; },
+                  [=] __device__(double a, double) { out[0] = static_cast<T>(a) * scale; }, scratch.get(), "sum_to");
+}
+
+template <class T>
+void primitives<backend::cuda>::add_scaled_by(index_t n, const T* s, T factor, const T* x, T* y) {
+    if (x) cuda::for_each(n, [=] __device__(index_t i) { y[i] += (factor * s[0]) * x[i]; }, "add_scaled_by");
+    else cuda::for_each(n, [=] __device__(index_t i) { y[i] += factor * s[0]; }, "add_scaled_by");
+}
+
+template <class T>
+void primitives<backend::cuda>::nonfinite_flag(index_t n, const T* x, std::int32_t* flag) {
+    const auto scratch = cuda::reduce_scratch();
+    cuda::reduce2(n, [=] __device__(index_t i) { return cuda::double2_sum{isfinite(x[i]) ? 0.0 : 1.0, 0.0}; },
+                  [=] __device__(double a, double) { flag[0] = a > 0 ? 1 : 0; }, scratch.get(), "nonfinite_flag");
+}
+
+template <class T>
+void primitives<backend::cuda>::softmax_fwd(index_t rows, index_t cols, const T* x, T scale, const T* mask, const row_broadcast& map, T* y) {
+    cuda::for_each_row(rows, [=] __device__(index_t r) {
+        const T* xr = x + r * cols;
+        const T* mr = mask ? mask + map.offset(r) : nullptr;
+        T* yr = y + r * cols;
         T mx = -std::numeric_limits<T>::infinity();
-        for (index_t c = threadIdx.x; c < n; c += blockDim.x) mx = cuda::nan_max(mx, x[c]);
+        for (index_t c = threadIdx.x; c < cols; c += blockDim.x) {
+            const T z = scale * xr[c] + (mr ? mr[c] : T(0));
+            yr[c] = z;
+            mx = cuda::nan_max(mx, z);
+        }
         mx = cuda::block_max(mx);
+        if (mx == -std::numeric_limits<T>::infinity()) {  // a fully masked row attends to nothing
+            for (index_t c = threadIdx.x; c < cols; c += blockDim.x) yr[c] = T(0);
+            return;
+        }
         T s = T(0);
-        for (index_t c = threadIdx.x; c < n; c += blockDim.x) s += std::exp(x[c] - mx);
-        return mx + std::log(cuda::block_sum(s));
-    }
-};
+        for (index_t c = threadIdx.x; c < cols; c += blockDim.x) {
+            const T e = std::exp(yr[c] - mx);
+            yr[c] = e;
+            s += e;
+        }
+        const T inv = T(1) / cuda::block_sum(s);
+        for (index_t c = threadIdx.x; c < cols; c += blockDim.x) yr[c] *= inv;
+    }, "softmax_fwd");
+}
+
+template <class T>
+void primitives<backend::cuda>::softmax_bwd(index_t rows, index_t cols, const T* y, const T* dy, T scale, T* dx, bool accumulate) {
+    cuda::for_each_row(rows, [=] __device__(index_t r) {
+        const T *yr = y + r * cols, *gr = dy + r * cols;
+        T* dr = dx + r * cols;
+        T d = T(0);
+        for (index_t c = threadIdx.x; c < cols; c += blockDim.x) d += yr[c] * gr[c];
+        d = cuda::block_sum(d);
+        for (index_t c = threadIdx.x; c < cols; c += blockDim.x) {
+            const T v = scale * yr[c] * (gr[c] - d);
+            dr[c] = accumulate ? dr[c] + v : v;
+        }
+    }, "softmax_bwd");
+}
+
+template <class T>
+void primitives<backend::cuda>::log_softmax_fwd(index_t rows, index_t cols, const T* x, T* y) {
+    cuda::for_each_row(rows, [=] __device__(index_t r) {
+        const T l = cuda::row_logsumexp(x + r * cols, cols);
+        for (index_t c = threadIdx.x; c < cols; c += blockDim.x) y[r * cols + c] = x[r * cols + c] - l;
+    }, "log_softmax_fwd");
+}
+
+template <class T>
+void primitives<backend::cuda>::log_softmax_bwd(index_t rows, index_t cols, const T* y, const T* dy, T* dx) {
+    cuda::for_each_row(rows, [=] __device__(index_t r) {
+        T s = T(0);
+        for (index_t c = threadIdx.x; c < cols; c += blockDim.x) s += dy[r * cols + c];
+        s = cuda::block_sum(s);
+        for (index_t c = threadIdx.x; c < cols; c += blockDim.x) dx[r * cols + c] += dy[r * cols + c] - std::exp(y[r * cols + c]) * s;
+    }, "log_softmax_bwd");
+}
+
+template <class T>
+void primitives<backend::cuda>::layernorm_fwd(index_t rows, index_t cols, const T* x, const T* gamma, const T* beta, T eps, T* y, T* mean, T* rstd) {
+    cuda::for_each_row(rows, [=] __device__(index_t r) {
+        const T* xr = x + r * cols;
+        T s = T(0);
+        for (index_t c = threadIdx.x; c < cols; c += blockDim.x) s += xr[c];
+        const T m = cuda::block_sum(s) / static_cast<T>(cols);
+        T v = T(0);
+        for (index_t c = threadIdx.x; c < cols; c += blockDim.x) v += (xr[c] - m) * (xr[c] - m);
+        const T var = cuda::block_sum(v) / static_cast<T>(cols);
+        const T rs = T(1) / std::sqrt(max(var, T(0)) + eps);
+        for (index_t c = threadIdx.x; c < cols; c += blockDim.x) y[r * cols + c] = (xr[c] - m) * rs * gamma[c] + beta[c];
+        if (threadIdx.x == 0) {
+            mean[r] = m;
+            rstd[r] = rs;
+        }
+    }, "layernorm_fwd");
+}
+
+template <class T>
+void primitives<backend::cuda>::layernorm_bwd(index_t rows, index_t cols, const T* x, const T* dy, const T* gamma, const T* mean, const T* rstd, T* dx, T* dgamma, T* dbeta) {
+    if (dx)
+        cuda::for_each_row(rows, [=] __device__(index_t r) {
+            const T m = mean[r], rs = rstd[r];
+            T sg = T(0), sgx = T(0);
+            for (index_t c = threadIdx.x; c < cols; c += blockDim.x) {
+                const T g = dy[r * cols + c] * gamma[c];
+                sg += g;
+                sgx += g * (x[r * cols + c] - m) * rs;
+            }
+            const T mg = cuda::block_sum(sg) / static_cast<T>(cols);
+            const T mgx = cuda::block_sum(sgx) / static_cast<T>(cols);
+            for (index_t c = threadIdx.x; c < cols; c += blockDim.x) {
+                const T xh = (x[r * cols + c] - m) * rs, g = dy[r * cols + c] * gamma[c];
+                dx[r * cols + c] += rs * (g - mg - xh * mgx);
+            }
+        }, "layernorm_bwd (dx)");
+    if (dgamma && dbeta)
+        cuda::for_each(cols, [=] __device__(index_t c) {
+            T sg = dgamma[c], sb = dbeta[c];
+            for (index_t r = 0; r < rows; ++r) {
+                const T d = dy[r * cols + c];
+                sg += d * (x[r * cols + c] - mean[r]) * rstd[r];
+                sb += d;
+            }
+            dgamma[c] = sg;
+            dbeta[c] = sb;
+        }, "layernorm_bwd (dgamma, dbeta)");
+}
+
+template <class T>
+void primitives<backend::cuda>::cross_entropy_fwd(index_t rows, index_t V, const T* logits, const std::int64_t* target, std::int64_t ignore, T smoothing, T* loss, T* lse) {
+    cuda::for_each_row(rows, [=] __device__(index_t r) {
+        const T* xr = logits + r * V;
+        const T l = cuda::row_logsumexp(xr, V);
+        T s = T(0);
+        if (smoothing != T(0))
+            for (index_t c = threadIdx.x; c < V; c += blockDim.x) s += xr[c];
+        s = cuda::block_sum(s);
+        if (threadIdx.x != 0) return;
+        lse[r] = l;
+        const std::int64_t t = target[r];
+        if (t == ignore) loss[r] = T(0);
+        else if (t < 0 || t >= V) loss[r] = cuda::quiet_nan<T>();
+        else loss[r] = (T(1) - smoothing) * (l - xr[t]) + (smoothing != T(0) ? smoothing * (l - s / static_cast<T>(V)) : T(0));
+    }, "cross_entropy_fwd");
+}
+
+template <class T>
+void primitives<backend::cuda>::cross_entropy_mean(index_t rows, const T* loss, const std::int64_t* target, std::int64_t ignore, T* mean, T* inv_count) {
+    const auto scratch = cuda::reduce_scratch();
+    cuda::reduce2(rows, [=] __device__(index_t r) { return cuda::double2_sum{static_cast<double>(loss[r]), target[r] != ignore ? 1.0 : 0.0}; },
+                  [=] __device__(double s, double counted) {
+                      const T denom = counted > 0 ? T(1) / static_cast<T>(counted) : T(0);
+                      inv_count[0] = denom;
+                      mean[0] = static_cast<T>(s) * denom;
+                  },
+                  scratch.get(), "cross_entropy_mean");
+}
+
+template <class T>
+void primitives<backend::cuda>::cross_entropy_bwd(index_t rows, index_t V, const T* logits, const std::int64_t* target, std::int64_t ignore, T smoothing, const T* lse, const T* g, index_t g_stride, const T* g_scale, T* dlogits) {
+    cuda::for_each(rows * V, [=] __device__(index_t i) {
+        const index_t r = i / V, j = i % V;
+        const std::int64_t t = target[r];
+        if (t == ignore || t < 0 || t >= V) return;
+        const T gr = g_scale ? g[r * g_stride] * g_scale[0] : g[r * g_stride];
+        T d = gr * (std::exp(logits[i] - lse[r]) - smoothing / static_cast<T>(V));
+        if (j == t) d -= gr * (T(1) - smoothing);
+        dlogits[i] += d;
+    }, "cross_entropy_bwd");
+}
+
+template <class T>
+void primitives<backend::cuda>::gather_rows(index_t n, index_t cols, const T* table, index_t limit, const std::int64_t* ids, T* out, bool accumulate) {
+    gather_rows_strided(n, cols, cols, cols, table, limit, ids, out, accumulate);
+}
+
+template <class T>
+void primitives<backend::cuda>::gather_rows_strided(index_t n, index_t cols, index_t src_stride, index_t dst_stride, const T* table, index_t limit, const std::int64_t* ids, T* out, bool accumulate) {
+    cuda::for_each(n * cols, [=] __device__(index_t k) {
+        const index_t i = k / cols, c = k % cols;
+        const std::int64_t id = ids[i];
+        T* o = out + i * dst_stride + c;
+        if (id < 0 || id >= limit) *o = cuda::quiet_nan<T>();
+        else *o = accumulate ? *o + table[id * src_stride + c] : table[id * src_stride + c];
+    }, "gather_rows");
+}
+
+template <class T>
+void primitives<backend::cuda>::scatter_add_rows(index_t n, index_t cols, const T* src, index_t limit, const std::int64_t* ids, T* table) {
+    cuda::for_each(cols, [=] __device__(index_t c) {
+        for (index_t i = 0; i < n; ++i)
+            if (ids[i] >= 0 && ids[i] < limit) table[ids[i] * cols + c] += src[i * cols + c];
+    }, "scatter_add_rows");
+}
+
+template <class T>
+void primitives<backend::cuda>::scatter_rows_set(index_t n, index_t cols, const T* src, index_t limit, const std::int64_t* ids, T* dst) {
+    cuda::for_each(n * cols, [=] __device__(index_t k) {
+        const index_t i = k / cols, c = k % cols;
+        if (ids[i] >= 0 && ids[i] < limit) dst[ids[i] * cols + c] = src[k];
+    }, "scatter_rows_set");
+}
+
+template <class T>
+void primitives<backend::cuda>::rows_axpy(index_t n, index_t cols, T alpha, const T* src, index_t limit, const std::int64_t* ids, T* dst) {
+    cuda::for_each(n * cols, [=] __device__(index_t k) {
+        const index_t i = k / cols, c = k % cols;
+        if (ids[i] < 0 || ids[i] >= limit) return;
+        T& d = dst[ids[i] * cols + c];
+        d = src ? d + alpha * src[ids[i] * cols + c] : T(0);
+    }, "rows_axpy");
+}
+
+template <class T>
+void primitives<backend::cuda>::broadcast_rows(index_t rows, index_t cols, const T* v, T* y) {
+    cuda::for_each(rows * cols, [=] __device__(index_t i) { y[i] = v[i % cols]; }, "broadcast_rows");
+}
+
+template <class T>
+void primitives<backend::cuda>::dropout_mask(index_t n, T p, const Generator& gen, std::uint64_t first, T* mask) {
+    const T keep = T(1) / (T(1) - p);
+    const auto threshold = static_cast<std::uint64_t>(static_cast<double>(p) * 4294967296.0);
+    const std::uint64_t seed = gen.seed(), block0 = first >> 2;
+    cuda::for_each((n + 3) / 4, [=] __device__(index_t blk) {
+        std::uint32_t w[4];
+        depthlab::detail::philox_block(seed, block0 + static_cast<std::uint64_t>(blk), w);
+        for (index_t j = 0; j < 4 && blk * 4 + j < n; ++j) mask[blk * 4 + j] = depthlab::detail::dropout_keep(w[j], threshold, keep);
+    }, "dropout_mask");
+}
+
+template <class T>
+void primitives<backend::cuda>::sgd_update(index_t n, T* w, const T* g, T* buf, const optim::rules::sgd<T>& rule) {
+    const optim::rules::sgd<T> r = rule;
+    cuda::for_each(n, [=] __device__(index_t i) { r(w[i], g[i], buf ? buf + i : nullptr); }, "sgd_update");
+}
+
+template <class T>
+void primitives<backend::cuda>::adam_update(index_t n, T* w, const T* g, T* m, T* v, const optim::rules::adam<T>& rule) {
+    const optim::rules::adam<T> r = rule;
+    cuda::for_each(n, [=] __device__(index_t i) { r(w[i], g[i], m[i], v[i]); }, "adam_update");
+}
+
+template <class T>
+void primitives<backend::cuda>::lamb_moments(index_t n, const T* w, const T* g, T* m, T* v, const optim::rules::adam_moments<T>& am, T wd, double* sums) {
+    const optim::rules::adam_moments<T> a = am;
+    const auto scratch = cuda::reduce_scratch();
+    cuda::reduce2(n, [=] __device__(index_t i) {
+        const T u = a.update(g[i], m[i], v[i]) + wd * w[i];
+        const double wi = static_cast<double>(w[i]), ui = static_cast<double>(u);
+        return cuda::double2_sum{wi * wi, ui * ui};
+    }, [=] __device__(double s0, double s1) {
+        sums[0] = s0;
+        sums[1] = s1;
+    }, scratch.get(), "lamb_moments");
+}
+
+template <class T>
+void primitives<backend::cuda>::lamb_apply(index_t n, T* w, const T* m, const T* v, const optim::rules::adam_moments<T>& am, T wd, double lr, const double* sums) {
+    const optim::rules::adam_moments<T> a = am;
+    cuda::for_each(n, [=] __device__(index_t i) {
+        const T step = static_cast<T>(lr * optim::rules::lamb_trust_ratio(sums));
+        w[i] -= step * (a.direction(m[i], v[i]) + wd * w[i]);
+    }, "lamb_apply");
+}
+
+template <class T>
+void primitives<backend::cuda>::sum_squares_to(index_t n, const T* x, double* out) {
+    const auto scratch = cuda::reduce_scratch();
+    cuda::reduce2(n, [=] __device__(index_t i) {
+        const double v = static_cast<double>(x[i]);
+        return cuda::double2_sum{v * v, 0.0};
+    }, [=] __device__(double s, double) { out[0] = s; }, scratch.get(), "sum_squares_to");
+}
+
+template <class T>
+void primitives<backend::cuda>::clip_scale(index_t n, T* x, const double* parts, index_t k, double max_norm) {
+    cuda::note_launch();
+    if (n <= 0) return;
+    cuda::clip_scale_kernel<<<cuda::grid_for(n), cuda::block_threads, 0, cuda::stream()>>>(n, x, parts, k, max_norm);
+    cuda::check_launch("clip_scale");
+}
+
+template <class T>
+void primitives<backend::cuda>::gemm(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c) {
+    cuda::gemm(g, alpha, a, b, beta, c);
+}
 
 }  // namespace depthlab

@@ -23,16 +23,6 @@ inline void check(cublasStatus_t s, const char* what) {
 /// Throws device_error when the last kernel launch failed (bad configuration, no device).
 inline void check_launch(const char* kernel) { check(cudaGetLastError(), kernel); }
 
-/// The number of CUDA devices (0 without a driver or a GPU; never throws).
-inline int device_count() {
-    int n = 0;
-    if (cudaGetDeviceCount(&n) != cudaSuccess) {
-        (void)cudaGetLastError();  // clear the sticky "no device" error
-        return 0;
-    }
-    return n;
-}
-
 /// This thread's stream.
 inline cudaStream_t stream() {
     struct owner {

@@ -1,0 +1,48 @@
+#pragma once
+// --device: the backend of an example, chosen once at the top of main. The job is a generic
+// lambda over the backend tag, so the same code trains on the CPU or on a GPU:
+//
+//     return examples::on_device(device, "train_tiny", [&](auto tag) { return run<decltype(tag)>(opts); });
+//
+//   cpu          the CPU backend (oneDNN + the AVX2/AVX-512 kernels)
+//   cuda         an NVIDIA GPU (a build with -DDEPTHLAB_WITH_CUDA=ON, which links depthlab::cuda)
+//   host_device  the CPU kernels behind a device interface (no element access, counted
+//                launches and syncs): results equal the CPU's bit for bit, so it checks on
+//                any machine that the example's code path is device-clean
+#include <cstdio>
+#include <string>
+
+#include <depthlab/depthlab.hpp>
+#if defined(DEPTHLAB_HAVE_CUDA)
+#include <depthlab/backend/cuda/cuda.hpp>
+#endif
+
+namespace examples {
+
+inline constexpr const char* device_help = "cpu | cuda (an NVIDIA GPU; needs -DDEPTHLAB_WITH_CUDA=ON) | host_device (check backend)";
+
+/// Runs job(backend tag) on the named device; exit code 2 with one line for a bad name, a
+/// build without CUDA or a machine without a GPU.
+template <class Job>
+int on_device(const std::string& device, const char* program, Job&& job) {
+    namespace backend = depthlab::backend;
+    if (device == "cpu") return job(backend::cpu{});
+    if (device == "host_device") return job(backend::host_device{});
+    if (device == "cuda") {
+#if defined(DEPTHLAB_HAVE_CUDA)
+        if (depthlab::cuda::device_count() == 0) {
+            std::fprintf(stderr, "%s: --device cuda: no CUDA device found (driver or GPU missing)\n", program);
+            return 2;
+        }
+        std::printf("%s: device %s\n", program, depthlab::cuda::device_description().c_str());
+        return job(backend::cuda{});
+#else
+        std::fprintf(stderr, "%s: --device cuda: this build has no CUDA backend (configure with -DDEPTHLAB_WITH_CUDA=ON)\n", program);
+        return 2;
+#endif
+    }
+    std::fprintf(stderr, "%s: --device: expected cpu, cuda or host_device, got '%s'\n", program, device.c_str());
+    return 2;
+}
+
+}  // namespace examples
