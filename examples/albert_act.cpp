@@ -219,7 +219,7 @@ int run(options o) {
         if (o.mask_prob > 0.15) dcfg.max_predictions = static_cast<index_t>(std::ceil(o.mask_prob * o.seq_len)) + 1;
         dcfg.vocab = static_cast<std::int64_t>(pieces.size());
         dcfg.word_start = data::word_start_table(pieces);
-        data::albert_sampler train(data::read_id_corpus((fs::path(o.data) / "train.ids").string()), dcfg, o.seed);
+        data::albert_sampler sampler(data::read_id_corpus((fs::path(o.data) / "train.ids").string()), dcfg, o.seed);
         data::albert_data_config dev_cfg = dcfg;
         dev_cfg.shuffle_instances = true;
         const data::corpus dev_corpus = data::read_id_corpus((fs::path(o.data) / "dev.ids").string());
@@ -250,32 +250,58 @@ int run(options o) {
         optim::Lamb<float, B> lamb(model.named_parameters(), lopt);
         const optim::warmup_linear schedule(o.lr, warmup, o.steps);
 
-        fs::create_directories(o.out);
-        const std::string ckpt = o.out + "/checkpoint.safetensors", metrics = o.out + "/metrics.jsonl";
-        std::int64_t step = 0;
-        if (o.resume) {
-            DEPTHLAB_CHECK(fs::exists(ckpt), io_error, "--resume: no checkpoint at ", ckpt);
-            auto st = io::load_checkpoint(ckpt, model);
-            lamb.load_state(st.section_tensors("optim"), st.section_metadata("optim"), ckpt);
-            step = static_cast<std::int64_t>(st.get_u64("step"));
-            train.set_state({st.get_u64("sampler.seed"), st.get_u64("sampler.epoch"), st.get_u64("sampler.position")});
-            st.restore_generator("rng.model", model.rng());
-            std::printf("resumed from %s at step %lld\n", ckpt.c_str(), static_cast<long long>(step));
-        } else {
-            std::ofstream(metrics, std::ios::trunc);  // a fresh run starts a fresh log
-        }
-        auto save = [&] {
-            io::training_state<float, B> st;
-            st.add_section("optim", lamb.state_tensors(), lamb.state_scalars());
-            st.set_u64("step", static_cast<std::uint64_t>(step));
-            const auto ss = train.state();
-            st.set_u64("sampler.seed", ss.seed);
-            st.set_u64("sampler.epoch", ss.epoch);
-            st.set_u64("sampler.position", ss.position);
-            st.set_generator("rng.model", model.rng());
-            st.metadata["preset"] = o.preset;
-            io::save_checkpoint(ckpt, model, st);
+        // ---- the training loop (train::Trainer: accumulation, clipping, logs, checkpoints, resume)
+        train::Trainer<float, B> trainer(model, lamb, {.steps = o.steps, .accumulate = o.accum, .clip = o.clip, .log_every = o.log_every,
+                                                       .eval_every = o.eval_every, .save_every = o.save_every, .out = o.out,
+                                                       .resume = o.resume});
+        auto& ckpt = trainer.checkpoint();
+        ckpt.track("sampler", [&] {
+            const auto ss = sampler.state();
+            return io::metadata_map{{"seed", std::to_string(ss.seed)}, {"epoch", std::to_string(ss.epoch)}, {"position", std::to_string(ss.position)}};
+        }, [&](const io::metadata_map& m) {
+            sampler.set_state({train::state_u64(m, "seed"), train::state_u64(m, "epoch"), train::state_u64(m, "position")});
+        });
+        ckpt.track("model", model.rng());
+        io::save_config(ckpt.metadata(), "config.", cfg);
+        io::save_config(ckpt.metadata(), "act.", aopt);
+        ckpt.metadata()["policy"] = Policy::name;
+        ckpt.metadata()["preset"] = o.preset;
+        trainer.schedule = [&](std::int64_t done) { return schedule.lr(done); };
+        double tau_now = 0;
+        trainer.before_step = [&](std::int64_t done) {
+            tau_now = tau_warmup > 0 ? tau * std::min(1.0, static_cast<double>(done) / tau_warmup) : tau;
         };
+        trainer.log_extra = [&](std::int64_t) { return train::log_values{{"tau", tau_now}}; };
+        bool warned = false;
+        trainer.on_log = [&](std::int64_t, const train::log_values& line) {
+            const double mean_n = line[3].second;  // mlm, sop, ponder, mean_N, ...
+            if (mean_n < 1.05 && !warned) {
+                std::printf("warning: halting collapse — mean iterations %.3f: every token halts at the first iteration, and with R = 1 "
+                            "no gradient reaches the halting unit. Remedies: --tau-warmup (longer), --halting-bias -2, --min-iters 2, "
+                            "a smaller --tau.\n", mean_n);
+                warned = true;
+            } else if (mean_n >= 1.05) {
+                warned = false;
+            }
+        };
+        eval_result final_ev;
+        trainer.evaluate = [&](std::int64_t step, bool final) {
+            data::albert_sampler dev(dev_corpus, dev_cfg, 4242);  // the same dev batches every time
+            const auto ev = evaluate(model, dev, final ? o.dev_batches * 4 : o.dev_batches, o.batch);
+            nlohmann::ordered_json j;
+            j["dev_mlm_acc"] = ev.mlm_acc;
+            j["dev_sop_acc"] = ev.sop_acc;
+            j["dev_mlm_loss"] = ev.mlm_loss;
+            j["dev_mean_N"] = ev.stats.mean_iterations("all");
+            for (const auto& c : ev.stats.ordered_names()) j["dev_halting"][c] = ev.stats.mean_iterations(c);
+            std::printf("  dev @ %lld: MLM acc %.1f%%  SOP acc %.1f%%  mean N: all %.2f unmasked %.2f [MASK]->[MASK] %.2f [CLS] %.2f [SEP] %.2f\n",
+                        static_cast<long long>(step), ev.mlm_acc, ev.sop_acc, ev.stats.mean_iterations("all"),
+                        ev.stats.mean_iterations("unmasked"), ev.stats.mean_iterations("mask_to_mask"), ev.stats.mean_iterations("cls"),
+                        ev.stats.mean_iterations("sep"));
+            if (final) final_ev = ev;
+            return j;
+        };
+        trainer.restore();
 
         const bool compact = std::is_same_v<Policy, halting::act> && !o.dense;
         std::printf("albert_act: preset %s, policy %s, %lld parameters, N_max %d, %s %g (warm-up %lld steps)%s, halting bias %g, %s path; "
@@ -283,92 +309,29 @@ int run(options o) {
                     o.preset.c_str(), Policy::name, static_cast<long long>(model.parameter_count()), n_max, ponder_net ? "beta" : "tau", tau,
                     static_cast<long long>(tau_warmup), ponder_net ? (", lambda_p " + fmt(o.lambda_p, 3)).c_str() : "", halting_bias,
                     compact ? "compact" : "dense", B::name, cpu::to_string(cpu::active_isa()), max_threads());
-        std::printf("data: %lld training examples per epoch, vocab %lld\n", static_cast<long long>(train.epoch_size()),
+        std::printf("data: %lld training examples per epoch, vocab %lld\n", static_cast<long long>(sampler.epoch_size()),
                     static_cast<long long>(dcfg.vocab));
-        train::progress_meter meter(o.steps, step, metrics);
-        std::ofstream dev_log(metrics, std::ios::app);
-        double s_mlm = 0, s_sop = 0, s_ponder = 0, s_n = 0;
-        int s_count = 0;
-        bool warned = false;
-        auto run_eval = [&](bool final) {
-            data::albert_sampler dev(dev_corpus, dev_cfg, 4242);  // the same dev batches every time
-            const auto ev = evaluate(model, dev, final ? o.dev_batches * 4 : o.dev_batches, o.batch);
-            nlohmann::json j;
-            j["step"] = step;
-            j["dev_mlm_acc"] = ev.mlm_acc;
-            j["dev_sop_acc"] = ev.sop_acc;
-            j["dev_mlm_loss"] = ev.mlm_loss;
-            j["dev_mean_N"] = ev.stats.mean_iterations("all");
-            nlohmann::json table;
-            for (const auto& c : ev.stats.ordered_names()) table[c] = ev.stats.mean_iterations(c);
-            j["dev_halting"] = table;
-            dev_log << j.dump() << "\n";
-            dev_log.flush();
-            std::printf("  dev @ %lld: MLM acc %.1f%%  SOP acc %.1f%%  mean N: all %.2f unmasked %.2f [MASK]->[MASK] %.2f [CLS] %.2f [SEP] %.2f\n",
-                        static_cast<long long>(step), ev.mlm_acc, ev.sop_acc, ev.stats.mean_iterations("all"),
-                        ev.stats.mean_iterations("unmasked"), ev.stats.mean_iterations("mask_to_mask"), ev.stats.mean_iterations("cls"),
-                        ev.stats.mean_iterations("sep"));
-            return ev;
-        };
 
-        model.train();
-        while (step < o.steps) {
-            const double tau_now = tau_warmup > 0 ? tau * std::min(1.0, static_cast<double>(step) / tau_warmup) : tau;
-            lamb.zero_grad();
-            for (std::int64_t a = 0; a < o.accum; ++a) {
-                const auto b = train.next(o.batch);
-                auto losses = model.losses(b);
-                const auto& mlm = losses.mlm;
-                const auto& sop = losses.sop;
-                const auto& enc = losses.encoded;
-                auto loss = add(add(mlm, sop), scale(enc.ponder, static_cast<float>(tau_now)));
-                scale(loss, 1.0f / static_cast<float>(o.accum)).backward();
-                s_mlm += mlm.value().item();
-                s_sop += sop.value().item();
-                s_ponder += enc.ponder.value().item();
-                double n = 0, c = 0;
-                for (std::size_t i = 0; i < enc.record.N.size(); ++i)
-                    if (enc.record.N[i] > 0) {
-                        n += enc.record.N[i];
-                        ++c;
-                    }
-                s_n += n / std::max(c, 1.0);
-                ++s_count;
-                std::int64_t toks = 0;
-                for (auto l : b.tokens.lengths) toks += l;
-                meter.add_tokens(toks);
-            }
-            const double gnorm = o.clip > 0 ? optim::clip_grad_norm(lamb.parameters(), o.clip) : 0.0;
-            lamb.set_lr(schedule.lr(step));
-            lamb.step();
-            ++step;
-            if (step % o.log_every == 0 || step == o.steps) {
-                const double mean_n = s_n / s_count;
-                meter.report(step, {{"mlm", s_mlm / s_count}, {"sop", s_sop / s_count}, {"ponder", s_ponder / s_count},
-                                    {"mean_N", mean_n}, {"tau", tau_now}, {"grad_norm", gnorm}, {"lr", lamb.lr()}});
-                if (mean_n < 1.05 && !warned) {
-                    std::printf("warning: halting collapse — mean iterations %.3f: every token halts at the first iteration, and with R = 1 "
-                                "no gradient reaches the halting unit. Remedies: --tau-warmup (longer), --halting-bias -2, --min-iters 2, "
-                                "a smaller --tau.\n", mean_n);
-                    warned = true;
-                } else if (mean_n >= 1.05) {
-                    warned = false;
+        const train::fit_result fit = trainer.fit([&] {
+            const auto b = sampler.next(o.batch);
+            auto losses = model.losses(b);
+            const auto& enc = losses.encoded;
+            double n = 0, c = 0;  // mean iterations over real tokens
+            for (const int t : enc.record.N)
+                if (t > 0) {
+                    n += t;
+                    ++c;
                 }
-                s_mlm = s_sop = s_ponder = s_n = 0;
-                s_count = 0;
-            }
-            if (step % o.eval_every == 0 && step < o.steps) {
-                model.eval();
-                run_eval(false);
-                model.train();
-            }
-            if (step % o.save_every == 0 || step == o.steps) save();
-        }
-        model.eval();
-        const auto ev = run_eval(true);
-        ev.stats.write_halting_csv(o.out + "/halting.csv");
-        ev.stats.write_fixed_point_csv(o.out + "/fixed_point.csv");
-        write_report(o, cfg, n_max, tau, ev, metrics, step, meter.elapsed_seconds());
+            std::int64_t tokens = 0;
+            for (auto l : b.tokens.lengths) tokens += l;
+            return train::micro_batch<float, B>{.loss = add(add(losses.mlm, losses.sop), scale(enc.ponder, static_cast<float>(tau_now))),
+                                                .logged = {{"mlm", losses.mlm}, {"sop", losses.sop}, {"ponder", enc.ponder}},
+                                                .host_logged = {{"mean_N", n / std::max(c, 1.0)}},
+                                                .tokens = tokens};
+        });
+        final_ev.stats.write_halting_csv(o.out + "/halting.csv");
+        final_ev.stats.write_fixed_point_csv(o.out + "/fixed_point.csv");
+        write_report(o, cfg, n_max, tau, final_ev, trainer.metrics_path(), fit.steps, fit.seconds);
         std::printf("halting table: %s/halting.csv\nfixed point: %s/fixed_point.csv\nreport: %s/report.html\n", o.out.c_str(), o.out.c_str(),
                     o.out.c_str());
         return 0;

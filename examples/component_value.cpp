@@ -119,35 +119,6 @@ nn::seq2seq_config model_config(const options& o, index_t vocab) {
     return c;
 }
 
-template <class B>
-void put_config(io::training_state<float, B>& st, const nn::seq2seq_config& c) {
-    st.set_u64("config.vocab", static_cast<std::uint64_t>(c.src_vocab));
-    st.set_u64("config.encoder_layers", static_cast<std::uint64_t>(c.encoder_layers));
-    st.set_u64("config.decoder_layers", static_cast<std::uint64_t>(c.decoder_layers));
-    st.set_u64("config.max_len", static_cast<std::uint64_t>(c.max_len));
-    st.set_u64("config.dim", static_cast<std::uint64_t>(c.layer.dim));
-    st.set_u64("config.heads", static_cast<std::uint64_t>(c.layer.heads));
-    st.set_u64("config.ff_dim", static_cast<std::uint64_t>(c.layer.ff_dim));
-    st.set_double("config.dropout", c.layer.dropout);
-}
-nn::seq2seq_config get_config(const io::metadata_map& md) {
-    io::training_state<float> st;
-    st.metadata = md;
-    nn::seq2seq_config c;
-    c.src_vocab = c.tgt_vocab = static_cast<index_t>(st.get_u64("config.vocab"));
-    c.share_embeddings = true;
-    c.encoder_layers = static_cast<int>(st.get_u64("config.encoder_layers"));
-    c.decoder_layers = static_cast<int>(st.get_u64("config.decoder_layers"));
-    c.max_len = static_cast<index_t>(st.get_u64("config.max_len"));
-    c.layer.dim = static_cast<index_t>(st.get_u64("config.dim"));
-    c.layer.heads = static_cast<int>(st.get_u64("config.heads"));
-    c.layer.ff_dim = static_cast<index_t>(st.get_u64("config.ff_dim"));
-    c.layer.dropout = c.layer.attention_dropout = st.get_double("config.dropout");
-    c.layer.act = nn::activation::relu;
-    c.layer.init = nn::init_scheme::xavier;
-    return c;
-}
-
 std::string describe(const nn::seq2seq_config& c) {
     std::ostringstream os;
     os << c.encoder_layers << "+" << c.decoder_layers << " layers, d " << c.layer.dim << ", " << c.layer.heads << " heads, FF "
@@ -289,60 +260,13 @@ struct train_outcome {
     bool stopped_by_time = false;
 };
 
-/// One training run of `model` (from its current parameters and optimizer state).
+/// One micro-batch of translation training: the label-smoothed cross-entropy of the next batch.
 template <class B>
-struct trainer {
-    Model<B>& model;
-    const data::translation_batcher& batcher;
-    const options& opt;
-    optim::Adam<float, B>& adam;
-    Generator data_rng;
-    std::vector<std::vector<std::size_t>> plan;
-    std::size_t next_batch = 0;
-    std::uint64_t epoch_seed = 0, epoch_offset = 0;
-    std::int64_t epoch = 0;
-
-    trainer(Model<B>& m, const data::translation_batcher& b, const options& o, optim::Adam<float, B>& a, std::uint64_t seed)
-        : model(m), batcher(b), opt(o), adam(a), data_rng(seed) {}
-
-    void new_epoch() {
-        epoch_seed = data_rng.seed();
-        epoch_offset = data_rng.offset();
-        plan = batcher.epoch_plan(data_rng);
-        next_batch = 0;
-        ++epoch;
-    }
-    data::seq2seq_batch next() {
-        if (next_batch >= plan.size()) new_epoch();
-        return batcher.make_batch(plan[next_batch++]);
-    }
-    /// The position in the data stream, for checkpoints.
-    void save(io::training_state<float, B>& st) const {
-        st.set_u64("data.epoch_seed", epoch_seed);
-        st.set_u64("data.epoch_offset", epoch_offset);
-        st.set_u64("data.next_batch", next_batch);
-        st.set_u64("data.epoch", static_cast<std::uint64_t>(epoch));
-    }
-    void restore(const io::training_state<float, B>& st) {
-        data_rng.set_state(st.get_u64("data.epoch_seed"), st.get_u64("data.epoch_offset"));
-        epoch = static_cast<std::int64_t>(st.get_u64("data.epoch")) - 1;
-        new_epoch();
-        next_batch = static_cast<std::size_t>(st.get_u64("data.next_batch"));
-    }
-    /// One optimiser step at learning rate lr; returns the loss.
-    double step(double lr, std::int64_t& tokens) {
-        const auto b = next();
-        model.train();
-        auto loss = cross_entropy(model.decode(model.encode(b.src), b.src, b.tgt_in), b.tgt_out, -100, static_cast<float>(opt.label_smoothing));
-        adam.zero_grad();
-        loss.backward();
-        if (opt.clip > 0) optim::clip_grad_norm(adam.parameters(), opt.clip);
-        adam.set_lr(lr);
-        adam.step();
-        tokens = b.target_tokens();
-        return checked_item(loss);
-    }
-};
+train::micro_batch<float, B> translation_loss(Model<B>& model, data::translation_stream& stream, double label_smoothing) {
+    const auto b = stream.next();
+    auto loss = cross_entropy(model.decode(model.encode(b.src), b.src, b.tgt_in), b.tgt_out, -100, static_cast<float>(label_smoothing));
+    return {.loss = loss, .logged = {{"loss", loss}}, .tokens = b.target_tokens()};
+}
 
 optim::AdamOptions adam_options(double lr) {
     optim::AdamOptions a;
@@ -520,109 +444,80 @@ int run(options o, const std::string& command_line) {
 
         // ---- model
         nn::seq2seq_config cfg = model_config(o, tok.vocab_size());
-        std::string ckpt = o.out + "/checkpoint.safetensors";
         std::string metrics_path = o.out + "/metrics.jsonl";
         if (!o.checkpoint.empty()) {
             const io::safetensors_file f(o.checkpoint);
-            cfg = get_config(f.metadata());
+            cfg = io::load_config<nn::seq2seq_config>(f.metadata(), "config.");
             metrics_path = (std::filesystem::path(o.checkpoint).parent_path() / "metrics.jsonl").string();
         }
         Model<B> model(cfg, o.seed);
         nn::Snapshot<float, B> theta0(model);  // θ⁰, right after initialisation
         optim::Adam<float, B> adam(model.named_parameters(), adam_options(o.lr));
         const optim::inverse_sqrt schedule(o.lr, o.warmup);
-        trainer<B> tr(model, batcher, o, adam, o.seed + 1);
+        data::translation_stream stream(batcher, o.seed + 1);
         std::printf("model: %s; %lld parameters; device %s, ISA %s, %d threads\n", describe(cfg).c_str(),
                     static_cast<long long>(model.parameter_count()), B::name, cpu::to_string(cpu::active_isa()), max_threads());
 
-        auto load_theta0 = [&](const io::training_state<float, B>& st) {
-            const auto t0s = st.section_tensors("theta0");
-            DEPTHLAB_CHECK(!t0s.empty(), io_error, "checkpoint has no θ⁰ (section 'theta0'): rewinding and criticality need it");
+        // ---- training (train::Trainer), or the run of --checkpoint
+        train::Trainer<float, B> trainer(model, adam, {.steps = o.steps, .clip = o.clip, .log_every = o.log_every, .eval_every = o.dev_every,
+                                                       .save_every = o.save_every, .max_train_minutes = o.max_train_minutes, .out = o.out,
+                                                       .resume = o.resume});
+        auto& ckpt = trainer.checkpoint();
+        ckpt.track_tensors("theta0", [&] { return theta0.tensors(); }, [&](const auto& t0s) {
             const nn::Snapshot<float, B> current(model);
             for (const auto& [name, t] : t0s) model.parameter(name).value().copy_(t);
             theta0 = nn::Snapshot<float, B>(model);
             current.restore(model);
-        };
-        std::int64_t step = 0;
-        train_outcome trained;
+        });
+        ckpt.track("data", [&] {
+            const auto st = stream.state();
+            return io::metadata_map{{"epoch_seed", std::to_string(st.epoch_seed)}, {"epoch_offset", std::to_string(st.epoch_offset)},
+                                    {"next_batch", std::to_string(st.next_batch)}, {"epoch", std::to_string(st.epoch)}};
+        }, [&](const io::metadata_map& m) {
+            stream.set_state({train::state_u64(m, "epoch_seed"), train::state_u64(m, "epoch_offset"), train::state_u64(m, "next_batch"),
+                              train::state_u64(m, "epoch")});
+        });
+        ckpt.track("model", model.rng());  // dropout during rewinding continues as in the original run
+        io::save_config(ckpt.metadata(), "config.", cfg);
+        ckpt.metadata()["preset"] = o.preset;
+        io::training_state<float> recipe;
+        recipe.set_double("train.lr", o.lr);
+        recipe.set_u64("train.warmup", static_cast<std::uint64_t>(o.warmup));
+        recipe.set_u64("train.max_tokens", static_cast<std::uint64_t>(o.max_tokens));
+        recipe.set_double("train.label_smoothing", o.label_smoothing);
+        recipe.set_double("train.clip", o.clip);
+        recipe.set_u64("train.seed", o.seed);
+        ckpt.metadata().insert(recipe.metadata.begin(), recipe.metadata.end());
+        trainer.schedule = [&](std::int64_t done) { return schedule.lr(done + 1); };
+        trainer.log_extra = [&](std::int64_t) { return train::log_values{{"epoch", static_cast<double>(stream.epoch())}}; };
         nn::search_options dev_search;  // greedy
         translator<B> trans(model, tok);
         const eval_set dev_set = make_eval_set("dev", dev, dev.pairs.size(), static_cast<std::size_t>(o.decode_batch), cfg.max_len / 2);
-
-        auto save = [&] {
-            io::training_state<float, B> st;
-            st.add_section("optim", adam.state_tensors(), adam.state_scalars());
-            st.add_section("theta0", theta0.tensors());
-            st.set_u64("step", static_cast<std::uint64_t>(step));
-            tr.save(st);
-            st.set_generator("rng.model", model.rng());
-            put_config(st, cfg);
-            st.metadata["preset"] = o.preset;
-            st.set_double("train.lr", o.lr);
-            st.set_u64("train.warmup", static_cast<std::uint64_t>(o.warmup));
-            st.set_u64("train.max_tokens", static_cast<std::uint64_t>(o.max_tokens));
-            st.set_double("train.label_smoothing", o.label_smoothing);
-            st.set_double("train.clip", o.clip);
-            st.set_u64("train.seed", o.seed);
-            io::save_checkpoint(ckpt, model, st);
+        trainer.evaluate = [&](std::int64_t, bool) {
+            std::vector<std::string> hyps;
+            const auto t_dev = clock_type::now();
+            const double b = trans.bleu(dev_set, dev_search, &hyps);
+            std::printf("  dev BLEU %.2f: \"%s\" -> \"%s\" (ref \"%s\")\n", b, dev.src[0].c_str(), hyps[0].c_str(), dev.tgt[0].c_str());
+            return nlohmann::ordered_json{{"dev_bleu", b}, {"dev_seconds", seconds_since(t_dev)}};
         };
-
+        std::int64_t step = 0;
+        train_outcome trained;
         if (!o.checkpoint.empty()) {
-            auto st = io::load_checkpoint(o.checkpoint, model);
-            load_theta0(st);
-            step = static_cast<std::int64_t>(st.get_u64("step"));
-            st.restore_generator("rng.model", model.rng());  // dropout during rewinding continues as in the original run
+            train::checkpointer<float, B> reader(o.checkpoint);  // parameters, θ⁰ and the dropout stream; no optimiser state
+            reader.track_tensors("theta0", [&] { return theta0.tensors(); }, [&](const auto& t0s) {
+                const nn::Snapshot<float, B> current(model);
+                for (const auto& [name, t] : t0s) model.parameter(name).value().copy_(t);
+                theta0 = nn::Snapshot<float, B>(model);
+                current.restore(model);
+            });
+            reader.track("model", model.rng());
+            step = reader.load(model, nullptr);
             std::printf("loaded %s (step %lld); no training\n", o.checkpoint.c_str(), static_cast<long long>(step));
         } else {
-            if (o.resume) {
-                DEPTHLAB_CHECK(std::filesystem::exists(ckpt), io_error, "--resume: no checkpoint at ", ckpt);
-                auto st = io::load_checkpoint(ckpt, model);
-                load_theta0(st);
-                adam.load_state(st.section_tensors("optim"), st.section_metadata("optim"), ckpt);
-                step = static_cast<std::int64_t>(st.get_u64("step"));
-                tr.restore(st);
-                st.restore_generator("rng.model", model.rng());
-                std::printf("resumed from %s at step %lld\n", ckpt.c_str(), static_cast<long long>(step));
-            } else {
-                std::filesystem::remove(metrics_path);
-            }
-            // ---- training
-            train::progress_meter meter(o.steps, step, metrics_path);
-            const auto t_train = clock_type::now();
-            double loss_sum = 0;
-            int loss_n = 0;
-            auto dev_eval = [&] {
-                model.eval();
-                std::vector<std::string> hyps;
-                const auto t_dev = clock_type::now();
-                const double b = trans.bleu(dev_set, dev_search, &hyps);
-                meter.report(step, {{"dev_bleu", b}, {"dev_seconds", seconds_since(t_dev)}});
-                std::printf("  dev: \"%s\" -> \"%s\" (ref \"%s\")\n", dev.src[0].c_str(), hyps[0].c_str(), dev.tgt[0].c_str());
-                model.train();
-            };
-            while (step < o.steps) {
-                std::int64_t tokens = 0;
-                loss_sum += tr.step(schedule.lr(step + 1), tokens);
-                ++loss_n;
-                ++step;
-                meter.add_tokens(tokens);
-                const bool out_of_time = o.max_train_minutes > 0 && seconds_since(t_train) > 60.0 * o.max_train_minutes;
-                if (step % o.log_every == 0 || step == o.steps || out_of_time) {
-                    meter.report(step, {{"loss", loss_sum / loss_n}, {"lr", adam.lr()}, {"epoch", static_cast<double>(tr.epoch)}});
-                    loss_sum = 0;
-                    loss_n = 0;
-                }
-                if (o.dev_every > 0 && step % o.dev_every == 0 && step != o.steps && !out_of_time) dev_eval();
-                if (step % o.save_every == 0 || step == o.steps || out_of_time) save();
-                if (out_of_time) {
-                    std::printf("training stopped by --max-train-minutes at step %lld\n", static_cast<long long>(step));
-                    trained.stopped_by_time = true;
-                    break;
-                }
-            }
-            trained.seconds = seconds_since(t_train);
-            dev_eval();
-            save();
+            const train::fit_result fit = trainer.fit([&] { return translation_loss(model, stream, o.label_smoothing); });
+            step = fit.steps;
+            trained.seconds = fit.seconds;
+            trained.stopped_by_time = fit.stopped_by_time;
         }
         trained.steps = step;
         trained.final_lr = schedule.lr(std::max<std::int64_t>(step, 1));
@@ -762,18 +657,14 @@ int run(options o, const std::string& command_line) {
         const double ft_lr = o.rewind_lr > 0 ? o.rewind_lr : trained.final_lr;
         const auto finetune = [&](int k) {
             optim::Adam<float, B> ft(model.named_parameters(), adam_options(ft_lr));
-            trainer<B> ftr(model, batcher, o, ft, o.seed + 1000);  // the same batches for every k
-            const std::int64_t warm = std::max<std::int64_t>(1, std::min<std::int64_t>(50, o.rewind_steps / 5));
-            double loss = 0;
-            for (std::int64_t s = 0; s < o.rewind_steps; ++s) {
-                std::int64_t tokens = 0;
-                const double lr = ft_lr * std::min(1.0, static_cast<double>(s + 1) / static_cast<double>(warm));
-                loss = 0.9 * loss + 0.1 * ftr.step(lr, tokens);
-            }
-            model.eval();
+            data::translation_stream batches(batcher, o.seed + 1000);  // the same batches for every k
+            train::Trainer<float, B> fine_tune(model, ft, {.steps = o.rewind_steps, .clip = o.clip, .log_every = o.rewind_steps});
+            const double warm = static_cast<double>(std::max<std::int64_t>(1, std::min<std::int64_t>(50, o.rewind_steps / 5)));
+            fine_tune.schedule = [&](std::int64_t done) { return ft_lr * std::min(1.0, static_cast<double>(done + 1) / warm); };
+            const auto r = fine_tune.fit([&] { return translation_loss(model, batches, o.label_smoothing); });
             trans.invalidate();
-            std::fprintf(stderr, "rewinding: k=%d fine-tuned %lld steps at lr %.2e, smoothed loss %.3f\n", k, static_cast<long long>(o.rewind_steps),
-                         ft_lr, loss);
+            std::fprintf(stderr, "rewinding: k=%d fine-tuned %lld steps at lr %.2e, mean loss %.3f\n", k, static_cast<long long>(o.rewind_steps),
+                         ft_lr, r.last_log.front().second);
         };
         const auto& rank_scores = o.rank_by == "contribution" ? rank_c : rank_k;
         std::vector<analysis::rewinding_point> rewound;
@@ -800,7 +691,7 @@ int run(options o, const std::string& command_line) {
         };
         if (!o.shallow_checkpoint.empty()) {
             const io::safetensors_file f(o.shallow_checkpoint);
-            const nn::seq2seq_config sc = get_config(f.metadata());
+            const auto sc = io::load_config<nn::seq2seq_config>(f.metadata(), "config.");
             DEPTHLAB_CHECK(sc.decoder_layers < cfg.decoder_layers && sc.encoder_layers == cfg.encoder_layers && sc.layer.dim == cfg.layer.dim &&
                                sc.src_vocab == cfg.src_vocab,
                            usage_error, "--shallow-checkpoint ", o.shallow_checkpoint, ": expected the same model with fewer decoder layers, got ",
@@ -820,17 +711,12 @@ int run(options o, const std::string& command_line) {
             sc.decoder_layers = cfg.decoder_layers - static_cast<int>(o.compare_shallow);
             Model<B> shallow(sc, o.seed);
             optim::Adam<float, B> sa(shallow.named_parameters(), adam_options(o.lr));
-            trainer<B> str(shallow, batcher, o, sa, o.seed + 1);
+            data::translation_stream batches(batcher, o.seed + 1);
+            train::Trainer<float, B> shallow_trainer(shallow, sa, {.steps = step, .clip = o.clip, .log_every = o.log_every});
+            shallow_trainer.schedule = [&](std::int64_t done) { return schedule.lr(done + 1); };
             std::printf("shallow comparison: %s, %lld parameters, %lld steps\n", describe(sc).c_str(),
                         static_cast<long long>(shallow.parameter_count()), static_cast<long long>(step));
-            const auto t_s = clock_type::now();
-            for (std::int64_t s = 0; s < step; ++s) {
-                std::int64_t tokens = 0;
-                const double l = str.step(schedule.lr(s + 1), tokens);
-                if ((s + 1) % o.log_every == 0)
-                    std::printf("  shallow step %lld/%lld loss %.4f elapsed %s\n", static_cast<long long>(s + 1), static_cast<long long>(step), l,
-                                train::format_duration(seconds_since(t_s)).c_str());
-            }
+            shallow_trainer.fit([&] { return translation_loss(shallow, batches, o.label_smoothing); });
             shallow_steps = step;
             shallow_fewer = o.compare_shallow;
             evaluate_shallow(shallow);

@@ -34,8 +34,6 @@ struct options {
 template <class B>
 int run(const options& o) {
     try {
-        std::filesystem::create_directories(o.out);
-        const std::string ckpt = o.out + "/checkpoint.safetensors";
         nn::seq2seq_config cfg;
         cfg.src_vocab = cfg.tgt_vocab = o.vocab;
         cfg.share_embeddings = true;
@@ -53,57 +51,27 @@ int run(const options& o) {
         const optim::inverse_sqrt schedule(o.lr, o.warmup);
         Generator data_rng(o.seed + 1);
 
-        std::int64_t step = 0;
-        if (o.resume) {
-            DEPTHLAB_CHECK(std::filesystem::exists(ckpt), io_error, "--resume: no checkpoint at ", ckpt);
-            auto st = io::load_checkpoint(ckpt, model);
-            adam.load_state(st.section_tensors("optim"), st.section_metadata("optim"), ckpt);
-            step = static_cast<std::int64_t>(st.get_u64("step"));
-            st.restore_generator("rng.data", data_rng);
-            st.restore_generator("rng.model", model.rng());
-            std::printf("resumed from %s at step %lld\n", ckpt.c_str(), static_cast<long long>(step));
-        }
-        auto save = [&] {
-            io::training_state<float, B> st;
-            st.add_section("optim", adam.state_tensors(), adam.state_scalars());
-            st.set_u64("step", static_cast<std::uint64_t>(step));
-            st.set_generator("rng.data", data_rng);
-            st.set_generator("rng.model", model.rng());
-            io::save_checkpoint(ckpt, model, st);
-        };
-
+        train::Trainer<float, B> trainer(model, adam, {.steps = o.steps, .clip = o.clip, .log_every = o.log_every,
+                                                        .save_every = o.save_every, .out = o.out, .resume = o.resume});
+        trainer.schedule = [&](std::int64_t done) { return schedule.lr(done + 1); };
+        trainer.checkpoint().track("data", data_rng);
+        trainer.checkpoint().track("model", model.rng());
+        io::save_config(trainer.checkpoint().metadata(), "config.", cfg);
+        trainer.restore();
         std::printf("train_tiny: %lld parameters, %lld steps, device %s, ISA %s, %d threads\n", static_cast<long long>(model.parameter_count()),
                     static_cast<long long>(o.steps), B::name, cpu::to_string(cpu::active_isa()), max_threads());
-        train::progress_meter meter(o.steps, step, o.out + "/metrics.jsonl");
-        double loss_sum = 0;
-        int loss_n = 0;
-        while (step < o.steps) {
+        trainer.fit([&] {
             const auto b = data::reverse_task_batch(data_rng, o.batch, o.max_len, o.vocab);
-            model.train();
             auto loss = cross_entropy(model.decode(model.encode(b.src), b.src, b.tgt_in), b.tgt_out, -100, 0.0f);
-            adam.zero_grad();
-            loss.backward();
-            const double gnorm = o.clip > 0 ? optim::clip_grad_norm(adam.parameters(), o.clip) : 0.0;
-            adam.set_lr(schedule.lr(step + 1));
-            adam.step();
-            ++step;
-            meter.add_tokens(b.target_tokens());
-            loss_sum += checked_item(loss);
-            ++loss_n;
-            if (step % o.log_every == 0 || step == o.steps) {
-                meter.report(step, {{"loss", loss_sum / loss_n}, {"grad_norm", gnorm}, {"lr", adam.lr()}});
-                loss_sum = 0;
-                loss_n = 0;
-            }
-            if (step % o.save_every == 0 || step == o.steps) save();
-        }
+            return train::micro_batch<float, B>{.loss = loss, .logged = {{"loss", loss}}, .tokens = b.target_tokens()};
+        });
         // Final: exact loss of a fixed evaluation batch (compare runs and resumed runs).
         model.eval();
         no_grad guard;
         Generator eval_rng(12345);
         const auto b = data::reverse_task_batch(eval_rng, 256, o.max_len, o.vocab);
         const double eval_loss = cross_entropy(model.decode(model.encode(b.src), b.src, b.tgt_in), b.tgt_out).value().item();
-        std::printf("final eval loss %.9g\ncheckpoint: %s\n", eval_loss, ckpt.c_str());
+        std::printf("final eval loss %.9g\ncheckpoint: %s\n", eval_loss, trainer.checkpoint().path().c_str());
         return 0;
     } catch (const depthlab::error& e) {
         std::fprintf(stderr, "train_tiny: %s\n", e.what());

@@ -2,7 +2,7 @@
 // depthlab: train transformers on CPU (and GPU) and measure how much depth they use.
 // One include for everything on the host: the device-agnostic library, the CPU backends
 // (backend::cpu and backend::host_device), and the host-side data pipelines, checkpoints
-// and reports. (CUDA: depthlab/backend/cuda/cuda.cuh in a .cu file, see the README.)
+// and reports. (CUDA: depthlab/backend/cuda/cuda.hpp, linking depthlab::cuda; see the README.)
 #include "depthlab/depthlab_device.hpp"
 #include "depthlab/backend/cpu/cpu.hpp"
 #include "depthlab/backend/host_device/host_device.hpp"
@@ -10,6 +10,9 @@
 #include "depthlab/data/translation.hpp"
 #include "depthlab/io/safetensors.hpp"
 #include "depthlab/io/checkpoint.hpp"
+#include "depthlab/io/config.hpp"
+#include "depthlab/train/checkpointer.hpp"
+#include "depthlab/train/trainer.hpp"
 #include "depthlab/data/albert_data.hpp"
 #include "depthlab/report/html.hpp"
 #include "depthlab/halting/act_albert.hpp"

@@ -232,4 +232,50 @@ private:
     std::size_t dropped_ = 0;
 };
 
+/// Where a translation_stream is: what a checkpoint stores to continue it exactly.
+struct stream_state {
+    std::uint64_t epoch_seed = 0, epoch_offset = 0;  // the generator's state when the current epoch was planned
+    std::uint64_t next_batch = 0, epoch = 0;         // batches served in it; epochs begun (1 = the first)
+    bool operator==(const stream_state&) const = default;
+};
+
+/// An endless stream of training batches: epoch after epoch, each one in the order of
+/// batcher.epoch_plan(generator). The batcher must outlive the stream.
+class translation_stream {
+public:
+    translation_stream(const translation_batcher& batcher, std::uint64_t seed) : batcher_(&batcher), rng_(seed) {
+        DEPTHLAB_CHECK(batcher.size() > 0, usage_error, "translation_stream: the batcher holds no sentence pairs");
+    }
+    [[nodiscard]] seq2seq_batch next() {
+        if (next_ >= plan_.size()) new_epoch();
+        return batcher_->make_batch(plan_[next_++]);
+    }
+    [[nodiscard]] std::uint64_t epoch() const { return epoch_; }
+    [[nodiscard]] stream_state state() const { return {epoch_seed_, epoch_offset_, next_, epoch_}; }
+    /// Continues from a state(): re-plans that epoch and skips the batches already served.
+    /// Throws io_error when the state cannot be one of this stream's (e.g. another corpus).
+    void set_state(const stream_state& s) {
+        rng_.set_state(s.epoch_seed, s.epoch_offset);
+        epoch_ = s.epoch > 0 ? s.epoch - 1 : 0;
+        new_epoch();
+        DEPTHLAB_CHECK(s.epoch > 0 && s.next_batch <= plan_.size(), io_error, "translation_stream: state (epoch ", s.epoch, ", batch ",
+                       s.next_batch, ") does not fit this corpus (", plan_.size(), " batches per epoch)");
+        next_ = static_cast<std::size_t>(s.next_batch);
+    }
+
+private:
+    void new_epoch() {
+        epoch_seed_ = rng_.seed();
+        epoch_offset_ = rng_.offset();
+        plan_ = batcher_->epoch_plan(rng_);
+        next_ = 0;
+        ++epoch_;
+    }
+    const translation_batcher* batcher_;
+    Generator rng_;
+    std::vector<std::vector<std::size_t>> plan_;
+    std::size_t next_ = 0;
+    std::uint64_t epoch_seed_ = 0, epoch_offset_ = 0, epoch_ = 0;
+};
+
 }  // namespace depthlab::data

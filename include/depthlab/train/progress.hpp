@@ -81,23 +81,37 @@ public:
         std::fprintf(out, "%s\n", line.str().c_str());
         std::fflush(out);
         if (jsonl_.is_open()) {
-            std::ostringstream js;
-            js << std::setprecision(9) << "{\"step\": " << step;
-            for (const auto& [k, v] : values) js << ", \"" << k << "\": " << json_number(v);
-            js << ", \"tokens_per_s\": " << json_number(tps) << ", \"elapsed_s\": " << json_number(elapsed) << "}";
-            jsonl_ << js.str() << "\n";
-            jsonl_.flush();
+            nlohmann::ordered_json j;
+            j["step"] = step;
+            for (const auto& [k, v] : values) j[k] = v;  // NaN and inf become null (JSON has neither)
+            j["tokens_per_s"] = tps;
+            j["elapsed_s"] = elapsed;
+            write_record(j);
         }
     }
+    /// Appends one record {"step": step, fields...} to metrics.jsonl without printing (e.g.
+    /// an evaluation's nested tables); fields must be a JSON object.
+    void record(std::int64_t step, const nlohmann::ordered_json& fields) {
+        DEPTHLAB_CHECK(fields.is_object(), usage_error, "progress_meter::record: fields must be a JSON object, got ", fields.type_name());
+        if (!jsonl_.is_open()) return;
+        nlohmann::ordered_json j;
+        j["step"] = step;
+        for (const auto& [k, v] : fields.items()) j[k] = v;
+        write_record(j);
+    }
     [[nodiscard]] double elapsed_seconds() const { return std::chrono::duration<double>(clock::now() - start_).count(); }
+    /// Tokens counted by add_tokens per second since construction.
+    [[nodiscard]] double tokens_per_second() const {
+        const double e = elapsed_seconds();
+        return e > 0 ? static_cast<double>(tokens_) / e : 0.0;
+    }
 
 private:
     using clock = std::chrono::steady_clock;
-    static std::string json_number(double v) {
-        if (!(v == v) || v > 1.7e308 || v < -1.7e308) return "null";  // JSON has no NaN/inf
-        std::ostringstream os;
-        os << std::setprecision(9) << v;
-        return os.str();
+    void write_record(const nlohmann::ordered_json& j) {
+        jsonl_ << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";  // invalid UTF-8 in a key: U+FFFD
+        jsonl_.flush();
+        DEPTHLAB_CHECK(jsonl_.good(), io_error, "progress_meter: write to metrics.jsonl failed");
     }
     std::int64_t total_, first_;
     std::int64_t tokens_ = 0;

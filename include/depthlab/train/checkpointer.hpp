@@ -1,0 +1,135 @@
+#pragma once
+// The state of a resumable run, owned in one place: the parameters, the optimiser's state
+// ("optim.*"), the step counter ("step"), every tracked random generator ("rng.<name>.seed",
+// "rng.<name>.offset"), every tracked stream position ("<name>.<key>": a data sampler's
+// epoch and offset), tracked tensor sections ("<section>.*": θ⁰ for rewinding) and free
+// metadata (the model config, the recipe). A training loop, a resume and an analysis that
+// loads the run all go through this, so the keys cannot drift apart between programs.
+//
+//     train::checkpointer<float, B> ckpt(out + "/checkpoint.safetensors");
+//     ckpt.track("data", data_rng);                        // rng.data.*
+//     ckpt.track("sampler", [&] { return sampler_state(); }, [&](const io::metadata_map& m) { ... });
+//     io::save_config(ckpt.metadata(), "config.", cfg);
+//     ckpt.save(model, &opt, step);   ...   const std::int64_t step = ckpt.load(model, &opt);
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "depthlab/core/error.hpp"
+#include "depthlab/core/rng.hpp"
+#include "depthlab/io/checkpoint.hpp"
+#include "depthlab/nn/module.hpp"
+#include "depthlab/optim/optimizer.hpp"
+
+namespace depthlab::train {
+
+/// The unsigned integer under `key` of a tracked stream's state; io_error naming the key
+/// when it is absent or not a decimal u64 (a corrupt or foreign checkpoint).
+inline std::uint64_t state_u64(const io::metadata_map& m, const std::string& key) {
+    io::training_state<float> st;
+    const auto it = m.find(key);
+    DEPTHLAB_CHECK(it != m.end(), io_error, "checkpoint: the stream state has no '", key, "'");
+    st.metadata[key] = it->second;
+    return st.get_u64(key);
+}
+
+template <class T, class B = backend::cpu>
+class checkpointer {
+public:
+    using tensor_list = std::vector<std::pair<std::string, Tensor<T, B>>>;
+
+    explicit checkpointer(std::string path) : path_(std::move(path)) {}
+
+    [[nodiscard]] const std::string& path() const { return path_; }
+    /// Saved as is with every checkpoint and read back by load() (configs, the recipe).
+    [[nodiscard]] io::metadata_map& metadata() { return metadata_; }
+    [[nodiscard]] const io::metadata_map& metadata() const { return metadata_; }
+
+    /// A random generator, saved as "rng.<name>.{seed,offset}".
+    void track(const std::string& name, Generator& g) {
+        claim("rng." + name);
+        generators_.emplace_back(name, &g);
+    }
+    /// A position in a stream (its state as string pairs), saved as "<name>.<key>".
+    void track(const std::string& name, std::function<io::metadata_map()> save, std::function<void(const io::metadata_map&)> restore) {
+        claim(name);
+        streams_.push_back({name, std::move(save), std::move(restore)});
+    }
+    /// Extra tensors (e.g. θ⁰), saved as the state section "<section>".
+    void track_tensors(const std::string& section, std::function<tensor_list()> save, std::function<void(const tensor_list&)> restore) {
+        claim(section);
+        sections_.push_back({section, std::move(save), std::move(restore)});
+    }
+
+    /// Writes the checkpoint atomically. A non-finite parameter or state tensor is refused
+    /// (numeric_error) and the file on disk, the last good checkpoint, is left as it was.
+    void save(const nn::Module<T, B>& model, const optim::Optimizer<T, B>* opt, std::int64_t step) const {
+        DEPTHLAB_CHECK(step >= 0, usage_error, "checkpointer::save: step ", step, " < 0");
+        io::training_state<T, B> st;
+        st.metadata = metadata_;
+        if (opt) st.add_section("optim", opt->state_tensors(), opt->state_scalars());
+        for (const auto& s : sections_) st.add_section(s.name, s.save());
+        st.set_u64("step", static_cast<std::uint64_t>(step));
+        for (const auto& [name, g] : generators_) st.set_generator("rng." + name, *g);
+        for (const auto& s : streams_)
+            for (const auto& [k, v] : s.save()) st.metadata[s.name + "." + k] = v;
+        io::save_checkpoint(path_, model, st);
+    }
+    /// Reads `path` (default: this checkpointer's) into the model, the optimiser (if given),
+    /// every tracked generator, stream and section, and metadata(); returns the step. Throws
+    /// io_error naming the file and the first missing key; on failure the model is unchanged.
+    std::int64_t load(nn::Module<T, B>& model, optim::Optimizer<T, B>* opt, const std::string& path = {}) {
+        const std::string& from = path.empty() ? path_ : path;
+        const io::training_state<T, B> st = io::load_checkpoint(from, model);
+        if (opt) opt->load_state(st.section_tensors("optim"), st.section_metadata("optim"), from);
+        for (const auto& s : sections_) {
+            const auto ts = st.section_tensors(s.name);
+            DEPTHLAB_CHECK(!ts.empty(), io_error, from, ": no tensors of section '", s.name, "'");
+            s.restore(ts);
+        }
+        for (const auto& [name, g] : generators_) st.restore_generator("rng." + name, *g);
+        for (const auto& s : streams_) {
+            const io::metadata_map m = st.section_metadata(s.name);
+            DEPTHLAB_CHECK(!m.empty(), io_error, from, ": no metadata '", s.name, ".*' (the stream's position)");
+            s.restore(m);
+        }
+        metadata_.clear();  // the free metadata: everything this class does not write itself
+        for (const auto& [k, v] : st.metadata)
+            if (!owned(k)) metadata_.emplace(k, v);
+        return static_cast<std::int64_t>(st.get_u64("step"));
+    }
+
+private:
+    [[nodiscard]] bool owned(const std::string& key) const {
+        if (key == "step" || key.rfind("optim.", 0) == 0 || key.rfind("rng.", 0) == 0) return true;
+        for (const auto& s : streams_)
+            if (key.rfind(s.name + ".", 0) == 0) return true;
+        return false;
+    }
+    void claim(const std::string& name) {
+        DEPTHLAB_CHECK(!name.empty() && name != "step" && name != "optim" && name != "rng", usage_error, "checkpointer: '", name,
+                       "' is reserved or empty");
+        for (const auto& n : claimed_) DEPTHLAB_CHECK(n != name, usage_error, "checkpointer: '", name, "' is tracked twice");
+        claimed_.push_back(name);
+    }
+    struct stream {
+        std::string name;
+        std::function<io::metadata_map()> save;
+        std::function<void(const io::metadata_map&)> restore;
+    };
+    struct section {
+        std::string name;
+        std::function<tensor_list()> save;
+        std::function<void(const tensor_list&)> restore;
+    };
+    std::string path_;
+    io::metadata_map metadata_;
+    std::vector<std::pair<std::string, Generator*>> generators_;
+    std::vector<stream> streams_;
+    std::vector<section> sections_;
+    std::vector<std::string> claimed_;
+};
+
+}  // namespace depthlab::train

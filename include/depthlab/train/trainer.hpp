@@ -1,0 +1,241 @@
+#pragma once
+// train::Trainer: the loop a research user writes every time, once. Per step: zero the
+// gradients, run `accumulate` micro-batches (backward on loss / accumulate), clip by global
+// norm, set the scheduled learning rate, update. Around it: a progress line and a
+// metrics.jsonl record every log_every steps (the micro-batch means of the logged values,
+// tokens/s, ETA), an evaluation every eval_every steps and at the end (model in eval mode,
+// its record in metrics.jsonl), a checkpoint every save_every steps and at the end, exact
+// resume (parameters, optimiser, step, RNGs and data-stream positions: see checkpointer),
+// a time budget, and a NaN/Inf guard: a non-finite loss or gradient stops the run with an
+// error naming the step, and no checkpoint holding a non-finite value is ever written, so
+// the last good one survives.
+//
+//     train::Trainer<float, B> trainer(model, opt, {.steps = 2000, .out = "runs/x", .resume = resume});
+//     trainer.schedule = [&](std::int64_t s) { return warmup.lr(s); };
+//     trainer.checkpoint().track("data", data_rng);
+//     trainer.fit([&] {
+//         const auto b = next_batch();
+//         auto loss = cross_entropy(model(b.x), b.y);
+//         return train::micro_batch<float, B>{.loss = loss, .logged = {{"loss", loss}}, .tokens = b.tokens};
+//     });
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "depthlab/autodiff/ops.hpp"
+#include "depthlab/core/error.hpp"
+#include "depthlab/nn/module.hpp"
+#include "depthlab/optim/clip.hpp"
+#include "depthlab/optim/optimizer.hpp"
+#include "depthlab/train/checkpointer.hpp"
+#include "depthlab/train/progress.hpp"
+
+namespace depthlab::train {
+
+/// Named values of a progress line, in order.
+using log_values = std::vector<std::pair<std::string, double>>;
+
+struct trainer_options {
+    std::int64_t steps = 1000;       // optimiser steps in all (a resumed run continues up to this)
+    std::int64_t accumulate = 1;     // micro-batches per step
+    double clip = 1.0;               // clip the gradient's global norm to this (0: off)
+    std::int64_t log_every = 50;     // steps between progress lines
+    std::int64_t eval_every = 0;     // steps between evaluations (0: only at the end)
+    std::int64_t save_every = 500;   // steps between checkpoints (and one at the end)
+    double max_train_minutes = 0;    // stop (and save) after this much training time (0: no limit)
+    std::string out = {};            // directory of metrics.jsonl and checkpoint.safetensors ("": none)
+    bool resume = false;             // continue from <out>/checkpoint.safetensors
+
+    /// Throws usage_error naming the first bad field.
+    void validate() const {
+        DEPTHLAB_CHECK(steps >= 0, usage_error, "trainer: steps ", steps, " < 0");
+        DEPTHLAB_CHECK(accumulate >= 1, usage_error, "trainer: accumulate ", accumulate, " < 1");
+        DEPTHLAB_CHECK(std::isfinite(clip) && clip >= 0, usage_error, "trainer: clip ", clip, " is not a finite number >= 0");
+        DEPTHLAB_CHECK(log_every >= 1, usage_error, "trainer: log_every ", log_every, " < 1");
+        DEPTHLAB_CHECK(eval_every >= 0, usage_error, "trainer: eval_every ", eval_every, " < 0");
+        DEPTHLAB_CHECK(save_every >= 1, usage_error, "trainer: save_every ", save_every, " < 1");
+        DEPTHLAB_CHECK(std::isfinite(max_train_minutes) && max_train_minutes >= 0, usage_error, "trainer: max_train_minutes ",
+                       max_train_minutes, " is not a finite number >= 0");
+        DEPTHLAB_CHECK(!resume || !out.empty(), usage_error, "trainer: resume needs an output directory");
+    }
+};
+
+/// What one micro-batch gives the trainer.
+template <class T, class B = backend::cpu>
+struct micro_batch {
+    Var<T, B> loss;                                                // backward runs on loss / accumulate
+    std::vector<std::pair<std::string, Var<T, B>>> logged = {};    // scalars whose means make the progress line
+    std::vector<std::pair<std::string, double>> host_logged = {};  // host values, averaged the same way
+    std::int64_t tokens = 0;                                       // for tokens/s
+};
+
+/// How fit() ended.
+struct fit_result {
+    std::int64_t first_step = 0, steps = 0;  // where this process started and ended
+    double seconds = 0, tokens_per_s = 0;
+    bool stopped_by_time = false;
+    log_values last_log;  // the values of the last progress line
+};
+
+template <class T, class B = backend::cpu>
+class Trainer {
+public:
+    Trainer(nn::Module<T, B>& model, optim::Optimizer<T, B>& opt, trainer_options o)
+        : model_(model), opt_(opt), o_(std::move(o)), ckpt_(o_.out.empty() ? std::string() : o_.out + "/checkpoint.safetensors") {
+        o_.validate();
+        if (!o_.out.empty()) {
+            std::error_code ec;
+            std::filesystem::create_directories(o_.out, ec);
+            DEPTHLAB_CHECK(std::filesystem::is_directory(o_.out), io_error, "trainer: output directory '", o_.out,
+                           "' cannot be created", ec ? " (" + ec.message() + ")" : std::string(" (a file of that name exists)"));
+        }
+    }
+
+    // ---- hooks (all optional) ----
+    /// The learning rate of the step about to be taken, given the steps done so far.
+    std::function<double(std::int64_t steps_done)> schedule;
+    /// Called before each step (e.g. a loss weight that warms up).
+    std::function<void(std::int64_t steps_done)> before_step;
+    /// Values appended to each progress line after the means (e.g. the current τ, the epoch).
+    std::function<log_values(std::int64_t step)> log_extra;
+    /// Called after each progress line with its values (e.g. a collapse warning).
+    std::function<void(std::int64_t step, const log_values& line)> on_log;
+    /// An evaluation (the model is in eval mode, under no_grad); its record goes into
+    /// metrics.jsonl with the step. `final` is true for the one at the end.
+    std::function<nlohmann::ordered_json(std::int64_t step, bool final)> evaluate;
+
+    [[nodiscard]] checkpointer<T, B>& checkpoint() { return ckpt_; }
+    [[nodiscard]] const trainer_options& options() const { return o_; }
+    [[nodiscard]] std::int64_t step() const { return step_; }
+    [[nodiscard]] std::string metrics_path() const { return o_.out.empty() ? std::string() : o_.out + "/metrics.jsonl"; }
+    /// The progress meter of the current fit() (for records of one's own; null outside fit).
+    [[nodiscard]] progress_meter* meter() { return meter_ ? &*meter_ : nullptr; }
+
+    /// With options().resume, loads <out>/checkpoint.safetensors into everything tracked and
+    /// returns the step it holds (else 0, and a fresh run's metrics.jsonl starts empty).
+    std::int64_t restore() {
+        if (!o_.resume) return step_;
+        DEPTHLAB_CHECK(std::filesystem::exists(ckpt_.path()), io_error, "trainer: resume: no checkpoint at ", ckpt_.path());
+        step_ = ckpt_.load(model_, &opt_);
+        last_saved_ = step_;
+        restored_ = true;
+        std::printf("resumed from %s at step %lld\n", ckpt_.path().c_str(), static_cast<long long>(step_));
+        return step_;
+    }
+    /// Writes the checkpoint now (no-op without an output directory).
+    void save() {
+        if (ckpt_.path().empty()) return;
+        ckpt_.save(model_, &opt_, step_);
+        last_saved_ = step_;
+    }
+
+    /// Trains up to options().steps; `next` gives one micro-batch (forward pass included).
+    fit_result fit(const std::function<micro_batch<T, B>()>& next) {
+        if (o_.resume && !restored_) restore();
+        fit_result r;
+        r.first_step = step_;
+        meter_.emplace(o_.steps, step_, metrics_path());
+        const auto start = std::chrono::steady_clock::now();
+        const auto minutes = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / 60.0; };
+        log_values sums;
+        std::int64_t counted = 0;
+        double gnorm = 0;
+        model_.train();
+        while (step_ < o_.steps) {
+            try {
+                if (before_step) before_step(step_);
+                opt_.zero_grad();
+                for (std::int64_t a = 0; a < o_.accumulate; ++a) {
+                    micro_batch<T, B> mb = next();
+                    const Var<T, B> loss = o_.accumulate > 1 ? scale(mb.loss, static_cast<T>(1.0 / static_cast<double>(o_.accumulate))) : mb.loss;
+                    loss.backward();
+                    add_means(sums, mb, counted == 0);
+                    ++counted;
+                    meter_->add_tokens(mb.tokens);
+                }
+                gnorm = o_.clip > 0 ? optim::clip_grad_norm(opt_.parameters(), o_.clip) : 0.0;
+                if (schedule) opt_.set_lr(schedule(step_));
+                opt_.step();
+            } catch (const numeric_error& e) {
+                throw numeric_error(depthlab::detail::cat("trainer: step ", step_ + 1, ": ", e.what(), "; training stopped",
+                                                          last_saved_ >= 0 ? depthlab::detail::cat("; the last checkpoint (step ", last_saved_, ", ",
+                                                                                                   ckpt_.path(), ") is kept")
+                                                                           : std::string()));
+            }
+            ++step_;
+            const bool out_of_time = o_.max_train_minutes > 0 && minutes() > o_.max_train_minutes;
+            if (step_ % o_.log_every == 0 || step_ == o_.steps || out_of_time) {
+                log_values line;
+                for (const auto& [k, v] : sums) line.emplace_back(k, v / static_cast<double>(counted));
+                if (log_extra)
+                    for (auto& kv : log_extra(step_)) line.push_back(std::move(kv));
+                if (o_.clip > 0) line.emplace_back("grad_norm", gnorm);
+                line.emplace_back("lr", opt_.lr());
+                meter_->report(step_, line);
+                if (on_log) on_log(step_, line);
+                r.last_log = line;
+                sums.clear();
+                counted = 0;
+            }
+            if (o_.eval_every > 0 && step_ % o_.eval_every == 0 && step_ < o_.steps && !out_of_time) run_evaluation(false);
+            if (step_ % o_.save_every == 0 || step_ == o_.steps || out_of_time) save();
+            if (out_of_time) {
+                std::printf("training stopped by the time budget (%g minutes) at step %lld\n", o_.max_train_minutes,
+                            static_cast<long long>(step_));
+                r.stopped_by_time = true;
+                break;
+            }
+        }
+        r.steps = step_;
+        r.seconds = minutes() * 60.0;
+        r.tokens_per_s = meter_->tokens_per_second();
+        run_evaluation(true);
+        model_.eval();
+        return r;
+    }
+
+private:
+    void add_means(log_values& sums, const micro_batch<T, B>& mb, bool first) {
+        std::size_t i = 0;
+        auto add = [&](const std::string& k, double v) {
+            if (first) sums.emplace_back(k, v);
+            else {
+                DEPTHLAB_CHECK(i < sums.size() && sums[i].first == k, usage_error, "trainer: micro-batches log different values ('", k, "')");
+                sums[i].second += v;
+            }
+            ++i;
+        };
+        for (const auto& [k, v] : mb.logged) add(k, static_cast<double>(checked_item(v)));  // the one read per value and micro-batch
+        for (const auto& [k, v] : mb.host_logged) add(k, v);
+    }
+    void run_evaluation(bool final) {
+        if (!evaluate) return;
+        model_.eval();
+        nlohmann::ordered_json rec;
+        {
+            no_grad guard;
+            rec = evaluate(step_, final);
+        }
+        if (!rec.is_null()) meter_->record(step_, rec);
+        model_.train();
+    }
+
+    nn::Module<T, B>& model_;
+    optim::Optimizer<T, B>& opt_;
+    trainer_options o_;
+    checkpointer<T, B> ckpt_;
+    std::optional<progress_meter> meter_;
+    std::int64_t step_ = 0, last_saved_ = -1;
+    bool restored_ = false;
+};
+
+}  // namespace depthlab::train

@@ -1,0 +1,270 @@
+// train::Trainer and train::checkpointer (exact resume, accumulation, the NaN guard, the
+// time budget, bad options) and io::save_config / load_config (every field round-trips).
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include <depthlab/depthlab.hpp>
+
+#include <doctest/doctest.h>
+
+using namespace depthlab;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct scratch {
+    fs::path path;
+    scratch() {
+        static int counter = 0;
+        path = fs::temp_directory_path() / ("depthlab_test_trainer_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+        fs::remove_all(path);
+    }
+    ~scratch() {
+        std::error_code ec;
+        fs::remove_all(path, ec);
+    }
+    [[nodiscard]] std::string str() const { return path.string(); }
+};
+
+/// y = x A for a fixed A: a linear layer learns it with Adam. The data generator is part
+/// of the checkpoint, so a resumed run draws the same batches.
+struct regression {
+    Generator init{7}, data{11};
+    nn::Linear<float> model{8, 4, init};
+    optim::Adam<float> opt{model.named_parameters(), {.lr = 1e-2}};
+    Tensor<float> A = Tensor<float>::randn({8, 4}, init);
+
+    train::micro_batch<float> next(float poison = 1.0f) { return on(Tensor<float>::randn({16, 8}, data), poison); }
+    train::micro_batch<float> on(const Tensor<float>& xs, float poison = 1.0f) {
+        const auto x = Var<float>::constant(xs);
+        const auto y = Var<float>::constant(matmul(x, Var<float>::constant(A)).value());
+        auto loss = scale(mse(model(x), y), poison);
+        return {.loss = loss, .logged = {{"loss", loss}}, .tokens = 16};
+    }
+    train::Trainer<float> trainer(train::trainer_options o) {
+        train::Trainer<float> t(model, opt, std::move(o));
+        t.checkpoint().track("data", data);
+        t.schedule = [](std::int64_t done) { return 1e-2 / std::sqrt(1.0 + static_cast<double>(done)); };
+        return t;
+    }
+    [[nodiscard]] std::vector<float> parameters() const {
+        std::vector<float> out;
+        for (const auto& [n, p] : model.named_parameters())
+            for (float v : p.value().to_vector()) out.push_back(v);
+        return out;
+    }
+};
+
+std::vector<std::int64_t> logged_steps(const std::string& path) {
+    std::vector<std::int64_t> steps;
+    std::ifstream in(path);
+    std::string line;
+    while (std::getline(in, line)) steps.push_back(nlohmann::json::parse(line).at("step").get<std::int64_t>());
+    return steps;
+}
+
+}  // namespace
+
+TEST_CASE("trainer: an interrupted and resumed run ends exactly where a straight run ends") {
+    scratch d1, d2;
+    regression straight;
+    auto t1 = straight.trainer({.steps = 8, .log_every = 2, .save_every = 4, .out = d1.str()});
+    const auto r1 = t1.fit([&] { return straight.next(); });
+    CHECK(r1.steps == 8);
+    CHECK(logged_steps(d1.str() + "/metrics.jsonl") == std::vector<std::int64_t>{2, 4, 6, 8});
+
+    {
+        regression first;
+        auto t = first.trainer({.steps = 4, .log_every = 2, .save_every = 4, .out = d2.str()});
+        t.fit([&] { return first.next(); });
+    }
+    regression resumed;  // a fresh process: other parameters, other data position until restore
+    auto t2 = resumed.trainer({.steps = 8, .log_every = 2, .save_every = 4, .out = d2.str(), .resume = true});
+    CHECK(t2.restore() == 4);
+    const auto r2 = t2.fit([&] { return resumed.next(); });
+    CHECK(r2.first_step == 4);
+    CHECK(r2.steps == 8);
+    CHECK(resumed.parameters() == straight.parameters());  // bit for bit
+    CHECK(logged_steps(d2.str() + "/metrics.jsonl") == std::vector<std::int64_t>{2, 4, 6, 8});
+    CHECK(r2.last_log == r1.last_log);  // the means of steps 7 and 8, grad_norm, lr
+}
+
+TEST_CASE("trainer: two micro-batches of the same data equal one (the loss is divided by accumulate)") {
+    regression one, two;
+    auto t1 = one.trainer({.steps = 3, .clip = 0, .log_every = 3});
+    auto t2 = two.trainer({.steps = 3, .accumulate = 2, .clip = 0, .log_every = 3});
+    t1.fit([&] { return one.next(); });
+    std::int64_t calls = 0;
+    Tensor<float> held;
+    t2.fit([&] {
+        if (calls++ % 2 == 0) held = Tensor<float>::randn({16, 8}, two.data);
+        return two.on(held);  // the second micro-batch repeats the first one's data
+    });
+    CHECK(calls == 6);
+    CHECK(one.parameters() == two.parameters());
+}
+
+TEST_CASE("trainer: a non-finite loss stops the run and keeps the last good checkpoint") {
+    scratch dir;
+    regression r;
+    auto t = r.trainer({.steps = 10, .log_every = 1, .save_every = 2, .out = dir.str()});
+    std::int64_t calls = 0;
+    std::string message;
+    try {
+        t.fit([&] { return r.next(++calls == 5 ? std::numeric_limits<float>::quiet_NaN() : 1.0f); });
+    } catch (const numeric_error& e) {
+        message = e.what();
+    }
+    CHECK(message.find("trainer: step 5") != std::string::npos);
+    CHECK(message.find("last checkpoint (step 4") != std::string::npos);
+    regression back;
+    train::checkpointer<float> reader(dir.str() + "/checkpoint.safetensors");
+    CHECK(reader.load(back.model, &back.opt) == 4);
+    CHECK(logged_steps(dir.str() + "/metrics.jsonl") == std::vector<std::int64_t>{1, 2, 3, 4});
+}
+
+TEST_CASE("trainer: the time budget stops after the step that crosses it, and saves") {
+    scratch dir;
+    regression r;
+    auto t = r.trainer({.steps = 1000, .log_every = 100, .save_every = 100, .max_train_minutes = 1e-12, .out = dir.str()});
+    int evaluations = 0;
+    t.evaluate = [&](std::int64_t step, bool final) {
+        ++evaluations;
+        CHECK(final);
+        CHECK_FALSE(r.model.is_training());
+        return nlohmann::ordered_json{{"evaluated_at", step}};
+    };
+    const auto res = t.fit([&] { return r.next(); });
+    CHECK(res.stopped_by_time);
+    CHECK(res.steps == 1);
+    CHECK(evaluations == 1);
+    regression back;
+    train::checkpointer<float> reader(dir.str() + "/checkpoint.safetensors");
+    CHECK(reader.load(back.model, nullptr) == 1);
+    CHECK(logged_steps(dir.str() + "/metrics.jsonl") == std::vector<std::int64_t>{1, 1});  // the progress line and the evaluation
+}
+
+TEST_CASE("trainer: bad options and bad tracking are usage errors") {
+    regression r;
+    CHECK_THROWS_AS(r.trainer({.log_every = 0}), usage_error);
+    CHECK_THROWS_AS(r.trainer({.save_every = 0}), usage_error);
+    CHECK_THROWS_AS(r.trainer({.accumulate = 0}), usage_error);
+    CHECK_THROWS_AS(r.trainer({.clip = -1}), usage_error);
+    CHECK_THROWS_AS(r.trainer({.max_train_minutes = std::nan("")}), usage_error);
+    CHECK_THROWS_AS(r.trainer({.resume = true}), usage_error);  // nowhere to resume from
+    scratch dir;
+    fs::create_directories(dir.path);
+    std::ofstream(dir.str() + "/file") << "x";
+    CHECK_THROWS_AS(r.trainer({.out = dir.str() + "/file"}), io_error);  // a file, not a directory
+    train::checkpointer<float> c("unused");
+    Generator g(1);
+    c.track("data", g);
+    CHECK_THROWS_AS(c.track("data", g), usage_error);
+    CHECK_THROWS_AS(c.track("step", [] { return io::metadata_map{}; }, [](const io::metadata_map&) {}), usage_error);
+    CHECK_THROWS_AS(c.track("optim", [] { return io::metadata_map{}; }, [](const io::metadata_map&) {}), usage_error);
+}
+
+TEST_CASE("checkpointer: a resume without the stream state it tracks names the missing key") {
+    scratch dir;
+    regression r;
+    fs::create_directories(dir.path);
+    train::checkpointer<float> w(dir.str() + "/c.safetensors");
+    w.save(r.model, &r.opt, 3);
+    train::checkpointer<float> c(dir.str() + "/c.safetensors");
+    c.track("sampler", [] { return io::metadata_map{}; }, [](const io::metadata_map&) {});
+    CHECK_THROWS_WITH_AS(c.load(r.model, &r.opt), doctest::Contains("no metadata 'sampler.*'"), io_error);
+    CHECK_THROWS_WITH_AS(train::state_u64({{"epoch", "x1"}}, "epoch"), doctest::Contains("'epoch' = 'x1'"), io_error);
+    CHECK_THROWS_WITH_AS(train::state_u64({}, "epoch"), doctest::Contains("no 'epoch'"), io_error);
+}
+
+// ---- configs in checkpoint metadata ----
+// A new field must be added to io::config_fields (io/config.hpp); these sizes make the
+// round trip below fail to compile until it is (update them with the field).
+static_assert(sizeof(nn::transformer_config) == 72, "transformer_config changed: add the field to io::config_fields");
+static_assert(sizeof(nn::seq2seq_config) == 112, "seq2seq_config changed: add the field to io::config_fields");
+static_assert(sizeof(nn::albert_config) == 112, "albert_config changed: add the field to io::config_fields");
+static_assert(sizeof(halting::act_options) == 40, "act_options changed: add the field to io::config_fields");
+
+TEST_CASE("config: every field of every model config round-trips through checkpoint metadata") {
+    nn::seq2seq_config s;
+    s.src_vocab = 123;
+    s.tgt_vocab = 456;
+    s.share_embeddings = true;
+    s.tie_output = false;
+    s.encoder_layers = 3;
+    s.decoder_layers = 2;
+    s.max_len = 77;
+    s.layer = {.dim = 96, .heads = 3, .ff_dim = 200, .act = nn::activation::gelu, .dropout = 0.1 + 1e-17, .attention_dropout = 1.0 / 3,
+               .norm_first = true, .ln_eps = 1e-12, .init = nn::init_scheme::bert};
+    nn::albert_config a;
+    a.vocab = 999;
+    a.embed = 24;
+    a.max_len = 64;
+    a.segments = 3;
+    a.depth = 9;
+    a.layer = s.layer;
+    a.layer.act = nn::activation::relu;
+    a.layer.init = nn::init_scheme::xavier;
+    halting::act_options h;
+    h.max_iterations = 11;
+    h.epsilon = 0.037;
+    h.min_iterations = 2;
+    h.compact = false;
+    h.fixed_point_trace = halting::act_options::trace::always;
+    h.lambda_p = 0.3;
+
+    io::metadata_map md;
+    io::save_config(md, "config.", s);
+    io::save_config(md, "albert.", a);
+    io::save_config(md, "act.", h);
+    const auto s2 = io::load_config<nn::seq2seq_config>(md, "config.");
+    const auto a2 = io::load_config<nn::albert_config>(md, "albert.");
+    const auto h2 = io::load_config<halting::act_options>(md, "act.");
+    const auto same_layer = [](const nn::transformer_config& x, const nn::transformer_config& y) {
+        return x.dim == y.dim && x.heads == y.heads && x.ff_dim == y.ff_dim && x.act == y.act && x.dropout == y.dropout &&
+               x.attention_dropout == y.attention_dropout && x.norm_first == y.norm_first && x.ln_eps == y.ln_eps && x.init == y.init;
+    };
+    CHECK(s2.src_vocab == 123);
+    CHECK(s2.tgt_vocab == 456);
+    CHECK(s2.share_embeddings);
+    CHECK_FALSE(s2.tie_output);
+    CHECK(s2.encoder_layers == 3);
+    CHECK(s2.decoder_layers == 2);
+    CHECK(s2.max_len == 77);
+    CHECK(same_layer(s2.layer, s.layer));
+    CHECK(a2.vocab == 999);
+    CHECK(a2.embed == 24);
+    CHECK(a2.max_len == 64);
+    CHECK(a2.segments == 3);
+    CHECK(a2.depth == 9);
+    CHECK(same_layer(a2.layer, a.layer));
+    CHECK(h2.max_iterations == 11);
+    CHECK(h2.epsilon == 0.037);
+    CHECK(h2.min_iterations == 2);
+    CHECK_FALSE(h2.compact);
+    CHECK(h2.fixed_point_trace == halting::act_options::trace::always);
+    CHECK(h2.lambda_p == 0.3);
+    CHECK(md.at("config.layer.activation") == "gelu");
+    CHECK(md.at("albert.layer.init") == "xavier");
+
+    SUBCASE("a missing or malformed key is an io_error naming it") {
+        auto bad = md;
+        bad.erase("config.layer.heads");
+        CHECK_THROWS_WITH_AS((void)io::load_config<nn::seq2seq_config>(bad, "config."), doctest::Contains("'config.layer.heads'"), io_error);
+        bad = md;
+        bad["config.max_len"] = "77x";
+        CHECK_THROWS_WITH_AS((void)io::load_config<nn::seq2seq_config>(bad, "config."), doctest::Contains("'config.max_len' = '77x'"), io_error);
+        bad = md;
+        bad["config.layer.activation"] = "swish";
+        CHECK_THROWS_WITH_AS((void)io::load_config<nn::seq2seq_config>(bad, "config."), doctest::Contains("'swish'"), io_error);
+        bad = md;
+        bad["act.compact"] = "1";
+        CHECK_THROWS_AS((void)io::load_config<halting::act_options>(bad, "act."), io_error);
+    }
+}
