@@ -335,7 +335,7 @@ int run(options o) {
         std::printf("halting table: %s/halting.csv\nfixed point: %s/fixed_point.csv\nreport: %s/report.html\n", o.out.c_str(), o.out.c_str(),
                     o.out.c_str());
         return 0;
-    } catch (const depthlab::error& e) {
+    } catch (const std::exception& e) {  // depthlab::error and the standard library's (bad_alloc, filesystem)
         std::fprintf(stderr, "albert_act: %s\n", e.what());
         return 1;
     }
@@ -344,45 +344,40 @@ int run(options o) {
 int main(int argc, char** argv) {
     options o;
     examples::cli args("albert_act", "Pretrain an ACT-ALBERT on the English corpora and measure per-token depth.");
-    args.option("preset", o.preset, "tiny | small | base (N_max 6/12/24, tau 1e-3/5e-4/2.5e-4; sizes for 2 cores)")
+    args.option("preset", o.preset, "tiny | small | base (N_max 6/12/24, tau 1e-3/5e-4/2.5e-4; sizes for 2 cores)").one_of({"tiny", "small", "base"})
         .option("data", o.data, "directory with train.ids, dev.ids and spm.vocab (scripts/fetch-data, scripts/train-tokenizer)")
         .option("out", o.out, "output directory")
-        .option("steps", o.steps, "optimiser steps")
-        .option("batch", o.batch, "sequences per micro-batch")
-        .option("accum", o.accum, "micro-batches per step (gradient accumulation)")
-        .option("seq-len", o.seq_len, "maximum sequence length")
-        .option("hidden", o.hidden, "H (0: preset)")
-        .option("heads", o.heads, "attention heads (0: preset)")
-        .option("ff", o.ff, "feed-forward width (0: preset)")
-        .option("embed", o.embed, "factorised embedding size E")
-        .option("max-iters", o.max_iters, "N_max (0: preset)")
-        .option("tau", o.tau, "ponder weight (negative: preset)")
-        .option("tau-warmup", o.tau_warmup, "steps over which tau ramps up from 0 (negative: 30% of the steps)")
-        .option("halting-bias", o.halting_bias, "initial halting bias (default: the policy's, 0 as the paper, 1 for act_graves; negative: more iterations at first)")
-        .option("min-iters", o.min_iters, "no token halts before this iteration")
-        .option("epsilon", o.epsilon, "halting threshold 1 - epsilon")
-        .option("mask-prob", o.mask_prob, "MLM masking rate (0.15; the thesis uses 0.20)")
-        .option("lr", o.lr, "LAMB peak learning rate")
-        .option("warmup", o.warmup, "warm-up steps (negative: 10% of the steps)")
-        .option("clip", o.clip, "gradient clipping by global norm (0: off)")
+        .option("steps", o.steps, "optimiser steps").range<std::int64_t>(0, 1000000000)
+        .option("batch", o.batch, "sequences per micro-batch").range<std::int64_t>(1, 1 << 20)
+        .option("accum", o.accum, "micro-batches per step (gradient accumulation)").range<std::int64_t>(1, 1 << 16)
+        .option("seq-len", o.seq_len, "maximum sequence length").range<std::int64_t>(5, 1 << 16)
+        .option("hidden", o.hidden, "H (0: preset)").range<std::int64_t>(0, 1 << 16)
+        .option("heads", o.heads, "attention heads (0: preset)").range<std::int64_t>(0, 1024)
+        .option("ff", o.ff, "feed-forward width (0: preset)").range<std::int64_t>(0, 1 << 18)
+        .option("embed", o.embed, "factorised embedding size E").range<std::int64_t>(1, 1 << 16)
+        .option("max-iters", o.max_iters, "N_max (0: preset)").range<std::int64_t>(0, 1024)
+        .option("tau", o.tau, "ponder weight (negative: preset)").range(-1.0, 1e3)
+        .option("tau-warmup", o.tau_warmup, "steps over which tau ramps up from 0 (negative: 30% of the steps)").range<std::int64_t>(-1, 1000000000)
+        .option("halting-bias", o.halting_bias, "initial halting bias (default: the policy's, 0 as the paper, 1 for act_graves; negative: more iterations at first)").range(-100.0, 100.0)
+        .option("min-iters", o.min_iters, "no token halts before this iteration").range<std::int64_t>(0, 1024)
+        .option("epsilon", o.epsilon, "halting threshold 1 - epsilon").range(1e-6, 0.999)
+        .option("mask-prob", o.mask_prob, "MLM masking rate (0.15; the thesis uses 0.20)").range(0.0, 1.0)
+        .option("lr", o.lr, "LAMB peak learning rate").positive()
+        .option("warmup", o.warmup, "warm-up steps (negative: 10% of the steps)").range<std::int64_t>(-1, 1000000000)
+        .option("clip", o.clip, "gradient clipping by global norm (0: off)").range(0.0, 1e6)
         .option("seed", o.seed, "random seed")
-        .option("log-every", o.log_every, "steps between progress lines")
-        .option("eval-every", o.eval_every, "steps between dev evaluations")
-        .option("dev-batches", o.dev_batches, "dev batches per evaluation")
-        .option("save-every", o.save_every, "steps between checkpoints")
-        .option("policy", o.policy, "halting: act (the paper) | pondernet | act_graves | act_ut | fixed (N_max iterations)")
-        .option("beta", o.beta, "pondernet: weight of KL(p || geometric prior), used instead of tau")
-        .option("lambda-p", o.lambda_p, "pondernet: the geometric prior's halting probability per iteration")
-        .option("device", o.device, examples::device_help)
+        .option("log-every", o.log_every, "steps between progress lines").range<std::int64_t>(1, 1000000000)
+        .option("eval-every", o.eval_every, "steps between dev evaluations").range<std::int64_t>(0, 1000000000)
+        .option("dev-batches", o.dev_batches, "dev batches per evaluation").range<std::int64_t>(1, 1 << 20)
+        .option("save-every", o.save_every, "steps between checkpoints").range<std::int64_t>(1, 1000000000)
+        .option("policy", o.policy, "halting: act (the paper) | pondernet | act_graves | act_ut | fixed (N_max iterations)").one_of({"act", "pondernet", "act_graves", "act_ut", "fixed"})
+        .option("beta", o.beta, "pondernet: weight of KL(p || geometric prior), used instead of tau").range(0.0, 1e3)
+        .option("lambda-p", o.lambda_p, "pondernet: the geometric prior's halting probability per iteration").range(1e-6, 1.0)
+        .option("device", o.device, examples::device_help).one_of({"cpu", "cuda", "host_device"})
         .flag("dense", o.dense, "use the dense masked reference path instead of the compact one")
         .flag("resume", o.resume, "continue from <out>/checkpoint.safetensors");
     args.parse(argc, argv);
 
-    const char* policies[] = {"act", "pondernet", "act_graves", "act_ut", "fixed"};
-    if (std::find(std::begin(policies), std::end(policies), o.policy) == std::end(policies)) {
-        std::fprintf(stderr, "albert_act: --policy: expected act, pondernet, act_graves, act_ut or fixed, got '%s'\n", o.policy.c_str());
-        return 2;
-    }
     return examples::on_device(o.device, "albert_act", [&](auto tag) {
         using B = decltype(tag);
         if (o.policy == "pondernet") return run<halting::pondernet, B>(o);

@@ -398,8 +398,6 @@ int run(options o, const std::string& command_line) {
     try {
         const auto t_start = clock_type::now();
         std::filesystem::create_directories(o.out);
-        DEPTHLAB_CHECK(o.search == "grid" || o.search == "bisection", usage_error, "--search: grid or bisection, got '", o.search, "'");
-        DEPTHLAB_CHECK(o.rank_by == "contribution" || o.rank_by == "criticality", usage_error, "--rank-by: contribution or criticality");
         const auto rewind_ks = parse_int_list(o.rewind_k, "--rewind-k");
 
         // --checkpoint: the training recipe (batch tokens, lr schedule, label smoothing, clip,
@@ -421,7 +419,6 @@ int run(options o, const std::string& command_line) {
         auto t0 = clock_type::now();
         text_split train = load_split(tok, o.data, "train");
         const std::size_t ding_pairs = train.pairs.size();
-        DEPTHLAB_CHECK(o.ding_repeat >= 1, usage_error, "--ding-repeat must be >= 1, got ", o.ding_repeat);
         if (o.with_mt) {
             // The test split is Ding's (dictionary example sentences); repeating the in-domain
             // pairs keeps them a sizeable share of each epoch next to ~7x more MT pairs.
@@ -463,12 +460,14 @@ int run(options o, const std::string& command_line) {
                                                        .save_every = o.save_every, .max_train_minutes = o.max_train_minutes, .out = o.out,
                                                        .resume = o.resume});
         auto& ckpt = trainer.checkpoint();
-        ckpt.track_tensors("theta0", [&] { return theta0.tensors(); }, [&](const auto& t0s) {
+        const auto save_theta0 = [&] { return theta0.tensors(); };
+        const auto restore_theta0 = [&](const typename train::checkpointer<float, B>::tensor_list& t0s) {
             const nn::Snapshot<float, B> current(model);
             for (const auto& [name, t] : t0s) model.parameter(name).value().copy_(t);
             theta0 = nn::Snapshot<float, B>(model);
             current.restore(model);
-        });
+        };
+        ckpt.track_tensors("theta0", save_theta0, restore_theta0);
         ckpt.track("data", [&] {
             const auto st = stream.state();
             return io::metadata_map{{"epoch_seed", std::to_string(st.epoch_seed)}, {"epoch_offset", std::to_string(st.epoch_offset)},
@@ -504,12 +503,7 @@ int run(options o, const std::string& command_line) {
         train_outcome trained;
         if (!o.checkpoint.empty()) {
             train::checkpointer<float, B> reader(o.checkpoint);  // parameters, θ⁰ and the dropout stream; no optimiser state
-            reader.track_tensors("theta0", [&] { return theta0.tensors(); }, [&](const auto& t0s) {
-                const nn::Snapshot<float, B> current(model);
-                for (const auto& [name, t] : t0s) model.parameter(name).value().copy_(t);
-                theta0 = nn::Snapshot<float, B>(model);
-                current.restore(model);
-            });
+            reader.track_tensors("theta0", save_theta0, restore_theta0);
             reader.track("model", model.rng());
             step = reader.load(model, nullptr);
             std::printf("loaded %s (step %lld); no training\n", o.checkpoint.c_str(), static_cast<long long>(step));
@@ -1005,49 +999,49 @@ int main(int argc, char** argv) {
                        "Presets: tiny = 2+2 layers, d 128, FF 512 (smoke runs); small = 3+3, d 256, 4 heads, FF 1024 (trains on\n"
                        "2 cores); base = the paper's 6+6, d 512, 8 heads, FF 2048 (too slow for 2 cores). All: dropout 0.1, post-LN,\n"
                        "ReLU, joint vocabulary with shared embeddings tied to the output.");
-    args.option("preset", o.preset, "model size: tiny | small | base")
-        .option("enc-layers", o.enc_layers, "encoder layers (0: the preset's)")
-        .option("dec-layers", o.dec_layers, "decoder layers (0: the preset's)")
-        .option("dim", o.dim, "model width (0: the preset's)")
-        .option("heads", o.heads, "attention heads (0: the preset's)")
-        .option("ff", o.ff, "feed-forward width (0: the preset's)")
-        .option("dropout", o.dropout, "dropout (< 0: the preset's)")
-        .option("steps", o.steps, "optimiser steps")
-        .option("max-train-minutes", o.max_train_minutes, "stop training after this many minutes (0: no limit)")
-        .option("max-tokens", o.max_tokens, "padded tokens per batch: sentences x max(src, tgt) length")
-        .option("lr", o.lr, "peak learning rate")
-        .option("warmup", o.warmup, "warm-up steps of the inverse-square-root schedule")
-        .option("clip", o.clip, "gradient clipping by global norm (0: off)")
-        .option("label-smoothing", o.label_smoothing, "label smoothing")
+    args.option("preset", o.preset, "model size: tiny | small | base").one_of({"tiny", "small", "base"})
+        .option("enc-layers", o.enc_layers, "encoder layers (0: the preset's)").range<std::int64_t>(0, 256)
+        .option("dec-layers", o.dec_layers, "decoder layers (0: the preset's)").range<std::int64_t>(0, 256)
+        .option("dim", o.dim, "model width (0: the preset's)").range<std::int64_t>(0, 1 << 16)
+        .option("heads", o.heads, "attention heads (0: the preset's)").range<std::int64_t>(0, 1024)
+        .option("ff", o.ff, "feed-forward width (0: the preset's)").range<std::int64_t>(0, 1 << 18)
+        .option("dropout", o.dropout, "dropout (< 0: the preset's)").range(-1.0, 0.99)
+        .option("steps", o.steps, "optimiser steps").range<std::int64_t>(0, 1000000000)
+        .option("max-train-minutes", o.max_train_minutes, "stop training after this many minutes (0: no limit)").range(0.0, 1e7)
+        .option("max-tokens", o.max_tokens, "padded tokens per batch: sentences x max(src, tgt) length").range<std::int64_t>(1, 1 << 24)
+        .option("lr", o.lr, "peak learning rate").positive()
+        .option("warmup", o.warmup, "warm-up steps of the inverse-square-root schedule").range<std::int64_t>(1, 1000000000)
+        .option("clip", o.clip, "gradient clipping by global norm (0: off)").range(0.0, 1e6)
+        .option("label-smoothing", o.label_smoothing, "label smoothing").range(0.0, 0.99)
         .option("seed", o.seed, "random seed (model init, data order, dropout)")
         .option("data", o.data, "directory with {train,dev,test}.{en,de} and spm.model (scripts/fetch-data translation)")
         .flag("with-mt", o.with_mt, "add the machine-translated nlp-corpus pairs (mt.{en,de}) to the training data")
-        .option("ding-repeat", o.ding_repeat, "with --with-mt: repeat the in-domain Ding pairs this many times per epoch")
+        .option("ding-repeat", o.ding_repeat, "with --with-mt: repeat the in-domain Ding pairs this many times per epoch").range<std::int64_t>(1, 1000)
         .option("out", o.out, "output directory")
         .option("checkpoint", o.checkpoint, "load this checkpoint (with its θ⁰ and training recipe) instead of training")
         .flag("resume", o.resume, "continue training from <out>/checkpoint.safetensors up to --steps")
-        .option("log-every", o.log_every, "steps between progress lines")
-        .option("save-every", o.save_every, "steps between checkpoints")
-        .option("dev-every", o.dev_every, "steps between dev BLEU evaluations (0: only at the end)")
-        .option("dev-sentences", o.dev_sentences, "dev sentences for the dev BLEU (greedy)")
-        .option("beam", o.beam, "beam size for the baseline test BLEU (1: greedy)")
-        .option("alpha", o.alpha, "GNMT length penalty exponent ((5+len)/6)^alpha for beam search")
-        .option("eval-sentences", o.eval_sentences, "test sentences for the analysis metric (BLEU)")
-        .option("analysis-beam", o.analysis_beam, "beam size of the analysis metric (1: greedy)")
-        .option("decode-batch", o.decode_batch, "rows decoded together (sentences x beam)")
+        .option("log-every", o.log_every, "steps between progress lines").range<std::int64_t>(1, 1000000000)
+        .option("save-every", o.save_every, "steps between checkpoints").range<std::int64_t>(1, 1000000000)
+        .option("dev-every", o.dev_every, "steps between dev BLEU evaluations (0: only at the end)").range<std::int64_t>(0, 1000000000)
+        .option("dev-sentences", o.dev_sentences, "dev sentences for the dev BLEU (greedy)").range<std::int64_t>(1, 1 << 24)
+        .option("beam", o.beam, "beam size for the baseline test BLEU (1: greedy)").range<std::int64_t>(1, 256)
+        .option("alpha", o.alpha, "GNMT length penalty exponent ((5+len)/6)^alpha for beam search").range(0.0, 10.0)
+        .option("eval-sentences", o.eval_sentences, "test sentences for the analysis metric (BLEU)").range<std::int64_t>(1, 1 << 24)
+        .option("analysis-beam", o.analysis_beam, "beam size of the analysis metric (1: greedy)").range<std::int64_t>(1, 256)
+        .option("decode-batch", o.decode_batch, "rows decoded together (sentences x beam)").range<std::int64_t>(1, 1 << 20)
         .flag("skip-analyses", o.skip_analyses, "stop after training and the baseline BLEU")
-        .option("search", o.search, "criticality search: grid | bisection")
-        .option("grid-steps", o.grid_steps, "criticality grid: alpha in {0, 1/k, ..., 1}")
-        .option("tolerance", o.tolerance, "criticality bisection: bracket width to stop at")
-        .option("max-evaluations", o.max_evaluations, "criticality bisection: evaluations per module")
-        .option("epsilon", o.epsilon, "criticality: BLEU within epsilon of the baseline passes")
-        .option("prune-max-k", o.prune_max_k, "pruning curve up to this many modules removed")
-        .option("rank-by", o.rank_by, "ranking for rewinding: contribution | criticality")
+        .option("search", o.search, "criticality search: grid | bisection").one_of({"grid", "bisection"})
+        .option("grid-steps", o.grid_steps, "criticality grid: alpha in {0, 1/k, ..., 1}").range<std::int64_t>(1, 10000)
+        .option("tolerance", o.tolerance, "criticality bisection: bracket width to stop at").range(1e-6, 1.0)
+        .option("max-evaluations", o.max_evaluations, "criticality bisection: evaluations per module").range<std::int64_t>(1, 10000)
+        .option("epsilon", o.epsilon, "criticality: BLEU within epsilon of the baseline passes").range(0.0, 100.0)
+        .option("prune-max-k", o.prune_max_k, "pruning curve up to this many modules removed").range<std::int64_t>(0, 100000)
+        .option("rank-by", o.rank_by, "ranking for rewinding: contribution | criticality").one_of({"contribution", "criticality"})
         .option("rewind-k", o.rewind_k, "comma-separated k for rewinding (0 = fine-tune only, the control)")
-        .option("rewind-steps", o.rewind_steps, "fine-tuning steps after rewinding")
-        .option("rewind-lr", o.rewind_lr, "fine-tuning learning rate (0: the training schedule's last)")
-        .option("compare-shallow", o.compare_shallow, "> 0: also train a model with this many fewer decoder layers (same recipe)")
-        .option("device", o.device, examples::device_help)
+        .option("rewind-steps", o.rewind_steps, "fine-tuning steps after rewinding").range<std::int64_t>(0, 1000000000)
+        .option("rewind-lr", o.rewind_lr, "fine-tuning learning rate (0: the training schedule's last)").range(0.0, 10.0)
+        .option("compare-shallow", o.compare_shallow, "> 0: also train a model with this many fewer decoder layers (same recipe)").range<std::int64_t>(0, 256)
+        .option("device", o.device, examples::device_help).one_of({"cpu", "cuda", "host_device"})
         .option("shallow-checkpoint", o.shallow_checkpoint,
                 "compare with this shallower model instead (trained separately with --dec-layers, same recipe)");
     args.parse(argc, argv);

@@ -92,11 +92,11 @@ int run(const options& o) {
 int main(int argc, char** argv) {
     options o;
     examples::cli args("demo", "A 2-layer MLP trained with plain SGD on two interleaved spirals.");
-    args.option("steps", o.steps, "SGD steps")
-        .option("hidden", o.hidden, "hidden width")
-        .option("lr", o.lr, "learning rate")
+    args.option("steps", o.steps, "SGD steps").range(1, 1000000000)
+        .option("hidden", o.hidden, "hidden width").range(1, 1 << 16)
+        .option("lr", o.lr, "learning rate").positive()
         .option("seed", o.seed, "random seed")
-        .option("device", o.device, examples::device_help);
+        .option("device", o.device, examples::device_help).one_of({"cpu", "cuda", "host_device"});
     args.parse(argc, argv);
     return examples::on_device(o.device, "demo", [&](auto tag) { return run<decltype(tag)>(o); });
 }

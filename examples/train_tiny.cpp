@@ -73,7 +73,7 @@ int run(const options& o) {
         const double eval_loss = cross_entropy(model.decode(model.encode(b.src), b.src, b.tgt_in), b.tgt_out).value().item();
         std::printf("final eval loss %.9g\ncheckpoint: %s\n", eval_loss, trainer.checkpoint().path().c_str());
         return 0;
-    } catch (const depthlab::error& e) {
+    } catch (const std::exception& e) {  // depthlab::error and the standard library's (bad_alloc, filesystem)
         std::fprintf(stderr, "train_tiny: %s\n", e.what());
         return 1;
     }
@@ -84,23 +84,23 @@ int run(const options& o) {
 int main(int argc, char** argv) {
     options o;
     examples::cli args("train_tiny", "Train a small encoder-decoder on sequence reversal; checkpoint and resume.");
-    args.option("steps", o.steps, "total optimiser steps")
-        .option("batch", o.batch, "sequences per step")
-        .option("max-len", o.max_len, "longest source sequence")
-        .option("vocab", o.vocab, "vocabulary size (3 ids are special)")
-        .option("dim", o.dim, "model width")
-        .option("ff", o.ff, "feed-forward width")
-        .option("layers", o.layers, "encoder and decoder layers")
-        .option("heads", o.heads, "attention heads")
-        .option("lr", o.lr, "peak learning rate")
-        .option("warmup", o.warmup, "warm-up steps (inverse square root schedule)")
-        .option("clip", o.clip, "gradient clipping by global norm (0: off)")
-        .option("dropout", o.dropout, "dropout")
+    args.option("steps", o.steps, "total optimiser steps").range<std::int64_t>(0, 1000000000)
+        .option("batch", o.batch, "sequences per step").range<std::int64_t>(1, 1 << 20)
+        .option("max-len", o.max_len, "longest source sequence").range<std::int64_t>(1, 4096)
+        .option("vocab", o.vocab, "vocabulary size (3 ids are special)").range<std::int64_t>(4, 1 << 20)
+        .option("dim", o.dim, "model width (a multiple of --heads)").range<std::int64_t>(1, 1 << 16)
+        .option("ff", o.ff, "feed-forward width").range<std::int64_t>(1, 1 << 18)
+        .option("layers", o.layers, "encoder and decoder layers").range<std::int64_t>(1, 256)
+        .option("heads", o.heads, "attention heads").range<std::int64_t>(1, 1024)
+        .option("lr", o.lr, "peak learning rate").positive()
+        .option("warmup", o.warmup, "warm-up steps (inverse square root schedule)").range<std::int64_t>(1, 1000000000)
+        .option("clip", o.clip, "gradient clipping by global norm (0: off)").range(0.0, 1e6)
+        .option("dropout", o.dropout, "dropout").range(0.0, 0.99)
         .option("seed", o.seed, "random seed")
-        .option("log-every", o.log_every, "steps between progress lines")
-        .option("save-every", o.save_every, "steps between checkpoints")
+        .option("log-every", o.log_every, "steps between progress lines").range<std::int64_t>(1, 1000000000)
+        .option("save-every", o.save_every, "steps between checkpoints").range<std::int64_t>(1, 1000000000)
         .option("out", o.out, "output directory (metrics.jsonl, checkpoint.safetensors)")
-        .option("device", o.device, examples::device_help)
+        .option("device", o.device, examples::device_help).one_of({"cpu", "cuda", "host_device"})
         .flag("resume", o.resume, "continue from <out>/checkpoint.safetensors");
     args.parse(argc, argv);
     return examples::on_device(o.device, "train_tiny", [&](auto tag) { return run<decltype(tag)>(o); });

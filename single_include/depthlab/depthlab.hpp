@@ -6,7 +6,7 @@
 // depthlab: train transformers on CPU (and GPU) and measure how much depth they use.
 // One include for everything on the host: the device-agnostic library, the CPU backends
 // (backend::cpu and backend::host_device), and the host-side data pipelines, checkpoints
-// and reports. (CUDA: depthlab/backend/cuda/cuda.cuh in a .cu file, see the README.)
+// and reports. (CUDA: depthlab/backend/cuda/cuda.hpp, linking depthlab::cuda; see the README.)
 // ---- begin depthlab/depthlab_device.hpp ----
 // The device-agnostic part of depthlab: tensors, autodiff, layers, models, optimisers,
 // adaptive depth, the component analyses, metrics, progress lines. None of it reaches
@@ -2126,6 +2126,16 @@ struct transformer_config {
     bool norm_first = false;        // false: post-LN (both papers); true: pre-LN
     double ln_eps = 1e-5;
     init_scheme init = init_scheme::pytorch;
+
+    /// Throws usage_error naming the first bad field (`where`: the layer that checks).
+    void validate(const char* where) const {
+        DEPTHLAB_CHECK(dim > 0 && heads > 0 && ff_dim > 0, usage_error, where, ": dim ", dim, ", heads ", heads, ", ff_dim ", ff_dim,
+                       " must all be > 0");
+        DEPTHLAB_CHECK(dim % heads == 0, usage_error, where, ": dim ", dim, " not divisible by ", heads, " heads");
+        DEPTHLAB_CHECK(dropout >= 0 && dropout < 1 && attention_dropout >= 0 && attention_dropout < 1, usage_error, where, ": dropout ",
+                       dropout, " and attention_dropout ", attention_dropout, " must be in [0, 1)");
+        DEPTHLAB_CHECK(ln_eps > 0, usage_error, where, ": ln_eps ", ln_eps, " must be > 0");
+    }
 };
 
 // ---- masks (additive: 0 keeps, -inf removes) ----
@@ -2170,8 +2180,8 @@ template <class T, class B = backend::cpu>
 class MultiHeadAttention : public Module<T, B> {
 public:
     MultiHeadAttention(const transformer_config& cfg, Generator& gen) : cfg_(cfg), rng_(&gen) {
+        cfg.validate("MultiHeadAttention");
         const index_t D = cfg.dim;
-        DEPTHLAB_CHECK(D % cfg.heads == 0, shape_error, "MultiHeadAttention: dim ", D, " not divisible by ", cfg.heads, " heads");
         Tensor<T, B> w = cfg.init == init_scheme::bert
                              ? Tensor<T, B>::randn({3 * D, D}, gen, 0.02)
                              : Tensor<T, B>::uniform({3 * D, D}, gen, -std::sqrt(6.0 / (4.0 * D)), std::sqrt(6.0 / (4.0 * D)));
@@ -5167,23 +5177,37 @@ public:
         std::fprintf(out, "%s\n", line.str().c_str());
         std::fflush(out);
         if (jsonl_.is_open()) {
-            std::ostringstream js;
-            js << std::setprecision(9) << "{\"step\": " << step;
-            for (const auto& [k, v] : values) js << ", \"" << k << "\": " << json_number(v);
-            js << ", \"tokens_per_s\": " << json_number(tps) << ", \"elapsed_s\": " << json_number(elapsed) << "}";
-            jsonl_ << js.str() << "\n";
-            jsonl_.flush();
+            nlohmann::ordered_json j;
+            j["step"] = step;
+            for (const auto& [k, v] : values) j[k] = v;  // NaN and inf become null (JSON has neither)
+            j["tokens_per_s"] = tps;
+            j["elapsed_s"] = elapsed;
+            write_record(j);
         }
     }
+    /// Appends one record {"step": step, fields...} to metrics.jsonl without printing (e.g.
+    /// an evaluation's nested tables); fields must be a JSON object.
+    void record(std::int64_t step, const nlohmann::ordered_json& fields) {
+        DEPTHLAB_CHECK(fields.is_object(), usage_error, "progress_meter::record: fields must be a JSON object, got ", fields.type_name());
+        if (!jsonl_.is_open()) return;
+        nlohmann::ordered_json j;
+        j["step"] = step;
+        for (const auto& [k, v] : fields.items()) j[k] = v;
+        write_record(j);
+    }
     [[nodiscard]] double elapsed_seconds() const { return std::chrono::duration<double>(clock::now() - start_).count(); }
+    /// Tokens counted by add_tokens per second since construction.
+    [[nodiscard]] double tokens_per_second() const {
+        const double e = elapsed_seconds();
+        return e > 0 ? static_cast<double>(tokens_) / e : 0.0;
+    }
 
 private:
     using clock = std::chrono::steady_clock;
-    static std::string json_number(double v) {
-        if (!(v == v) || v > 1.7e308 || v < -1.7e308) return "null";  // JSON has no NaN/inf
-        std::ostringstream os;
-        os << std::setprecision(9) << v;
-        return os.str();
+    void write_record(const nlohmann::ordered_json& j) {
+        jsonl_ << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";  // invalid UTF-8 in a key: U+FFFD
+        jsonl_.flush();
+        DEPTHLAB_CHECK(jsonl_.good(), io_error, "progress_meter: write to metrics.jsonl failed");
     }
     std::int64_t total_, first_;
     std::int64_t tokens_ = 0;
@@ -9246,6 +9270,52 @@ private:
     std::size_t dropped_ = 0;
 };
 
+/// Where a translation_stream is: what a checkpoint stores to continue it exactly.
+struct stream_state {
+    std::uint64_t epoch_seed = 0, epoch_offset = 0;  // the generator's state when the current epoch was planned
+    std::uint64_t next_batch = 0, epoch = 0;         // batches served in it; epochs begun (1 = the first)
+    bool operator==(const stream_state&) const = default;
+};
+
+/// An endless stream of training batches: epoch after epoch, each one in the order of
+/// batcher.epoch_plan(generator). The batcher must outlive the stream.
+class translation_stream {
+public:
+    translation_stream(const translation_batcher& batcher, std::uint64_t seed) : batcher_(&batcher), rng_(seed) {
+        DEPTHLAB_CHECK(batcher.size() > 0, usage_error, "translation_stream: the batcher holds no sentence pairs");
+    }
+    [[nodiscard]] seq2seq_batch next() {
+        if (next_ >= plan_.size()) new_epoch();
+        return batcher_->make_batch(plan_[next_++]);
+    }
+    [[nodiscard]] std::uint64_t epoch() const { return epoch_; }
+    [[nodiscard]] stream_state state() const { return {epoch_seed_, epoch_offset_, next_, epoch_}; }
+    /// Continues from a state(): re-plans that epoch and skips the batches already served.
+    /// Throws io_error when the state cannot be one of this stream's (e.g. another corpus).
+    void set_state(const stream_state& s) {
+        rng_.set_state(s.epoch_seed, s.epoch_offset);
+        epoch_ = s.epoch > 0 ? s.epoch - 1 : 0;
+        new_epoch();
+        DEPTHLAB_CHECK(s.epoch > 0 && s.next_batch <= plan_.size(), io_error, "translation_stream: state (epoch ", s.epoch, ", batch ",
+                       s.next_batch, ") does not fit this corpus (", plan_.size(), " batches per epoch)");
+        next_ = static_cast<std::size_t>(s.next_batch);
+    }
+
+private:
+    void new_epoch() {
+        epoch_seed_ = rng_.seed();
+        epoch_offset_ = rng_.offset();
+        plan_ = batcher_->epoch_plan(rng_);
+        next_ = 0;
+        ++epoch_;
+    }
+    const translation_batcher* batcher_;
+    Generator rng_;
+    std::vector<std::vector<std::size_t>> plan_;
+    std::size_t next_ = 0;
+    std::uint64_t epoch_seed_ = 0, epoch_offset_ = 0, epoch_ = 0;
+};
+
 }  // namespace depthlab::data
 // ---- end depthlab/data/translation.hpp ----
 // ---- begin depthlab/io/safetensors.hpp ----
@@ -10054,6 +10124,528 @@ training_state<T, B> load_checkpoint(const std::string& path, nn::Module<T, B>& 
 
 }  // namespace depthlab::io
 // ---- end depthlab/io/checkpoint.hpp ----
+// ---- begin depthlab/io/config.hpp ----
+// Model configurations in checkpoint metadata, complete: every field of transformer_config,
+// seq2seq_config, albert_config and act_options is written as "<prefix><field>" (nested
+// configs as "<prefix><field>.<subfield>"), numbers exactly, enums by name, and read back
+// strictly (a missing or malformed key is an io_error naming it). So a checkpoint rebuilds
+// its model without flags:
+//
+//     io::save_config(st.metadata, "config.", cfg);            // when saving
+//     auto cfg = io::load_config<nn::seq2seq_config>(file.metadata(), "config.");
+//
+// Each config's fields are listed once, in config_fields() below; the same list writes and
+// reads, and tests/test_trainer.cpp checks the round trip (and the size of each struct, so
+// that a new field cannot be forgotten here).
+#include <charconv>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+
+namespace depthlab::io {
+
+// ---- the field lists (C is the config or const config) ----
+template <class C, class F>
+    requires std::same_as<std::remove_const_t<C>, nn::transformer_config>
+void config_fields(C& c, F&& f) {
+    f("dim", c.dim);
+    f("heads", c.heads);
+    f("ff_dim", c.ff_dim);
+    f("activation", c.act);
+    f("dropout", c.dropout);
+    f("attention_dropout", c.attention_dropout);
+    f("norm_first", c.norm_first);
+    f("ln_eps", c.ln_eps);
+    f("init", c.init);
+}
+template <class C, class F>
+    requires std::same_as<std::remove_const_t<C>, nn::seq2seq_config>
+void config_fields(C& c, F&& f) {
+    f("src_vocab", c.src_vocab);
+    f("tgt_vocab", c.tgt_vocab);
+    f("share_embeddings", c.share_embeddings);
+    f("tie_output", c.tie_output);
+    f("encoder_layers", c.encoder_layers);
+    f("decoder_layers", c.decoder_layers);
+    f("max_len", c.max_len);
+    f("layer", c.layer);
+}
+template <class C, class F>
+    requires std::same_as<std::remove_const_t<C>, nn::albert_config>
+void config_fields(C& c, F&& f) {
+    f("vocab", c.vocab);
+    f("embed", c.embed);
+    f("max_len", c.max_len);
+    f("segments", c.segments);
+    f("depth", c.depth);
+    f("layer", c.layer);
+}
+template <class C, class F>
+    requires std::same_as<std::remove_const_t<C>, halting::act_options>
+void config_fields(C& c, F&& f) {
+    f("max_iterations", c.max_iterations);
+    f("epsilon", c.epsilon);
+    f("min_iterations", c.min_iterations);
+    f("compact", c.compact);
+    f("fixed_point_trace", c.fixed_point_trace);
+    f("lambda_p", c.lambda_p);
+}
+
+namespace detail {
+template <class V>
+concept config_struct = requires(V& v) { config_fields(v, [](const char*, auto&) {}); };
+
+template <class E>
+struct enum_names;
+template <>
+struct enum_names<nn::activation> {
+    static constexpr const char* names[] = {"gelu", "relu"};
+};
+template <>
+struct enum_names<nn::init_scheme> {
+    static constexpr const char* names[] = {"pytorch", "bert", "xavier"};
+};
+template <>
+struct enum_names<halting::act_options::trace> {
+    static constexpr const char* names[] = {"never", "eval_only", "always"};
+};
+
+template <class V>
+std::string to_text(const V& v) {
+    if constexpr (std::is_enum_v<V>) {
+        return enum_names<V>::names[static_cast<std::size_t>(v)];
+    } else if constexpr (std::is_same_v<V, bool>) {
+        return v ? "true" : "false";
+    } else {
+        char buf[64];
+        const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);  // shortest exact form
+        (void)ec;
+        return std::string(buf, end);
+    }
+}
+template <class V>
+void from_text(const std::string& key, const std::string& s, V& v) {
+    if constexpr (std::is_enum_v<V>) {
+        const auto& names = enum_names<V>::names;
+        for (std::size_t i = 0; i < std::size(names); ++i)
+            if (s == names[i]) {
+                v = static_cast<V>(i);
+                return;
+            }
+        throw io_error(depthlab::detail::cat("config: '", key, "' = '", s, "' is not one of the names of its kind"));
+    } else if constexpr (std::is_same_v<V, bool>) {
+        DEPTHLAB_CHECK(s == "true" || s == "false", io_error, "config: '", key, "' = '", s, "' is not true or false");
+        v = s == "true";
+    } else {
+        const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+        DEPTHLAB_CHECK(!s.empty() && ec == std::errc() && end == s.data() + s.size(), io_error, "config: '", key, "' = '", s,
+                       "' is not a valid ", std::is_floating_point_v<V> ? "number" : "integer");
+    }
+}
+}  // namespace detail
+
+/// Writes every field of config `c` into `md` under `prefix` (e.g. "config.").
+template <detail::config_struct C>
+void save_config(metadata_map& md, const std::string& prefix, const C& c) {
+    config_fields(c, [&](const char* name, const auto& v) {
+        using V = std::remove_cvref_t<decltype(v)>;
+        if constexpr (detail::config_struct<V>) save_config(md, prefix + name + ".", v);
+        else md[prefix + name] = detail::to_text(v);
+    });
+}
+/// Reads every field of a C from `md` under `prefix`; throws io_error naming the first
+/// missing or malformed key.
+template <detail::config_struct C>
+void load_config(const metadata_map& md, const std::string& prefix, C& c) {
+    config_fields(c, [&](const char* name, auto& v) {
+        using V = std::remove_cvref_t<decltype(v)>;
+        if constexpr (detail::config_struct<V>) {
+            load_config(md, prefix + name + ".", v);
+        } else {
+            const auto it = md.find(prefix + name);
+            DEPTHLAB_CHECK(it != md.end(), io_error, "config: no '", prefix + name,
+                           "' in the metadata (a checkpoint from an older version, or not a model checkpoint)");
+            detail::from_text(prefix + name, it->second, v);
+        }
+    });
+}
+template <detail::config_struct C>
+[[nodiscard]] C load_config(const metadata_map& md, const std::string& prefix) {
+    C c;
+    load_config(md, prefix, c);
+    return c;
+}
+
+}  // namespace depthlab::io
+// ---- end depthlab/io/config.hpp ----
+// ---- begin depthlab/train/checkpointer.hpp ----
+// The state of a resumable run, owned in one place: the parameters, the optimiser's state
+// ("optim.*"), the step counter ("step"), every tracked random generator ("rng.<name>.seed",
+// "rng.<name>.offset"), every tracked stream position ("<name>.<key>": a data sampler's
+// epoch and offset), tracked tensor sections ("<section>.*": θ⁰ for rewinding) and free
+// metadata (the model config, the recipe). A training loop, a resume and an analysis that
+// loads the run all go through this, so the keys cannot drift apart between programs.
+//
+//     train::checkpointer<float, B> ckpt(out + "/checkpoint.safetensors");
+//     ckpt.track("data", data_rng);                        // rng.data.*
+//     ckpt.track("sampler", [&] { return sampler_state(); }, [&](const io::metadata_map& m) { ... });
+//     io::save_config(ckpt.metadata(), "config.", cfg);
+//     ckpt.save(model, &opt, step);   ...   const std::int64_t step = ckpt.load(model, &opt);
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+
+namespace depthlab::train {
+
+/// The unsigned integer under `key` of a tracked stream's state; io_error naming the key
+/// when it is absent or not a decimal u64 (a corrupt or foreign checkpoint).
+inline std::uint64_t state_u64(const io::metadata_map& m, const std::string& key) {
+    io::training_state<float> st;
+    const auto it = m.find(key);
+    DEPTHLAB_CHECK(it != m.end(), io_error, "checkpoint: the stream state has no '", key, "'");
+    st.metadata[key] = it->second;
+    return st.get_u64(key);
+}
+
+template <class T, class B = backend::cpu>
+class checkpointer {
+public:
+    using tensor_list = std::vector<std::pair<std::string, Tensor<T, B>>>;
+
+    explicit checkpointer(std::string path) : path_(std::move(path)) {}
+
+    [[nodiscard]] const std::string& path() const { return path_; }
+    /// Saved as is with every checkpoint and read back by load() (configs, the recipe).
+    [[nodiscard]] io::metadata_map& metadata() { return metadata_; }
+    [[nodiscard]] const io::metadata_map& metadata() const { return metadata_; }
+
+    /// A random generator, saved as "rng.<name>.{seed,offset}".
+    void track(const std::string& name, Generator& g) {
+        claim("rng." + name);
+        generators_.emplace_back(name, &g);
+    }
+    /// A position in a stream (its state as string pairs), saved as "<name>.<key>".
+    void track(const std::string& name, std::function<io::metadata_map()> save, std::function<void(const io::metadata_map&)> restore) {
+        claim(name);
+        streams_.push_back({name, std::move(save), std::move(restore)});
+    }
+    /// Extra tensors (e.g. θ⁰), saved as the state section "<section>".
+    void track_tensors(const std::string& section, std::function<tensor_list()> save, std::function<void(const tensor_list&)> restore) {
+        claim(section);
+        sections_.push_back({section, std::move(save), std::move(restore)});
+    }
+
+    /// Writes the checkpoint atomically. A non-finite parameter or state tensor is refused
+    /// (numeric_error) and the file on disk, the last good checkpoint, is left as it was.
+    void save(const nn::Module<T, B>& model, const optim::Optimizer<T, B>* opt, std::int64_t step) const {
+        DEPTHLAB_CHECK(step >= 0, usage_error, "checkpointer::save: step ", step, " < 0");
+        io::training_state<T, B> st;
+        st.metadata = metadata_;
+        if (opt) st.add_section("optim", opt->state_tensors(), opt->state_scalars());
+        for (const auto& s : sections_) st.add_section(s.name, s.save());
+        st.set_u64("step", static_cast<std::uint64_t>(step));
+        for (const auto& [name, g] : generators_) st.set_generator("rng." + name, *g);
+        for (const auto& s : streams_)
+            for (const auto& [k, v] : s.save()) st.metadata[s.name + "." + k] = v;
+        io::save_checkpoint(path_, model, st);
+    }
+    /// Reads `path` (default: this checkpointer's) into the model, the optimiser (if given),
+    /// every tracked generator, stream and section, and metadata(); returns the step. Throws
+    /// io_error naming the file and the first missing key; on failure the model is unchanged.
+    std::int64_t load(nn::Module<T, B>& model, optim::Optimizer<T, B>* opt, const std::string& path = {}) {
+        const std::string& from = path.empty() ? path_ : path;
+        const io::training_state<T, B> st = io::load_checkpoint(from, model);
+        if (opt) opt->load_state(st.section_tensors("optim"), st.section_metadata("optim"), from);
+        for (const auto& s : sections_) {
+            const auto ts = st.section_tensors(s.name);
+            DEPTHLAB_CHECK(!ts.empty(), io_error, from, ": no tensors of section '", s.name, "'");
+            s.restore(ts);
+        }
+        for (const auto& [name, g] : generators_) st.restore_generator("rng." + name, *g);
+        for (const auto& s : streams_) {
+            const io::metadata_map m = st.section_metadata(s.name);
+            DEPTHLAB_CHECK(!m.empty(), io_error, from, ": no metadata '", s.name, ".*' (the stream's position)");
+            s.restore(m);
+        }
+        metadata_.clear();  // the free metadata: everything this class does not write itself
+        for (const auto& [k, v] : st.metadata)
+            if (!owned(k)) metadata_.emplace(k, v);
+        return static_cast<std::int64_t>(st.get_u64("step"));
+    }
+
+private:
+    [[nodiscard]] bool owned(const std::string& key) const {
+        if (key == "step" || key.rfind("optim.", 0) == 0 || key.rfind("rng.", 0) == 0) return true;
+        for (const auto& s : streams_)
+            if (key.rfind(s.name + ".", 0) == 0) return true;
+        return false;
+    }
+    void claim(const std::string& name) {
+        DEPTHLAB_CHECK(!name.empty() && name != "step" && name != "optim" && name != "rng", usage_error, "checkpointer: '", name,
+                       "' is reserved or empty");
+        for (const auto& n : claimed_) DEPTHLAB_CHECK(n != name, usage_error, "checkpointer: '", name, "' is tracked twice");
+        claimed_.push_back(name);
+    }
+    struct stream {
+        std::string name;
+        std::function<io::metadata_map()> save;
+        std::function<void(const io::metadata_map&)> restore;
+    };
+    struct section {
+        std::string name;
+        std::function<tensor_list()> save;
+        std::function<void(const tensor_list&)> restore;
+    };
+    std::string path_;
+    io::metadata_map metadata_;
+    std::vector<std::pair<std::string, Generator*>> generators_;
+    std::vector<stream> streams_;
+    std::vector<section> sections_;
+    std::vector<std::string> claimed_;
+};
+
+}  // namespace depthlab::train
+// ---- end depthlab/train/checkpointer.hpp ----
+// ---- begin depthlab/train/trainer.hpp ----
+// train::Trainer: the loop a research user writes every time, once. Per step: zero the
+// gradients, run `accumulate` micro-batches (backward on loss / accumulate), clip by global
+// norm, set the scheduled learning rate, update. Around it: a progress line and a
+// metrics.jsonl record every log_every steps (the micro-batch means of the logged values,
+// tokens/s, ETA), an evaluation every eval_every steps and at the end (model in eval mode,
+// its record in metrics.jsonl), a checkpoint every save_every steps and at the end, exact
+// resume (parameters, optimiser, step, RNGs and data-stream positions: see checkpointer),
+// a time budget, and a NaN/Inf guard: a non-finite loss or gradient stops the run with an
+// error naming the step, and no checkpoint holding a non-finite value is ever written, so
+// the last good one survives.
+//
+//     train::Trainer<float, B> trainer(model, opt, {.steps = 2000, .out = "runs/x", .resume = resume});
+//     trainer.schedule = [&](std::int64_t s) { return warmup.lr(s); };
+//     trainer.checkpoint().track("data", data_rng);
+//     trainer.fit([&] {
+//         const auto b = next_batch();
+//         auto loss = cross_entropy(model(b.x), b.y);
+//         return train::micro_batch<float, B>{.loss = loss, .logged = {{"loss", loss}}, .tokens = b.tokens};
+//     });
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+
+namespace depthlab::train {
+
+/// Named values of a progress line, in order.
+using log_values = std::vector<std::pair<std::string, double>>;
+
+struct trainer_options {
+    std::int64_t steps = 1000;       // optimiser steps in all (a resumed run continues up to this)
+    std::int64_t accumulate = 1;     // micro-batches per step
+    double clip = 1.0;               // clip the gradient's global norm to this (0: off)
+    std::int64_t log_every = 50;     // steps between progress lines
+    std::int64_t eval_every = 0;     // steps between evaluations (0: only at the end)
+    std::int64_t save_every = 500;   // steps between checkpoints (and one at the end)
+    double max_train_minutes = 0;    // stop (and save) after this much training time (0: no limit)
+    std::string out = {};            // directory of metrics.jsonl and checkpoint.safetensors ("": none)
+    bool resume = false;             // continue from <out>/checkpoint.safetensors
+
+    /// Throws usage_error naming the first bad field.
+    void validate() const {
+        DEPTHLAB_CHECK(steps >= 0, usage_error, "trainer: steps ", steps, " < 0");
+        DEPTHLAB_CHECK(accumulate >= 1, usage_error, "trainer: accumulate ", accumulate, " < 1");
+        DEPTHLAB_CHECK(std::isfinite(clip) && clip >= 0, usage_error, "trainer: clip ", clip, " is not a finite number >= 0");
+        DEPTHLAB_CHECK(log_every >= 1, usage_error, "trainer: log_every ", log_every, " < 1");
+        DEPTHLAB_CHECK(eval_every >= 0, usage_error, "trainer: eval_every ", eval_every, " < 0");
+        DEPTHLAB_CHECK(save_every >= 1, usage_error, "trainer: save_every ", save_every, " < 1");
+        DEPTHLAB_CHECK(std::isfinite(max_train_minutes) && max_train_minutes >= 0, usage_error, "trainer: max_train_minutes ",
+                       max_train_minutes, " is not a finite number >= 0");
+        DEPTHLAB_CHECK(!resume || !out.empty(), usage_error, "trainer: resume needs an output directory");
+    }
+};
+
+/// What one micro-batch gives the trainer.
+template <class T, class B = backend::cpu>
+struct micro_batch {
+    Var<T, B> loss;                                                // backward runs on loss / accumulate
+    std::vector<std::pair<std::string, Var<T, B>>> logged = {};    // scalars whose means make the progress line
+    std::vector<std::pair<std::string, double>> host_logged = {};  // host values, averaged the same way
+    std::int64_t tokens = 0;                                       // for tokens/s
+};
+
+/// How fit() ended.
+struct fit_result {
+    std::int64_t first_step = 0, steps = 0;  // where this process started and ended
+    double seconds = 0, tokens_per_s = 0;
+    bool stopped_by_time = false;
+    log_values last_log;  // the values of the last progress line
+};
+
+template <class T, class B = backend::cpu>
+class Trainer {
+public:
+    Trainer(nn::Module<T, B>& model, optim::Optimizer<T, B>& opt, trainer_options o)
+        : model_(model), opt_(opt), o_(std::move(o)), ckpt_(o_.out.empty() ? std::string() : o_.out + "/checkpoint.safetensors") {
+        o_.validate();
+        if (!o_.out.empty()) {
+            std::error_code ec;
+            std::filesystem::create_directories(o_.out, ec);
+            DEPTHLAB_CHECK(std::filesystem::is_directory(o_.out), io_error, "trainer: output directory '", o_.out,
+                           "' cannot be created", ec ? " (" + ec.message() + ")" : std::string(" (a file of that name exists)"));
+        }
+    }
+
+    // ---- hooks (all optional) ----
+    /// The learning rate of the step about to be taken, given the steps done so far.
+    std::function<double(std::int64_t steps_done)> schedule;
+    /// Called before each step (e.g. a loss weight that warms up).
+    std::function<void(std::int64_t steps_done)> before_step;
+    /// Values appended to each progress line after the means (e.g. the current τ, the epoch).
+    std::function<log_values(std::int64_t step)> log_extra;
+    /// Called after each progress line with its values (e.g. a collapse warning).
+    std::function<void(std::int64_t step, const log_values& line)> on_log;
+    /// An evaluation (the model is in eval mode, under no_grad); its record goes into
+    /// metrics.jsonl with the step. `final` is true for the one at the end.
+    std::function<nlohmann::ordered_json(std::int64_t step, bool final)> evaluate;
+
+    [[nodiscard]] checkpointer<T, B>& checkpoint() { return ckpt_; }
+    [[nodiscard]] const trainer_options& options() const { return o_; }
+    [[nodiscard]] std::int64_t step() const { return step_; }
+    [[nodiscard]] std::string metrics_path() const { return o_.out.empty() ? std::string() : o_.out + "/metrics.jsonl"; }
+    /// The progress meter of the current fit() (for records of one's own; null outside fit).
+    [[nodiscard]] progress_meter* meter() { return meter_ ? &*meter_ : nullptr; }
+
+    /// With options().resume, loads <out>/checkpoint.safetensors into everything tracked and
+    /// returns the step it holds (else 0, and a fresh run's metrics.jsonl starts empty).
+    std::int64_t restore() {
+        if (!o_.resume) return step_;
+        DEPTHLAB_CHECK(std::filesystem::exists(ckpt_.path()), io_error, "trainer: resume: no checkpoint at ", ckpt_.path());
+        step_ = ckpt_.load(model_, &opt_);
+        last_saved_ = step_;
+        restored_ = true;
+        std::printf("resumed from %s at step %lld\n", ckpt_.path().c_str(), static_cast<long long>(step_));
+        return step_;
+    }
+    /// Writes the checkpoint now (no-op without an output directory).
+    void save() {
+        if (ckpt_.path().empty()) return;
+        ckpt_.save(model_, &opt_, step_);
+        last_saved_ = step_;
+    }
+
+    /// Trains up to options().steps; `next` gives one micro-batch (forward pass included).
+    fit_result fit(const std::function<micro_batch<T, B>()>& next) {
+        if (o_.resume && !restored_) restore();
+        fit_result r;
+        r.first_step = step_;
+        meter_.emplace(o_.steps, step_, metrics_path());
+        const auto start = std::chrono::steady_clock::now();
+        const auto minutes = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / 60.0; };
+        log_values sums;
+        std::int64_t counted = 0;
+        double gnorm = 0;
+        model_.train();
+        while (step_ < o_.steps) {
+            try {
+                if (before_step) before_step(step_);
+                opt_.zero_grad();
+                for (std::int64_t a = 0; a < o_.accumulate; ++a) {
+                    micro_batch<T, B> mb = next();
+                    const Var<T, B> loss = o_.accumulate > 1 ? scale(mb.loss, static_cast<T>(1.0 / static_cast<double>(o_.accumulate))) : mb.loss;
+                    loss.backward();
+                    add_means(sums, mb, counted == 0);
+                    ++counted;
+                    meter_->add_tokens(mb.tokens);
+                }
+                gnorm = o_.clip > 0 ? optim::clip_grad_norm(opt_.parameters(), o_.clip) : 0.0;
+                if (schedule) opt_.set_lr(schedule(step_));
+                opt_.step();
+            } catch (const numeric_error& e) {
+                throw numeric_error(depthlab::detail::cat("trainer: step ", step_ + 1, ": ", e.what(), "; training stopped",
+                                                          last_saved_ >= 0 ? depthlab::detail::cat("; the last checkpoint (step ", last_saved_, ", ",
+                                                                                                   ckpt_.path(), ") is kept")
+                                                                           : std::string()));
+            }
+            ++step_;
+            const bool out_of_time = o_.max_train_minutes > 0 && minutes() > o_.max_train_minutes;
+            if (step_ % o_.log_every == 0 || step_ == o_.steps || out_of_time) {
+                log_values line;
+                for (const auto& [k, v] : sums) line.emplace_back(k, v / static_cast<double>(counted));
+                if (log_extra)
+                    for (auto& kv : log_extra(step_)) line.push_back(std::move(kv));
+                if (o_.clip > 0) line.emplace_back("grad_norm", gnorm);
+                line.emplace_back("lr", opt_.lr());
+                meter_->report(step_, line);
+                if (on_log) on_log(step_, line);
+                r.last_log = line;
+                sums.clear();
+                counted = 0;
+            }
+            if (o_.eval_every > 0 && step_ % o_.eval_every == 0 && step_ < o_.steps && !out_of_time) run_evaluation(false);
+            if (step_ % o_.save_every == 0 || step_ == o_.steps || out_of_time) save();
+            if (out_of_time) {
+                std::printf("training stopped by the time budget (%g minutes) at step %lld\n", o_.max_train_minutes,
+                            static_cast<long long>(step_));
+                r.stopped_by_time = true;
+                break;
+            }
+        }
+        r.steps = step_;
+        r.seconds = minutes() * 60.0;
+        r.tokens_per_s = meter_->tokens_per_second();
+        run_evaluation(true);
+        model_.eval();
+        return r;
+    }
+
+private:
+    void add_means(log_values& sums, const micro_batch<T, B>& mb, bool first) {
+        std::size_t i = 0;
+        auto add = [&](const std::string& k, double v) {
+            if (first) sums.emplace_back(k, v);
+            else {
+                DEPTHLAB_CHECK(i < sums.size() && sums[i].first == k, usage_error, "trainer: micro-batches log different values ('", k, "')");
+                sums[i].second += v;
+            }
+            ++i;
+        };
+        for (const auto& [k, v] : mb.logged) add(k, static_cast<double>(checked_item(v)));  // the one read per value and micro-batch
+        for (const auto& [k, v] : mb.host_logged) add(k, v);
+    }
+    void run_evaluation(bool final) {
+        if (!evaluate) return;
+        model_.eval();
+        nlohmann::ordered_json rec;
+        {
+            no_grad guard;
+            rec = evaluate(step_, final);
+        }
+        if (!rec.is_null()) meter_->record(step_, rec);
+        model_.train();
+    }
+
+    nn::Module<T, B>& model_;
+    optim::Optimizer<T, B>& opt_;
+    trainer_options o_;
+    checkpointer<T, B> ckpt_;
+    std::optional<progress_meter> meter_;
+    std::int64_t step_ = 0, last_saved_ = -1;
+    bool restored_ = false;
+};
+
+}  // namespace depthlab::train
+// ---- end depthlab/train/trainer.hpp ----
 // ---- begin depthlab/data/albert_data.hpp ----
 // ALBERT pretraining batches (masked LM + sentence-order prediction) from tokenised
 // documents. Works on token ids only: no tokenizer is needed (scripts/train-tokenizer writes

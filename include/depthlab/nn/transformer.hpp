@@ -33,6 +33,16 @@ struct transformer_config {
     bool norm_first = false;        // false: post-LN (both papers); true: pre-LN
     double ln_eps = 1e-5;
     init_scheme init = init_scheme::pytorch;
+
+    /// Throws usage_error naming the first bad field (`where`: the layer that checks).
+    void validate(const char* where) const {
+        DEPTHLAB_CHECK(dim > 0 && heads > 0 && ff_dim > 0, usage_error, where, ": dim ", dim, ", heads ", heads, ", ff_dim ", ff_dim,
+                       " must all be > 0");
+        DEPTHLAB_CHECK(dim % heads == 0, usage_error, where, ": dim ", dim, " not divisible by ", heads, " heads");
+        DEPTHLAB_CHECK(dropout >= 0 && dropout < 1 && attention_dropout >= 0 && attention_dropout < 1, usage_error, where, ": dropout ",
+                       dropout, " and attention_dropout ", attention_dropout, " must be in [0, 1)");
+        DEPTHLAB_CHECK(ln_eps > 0, usage_error, where, ": ln_eps ", ln_eps, " must be > 0");
+    }
 };
 
 // ---- masks (additive: 0 keeps, -inf removes) ----
@@ -77,8 +87,8 @@ template <class T, class B = backend::cpu>
 class MultiHeadAttention : public Module<T, B> {
 public:
     MultiHeadAttention(const transformer_config& cfg, Generator& gen) : cfg_(cfg), rng_(&gen) {
+        cfg.validate("MultiHeadAttention");
         const index_t D = cfg.dim;
-        DEPTHLAB_CHECK(D % cfg.heads == 0, shape_error, "MultiHeadAttention: dim ", D, " not divisible by ", cfg.heads, " heads");
         Tensor<T, B> w = cfg.init == init_scheme::bert
                              ? Tensor<T, B>::randn({3 * D, D}, gen, 0.02)
                              : Tensor<T, B>::uniform({3 * D, D}, gen, -std::sqrt(6.0 / (4.0 * D)), std::sqrt(6.0 / (4.0 * D)));
