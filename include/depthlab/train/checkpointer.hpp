@@ -79,7 +79,10 @@ public:
     }
     /// Reads `path` (default: this checkpointer's) into the model, the optimiser (if given),
     /// every tracked generator, stream and section, and metadata(); returns the step. Throws
-    /// io_error naming the file and the first missing key; on failure the model is unchanged.
+    /// io_error naming the file and the first missing or bad key. The parameters are checked
+    /// in full before the model changes, and so is the optimiser state before the optimiser
+    /// changes; a failure after the parameters loaded (a bad optimiser state, a missing
+    /// stream) leaves the model loaded: treat the objects as unusable and stop.
     std::int64_t load(nn::Module<T, B>& model, optim::Optimizer<T, B>* opt, const std::string& path = {}) {
         const std::string& from = path.empty() ? path_ : path;
         const io::training_state<T, B> st = io::load_checkpoint(from, model);
