@@ -274,7 +274,8 @@ int run(options o) {
         trainer.log_extra = [&](std::int64_t) { return train::log_values{{"tau", tau_now}}; };
         bool warned = false;
         trainer.on_log = [&](std::int64_t, const train::log_values& line) {
-            const double mean_n = line[3].second;  // mlm, sop, ponder, mean_N, ...
+            const auto it = std::find_if(line.begin(), line.end(), [](const auto& kv) { return kv.first == "mean_N"; });
+            const double mean_n = it->second;  // logged by every micro-batch below
             if (mean_n < 1.05 && !warned) {
                 std::printf("warning: halting collapse — mean iterations %.3f: every token halts at the first iteration, and with R = 1 "
                             "no gradient reaches the halting unit. Remedies: --tau-warmup (longer), --halting-bias -2, --min-iters 2, "
