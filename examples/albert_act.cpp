@@ -66,7 +66,7 @@ template <class Model>
 eval_result evaluate(const Model& model, data::albert_sampler& dev, std::int64_t batches, std::int64_t batch_size) {
     eval_result r;
     no_grad guard;
-    std::int64_t mlm_right = 0, mlm_n = 0, sop_right = 0, sop_n = 0;
+    nn::accuracy_count mlm_acc, sop_acc;
     for (std::int64_t i = 0; i < batches; ++i) {
         const auto b = dev.next(batch_size);
         const auto enc = model.encode(b.tokens);
@@ -74,22 +74,12 @@ eval_result evaluate(const Model& model, data::albert_sampler& dev, std::int64_t
         const auto sop = model.sop_logits(enc.hidden);
         r.mlm_loss += cross_entropy(mlm, b.mlm_labels).value().item() / batches;
         r.sop_loss += cross_entropy(sop, b.sop_labels).value().item() / batches;
-        const auto lm = mlm.value().template to<backend::cpu>();  // accuracy is counted on the host
-        const index_t V = lm.shape()[1];
-        for (index_t k = 0; k < lm.shape()[0]; ++k) {
-            const float* row = lm.data() + k * V;
-            mlm_right += (std::max_element(row, row + V) - row) == b.mlm_labels[k];
-            ++mlm_n;
-        }
-        const auto ls = sop.value().template to<backend::cpu>();
-        for (index_t k = 0; k < ls.shape()[0]; ++k) {
-            sop_right += (ls(k, 1) > ls(k, 0) ? 1 : 0) == b.sop_labels[k];
-            ++sop_n;
-        }
+        mlm_acc += nn::accuracy(mlm, b.mlm_labels);
+        sop_acc += nn::accuracy(sop, b.sop_labels);
         r.stats.add(enc.record, b.token_category);
     }
-    r.mlm_acc = 100.0 * mlm_right / std::max<std::int64_t>(mlm_n, 1);
-    r.sop_acc = 100.0 * sop_right / std::max<std::int64_t>(sop_n, 1);
+    r.mlm_acc = mlm_acc.percent();
+    r.sop_acc = sop_acc.percent();
     return r;
 }
 
@@ -240,10 +230,10 @@ int run(options o) {
         aopt.min_iterations = static_cast<int>(o.min_iters);
         aopt.compact = !o.dense;
         aopt.lambda_p = o.lambda_p;
+        aopt.halting_bias = o.halting_bias;  // NaN: the policy's
         const bool ponder_net = std::is_same_v<Policy, halting::pondernet>;
         if (ponder_net) tau = o.beta;  // the ponder term is the KL, weighted by β
         halting::ActAlbert<float, B, Policy> model(cfg, aopt, o.seed);
-        if (!std::isnan(o.halting_bias)) model.encoder->halting_unit->bias.value().fill_(static_cast<float>(o.halting_bias));
         const double halting_bias = model.encoder->halting_unit->bias.value().item();
         optim::LambOptions lopt;
         lopt.lr = o.lr;
@@ -255,12 +245,7 @@ int run(options o) {
                                                        .eval_every = o.eval_every, .save_every = o.save_every, .out = o.out,
                                                        .resume = o.resume});
         auto& ckpt = trainer.checkpoint();
-        ckpt.track("sampler", [&] {
-            const auto ss = sampler.state();
-            return io::metadata_map{{"seed", std::to_string(ss.seed)}, {"epoch", std::to_string(ss.epoch)}, {"position", std::to_string(ss.position)}};
-        }, [&](const io::metadata_map& m) {
-            sampler.set_state({train::state_u64(m, "seed"), train::state_u64(m, "epoch"), train::state_u64(m, "position")});
-        });
+        ckpt.track("sampler", sampler);
         ckpt.track("model", model.rng());
         io::save_config(ckpt.metadata(), "config.", cfg);
         io::save_config(ckpt.metadata(), "act.", aopt);
@@ -268,9 +253,7 @@ int run(options o) {
         ckpt.metadata()["preset"] = o.preset;
         trainer.schedule = [&](std::int64_t done) { return schedule.lr(done); };
         double tau_now = 0;
-        trainer.before_step = [&](std::int64_t done) {
-            tau_now = tau_warmup > 0 ? tau * std::min(1.0, static_cast<double>(done) / tau_warmup) : tau;
-        };
+        trainer.before_step = [&](std::int64_t done) { tau_now = halting::ponder_weight(tau, tau_warmup, done); };
         trainer.log_extra = [&](std::int64_t) { return train::log_values{{"tau", tau_now}}; };
         bool warned = false;
         trainer.on_log = [&](std::int64_t, const train::log_values& line) {

@@ -586,7 +586,7 @@ TEST_CASE("component value: an ACT encoder (tied layer, adaptive depth) — dens
     Generator gen(4);
     halting::act_options opt;
     opt.max_iterations = 4;
-    opt.compact = false;  // the compact path refuses ablated sub-layers
+    opt.compact = false;  // the dense path; the compact one below must give the same scores
     halting::ActEncoder<double> enc(cfg, gen, opt);
     enc.eval();
     const Snapshot<double> theta0(enc);
@@ -620,9 +620,13 @@ TEST_CASE("component value: an ACT encoder (tied layer, adaptive depth) — dens
     const auto k = criticality(enc, mods, theta0, thetaf, metric, ko);
     CHECK(k.modules.size() == 2);
     CHECK(hidden() == ref);
-    // the compact path says why it cannot run an ablated layer; the switch is restored
+    // compact = true (the default): the full model runs the compact path, an ablated one the
+    // dense path; the scores are the same, and the switches are restored
     enc.opt.compact = true;
-    CHECK_THROWS_WITH_AS(contribution(mods, metric, co), Contains("use compact = false"), usage_error);
+    CHECK(enc(x, lengths).record.compact);
+    const auto c2 = contribution(mods, metric, co);
+    CHECK(c2.scores() == c.scores());
+    CHECK(enc(x, lengths).record.compact);
     CHECK(enc.layer->self_attention.enabled);
     CHECK(enc.layer->feed_forward.enabled);
 }

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <numeric>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -178,6 +179,47 @@ TEST_CASE("autodiff: tied weights accumulate, DAGs, retain_grad, no_grad") {
         CHECK_THROWS_WITH_AS(sum(y).backward(), Contains("does not depend on any parameter"), usage_error);
     }
     CHECK_THROWS_WITH_AS(h2.backward(), Contains("needs a scalar output or an explicit seed, got shape (3, 4)"), shape_error);
+}
+
+TEST_CASE("autodiff: a second backward through a freed graph is an error; retain_graph keeps it") {
+    Generator gen(3);
+    using V = Var<double>;
+    auto W = V::parameter(Tensor<double>::randn({3, 3}, gen));
+    const auto x = V::constant(Tensor<double>::randn({2, 3}, gen));
+    auto loss = sum(mul(linear(x, W), linear(x, W)));
+    loss.backward();
+    const auto once = W.grad().to_vector();
+    // PyTorch raises here too; before, the gradient silently doubled
+    CHECK_THROWS_WITH_AS(loss.backward(), Contains("backward: the graph through sum (shape ()) was freed by an earlier backward()"),
+                         usage_error);
+    CHECK(W.grad().to_vector() == once);  // the failed call changed nothing
+    // a sub-graph shared by two losses: the second loss fails at the shared node
+    auto h = depthlab::tanh(linear(x, W));
+    auto l1 = sum(h), l2 = sum(mul(h, h));
+    l1.backward();
+    CHECK_THROWS_WITH_AS(l2.backward(), Contains("graph through tanh (shape (2, 3)) was freed"), usage_error);
+
+    // retained: two backward() calls add up, exactly twice one call
+    W.zero_grad();
+    auto kept = sum(mul(linear(x, W), linear(x, W)));
+    kept.backward(retain_graph);
+    kept.backward();
+    const auto twice = W.grad().to_vector();
+    for (std::size_t i = 0; i < once.size(); ++i) CHECK(twice[i] == doctest::Approx(2 * once[i]).epsilon(1e-14));
+    CHECK_THROWS_AS(kept.backward(), usage_error);  // the second call freed it
+}
+
+TEST_CASE("autodiff: a Var prints its shape, op and values") {
+    auto W = Var<double>::parameter(Tensor<double>::ones({2, 2}));
+    std::ostringstream os;
+    os << W;
+    CHECK(os.str().rfind("Var(2, 2), op leaf, requires_grad\nTensor(2, 2) cpu\n  1 1\n  1 1\n", 0) == 0);
+    os.str("");
+    os << sum(W);
+    CHECK(os.str().find("op sum, requires_grad") != std::string::npos);
+    os.str("");
+    os << Var<double>();
+    CHECK(os.str() == "Var (undefined)\n");
 }
 
 TEST_CASE("bad input: errors name the op and the shapes") {

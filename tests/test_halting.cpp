@@ -135,6 +135,28 @@ TEST_CASE_TEMPLATE("ACT: the compact path equals the dense masked reference (val
     }
 }
 
+TEST_CASE("ACT: the default options train with dropout and pre-LN (the dense path runs where the compact one does not apply)") {
+    for (const bool norm_first : {false, true}) {
+        CAPTURE(norm_first);
+        nn::transformer_config cfg = small_layer();
+        cfg.dropout = cfg.attention_dropout = 0.1;  // transformer_config's default
+        cfg.norm_first = norm_first;
+        Generator gen(7);
+        ActEncoder<double> enc(cfg, gen, {});  // compact = true by default
+        const auto x = Var<double>::constant(Tensor<double>::randn({2, 5, 16}, gen));
+        enc.train();
+        const auto r = enc(x, {5, 3});  // used to throw "the compact path runs without dropout"
+        CHECK(!r.record.compact);
+        add(sum(r.hidden), r.ponder).backward();
+        CHECK(enc.halting_unit->weight.grad().defined());
+        enc.eval();
+        CHECK(enc(x, {5, 3}).record.compact == !norm_first);
+        enc.layer->feed_forward.enabled = false;  // an ablated sub-layer: dense
+        CHECK(!enc(x, {5, 3}).record.compact);
+        enc.layer->feed_forward.enabled = true;
+    }
+}
+
 TEST_CASE("ACT: no forced halt at N_max, tokens keep R = 0") {
     Generator gen(5);
     act_options opt;

@@ -2,6 +2,7 @@
 // heads and depth, and in-memory snapshots (rewinding / interpolation of one module).
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "harness.hpp"
@@ -97,4 +98,53 @@ TEST_CASE("snapshots: restore, and interpolate one module only") {
     CHECK_THROWS_WITH_AS(Snapshot<double>::interpolate(model, theta0, thetaf, 0.5, "decoder.9"), Contains("no parameter under 'decoder.9'"),
                          error);
     CHECK(!is_under("encoder.10.x", "encoder.1"));
+}
+
+TEST_CASE("Sequential and ModuleList: PyTorch names, in-place construction, forward in order") {
+    Generator gen(4);
+    Sequential<double> mlp;
+    mlp.add<Linear<double>>(3, 5, gen);
+    mlp.then([](const Var<double>& x) { return depthlab::relu(x); });
+    auto& out = mlp.add<Linear<double>>(5, 2, gen);
+    std::vector<std::string> names;
+    for (const auto& [n, p] : mlp.named_parameters()) names.push_back(n);
+    // the same names as torch.nn.Sequential(Linear(3, 5), ReLU(), Linear(5, 2)).state_dict()
+    CHECK(names == std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias"});
+    const auto x = Var<double>::constant(Tensor<double>::randn({4, 3}, gen));
+    const auto& first = static_cast<const Linear<double>&>(*mlp.children()[0].second);
+    const auto want = out(depthlab::relu(first(x))).value().to_vector();
+    CHECK(mlp(x).value().to_vector() == want);
+    CHECK(mlp.size() == 3);
+    CHECK_THROWS_AS(mlp.then({}), usage_error);
+
+    ModuleList<LayerNorm<double>> norms;
+    for (int i = 0; i < 3; ++i) norms.emplace_back(4);
+    CHECK(norms.size() == 3);
+    CHECK(norms.named_parameters("norms").front().first == "norms.0.weight");
+    CHECK(norms.named_parameters().back().first == "2.bias");
+    int count = 0;
+    for (auto& ln : norms) count += ln.weight.shape()[0] == 4 ? 1 : 0;
+    CHECK(count == 3);
+    CHECK_THROWS_WITH_AS(norms[3], Contains("ModuleList: index 3 out of range for 3 modules"), index_error);
+}
+
+TEST_CASE("argmax and accuracy: ties to the lowest id, ignore_index, bad labels") {
+    const auto logits = Tensor<float>::from({3, 3}, {0.1f, 0.7f, 0.2f,    //
+                                                            0.5f, 0.5f, 0.0f,    // tie: 0
+                                                            -1.f, -2.f, -0.5f});
+    CHECK(argmax(logits) == std::vector<std::int64_t>{1, 0, 2});
+    const std::vector<std::int64_t> labels{1, 1, -100};
+    const auto a = accuracy(logits, labels);
+    CHECK(a.correct == 1);
+    CHECK(a.total == 2);
+    CHECK(a.percent() == doctest::Approx(50.0));
+    accuracy_count sum_of;
+    sum_of += a;
+    sum_of += a;
+    CHECK(sum_of.total == 4);
+    const std::vector<std::int64_t> two{1, 1};
+    CHECK_THROWS_WITH_AS(accuracy(logits, two), Contains("accuracy: logits of shape (3, 3) have 3 rows but there are 2 labels"), shape_error);
+    const std::vector<std::int64_t> bad{1, 3, 0};
+    CHECK_THROWS_WITH_AS(accuracy(logits, bad), Contains("label 3 at row 1 is outside [0, 3)"), index_error);
+    CHECK(accuracy_count{}.percent() == 0.0);
 }

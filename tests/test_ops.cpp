@@ -67,6 +67,7 @@ vec map1(const vec& x, double (*f)(double)) {
     return y;
 }
 double gelu_ref(double x) { return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x))); }
+double gelu_erf_ref(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
 /// softmax over rows of `cols`, of scale*x + mask[mask_row(r)]
 vec ref_softmax(const vec& x, index_t cols, double scale, const vec* mask, const std::function<index_t(index_t)>& mask_row) {
     vec y(x.size());
@@ -184,6 +185,8 @@ std::vector<op_case<B>> all_cases() {
     // activations (37 elements: a full vector plus a masked tail on every ISA)
     c.push_back(make_case<B>("gelu", op_kind::gelu, {{{37}}}, [](const auto& v) { return gelu(v[0]); },
                              [](const inputs_t& x) { return map1(x[0], gelu_ref); }));
+    c.push_back(make_case<B>("gelu_erf", op_kind::gelu_erf, {{{37}}}, [](const auto& v) { return gelu_erf(v[0]); },
+                             [](const inputs_t& x) { return map1(x[0], gelu_erf_ref); }));
     c.push_back(make_case<B>("relu", op_kind::relu, {{{37}, dist::away_from_zero}}, [](const auto& v) { return relu(v[0]); },
                              [](const inputs_t& x) { return map1(x[0], [](double a) { return a > 0 ? a : 0.0; }); }));
     c.push_back(make_case<B>("tanh", op_kind::tanh, {{{37}}}, [](const auto& v) { return depthlab::tanh(v[0]); },

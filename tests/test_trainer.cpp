@@ -183,13 +183,39 @@ TEST_CASE("checkpointer: a resume without the stream state it tracks names the m
     CHECK_THROWS_WITH_AS(train::state_u64({}, "epoch"), doctest::Contains("no 'epoch'"), io_error);
 }
 
+TEST_CASE("checkpointer: a tracked translation_stream continues exactly after a load") {
+    scratch dir;
+    regression r;
+    fs::create_directories(dir.path);
+    std::vector<data::token_pair> pairs;
+    for (std::int64_t i = 0; i < 40; ++i) pairs.push_back({{4 + i % 7, 5, 6}, {7, 8 + i % 5}});
+    const data::translation_batcher batcher(pairs, {.max_tokens = 24});
+    data::translation_stream stream(batcher, 5);
+    for (int i = 0; i < 7; ++i) (void)stream.next();  // into the second epoch
+    train::checkpointer<float> w(dir.str() + "/c.safetensors");
+    w.track("data", stream);
+    w.save(r.model, nullptr, 7);
+    const data::stream_state at_save = stream.state();
+    const auto want = stream.next().src.ids;
+
+    data::translation_stream fresh(batcher, 99);
+    train::checkpointer<float> c(dir.str() + "/c.safetensors");
+    c.track("data", fresh);
+    c.load(r.model, nullptr);
+    CHECK(fresh.state() == at_save);
+    CHECK(fresh.next().src.ids == want);
+    // the keys are the field names, as the examples wrote them by hand before
+    const io::safetensors_file f(dir.str() + "/c.safetensors");
+    for (const char* k : {"data.epoch_seed", "data.epoch_offset", "data.next_batch", "data.epoch"}) CHECK(f.metadata().count(k) == 1);
+}
+
 // ---- configs in checkpoint metadata ----
 // A new field must be added to io::config_fields (io/config.hpp); these sizes make the
 // round trip below fail to compile until it is (update them with the field).
 static_assert(sizeof(nn::transformer_config) == 72, "transformer_config changed: add the field to io::config_fields");
 static_assert(sizeof(nn::seq2seq_config) == 112, "seq2seq_config changed: add the field to io::config_fields");
 static_assert(sizeof(nn::albert_config) == 112, "albert_config changed: add the field to io::config_fields");
-static_assert(sizeof(halting::act_options) == 40, "act_options changed: add the field to io::config_fields");
+static_assert(sizeof(halting::act_options) == 48, "act_options changed: add the field to io::config_fields");
 
 TEST_CASE("config: every field of every model config round-trips through checkpoint metadata") {
     nn::seq2seq_config s;
@@ -218,6 +244,7 @@ TEST_CASE("config: every field of every model config round-trips through checkpo
     h.compact = false;
     h.fixed_point_trace = halting::act_options::trace::always;
     h.lambda_p = 0.3;
+    h.halting_bias = -2.5;
 
     io::metadata_map md;
     io::save_config(md, "config.", s);
@@ -250,6 +277,12 @@ TEST_CASE("config: every field of every model config round-trips through checkpo
     CHECK_FALSE(h2.compact);
     CHECK(h2.fixed_point_trace == halting::act_options::trace::always);
     CHECK(h2.lambda_p == 0.3);
+    CHECK(h2.halting_bias == -2.5);
+    CHECK(std::isnan(io::load_config<halting::act_options>([] {
+        io::metadata_map m;
+        io::save_config(m, "", halting::act_options{});
+        return m;
+    }(), "").halting_bias));  // the default (the policy's bias) survives as NaN
     CHECK(md.at("config.layer.activation") == "gelu");
     CHECK(md.at("albert.layer.init") == "xavier");
 

@@ -42,6 +42,11 @@ public:
     }
     /// The last option's value must be one of `names`.
     cli& one_of(std::vector<std::string> names) { return check(CLI::IsMember(std::move(names))); }
+    /// The last option (a std::vector) takes comma-separated values: --rewind-k 0,2,4.
+    cli& list() {
+        last_->delimiter(',');
+        return *this;
+    }
 
     /// Parses argv; prints the help and exits 0 on --help, prints one line and exits 2 on an error.
     void parse(int argc, char** argv) {

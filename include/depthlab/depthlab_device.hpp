@@ -23,6 +23,7 @@
 #include "depthlab/nn/transformer.hpp"
 #include "depthlab/nn/models.hpp"
 #include "depthlab/nn/decoding.hpp"
+#include "depthlab/nn/classification.hpp"
 #include "depthlab/optim/optimizer.hpp"
 #include "depthlab/optim/sgd.hpp"
 #include "depthlab/optim/adam.hpp"

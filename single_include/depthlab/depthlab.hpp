@@ -750,9 +750,9 @@ value_scan<T> scan_values(const Tensor<T, B>& t, Bad&& bad) {
 namespace depthlab {
 
 #define DEPTHLAB_OPS(X)                                                                                     \
-    X(leaf) X(matmul) X(linear) X(add) X(mul) X(scale) X(bias) X(gelu) X(relu) X(tanh) X(sigmoid) X(log_sigmoid)\
-    X(softmax) X(log_softmax) X(cross_entropy) X(layer_norm) X(dropout) X(embedding) X(concat) X(split)     \
-    X(slice) X(reshape) X(transpose) X(gather_rows) X(scatter_rows) X(sum) X(mean) X(mse) X(attention)    \
+    X(leaf) X(matmul) X(linear) X(add) X(mul) X(scale) X(bias) X(gelu) X(gelu_erf) X(relu) X(tanh) X(sigmoid) \
+    X(log_sigmoid) X(softmax) X(log_softmax) X(cross_entropy) X(layer_norm) X(dropout) X(embedding) X(concat) \
+    X(split) X(slice) X(reshape) X(transpose) X(gather_rows) X(scatter_rows) X(sum) X(mean) X(mse) X(attention)\
     X(ragged_attention) X(scale_rows) X(row_update)
 
 enum class op_kind : int {
@@ -782,9 +782,16 @@ inline const char* op_name(op_kind k) {
 // function. backward() walks the DAG in reverse topological order; every backward
 // function *accumulates* into its parents' gradients, so a value used twice (tied weights,
 // residual branches) needs no special case.
+//
+// As in PyTorch, backward() frees the graph it went through (the saved activations are
+// released as soon as their node has been differentiated), and a second backward() through
+// a freed node is an error instead of silently doubling the gradients: pass
+// depthlab::retain_graph to the first one to go through a graph twice.
 #include <algorithm>
 #include <functional>
+#include <iomanip>
 #include <memory>
+#include <ostream>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -798,6 +805,12 @@ inline bool& grad_mode() {
     return enabled;
 }
 }  // namespace detail
+
+/// Tag for Var::backward: keep the graph so that another backward() can go through it.
+struct retain_graph_t {
+    explicit retain_graph_t() = default;
+};
+inline constexpr retain_graph_t retain_graph{};
 
 /// True unless inside a no_grad scope on this thread.
 inline bool grad_enabled() { return detail::grad_mode(); }
@@ -820,6 +833,7 @@ struct Node {
     Tensor<T, B> grad;  // undefined until something flows into it
     bool requires_grad = false;
     bool retain_grad = false;  // keep the gradient of a non-leaf after backward
+    bool freed = false;        // a backward() without retain_graph went through it
     op_kind op = op_kind::leaf;
     std::vector<std::shared_ptr<Node>> parents;
     std::function<void(Node&)> backward;  // reads this->grad, accumulates into parents
@@ -870,27 +884,53 @@ public:
     }
     [[nodiscard]] const std::shared_ptr<node_type>& node_ptr() const { return n_; }
 
-    /// Backpropagate from a scalar (seed 1).
-    void backward() const {
+    /// Backpropagate from a scalar (seed 1); frees the graph.
+    void backward() const { backward(scalar_seed(), false); }
+    /// Backpropagate from a scalar and keep the graph for another backward().
+    void backward(retain_graph_t) const { backward(scalar_seed(), true); }
+    /// Backpropagate a seed gradient of this value's shape; frees the graph.
+    void backward(const tensor_type& seed) const { backward(seed, false); }
+    void backward(const tensor_type& seed, retain_graph_t) const { backward(seed, true); }
+
+    /// "Var(2, 3) cpu, op matmul, requires_grad" and the values, like a Tensor.
+    friend std::ostream& operator<<(std::ostream& os, const Var& v) {
+        if (!v.defined()) return os << "Var (undefined)\n";
+        os << "Var" << v.shape() << ", op " << op_name(v.op()) << (v.requires_grad() ? ", requires_grad" : "")
+           << (v.grad().defined() ? ", has grad" : "") << "\n";
+        return os << v.value();
+    }
+
+private:
+    tensor_type scalar_seed() const {
         DEPTHLAB_CHECK(value().numel() == 1, shape_error, "backward: needs a scalar output or an explicit seed, got shape ",
                        shape());
-        backward(tensor_type::ones(shape()));
+        return tensor_type::ones(shape());
     }
-    /// Backpropagate a seed gradient of this value's shape.
-    void backward(const tensor_type& seed) const {
+
+    void backward(const tensor_type& seed, bool retain) const {
         check_same_shape("backward(seed)", seed, value());
         DEPTHLAB_CHECK(requires_grad(), usage_error, "backward: output of ", op_name(op()),
                        " does not depend on any parameter (or was computed under no_grad)");
         const std::vector<node_type*> order = topological_order();
+        for (auto it = order.rbegin(); it != order.rend(); ++it) {  // from the output down: names the first freed node
+            const node_type* nd = *it;
+            DEPTHLAB_CHECK(!nd->freed, usage_error, "backward: the graph through ", op_name(nd->op), " (shape ", nd->value.shape(),
+                           ") was freed by an earlier backward(); to go through a graph twice, call the first one as "
+                           "backward(depthlab::retain_graph)");
+        }
         node().grad_buffer().add_(seed);
         for (auto it = order.rbegin(); it != order.rend(); ++it) {
             node_type& nd = **it;
             if (nd.backward && nd.grad.defined()) nd.backward(nd);
-            if (nd.op != op_kind::leaf && !nd.retain_grad) nd.grad = tensor_type();  // free intermediate gradients
+            if (nd.op == op_kind::leaf) continue;
+            if (!nd.retain_grad) nd.grad = tensor_type();  // free intermediate gradients
+            if (!retain) {
+                nd.backward = nullptr;  // releases what the op saved for its backward
+                nd.freed = true;
+            }
         }
     }
 
-private:
     // Post-order DFS over nodes that require grad (iterative: graphs can be deep).
     std::vector<node_type*> topological_order() const {
         std::vector<node_type*> order;
@@ -1240,6 +1280,13 @@ Var<T, B> gelu(const Var<T, B>& x) {
     using P = primitives<B>;
     return detail::activation(op_kind::gelu, x, false, [](index_t n, const T* a, T* y) { P::gelu_fwd(n, a, y); },
                               [](index_t n, const T* s, const T* dy, T* dx) { P::gelu_bwd(n, s, dy, dx); });
+}
+/// GELU, exact form 0.5 x (1 + erf(x / sqrt(2))) (PyTorch's default, HF BERT's "gelu").
+template <class T, class B>
+Var<T, B> gelu_erf(const Var<T, B>& x) {
+    using P = primitives<B>;
+    return detail::activation(op_kind::gelu_erf, x, false, [](index_t n, const T* a, T* y) { P::gelu_erf_fwd(n, a, y); },
+                              [](index_t n, const T* s, const T* dy, T* dx) { P::gelu_erf_bwd(n, s, dy, dx); });
 }
 template <class T, class B>
 Var<T, B> relu(const Var<T, B>& x) {
@@ -1993,6 +2040,11 @@ protected:
         owned_.push_back(std::move(m));
         return ref;
     }
+    /// Constructs a child in place and registers it: emplace_module<Linear<T, B>>("proj", 64, 64, gen).
+    template <class M, class... Args>
+    M& emplace_module(const std::string& name, Args&&... args) {
+        return register_module(name, std::make_unique<M>(std::forward<Args>(args)...));
+    }
     /// Registers a child owned elsewhere (e.g. one layer shared by every iteration).
     void register_shared(const std::string& name, Module& m) { children_.emplace_back(name, &m); }
 
@@ -2010,6 +2062,74 @@ private:
     std::vector<std::pair<std::string, Module*>> children_;
     std::vector<std::unique_ptr<Module>> owned_;
     bool training_ = true;
+};
+
+/// A list of modules of one type, named "0", "1", ... like torch.nn.ModuleList; the
+/// parameters of element i are "<list name>.i.<...>".
+template <class M>
+class ModuleList : public Module<typename M::value_type, typename M::backend_type> {
+public:
+    ModuleList() = default;
+    /// Constructs one more element in place.
+    template <class... Args>
+    M& emplace_back(Args&&... args) {
+        M& m = this->register_module(std::to_string(items_.size()), std::make_unique<M>(std::forward<Args>(args)...));
+        items_.push_back(&m);
+        return m;
+    }
+    [[nodiscard]] std::size_t size() const { return items_.size(); }
+    [[nodiscard]] bool empty() const { return items_.empty(); }
+    M& operator[](std::size_t i) const {
+        DEPTHLAB_CHECK(i < items_.size(), index_error, "ModuleList: index ", i, " out of range for ", items_.size(), " modules");
+        return *items_[i];
+    }
+    [[nodiscard]] auto begin() const { return Deref{items_.begin()}; }
+    [[nodiscard]] auto end() const { return Deref{items_.end()}; }
+
+private:
+    struct Deref {  // iterates M& rather than M*
+        typename std::vector<M*>::const_iterator it;
+        M& operator*() const { return **it; }
+        Deref& operator++() {
+            ++it;
+            return *this;
+        }
+        bool operator!=(const Deref& o) const { return it != o.it; }
+    };
+    std::vector<M*> items_;
+};
+
+/// Modules and functions applied one after another, like torch.nn.Sequential: each step
+/// maps a Var to a Var. A module step is named by its position ("0.weight"); a plain
+/// function (relu, gelu, a lambda) takes a position too but has no parameters, as
+/// nn.ReLU() does in PyTorch, so the names match a PyTorch state_dict of the same stack.
+template <class T, class B = backend::cpu>
+class Sequential : public Module<T, B> {
+public:
+    using step_fn = std::function<Var<T, B>(const Var<T, B>&)>;
+
+    /// Appends a module constructed in place; it must be callable as m(x).
+    template <class M, class... Args>
+    M& add(Args&&... args) {
+        M& m = this->register_module(std::to_string(steps_.size()), std::make_unique<M>(std::forward<Args>(args)...));
+        steps_.emplace_back([&m](const Var<T, B>& x) { return m(x); });
+        return m;
+    }
+    /// Appends a parameter-free step (e.g. depthlab::relu<float>, or a lambda).
+    Sequential& then(step_fn f) {
+        DEPTHLAB_CHECK(static_cast<bool>(f), usage_error, "Sequential::then: empty function at step ", steps_.size());
+        steps_.push_back(std::move(f));
+        return *this;
+    }
+    [[nodiscard]] std::size_t size() const { return steps_.size(); }
+    Var<T, B> operator()(const Var<T, B>& x) const {
+        Var<T, B> h = x;
+        for (const auto& f : steps_) h = f(h);
+        return h;
+    }
+
+private:
+    std::vector<step_fn> steps_;
 };
 
 }  // namespace depthlab::nn
@@ -2114,13 +2234,27 @@ public:
 
 namespace depthlab::nn {
 
-enum class activation { gelu, relu };
+/// The feed-forward activation. gelu: the tanh approximation (BERT/ALBERT's TF code, HF's
+/// "gelu_new", PyTorch's approximate='tanh'); gelu_erf: the exact erf form (PyTorch's
+/// default F.gelu and activation="gelu", HF BERT's "gelu"). New values go at the end (the
+/// config files store the names, io/config.hpp, in this order).
+enum class activation { gelu, relu, gelu_erf };
+
+/// x through activation a.
+template <class T, class B>
+Var<T, B> activate(activation a, const Var<T, B>& x) {
+    switch (a) {
+        case activation::relu: return relu(x);
+        case activation::gelu_erf: return gelu_erf(x);
+        default: return gelu(x);
+    }
+}
 
 struct transformer_config {
     index_t dim = 256;              // model width H
     int heads = 4;
     index_t ff_dim = 1024;
-    activation act = activation::gelu;  // GELU is the tanh approximation
+    activation act = activation::gelu;  // GELU, the tanh approximation (gelu_erf: the exact form)
     double dropout = 0.1;           // on residual branches and after the FF activation
     double attention_dropout = 0.1; // on attention probabilities
     bool norm_first = false;        // false: post-LN (both papers); true: pre-LN
@@ -2277,7 +2411,7 @@ public:
     /// x: (..., D) -> (..., D)
     Var<T, B> operator()(const Var<T, B>& x) const {
         Var<T, B> h = (*linear1)(x);
-        h = cfg_.act == activation::gelu ? gelu(h) : relu(h);
+        h = activate(cfg_.act, h);
         h = dropout(h, static_cast<T>(cfg_.dropout), *rng_, this->is_training());
         return (*linear2)(h);
     }
@@ -2462,6 +2596,8 @@ std::vector<named_parameter<T, B>> parameters_under(const Module<T, B>& m, const
 #include <cmath>
 #include <cstdint>
 #include <span>
+#include <sstream>
+#include <string>
 #include <vector>
 
 
@@ -2515,15 +2651,24 @@ private:
     Generator* rng_;
 };
 
+/// The MLM head's activation for a model whose layers use `layer_act`: GELU in its tanh form,
+/// or its exact form when the layers use that (HF's heads use the layers' hidden_act; a
+/// ReLU model keeps the tanh GELU in its head, as depthlab always had).
+inline activation mlm_activation(activation layer_act) {
+    return layer_act == activation::gelu_erf ? activation::gelu_erf : activation::gelu;
+}
+
 /// ALBERT's MLM head at selected flat positions (b * T + t) only — the other positions are
-/// never projected to the vocabulary: dense H -> E, GELU, LN, then the decoder tied to the
-/// token embedding (transposed) plus an output bias. hidden: (B, T, H) -> (n, V).
+/// never projected to the vocabulary: dense H -> E, GELU (`act`: see mlm_activation), LN,
+/// then the decoder tied to the token embedding (transposed) plus an output bias.
+/// hidden: (B, T, H) -> (n, V).
 template <class T, class B>
 Var<T, B> albert_mlm_logits(const Var<T, B>& hidden, std::span<const std::int64_t> positions, const Linear<T, B>& dense,
-                            const LayerNorm<T, B>& norm, const Var<T, B>& word_embedding, const Var<T, B>& bias) {
+                            const LayerNorm<T, B>& norm, const Var<T, B>& word_embedding, const Var<T, B>& bias,
+                            activation act = activation::gelu) {
     const Shape& s = hidden.shape();
     Var<T, B> h = gather_rows(reshape(hidden, {s[0] * s[1], s[2]}), positions);
-    return linear(norm(gelu(dense(h))), word_embedding, bias);
+    return linear(norm(activate(act, dense(h))), word_embedding, bias);
 }
 /// Sentence-order (or classification) logits from the pooled [CLS] token: dense + tanh,
 /// then the classifier. hidden: (B, T, H) -> (B, classes).
@@ -2554,7 +2699,8 @@ public:
     }
     /// MLM logits (n, V) at the given flat positions (b * T + t) only.
     Var<T, B> mlm_logits(const Var<T, B>& hidden, std::span<const std::int64_t> positions) const {
-        return albert_mlm_logits(hidden, positions, *mlm_dense, *mlm_norm, embeddings->word->weight, mlm_bias);
+        return albert_mlm_logits(hidden, positions, *mlm_dense, *mlm_norm, embeddings->word->weight, mlm_bias,
+                                 mlm_activation(cfg.layer.act));
     }
     /// Sentence-order logits (B, 2) from the pooled first ([CLS]) token.
     Var<T, B> sop_logits(const Var<T, B>& hidden) const { return albert_sop_logits(hidden, *pooler, *sop); }
@@ -2584,6 +2730,28 @@ struct seq2seq_config {
     transformer_config layer{.dim = 512, .heads = 8, .ff_dim = 2048, .act = activation::relu, .dropout = 0.1,
                              .attention_dropout = 0.1, .norm_first = false, .ln_eps = 1e-5, .init = init_scheme::xavier};
 };
+
+/// The encoder–decoder sizes of the component-value study over a joint vocabulary (shared
+/// embeddings tied to the output; post-LN, ReLU, Xavier init, dropout 0.1 as the paper):
+///   "tiny"  2+2 layers, d 128, 4 heads, FF 512   smoke runs
+///   "small" 3+3 layers, d 256, 4 heads, FF 1024  trains on 2 cores
+///   "base"  6+6 layers, d 512, 8 heads, FF 2048  Transformer-base (Vaswani et al.)
+inline seq2seq_config seq2seq_preset(const std::string& name, index_t vocab) {
+    seq2seq_config c{.src_vocab = vocab, .tgt_vocab = vocab, .share_embeddings = true, .tie_output = true};
+    if (name == "tiny") c.encoder_layers = c.decoder_layers = 2, c.layer.dim = 128, c.layer.heads = 4, c.layer.ff_dim = 512;
+    else if (name == "small") c.encoder_layers = c.decoder_layers = 3, c.layer.dim = 256, c.layer.heads = 4, c.layer.ff_dim = 1024;
+    else DEPTHLAB_CHECK(name == "base", usage_error, "seq2seq_preset: '", name, "' is not one of tiny, small, base");
+    return c;
+}
+/// "3+3 layers, d 256, 4 heads, FF 1024, dropout 0.1, vocab 8000 (joint, shared + tied)"
+inline std::string describe(const seq2seq_config& c) {
+    std::ostringstream os;
+    os << c.encoder_layers << "+" << c.decoder_layers << " layers, d " << c.layer.dim << ", " << c.layer.heads << " heads, FF " << c.layer.ff_dim
+       << ", dropout " << c.layer.dropout << ", vocab " << c.src_vocab;
+    if (c.src_vocab != c.tgt_vocab) os << " -> " << c.tgt_vocab;
+    os << (c.share_embeddings ? (c.tie_output ? " (joint, shared + tied)" : " (joint, shared)") : c.tie_output ? " (tied output)" : "");
+    return os.str();
+}
 
 /// Sinusoidal positions (Vaswani et al.): (max_len, D).
 template <class T, class B = backend::cpu>
@@ -3101,6 +3269,77 @@ inline token_batch make_source_batch(const std::vector<std::vector<std::int64_t>
 
 }  // namespace depthlab::nn
 // ---- end depthlab/nn/decoding.hpp ----
+// ---- begin depthlab/nn/classification.hpp ----
+// Predictions and accuracy from logits: what every evaluation loop of a classifier or a
+// masked language model writes by hand. Counted on the host (one download per call), so
+// they work on every backend.
+#include <cstdint>
+#include <span>
+#include <vector>
+
+
+namespace depthlab::nn {
+
+/// The class of each row: the index of the largest logit along the last axis (ties: the
+/// lowest index, like torch.argmax). logits: [..., classes] → one id per leading row.
+template <class T, class B>
+std::vector<std::int64_t> argmax(const Tensor<T, B>& logits) {
+    DEPTHLAB_CHECK(logits.rank() >= 1 && logits.shape().back() > 0, shape_error, "argmax: needs logits of shape [..., classes], got ",
+                   logits.shape());
+    const std::vector<T> v = logits.to_vector();
+    const auto classes = static_cast<std::size_t>(logits.shape().back());
+    std::vector<std::int64_t> out(v.size() / classes);
+    for (std::size_t r = 0; r < out.size(); ++r) {
+        const T* row = v.data() + r * classes;
+        std::size_t best = 0;
+        for (std::size_t c = 1; c < classes; ++c)
+            if (row[c] > row[best]) best = c;  // NaN never wins: a row of NaN says class 0
+        out[r] = static_cast<std::int64_t>(best);
+    }
+    return out;
+}
+template <class T, class B>
+std::vector<std::int64_t> argmax(const Var<T, B>& logits) {
+    return argmax(logits.value());
+}
+
+/// Correct predictions out of counted ones; add the counts of several batches with +=.
+struct accuracy_count {
+    std::int64_t correct = 0, total = 0;
+    [[nodiscard]] double fraction() const { return total > 0 ? static_cast<double>(correct) / static_cast<double>(total) : 0.0; }
+    [[nodiscard]] double percent() const { return 100.0 * fraction(); }
+    accuracy_count& operator+=(const accuracy_count& o) {
+        correct += o.correct;
+        total += o.total;
+        return *this;
+    }
+};
+
+/// How many rows of logits [..., classes] have their argmax equal to the label; rows whose
+/// label is ignore_index are not counted (the convention of cross_entropy).
+template <class T, class B>
+accuracy_count accuracy(const Tensor<T, B>& logits, std::span<const std::int64_t> labels, std::int64_t ignore_index = -100) {
+    const auto predicted = argmax(logits);
+    DEPTHLAB_CHECK(predicted.size() == labels.size(), shape_error, "accuracy: logits of shape ", logits.shape(), " have ", predicted.size(),
+                   " rows but there are ", labels.size(), " labels");
+    const std::int64_t classes = logits.shape().back();
+    accuracy_count a;
+    for (std::size_t i = 0; i < labels.size(); ++i) {
+        if (labels[i] == ignore_index) continue;
+        DEPTHLAB_CHECK(0 <= labels[i] && labels[i] < classes, index_error, "accuracy: label ", labels[i], " at row ", i, " is outside [0, ",
+                       classes, ") for logits of shape ", logits.shape());
+        a.correct += predicted[i] == labels[i] ? 1 : 0;
+        ++a.total;
+    }
+    return a;
+}
+template <class T, class B>
+accuracy_count accuracy(const Var<T, B>& logits, std::span<const std::int64_t> labels, std::int64_t ignore_index = -100) {
+    return accuracy(logits.value(), labels, ignore_index);
+}
+
+}  // namespace depthlab::nn
+// ---- end depthlab/nn/classification.hpp ----
 // ---- begin depthlab/optim/optimizer.hpp ----
 // Optimizer<T, B>: the base of every optimiser (SGD, Adam, AdamW, LAMB), modelled on
 // torch.optim.Optimizer.
@@ -4038,6 +4277,21 @@ public:
             index_.emplace(name, tensors_.size());
             tensors_.emplace_back(name, p.value().clone());
         }
+    }
+    /// Copies of saved tensors (e.g. θ⁰ read from a checkpoint) for the parameters of m: one
+    /// tensor per parameter, by name, with its shape; io_error naming the first that is not.
+    Snapshot(const Module<T, B>& m, const std::vector<std::pair<std::string, Tensor<T, B>>>& saved) {
+        std::unordered_map<std::string, const Tensor<T, B>*> by_name;
+        for (const auto& [name, t] : saved) by_name.emplace(name, &t);
+        for (auto& [name, p] : m.named_parameters()) {
+            const auto it = by_name.find(name);
+            DEPTHLAB_CHECK(it != by_name.end(), io_error, "Snapshot: no saved tensor for parameter '", name, "'");
+            DEPTHLAB_CHECK(it->second->shape() == p.value().shape(), io_error, "Snapshot: saved '", name, "' has shape ", it->second->shape(),
+                           ", the parameter ", p.value().shape());
+            index_.emplace(name, tensors_.size());
+            tensors_.emplace_back(name, it->second->clone());
+        }
+        DEPTHLAB_CHECK(saved.size() == tensors_.size(), io_error, "Snapshot: ", saved.size(), " saved tensors for ", tensors_.size(), " parameters");
     }
     [[nodiscard]] const std::vector<std::pair<std::string, Tensor<T, B>>>& tensors() const { return tensors_; }
     [[nodiscard]] const Tensor<T, B>& at(const std::string& name) const {
@@ -5146,6 +5400,33 @@ inline std::size_t truncate_jsonl(const std::string& path, std::int64_t last_ste
     return dropped;
 }
 
+/// The records of a metrics.jsonl, for plots and summaries: series(key) is every
+/// (step, value) where the record has a number under key, in file order. A missing file
+/// reads as no records; lines that are not JSON objects with an integer "step" are skipped.
+struct metrics_log {
+    std::vector<nlohmann::json> records;
+    [[nodiscard]] std::vector<std::pair<std::int64_t, double>> series(const std::string& key) const {
+        std::vector<std::pair<std::int64_t, double>> out;
+        for (const auto& j : records)
+            if (j.contains(key) && j[key].is_number()) out.emplace_back(j["step"].get<std::int64_t>(), j[key].get<double>());
+        return out;
+    }
+    /// The value of key in the last record that has it; `fallback` when none has.
+    [[nodiscard]] double last(const std::string& key, double fallback = 0) const {
+        const auto s = series(key);
+        return s.empty() ? fallback : s.back().second;
+    }
+};
+inline metrics_log read_metrics_log(const std::string& path) {
+    metrics_log log;
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) {
+        auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+        if (j.is_object() && j.contains("step") && j["step"].is_number_integer()) log.records.push_back(std::move(j));
+    }
+    return log;
+}
+
 class progress_meter {
 public:
     /// total_steps: for the ETA; first_step: where a resumed run starts (rates count only
@@ -5257,6 +5538,7 @@ private:
 // `ponder` output is that KL averaged over real tokens. At evaluation a token's output is
 // y^{N_t} with N_t its median halting step (the first n with Σ_{j≤n} p^j ≥ 0.5): the record
 // holds N_t, and R_t = p^{N_t}.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -5286,12 +5568,28 @@ struct act_options {
     int max_iterations = 6;      // N_max
     double epsilon = 0.01;       // halting threshold 1 − ε
     int min_iterations = 0;      // remedy against collapse: no token halts before this iteration
-    bool compact = true;         // policy act: run only the running tokens (exact)
+    // policy act: run only the running tokens (exact: the same values and gradients as the
+    // dense path). It applies to post-LN layers with every sub-layer switched on and, in
+    // training mode, no dropout; otherwise the dense path runs (halting_record::compact
+    // says which ran), so dropout, ablation and pre-LN work with the default options.
+    bool compact = true;
     // fixed-point trace, cos(s^{n−1}, s^n) for running tokens: an analysis, so by default only
     // in eval mode (a training step has no use for it and it costs a pass over the states)
     enum class trace { never, eval_only, always } fixed_point_trace = trace::eval_only;
     double lambda_p = 0.2;       // PonderNet: the geometric prior's halting probability per step
+    // remedy against collapse (every token halting after one iteration): the initial bias b
+    // of the halting unit p = sigmoid(w·y + b); negative: more iterations at first. NaN: the
+    // policy's (0 as the paper, 1 for act_graves)
+    double halting_bias = std::numeric_limits<double>::quiet_NaN();
 };
+
+/// The ponder-cost weight at a step: tau ramped up linearly from 0 over warmup_steps (the
+/// other remedy against collapse: the task loss shapes the states before the ponder cost
+/// pushes every token to halt early); tau itself from then on, or always when warmup_steps <= 0.
+inline double ponder_weight(double tau, std::int64_t warmup_steps, std::int64_t step) {
+    if (warmup_steps <= 0) return tau;
+    return tau * std::min(1.0, static_cast<double>(step) / static_cast<double>(warmup_steps));
+}
 
 /// What happened to every token (flat index b*T + t).
 struct halting_record {
@@ -5301,6 +5599,7 @@ struct halting_record {
     std::vector<double> R;               // remainders
     std::vector<std::vector<double>> cosine;  // [iteration][token]: cos(s^{n-1}, s^n), NaN when not running
     std::vector<index_t> running_per_iteration;
+    bool compact = false;                // the compact path ran (act_options::compact)
 };
 
 template <class T, class B = backend::cpu>
@@ -5373,7 +5672,8 @@ public:
         layer = &this->register_module("shared", std::make_unique<nn::EncoderLayer<T, B>>(cfg, gen));
         halting_unit = &this->register_module("halting", std::make_unique<nn::Linear<T, B>>(cfg.dim, 1, gen, nn::init_scheme::bert));
         // p = sigmoid(w·y + b): w ~ N(0, 0.02), b = 0 (the paper) or 1 (Graves)
-        halting_unit->bias.value().fill_(std::is_same_v<Policy, act_graves> ? T(1) : T(0));
+        const T policy_bias = std::is_same_v<Policy, act_graves> ? T(1) : T(0);
+        halting_unit->bias.value().fill_(std::isnan(opt.halting_bias) ? policy_bias : static_cast<T>(opt.halting_bias));
     }
 
     /// x: (B, T, H) embeddings; lengths: real tokens per sequence.
@@ -5384,7 +5684,7 @@ public:
         DEPTHLAB_CHECK(opt.max_iterations >= 1 && opt.epsilon > 0 && opt.epsilon < 1, usage_error, "ActEncoder: max_iterations ",
                        opt.max_iterations, ", epsilon ", opt.epsilon);
         if constexpr (std::is_same_v<Policy, act>) {
-            if (opt.compact) return compact_forward(x, lengths);
+            if (opt.compact && compact_applies()) return compact_forward(x, lengths);
         }
         if constexpr (std::is_same_v<Policy, pondernet>) {
             DEPTHLAB_CHECK(opt.lambda_p > 0 && opt.lambda_p < 1, usage_error, "ActEncoder<pondernet>: lambda_p must lie in (0, 1), got ",
@@ -5700,6 +6000,7 @@ private:
             r_prev = r_run;
         }
         finish_record(rec, st);
+        rec.compact = true;
         if (!done_rows.empty()) {
             s = row_update(s, done_rows, s_done.size() == 1 ? s_done[0] : concat(s_done, 0));
             R = r_done.size() == 1 ? r_done[0] : concat(r_done, 0);  // only its sum is used
@@ -5716,21 +6017,16 @@ private:
         }
         return pos;
     }
+    /// What the compact path implements: post-LN (the paper's), both sub-layers on, and no
+    /// dropout to apply (eval mode, or dropout 0).
+    bool compact_applies() const {
+        const bool dropout = this->is_training() && (cfg_.dropout > 0 || cfg_.attention_dropout > 0);
+        return !cfg_.norm_first && layer->self_attention.enabled && layer->feed_forward.enabled && !dropout;
+    }
     /// The layer after its attention core, for running rows only: output projection done by
     /// the caller; residual + LN (post-LN) and the feed-forward sub-layer.
     V run_rest_of_layer(const V& s_run, const V& attn_out) const {
-        const auto& sa = layer->self_attention;
-        DEPTHLAB_CHECK(!cfg_.norm_first, usage_error, "ActEncoder: the compact path implements post-LN layers (the paper's); use compact = false");
-        DEPTHLAB_CHECK(sa.enabled && layer->feed_forward.enabled, usage_error,
-                       "ActEncoder: compact path with an ablated sub-layer; use compact = false");
-        V h = sa.norm(add(s_run, dropout_or_identity(attn_out, static_cast<T>(cfg_.dropout))));
-        return layer->feed_forward(h);
-    }
-    V dropout_or_identity(const V& v, T p) const {
-        DEPTHLAB_CHECK(!(this->is_training() && p > 0), usage_error,
-                       "ActEncoder: the compact path runs without dropout for now (set dropout 0 or compact = false)");
-        (void)p;
-        return v;
+        return layer->feed_forward(layer->self_attention.norm(add(s_run, attn_out)));
     }
 
     nn::transformer_config cfg_;
@@ -5798,6 +6094,102 @@ private:
 #include <utility>
 #include <vector>
 
+// ---- begin depthlab/io/csv.hpp ----
+// The one CSV writer every table of the library goes through (analysis results, traces,
+// halting statistics): a header line, then rows with exactly as many fields, "," separated,
+// RFC 4180 quoting (a field with , " CR or LF is quoted, " doubled), numbers in their
+// shortest round-trip form ("nan", "inf", "-inf" for non-finite values), "\n" line ends,
+// and the file written atomically (io/atomic_file.hpp).
+//
+//   io::csv_writer csv({"module", "alpha", "metric"});
+//   for (const auto& [a, m] : trace) csv.row(name, a, m);
+//   csv.write(out + "/criticality_trace.csv");
+#include <charconv>
+#include <cmath>
+#include <concepts>
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+
+namespace depthlab::io {
+
+/// Shortest text that reads back to exactly v.
+inline std::string csv_number(double v) {
+    if (std::isnan(v)) return "nan";
+    if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+    char buf[64];
+    const auto res = std::to_chars(buf, buf + sizeof buf, v);
+    return std::string(buf, res.ptr);
+}
+/// A text field, quoted when it has to be.
+inline std::string csv_field(std::string_view s) {
+    if (s.find_first_of(",\"\n\r") == std::string_view::npos) return std::string(s);
+    std::string q = "\"";
+    for (char c : s) {
+        if (c == '"') q += '"';
+        q += c;
+    }
+    return q + "\"";
+}
+
+class csv_writer {
+public:
+    explicit csv_writer(std::vector<std::string> columns) : columns_(std::move(columns)) {
+        DEPTHLAB_CHECK(!columns_.empty(), usage_error, "csv_writer: no columns");
+        std::vector<std::string> header;
+        for (const auto& c : columns_) header.push_back(csv_field(c));
+        append_line(header);
+    }
+    /// One row: strings are quoted as needed, integers written as is, floating-point numbers
+    /// in shortest round-trip form. usage_error unless there is one field per column.
+    template <class... Fields>
+    csv_writer& row(const Fields&... fields) {
+        DEPTHLAB_CHECK(sizeof...(Fields) == columns_.size(), usage_error, "csv_writer: a row of ", sizeof...(Fields), " fields for ",
+                       columns_.size(), " columns (", columns_.front(), ", ...)");
+        append_line({text(fields)...});
+        ++rows_;
+        return *this;
+    }
+    [[nodiscard]] std::size_t rows() const { return rows_; }
+    [[nodiscard]] const std::string& str() const { return text_; }
+    void write(std::ostream& os) const { os << text_; }
+    /// Atomically: the file is the old table or the new one, never a part; io_error names the path.
+    void write(const std::string& path) const { write_file_atomically(path, text_, "CSV: write"); }
+
+private:
+    template <class V>
+    static std::string text(const V& v) {
+        if constexpr (std::is_same_v<V, bool>) {
+            return v ? "true" : "false";
+        } else if constexpr (std::is_integral_v<V>) {
+            return std::to_string(v);
+        } else if constexpr (std::is_floating_point_v<V>) {
+            return csv_number(static_cast<double>(v));
+        } else {
+            static_assert(std::is_convertible_v<const V&, std::string_view>, "csv_writer: a field must be text or a number");
+            return csv_field(std::string_view(v));
+        }
+    }
+    void append_line(const std::vector<std::string>& fields) {
+        for (std::size_t i = 0; i < fields.size(); ++i) {
+            if (i) text_ += ',';
+            text_ += fields[i];
+        }
+        text_ += '\n';
+    }
+
+    std::vector<std::string> columns_;
+    std::string text_;
+    std::size_t rows_ = 0;
+};
+
+}  // namespace depthlab::io
+// ---- end depthlab/io/csv.hpp ----
 
 namespace depthlab::analysis {
 
@@ -5998,7 +6390,7 @@ using metric_fn = std::function<double()>;
 using progress_fn = std::function<void(const progress_event&)>;
 
 struct run_options {
-    progress_fn progress;         // called before each step (may be empty)
+    progress_fn progress{};       // called before each step (may be empty)
     bool print_progress = false;  // one stderr line per step: "contribution: module 3 of 30 (name), 3 evaluations, elapsed 1.2s, ETA 11.0s"
     bool no_grad = true;          // run the metric inside depthlab::no_grad
 };
@@ -6008,9 +6400,9 @@ struct contribution_options {
     /// metric (a negated loss) still gets a non-negative C; with base = 0, C = 0 and every
     /// score is 0 (the result says so) — set `clip` then.
     double clip_fraction = 0.1;
-    std::optional<double> clip;   // absolute C, overrides clip_fraction; +inf: no clipping
-    std::optional<double> base;   // the baseline metric when already known (saves one evaluation)
-    run_options run;
+    std::optional<double> clip{}; // absolute C, overrides clip_fraction; +inf: no clipping
+    std::optional<double> base{}; // the baseline metric when already known (saves one evaluation)
+    run_options run{};
 };
 
 enum class search_method { grid, bisection };
@@ -6024,8 +6416,8 @@ struct criticality_options {
     double tolerance = 1e-2;       // bisection stops when the bracket is this narrow ...
     int max_evaluations = 20;      // ... or after this many evaluations for the module (α = 0 included)
     bool check_final = true;       // refuse to start unless the model holds θᶠ exactly
-    std::optional<double> base;    // the baseline metric when already known
-    run_options run;
+    std::optional<double> base{};  // the baseline metric when already known
+    run_options run{};
 };
 
 // ============================================================================ results
@@ -6477,25 +6869,10 @@ inline double rank_correlation(const contribution_result& c, const criticality_r
 //                     (least important first), joined by ';' (empty for k = 0).
 //   rewinding.csv     k,modules,metric_before_finetune,metric_after_finetune
 //                     modules: the k rewound module names, joined by ';'.
-// layer is -1 for a module shared by every layer (tied stacks).
+//   criticality_trace.csv  module,alpha,metric: every α tried, in the order tried.
+// layer is -1 for a module shared by every layer (tied stacks). All through io::csv_writer.
 
 namespace detail {
-inline std::string csv_number(double v) {
-    if (std::isnan(v)) return "nan";
-    if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-    char buf[64];
-    auto res = std::to_chars(buf, buf + sizeof buf, v);
-    return std::string(buf, res.ptr);
-}
-inline std::string csv_field(const std::string& s) {
-    if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-    std::string q = "\"";
-    for (char c : s) {
-        if (c == '"') q += '"';
-        q += c;
-    }
-    return q + "\"";
-}
 inline std::string join(const std::vector<std::string>& v, char sep = ';') {
     std::string s;
     for (std::size_t i = 0; i < v.size(); ++i) {
@@ -6504,53 +6881,50 @@ inline std::string join(const std::vector<std::string>& v, char sep = ';') {
     }
     return s;
 }
-/// Writes what `body(stream)` produces to `path` atomically (io/atomic_file.hpp).
-template <class F>
-void write_file(const std::string& path, F&& body) {
-    std::ostringstream os;
-    body(os);
-    io::write_file_atomically(path, os.str(), "CSV: write");
-}
 }  // namespace detail
 
-inline void write_csv(std::ostream& os, const contribution_result& r) {
-    os << "module,type,layer,metric_without,score\n";
+inline io::csv_writer csv_table(const contribution_result& r) {
+    io::csv_writer csv({"module", "type", "layer", "metric_without", "score"});
+    for (const auto& e : r.modules) csv.row(e.name, e.type, e.layer, e.metric_without, e.score);
+    return csv;
+}
+inline io::csv_writer csv_table(const criticality_result& r) {
+    io::csv_writer csv({"module", "type", "layer", "alpha", "metric_at_alpha", "search"});
+    for (const auto& e : r.modules) csv.row(e.name, e.type, e.layer, e.alpha, e.metric_at_alpha, e.search);
+    return csv;
+}
+inline io::csv_writer csv_table(const pruning_result& r) {
+    io::csv_writer csv({"k", "modules_removed", "parameters_removed", "metric"});
+    for (const auto& p : r.curve) csv.row(p.k, detail::join(p.modules_removed), p.parameters_removed, p.metric);
+    return csv;
+}
+inline io::csv_writer csv_table(const std::vector<rewinding_point>& r) {
+    io::csv_writer csv({"k", "modules", "metric_before_finetune", "metric_after_finetune"});
+    for (const auto& p : r) csv.row(p.k, detail::join(p.modules), p.metric_before_finetune, p.metric_after_finetune);
+    return csv;
+}
+/// criticality_trace.csv: every α the search tried, per module, in the order tried.
+inline io::csv_writer trace_table(const criticality_result& r) {
+    io::csv_writer csv({"module", "alpha", "metric"});
     for (const auto& e : r.modules)
-        os << detail::csv_field(e.name) << ',' << detail::csv_field(e.type) << ',' << e.layer << ',' << detail::csv_number(e.metric_without) << ','
-           << detail::csv_number(e.score) << '\n';
+        for (const auto& [alpha, metric] : e.trace) csv.row(e.name, alpha, metric);
+    return csv;
 }
-inline void write_csv(std::ostream& os, const criticality_result& r) {
-    os << "module,type,layer,alpha,metric_at_alpha,search\n";
-    for (const auto& e : r.modules)
-        os << detail::csv_field(e.name) << ',' << detail::csv_field(e.type) << ',' << e.layer << ',' << detail::csv_number(e.alpha) << ','
-           << detail::csv_number(e.metric_at_alpha) << ',' << detail::csv_field(e.search) << '\n';
+
+/// The tables above to a stream, or to a file (contribution.csv, criticality.csv,
+/// pruning.csv, rewinding.csv by convention) written atomically; io_error names the path.
+template <class Result>
+    requires requires(const Result& r) { csv_table(r); }
+void write_csv(std::ostream& os, const Result& r) {
+    csv_table(r).write(os);
 }
-inline void write_csv(std::ostream& os, const pruning_result& r) {
-    os << "k,modules_removed,parameters_removed,metric\n";
-    for (const auto& p : r.curve)
-        os << p.k << ',' << detail::csv_field(detail::join(p.modules_removed)) << ',' << p.parameters_removed << ',' << detail::csv_number(p.metric)
-           << '\n';
+template <class Result>
+    requires requires(const Result& r) { csv_table(r); }
+void write_csv(const std::string& path, const Result& r) {
+    csv_table(r).write(path);
 }
-inline void write_csv(std::ostream& os, const std::vector<rewinding_point>& r) {
-    os << "k,modules,metric_before_finetune,metric_after_finetune\n";
-    for (const auto& p : r)
-        os << p.k << ',' << detail::csv_field(detail::join(p.modules)) << ',' << detail::csv_number(p.metric_before_finetune) << ','
-           << detail::csv_number(p.metric_after_finetune) << '\n';
-}
-/// The same, to a file (contribution.csv, criticality.csv, pruning.csv, rewinding.csv by
-/// convention), written through a temporary file and renamed; io_error naming the path.
-inline void write_csv(const std::string& path, const contribution_result& r) {
-    detail::write_file(path, [&](std::ostream& f) { write_csv(f, r); });
-}
-inline void write_csv(const std::string& path, const criticality_result& r) {
-    detail::write_file(path, [&](std::ostream& f) { write_csv(f, r); });
-}
-inline void write_csv(const std::string& path, const pruning_result& r) {
-    detail::write_file(path, [&](std::ostream& f) { write_csv(f, r); });
-}
-inline void write_csv(const std::string& path, const std::vector<rewinding_point>& r) {
-    detail::write_file(path, [&](std::ostream& f) { write_csv(f, r); });
-}
+/// criticality_trace.csv (trace_table).
+inline void write_trace_csv(const std::string& path, const criticality_result& r) { trace_table(r).write(path); }
 
 }  // namespace depthlab::analysis
 // ---- end depthlab/analysis/component_value.hpp ----
@@ -7096,6 +7470,18 @@ DEPTHLAB_HD inline T gelu_grad(T x) {
     const T t = std::tanh(k0 * (k1 * x * x * x + x));
     const T du = k0 * (T(3) * k1 * x * x + T(1));
     return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * du;
+}
+// GELU, exact form (Hendrycks & Gimpel; PyTorch's default, HF BERT's "gelu"):
+// 0.5 x (1 + erf(x / sqrt(2))); derivative Phi(x) + x phi(x).
+template <class T>
+DEPTHLAB_HD inline T gelu_erf(T x) {
+    return T(0.5) * x * (T(1) + std::erf(x * T(0.7071067811865476)));
+}
+template <class T>
+DEPTHLAB_HD inline T gelu_erf_grad(T x) {
+    const T cdf = T(0.5) * (T(1) + std::erf(x * T(0.7071067811865476)));
+    const T pdf = T(0.3989422804014327) * std::exp(T(-0.5) * x * x);
+    return cdf + x * pdf;
 }
 template <class T>
 DEPTHLAB_HD inline T relu(T x) { return x > T(0) ? x : T(0); }
@@ -8601,6 +8987,21 @@ struct host_primitives {
     template <class T> static void gelu_bwd(index_t n, const T* x, const T* dy, T* dx) {
         chunked<T>(n, [&]<class K>(index_t o, index_t m) { K::gelu_bwd(m, x + o, dy + o, dx + o); });
     }
+    // GELU, exact (erf) form: libm's erf per element (no vector erf), parallel over fixed
+    // chunks like every elementwise primitive.
+    template <class T> static void gelu_erf_fwd(index_t n, const T* x, T* y) {
+        launch();
+        parallel_for(n, elem_grain, [&](index_t b, index_t e) {
+            for (index_t i = b; i < e; ++i) y[i] = elementwise::gelu_erf(x[i]);
+        });
+    }
+    // dx += dy * gelu_erf'(x)   (from the input x)
+    template <class T> static void gelu_erf_bwd(index_t n, const T* x, const T* dy, T* dx) {
+        launch();
+        parallel_for(n, elem_grain, [&](index_t b, index_t e) {
+            for (index_t i = b; i < e; ++i) dx[i] += dy[i] * elementwise::gelu_erf_grad(x[i]);
+        });
+    }
     template <class T> static void relu_fwd(index_t n, const T* x, T* y) {
         chunked<T>(n, [&]<class K>(index_t o, index_t m) { K::relu_fwd(m, x + o, y + o); });
     }
@@ -9063,11 +9464,15 @@ Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>, Eigen::Unaligned> eigen_ve
 // target, BOS/EOS included), alone larger than max_tokens, or with an empty source (and
 // no source EOS) are dropped at construction and counted in `dropped()`.
 #include <algorithm>
+#include <concepts>
 #include <cstdint>
 #include <fstream>
 #include <numeric>
 #include <string>
+#include <type_traits>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 // synthetic.hpp (seq2seq_batch) pulls in the model headers, which need the backend first.
 
@@ -9135,10 +9540,94 @@ struct parallel_text {
     return load_parallel(dir + "/" + split + "." + src_lang, dir + "/" + split + "." + tgt_lang);
 }
 
+/// What a translation data folder says about itself (its meta.json, as written by
+/// scripts/prepare-parallel and scripts/fetch-translation): the language pair, used as file
+/// extensions, and a description of the corpus. Without meta.json: en -> de, no description.
+struct translation_corpus_info {
+    std::string src = "en", tgt = "de";
+    std::string source;  // e.g. "Debian trans-de-en 1.9-6 (Ding, GPL-2+)"; empty when unknown
+    bool from_meta = false;
+};
+[[nodiscard]] inline translation_corpus_info read_translation_meta(const std::string& dir) {
+    translation_corpus_info info;
+    const std::string path = dir + "/meta.json";
+    std::ifstream in(path);
+    if (!in.is_open()) return info;
+    const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    DEPTHLAB_CHECK(j.is_object(), io_error, "read_translation_meta: ", path, " is not a JSON object");
+    auto text = [&](const char* key, std::string& out) {
+        if (!j.contains(key)) return;
+        DEPTHLAB_CHECK(j[key].is_string() && !j[key].get<std::string>().empty(), io_error, "read_translation_meta: ", path, ": '", key,
+                       "' is not a non-empty string");
+        out = j[key].get<std::string>();
+    };
+    text("src", info.src);
+    text("tgt", info.tgt);
+    text("source", info.source);
+    DEPTHLAB_CHECK(info.src != info.tgt, io_error, "read_translation_meta: ", path, ": src and tgt are both '", info.src, "'");
+    info.from_meta = true;
+    return info;
+}
+
 /// One sentence pair as token ids, without BOS/EOS.
 struct token_pair {
     std::vector<std::int64_t> src, tgt;
 };
+
+/// Every pair of `text` as token ids (encode: text -> ids), the whole list `repeat` times
+/// (a corpus weighted up against a second one).
+template <class Encode>
+[[nodiscard]] std::vector<token_pair> encode_pairs(const parallel_text& text, Encode&& encode, std::size_t repeat = 1) {
+    DEPTHLAB_CHECK(repeat >= 1, usage_error, "encode_pairs: repeat ", repeat, " < 1");
+    std::vector<token_pair> pairs;
+    pairs.reserve(text.size() * repeat);
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        const auto a = encode(text.src[i]);
+        const auto b = encode(text.tgt[i]);
+        pairs.push_back({{a.begin(), a.end()}, {b.begin(), b.end()}});
+    }
+    const std::size_t n = pairs.size();
+    for (std::size_t r = 1; r < repeat; ++r)
+        for (std::size_t i = 0; i < n; ++i) pairs.push_back(pairs[i]);
+    return pairs;
+}
+
+/// A translation data folder read and tokenised: the splits as text, the training pairs as
+/// ids (the main corpus `main_repeat` times, then the second corpus when asked for).
+struct translation_corpus {
+    translation_corpus_info info;
+    parallel_text train, dev, test;
+    std::vector<token_pair> train_pairs;
+    std::size_t second_pairs = 0;  // pairs of the second corpus among train_pairs
+};
+struct translation_corpus_options {
+    std::string src_lang, tgt_lang;  // empty: meta.json's (else en, de)
+    std::string second_corpus;       // e.g. "mt": also <second>.{src,tgt} for training; empty: none
+    std::size_t main_repeat = 1;     // with a second corpus: the main pairs this many times per epoch
+    std::size_t dev_limit = 0;       // > 0: only the first dev_limit dev pairs
+};
+template <class Encode>
+[[nodiscard]] translation_corpus load_translation_corpus(const std::string& dir, Encode&& encode, const translation_corpus_options& o = {}) {
+    translation_corpus c;
+    c.info = read_translation_meta(dir);
+    if (!o.src_lang.empty()) c.info.src = o.src_lang;
+    if (!o.tgt_lang.empty()) c.info.tgt = o.tgt_lang;
+    const auto load = [&](const std::string& split) { return load_translation_split(dir, split, c.info.src, c.info.tgt); };
+    c.train = load("train");
+    c.dev = load("dev");
+    c.test = load("test");
+    if (o.dev_limit > 0 && c.dev.size() > o.dev_limit) {
+        c.dev.src.resize(o.dev_limit);
+        c.dev.tgt.resize(o.dev_limit);
+    }
+    c.train_pairs = encode_pairs(c.train, encode, o.second_corpus.empty() ? 1 : o.main_repeat);
+    if (!o.second_corpus.empty()) {
+        auto second = encode_pairs(load(o.second_corpus), encode);
+        c.second_pairs = second.size();
+        for (auto& p : second) c.train_pairs.push_back(std::move(p));
+    }
+    return c;
+}
 
 struct translation_batching {
     index_t max_tokens = 4096;   ///< padded tokens per batch: B * max(Ts, Tt)
@@ -9276,6 +9765,15 @@ struct stream_state {
     std::uint64_t next_batch = 0, epoch = 0;         // batches served in it; epochs begun (1 = the first)
     bool operator==(const stream_state&) const = default;
 };
+/// The fields of stream_state by name (io::save_config / load_config, train::checkpointer::track).
+template <class S, class F>
+    requires std::same_as<std::remove_const_t<S>, stream_state>
+void config_fields(S& s, F&& f) {
+    f("epoch_seed", s.epoch_seed);
+    f("epoch_offset", s.epoch_offset);
+    f("next_batch", s.next_batch);
+    f("epoch", s.epoch);
+}
 
 /// An endless stream of training batches: epoch after epoch, each one in the order of
 /// batcher.epoch_plan(generator). The batcher must outlive the stream.
@@ -10191,6 +10689,7 @@ void config_fields(C& c, F&& f) {
     f("compact", c.compact);
     f("fixed_point_trace", c.fixed_point_trace);
     f("lambda_p", c.lambda_p);
+    f("halting_bias", c.halting_bias);
 }
 
 namespace detail {
@@ -10201,7 +10700,7 @@ template <class E>
 struct enum_names;
 template <>
 struct enum_names<nn::activation> {
-    static constexpr const char* names[] = {"gelu", "relu"};
+    static constexpr const char* names[] = {"gelu", "relu", "gelu_erf"};
 };
 template <>
 struct enum_names<nn::init_scheme> {
@@ -10280,6 +10779,528 @@ template <detail::config_struct C>
 
 }  // namespace depthlab::io
 // ---- end depthlab/io/config.hpp ----
+// ---- begin depthlab/io/name_map.hpp ----
+// Interop with PyTorch / Hugging Face checkpoints: a name_map says where each depthlab
+// parameter lives in an external state dict (a renaming, plus the few transforms the layouts
+// need), load_parameters(path, model, map) imports a safetensors state dict through it and
+// save_parameters(path, model, map) exports one (atomic, metadata {"format": "pt"}).
+//
+// A map entry is one of: `tensor` (one external tensor, same shape: PyTorch's Linear weight
+// is (out, in) like depthlab's, so nothing is ever transposed), `split` (the parameter is
+// several external tensors concatenated along dim 0: depthlab's fused in_proj_weight (3D, D)
+// = HF's query/key/value weights (D, D) each), `fixed` (the layout has no such tensor and
+// computes as if the parameter had a fixed value: loading sets it, saving checks it), `kept`
+// (the layout has no counterpart: loading leaves it unchanged, saving leaves it out; both
+// say so in their report). An entry may list `tied` external names holding the same values
+// (HF's decoder weight = word embeddings): optional on load but then equal (the first one
+// present is read when the main name is absent), written on save unless write_tied = false.
+// External names may also be `ignored` (buffers such as position_ids) or `rejected`
+// (tensors the depthlab model cannot represent: loading fails when they are present).
+// Every name is used once: a second use throws usage_error at once, naming both uses, and
+// leaves the map as it was. A plain renaming for any other layout:
+//     io::name_map m("my layout", {{"encoder.0.feed_forward.linear1.weight", "blocks.0.mlp.fc1.weight"}, ...});
+// (argument order as io::load_parameters(path, model) in checkpoint.hpp, whose strict
+// identity-named load this generalises).
+//
+// load_parameters checks everything before it writes anything: every model parameter has an
+// entry and every entry a parameter (usage_error otherwise); every external tensor is there,
+// F32/F64, finite and of the right shape; tied copies are equal; no file tensor is left
+// unused unless ignored or `allow_extra` (io_error naming the file, the layout, the external
+// and depthlab names and both shapes, every problem at once). A failed load leaves the model
+// unchanged.
+//
+// The maps of the Hugging Face and torch.nn.Transformer layouts are in io/layouts.hpp.
+#include <cstddef>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+
+namespace depthlab::io {
+
+enum class map_kind { tensor, split, fixed, kept };
+enum class fixed_value { identity, zeros };
+
+struct name_map_entry {
+    std::string internal;               ///< the depthlab parameter name
+    map_kind kind = map_kind::tensor;
+    std::vector<std::string> external;  ///< tensor: one name; split: the parts along dim 0, in order
+    std::vector<std::string> tied;      ///< more external names with the same values (tensor entries)
+    fixed_value value = fixed_value::zeros;
+    std::string note;                   ///< why (fixed, kept)
+};
+
+class name_map {
+public:
+    explicit name_map(std::string layout) : layout_(std::move(layout)) {}
+    /// A plain renaming: {depthlab name, external name} pairs.
+    name_map(std::string layout, const std::vector<std::pair<std::string, std::string>>& pairs) : layout_(std::move(layout)) {
+        for (const auto& pr : pairs) add(pr.first, pr.second);
+    }
+    [[nodiscard]] const std::string& layout() const { return layout_; }
+    [[nodiscard]] const std::vector<name_map_entry>& entries() const { return entries_; }
+    [[nodiscard]] const name_map_entry* find(const std::string& internal) const {
+        const auto it = by_internal_.find(internal);
+        return it == by_internal_.end() ? nullptr : &entries_[it->second];
+    }
+    /// Why an external name is ignored / rejected (nullptr: it is not).
+    [[nodiscard]] const std::string* ignored(const std::string& external) const { return lookup(ignored_, external); }
+    [[nodiscard]] const std::string* rejected(const std::string& external) const { return lookup(rejected_, external); }
+    /// Whether an external name belongs to an entry (tensor, part or tied copy).
+    [[nodiscard]] bool used(const std::string& external) const { return uses_.count(external) && !ignored_.count(external) && !rejected_.count(external); }
+
+    name_map& add(std::string internal, std::string external) { return push({std::move(internal), map_kind::tensor, {std::move(external)}, {}, {}, {}}); }
+    name_map& split(std::string internal, std::vector<std::string> parts) {
+        DEPTHLAB_CHECK(parts.size() >= 2, usage_error, "name_map ", layout_, ": split of '", internal, "' needs at least 2 parts");
+        return push({std::move(internal), map_kind::split, std::move(parts), {}, {}, {}});
+    }
+    name_map& fixed(std::string internal, fixed_value v, std::string note) {
+        return push({std::move(internal), map_kind::fixed, {}, {}, v, std::move(note)});
+    }
+    name_map& keep(std::string internal, std::string note) { return push({std::move(internal), map_kind::kept, {}, {}, {}, std::move(note)}); }
+    /// Another external name holding the values of `internal` (a tensor entry already added).
+    name_map& tie(const std::string& internal, std::string external) {
+        const auto it = by_internal_.find(internal);
+        DEPTHLAB_CHECK(it != by_internal_.end() && entries_[it->second].kind == map_kind::tensor, usage_error, "name_map ", layout_,
+                       ": tie '", external, "' to '", internal, "', which is not a tensor entry");
+        claim(external, "a tied copy of '" + internal + "'");
+        entries_[it->second].tied.push_back(std::move(external));
+        return *this;
+    }
+    name_map& ignore(std::string external, std::string note) {
+        claim(external, "ignored");
+        ignored_[std::move(external)] = std::move(note);
+        return *this;
+    }
+    name_map& reject(std::string external, std::string note) {
+        claim(external, "rejected");
+        rejected_[std::move(external)] = std::move(note);
+        return *this;
+    }
+
+private:
+    static const std::string* lookup(const std::map<std::string, std::string>& m, const std::string& k) {
+        const auto it = m.find(k);
+        return it == m.end() ? nullptr : &it->second;
+    }
+    // A refused name leaves the map as it was.
+    void claim(const std::string& external, const std::string& use) {
+        const auto it = uses_.find(external);
+        DEPTHLAB_CHECK(it == uses_.end(), usage_error, "name_map ", layout_, ": external name '", external, "' is used twice: ", it->second, " and ", use);
+        uses_.emplace(external, use);
+    }
+    name_map& push(name_map_entry e) {
+        DEPTHLAB_CHECK(!by_internal_.count(e.internal), usage_error, "name_map ", layout_, ": depthlab parameter '", e.internal, "' is mapped twice");
+        std::vector<std::string> uses;
+        for (std::size_t k = 0; k < e.external.size(); ++k) {
+            uses.push_back(e.kind == map_kind::split ? depthlab::detail::cat("part ", k + 1, " of '", e.internal, "'") : "'" + e.internal + "'");
+            const auto it = uses_.find(e.external[k]);
+            DEPTHLAB_CHECK(it == uses_.end(), usage_error, "name_map ", layout_, ": external name '", e.external[k], "' is used twice: ", it->second,
+                           " and ", uses.back());
+            for (std::size_t j = 0; j < k; ++j)
+                DEPTHLAB_CHECK(e.external[j] != e.external[k], usage_error, "name_map ", layout_, ": external name '", e.external[k],
+                               "' is used twice: ", uses[j], " and ", uses.back());
+        }
+        for (std::size_t k = 0; k < e.external.size(); ++k) uses_.emplace(e.external[k], uses[k]);
+        by_internal_[e.internal] = entries_.size();
+        entries_.push_back(std::move(e));
+        return *this;
+    }
+    std::string layout_;
+    std::vector<name_map_entry> entries_;
+    std::map<std::string, std::size_t> by_internal_;
+    std::map<std::string, std::string> uses_, ignored_, rejected_;
+};
+
+/// What a load or save did besides the tensors it moved.
+struct interop_report {
+    std::vector<std::string> kept;     ///< depthlab parameters the layout lacks (unchanged / not written)
+    std::vector<std::string> fixed;    ///< depthlab parameters set to (load) or checked at (save) a fixed value
+    std::vector<std::string> ignored;  ///< file tensors not read (ignored buffers; extras under allow_extra)
+};
+struct interop_load_options {
+    bool allow_extra = false;  ///< file tensors the map does not know are ignored (listed) instead of an error
+};
+struct interop_save_options {
+    bool write_tied = true;  ///< tied copies written too, as PyTorch's state_dict() holds them
+};
+
+namespace detail {
+/// The model's parameters with their entries; usage_error when map and model do not fit.
+template <class T, class B>
+std::vector<std::pair<const name_map_entry*, Var<T, B>>> resolve_entries(const nn::Module<T, B>& module, const name_map& map, const std::string& where) {
+    std::vector<std::pair<const name_map_entry*, Var<T, B>>> out;
+    std::vector<std::string> unmapped, unknown;
+    std::map<std::string, bool> have;
+    for (const auto& [name, p] : module.named_parameters()) {
+        have[name] = true;
+        if (const name_map_entry* e = map.find(name)) out.emplace_back(e, p);
+        else unmapped.push_back(name);
+    }
+    for (const name_map_entry& e : map.entries())
+        if (!have.count(e.internal)) unknown.push_back(e.internal);
+    if (unmapped.empty() && unknown.empty()) return out;
+    std::string msg = where + ": the name map does not fit the model";
+    if (!unmapped.empty()) msg += depthlab::detail::cat("; no entry for ", unmapped.size(), " model parameter(s): ", join_names(unmapped));
+    if (!unknown.empty()) msg += depthlab::detail::cat("; entries for ", unknown.size(), " parameter(s) the model does not have: ", join_names(unknown));
+    throw usage_error(msg);
+}
+template <class T>
+std::vector<T> fixed_values(fixed_value v, const Shape& s, const std::string& where, const std::string& name) {
+    std::vector<T> out(static_cast<std::size_t>(s.numel()), T(0));
+    if (v == fixed_value::identity) {
+        DEPTHLAB_CHECK(s.rank() == 2 && s[0] == s[1], usage_error, where, ": '", name, "' has shape ", s, ", not a square matrix (identity)");
+        for (index_t i = 0; i < s[0]; ++i) out[static_cast<std::size_t>(i * s[0] + i)] = T(1);
+    }
+    return out;
+}
+inline Shape part_shape(const Shape& s, std::size_t parts) {
+    Shape p = s;
+    p[0] = s[0] / static_cast<index_t>(parts);
+    return p;
+}
+}  // namespace detail
+
+/// Loads an external safetensors state dict into `module` through `map` (see the top).
+template <class T, class B>
+interop_report load_parameters(const std::string& path, nn::Module<T, B>& module, const name_map& map, interop_load_options opt = {}) {
+    using depthlab::detail::cat;
+    const safetensors_file f(path);
+    const std::string where = cat("load_parameters ", path, " (layout ", map.layout(), ")");
+    const auto params = detail::resolve_entries(module, map, where);
+    interop_report rep;
+    std::vector<std::string> problems;
+    // a tensor entry reads its external name, or else the first tied copy the file has
+    const auto source = [&](const name_map_entry& e) -> const std::string& {
+        if (!f.contains(e.external[0]))
+            for (const std::string& t : e.tied)
+                if (f.contains(t)) return t;
+        return e.external[0];
+    };
+    const auto check = [&](const std::string& ext, const std::string& role, const Shape& want) {
+        if (!f.contains(ext)) {
+            problems.push_back(cat("no tensor '", ext, "' ", want, " for ", role));
+            return;
+        }
+        const tensor_entry& e = f.entry(ext);
+        if (e.shape != want) problems.push_back(cat("tensor '", ext, "' for ", role, " has shape ", e.shape, ", expected ", want));
+        else if (e.dtype != "F32" && e.dtype != "F64") problems.push_back(cat("tensor '", ext, "' for ", role, " is ", e.dtype, ", not F32 or F64"));
+    };
+    for (const auto& [e, p] : params) {
+        const Shape& s = p.value().shape();
+        const std::string role = cat("depthlab '", e->internal, "' ", s);
+        if (e->kind == map_kind::tensor) {
+            const std::string& src = source(*e);
+            check(src, role, s);
+            for (const std::string& t : e->tied)
+                if (t != src && f.contains(t)) check(t, cat(role, " (tied to '", src, "')"), s);
+        } else if (e->kind == map_kind::split) {
+            const std::size_t k = e->external.size();
+            if (s.rank() == 0 || s[0] % static_cast<index_t>(k) != 0) {
+                problems.push_back(cat(role, " cannot be split into ", k, " equal parts along dim 0"));
+                continue;
+            }
+            for (std::size_t i = 0; i < k; ++i) check(e->external[i], cat("part ", i + 1, " of ", k, " of ", role), detail::part_shape(s, k));
+        }
+    }
+    std::vector<std::string> extra;
+    for (const std::string& n : f.names()) {
+        if (map.used(n)) continue;
+        if (map.ignored(n)) rep.ignored.push_back(n);
+        else if (const std::string* why = map.rejected(n)) problems.push_back(cat("tensor '", n, "' cannot be loaded: ", *why));
+        else extra.push_back(n);
+    }
+    if (!extra.empty() && !opt.allow_extra)
+        problems.push_back(cat(extra.size(), " tensor(s) the map does not know (allow_extra ignores them): ", detail::join_names(extra)));
+    rep.ignored.insert(rep.ignored.end(), extra.begin(), extra.end());
+    if (!problems.empty()) {
+        std::string msg = where + ": ";
+        for (std::size_t i = 0; i < problems.size() && i < 20; ++i) msg += (i ? "; " : "") + problems[i];
+        if (problems.size() > 20) msg += cat("; ... (", problems.size() - 20, " more problems)");
+        throw io_error(msg);
+    }
+    // Read and stage every value, then write them all.
+    std::vector<std::pair<Tensor<T, B>*, Tensor<T, B>>> staged;
+    for (const auto& [e, p] : params) {
+        const Shape& s = p.value().shape();
+        if (e->kind == map_kind::kept) {
+            rep.kept.push_back(e->internal);
+        } else if (e->kind == map_kind::fixed) {
+            staged.emplace_back(&p.value(), Tensor<T, B>::from(s, detail::fixed_values<T>(e->value, s, where, e->internal)));
+            rep.fixed.push_back(e->internal);
+        } else if (e->kind == map_kind::tensor) {
+            const std::string& src = source(*e);
+            Tensor<T, B> v = detail::require_finite(f.template load<T, B>(src), path, src);
+            const std::vector<T> host = e->tied.empty() ? std::vector<T>{} : v.to_vector();
+            for (const std::string& t : e->tied) {
+                if (t == src || !f.contains(t)) continue;
+                const std::vector<T> other = f.template load<T, B>(t).to_vector();
+                std::size_t i = 0;
+                while (i < host.size() && host[i] == other[i]) ++i;
+                DEPTHLAB_CHECK(i == host.size(), io_error, where, ": tensor '", t, "' differs from '", src, "' at flat index ", i, " (",
+                               other[i], " vs ", host[i], "), but depthlab ties both to '", e->internal, "'");
+            }
+            staged.emplace_back(&p.value(), std::move(v));
+        } else {
+            Tensor<T, B> v = Tensor<T, B>::empty(s);
+            const index_t n = s[0] / static_cast<index_t>(e->external.size());
+            for (std::size_t i = 0; i < e->external.size(); ++i)
+                v.slice(0, static_cast<index_t>(i) * n, static_cast<index_t>(i + 1) * n)
+                    .copy_(detail::require_finite(f.template load<T, B>(e->external[i]), path, e->external[i]));
+            staged.emplace_back(&p.value(), std::move(v));
+        }
+    }
+    for (auto& [dst, src] : staged) dst->copy_(src);
+    return rep;
+}
+
+/// Exports `module` through `map` as a safetensors state dict (atomic; nothing is written
+/// if a check fails). Metadata: {"format": "pt"} (transformers' loader wants it) plus `metadata`.
+template <class T, class B>
+interop_report save_parameters(const std::string& path, const nn::Module<T, B>& module, const name_map& map, const metadata_map& metadata = {},
+                               interop_save_options opt = {}) {
+    using depthlab::detail::cat;
+    const std::string where = cat("save_parameters ", path, " (layout ", map.layout(), ")");
+    const auto params = detail::resolve_entries(module, map, where);
+    interop_report rep;
+    safetensors_writer w;
+    std::vector<std::pair<std::string, Tensor<T, B>>> tied;
+    for (const auto& [e, p] : params) {
+        const Tensor<T, B>& v = p.value();
+        if (e->kind == map_kind::kept) {
+            rep.kept.push_back(e->internal);
+            continue;
+        }
+        detail::require_finite_for_save(v, path, e->internal);
+        if (e->kind == map_kind::fixed) {
+            DEPTHLAB_CHECK(v.to_vector() == detail::fixed_values<T>(e->value, v.shape(), where, e->internal), usage_error, where, ": '",
+                           e->internal, "' must be ", e->value == fixed_value::identity ? "the identity" : "zero", " in this layout (",
+                           e->note, "); nothing was written");
+            rep.fixed.push_back(e->internal);
+        } else if (e->kind == map_kind::tensor) {
+            w.add(e->external[0], v);
+            if (opt.write_tied)
+                for (const std::string& t : e->tied) tied.emplace_back(t, v);
+        } else {
+            const index_t n = v.shape()[0] / static_cast<index_t>(e->external.size());
+            for (std::size_t i = 0; i < e->external.size(); ++i)
+                w.add(e->external[i], v.slice(0, static_cast<index_t>(i) * n, static_cast<index_t>(i + 1) * n));
+        }
+    }
+    for (const auto& [name, v] : tied) w.add(name, v);
+    metadata_map meta = metadata;
+    meta.emplace("format", "pt");
+    w.set_metadata(meta);
+    w.write(path);
+    return rep;
+}
+
+}  // namespace depthlab::io
+// ---- end depthlab/io/name_map.hpp ----
+// ---- begin depthlab/io/layouts.hpp ----
+// Name maps (io/name_map.hpp) of the PyTorch / Hugging Face layouts that depthlab's models share:
+//
+//     auto map = io::hf_albert_names(cfg);                          // AlbertForPreTraining
+//     io::load_parameters("model.safetensors", albert, map);        // import
+//     io::save_parameters("export.safetensors", albert, map);       // export
+//
+// Sources. transformers is not installable here, so the HF names are the module attribute
+// names of its source (modeling_albert.py read at commit 00661e38, a v4.x; modeling_bert.py
+// from the same family of versions, from memory, cross-checked against the BertModel keys
+// HF checkpoints carry); the nn.Transformer names are PyTorch 1.13's state_dict() keys.
+// tests/fixtures/interop/make.py rebuilds these modules by hand and writes their state dicts.
+//  * hf_albert_names: transformers' modeling_albert.py (v4.x) AlbertModel / AlbertForPreTraining:
+//    embeddings.{word,position,token_type}_embeddings, embeddings.LayerNorm,
+//    encoder.embedding_hidden_mapping_in (the E -> H projection: HF puts it in the encoder),
+//    encoder.albert_layer_groups.{g}.albert_layers.0.{attention.{query,key,value,dense,LayerNorm},
+//    ffn, ffn_output, full_layer_layer_norm}, pooler; heads predictions.{dense, LayerNorm, bias,
+//    decoder (tied)}, sop_classifier.classifier. Tied depthlab ALBERT = 1 group (num_hidden_groups
+//    1, inner_group_num 1); untied = one group per layer. ACT's halting unit has no HF
+//    counterpart: an extra tensor "depthlab.encoder.halting.{weight,bias}", or kept.
+//  * hf_bert_names: modeling_bert.py BertModel / BertForPreTraining over depthlab's untied
+//    Albert with embed == dim: embeddings.*, encoder.layer.{i}.attention.self.{query,key,value},
+//    attention.output.{dense,LayerNorm}, intermediate.dense, output.{dense,LayerNorm},
+//    pooler.dense; heads cls.predictions.{transform.dense, transform.LayerNorm, bias, decoder
+//    (tied)}, cls.seq_relationship (BERT's NSP head: the same (2, H) classifier as depthlab's
+//    SOP head). BERT has no embedding projection: depthlab's is `fixed` to the identity.
+//  * torch_transformer_names: torch.nn.Transformer (PyTorch 1.13): {encoder,decoder}.layers.{i}.
+//    {self_attn, multihead_attn}.{in_proj_weight, in_proj_bias, out_proj}, linear1, linear2,
+//    norm1..3; encoder.norm / decoder.norm = depthlab's final norms of a pre-LN model. A post-LN
+//    depthlab model has no final norms, so nn.Transformer's (which it always builds) are
+//    rejected: build the torch model with custom_encoder / custom_decoder and norm=None.
+//    nn.Transformer has no embeddings or output projection: extra tensors "depthlab.<name>".
+//    PyTorch's activation="gelu" is activation::gelu_erf.
+// What a map cannot carry is configuration: activation (HF "gelu_new" = activation::gelu,
+// "gelu" = gelu_erf), layer_norm_eps = ln_eps (modeling_albert.py's AlbertMLMHead LayerNorm
+// uses PyTorch's default 1e-5: set model.mlm_norm->eps for exact parity), sizes, depth.
+// HF's additive mask of -10000 and depthlab's -inf give the same softmax.
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+
+namespace depthlab::io {
+
+/// Extra tensors (depthlab parameters a layout lacks) are stored as this prefix + their name.
+inline constexpr std::string_view extra_prefix = "depthlab.";
+
+enum class hf_head { base_model, pretraining };  ///< AlbertModel / BertModel alone, or *ForPreTraining
+enum class act_halting { none, extra_tensor, keep };
+struct hf_albert_options {
+    hf_head head = hf_head::pretraining;
+    bool tied = true;                        ///< Albert<T, B, tied> / ActAlbert (1 group); false: untied, a group per layer
+    act_halting halting = act_halting::none; ///< ActAlbert's encoder.halting: extra tensor or kept
+    std::optional<std::string> prefix{};     ///< of the base model's names; default "albert." with heads, "" without
+};
+struct hf_bert_options {
+    hf_head head = hf_head::base_model;
+    std::optional<std::string> prefix{};     ///< default "bert." with heads, "" without
+};
+struct torch_transformer_options {
+    bool embeddings = true;  ///< true: embeddings / output projection as "depthlab.*" extra tensors; false: kept
+};
+
+namespace detail {
+inline void map_affine(name_map& m, const std::string& internal, const std::string& external) {
+    m.add(internal + ".weight", external + ".weight");
+    m.add(internal + ".bias", external + ".bias");
+}
+/// One encoder layer, HF style: separate q, k, v Linear layers into the fused in_proj.
+inline void map_hf_layer(name_map& m, const std::string& in, const std::string& q, const std::string& k, const std::string& v,
+                         const std::string& out, const std::string& attn_norm, const std::string& ff1, const std::string& ff2,
+                         const std::string& ff_norm) {
+    m.split(in + "self_attention.in_proj_weight", {q + ".weight", k + ".weight", v + ".weight"});
+    m.split(in + "self_attention.in_proj_bias", {q + ".bias", k + ".bias", v + ".bias"});
+    map_affine(m, in + "self_attention.out_proj", out);
+    map_affine(m, in + "self_attention.norm", attn_norm);
+    map_affine(m, in + "feed_forward.linear1", ff1);
+    map_affine(m, in + "feed_forward.linear2", ff2);
+    map_affine(m, in + "feed_forward.norm", ff_norm);
+}
+inline void map_hf_embeddings(name_map& m, const std::string& P) {
+    m.add("embeddings.word_embeddings.weight", P + "embeddings.word_embeddings.weight");
+    m.add("embeddings.position_embeddings.weight", P + "embeddings.position_embeddings.weight");
+    m.add("embeddings.token_type_embeddings.weight", P + "embeddings.token_type_embeddings.weight");
+    map_affine(m, "embeddings.norm", P + "embeddings.LayerNorm");
+    m.ignore(P + "embeddings.position_ids", "a buffer (arange), not a parameter");
+    m.ignore(P + "embeddings.token_type_ids", "a buffer (zeros), not a parameter");
+}
+inline void keep_heads(name_map& m, const char* model) {
+    const std::string why = std::string(model) + " has no pretraining heads";
+    for (const char* n : {"mlm.dense.weight", "mlm.dense.bias", "mlm.norm.weight", "mlm.norm.bias", "mlm.bias", "sop_classifier.weight", "sop_classifier.bias"})
+        m.keep(n, why);
+}
+}  // namespace detail
+
+/// depthlab's Albert (tied or untied) / ActAlbert <-> HF AlbertModel / AlbertForPreTraining.
+inline name_map hf_albert_names(const nn::albert_config& c, const hf_albert_options& o = {}) {
+    const bool heads = o.head == hf_head::pretraining;
+    const std::string P = o.prefix.value_or(heads ? "albert." : "");
+    name_map m(heads ? "hf AlbertForPreTraining" : "hf AlbertModel");
+    detail::map_hf_embeddings(m, P);
+    detail::map_affine(m, "embeddings.projection", P + "encoder.embedding_hidden_mapping_in");
+    for (int g = 0; g < (o.tied ? 1 : c.depth); ++g) {
+        const std::string L = depthlab::detail::cat(P, "encoder.albert_layer_groups.", g, ".albert_layers.0.");
+        detail::map_hf_layer(m, o.tied ? "encoder.shared." : depthlab::detail::cat("encoder.", g, "."), L + "attention.query", L + "attention.key",
+                             L + "attention.value", L + "attention.dense", L + "attention.LayerNorm", L + "ffn", L + "ffn_output",
+                             L + "full_layer_layer_norm");
+    }
+    detail::map_affine(m, "pooler", P + "pooler");
+    if (heads) {
+        m.tie("embeddings.word_embeddings.weight", "predictions.decoder.weight");
+        detail::map_affine(m, "mlm.dense", "predictions.dense");
+        detail::map_affine(m, "mlm.norm", "predictions.LayerNorm");
+        m.add("mlm.bias", "predictions.bias").tie("mlm.bias", "predictions.decoder.bias");
+        detail::map_affine(m, "sop_classifier", "sop_classifier.classifier");
+    } else {
+        detail::keep_heads(m, "AlbertModel");
+    }
+    for (const char* n : {"encoder.halting.weight", "encoder.halting.bias"}) {
+        if (o.halting == act_halting::extra_tensor) m.add(n, std::string(extra_prefix) + n);
+        else if (o.halting == act_halting::keep) m.keep(n, "ACT's halting unit has no Hugging Face counterpart");
+    }
+    return m;
+}
+
+/// depthlab's untied Albert with embed == dim <-> HF BertModel / BertForPreTraining.
+inline name_map hf_bert_names(const nn::albert_config& c, const hf_bert_options& o = {}) {
+    DEPTHLAB_CHECK(c.embed == c.layer.dim, usage_error, "hf_bert_names: BERT has no factorised embedding; embed ", c.embed, " must equal dim ",
+                   c.layer.dim);
+    const bool heads = o.head == hf_head::pretraining;
+    const std::string P = o.prefix.value_or(heads ? "bert." : "");
+    name_map m(heads ? "hf BertForPreTraining" : "hf BertModel");
+    detail::map_hf_embeddings(m, P);
+    m.fixed("embeddings.projection.weight", fixed_value::identity, "BERT has no embedding projection");
+    m.fixed("embeddings.projection.bias", fixed_value::zeros, "BERT has no embedding projection");
+    for (int i = 0; i < c.depth; ++i) {
+        const std::string L = depthlab::detail::cat(P, "encoder.layer.", i, ".");
+        detail::map_hf_layer(m, depthlab::detail::cat("encoder.", i, "."), L + "attention.self.query", L + "attention.self.key",
+                             L + "attention.self.value", L + "attention.output.dense", L + "attention.output.LayerNorm", L + "intermediate.dense",
+                             L + "output.dense", L + "output.LayerNorm");
+    }
+    detail::map_affine(m, "pooler", P + "pooler.dense");
+    if (heads) {
+        m.tie("embeddings.word_embeddings.weight", "cls.predictions.decoder.weight");
+        detail::map_affine(m, "mlm.dense", "cls.predictions.transform.dense");
+        detail::map_affine(m, "mlm.norm", "cls.predictions.transform.LayerNorm");
+        m.add("mlm.bias", "cls.predictions.bias").tie("mlm.bias", "cls.predictions.decoder.bias");
+        detail::map_affine(m, "sop_classifier", "cls.seq_relationship");
+    } else {
+        detail::keep_heads(m, "BertModel");
+    }
+    return m;
+}
+
+/// depthlab's Seq2SeqTransformer <-> torch.nn.Transformer (batch_first or not: same names).
+inline name_map torch_transformer_names(const nn::seq2seq_config& c, const torch_transformer_options& o = {}) {
+    using depthlab::detail::cat;
+    name_map m("torch nn.Transformer");
+    const auto attn = [&](const std::string& in, const std::string& ex) {
+        m.add(in + ".in_proj_weight", ex + ".in_proj_weight");
+        m.add(in + ".in_proj_bias", ex + ".in_proj_bias");
+        detail::map_affine(m, in + ".out_proj", ex + ".out_proj");
+    };
+    for (int i = 0; i < c.encoder_layers; ++i) {
+        const std::string in = cat("encoder.", i, "."), ex = cat("encoder.layers.", i, ".");
+        attn(in + "self_attention", ex + "self_attn");
+        detail::map_affine(m, in + "self_attention.norm", ex + "norm1");
+        detail::map_affine(m, in + "feed_forward.linear1", ex + "linear1");
+        detail::map_affine(m, in + "feed_forward.linear2", ex + "linear2");
+        detail::map_affine(m, in + "feed_forward.norm", ex + "norm2");
+    }
+    for (int i = 0; i < c.decoder_layers; ++i) {
+        const std::string in = cat("decoder.", i, "."), ex = cat("decoder.layers.", i, ".");
+        attn(in + "self_attention", ex + "self_attn");
+        detail::map_affine(m, in + "self_attention.norm", ex + "norm1");
+        attn(in + "cross_attention", ex + "multihead_attn");
+        detail::map_affine(m, in + "cross_attention.norm", ex + "norm2");
+        detail::map_affine(m, in + "feed_forward.linear1", ex + "linear1");
+        detail::map_affine(m, in + "feed_forward.linear2", ex + "linear2");
+        detail::map_affine(m, in + "feed_forward.norm", ex + "norm3");
+    }
+    for (const char* side : {"encoder", "decoder"}) {
+        if (c.layer.norm_first) {
+            detail::map_affine(m, cat(side, "_norm"), cat(side, ".norm"));
+        } else {
+            for (const char* leaf : {".weight", ".bias"})
+                m.reject(cat(side, ".norm", leaf), "a post-LN depthlab model has no final LayerNorm (build nn.Transformer with custom_encoder / "
+                                                    "custom_decoder whose norm is None)");
+        }
+    }
+    std::vector<std::string> own{"src_embed.weight"};
+    if (!c.share_embeddings) own.emplace_back("tgt_embed.weight");
+    if (!c.tie_output) own.emplace_back("output_projection.weight");
+    for (const std::string& n : own) {
+        if (o.embeddings) m.add(n, std::string(extra_prefix) + n);
+        else m.keep(n, "nn.Transformer has no embeddings or output projection");
+    }
+    return m;
+}
+
+}  // namespace depthlab::io
+// ---- end depthlab/io/layouts.hpp ----
 // ---- begin depthlab/train/checkpointer.hpp ----
 // The state of a resumable run, owned in one place: the parameters, the optimiser's state
 // ("optim.*"), the step counter ("step"), every tracked random generator ("rng.<name>.seed",
@@ -10290,12 +11311,14 @@ template <detail::config_struct C>
 //
 //     train::checkpointer<float, B> ckpt(out + "/checkpoint.safetensors");
 //     ckpt.track("data", data_rng);                        // rng.data.*
+//     ckpt.track("data", stream);                          // data.*: stream.state() by field name
 //     ckpt.track("sampler", [&] { return sampler_state(); }, [&](const io::metadata_map& m) { ... });
 //     io::save_config(ckpt.metadata(), "config.", cfg);
 //     ckpt.save(model, &opt, step);   ...   const std::int64_t step = ckpt.load(model, &opt);
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -10333,6 +11356,23 @@ public:
     void track(const std::string& name, std::function<io::metadata_map()> save, std::function<void(const io::metadata_map&)> restore) {
         claim(name);
         streams_.push_back({name, std::move(save), std::move(restore)});
+    }
+    /// A data stream with state() / set_state() whose state type lists its fields with
+    /// config_fields (data::translation_stream, data::albert_sampler): "<name>.<field>".
+    template <class Stream>
+        requires requires(Stream& s) {
+            s.set_state(s.state());
+            io::save_config(std::declval<io::metadata_map&>(), "", s.state());
+        }
+    void track(const std::string& name, Stream& s) {
+        using state_type = std::remove_cvref_t<decltype(s.state())>;
+        track(name, [&s] {
+            io::metadata_map m;
+            io::save_config(m, "", s.state());
+            return m;
+        }, [&s](const io::metadata_map& m) {
+            s.set_state(io::load_config<state_type>(m, ""));
+        });
     }
     /// Extra tensors (e.g. θ⁰), saved as the state section "<section>".
     void track_tensors(const std::string& section, std::function<tensor_list()> save, std::function<void(const tensor_list&)> restore) {
@@ -10693,6 +11733,7 @@ private:
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <concepts>
 #include <cstdint>
 #include <fstream>
 #include <limits>
@@ -10700,6 +11741,7 @@ private:
 #include <string>
 #include <string_view>
 #include <utility>
+#include <type_traits>
 #include <vector>
 
 // cpu.hpp first: autodiff/ops.hpp (via models.hpp) uses row_broadcast from it without
@@ -11220,6 +12262,14 @@ struct sampler_state {
     std::uint64_t seed = 0, epoch = 0, position = 0;
     bool operator==(const sampler_state&) const = default;
 };
+/// The fields of sampler_state by name (io::save_config / load_config, train::checkpointer::track).
+template <class S, class F>
+    requires std::same_as<std::remove_const_t<S>, sampler_state>
+void config_fields(S& s, F&& f) {
+    f("seed", s.seed);
+    f("epoch", s.epoch);
+    f("position", s.position);
+}
 
 /// Endless source of ALBERT batches over a corpus: every epoch shuffles the documents,
 /// chunks them, shuffles the chunks, and builds each example from its own random stream.
@@ -11326,25 +12376,29 @@ private:
 // common sans fonts, so narrower system fonts only leave more room): margins grow with
 // the tick labels, long category labels are rotated, legends sit above the plot area and
 // never cover data.
+//
+// This header includes the whole report library; its parts can be included alone:
+//   report/text.hpp               escaping, text widths, number formatting
+//   report/scales.hpp             colours, axis ticks and ranges
+//   report/svg.hpp                SVG primitives shared by the charts
+//   report/charts/bar_chart.hpp   bar_chart       report/charts/line_chart.hpp  line_chart
+//   report/charts/heat_map.hpp    heat_map        report/charts/scatter.hpp     scatter
+//   report/page.hpp               html_page, write_file_atomically
+// ---- begin depthlab/report/text.hpp ----
+// Text for depthlab/report: escape() (HTML/XML escaping of every string that reaches the
+// markup; invalid UTF-8 and control characters become U+FFFD), text_width() (estimated
+// rendered width, used for layout), number formatting (format_number, format_fixed,
+// detail::num for SVG coordinates, detail::parse_number for table cells) and
+// detail::check, the std::invalid_argument that every builder throws on bad input.
+// Standard library only.
 #include <algorithm>
-#include <array>
-#include <atomic>
-#include <chrono>
 #include <cmath>
-#include <cstdint>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
-#include <limits>
-#include <numbers>
-#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <system_error>
-#include <utility>
-#include <vector>
-
 
 namespace depthlab::report {
 
@@ -11508,7 +12562,34 @@ inline bool parse_number(std::string_view s, double& out) {
     return true;
 }
 
+/// The error of every report builder: std::invalid_argument, "depthlab::report: <what>".
+inline void check(bool ok, const std::string& what) {
+    if (!ok) throw std::invalid_argument("depthlab::report: " + what);
+}
+
 }  // namespace detail
+
+}  // namespace depthlab::report
+// ---- end depthlab/report/text.hpp ----
+// ---- begin depthlab/report/scales.hpp ----
+// Scales for depthlab/report figures: colours (the Okabe–Ito series palette, the
+// sequential white-to-dark-blue map of heat maps, WCAG luminance for legible cell text),
+// axis ticks (nice_ticks: round 1/2/5 steps; log_ticks: decades) and detail::axis_range,
+// which turns a data range and optional explicit limits into an axis range and its ticks.
+// Standard library only.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdio>
+#include <limits>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+
+namespace depthlab::report {
 
 // ------------------------------------------------------------------------------------
 // Colours
@@ -11649,72 +12730,79 @@ inline axis_ticks log_ticks(double lo, double hi) {
     return t;
 }
 
-// ------------------------------------------------------------------------------------
-// Figures: data and options
-// ------------------------------------------------------------------------------------
-// Every options struct begins with the same fields in the same order (title, subtitle,
-// x_label, y_label, width, height), so designated initialisers read the same everywhere:
-//   report::line_chart(series, {.title = "Training loss", .x_label = "step", .log_y = true});
-// width/height are the viewBox size in CSS px (the figure scales down to fit its page).
+namespace detail {
 
-struct bar_series {
-    std::string name{};
-    std::vector<double> values{};  // one per category; NaN: no bar
-    std::vector<double> errors{};  // empty, or one half-width per category (whisker v ± e); NaN: none
-};
+/// Ticks for an axis: automatic ranges snap to the ticks (snap) or keep the data range;
+/// explicit limits are exact. Returns ticks; lo/hi become the axis range.
+inline axis_ticks axis_range(double& lo, double& hi, std::optional<double> fix_lo, std::optional<double> fix_hi, bool snap,
+                             bool log, bool integer_only, int target = 5) {
+    if (fix_lo) lo = *fix_lo;
+    if (fix_hi) hi = *fix_hi;
+    if (log) {
+        if (!(lo > 0) || !std::isfinite(lo)) lo = hi > 0 && std::isfinite(hi) ? hi / 10 : 1;
+        if (!(hi > 0) || !std::isfinite(hi)) hi = lo * 10;
+        if (lo > hi) std::swap(lo, hi);
+        if (hi <= lo) hi = lo * 10;
+        axis_ticks t = log_ticks(lo, hi);
+        if (snap) {  // the nearest ticks enclosing the data (1, 2, 5 steps within two decades)
+            if (!fix_lo) {
+                double v = t.front();
+                for (double x : t.values)
+                    if (x <= lo * (1 + 1e-9)) v = x;
+                lo = v;
+            }
+            if (!fix_hi) {
+                double v = t.back();
+                for (auto it = t.values.rbegin(); it != t.values.rend(); ++it)
+                    if (*it >= hi * (1 - 1e-9)) v = *it;
+                hi = v;
+            }
+        }
+        return t;
+    }
+    if (!std::isfinite(lo) || !std::isfinite(hi)) lo = 0, hi = 1;
+    if (lo > hi) std::swap(lo, hi);
+    axis_ticks t = nice_ticks(lo, hi, target, integer_only);
+    if (hi - lo <= 1e-12 * std::max(1.0, std::abs(lo))) {  // constant data: use the widened tick range
+        if (!fix_lo) lo = t.front();
+        if (!fix_hi) hi = t.back();
+    } else if (snap) {
+        if (!fix_lo) lo = t.front();
+        if (!fix_hi) hi = t.back();
+    }
+    return t;
+}
 
-struct bar_chart_options {
-    std::string title{}, subtitle{}, x_label{}, y_label{};
-    double width = 720, height = 400;
-    std::optional<double> y_min{}, y_max{};  // exact when given; else 0 and the data, rounded to ticks
-    bool show_values = false;            // print each bar's value above it
-    int value_decimals = 1;
-};
+}  // namespace detail
 
-struct line_series {
-    std::string name{};
-    std::vector<double> x{}, y{};  // same length; a NaN/inf y (or x) breaks the line
-};
+}  // namespace depthlab::report
+// ---- end depthlab/report/scales.hpp ----
+// ---- begin depthlab/report/svg.hpp ----
+// SVG primitives shared by the depthlab/report charts (charts/*.hpp): the palette of ink
+// colours and the font stack, detail::svg (the document being built: text, line, rect,
+// marker shapes, each string escaped), the header (title and subtitle), legends, axes
+// with grid lines and tick labels, and axis labels. Every chart's options struct follows
+// the convention below. Standard library only.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
 
-struct line_chart_options {
-    std::string title{}, subtitle{}, x_label{}, y_label{};
-    double width = 720, height = 400;
-    std::optional<double> x_min{}, x_max{}, y_min{}, y_max{};  // exact when given; else x: the data, y: rounded to ticks
-    bool log_y = false;       // log10 y axis; values <= 0 are gaps
-    bool markers = true;      // a marker at every point (isolated points always get one)
-    bool integer_x = false;   // x ticks at whole numbers only (iterations, layers)
-};
 
-struct heat_map_options {
-    std::string title{}, subtitle{}, x_label{}, y_label{};
-    double width = 720;      // the height follows from the number of rows
-    std::string value_label{};  // the colour bar's label, e.g. "importance"
-    double lo = 0, hi = 1;    // values map from lo (white) to hi (dark blue), clamped
-    bool show_values = true;  // print the value in each cell
-    int value_decimals = 2;
-};
-
-struct scatter_point {
-    double x = 0, y = 0;
-    std::string label{};  // drawn next to the point (may be empty)
-};
-
-struct scatter_series {
-    std::string name{};
-    std::vector<scatter_point> points{};
-};
-
-struct scatter_options {
-    std::string title{}, subtitle{}, x_label{}, y_label{};
-    double width = 720, height = 440;
-    std::optional<double> x_min{}, x_max{}, y_min{}, y_max{};  // exact when given; else the data with a margin
-    bool show_labels = true;  // point labels, placed to avoid each other
-    bool diagonal = false;    // dashed y = x reference line (e.g. rank vs rank)
-};
+namespace depthlab::report {
 
 // ------------------------------------------------------------------------------------
 // Figures: drawing helpers
 // ------------------------------------------------------------------------------------
+// Every options struct (charts/*.hpp) begins with the same fields in the same order
+// (title, subtitle, x_label, y_label, width, height), so designated initialisers read the
+// same everywhere:
+//   report::line_chart(series, {.title = "Training loss", .x_label = "step", .log_y = true});
+// width/height are the viewBox size in CSS px (the figure scales down to fit its page).
 
 namespace detail {
 
@@ -11916,52 +13004,38 @@ inline double max_label_width(const axis_ticks& t, double fs, double lo, double 
     return w;
 }
 
-/// Ticks for an axis: automatic ranges snap to the ticks (snap) or keep the data range;
-/// explicit limits are exact. Returns ticks; lo/hi become the axis range.
-inline axis_ticks axis_range(double& lo, double& hi, std::optional<double> fix_lo, std::optional<double> fix_hi, bool snap,
-                             bool log, bool integer_only, int target = 5) {
-    if (fix_lo) lo = *fix_lo;
-    if (fix_hi) hi = *fix_hi;
-    if (log) {
-        if (!(lo > 0) || !std::isfinite(lo)) lo = hi > 0 && std::isfinite(hi) ? hi / 10 : 1;
-        if (!(hi > 0) || !std::isfinite(hi)) hi = lo * 10;
-        if (lo > hi) std::swap(lo, hi);
-        if (hi <= lo) hi = lo * 10;
-        axis_ticks t = log_ticks(lo, hi);
-        if (snap) {  // the nearest ticks enclosing the data (1, 2, 5 steps within two decades)
-            if (!fix_lo) {
-                double v = t.front();
-                for (double x : t.values)
-                    if (x <= lo * (1 + 1e-9)) v = x;
-                lo = v;
-            }
-            if (!fix_hi) {
-                double v = t.back();
-                for (auto it = t.values.rbegin(); it != t.values.rend(); ++it)
-                    if (*it >= hi * (1 - 1e-9)) v = *it;
-                hi = v;
-            }
-        }
-        return t;
-    }
-    if (!std::isfinite(lo) || !std::isfinite(hi)) lo = 0, hi = 1;
-    if (lo > hi) std::swap(lo, hi);
-    axis_ticks t = nice_ticks(lo, hi, target, integer_only);
-    if (hi - lo <= 1e-12 * std::max(1.0, std::abs(lo))) {  // constant data: use the widened tick range
-        if (!fix_lo) lo = t.front();
-        if (!fix_hi) hi = t.back();
-    } else if (snap) {
-        if (!fix_lo) lo = t.front();
-        if (!fix_hi) hi = t.back();
-    }
-    return t;
-}
-
-inline void check(bool ok, const std::string& what) {
-    if (!ok) throw std::invalid_argument("depthlab::report: " + what);
-}
-
 }  // namespace detail
+
+}  // namespace depthlab::report
+// ---- end depthlab/report/svg.hpp ----
+// ---- begin depthlab/report/charts/bar_chart.hpp ----
+// bar_chart (depthlab/report): grouped bars, one group per category and one bar per
+// series, with optional error whiskers and value labels; its data (bar_series) and
+// options (bar_chart_options). Returns standalone SVG markup for html_page::figure.
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <numbers>
+#include <optional>
+#include <string>
+#include <vector>
+
+
+namespace depthlab::report {
+
+struct bar_series {
+    std::string name{};
+    std::vector<double> values{};  // one per category; NaN: no bar
+    std::vector<double> errors{};  // empty, or one half-width per category (whisker v ± e); NaN: none
+};
+
+struct bar_chart_options {
+    std::string title{}, subtitle{}, x_label{}, y_label{};
+    double width = 720, height = 400;
+    std::optional<double> y_min{}, y_max{};  // exact when given; else 0 and the data, rounded to ticks
+    bool show_values = false;            // print each bar's value above it
+    int value_decimals = 1;
+};
 
 // ------------------------------------------------------------------------------------
 // bar_chart
@@ -12079,6 +13153,38 @@ inline std::string bar_chart(const std::vector<std::string>& categories, const s
     return g.finish();
 }
 
+}  // namespace depthlab::report
+// ---- end depthlab/report/charts/bar_chart.hpp ----
+// ---- begin depthlab/report/charts/line_chart.hpp ----
+// line_chart (depthlab/report): (x, y) series as lines with per-series markers, linear
+// or log10 y axis, gaps at missing values; its data (line_series) and options
+// (line_chart_options). Returns standalone SVG markup for html_page::figure.
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+
+namespace depthlab::report {
+
+struct line_series {
+    std::string name{};
+    std::vector<double> x{}, y{};  // same length; a NaN/inf y (or x) breaks the line
+};
+
+struct line_chart_options {
+    std::string title{}, subtitle{}, x_label{}, y_label{};
+    double width = 720, height = 400;
+    std::optional<double> x_min{}, x_max{}, y_min{}, y_max{};  // exact when given; else x: the data, y: rounded to ticks
+    bool log_y = false;       // log10 y axis; values <= 0 are gaps
+    bool markers = true;      // a marker at every point (isolated points always get one)
+    bool integer_x = false;   // x ticks at whole numbers only (iterations, layers)
+};
+
 // ------------------------------------------------------------------------------------
 // line_chart
 // ------------------------------------------------------------------------------------
@@ -12161,6 +13267,31 @@ inline std::string line_chart(const std::vector<line_series>& series, const line
     draw_axis_labels(g, o.x_label, o.y_label, L, R, T, B, o.height - 14);
     return g.finish();
 }
+
+}  // namespace depthlab::report
+// ---- end depthlab/report/charts/line_chart.hpp ----
+// ---- begin depthlab/report/charts/heat_map.hpp ----
+// heat_map (depthlab/report): a rows x columns grid of values on the sequential colour
+// map, with row and column labels, a colour bar and hatched "n/a" cells; its options
+// (heat_map_options). Returns standalone SVG markup for html_page::figure.
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <numbers>
+#include <string>
+#include <vector>
+
+
+namespace depthlab::report {
+
+struct heat_map_options {
+    std::string title{}, subtitle{}, x_label{}, y_label{};
+    double width = 720;      // the height follows from the number of rows
+    std::string value_label{};  // the colour bar's label, e.g. "importance"
+    double lo = 0, hi = 1;    // values map from lo (white) to hi (dark blue), clamped
+    bool show_values = true;  // print the value in each cell
+    int value_decimals = 2;
+};
 
 // ------------------------------------------------------------------------------------
 // heat_map
@@ -12295,6 +13426,44 @@ inline std::string heat_map(const std::vector<std::string>& row_labels, const st
     }
     return g.finish();
 }
+
+}  // namespace depthlab::report
+// ---- end depthlab/report/charts/heat_map.hpp ----
+// ---- begin depthlab/report/charts/scatter.hpp ----
+// scatter (depthlab/report): points per series with their own colour and marker shape,
+// point labels placed to avoid one another, an optional y = x reference line; its data
+// (scatter_point, scatter_series) and options (scatter_options). Returns standalone SVG
+// markup for html_page::figure.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+
+namespace depthlab::report {
+
+struct scatter_point {
+    double x = 0, y = 0;
+    std::string label{};  // drawn next to the point (may be empty)
+};
+
+struct scatter_series {
+    std::string name{};
+    std::vector<scatter_point> points{};
+};
+
+struct scatter_options {
+    std::string title{}, subtitle{}, x_label{}, y_label{};
+    double width = 720, height = 440;
+    std::optional<double> x_min{}, x_max{}, y_min{}, y_max{};  // exact when given; else the data with a margin
+    bool show_labels = true;  // point labels, placed to avoid each other
+    bool diagonal = false;    // dashed y = x reference line (e.g. rank vs rank)
+};
 
 // ------------------------------------------------------------------------------------
 // scatter
@@ -12438,6 +13607,28 @@ inline std::string scatter(const std::vector<scatter_series>& series, const scat
     draw_axis_labels(g, o.x_label, o.y_label, L, R, T, B, o.height - 14);
     return g.finish();
 }
+
+}  // namespace depthlab::report
+// ---- end depthlab/report/charts/scatter.hpp ----
+// ---- begin depthlab/report/page.hpp ----
+// html_page (depthlab/report): one self-contained HTML page built block by block —
+// sections (with a contents list), paragraphs, notes, preformatted text, key-value
+// tables, tables (table_options), numbered figures, trusted raw HTML, a provenance
+// footer — with its built-in style sheet (default_css), and write(), which writes the
+// page atomically through report::write_file_atomically (io/atomic_file.hpp).
+#include <algorithm>
+#include <chrono>
+#include <cstddef>
+#include <cstdio>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+
+namespace depthlab::report {
 
 // ------------------------------------------------------------------------------------
 // Files
@@ -12696,6 +13887,7 @@ private:
 };
 
 }  // namespace depthlab::report
+// ---- end depthlab/report/page.hpp ----
 // ---- end depthlab/report/html.hpp ----
 // ---- begin depthlab/halting/act_albert.hpp ----
 // ACT-ALBERT (../shared/papers.md §A): ALBERT's factorised embeddings, one tied layer iterated
@@ -12730,7 +13922,8 @@ public:
     /// Hidden states, ponder cost and the halting record of a batch.
     act_result<T, B> encode(const nn::token_batch& b) const { return (*encoder)((*embeddings)(b), b.lengths); }
     Var<T, B> mlm_logits(const Var<T, B>& hidden, std::span<const std::int64_t> positions) const {
-        return nn::albert_mlm_logits(hidden, positions, *mlm_dense, *mlm_norm, embeddings->word->weight, mlm_bias);
+        return nn::albert_mlm_logits(hidden, positions, *mlm_dense, *mlm_norm, embeddings->word->weight, mlm_bias,
+                                     nn::mlm_activation(cfg.layer.act));
     }
     Var<T, B> sop_logits(const Var<T, B>& hidden) const { return nn::albert_sop_logits(hidden, *pooler, *sop); }
 
@@ -12862,25 +14055,22 @@ public:
 
     /// halting.csv: category, count, mean_iterations, mean_remainder (the paper's categories
     /// first, then caller labels).
-    void write_halting_csv(const std::string& path) const {
-        std::ofstream f(path);
-        DEPTHLAB_CHECK(f.good(), io_error, "halting_stats: cannot write ", path);
-        f << "category,count,mean_iterations,mean_remainder\n";
-        for (const auto& name : ordered_names())
-            f << name << "," << count(name) << "," << mean_iterations(name) << "," << mean_remainder(name) << "\n";
-        DEPTHLAB_CHECK(f.good(), io_error, "halting_stats: write error on ", path);
+    void write_halting_csv(const std::string& path) const { halting_table().write(path); }
+    [[nodiscard]] io::csv_writer halting_table() const {
+        io::csv_writer csv({"category", "count", "mean_iterations", "mean_remainder"});
+        for (const auto& name : ordered_names()) csv.row(name, count(name), mean_iterations(name), mean_remainder(name));
+        return csv;
     }
     /// fixed_point.csv: category, iteration, mean_cosine (rows only where tokens ran).
-    void write_fixed_point_csv(const std::string& path) const {
-        std::ofstream f(path);
-        DEPTHLAB_CHECK(f.good(), io_error, "halting_stats: cannot write ", path);
-        f << "category,iteration,mean_cosine\n";
+    void write_fixed_point_csv(const std::string& path) const { fixed_point_table().write(path); }
+    [[nodiscard]] io::csv_writer fixed_point_table() const {
+        io::csv_writer csv({"category", "iteration", "mean_cosine"});
         for (const auto& name : ordered_names())
             for (int n = 1; n <= max_iteration(); ++n) {
                 const double c = mean_cosine(name, n);
-                if (!std::isnan(c)) f << name << "," << n << "," << c << "\n";
+                if (!std::isnan(c)) csv.row(name, n, c);
             }
-        DEPTHLAB_CHECK(f.good(), io_error, "halting_stats: write error on ", path);
+        return csv;
     }
     [[nodiscard]] std::vector<std::string> ordered_names() const {
         std::vector<std::string> names;
@@ -12912,4 +14102,700 @@ private:
 
 }  // namespace depthlab::halting
 // ---- end depthlab/halting/analysis.hpp ----
+// ---- begin depthlab/nn/translator.hpp ----
+// Translating a fixed set of sentences many times: what a translation study does when its
+// metric is BLEU on a test set (baseline, every ablation, every interpolation step).
+//
+//   nn::translation_set test = nn::make_translation_set("test", sources, references, {.batch_sentences = 100});
+//   nn::translator<float, B> trans(model, [&](auto ids) { return tok.decode(ids); });
+//   auto hyps = trans.translate(test, {.beam = 4});   // detokenised, in the order of `references`
+//
+// * Batches: sentences sorted by source length (stable) and cut into batches of
+//   batch_sentences, so padding is small; hypotheses come back in the original order.
+// * Encoder-output cache: translating the same set again reuses the encoder outputs as
+//   long as nothing on the encoder side changed — every encoder parameter is compared
+//   exactly with the values of the last encoder run, and so is which encoder sub-layers are
+//   switched on. Ablating a decoder module therefore costs only decoding; ablating or
+//   interpolating an encoder module re-encodes. Comparing costs one pass over the encoder
+//   parameters (one download each on a device), far less than encoding.
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <numeric>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+
+namespace depthlab::nn {
+
+/// Sentences to translate, sorted by source length and cut into batches.
+struct translation_set {
+    std::string name;
+    std::vector<std::string> references;            // in the caller's order
+    std::vector<token_batch> batches;               // source ids (+ EOS), padded
+    std::vector<std::vector<std::size_t>> members;  // members[b][j]: caller index of row j of batch b
+    std::size_t truncated = 0;                      // sources cut to max_source_tokens
+    [[nodiscard]] std::size_t size() const { return references.size(); }
+};
+
+struct translation_set_options {
+    std::size_t batch_sentences = 100;     // sentences per batch (beam search decodes beam rows per sentence)
+    index_t max_source_tokens = 128;       // longer sources are cut (the count is in translation_set::truncated)
+    std::int64_t eos_id = 3, pad_id = 0;   // the translation sentencepiece model's ids
+};
+
+/// sources[i]: token ids of sentence i (no EOS); references[i]: its reference text.
+inline translation_set make_translation_set(std::string name, std::span<const std::vector<std::int64_t>> sources,
+                                            std::vector<std::string> references, const translation_set_options& o = {}) {
+    DEPTHLAB_CHECK(sources.size() == references.size(), shape_error, "make_translation_set(", name, "): ", sources.size(), " sources but ",
+                   references.size(), " references");
+    DEPTHLAB_CHECK(o.batch_sentences > 0 && o.max_source_tokens > 0, usage_error, "make_translation_set(", name,
+                   "): batch_sentences and max_source_tokens must be positive, got ", o.batch_sentences, " and ", o.max_source_tokens);
+    translation_set s;
+    s.name = std::move(name);
+    s.references = std::move(references);
+    const std::size_t n = sources.size();
+    std::vector<std::size_t> order(n);
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return sources[a].size() < sources[b].size(); });
+    for (std::size_t i = 0; i < n; i += o.batch_sentences) {
+        std::vector<std::vector<std::int64_t>> rows;
+        std::vector<std::size_t> idx;
+        for (std::size_t j = i; j < std::min(n, i + o.batch_sentences); ++j) {
+            auto ids = sources[order[j]];
+            if (static_cast<index_t>(ids.size()) > o.max_source_tokens) {
+                ids.resize(static_cast<std::size_t>(o.max_source_tokens));
+                ++s.truncated;
+            }
+            rows.push_back(std::move(ids));
+            idx.push_back(order[j]);
+        }
+        s.batches.push_back(make_source_batch(rows, o.eos_id, o.pad_id));
+        s.members.push_back(std::move(idx));
+    }
+    return s;
+}
+
+/// The first n pairs of `text` (all when n = 0), sources tokenised by encode(text) -> ids.
+template <class Encode>
+translation_set make_translation_set(std::string name, const data::parallel_text& text, std::size_t n, Encode&& encode,
+                                     const translation_set_options& o = {}) {
+    n = n == 0 ? text.size() : std::min(n, text.size());
+    std::vector<std::vector<std::int64_t>> sources;
+    for (std::size_t i = 0; i < n; ++i) {
+        const auto ids = encode(text.src[i]);
+        sources.emplace_back(ids.begin(), ids.end());
+    }
+    return make_translation_set(std::move(name), sources, {text.tgt.begin(), text.tgt.begin() + static_cast<std::ptrdiff_t>(n)}, o);
+}
+
+/// Translates translation_sets with a Seq2SeqTransformer, reusing encoder outputs (above).
+template <class T, class B = backend::cpu>
+class translator {
+public:
+    using model_type = Seq2SeqTransformer<T, B>;
+    using detokenizer = std::function<std::string(std::span<const std::int64_t>)>;
+
+    /// The model is used by reference: later changes to it (ablation, new values) are seen.
+    translator(model_type& model, detokenizer decode) : model_(model), decode_(std::move(decode)) {
+        DEPTHLAB_CHECK(static_cast<bool>(decode_), usage_error, "translator: empty detokenizer");
+        for (auto& [name, p] : model.named_parameters())  // everything the encoder output depends on
+            if (is_under(name, "src_embed") || is_under(name, "encoder") || is_under(name, "encoder_norm")) encoder_params_.push_back(p);
+        for (auto& [name, r] : sublayers(model))
+            if (is_under(name, "encoder")) encoder_sublayers_.push_back(r);
+    }
+
+    /// Detokenised hypotheses of every sentence of `set`, in the order of set.references.
+    std::vector<std::string> translate(const translation_set& set, const search_options& o) {
+        std::vector<std::string> out(set.size());
+        for_each_hypothesis(set, o, [&](std::size_t i, const hypothesis& h) { out[i] = decode_(h.tokens); });
+        return out;
+    }
+    /// The hypotheses themselves (tokens and scores), in the order of set.references.
+    std::vector<hypothesis> hypotheses(const translation_set& set, const search_options& o) {
+        std::vector<hypothesis> out(set.size());
+        for_each_hypothesis(set, o, [&](std::size_t i, const hypothesis& h) { out[i] = h; });
+        return out;
+    }
+    /// Forget the cached encoder outputs (never needed for correctness; frees their memory).
+    void invalidate() {
+        cache_owner_ = nullptr;
+        memories_.clear();
+    }
+    [[nodiscard]] std::size_t encoder_runs() const { return encoder_runs_; }
+    [[nodiscard]] std::size_t encoder_reuses() const { return encoder_reuses_; }
+
+private:
+    template <class F>
+    void for_each_hypothesis(const translation_set& set, const search_options& o, F&& f) {
+        DEPTHLAB_CHECK(!model_.is_training(), usage_error, "translator: the model is in training mode (call model.eval() first)");
+        no_grad guard;
+        if (cache_owner_ == &set && encoder_unchanged()) {
+            ++encoder_reuses_;
+        } else {
+            memories_.clear();
+            for (const auto& b : set.batches) memories_.push_back(model_.encode(b));
+            remember_encoder();
+            cache_owner_ = &set;
+            ++encoder_runs_;
+        }
+        for (std::size_t b = 0; b < set.batches.size(); ++b) {
+            const auto out = generate(model_, memories_[b], set.batches[b], o);
+            for (std::size_t j = 0; j < out.size(); ++j) f(set.members[b][j], out[j]);
+        }
+    }
+    bool encoder_unchanged() const {
+        for (std::size_t i = 0; i < encoder_sublayers_.size(); ++i)
+            if (encoder_sublayers_[i]->enabled != enabled_[i]) return false;
+        for (std::size_t i = 0; i < encoder_params_.size(); ++i) {
+            const auto& v = encoder_params_[i].value();
+            if constexpr (B::host_accessible) {
+                if (std::memcmp(v.data(), values_[i].data(), sizeof(T) * values_[i].size()) != 0) return false;
+            } else if (v.to_vector() != values_[i]) {
+                return false;
+            }
+        }
+        return true;
+    }
+    void remember_encoder() {
+        enabled_.clear();
+        for (const auto* r : encoder_sublayers_) enabled_.push_back(r->enabled);
+        values_.clear();
+        for (const auto& p : encoder_params_) values_.push_back(p.value().to_vector());
+    }
+
+    const model_type& model_;
+    detokenizer decode_;
+    std::vector<Var<T, B>> encoder_params_;
+    std::vector<const residual_base*> encoder_sublayers_;
+    const translation_set* cache_owner_ = nullptr;
+    std::vector<Var<T, B>> memories_;
+    std::vector<bool> enabled_;
+    std::vector<std::vector<T>> values_;
+    std::size_t encoder_runs_ = 0, encoder_reuses_ = 0;
+};
+
+}  // namespace depthlab::nn
+// ---- end depthlab/nn/translator.hpp ----
+// ---- begin depthlab/analysis/study.hpp ----
+// What a study does around the analyses of analysis/component_value.hpp: count and time
+// its metric, rank the modules with a tie-break, group the scores by type and layer, and
+// check the findings of Wang & Tu (2020) on them — free of any metric or data set.
+//
+// * Ties. A clipped score saturates (contribution clips each drop at C = base/10: on a
+//   strong model most modules score 1.00), so rankings break ties with the unclipped drop
+//   (importance_ranks), and group comparisons say "tied" when the means are equal instead
+//   of printing an arbitrary order and verdict.
+// * Unclipped drops: base − metric without the module (contribution) and base − metric at
+//   α = 0 (criticality); neither is clipped, both are in the units of the metric.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdio>
+#include <functional>
+#include <limits>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <utility>
+#include <vector>
+
+
+namespace depthlab::analysis {
+
+/// A metric that counts its calls and their time; copies share the counts, so it can be
+/// passed as a metric_fn to every analysis and read afterwards.
+class timed_metric {
+public:
+    explicit timed_metric(metric_fn f) : s_(std::make_shared<state>(state{std::move(f), 0, 0})) {
+        DEPTHLAB_CHECK(static_cast<bool>(s_->f), usage_error, "timed_metric: empty metric");
+    }
+    double operator()() const {
+        const auto t0 = std::chrono::steady_clock::now();
+        const double v = s_->f();
+        s_->seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        ++s_->calls;
+        return v;
+    }
+    [[nodiscard]] std::size_t calls() const { return s_->calls; }
+    [[nodiscard]] double seconds() const { return s_->seconds; }
+
+private:
+    struct state {
+        metric_fn f;
+        std::size_t calls;
+        double seconds;
+    };
+    std::shared_ptr<state> s_;
+};
+
+/// Seconds per phase: lap(name) returns the time since construction or the previous lap
+/// and records it under name; phases() lists them in order.
+class stopwatch {
+public:
+    double lap(const std::string& name = {}) {
+        const auto now = std::chrono::steady_clock::now();
+        const double s = std::chrono::duration<double>(now - last_).count();
+        last_ = now;
+        if (!name.empty()) phases_.emplace_back(name, s);
+        return s;
+    }
+    [[nodiscard]] const std::vector<std::pair<std::string, double>>& phases() const { return phases_; }
+
+private:
+    std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+    std::vector<std::pair<std::string, double>> phases_;
+};
+
+/// The module types of an encoder–decoder Transformer, in the paper's order.
+inline const std::vector<std::string>& encoder_decoder_types() {
+    static const std::vector<std::string> types = {"E:SA", "E:FF", "D:SA", "D:EA", "D:FF"};
+    return types;
+}
+
+/// Rank positions 0..n-1 by `score` ascending (least important first), ties broken by
+/// `tie` ascending, then by position; pass the result to pruning_curve / rewinding_curve.
+inline std::vector<double> rank_with_ties(const std::vector<double>& score, const std::vector<double>& tie) {
+    DEPTHLAB_CHECK(score.size() == tie.size(), shape_error, "rank_with_ties: ", score.size(), " scores but ", tie.size(), " tie-breakers");
+    std::vector<std::size_t> idx(score.size());
+    std::iota(idx.begin(), idx.end(), std::size_t{0});
+    std::stable_sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) {
+        if (score[a] != score[b]) return score[a] < score[b];
+        return tie[a] < tie[b];
+    });
+    std::vector<double> pos(score.size());
+    for (std::size_t i = 0; i < idx.size(); ++i) pos[idx[i]] = static_cast<double>(i);
+    return pos;
+}
+
+/// base − metric without the module, per module (contribution order). Not clipped.
+inline std::vector<double> unclipped_drops(const contribution_result& r) {
+    std::vector<double> d;
+    for (const auto& e : r.modules) d.push_back(r.base - e.metric_without);
+    return d;
+}
+/// base − metric at α = 0 (the module at its initial weights), per module; 0 when the
+/// search never evaluated α = 0 (bisection that stopped early).
+inline std::vector<double> drops_at_initial(const criticality_result& r) {
+    std::vector<double> d;
+    for (const auto& e : r.modules) {
+        double v = 0;
+        for (const auto& [alpha, metric] : e.trace)
+            if (alpha == 0) {
+                v = r.base - metric;
+                break;
+            }
+        d.push_back(v);
+    }
+    return d;
+}
+/// Rankings for pruning and rewinding: the score, ties broken by the unclipped drop.
+inline std::vector<double> importance_ranks(const contribution_result& r) { return rank_with_ties(r.scores(), unclipped_drops(r)); }
+inline std::vector<double> importance_ranks(const criticality_result& r) { return rank_with_ties(r.scores(), drops_at_initial(r)); }
+
+/// One value per module, with where the module sits: the input of the group statistics.
+struct module_values {
+    std::string name;  // "contribution", "criticality", "unclipped drop", ...
+    struct entry {
+        std::string module, type;
+        int layer = -1;
+        double value = 0;
+    };
+    std::vector<entry> entries;
+};
+inline module_values values_of(const contribution_result& r) {
+    module_values v{"contribution", {}};
+    for (const auto& e : r.modules) v.entries.push_back({e.name, e.type, e.layer, e.score});
+    return v;
+}
+inline module_values values_of(const criticality_result& r) {
+    module_values v{"criticality", {}};
+    for (const auto& e : r.modules) v.entries.push_back({e.name, e.type, e.layer, e.alpha});
+    return v;
+}
+inline module_values unclipped_values_of(const contribution_result& r) {
+    module_values v{"unclipped drop", {}};
+    const auto d = unclipped_drops(r);
+    for (std::size_t i = 0; i < r.modules.size(); ++i) v.entries.push_back({r.modules[i].name, r.modules[i].type, r.modules[i].layer, d[i]});
+    return v;
+}
+
+/// Mean value of the modules `pick(type, layer)` selects; NaN when it selects none.
+inline double group_mean(const module_values& v, const std::function<bool(const std::string& type, int layer)>& pick) {
+    double s = 0;
+    int n = 0;
+    for (const auto& e : v.entries)
+        if (pick(e.type, e.layer)) {
+            s += e.value;
+            ++n;
+        }
+    return n ? s / n : std::numeric_limits<double>::quiet_NaN();
+}
+
+/// Values laid out as types (rows) × layers (columns); NaN where no module sits (a
+/// decoder-only type in an encoder row, layers beyond a shorter stack, shared modules).
+struct type_layer_grid {
+    std::vector<std::string> types, layers;  // row labels; column labels "1".."L"
+    std::vector<std::vector<double>> values; // [type][layer]
+    [[nodiscard]] double max() const {
+        double m = -std::numeric_limits<double>::infinity();
+        for (const auto& row : values)
+            for (double x : row)
+                if (!std::isnan(x)) m = std::max(m, x);
+        return m;
+    }
+};
+inline type_layer_grid by_type_and_layer(const module_values& v, const std::vector<std::string>& types = encoder_decoder_types()) {
+    int L = 0;
+    for (const auto& e : v.entries) L = std::max(L, e.layer + 1);
+    type_layer_grid g;
+    g.types = types;
+    for (int l = 1; l <= L; ++l) g.layers.push_back(std::to_string(l));
+    g.values.assign(types.size(), std::vector<double>(static_cast<std::size_t>(L), std::numeric_limits<double>::quiet_NaN()));
+    for (const auto& e : v.entries) {
+        const auto t = static_cast<std::size_t>(std::find(types.begin(), types.end(), e.type) - types.begin());
+        if (t < types.size() && e.layer >= 0) g.values[t][static_cast<std::size_t>(e.layer)] = e.value;
+    }
+    return g;
+}
+
+// ---- the paper's findings --------------------------------------------------------------
+
+enum class verdict { holds, fails, tied, no_data };
+inline const char* to_string(verdict v) {
+    switch (v) {
+        case verdict::holds: return "yes";
+        case verdict::fails: return "no";
+        case verdict::tied: return "tied";
+        default: return "n/a";
+    }
+}
+
+struct finding {
+    std::string claim;    // the paper's finding
+    std::string ours;     // the numbers behind the verdict on this run
+    verdict result = verdict::no_data;
+};
+
+namespace detail {
+inline std::string fixed2(double v) {
+    if (std::isnan(v)) return "n/a";
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.2f", v);
+    return buf;
+}
+/// a > b: holds; a == b: tied; NaN: no data.
+inline verdict greater(double a, double b) {
+    if (std::isnan(a) || std::isnan(b)) return verdict::no_data;
+    return a > b ? verdict::holds : a == b ? verdict::tied : verdict::fails;
+}
+}  // namespace detail
+
+/// Wang & Tu's findings checked on one score (values_of(contribution or criticality)):
+/// the least and the most important module type, lower vs upper encoder and decoder
+/// layers, lower vs upper D:EA. "Lower" and "upper" are the bottom and top half of the
+/// layers (the middle layer of an odd stack in neither).
+inline std::vector<finding> wang_tu_findings(const module_values& v, int encoder_layers, int decoder_layers) {
+    std::vector<finding> out;
+    std::vector<std::pair<double, std::string>> means;
+    for (const auto& t : encoder_decoder_types()) {
+        const double m = group_mean(v, [&](const std::string& ty, int) { return ty == t; });
+        if (!std::isnan(m)) means.emplace_back(m, t);
+    }
+    std::stable_sort(means.begin(), means.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::string order;
+    for (std::size_t i = 0; i < means.size(); ++i)
+        order += (i == 0 ? "" : means[i].first == means[i - 1].first ? " = " : " < ") + means[i].second + " " + detail::fixed2(means[i].first);
+    auto extreme = [&](const std::string& type, bool lowest) {
+        if (means.empty()) return verdict::no_data;
+        const double target = lowest ? means.front().first : means.back().first;
+        const auto it = std::find_if(means.begin(), means.end(), [&](const auto& m) { return m.second == type; });
+        if (it == means.end()) return verdict::no_data;
+        if (it->first != target) return verdict::fails;
+        const auto sharing = std::count_if(means.begin(), means.end(), [&](const auto& m) { return m.first == target; });
+        return sharing > 1 ? verdict::tied : verdict::holds;
+    };
+    out.push_back({"D:SA is the least important module type (lowest mean score)", order, extreme("D:SA", true)});
+    out.push_back({"D:FF is the most important module type (highest mean score)",
+                   means.empty() ? "n/a" : "highest: " + means.back().second + " " + detail::fixed2(means.back().first), extreme("D:FF", false)});
+    auto halves = [&](const std::string& claim, const std::function<bool(const std::string&)>& type_ok, int layers, bool upper_wins) {
+        const int h = layers / 2;
+        const double low = group_mean(v, [&](const std::string& t, int l) { return type_ok(t) && l < h; });
+        const double high = group_mean(v, [&](const std::string& t, int l) { return type_ok(t) && l >= layers - h; });
+        out.push_back({claim, "bottom " + std::to_string(h) + ": " + detail::fixed2(low) + " vs top " + std::to_string(h) + ": " + detail::fixed2(high),
+                       upper_wins ? detail::greater(high, low) : detail::greater(low, high)});
+    };
+    halves("lower encoder modules matter more than upper ones", [](const std::string& t) { return t[0] == 'E'; }, encoder_layers, false);
+    halves("upper decoder modules matter more than lower ones", [](const std::string& t) { return t[0] == 'D'; }, decoder_layers, true);
+    halves("upper D:EA matter more than lower D:EA", [](const std::string& t) { return t == "D:EA"; }, decoder_layers, true);
+    return out;
+}
+
+}  // namespace depthlab::analysis
+// ---- end depthlab/analysis/study.hpp ----
+// ---- begin depthlab/report/component_value.hpp ----
+// Report sections of the component-value study (analysis/component_value.hpp): heat maps
+// of each score by module type and layer, the tables behind them, the rank agreement of
+// the two scores, the paper's findings checked on the run, pruning curves and rewinding.
+// Any metric: its name (e.g. "BLEU", "accuracy") labels every axis, column and sentence.
+//
+//   report::html_page page("The value of Transformer components", "...");
+//   report::contribution_section(page, contrib, {.metric = "BLEU"});
+//   report::criticality_section(page, crit, kopt, {.metric = "BLEU"});
+//   report::findings_section(page, contrib, crit, cfg.encoder_layers, cfg.decoder_layers);
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+
+namespace depthlab::report {
+
+/// How the sections name the metric and what it was measured on.
+struct study_labels {
+    std::string metric = "metric";  // "BLEU", "accuracy", ...
+    std::string measured_on{};      // e.g. "200 test sentences" (chart subtitles)
+    bool post_ln = true;            // how an ablated sub-layer behaves (the contribution text)
+};
+
+/// A type × layer heat map of per-module values (analysis::by_type_and_layer).
+inline std::string type_layer_heat_map(const analysis::type_layer_grid& g, const heat_map_options& o) {
+    return heat_map(g.types, g.layers, g.values, o);
+}
+
+namespace detail {
+inline std::string fixed(double v, int decimals = 2) { return format_fixed(v, decimals); }
+}  // namespace detail
+
+/// A (step, value) series (train::metrics_log::series) as a line of a line_chart.
+inline line_series step_series(std::string name, const std::vector<std::pair<std::int64_t, double>>& points) {
+    line_series s{std::move(name), {}, {}};
+    for (const auto& [step, v] : points) {
+        s.x.push_back(static_cast<double>(step));
+        s.y.push_back(v);
+    }
+    return s;
+}
+
+/// "Contribution scores": the definition, the heat map of the score and of the unclipped
+/// drop (where the clip saturates, it still orders the modules) and the table.
+inline void contribution_section(html_page& page, const analysis::contribution_result& c, const study_labels& l) {
+    using detail::fixed;
+    page.section("Contribution scores");
+    page.paragraph("Module n is removed (its residual branch outputs zero; the sub-layer's LayerNorm still normalises the residual path, " +
+                   std::string(l.post_ln ? "y = LN(x), since the model is post-LN" : "y = x, since the model is pre-LN") +
+                   ") and the analysis metric is measured again: d_n = clip(" + l.metric + "_base − " + l.metric + "_without_n, 0, C), C = " +
+                   fixed(c.clip, 3) + ", score = d_n / max_m d_m.");
+    page.figure(type_layer_heat_map(analysis::by_type_and_layer(analysis::values_of(c)),
+                                    {.title = "Contribution score (darker = more important)",
+                                     .subtitle = "one module removed at a time · " + l.metric + " drop, clipped at C, normalised",
+                                     .x_label = "layer",
+                                     .y_label = "module",
+                                     .value_label = "contribution"}),
+                "Contribution score per module type and layer.");
+    const auto raw = analysis::by_type_and_layer(analysis::unclipped_values_of(c));
+    page.figure(type_layer_heat_map(raw, {.title = "Unclipped " + l.metric + " drop when the module is removed",
+                                          .subtitle = "base − " + l.metric + " without the module (the contribution score clips this at C = " +
+                                                      fixed(c.clip, 2) + ")",
+                                          .x_label = "layer",
+                                          .y_label = "module",
+                                          .value_label = l.metric + " drop",
+                                          .lo = 0.0,
+                                          .hi = std::max(raw.max(), 1e-9),
+                                          .value_decimals = 1}),
+                "The raw drop behind the contribution score: where the clip saturates, this still orders the modules "
+                "(pruning and rewinding break ties of the score with it).");
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& e : c.modules)
+        rows.push_back({e.name, e.type, std::to_string(e.layer + 1), fixed(e.metric_without), fixed(e.drop, 3), fixed(e.score, 3)});
+    page.table({"module", "type", "layer", l.metric + " without", "drop d_n", "score"}, rows, {.caption = "Contribution (baseline " + fixed(c.base) + ")"});
+}
+
+/// "Criticality scores": the definition with the search used, the heat map and the table.
+inline void criticality_section(html_page& page, const analysis::criticality_result& k, const analysis::criticality_options& o,
+                                const study_labels& l) {
+    using detail::fixed;
+    const std::string search = analysis::to_string(o.method);
+    page.section("Criticality scores");
+    page.paragraph("Module n alone is moved back towards its initial weights, θ_n(α) = (1 − α)θ_n⁰ + αθ_nᶠ; the criticality is the smallest α "
+                   "whose " + l.metric + " stays within ε = " + fixed(o.epsilon, 2) + " of the baseline (search: " + search +
+                   (o.method == analysis::search_method::grid ? ", α ∈ {0, 1/" + std::to_string(o.grid_steps) + ", …, 1}, first passing α"
+                                                               : ", tolerance " + fixed(o.tolerance, 3) + ", assumes " + l.metric + " monotone in α") +
+                   "). The LayerNorm of the sub-layer moves with it. Every α tried is in criticality_trace.csv.");
+    page.figure(type_layer_heat_map(analysis::by_type_and_layer(analysis::values_of(k)),
+                                    {.title = "Criticality score α (darker = more important)",
+                                     .subtitle = "smallest α with " + l.metric + " ≥ baseline − " + fixed(o.epsilon, 2) + " · " + search,
+                                     .x_label = "layer",
+                                     .y_label = "module",
+                                     .value_label = "criticality α"}),
+                "Criticality per module type and layer.");
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& e : k.modules)
+        rows.push_back({e.name, e.type, std::to_string(e.layer + 1), fixed(e.alpha, 3), fixed(e.metric_at_alpha), std::to_string(e.trace.size()),
+                        e.found ? "" : "none passed"});
+    page.table({"module", "type", "layer", "α", l.metric + " at α", "evaluations", "note"}, rows,
+               {.caption = "Criticality (" + search + ", ε = " + fixed(o.epsilon, 2) + ")"});
+}
+
+/// Contribution rank against criticality rank, encoder and decoder modules apart.
+inline void rank_agreement_figure(html_page& page, const analysis::contribution_result& c, const analysis::criticality_result& k) {
+    const double rho = analysis::rank_correlation(c, k);
+    std::vector<scatter_series> sc(2);
+    sc[0].name = "encoder";
+    sc[1].name = "decoder";
+    const auto rc = analysis::average_ranks(c.scores());
+    const auto rk = analysis::average_ranks(k.scores());
+    for (std::size_t i = 0; i < c.modules.size(); ++i) {
+        const auto& m = c.modules[i];
+        sc[m.type[0] == 'E' ? 0 : 1].points.push_back({rc[i], rk[i], m.type + std::to_string(m.layer + 1)});
+    }
+    page.figure(scatter(sc, {.title = "Contribution rank vs criticality rank",
+                             .subtitle = "Spearman ρ = " + (std::isnan(rho) ? std::string("n/a") : detail::fixed(rho, 3)),
+                             .x_label = "contribution rank (1 = least important)",
+                             .y_label = "criticality rank",
+                             .diagonal = true}),
+                "Rank agreement of the two scores (average ranks for ties); the dashed line is y = x.");
+}
+
+/// "Findings next to the paper's": each claim of Wang & Tu on each score; equal group
+/// means are reported as tied, not as an order.
+inline void findings_section(html_page& page, const analysis::contribution_result& c, const analysis::criticality_result& k, int encoder_layers,
+                             int decoder_layers) {
+    page.section("Findings next to the paper's");
+    page.paragraph("Wang & Tu (2020) trained Transformer-base on WMT14 En–De and found, with both scores: the decoder self-attention "
+                   "(D:SA) modules are the least important and the decoder feed-forward (D:FF) modules the most; modules in lower encoder "
+                   "layers and in upper decoder layers matter more than the others; upper decoder–encoder attention (D:EA) modules matter "
+                   "more than lower ones; less dropout and more training data leave fewer unimportant modules. Removing the 3–4 least "
+                   "important modules costs little, and rewinding them to their initial weights and fine-tuning the whole model "
+                   "gives a model slightly better than the original. The table checks each claim on this run (mean score per group; "
+                   "'lower' and 'upper' are the bottom and top half of the layers; 'tied': the compared means are equal, e.g. scores "
+                   "saturated at the clip, so the run cannot say).");
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& v : {analysis::values_of(c), analysis::values_of(k)})
+        for (const auto& f : analysis::wang_tu_findings(v, encoder_layers, decoder_layers)) rows.push_back({v.name, f.claim, f.ours, analysis::to_string(f.result)});
+    page.table({"score", "paper's finding", "this run", "holds?"}, rows, {.caption = "The paper's findings, checked on this run"});
+}
+
+/// "Pruning": the metric after removing the k least important modules by each score.
+inline void pruning_section(html_page& page, const analysis::pruning_result& by_contribution, const analysis::pruning_result& by_criticality,
+                            const study_labels& l) {
+    using detail::fixed;
+    page.section("Pruning");
+    auto series = [](const char* name, const analysis::pruning_result& r) {
+        line_series s{name, {}, {}};
+        for (const auto& p : r.curve) {
+            s.x.push_back(p.k);
+            s.y.push_back(p.metric);
+        }
+        return s;
+    };
+    page.figure(line_chart({series("by contribution", by_contribution), series("by criticality", by_criticality)},
+                           {.title = l.metric + " after removing the k least important modules",
+                            .subtitle = l.measured_on,
+                            .x_label = "modules removed k",
+                            .y_label = l.metric,
+                            .y_min = 0.0,
+                            .integer_x = true}),
+                "Pruning curves: the k least important modules (by each score; ties broken by the unclipped " + l.metric +
+                    " drop) switched off together.");
+    std::vector<std::vector<std::string>> rows;
+    const std::size_t n = std::min(by_contribution.curve.size(), by_criticality.curve.size());
+    for (std::size_t i = 0; i < n; ++i) {
+        const auto& a = by_contribution.curve[i];
+        const auto& b = by_criticality.curve[i];
+        rows.push_back({std::to_string(a.k), a.modules_removed.empty() ? "" : a.modules_removed.back(),
+                        fixed(100.0 * static_cast<double>(a.parameters_removed) / static_cast<double>(std::max<index_t>(by_contribution.total_parameters, 1)), 1),
+                        fixed(a.metric), b.modules_removed.empty() ? "" : b.modules_removed.back(), fixed(b.metric)});
+    }
+    page.table({"k", "k-th removed (contribution)", "% parameters removed", l.metric, "k-th removed (criticality)", l.metric}, rows,
+               {.caption = "Pruning (" + std::to_string(by_contribution.total_parameters) + " parameters in all)"});
+}
+
+/// "Rewinding": the metric after rewinding the k least important modules and fine-tuning.
+inline void rewinding_section(html_page& page, const std::vector<analysis::rewinding_point>& points, double base, const std::string& how,
+                              const study_labels& l) {
+    using detail::fixed;
+    page.section("Rewinding");
+    page.paragraph(how);
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& p : points) {
+        std::string mods;
+        for (const auto& m : p.modules) mods += (mods.empty() ? "" : ", ") + m;
+        rows.push_back({std::to_string(p.k), mods.empty() ? "(none)" : mods, fixed(p.metric_before_finetune), fixed(p.metric_after_finetune),
+                        fixed(p.metric_after_finetune - base)});
+    }
+    page.table({"k", "modules rewound", l.metric + " after rewinding", l.metric + " after fine-tuning", "vs baseline"}, rows,
+               {.caption = "Rewinding + fine-tuning (baseline " + fixed(base) + ")"});
+}
+
+/// A curve of metrics.jsonl (train::metrics_log) for the report.
+struct curve_spec {
+    std::string key, legend, title, subtitle, y_label, caption;
+    std::optional<double> y_min{};
+    bool markers = true;
+};
+
+/// Everything the study's report shows, in its order; see component_value_report.
+struct component_value_run {
+    std::string title, subtitle;
+    std::string note{};                                              // a warning on top (e.g. a weak baseline); empty: none
+    std::vector<std::pair<std::string, std::string>> baseline{};    // the "Baseline" key-values
+    std::string baseline_caption{};
+    train::metrics_log log{};                                        // training curves come from it
+    std::vector<curve_spec> curves{};
+    const analysis::contribution_result* contribution = nullptr;
+    const analysis::criticality_result* criticality = nullptr;
+    analysis::criticality_options criticality_options{};
+    int encoder_layers = 0, decoder_layers = 0;
+    const analysis::pruning_result* pruning_by_contribution = nullptr;
+    const analysis::pruning_result* pruning_by_criticality = nullptr;
+    std::string pruning_note{};                                      // e.g. a shallower model trained for comparison
+    const std::vector<analysis::rewinding_point>* rewinding = nullptr;
+    std::string rewinding_how{};                                     // how the modules were rewound and fine-tuned
+    std::vector<std::pair<std::string, std::string>> run_details{};  // "Where the time went"
+    std::string command{}, provenance{};
+    study_labels labels{};
+};
+
+/// The page: baseline and curves, contribution, criticality, rank agreement, the paper's
+/// findings, pruning, rewinding, run details. Sections whose results are absent are left out.
+inline html_page component_value_report(const component_value_run& r) {
+    html_page page(r.title, r.subtitle);
+    if (!r.note.empty()) page.note(r.note);
+    page.section("Baseline");
+    page.key_values(r.baseline, r.baseline_caption);
+    for (const auto& c : r.curves)
+        if (const auto points = r.log.series(c.key); !points.empty())
+            page.figure(line_chart({step_series(c.legend, points)},
+                                   {.title = c.title, .subtitle = c.subtitle, .x_label = "step", .y_label = c.y_label, .y_min = c.y_min, .markers = c.markers}),
+                        c.caption);
+    if (r.contribution) contribution_section(page, *r.contribution, r.labels);
+    if (r.criticality) criticality_section(page, *r.criticality, r.criticality_options, r.labels);
+    if (r.contribution && r.criticality) {
+        rank_agreement_figure(page, *r.contribution, *r.criticality);
+        findings_section(page, *r.contribution, *r.criticality, r.encoder_layers, r.decoder_layers);
+    }
+    if (r.pruning_by_contribution && r.pruning_by_criticality) {
+        pruning_section(page, *r.pruning_by_contribution, *r.pruning_by_criticality, r.labels);
+        if (!r.pruning_note.empty()) page.paragraph(r.pruning_note);
+    }
+    if (r.rewinding && r.contribution) rewinding_section(page, *r.rewinding, r.contribution->base, r.rewinding_how, r.labels);
+    page.section("Run details");
+    page.key_values(r.run_details, "Where the time went");
+    if (!r.command.empty()) page.preformatted(r.command);
+    if (!r.provenance.empty()) page.provenance(r.provenance);
+    return page;
+}
+
+}  // namespace depthlab::report
+// ---- end depthlab/report/component_value.hpp ----
 // ---- end depthlab/depthlab.hpp ----

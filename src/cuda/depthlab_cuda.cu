@@ -68,6 +68,8 @@ void memory<backend::cuda>::upload_bytes(void* dst, const void* src, std::size_t
     DEPTHLAB_CUDA_INSTANTIATE(scale_rows_bwd, T) \
     DEPTHLAB_CUDA_INSTANTIATE(gelu_fwd, T) \
     DEPTHLAB_CUDA_INSTANTIATE(gelu_bwd, T) \
+    DEPTHLAB_CUDA_INSTANTIATE(gelu_erf_fwd, T) \
+    DEPTHLAB_CUDA_INSTANTIATE(gelu_erf_bwd, T) \
     DEPTHLAB_CUDA_INSTANTIATE(relu_fwd, T) \
     DEPTHLAB_CUDA_INSTANTIATE(relu_bwd, T) \
     DEPTHLAB_CUDA_INSTANTIATE(tanh_fwd, T) \

@@ -59,7 +59,7 @@
 #include <vector>
 
 #include "depthlab/autodiff/variable.hpp"
-#include "depthlab/io/atomic_file.hpp"
+#include "depthlab/io/csv.hpp"
 #include "depthlab/core/error.hpp"
 #include "depthlab/nn/module.hpp"
 #include "depthlab/nn/snapshot.hpp"
@@ -265,7 +265,7 @@ using metric_fn = std::function<double()>;
 using progress_fn = std::function<void(const progress_event&)>;
 
 struct run_options {
-    progress_fn progress;         // called before each step (may be empty)
+    progress_fn progress{};       // called before each step (may be empty)
     bool print_progress = false;  // one stderr line per step: "contribution: module 3 of 30 (name), 3 evaluations, elapsed 1.2s, ETA 11.0s"
     bool no_grad = true;          // run the metric inside depthlab::no_grad
 };
@@ -275,9 +275,9 @@ struct contribution_options {
     /// metric (a negated loss) still gets a non-negative C; with base = 0, C = 0 and every
     /// score is 0 (the result says so) — set `clip` then.
     double clip_fraction = 0.1;
-    std::optional<double> clip;   // absolute C, overrides clip_fraction; +inf: no clipping
-    std::optional<double> base;   // the baseline metric when already known (saves one evaluation)
-    run_options run;
+    std::optional<double> clip{}; // absolute C, overrides clip_fraction; +inf: no clipping
+    std::optional<double> base{}; // the baseline metric when already known (saves one evaluation)
+    run_options run{};
 };
 
 enum class search_method { grid, bisection };
@@ -291,8 +291,8 @@ struct criticality_options {
     double tolerance = 1e-2;       // bisection stops when the bracket is this narrow ...
     int max_evaluations = 20;      // ... or after this many evaluations for the module (α = 0 included)
     bool check_final = true;       // refuse to start unless the model holds θᶠ exactly
-    std::optional<double> base;    // the baseline metric when already known
-    run_options run;
+    std::optional<double> base{};  // the baseline metric when already known
+    run_options run{};
 };
 
 // ============================================================================ results
@@ -744,25 +744,10 @@ inline double rank_correlation(const contribution_result& c, const criticality_r
 //                     (least important first), joined by ';' (empty for k = 0).
 //   rewinding.csv     k,modules,metric_before_finetune,metric_after_finetune
 //                     modules: the k rewound module names, joined by ';'.
-// layer is -1 for a module shared by every layer (tied stacks).
+//   criticality_trace.csv  module,alpha,metric: every α tried, in the order tried.
+// layer is -1 for a module shared by every layer (tied stacks). All through io::csv_writer.
 
 namespace detail {
-inline std::string csv_number(double v) {
-    if (std::isnan(v)) return "nan";
-    if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-    char buf[64];
-    auto res = std::to_chars(buf, buf + sizeof buf, v);
-    return std::string(buf, res.ptr);
-}
-inline std::string csv_field(const std::string& s) {
-    if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-    std::string q = "\"";
-    for (char c : s) {
-        if (c == '"') q += '"';
-        q += c;
-    }
-    return q + "\"";
-}
 inline std::string join(const std::vector<std::string>& v, char sep = ';') {
     std::string s;
     for (std::size_t i = 0; i < v.size(); ++i) {
@@ -771,52 +756,49 @@ inline std::string join(const std::vector<std::string>& v, char sep = ';') {
     }
     return s;
 }
-/// Writes what `body(stream)` produces to `path` atomically (io/atomic_file.hpp).
-template <class F>
-void write_file(const std::string& path, F&& body) {
-    std::ostringstream os;
-    body(os);
-    io::write_file_atomically(path, os.str(), "CSV: write");
-}
 }  // namespace detail
 
-inline void write_csv(std::ostream& os, const contribution_result& r) {
-    os << "module,type,layer,metric_without,score\n";
+inline io::csv_writer csv_table(const contribution_result& r) {
+    io::csv_writer csv({"module", "type", "layer", "metric_without", "score"});
+    for (const auto& e : r.modules) csv.row(e.name, e.type, e.layer, e.metric_without, e.score);
+    return csv;
+}
+inline io::csv_writer csv_table(const criticality_result& r) {
+    io::csv_writer csv({"module", "type", "layer", "alpha", "metric_at_alpha", "search"});
+    for (const auto& e : r.modules) csv.row(e.name, e.type, e.layer, e.alpha, e.metric_at_alpha, e.search);
+    return csv;
+}
+inline io::csv_writer csv_table(const pruning_result& r) {
+    io::csv_writer csv({"k", "modules_removed", "parameters_removed", "metric"});
+    for (const auto& p : r.curve) csv.row(p.k, detail::join(p.modules_removed), p.parameters_removed, p.metric);
+    return csv;
+}
+inline io::csv_writer csv_table(const std::vector<rewinding_point>& r) {
+    io::csv_writer csv({"k", "modules", "metric_before_finetune", "metric_after_finetune"});
+    for (const auto& p : r) csv.row(p.k, detail::join(p.modules), p.metric_before_finetune, p.metric_after_finetune);
+    return csv;
+}
+/// criticality_trace.csv: every α the search tried, per module, in the order tried.
+inline io::csv_writer trace_table(const criticality_result& r) {
+    io::csv_writer csv({"module", "alpha", "metric"});
     for (const auto& e : r.modules)
-        os << detail::csv_field(e.name) << ',' << detail::csv_field(e.type) << ',' << e.layer << ',' << detail::csv_number(e.metric_without) << ','
-           << detail::csv_number(e.score) << '\n';
+        for (const auto& [alpha, metric] : e.trace) csv.row(e.name, alpha, metric);
+    return csv;
 }
-inline void write_csv(std::ostream& os, const criticality_result& r) {
-    os << "module,type,layer,alpha,metric_at_alpha,search\n";
-    for (const auto& e : r.modules)
-        os << detail::csv_field(e.name) << ',' << detail::csv_field(e.type) << ',' << e.layer << ',' << detail::csv_number(e.alpha) << ','
-           << detail::csv_number(e.metric_at_alpha) << ',' << detail::csv_field(e.search) << '\n';
+
+/// The tables above to a stream, or to a file (contribution.csv, criticality.csv,
+/// pruning.csv, rewinding.csv by convention) written atomically; io_error names the path.
+template <class Result>
+    requires requires(const Result& r) { csv_table(r); }
+void write_csv(std::ostream& os, const Result& r) {
+    csv_table(r).write(os);
 }
-inline void write_csv(std::ostream& os, const pruning_result& r) {
-    os << "k,modules_removed,parameters_removed,metric\n";
-    for (const auto& p : r.curve)
-        os << p.k << ',' << detail::csv_field(detail::join(p.modules_removed)) << ',' << p.parameters_removed << ',' << detail::csv_number(p.metric)
-           << '\n';
+template <class Result>
+    requires requires(const Result& r) { csv_table(r); }
+void write_csv(const std::string& path, const Result& r) {
+    csv_table(r).write(path);
 }
-inline void write_csv(std::ostream& os, const std::vector<rewinding_point>& r) {
-    os << "k,modules,metric_before_finetune,metric_after_finetune\n";
-    for (const auto& p : r)
-        os << p.k << ',' << detail::csv_field(detail::join(p.modules)) << ',' << detail::csv_number(p.metric_before_finetune) << ','
-           << detail::csv_number(p.metric_after_finetune) << '\n';
-}
-/// The same, to a file (contribution.csv, criticality.csv, pruning.csv, rewinding.csv by
-/// convention), written through a temporary file and renamed; io_error naming the path.
-inline void write_csv(const std::string& path, const contribution_result& r) {
-    detail::write_file(path, [&](std::ostream& f) { write_csv(f, r); });
-}
-inline void write_csv(const std::string& path, const criticality_result& r) {
-    detail::write_file(path, [&](std::ostream& f) { write_csv(f, r); });
-}
-inline void write_csv(const std::string& path, const pruning_result& r) {
-    detail::write_file(path, [&](std::ostream& f) { write_csv(f, r); });
-}
-inline void write_csv(const std::string& path, const std::vector<rewinding_point>& r) {
-    detail::write_file(path, [&](std::ostream& f) { write_csv(f, r); });
-}
+/// criticality_trace.csv (trace_table).
+inline void write_trace_csv(const std::string& path, const criticality_result& r) { trace_table(r).write(path); }
 
 }  // namespace depthlab::analysis

@@ -303,6 +303,13 @@ Var<T, B> gelu(const Var<T, B>& x) {
     return detail::activation(op_kind::gelu, x, false, [](index_t n, const T* a, T* y) { P::gelu_fwd(n, a, y); },
                               [](index_t n, const T* s, const T* dy, T* dx) { P::gelu_bwd(n, s, dy, dx); });
 }
+/// GELU, exact form 0.5 x (1 + erf(x / sqrt(2))) (PyTorch's default, HF BERT's "gelu").
+template <class T, class B>
+Var<T, B> gelu_erf(const Var<T, B>& x) {
+    using P = primitives<B>;
+    return detail::activation(op_kind::gelu_erf, x, false, [](index_t n, const T* a, T* y) { P::gelu_erf_fwd(n, a, y); },
+                              [](index_t n, const T* s, const T* dy, T* dx) { P::gelu_erf_bwd(n, s, dy, dx); });
+}
 template <class T, class B>
 Var<T, B> relu(const Var<T, B>& x) {
     using P = primitives<B>;

@@ -4,9 +4,16 @@
 // function. backward() walks the DAG in reverse topological order; every backward
 // function *accumulates* into its parents' gradients, so a value used twice (tied weights,
 // residual branches) needs no special case.
+//
+// As in PyTorch, backward() frees the graph it went through (the saved activations are
+// released as soon as their node has been differentiated), and a second backward() through
+// a freed node is an error instead of silently doubling the gradients: pass
+// depthlab::retain_graph to the first one to go through a graph twice.
 #include <algorithm>
 #include <functional>
+#include <iomanip>
 #include <memory>
+#include <ostream>
 #include <unordered_set>
 #include <utility>
 #include <vector>
@@ -23,6 +30,12 @@ inline bool& grad_mode() {
     return enabled;
 }
 }  // namespace detail
+
+/// Tag for Var::backward: keep the graph so that another backward() can go through it.
+struct retain_graph_t {
+    explicit retain_graph_t() = default;
+};
+inline constexpr retain_graph_t retain_graph{};
 
 /// True unless inside a no_grad scope on this thread.
 inline bool grad_enabled() { return detail::grad_mode(); }
@@ -45,6 +58,7 @@ struct Node {
     Tensor<T, B> grad;  // undefined until something flows into it
     bool requires_grad = false;
     bool retain_grad = false;  // keep the gradient of a non-leaf after backward
+    bool freed = false;        // a backward() without retain_graph went through it
     op_kind op = op_kind::leaf;
     std::vector<std::shared_ptr<Node>> parents;
     std::function<void(Node&)> backward;  // reads this->grad, accumulates into parents
@@ -95,27 +109,53 @@ public:
     }
     [[nodiscard]] const std::shared_ptr<node_type>& node_ptr() const { return n_; }
 
-    /// Backpropagate from a scalar (seed 1).
-    void backward() const {
+    /// Backpropagate from a scalar (seed 1); frees the graph.
+    void backward() const { backward(scalar_seed(), false); }
+    /// Backpropagate from a scalar and keep the graph for another backward().
+    void backward(retain_graph_t) const { backward(scalar_seed(), true); }
+    /// Backpropagate a seed gradient of this value's shape; frees the graph.
+    void backward(const tensor_type& seed) const { backward(seed, false); }
+    void backward(const tensor_type& seed, retain_graph_t) const { backward(seed, true); }
+
+    /// "Var(2, 3) cpu, op matmul, requires_grad" and the values, like a Tensor.
+    friend std::ostream& operator<<(std::ostream& os, const Var& v) {
+        if (!v.defined()) return os << "Var (undefined)\n";
+        os << "Var" << v.shape() << ", op " << op_name(v.op()) << (v.requires_grad() ? ", requires_grad" : "")
+           << (v.grad().defined() ? ", has grad" : "") << "\n";
+        return os << v.value();
+    }
+
+private:
+    tensor_type scalar_seed() const {
         DEPTHLAB_CHECK(value().numel() == 1, shape_error, "backward: needs a scalar output or an explicit seed, got shape ",
                        shape());
-        backward(tensor_type::ones(shape()));
+        return tensor_type::ones(shape());
     }
-    /// Backpropagate a seed gradient of this value's shape.
-    void backward(const tensor_type& seed) const {
+
+    void backward(const tensor_type& seed, bool retain) const {
         check_same_shape("backward(seed)", seed, value());
         DEPTHLAB_CHECK(requires_grad(), usage_error, "backward: output of ", op_name(op()),
                        " does not depend on any parameter (or was computed under no_grad)");
         const std::vector<node_type*> order = topological_order();
+        for (auto it = order.rbegin(); it != order.rend(); ++it) {  // from the output down: names the first freed node
+            const node_type* nd = *it;
+            DEPTHLAB_CHECK(!nd->freed, usage_error, "backward: the graph through ", op_name(nd->op), " (shape ", nd->value.shape(),
+                           ") was freed by an earlier backward(); to go through a graph twice, call the first one as "
+                           "backward(depthlab::retain_graph)");
+        }
         node().grad_buffer().add_(seed);
         for (auto it = order.rbegin(); it != order.rend(); ++it) {
             node_type& nd = **it;
             if (nd.backward && nd.grad.defined()) nd.backward(nd);
-            if (nd.op != op_kind::leaf && !nd.retain_grad) nd.grad = tensor_type();  // free intermediate gradients
+            if (nd.op == op_kind::leaf) continue;
+            if (!nd.retain_grad) nd.grad = tensor_type();  // free intermediate gradients
+            if (!retain) {
+                nd.backward = nullptr;  // releases what the op saved for its backward
+                nd.freed = true;
+            }
         }
     }
 
-private:
     // Post-order DFS over nodes that require grad (iterative: graphs can be deep).
     std::vector<node_type*> topological_order() const {
         std::vector<node_type*> order;

@@ -22,6 +22,18 @@ DEPTHLAB_HD inline T gelu_grad(T x) {
     const T du = k0 * (T(3) * k1 * x * x + T(1));
     return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * du;
 }
+// GELU, exact form (Hendrycks & Gimpel; PyTorch's default, HF BERT's "gelu"):
+// 0.5 x (1 + erf(x / sqrt(2))); derivative Phi(x) + x phi(x).
+template <class T>
+DEPTHLAB_HD inline T gelu_erf(T x) {
+    return T(0.5) * x * (T(1) + std::erf(x * T(0.7071067811865476)));
+}
+template <class T>
+DEPTHLAB_HD inline T gelu_erf_grad(T x) {
+    const T cdf = T(0.5) * (T(1) + std::erf(x * T(0.7071067811865476)));
+    const T pdf = T(0.3989422804014327) * std::exp(T(-0.5) * x * x);
+    return cdf + x * pdf;
+}
 template <class T>
 DEPTHLAB_HD inline T relu(T x) { return x > T(0) ? x : T(0); }
 template <class T>

@@ -42,6 +42,7 @@
 #include <array>
 #include <charconv>
 #include <cmath>
+#include <concepts>
 #include <cstdint>
 #include <fstream>
 #include <limits>
@@ -49,6 +50,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <type_traits>
 #include <vector>
 
 #include "depthlab/core/error.hpp"
@@ -573,6 +575,14 @@ struct sampler_state {
     std::uint64_t seed = 0, epoch = 0, position = 0;
     bool operator==(const sampler_state&) const = default;
 };
+/// The fields of sampler_state by name (io::save_config / load_config, train::checkpointer::track).
+template <class S, class F>
+    requires std::same_as<std::remove_const_t<S>, sampler_state>
+void config_fields(S& s, F&& f) {
+    f("seed", s.seed);
+    f("epoch", s.epoch);
+    f("position", s.position);
+}
 
 /// Endless source of ALBERT batches over a corpus: every epoch shuffles the documents,
 /// chunks them, shuffles the chunks, and builds each example from its own random stream.

@@ -20,11 +20,15 @@
 // target, BOS/EOS included), alone larger than max_tokens, or with an empty source (and
 // no source EOS) are dropped at construction and counted in `dropped()`.
 #include <algorithm>
+#include <concepts>
 #include <cstdint>
 #include <fstream>
 #include <numeric>
 #include <string>
+#include <type_traits>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "depthlab/core/error.hpp"
 #include "depthlab/core/rng.hpp"
@@ -97,10 +101,94 @@ struct parallel_text {
     return load_parallel(dir + "/" + split + "." + src_lang, dir + "/" + split + "." + tgt_lang);
 }
 
+/// What a translation data folder says about itself (its meta.json, as written by
+/// scripts/prepare-parallel and scripts/fetch-translation): the language pair, used as file
+/// extensions, and a description of the corpus. Without meta.json: en -> de, no description.
+struct translation_corpus_info {
+    std::string src = "en", tgt = "de";
+    std::string source;  // e.g. "Debian trans-de-en 1.9-6 (Ding, GPL-2+)"; empty when unknown
+    bool from_meta = false;
+};
+[[nodiscard]] inline translation_corpus_info read_translation_meta(const std::string& dir) {
+    translation_corpus_info info;
+    const std::string path = dir + "/meta.json";
+    std::ifstream in(path);
+    if (!in.is_open()) return info;
+    const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    DEPTHLAB_CHECK(j.is_object(), io_error, "read_translation_meta: ", path, " is not a JSON object");
+    auto text = [&](const char* key, std::string& out) {
+        if (!j.contains(key)) return;
+        DEPTHLAB_CHECK(j[key].is_string() && !j[key].get<std::string>().empty(), io_error, "read_translation_meta: ", path, ": '", key,
+                       "' is not a non-empty string");
+        out = j[key].get<std::string>();
+    };
+    text("src", info.src);
+    text("tgt", info.tgt);
+    text("source", info.source);
+    DEPTHLAB_CHECK(info.src != info.tgt, io_error, "read_translation_meta: ", path, ": src and tgt are both '", info.src, "'");
+    info.from_meta = true;
+    return info;
+}
+
 /// One sentence pair as token ids, without BOS/EOS.
 struct token_pair {
     std::vector<std::int64_t> src, tgt;
 };
+
+/// Every pair of `text` as token ids (encode: text -> ids), the whole list `repeat` times
+/// (a corpus weighted up against a second one).
+template <class Encode>
+[[nodiscard]] std::vector<token_pair> encode_pairs(const parallel_text& text, Encode&& encode, std::size_t repeat = 1) {
+    DEPTHLAB_CHECK(repeat >= 1, usage_error, "encode_pairs: repeat ", repeat, " < 1");
+    std::vector<token_pair> pairs;
+    pairs.reserve(text.size() * repeat);
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        const auto a = encode(text.src[i]);
+        const auto b = encode(text.tgt[i]);
+        pairs.push_back({{a.begin(), a.end()}, {b.begin(), b.end()}});
+    }
+    const std::size_t n = pairs.size();
+    for (std::size_t r = 1; r < repeat; ++r)
+        for (std::size_t i = 0; i < n; ++i) pairs.push_back(pairs[i]);
+    return pairs;
+}
+
+/// A translation data folder read and tokenised: the splits as text, the training pairs as
+/// ids (the main corpus `main_repeat` times, then the second corpus when asked for).
+struct translation_corpus {
+    translation_corpus_info info;
+    parallel_text train, dev, test;
+    std::vector<token_pair> train_pairs;
+    std::size_t second_pairs = 0;  // pairs of the second corpus among train_pairs
+};
+struct translation_corpus_options {
+    std::string src_lang, tgt_lang;  // empty: meta.json's (else en, de)
+    std::string second_corpus;       // e.g. "mt": also <second>.{src,tgt} for training; empty: none
+    std::size_t main_repeat = 1;     // with a second corpus: the main pairs this many times per epoch
+    std::size_t dev_limit = 0;       // > 0: only the first dev_limit dev pairs
+};
+template <class Encode>
+[[nodiscard]] translation_corpus load_translation_corpus(const std::string& dir, Encode&& encode, const translation_corpus_options& o = {}) {
+    translation_corpus c;
+    c.info = read_translation_meta(dir);
+    if (!o.src_lang.empty()) c.info.src = o.src_lang;
+    if (!o.tgt_lang.empty()) c.info.tgt = o.tgt_lang;
+    const auto load = [&](const std::string& split) { return load_translation_split(dir, split, c.info.src, c.info.tgt); };
+    c.train = load("train");
+    c.dev = load("dev");
+    c.test = load("test");
+    if (o.dev_limit > 0 && c.dev.size() > o.dev_limit) {
+        c.dev.src.resize(o.dev_limit);
+        c.dev.tgt.resize(o.dev_limit);
+    }
+    c.train_pairs = encode_pairs(c.train, encode, o.second_corpus.empty() ? 1 : o.main_repeat);
+    if (!o.second_corpus.empty()) {
+        auto second = encode_pairs(load(o.second_corpus), encode);
+        c.second_pairs = second.size();
+        for (auto& p : second) c.train_pairs.push_back(std::move(p));
+    }
+    return c;
+}
 
 struct translation_batching {
     index_t max_tokens = 4096;   ///< padded tokens per batch: B * max(Ts, Tt)
@@ -238,6 +326,15 @@ struct stream_state {
     std::uint64_t next_batch = 0, epoch = 0;         // batches served in it; epochs begun (1 = the first)
     bool operator==(const stream_state&) const = default;
 };
+/// The fields of stream_state by name (io::save_config / load_config, train::checkpointer::track).
+template <class S, class F>
+    requires std::same_as<std::remove_const_t<S>, stream_state>
+void config_fields(S& s, F&& f) {
+    f("epoch_seed", s.epoch_seed);
+    f("epoch_offset", s.epoch_offset);
+    f("next_batch", s.next_batch);
+    f("epoch", s.epoch);
+}
 
 /// An endless stream of training batches: epoch after epoch, each one in the order of
 /// batcher.epoch_plan(generator). The batcher must outlive the stream.

@@ -38,6 +38,7 @@
 // `ponder` output is that KL averaged over real tokens. At evaluation a token's output is
 // y^{N_t} with N_t its median halting step (the first n with Σ_{j≤n} p^j ≥ 0.5): the record
 // holds N_t, and R_t = p^{N_t}.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -68,12 +69,28 @@ struct act_options {
     int max_iterations = 6;      // N_max
     double epsilon = 0.01;       // halting threshold 1 − ε
     int min_iterations = 0;      // remedy against collapse: no token halts before this iteration
-    bool compact = true;         // policy act: run only the running tokens (exact)
+    // policy act: run only the running tokens (exact: the same values and gradients as the
+    // dense path). It applies to post-LN layers with every sub-layer switched on and, in
+    // training mode, no dropout; otherwise the dense path runs (halting_record::compact
+    // says which ran), so dropout, ablation and pre-LN work with the default options.
+    bool compact = true;
     // fixed-point trace, cos(s^{n−1}, s^n) for running tokens: an analysis, so by default only
     // in eval mode (a training step has no use for it and it costs a pass over the states)
     enum class trace { never, eval_only, always } fixed_point_trace = trace::eval_only;
     double lambda_p = 0.2;       // PonderNet: the geometric prior's halting probability per step
+    // remedy against collapse (every token halting after one iteration): the initial bias b
+    // of the halting unit p = sigmoid(w·y + b); negative: more iterations at first. NaN: the
+    // policy's (0 as the paper, 1 for act_graves)
+    double halting_bias = std::numeric_limits<double>::quiet_NaN();
 };
+
+/// The ponder-cost weight at a step: tau ramped up linearly from 0 over warmup_steps (the
+/// other remedy against collapse: the task loss shapes the states before the ponder cost
+/// pushes every token to halt early); tau itself from then on, or always when warmup_steps <= 0.
+inline double ponder_weight(double tau, std::int64_t warmup_steps, std::int64_t step) {
+    if (warmup_steps <= 0) return tau;
+    return tau * std::min(1.0, static_cast<double>(step) / static_cast<double>(warmup_steps));
+}
 
 /// What happened to every token (flat index b*T + t).
 struct halting_record {
@@ -83,6 +100,7 @@ struct halting_record {
     std::vector<double> R;               // remainders
     std::vector<std::vector<double>> cosine;  // [iteration][token]: cos(s^{n-1}, s^n), NaN when not running
     std::vector<index_t> running_per_iteration;
+    bool compact = false;                // the compact path ran (act_options::compact)
 };
 
 template <class T, class B = backend::cpu>
@@ -155,7 +173,8 @@ public:
         layer = &this->register_module("shared", std::make_unique<nn::EncoderLayer<T, B>>(cfg, gen));
         halting_unit = &this->register_module("halting", std::make_unique<nn::Linear<T, B>>(cfg.dim, 1, gen, nn::init_scheme::bert));
         // p = sigmoid(w·y + b): w ~ N(0, 0.02), b = 0 (the paper) or 1 (Graves)
-        halting_unit->bias.value().fill_(std::is_same_v<Policy, act_graves> ? T(1) : T(0));
+        const T policy_bias = std::is_same_v<Policy, act_graves> ? T(1) : T(0);
+        halting_unit->bias.value().fill_(std::isnan(opt.halting_bias) ? policy_bias : static_cast<T>(opt.halting_bias));
     }
 
     /// x: (B, T, H) embeddings; lengths: real tokens per sequence.
@@ -166,7 +185,7 @@ public:
         DEPTHLAB_CHECK(opt.max_iterations >= 1 && opt.epsilon > 0 && opt.epsilon < 1, usage_error, "ActEncoder: max_iterations ",
                        opt.max_iterations, ", epsilon ", opt.epsilon);
         if constexpr (std::is_same_v<Policy, act>) {
-            if (opt.compact) return compact_forward(x, lengths);
+            if (opt.compact && compact_applies()) return compact_forward(x, lengths);
         }
         if constexpr (std::is_same_v<Policy, pondernet>) {
             DEPTHLAB_CHECK(opt.lambda_p > 0 && opt.lambda_p < 1, usage_error, "ActEncoder<pondernet>: lambda_p must lie in (0, 1), got ",
@@ -482,6 +501,7 @@ private:
             r_prev = r_run;
         }
         finish_record(rec, st);
+        rec.compact = true;
         if (!done_rows.empty()) {
             s = row_update(s, done_rows, s_done.size() == 1 ? s_done[0] : concat(s_done, 0));
             R = r_done.size() == 1 ? r_done[0] : concat(r_done, 0);  // only its sum is used
@@ -498,21 +518,16 @@ private:
         }
         return pos;
     }
+    /// What the compact path implements: post-LN (the paper's), both sub-layers on, and no
+    /// dropout to apply (eval mode, or dropout 0).
+    bool compact_applies() const {
+        const bool dropout = this->is_training() && (cfg_.dropout > 0 || cfg_.attention_dropout > 0);
+        return !cfg_.norm_first && layer->self_attention.enabled && layer->feed_forward.enabled && !dropout;
+    }
     /// The layer after its attention core, for running rows only: output projection done by
     /// the caller; residual + LN (post-LN) and the feed-forward sub-layer.
     V run_rest_of_layer(const V& s_run, const V& attn_out) const {
-        const auto& sa = layer->self_attention;
-        DEPTHLAB_CHECK(!cfg_.norm_first, usage_error, "ActEncoder: the compact path implements post-LN layers (the paper's); use compact = false");
-        DEPTHLAB_CHECK(sa.enabled && layer->feed_forward.enabled, usage_error,
-                       "ActEncoder: compact path with an ablated sub-layer; use compact = false");
-        V h = sa.norm(add(s_run, dropout_or_identity(attn_out, static_cast<T>(cfg_.dropout))));
-        return layer->feed_forward(h);
-    }
-    V dropout_or_identity(const V& v, T p) const {
-        DEPTHLAB_CHECK(!(this->is_training() && p > 0), usage_error,
-                       "ActEncoder: the compact path runs without dropout for now (set dropout 0 or compact = false)");
-        (void)p;
-        return v;
+        return layer->feed_forward(layer->self_attention.norm(add(s_run, attn_out)));
     }
 
     nn::transformer_config cfg_;

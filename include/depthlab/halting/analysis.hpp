@@ -13,6 +13,7 @@
 #include "depthlab/core/error.hpp"
 #include "depthlab/data/albert_data.hpp"
 #include "depthlab/halting/act.hpp"
+#include "depthlab/io/csv.hpp"
 
 namespace depthlab::halting {
 
@@ -82,25 +83,22 @@ public:
 
     /// halting.csv: category, count, mean_iterations, mean_remainder (the paper's categories
     /// first, then caller labels).
-    void write_halting_csv(const std::string& path) const {
-        std::ofstream f(path);
-        DEPTHLAB_CHECK(f.good(), io_error, "halting_stats: cannot write ", path);
-        f << "category,count,mean_iterations,mean_remainder\n";
-        for (const auto& name : ordered_names())
-            f << name << "," << count(name) << "," << mean_iterations(name) << "," << mean_remainder(name) << "\n";
-        DEPTHLAB_CHECK(f.good(), io_error, "halting_stats: write error on ", path);
+    void write_halting_csv(const std::string& path) const { halting_table().write(path); }
+    [[nodiscard]] io::csv_writer halting_table() const {
+        io::csv_writer csv({"category", "count", "mean_iterations", "mean_remainder"});
+        for (const auto& name : ordered_names()) csv.row(name, count(name), mean_iterations(name), mean_remainder(name));
+        return csv;
     }
     /// fixed_point.csv: category, iteration, mean_cosine (rows only where tokens ran).
-    void write_fixed_point_csv(const std::string& path) const {
-        std::ofstream f(path);
-        DEPTHLAB_CHECK(f.good(), io_error, "halting_stats: cannot write ", path);
-        f << "category,iteration,mean_cosine\n";
+    void write_fixed_point_csv(const std::string& path) const { fixed_point_table().write(path); }
+    [[nodiscard]] io::csv_writer fixed_point_table() const {
+        io::csv_writer csv({"category", "iteration", "mean_cosine"});
         for (const auto& name : ordered_names())
             for (int n = 1; n <= max_iteration(); ++n) {
                 const double c = mean_cosine(name, n);
-                if (!std::isnan(c)) f << name << "," << n << "," << c << "\n";
+                if (!std::isnan(c)) csv.row(name, n, c);
             }
-        DEPTHLAB_CHECK(f.good(), io_error, "halting_stats: write error on ", path);
+        return csv;
     }
     [[nodiscard]] std::vector<std::string> ordered_names() const {
         std::vector<std::string> names;

@@ -70,6 +70,7 @@ void config_fields(C& c, F&& f) {
     f("compact", c.compact);
     f("fixed_point_trace", c.fixed_point_trace);
     f("lambda_p", c.lambda_p);
+    f("halting_bias", c.halting_bias);
 }
 
 namespace detail {
@@ -80,7 +81,7 @@ template <class E>
 struct enum_names;
 template <>
 struct enum_names<nn::activation> {
-    static constexpr const char* names[] = {"gelu", "relu"};
+    static constexpr const char* names[] = {"gelu", "relu", "gelu_erf"};
 };
 template <>
 struct enum_names<nn::init_scheme> {

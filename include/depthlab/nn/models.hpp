@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdint>
 #include <span>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "depthlab/nn/transformer.hpp"
@@ -59,15 +61,24 @@ private:
     Generator* rng_;
 };
 
+/// The MLM head's activation for a model whose layers use `layer_act`: GELU in its tanh form,
+/// or its exact form when the layers use that (HF's heads use the layers' hidden_act; a
+/// ReLU model keeps the tanh GELU in its head, as depthlab always had).
+inline activation mlm_activation(activation layer_act) {
+    return layer_act == activation::gelu_erf ? activation::gelu_erf : activation::gelu;
+}
+
 /// ALBERT's MLM head at selected flat positions (b * T + t) only — the other positions are
-/// never projected to the vocabulary: dense H -> E, GELU, LN, then the decoder tied to the
-/// token embedding (transposed) plus an output bias. hidden: (B, T, H) -> (n, V).
+/// never projected to the vocabulary: dense H -> E, GELU (`act`: see mlm_activation), LN,
+/// then the decoder tied to the token embedding (transposed) plus an output bias.
+/// hidden: (B, T, H) -> (n, V).
 template <class T, class B>
 Var<T, B> albert_mlm_logits(const Var<T, B>& hidden, std::span<const std::int64_t> positions, const Linear<T, B>& dense,
-                            const LayerNorm<T, B>& norm, const Var<T, B>& word_embedding, const Var<T, B>& bias) {
+                            const LayerNorm<T, B>& norm, const Var<T, B>& word_embedding, const Var<T, B>& bias,
+                            activation act = activation::gelu) {
     const Shape& s = hidden.shape();
     Var<T, B> h = gather_rows(reshape(hidden, {s[0] * s[1], s[2]}), positions);
-    return linear(norm(gelu(dense(h))), word_embedding, bias);
+    return linear(norm(activate(act, dense(h))), word_embedding, bias);
 }
 /// Sentence-order (or classification) logits from the pooled [CLS] token: dense + tanh,
 /// then the classifier. hidden: (B, T, H) -> (B, classes).
@@ -98,7 +109,8 @@ public:
     }
     /// MLM logits (n, V) at the given flat positions (b * T + t) only.
     Var<T, B> mlm_logits(const Var<T, B>& hidden, std::span<const std::int64_t> positions) const {
-        return albert_mlm_logits(hidden, positions, *mlm_dense, *mlm_norm, embeddings->word->weight, mlm_bias);
+        return albert_mlm_logits(hidden, positions, *mlm_dense, *mlm_norm, embeddings->word->weight, mlm_bias,
+                                 mlm_activation(cfg.layer.act));
     }
     /// Sentence-order logits (B, 2) from the pooled first ([CLS]) token.
     Var<T, B> sop_logits(const Var<T, B>& hidden) const { return albert_sop_logits(hidden, *pooler, *sop); }
@@ -128,6 +140,28 @@ struct seq2seq_config {
     transformer_config layer{.dim = 512, .heads = 8, .ff_dim = 2048, .act = activation::relu, .dropout = 0.1,
                              .attention_dropout = 0.1, .norm_first = false, .ln_eps = 1e-5, .init = init_scheme::xavier};
 };
+
+/// The encoder–decoder sizes of the component-value study over a joint vocabulary (shared
+/// embeddings tied to the output; post-LN, ReLU, Xavier init, dropout 0.1 as the paper):
+///   "tiny"  2+2 layers, d 128, 4 heads, FF 512   smoke runs
+///   "small" 3+3 layers, d 256, 4 heads, FF 1024  trains on 2 cores
+///   "base"  6+6 layers, d 512, 8 heads, FF 2048  Transformer-base (Vaswani et al.)
+inline seq2seq_config seq2seq_preset(const std::string& name, index_t vocab) {
+    seq2seq_config c{.src_vocab = vocab, .tgt_vocab = vocab, .share_embeddings = true, .tie_output = true};
+    if (name == "tiny") c.encoder_layers = c.decoder_layers = 2, c.layer.dim = 128, c.layer.heads = 4, c.layer.ff_dim = 512;
+    else if (name == "small") c.encoder_layers = c.decoder_layers = 3, c.layer.dim = 256, c.layer.heads = 4, c.layer.ff_dim = 1024;
+    else DEPTHLAB_CHECK(name == "base", usage_error, "seq2seq_preset: '", name, "' is not one of tiny, small, base");
+    return c;
+}
+/// "3+3 layers, d 256, 4 heads, FF 1024, dropout 0.1, vocab 8000 (joint, shared + tied)"
+inline std::string describe(const seq2seq_config& c) {
+    std::ostringstream os;
+    os << c.encoder_layers << "+" << c.decoder_layers << " layers, d " << c.layer.dim << ", " << c.layer.heads << " heads, FF " << c.layer.ff_dim
+       << ", dropout " << c.layer.dropout << ", vocab " << c.src_vocab;
+    if (c.src_vocab != c.tgt_vocab) os << " -> " << c.tgt_vocab;
+    os << (c.share_embeddings ? (c.tie_output ? " (joint, shared + tied)" : " (joint, shared)") : c.tie_output ? " (tied output)" : "");
+    return os.str();
+}
 
 /// Sinusoidal positions (Vaswani et al.): (max_len, D).
 template <class T, class B = backend::cpu>

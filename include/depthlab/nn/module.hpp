@@ -90,6 +90,11 @@ protected:
         owned_.push_back(std::move(m));
         return ref;
     }
+    /// Constructs a child in place and registers it: emplace_module<Linear<T, B>>("proj", 64, 64, gen).
+    template <class M, class... Args>
+    M& emplace_module(const std::string& name, Args&&... args) {
+        return register_module(name, std::make_unique<M>(std::forward<Args>(args)...));
+    }
     /// Registers a child owned elsewhere (e.g. one layer shared by every iteration).
     void register_shared(const std::string& name, Module& m) { children_.emplace_back(name, &m); }
 
@@ -107,6 +112,74 @@ private:
     std::vector<std::pair<std::string, Module*>> children_;
     std::vector<std::unique_ptr<Module>> owned_;
     bool training_ = true;
+};
+
+/// A list of modules of one type, named "0", "1", ... like torch.nn.ModuleList; the
+/// parameters of element i are "<list name>.i.<...>".
+template <class M>
+class ModuleList : public Module<typename M::value_type, typename M::backend_type> {
+public:
+    ModuleList() = default;
+    /// Constructs one more element in place.
+    template <class... Args>
+    M& emplace_back(Args&&... args) {
+        M& m = this->register_module(std::to_string(items_.size()), std::make_unique<M>(std::forward<Args>(args)...));
+        items_.push_back(&m);
+        return m;
+    }
+    [[nodiscard]] std::size_t size() const { return items_.size(); }
+    [[nodiscard]] bool empty() const { return items_.empty(); }
+    M& operator[](std::size_t i) const {
+        DEPTHLAB_CHECK(i < items_.size(), index_error, "ModuleList: index ", i, " out of range for ", items_.size(), " modules");
+        return *items_[i];
+    }
+    [[nodiscard]] auto begin() const { return Deref{items_.begin()}; }
+    [[nodiscard]] auto end() const { return Deref{items_.end()}; }
+
+private:
+    struct Deref {  // iterates M& rather than M*
+        typename std::vector<M*>::const_iterator it;
+        M& operator*() const { return **it; }
+        Deref& operator++() {
+            ++it;
+            return *this;
+        }
+        bool operator!=(const Deref& o) const { return it != o.it; }
+    };
+    std::vector<M*> items_;
+};
+
+/// Modules and functions applied one after another, like torch.nn.Sequential: each step
+/// maps a Var to a Var. A module step is named by its position ("0.weight"); a plain
+/// function (relu, gelu, a lambda) takes a position too but has no parameters, as
+/// nn.ReLU() does in PyTorch, so the names match a PyTorch state_dict of the same stack.
+template <class T, class B = backend::cpu>
+class Sequential : public Module<T, B> {
+public:
+    using step_fn = std::function<Var<T, B>(const Var<T, B>&)>;
+
+    /// Appends a module constructed in place; it must be callable as m(x).
+    template <class M, class... Args>
+    M& add(Args&&... args) {
+        M& m = this->register_module(std::to_string(steps_.size()), std::make_unique<M>(std::forward<Args>(args)...));
+        steps_.emplace_back([&m](const Var<T, B>& x) { return m(x); });
+        return m;
+    }
+    /// Appends a parameter-free step (e.g. depthlab::relu<float>, or a lambda).
+    Sequential& then(step_fn f) {
+        DEPTHLAB_CHECK(static_cast<bool>(f), usage_error, "Sequential::then: empty function at step ", steps_.size());
+        steps_.push_back(std::move(f));
+        return *this;
+    }
+    [[nodiscard]] std::size_t size() const { return steps_.size(); }
+    Var<T, B> operator()(const Var<T, B>& x) const {
+        Var<T, B> h = x;
+        for (const auto& f : steps_) h = f(h);
+        return h;
+    }
+
+private:
+    std::vector<step_fn> steps_;
 };
 
 }  // namespace depthlab::nn

@@ -22,6 +22,21 @@ public:
             tensors_.emplace_back(name, p.value().clone());
         }
     }
+    /// Copies of saved tensors (e.g. θ⁰ read from a checkpoint) for the parameters of m: one
+    /// tensor per parameter, by name, with its shape; io_error naming the first that is not.
+    Snapshot(const Module<T, B>& m, const std::vector<std::pair<std::string, Tensor<T, B>>>& saved) {
+        std::unordered_map<std::string, const Tensor<T, B>*> by_name;
+        for (const auto& [name, t] : saved) by_name.emplace(name, &t);
+        for (auto& [name, p] : m.named_parameters()) {
+            const auto it = by_name.find(name);
+            DEPTHLAB_CHECK(it != by_name.end(), io_error, "Snapshot: no saved tensor for parameter '", name, "'");
+            DEPTHLAB_CHECK(it->second->shape() == p.value().shape(), io_error, "Snapshot: saved '", name, "' has shape ", it->second->shape(),
+                           ", the parameter ", p.value().shape());
+            index_.emplace(name, tensors_.size());
+            tensors_.emplace_back(name, it->second->clone());
+        }
+        DEPTHLAB_CHECK(saved.size() == tensors_.size(), io_error, "Snapshot: ", saved.size(), " saved tensors for ", tensors_.size(), " parameters");
+    }
     [[nodiscard]] const std::vector<std::pair<std::string, Tensor<T, B>>>& tensors() const { return tensors_; }
     [[nodiscard]] const Tensor<T, B>& at(const std::string& name) const {
         auto it = index_.find(name);

@@ -21,13 +21,27 @@
 
 namespace depthlab::nn {
 
-enum class activation { gelu, relu };
+/// The feed-forward activation. gelu: the tanh approximation (BERT/ALBERT's TF code, HF's
+/// "gelu_new", PyTorch's approximate='tanh'); gelu_erf: the exact erf form (PyTorch's
+/// default F.gelu and activation="gelu", HF BERT's "gelu"). New values go at the end (the
+/// config files store the names, io/config.hpp, in this order).
+enum class activation { gelu, relu, gelu_erf };
+
+/// x through activation a.
+template <class T, class B>
+Var<T, B> activate(activation a, const Var<T, B>& x) {
+    switch (a) {
+        case activation::relu: return relu(x);
+        case activation::gelu_erf: return gelu_erf(x);
+        default: return gelu(x);
+    }
+}
 
 struct transformer_config {
     index_t dim = 256;              // model width H
     int heads = 4;
     index_t ff_dim = 1024;
-    activation act = activation::gelu;  // GELU is the tanh approximation
+    activation act = activation::gelu;  // GELU, the tanh approximation (gelu_erf: the exact form)
     double dropout = 0.1;           // on residual branches and after the FF activation
     double attention_dropout = 0.1; // on attention probabilities
     bool norm_first = false;        // false: post-LN (both papers); true: pre-LN
@@ -184,7 +198,7 @@ public:
     /// x: (..., D) -> (..., D)
     Var<T, B> operator()(const Var<T, B>& x) const {
         Var<T, B> h = (*linear1)(x);
-        h = cfg_.act == activation::gelu ? gelu(h) : relu(h);
+        h = activate(cfg_.act, h);
         h = dropout(h, static_cast<T>(cfg_.dropout), *rng_, this->is_training());
         return (*linear2)(h);
     }

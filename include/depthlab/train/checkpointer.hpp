@@ -8,18 +8,21 @@
 //
 //     train::checkpointer<float, B> ckpt(out + "/checkpoint.safetensors");
 //     ckpt.track("data", data_rng);                        // rng.data.*
+//     ckpt.track("data", stream);                          // data.*: stream.state() by field name
 //     ckpt.track("sampler", [&] { return sampler_state(); }, [&](const io::metadata_map& m) { ... });
 //     io::save_config(ckpt.metadata(), "config.", cfg);
 //     ckpt.save(model, &opt, step);   ...   const std::int64_t step = ckpt.load(model, &opt);
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "depthlab/core/error.hpp"
 #include "depthlab/core/rng.hpp"
 #include "depthlab/io/checkpoint.hpp"
+#include "depthlab/io/config.hpp"
 #include "depthlab/nn/module.hpp"
 #include "depthlab/optim/optimizer.hpp"
 
@@ -56,6 +59,23 @@ public:
     void track(const std::string& name, std::function<io::metadata_map()> save, std::function<void(const io::metadata_map&)> restore) {
         claim(name);
         streams_.push_back({name, std::move(save), std::move(restore)});
+    }
+    /// A data stream with state() / set_state() whose state type lists its fields with
+    /// config_fields (data::translation_stream, data::albert_sampler): "<name>.<field>".
+    template <class Stream>
+        requires requires(Stream& s) {
+            s.set_state(s.state());
+            io::save_config(std::declval<io::metadata_map&>(), "", s.state());
+        }
+    void track(const std::string& name, Stream& s) {
+        using state_type = std::remove_cvref_t<decltype(s.state())>;
+        track(name, [&s] {
+            io::metadata_map m;
+            io::save_config(m, "", s.state());
+            return m;
+        }, [&s](const io::metadata_map& m) {
+            s.set_state(io::load_config<state_type>(m, ""));
+        });
     }
     /// Extra tensors (e.g. θ⁰), saved as the state section "<section>".
     void track_tensors(const std::string& section, std::function<tensor_list()> save, std::function<void(const tensor_list&)> restore) {

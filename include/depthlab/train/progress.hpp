@@ -50,6 +50,33 @@ inline std::size_t truncate_jsonl(const std::string& path, std::int64_t last_ste
     return dropped;
 }
 
+/// The records of a metrics.jsonl, for plots and summaries: series(key) is every
+/// (step, value) where the record has a number under key, in file order. A missing file
+/// reads as no records; lines that are not JSON objects with an integer "step" are skipped.
+struct metrics_log {
+    std::vector<nlohmann::json> records;
+    [[nodiscard]] std::vector<std::pair<std::int64_t, double>> series(const std::string& key) const {
+        std::vector<std::pair<std::int64_t, double>> out;
+        for (const auto& j : records)
+            if (j.contains(key) && j[key].is_number()) out.emplace_back(j["step"].get<std::int64_t>(), j[key].get<double>());
+        return out;
+    }
+    /// The value of key in the last record that has it; `fallback` when none has.
+    [[nodiscard]] double last(const std::string& key, double fallback = 0) const {
+        const auto s = series(key);
+        return s.empty() ? fallback : s.back().second;
+    }
+};
+inline metrics_log read_metrics_log(const std::string& path) {
+    metrics_log log;
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) {
+        auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+        if (j.is_object() && j.contains("step") && j["step"].is_number_integer()) log.records.push_back(std::move(j));
+    }
+    return log;
+}
+
 class progress_meter {
 public:
     /// total_steps: for the ETA; first_step: where a resumed run starts (rates count only

@@ -183,6 +183,21 @@ struct host_primitives {
     template <class T> static void gelu_bwd(index_t n, const T* x, const T* dy, T* dx) {
         chunked<T>(n, [&]<class K>(index_t o, index_t m) { K::gelu_bwd(m, x + o, dy + o, dx + o); });
     }
+    // GELU, exact (erf) form: libm's erf per element (no vector erf), parallel over fixed
+    // chunks like every elementwise primitive.
+    template <class T> static void gelu_erf_fwd(index_t n, const T* x, T* y) {
+        launch();
+        parallel_for(n, elem_grain, [&](index_t b, index_t e) {
+            for (index_t i = b; i < e; ++i) y[i] = elementwise::gelu_erf(x[i]);
+        });
+    }
+    // dx += dy * gelu_erf'(x)   (from the input x)
+    template <class T> static void gelu_erf_bwd(index_t n, const T* x, const T* dy, T* dx) {
+        launch();
+        parallel_for(n, elem_grain, [&](index_t b, index_t e) {
+            for (index_t i = b; i < e; ++i) dx[i] += dy[i] * elementwise::gelu_erf_grad(x[i]);
+        });
+    }
     template <class T> static void relu_fwd(index_t n, const T* x, T* y) {
         chunked<T>(n, [&]<class K>(index_t o, index_t m) { K::relu_fwd(m, x + o, y + o); });
     }

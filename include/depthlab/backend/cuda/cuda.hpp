@@ -110,6 +110,10 @@ struct primitives<backend::cuda> {
     template <class T>
     static void gelu_bwd(index_t n, const T* x, const T* dy, T* dx);
     template <class T>
+    static void gelu_erf_fwd(index_t n, const T* x, T* y);
+    template <class T>
+    static void gelu_erf_bwd(index_t n, const T* x, const T* dy, T* dx);
+    template <class T>
     static void relu_fwd(index_t n, const T* x, T* y);
     template <class T>
     static void relu_bwd(index_t n, const T* x, const T* dy, T* dx);

@@ -166,6 +166,16 @@ void primitives<backend::cuda>::gelu_bwd(index_t n, const T* x, const T* dy, T* 
 }
 
 template <class T>
+void primitives<backend::cuda>::gelu_erf_fwd(index_t n, const T* x, T* y) {
+    cuda::for_each(n, [=] __device__(index_t i) { y[i] = elementwise::gelu_erf(x[i]); }, "gelu_erf_fwd");
+}
+
+template <class T>
+void primitives<backend::cuda>::gelu_erf_bwd(index_t n, const T* x, const T* dy, T* dx) {
+    cuda::for_each(n, [=] __device__(index_t i) { dx[i] += dy[i] * elementwise::gelu_erf_grad(x[i]); }, "gelu_erf_bwd");
+}
+
+template <class T>
 void primitives<backend::cuda>::relu_fwd(index_t n, const T* x, T* y) {
     cuda::for_each(n, [=] __device__(index_t i) { y[i] = elementwise::relu(x[i]); }, "relu_fwd");
 }

@@ -1,0 +1,263 @@
+#pragma once
+// Report sections of the component-value study (analysis/component_value.hpp): heat maps
+// of each score by module type and layer, the tables behind them, the rank agreement of
+// the two scores, the paper's findings checked on the run, pruning curves and rewinding.
+// Any metric: its name (e.g. "BLEU", "accuracy") labels every axis, column and sentence.
+//
+//   report::html_page page("The value of Transformer components", "...");
+//   report::contribution_section(page, contrib, {.metric = "BLEU"});
+//   report::criticality_section(page, crit, kopt, {.metric = "BLEU"});
+//   report::findings_section(page, contrib, crit, cfg.encoder_layers, cfg.decoder_layers);
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "depthlab/analysis/component_value.hpp"
+#include "depthlab/analysis/study.hpp"
+#include "depthlab/report/html.hpp"
+#include "depthlab/train/progress.hpp"
+
+namespace depthlab::report {
+
+/// How the sections name the metric and what it was measured on.
+struct study_labels {
+    std::string metric = "metric";  // "BLEU", "accuracy", ...
+    std::string measured_on{};      // e.g. "200 test sentences" (chart subtitles)
+    bool post_ln = true;            // how an ablated sub-layer behaves (the contribution text)
+};
+
+/// A type × layer heat map of per-module values (analysis::by_type_and_layer).
+inline std::string type_layer_heat_map(const analysis::type_layer_grid& g, const heat_map_options& o) {
+    return heat_map(g.types, g.layers, g.values, o);
+}
+
+namespace detail {
+inline std::string fixed(double v, int decimals = 2) { return format_fixed(v, decimals); }
+}  // namespace detail
+
+/// A (step, value) series (train::metrics_log::series) as a line of a line_chart.
+inline line_series step_series(std::string name, const std::vector<std::pair<std::int64_t, double>>& points) {
+    line_series s{std::move(name), {}, {}};
+    for (const auto& [step, v] : points) {
+        s.x.push_back(static_cast<double>(step));
+        s.y.push_back(v);
+    }
+    return s;
+}
+
+/// "Contribution scores": the definition, the heat map of the score and of the unclipped
+/// drop (where the clip saturates, it still orders the modules) and the table.
+inline void contribution_section(html_page& page, const analysis::contribution_result& c, const study_labels& l) {
+    using detail::fixed;
+    page.section("Contribution scores");
+    page.paragraph("Module n is removed (its residual branch outputs zero; the sub-layer's LayerNorm still normalises the residual path, " +
+                   std::string(l.post_ln ? "y = LN(x), since the model is post-LN" : "y = x, since the model is pre-LN") +
+                   ") and the analysis metric is measured again: d_n = clip(" + l.metric + "_base − " + l.metric + "_without_n, 0, C), C = " +
+                   fixed(c.clip, 3) + ", score = d_n / max_m d_m.");
+    page.figure(type_layer_heat_map(analysis::by_type_and_layer(analysis::values_of(c)),
+                                    {.title = "Contribution score (darker = more important)",
+                                     .subtitle = "one module removed at a time · " + l.metric + " drop, clipped at C, normalised",
+                                     .x_label = "layer",
+                                     .y_label = "module",
+                                     .value_label = "contribution"}),
+                "Contribution score per module type and layer.");
+    const auto raw = analysis::by_type_and_layer(analysis::unclipped_values_of(c));
+    page.figure(type_layer_heat_map(raw, {.title = "Unclipped " + l.metric + " drop when the module is removed",
+                                          .subtitle = "base − " + l.metric + " without the module (the contribution score clips this at C = " +
+                                                      fixed(c.clip, 2) + ")",
+                                          .x_label = "layer",
+                                          .y_label = "module",
+                                          .value_label = l.metric + " drop",
+                                          .lo = 0.0,
+                                          .hi = std::max(raw.max(), 1e-9),
+                                          .value_decimals = 1}),
+                "The raw drop behind the contribution score: where the clip saturates, this still orders the modules "
+                "(pruning and rewinding break ties of the score with it).");
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& e : c.modules)
+        rows.push_back({e.name, e.type, std::to_string(e.layer + 1), fixed(e.metric_without), fixed(e.drop, 3), fixed(e.score, 3)});
+    page.table({"module", "type", "layer", l.metric + " without", "drop d_n", "score"}, rows, {.caption = "Contribution (baseline " + fixed(c.base) + ")"});
+}
+
+/// "Criticality scores": the definition with the search used, the heat map and the table.
+inline void criticality_section(html_page& page, const analysis::criticality_result& k, const analysis::criticality_options& o,
+                                const study_labels& l) {
+    using detail::fixed;
+    const std::string search = analysis::to_string(o.method);
+    page.section("Criticality scores");
+    page.paragraph("Module n alone is moved back towards its initial weights, θ_n(α) = (1 − α)θ_n⁰ + αθ_nᶠ; the criticality is the smallest α "
+                   "whose " + l.metric + " stays within ε = " + fixed(o.epsilon, 2) + " of the baseline (search: " + search +
+                   (o.method == analysis::search_method::grid ? ", α ∈ {0, 1/" + std::to_string(o.grid_steps) + ", …, 1}, first passing α"
+                                                               : ", tolerance " + fixed(o.tolerance, 3) + ", assumes " + l.metric + " monotone in α") +
+                   "). The LayerNorm of the sub-layer moves with it. Every α tried is in criticality_trace.csv.");
+    page.figure(type_layer_heat_map(analysis::by_type_and_layer(analysis::values_of(k)),
+                                    {.title = "Criticality score α (darker = more important)",
+                                     .subtitle = "smallest α with " + l.metric + " ≥ baseline − " + fixed(o.epsilon, 2) + " · " + search,
+                                     .x_label = "layer",
+                                     .y_label = "module",
+                                     .value_label = "criticality α"}),
+                "Criticality per module type and layer.");
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& e : k.modules)
+        rows.push_back({e.name, e.type, std::to_string(e.layer + 1), fixed(e.alpha, 3), fixed(e.metric_at_alpha), std::to_string(e.trace.size()),
+                        e.found ? "" : "none passed"});
+    page.table({"module", "type", "layer", "α", l.metric + " at α", "evaluations", "note"}, rows,
+               {.caption = "Criticality (" + search + ", ε = " + fixed(o.epsilon, 2) + ")"});
+}
+
+/// Contribution rank against criticality rank, encoder and decoder modules apart.
+inline void rank_agreement_figure(html_page& page, const analysis::contribution_result& c, const analysis::criticality_result& k) {
+    const double rho = analysis::rank_correlation(c, k);
+    std::vector<scatter_series> sc(2);
+    sc[0].name = "encoder";
+    sc[1].name = "decoder";
+    const auto rc = analysis::average_ranks(c.scores());
+    const auto rk = analysis::average_ranks(k.scores());
+    for (std::size_t i = 0; i < c.modules.size(); ++i) {
+        const auto& m = c.modules[i];
+        sc[m.type[0] == 'E' ? 0 : 1].points.push_back({rc[i], rk[i], m.type + std::to_string(m.layer + 1)});
+    }
+    page.figure(scatter(sc, {.title = "Contribution rank vs criticality rank",
+                             .subtitle = "Spearman ρ = " + (std::isnan(rho) ? std::string("n/a") : detail::fixed(rho, 3)),
+                             .x_label = "contribution rank (1 = least important)",
+                             .y_label = "criticality rank",
+                             .diagonal = true}),
+                "Rank agreement of the two scores (average ranks for ties); the dashed line is y = x.");
+}
+
+/// "Findings next to the paper's": each claim of Wang & Tu on each score; equal group
+/// means are reported as tied, not as an order.
+inline void findings_section(html_page& page, const analysis::contribution_result& c, const analysis::criticality_result& k, int encoder_layers,
+                             int decoder_layers) {
+    page.section("Findings next to the paper's");
+    page.paragraph("Wang & Tu (2020) trained Transformer-base on WMT14 En–De and found, with both scores: the decoder self-attention "
+                   "(D:SA) modules are the least important and the decoder feed-forward (D:FF) modules the most; modules in lower encoder "
+                   "layers and in upper decoder layers matter more than the others; upper decoder–encoder attention (D:EA) modules matter "
+                   "more than lower ones; less dropout and more training data leave fewer unimportant modules. Removing the 3–4 least "
+                   "important modules costs little, and rewinding them to their initial weights and fine-tuning the whole model "
+                   "gives a model slightly better than the original. The table checks each claim on this run (mean score per group; "
+                   "'lower' and 'upper' are the bottom and top half of the layers; 'tied': the compared means are equal, e.g. scores "
+                   "saturated at the clip, so the run cannot say).");
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& v : {analysis::values_of(c), analysis::values_of(k)})
+        for (const auto& f : analysis::wang_tu_findings(v, encoder_layers, decoder_layers)) rows.push_back({v.name, f.claim, f.ours, analysis::to_string(f.result)});
+    page.table({"score", "paper's finding", "this run", "holds?"}, rows, {.caption = "The paper's findings, checked on this run"});
+}
+
+/// "Pruning": the metric after removing the k least important modules by each score.
+inline void pruning_section(html_page& page, const analysis::pruning_result& by_contribution, const analysis::pruning_result& by_criticality,
+                            const study_labels& l) {
+    using detail::fixed;
+    page.section("Pruning");
+    auto series = [](const char* name, const analysis::pruning_result& r) {
+        line_series s{name, {}, {}};
+        for (const auto& p : r.curve) {
+            s.x.push_back(p.k);
+            s.y.push_back(p.metric);
+        }
+        return s;
+    };
+    page.figure(line_chart({series("by contribution", by_contribution), series("by criticality", by_criticality)},
+                           {.title = l.metric + " after removing the k least important modules",
+                            .subtitle = l.measured_on,
+                            .x_label = "modules removed k",
+                            .y_label = l.metric,
+                            .y_min = 0.0,
+                            .integer_x = true}),
+                "Pruning curves: the k least important modules (by each score; ties broken by the unclipped " + l.metric +
+                    " drop) switched off together.");
+    std::vector<std::vector<std::string>> rows;
+    const std::size_t n = std::min(by_contribution.curve.size(), by_criticality.curve.size());
+    for (std::size_t i = 0; i < n; ++i) {
+        const auto& a = by_contribution.curve[i];
+        const auto& b = by_criticality.curve[i];
+        rows.push_back({std::to_string(a.k), a.modules_removed.empty() ? "" : a.modules_removed.back(),
+                        fixed(100.0 * static_cast<double>(a.parameters_removed) / static_cast<double>(std::max<index_t>(by_contribution.total_parameters, 1)), 1),
+                        fixed(a.metric), b.modules_removed.empty() ? "" : b.modules_removed.back(), fixed(b.metric)});
+    }
+    page.table({"k", "k-th removed (contribution)", "% parameters removed", l.metric, "k-th removed (criticality)", l.metric}, rows,
+               {.caption = "Pruning (" + std::to_string(by_contribution.total_parameters) + " parameters in all)"});
+}
+
+/// "Rewinding": the metric after rewinding the k least important modules and fine-tuning.
+inline void rewinding_section(html_page& page, const std::vector<analysis::rewinding_point>& points, double base, const std::string& how,
+                              const study_labels& l) {
+    using detail::fixed;
+    page.section("Rewinding");
+    page.paragraph(how);
+    std::vector<std::vector<std::string>> rows;
+    for (const auto& p : points) {
+        std::string mods;
+        for (const auto& m : p.modules) mods += (mods.empty() ? "" : ", ") + m;
+        rows.push_back({std::to_string(p.k), mods.empty() ? "(none)" : mods, fixed(p.metric_before_finetune), fixed(p.metric_after_finetune),
+                        fixed(p.metric_after_finetune - base)});
+    }
+    page.table({"k", "modules rewound", l.metric + " after rewinding", l.metric + " after fine-tuning", "vs baseline"}, rows,
+               {.caption = "Rewinding + fine-tuning (baseline " + fixed(base) + ")"});
+}
+
+/// A curve of metrics.jsonl (train::metrics_log) for the report.
+struct curve_spec {
+    std::string key, legend, title, subtitle, y_label, caption;
+    std::optional<double> y_min{};
+    bool markers = true;
+};
+
+/// Everything the study's report shows, in its order; see component_value_report.
+struct component_value_run {
+    std::string title, subtitle;
+    std::string note{};                                              // a warning on top (e.g. a weak baseline); empty: none
+    std::vector<std::pair<std::string, std::string>> baseline{};    // the "Baseline" key-values
+    std::string baseline_caption{};
+    train::metrics_log log{};                                        // training curves come from it
+    std::vector<curve_spec> curves{};
+    const analysis::contribution_result* contribution = nullptr;
+    const analysis::criticality_result* criticality = nullptr;
+    analysis::criticality_options criticality_options{};
+    int encoder_layers = 0, decoder_layers = 0;
+    const analysis::pruning_result* pruning_by_contribution = nullptr;
+    const analysis::pruning_result* pruning_by_criticality = nullptr;
+    std::string pruning_note{};                                      // e.g. a shallower model trained for comparison
+    const std::vector<analysis::rewinding_point>* rewinding = nullptr;
+    std::string rewinding_how{};                                     // how the modules were rewound and fine-tuned
+    std::vector<std::pair<std::string, std::string>> run_details{};  // "Where the time went"
+    std::string command{}, provenance{};
+    study_labels labels{};
+};
+
+/// The page: baseline and curves, contribution, criticality, rank agreement, the paper's
+/// findings, pruning, rewinding, run details. Sections whose results are absent are left out.
+inline html_page component_value_report(const component_value_run& r) {
+    html_page page(r.title, r.subtitle);
+    if (!r.note.empty()) page.note(r.note);
+    page.section("Baseline");
+    page.key_values(r.baseline, r.baseline_caption);
+    for (const auto& c : r.curves)
+        if (const auto points = r.log.series(c.key); !points.empty())
+            page.figure(line_chart({step_series(c.legend, points)},
+                                   {.title = c.title, .subtitle = c.subtitle, .x_label = "step", .y_label = c.y_label, .y_min = c.y_min, .markers = c.markers}),
+                        c.caption);
+    if (r.contribution) contribution_section(page, *r.contribution, r.labels);
+    if (r.criticality) criticality_section(page, *r.criticality, r.criticality_options, r.labels);
+    if (r.contribution && r.criticality) {
+        rank_agreement_figure(page, *r.contribution, *r.criticality);
+        findings_section(page, *r.contribution, *r.criticality, r.encoder_layers, r.decoder_layers);
+    }
+    if (r.pruning_by_contribution && r.pruning_by_criticality) {
+        pruning_section(page, *r.pruning_by_contribution, *r.pruning_by_criticality, r.labels);
+        if (!r.pruning_note.empty()) page.paragraph(r.pruning_note);
+    }
+    if (r.rewinding && r.contribution) rewinding_section(page, *r.rewinding, r.contribution->base, r.rewinding_how, r.labels);
+    page.section("Run details");
+    page.key_values(r.run_details, "Where the time went");
+    if (!r.command.empty()) page.preformatted(r.command);
+    if (!r.provenance.empty()) page.provenance(r.provenance);
+    return page;
+}
+
+}  // namespace depthlab::report
