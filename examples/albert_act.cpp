@@ -14,38 +14,20 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include <depthlab/depthlab.hpp>
+#include <depthlab/report/act_albert.hpp>
 
 #include "common/cli.hpp"
 #include "common/device.hpp"
 
 using namespace depthlab;
-namespace fs = std::filesystem;
 
 namespace {
-
-struct paper_row {
-    int n_max;
-    double tau, all, unmasked, mask_mask, mask_orig, cls, sep, mlm, sop;
-};
-// Simoulin & Crabbé 2021, dev set at the end of pretraining (../shared/papers.md §A.1).
-const paper_row paper_rows[] = {{6, 1e-3, 3.8, 3.5, 5.8, 4.0, 6.0, 2.5, 55.4, 80.9},
-                                {12, 5e-4, 7.1, 6.5, 10.9, 7.4, 12.0, 7.6, 57.1, 83.9},
-                                {24, 2.5e-4, 10.0, 9.2, 16.0, 10.5, 22.5, 8.4, 57.4, 84.3}};
-const paper_row& paper_for(int n_max) {
-    const paper_row* best = &paper_rows[0];
-    for (const auto& r : paper_rows)
-        if (std::abs(r.n_max - n_max) < std::abs(best->n_max - n_max)) best = &r;
-    return *best;
-}
 
 struct options {
     std::string preset = "tiny", data = ".data/english", out = "runs/albert_act";
@@ -57,123 +39,10 @@ struct options {
     bool resume = false, dense = false;
 };
 
-struct eval_result {
-    double mlm_acc = 0, sop_acc = 0, mlm_loss = 0, sop_loss = 0;
-    halting::halting_stats stats;
-};
-
-template <class Model>
-eval_result evaluate(const Model& model, data::albert_sampler& dev, std::int64_t batches, std::int64_t batch_size) {
-    eval_result r;
-    no_grad guard;
-    nn::accuracy_count mlm_acc, sop_acc;
-    for (std::int64_t i = 0; i < batches; ++i) {
-        const auto b = dev.next(batch_size);
-        const auto enc = model.encode(b.tokens);
-        const auto mlm = model.mlm_logits(enc.hidden, b.mlm_positions);
-        const auto sop = model.sop_logits(enc.hidden);
-        r.mlm_loss += cross_entropy(mlm, b.mlm_labels).value().item() / batches;
-        r.sop_loss += cross_entropy(sop, b.sop_labels).value().item() / batches;
-        mlm_acc += nn::accuracy(mlm, b.mlm_labels);
-        sop_acc += nn::accuracy(sop, b.sop_labels);
-        r.stats.add(enc.record, b.token_category);
-    }
-    r.mlm_acc = mlm_acc.percent();
-    r.sop_acc = sop_acc.percent();
-    return r;
-}
-
 std::string fmt(double v, int d = 2) {
     char b[32];
     std::snprintf(b, sizeof b, "%.*f", d, v);
     return b;
-}
-
-/// report.html: the halting table beside the paper's, bars per category, fixed-point curves,
-/// training curves from metrics.jsonl.
-void write_report(const options& o, const nn::albert_config& cfg, int n_max, double tau, const eval_result& ev,
-                  const std::string& metrics_path, std::int64_t step, double seconds) {
-    const paper_row& p = paper_for(n_max);
-    report::html_page page("ACT-ALBERT: how many iterations does each token use?",
-                           "depthlab reproduction of Simoulin & Crabbé (2021), preset " + o.preset);
-    page.section("Setup");
-    page.key_values({{"steps", std::to_string(step)},
-                     {"model", "H " + std::to_string(cfg.layer.dim) + ", " + std::to_string(cfg.layer.heads) + " heads, FF " +
-                                   std::to_string(cfg.layer.ff_dim) + ", E " + std::to_string(cfg.embed) + ", vocab " +
-                                   std::to_string(cfg.vocab)},
-                     {"halting policy", o.policy + (o.policy == "pondernet" ? " (beta " + fmt(o.beta, 4) + ", lambda_p " + fmt(o.lambda_p, 3) +
-                                                                                  "; N = median halting step)"
-                                                                            : "")},
-                     {o.policy == "pondernet" ? "N_max / beta / epsilon" : "N_max / tau / epsilon",
-                      std::to_string(n_max) + " / " + fmt(tau, 6) + " / " + fmt(o.epsilon, 3)},
-                     {"batch x accumulation x length", std::to_string(o.batch) + " x " + std::to_string(o.accum) + " x " +
-                                                            std::to_string(o.seq_len)},
-                     {"training time", train::format_duration(seconds)},
-                     {"dev MLM / SOP accuracy", fmt(ev.mlm_acc, 1) + "% / " + fmt(ev.sop_acc, 1) + "%"}},
-                    "run");
-    page.section("Mean iterations per token category (dev)");
-    const std::vector<std::string> cats{"all", "unmasked", "mask_to_mask", "mask_to_random", "mask_to_original", "cls", "sep"};
-    const std::vector<std::string> labels{"all", "unmasked", "[MASK]→[MASK]", "[MASK]→random", "[MASK]→original", "[CLS]", "[SEP]"};
-    const std::vector<double> paper_vals{p.all, p.unmasked, p.mask_mask, NAN, p.mask_orig, p.cls, p.sep};
-    std::vector<std::vector<std::string>> rows;
-    std::vector<double> ours;
-    for (std::size_t i = 0; i < cats.size(); ++i) {
-        ours.push_back(ev.stats.mean_iterations(cats[i]));
-        rows.push_back({labels[i], std::to_string(ev.stats.count(cats[i])), fmt(ours.back()), fmt(ev.stats.mean_remainder(cats[i]), 3),
-                        std::isnan(paper_vals[i]) ? "—" : fmt(paper_vals[i], 1)});
-    }
-    rows.push_back({"MLM accuracy (%)", "", fmt(ev.mlm_acc, 1), "", fmt(p.mlm, 1)});
-    rows.push_back({"SOP accuracy (%)", "", fmt(ev.sop_acc, 1), "", fmt(p.sop, 1)});
-    page.table({"category", "tokens", "mean N (ours)", "mean R", "paper (N_max " + std::to_string(p.n_max) + ")"}, rows,
-               {.caption = "Ours after " + std::to_string(step) + " steps vs the paper at the end of pretraining (its model is far larger and trained far longer)",
-                .decimals = -1,
-                .highlight_column = 2});
-    page.figure(report::bar_chart(labels, {{"ours", ours, {}}, {"paper", paper_vals, {}}},
-                                  {.title = "Mean iterations per token category", .y_label = "iterations"}),
-                "The paper's shape: [CLS] iterates most, masked tokens more than unmasked ones.");
-    page.section("Fixed point: cosine similarity of successive states");
-    std::vector<report::line_series> series;
-    for (std::size_t i = 0; i < cats.size(); ++i) {
-        if (cats[i] == "mask_to_random" || cats[i] == "mask_to_original") continue;
-        report::line_series s{labels[i], {}, {}};
-        for (int n = 1; n <= ev.stats.max_iteration(); ++n) {
-            s.x.push_back(n);
-            s.y.push_back(ev.stats.mean_cosine(cats[i], n));
-        }
-        series.push_back(s);
-    }
-    page.figure(report::line_chart(series, {.title = "cos(s^{n-1}, s^n) per category", .x_label = "iteration n", .y_label = "mean cosine",
-                                            .integer_x = true}),
-                "Averaged over the tokens still running at iteration n. The paper: tokens converge; unmasked and [SEP] faster "
-                "than [MASK]; [CLS] oscillates before settling.");
-    // training curves
-    std::vector<double> st, mlm, sop, ponder, meann, dst, dmeann;
-    std::ifstream in(metrics_path);
-    std::string line;
-    while (std::getline(in, line)) {
-        const auto j = nlohmann::json::parse(line, nullptr, false);
-        if (j.is_discarded() || !j.contains("step")) continue;
-        if (j.contains("mlm") && j["mlm"].is_number()) {
-            st.push_back(j["step"].get<double>());
-            mlm.push_back(j["mlm"].get<double>());
-            sop.push_back(j.value("sop", NAN));
-            ponder.push_back(j.value("ponder", NAN));
-            meann.push_back(j.value("mean_N", NAN));
-        }
-        if (j.contains("dev_mean_N") && j["dev_mean_N"].is_number()) {
-            dst.push_back(j["step"].get<double>());
-            dmeann.push_back(j["dev_mean_N"].get<double>());
-        }
-    }
-    page.section("Training");
-    page.figure(report::line_chart({{"MLM loss", st, mlm}, {"SOP loss", st, sop}}, {.title = "Losses", .x_label = "step", .y_label = "loss"}), "");
-    page.figure(report::line_chart({{"train mean N", st, meann}, {"dev mean N", dst, dmeann}},
-                                   {.title = "Mean iterations over training (collapse shows as a fall to 1)", .x_label = "step",
-                                    .y_label = "iterations"}),
-                "");
-    page.paragraph("Outputs next to this page: halting.csv, fixed_point.csv, metrics.jsonl, checkpoint.safetensors.");
-    page.provenance("depthlab examples/albert_act, preset " + o.preset + ", seed " + std::to_string(o.seed));
-    page.write(o.out + "/report.html");
 }
 
 }  // namespace
@@ -183,54 +52,28 @@ void write_report(const options& o, const nn::albert_config& cfg, int n_max, dou
 template <class Policy, class B>
 int run(options o) {
     try {
-        // ---- preset ----
-        int n_max = 6;
-        double tau = 1e-3;
-        index_t H = 256, heads = 4, ff = 1024;
-        if (o.preset == "small") { n_max = 12; tau = 5e-4; H = 384; heads = 6; ff = 1536; }
-        else if (o.preset == "base") { n_max = 24; tau = 2.5e-4; H = 768; heads = 12; ff = 3072; }
-        else if (o.preset != "tiny") throw usage_error("--preset: expected tiny, small or base, got '" + o.preset + "'");
-        if (o.max_iters > 0) n_max = static_cast<int>(o.max_iters);
-        if (o.tau >= 0) tau = o.tau;
-        if (o.hidden > 0) H = o.hidden;
-        if (o.heads > 0) heads = o.heads;
-        if (o.ff > 0) ff = o.ff;
-        const std::int64_t warmup = o.warmup >= 0 ? o.warmup : o.steps / 10;
-        const std::int64_t tau_warmup = o.tau_warmup >= 0 ? o.tau_warmup : (3 * o.steps) / 10;
-
-        // ---- data ----
-        for (const char* f : {"train.ids", "dev.ids", "spm.vocab"})
-            DEPTHLAB_CHECK(fs::exists(fs::path(o.data) / f), io_error, "albert_act: missing ", (fs::path(o.data) / f).string(),
-                           " — run scripts/fetch-data english && scripts/train-tokenizer");
-        const auto pieces = data::read_spm_vocab((fs::path(o.data) / "spm.vocab").string());
+        // ---- data (train.ids, dev.ids, spm.vocab) and the preset's model, with the flags' overrides
         data::albert_data_config dcfg;
         dcfg.max_len = o.seq_len;
         dcfg.mask_prob = o.mask_prob;
         if (o.mask_prob > 0.15) dcfg.max_predictions = static_cast<index_t>(std::ceil(o.mask_prob * o.seq_len)) + 1;
-        dcfg.vocab = static_cast<std::int64_t>(pieces.size());
-        dcfg.word_start = data::word_start_table(pieces);
-        data::albert_sampler sampler(data::read_id_corpus((fs::path(o.data) / "train.ids").string()), dcfg, o.seed);
-        data::albert_data_config dev_cfg = dcfg;
-        dev_cfg.shuffle_instances = true;
-        const data::corpus dev_corpus = data::read_id_corpus((fs::path(o.data) / "dev.ids").string());
-
-        // ---- model ----
-        nn::albert_config cfg;
-        cfg.vocab = dcfg.vocab;
+        const data::albert_corpus corpus = data::load_albert_corpus(o.data, dcfg);
+        data::albert_sampler sampler(corpus.train, corpus.config, o.seed);
+        auto [cfg, aopt, tau] = halting::act_albert_preset(o.preset, corpus.config.vocab, o.seq_len);
+        if (o.max_iters > 0) cfg.depth = aopt.max_iterations = static_cast<int>(o.max_iters);
+        if (o.tau >= 0) tau = o.tau;
+        if (o.hidden > 0) cfg.layer.dim = o.hidden;
+        if (o.heads > 0) cfg.layer.heads = static_cast<int>(o.heads);
+        if (o.ff > 0) cfg.layer.ff_dim = o.ff;
         cfg.embed = o.embed;
-        cfg.max_len = o.seq_len;
-        cfg.depth = n_max;
-        cfg.layer.dim = H;
-        cfg.layer.heads = static_cast<int>(heads);
-        cfg.layer.ff_dim = ff;
-        cfg.layer.dropout = cfg.layer.attention_dropout = 0.0;  // ALBERT removes dropout
-        halting::act_options aopt;
-        aopt.max_iterations = n_max;
         aopt.epsilon = o.epsilon;
         aopt.min_iterations = static_cast<int>(o.min_iters);
         aopt.compact = !o.dense;
         aopt.lambda_p = o.lambda_p;
         aopt.halting_bias = o.halting_bias;  // NaN: the policy's
+        const int n_max = aopt.max_iterations;
+        const std::int64_t warmup = o.warmup >= 0 ? o.warmup : o.steps / 10;
+        const std::int64_t tau_warmup = o.tau_warmup >= 0 ? o.tau_warmup : (3 * o.steps) / 10;
         const bool ponder_net = std::is_same_v<Policy, halting::pondernet>;
         if (ponder_net) tau = o.beta;  // the ponder term is the KL, weighted by β
         halting::ActAlbert<float, B, Policy> model(cfg, aopt, o.seed);
@@ -268,10 +111,12 @@ int run(options o) {
                 warned = false;
             }
         };
-        eval_result final_ev;
+        halting::albert_eval final_ev;
+        data::albert_data_config dev_cfg = corpus.config;
+        dev_cfg.shuffle_instances = true;
         trainer.evaluate = [&](std::int64_t step, bool final) {
-            data::albert_sampler dev(dev_corpus, dev_cfg, 4242);  // the same dev batches every time
-            const auto ev = evaluate(model, dev, final ? o.dev_batches * 4 : o.dev_batches, o.batch);
+            data::albert_sampler dev(corpus.dev, dev_cfg, 4242);  // the same dev batches every time
+            const auto ev = halting::evaluate_albert(model, dev, final ? o.dev_batches * 4 : o.dev_batches, o.batch);
             nlohmann::ordered_json j;
             j["dev_mlm_acc"] = ev.mlm_acc;
             j["dev_sop_acc"] = ev.sop_acc;
@@ -294,28 +139,36 @@ int run(options o) {
                     static_cast<long long>(tau_warmup), ponder_net ? (", lambda_p " + fmt(o.lambda_p, 3)).c_str() : "", halting_bias,
                     compact ? "compact" : "dense", B::name, cpu::to_string(cpu::active_isa()), max_threads());
         std::printf("data: %lld training examples per epoch, vocab %lld\n", static_cast<long long>(sampler.epoch_size()),
-                    static_cast<long long>(dcfg.vocab));
+                    static_cast<long long>(corpus.config.vocab));
 
         const train::fit_result fit = trainer.fit([&] {
             const auto b = sampler.next(o.batch);
             auto losses = model.losses(b);
             const auto& enc = losses.encoded;
-            double n = 0, c = 0;  // mean iterations over real tokens
-            for (const int t : enc.record.N)
-                if (t > 0) {
-                    n += t;
-                    ++c;
-                }
             std::int64_t tokens = 0;
             for (auto l : b.tokens.lengths) tokens += l;
             return train::micro_batch<float, B>{.loss = add(add(losses.mlm, losses.sop), scale(enc.ponder, static_cast<float>(tau_now))),
                                                 .logged = {{"mlm", losses.mlm}, {"sop", losses.sop}, {"ponder", enc.ponder}},
-                                                .host_logged = {{"mean_N", n / std::max(c, 1.0)}},
+                                                .host_logged = {{"mean_N", halting::mean_iterations(enc.record)}},
                                                 .tokens = tokens};
         });
         final_ev.stats.write_halting_csv(o.out + "/halting.csv");
         final_ev.stats.write_fixed_point_csv(o.out + "/fixed_point.csv");
-        write_report(o, cfg, n_max, tau, final_ev, trainer.metrics_path(), fit.steps, fit.seconds);
+        report::act_albert_report({.subtitle = "depthlab reproduction of Simoulin & Crabbé (2021), preset " + o.preset,
+                                   .setup = {{"steps", std::to_string(fit.steps)},
+                                             {"model", "H " + std::to_string(cfg.layer.dim) + ", " + std::to_string(cfg.layer.heads) + " heads, FF " +
+                                                           std::to_string(cfg.layer.ff_dim) + ", E " + std::to_string(cfg.embed) + ", vocab " + std::to_string(cfg.vocab)},
+                                             {"halting policy", o.policy + (ponder_net ? " (beta " + fmt(o.beta, 4) + ", lambda_p " + fmt(o.lambda_p, 3) +
+                                                                                            "; N = median halting step)" : "")},
+                                             {ponder_net ? "N_max / beta / epsilon" : "N_max / tau / epsilon",
+                                              std::to_string(n_max) + " / " + fmt(tau, 6) + " / " + fmt(o.epsilon, 3)},
+                                             {"batch x accumulation x length", std::to_string(o.batch) + " x " + std::to_string(o.accum) + " x " + std::to_string(o.seq_len)},
+                                             {"training time", train::format_duration(fit.seconds)},
+                                             {"dev MLM / SOP accuracy", fmt(final_ev.mlm_acc, 1) + "% / " + fmt(final_ev.sop_acc, 1) + "%"}},
+                                   .eval = &final_ev, .n_max = n_max, .steps = fit.steps, .log = train::read_metrics_log(trainer.metrics_path()),
+                                   .outputs = "Outputs next to this page: halting.csv, fixed_point.csv, metrics.jsonl, checkpoint.safetensors.",
+                                   .provenance = "depthlab examples/albert_act, preset " + o.preset + ", seed " + std::to_string(o.seed)})
+            .write(o.out + "/report.html");
         std::printf("halting table: %s/halting.csv\nfixed point: %s/fixed_point.csv\nreport: %s/report.html\n", o.out.c_str(), o.out.c_str(),
                     o.out.c_str());
         return 0;

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "parity.hpp"
+#include "temp_dir.hpp"
 
 namespace {
 
@@ -27,23 +28,12 @@ using depthlab::Tensor;
 using depthlab_test::Run;
 namespace fs = std::filesystem;
 
+struct temp_dir : depthlab_test::temp_dir {
+    temp_dir() : depthlab_test::temp_dir("interop") {}
+};
+
 std::string state_dict(const std::string& name) { return std::string(DEPTHLAB_FIXTURE_DIR) + "/interop/" + name + ".safetensors"; }
 
-struct temp_dir {
-    fs::path path;
-    temp_dir() {
-        static int counter = 0;
-        path = fs::temp_directory_path() / ("depthlab_test_interop_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-        fs::create_directories(path);
-    }
-    ~temp_dir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-    temp_dir(const temp_dir&) = delete;
-    temp_dir& operator=(const temp_dir&) = delete;
-    [[nodiscard]] std::string file(const std::string& n) const { return (path / n).string(); }
-};
 
 template <class T, class B>
 dnn::token_batch batch_of(const Run<T, B>& r, const std::string& ids, const std::string& lengths, const std::string& segments = "") {

@@ -26,6 +26,7 @@
 #include <depthlab/nn/module.hpp>
 #include <depthlab/optim/adam.hpp>
 #include <depthlab/train/progress.hpp>
+#include "temp_dir.hpp"
 
 using namespace depthlab;
 using doctest::Contains;
@@ -38,29 +39,8 @@ doctest::Contains has(const std::string& s) { return doctest::Contains(s.c_str()
 
 namespace {
 
-/// A fresh directory under the system temp dir, removed with everything in it.
-struct temp_dir {
-    fs::path path;
-    temp_dir() {
-        static int counter = 0;
-        path = fs::temp_directory_path() / ("depthlab_test_io_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-        fs::remove_all(path);
-        fs::create_directories(path);
-    }
-    ~temp_dir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-    temp_dir(const temp_dir&) = delete;
-    temp_dir& operator=(const temp_dir&) = delete;
-    [[nodiscard]] std::string file(const std::string& name) const { return (path / name).string(); }
-    /// Every file name in the directory.
-    [[nodiscard]] std::vector<std::string> listing() const {
-        std::vector<std::string> v;
-        for (const auto& e : fs::directory_iterator(path)) v.push_back(e.path().filename().string());
-        std::sort(v.begin(), v.end());
-        return v;
-    }
+struct temp_dir : depthlab_test::temp_dir {
+    temp_dir() : depthlab_test::temp_dir("io") {}
 };
 
 std::string read_file(const std::string& path) {

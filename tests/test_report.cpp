@@ -19,6 +19,7 @@
 #include <doctest/doctest.h>
 
 #include <depthlab/report/html.hpp>
+#include "temp_dir.hpp"
 
 namespace report = depthlab::report;
 namespace fs = std::filesystem;
@@ -180,29 +181,8 @@ std::vector<report::rgb> rect_fills(std::string_view svg) {
     return out;
 }
 
-struct temp_dir {
-    fs::path path;
-    temp_dir() {
-        static int counter = 0;
-        path = fs::temp_directory_path() /
-               ("depthlab_test_report_" +
-                std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()) + "_" +
-                std::to_string(counter++));
-        fs::remove_all(path);
-        fs::create_directories(path);
-    }
-    ~temp_dir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-    temp_dir(const temp_dir&) = delete;
-    temp_dir& operator=(const temp_dir&) = delete;
-    [[nodiscard]] std::vector<std::string> listing() const {
-        std::vector<std::string> v;
-        for (const auto& e : fs::directory_iterator(path)) v.push_back(e.path().filename().string());
-        std::sort(v.begin(), v.end());
-        return v;
-    }
+struct temp_dir : depthlab_test::temp_dir {
+    temp_dir() : depthlab_test::temp_dir("report") {}
 };
 
 std::string slurp(const fs::path& p) {

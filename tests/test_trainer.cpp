@@ -12,24 +12,15 @@
 #include <depthlab/depthlab.hpp>
 
 #include <doctest/doctest.h>
+#include "temp_dir.hpp"
 
 using namespace depthlab;
 namespace fs = std::filesystem;
 
 namespace {
 
-struct scratch {
-    fs::path path;
-    scratch() {
-        static int counter = 0;
-        path = fs::temp_directory_path() / ("depthlab_test_trainer_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-        fs::remove_all(path);
-    }
-    ~scratch() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-    [[nodiscard]] std::string str() const { return path.string(); }
+struct scratch : depthlab_test::temp_dir {
+    scratch() : depthlab_test::temp_dir("trainer", /*create=*/false) {}
 };
 
 /// y = x A for a fixed A: a linear layer learns it with Adam. The data generator is part

@@ -22,3 +22,4 @@
 #include "depthlab/nn/translator.hpp"
 #include "depthlab/analysis/study.hpp"
 #include "depthlab/report/component_value.hpp"
+#include "depthlab/report/act_albert.hpp"

@@ -12257,6 +12257,26 @@ struct albert_batch {
     return r;
 }
 
+/// A pretraining data folder (scripts/fetch-data english, scripts/train-tokenizer):
+/// train.ids, dev.ids (read_id_corpus) and spm.vocab, whose pieces give the vocabulary size
+/// and the word starts for whole-word masking. io_error names a missing file and the scripts
+/// that make it.
+struct albert_corpus {
+    albert_data_config config;  // vocab and word_start filled in, the rest as passed
+    corpus train, dev;
+};
+[[nodiscard]] inline albert_corpus load_albert_corpus(const std::string& dir, albert_data_config config) {
+    for (const char* f : {"train.ids", "dev.ids", "spm.vocab"}) {
+        const std::string path = dir + "/" + f;
+        DEPTHLAB_CHECK(std::ifstream(path).good(), io_error, "load_albert_corpus: missing ", path,
+                       " — run scripts/fetch-data english && scripts/train-tokenizer");
+    }
+    const auto pieces = read_spm_vocab(dir + "/spm.vocab");
+    config.vocab = static_cast<std::int64_t>(pieces.size());
+    config.word_start = word_start_table(pieces);
+    return {std::move(config), read_id_corpus(dir + "/train.ids"), read_id_corpus(dir + "/dev.ids")};
+}
+
 /// Everything needed to resume a sampler exactly.
 struct sampler_state {
     std::uint64_t seed = 0, epoch = 0, position = 0;
@@ -13896,9 +13916,38 @@ private:
 // losses are expectations over the halting distribution and the ponder term is the KL to the
 // prior, weighted by β.
 #include <span>
+#include <string>
 
 
 namespace depthlab::halting {
+
+/// The study's sizes for 2 cores (../shared/papers.md §A), with the paper's N_max and τ:
+///   "tiny"  H 256, 4 heads, FF 1024, N_max 6,  τ 1e-3
+///   "small" H 384, 6 heads, FF 1536, N_max 12, τ 5e-4
+///   "base"  H 768, 12 heads, FF 3072, N_max 24, τ 2.5e-4 (ALBERT-base)
+/// E 128, no dropout (as ALBERT); vocab and max_len are the data's.
+struct act_albert_setup {
+    nn::albert_config model;
+    act_options act;
+    double tau = 1e-3;
+};
+inline act_albert_setup act_albert_preset(const std::string& name, std::int64_t vocab, index_t max_len) {
+    act_albert_setup s;
+    s.model.vocab = vocab;
+    s.model.embed = 128;
+    s.model.max_len = max_len;
+    s.model.layer.dropout = s.model.layer.attention_dropout = 0.0;
+    auto set = [&](int n_max, double tau, index_t H, int heads, index_t ff) {
+        s.act.max_iterations = s.model.depth = n_max;
+        s.tau = tau;
+        s.model.layer.dim = H, s.model.layer.heads = heads, s.model.layer.ff_dim = ff;
+    };
+    if (name == "tiny") set(6, 1e-3, 256, 4, 1024);
+    else if (name == "small") set(12, 5e-4, 384, 6, 1536);
+    else if (name == "base") set(24, 2.5e-4, 768, 12, 3072);
+    else throw usage_error("act_albert_preset: expected tiny, small or base, got '" + name + "'");
+    return s;
+}
 
 template <class T, class B>
 struct albert_losses {
@@ -13979,6 +14028,7 @@ private:
 // (the paper's halting table) and the fixed-point trace — the mean cosine similarity between
 // successive states per category and iteration. Categories: all, unmasked, [MASK]→[MASK],
 // [MASK]→random, [MASK]→original, [CLS], [SEP] (padding excluded), plus any caller label.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <fstream>
@@ -14099,6 +14149,63 @@ private:
     std::map<std::string, cell> table_;
     std::map<std::string, std::vector<trace_cell>> trace_;
 };
+
+/// Mean iterations over the real tokens of a record (padding has N = 0).
+inline double mean_iterations(const halting_record& rec) {
+    double n = 0, c = 0;
+    for (const int t : rec.N)
+        if (t > 0) {
+            n += t;
+            ++c;
+        }
+    return n / std::max(c, 1.0);
+}
+
+/// A dev evaluation of an ALBERT-style model (encode / mlm_logits / sop_logits): MLM and SOP
+/// accuracy (%) and loss, and the halting table of every token.
+struct albert_eval {
+    double mlm_acc = 0, sop_acc = 0, mlm_loss = 0, sop_loss = 0;
+    halting_stats stats;
+};
+template <class Model>
+albert_eval evaluate_albert(const Model& model, data::albert_sampler& dev, std::int64_t batches, std::int64_t batch_size) {
+    DEPTHLAB_CHECK(batches > 0 && batch_size > 0, usage_error, "evaluate_albert: batches ", batches, " and batch_size ", batch_size,
+                   " must be positive");
+    albert_eval r;
+    no_grad guard;
+    nn::accuracy_count mlm_acc, sop_acc;
+    for (std::int64_t i = 0; i < batches; ++i) {
+        const auto b = dev.next(batch_size);
+        const auto enc = model.encode(b.tokens);
+        const auto mlm = model.mlm_logits(enc.hidden, b.mlm_positions);
+        const auto sop = model.sop_logits(enc.hidden);
+        r.mlm_loss += cross_entropy(mlm, b.mlm_labels).value().item() / static_cast<double>(batches);
+        r.sop_loss += cross_entropy(sop, b.sop_labels).value().item() / static_cast<double>(batches);
+        mlm_acc += nn::accuracy(mlm, b.mlm_labels);
+        sop_acc += nn::accuracy(sop, b.sop_labels);
+        r.stats.add(enc.record, b.token_category);
+    }
+    r.mlm_acc = mlm_acc.percent();
+    r.sop_acc = sop_acc.percent();
+    return r;
+}
+
+/// Simoulin & Crabbé (2021), dev set at the end of pretraining (../shared/papers.md §A.1):
+/// mean iterations per category and MLM/SOP accuracy (%) for N_max 6, 12, 24.
+struct paper_halting_row {
+    int n_max;
+    double tau, all, unmasked, mask_mask, mask_orig, cls, sep, mlm, sop;
+};
+/// The paper's row with the N_max closest to n_max.
+inline const paper_halting_row& paper_row_for(int n_max) {
+    static const paper_halting_row rows[] = {{6, 1e-3, 3.8, 3.5, 5.8, 4.0, 6.0, 2.5, 55.4, 80.9},
+                                             {12, 5e-4, 7.1, 6.5, 10.9, 7.4, 12.0, 7.6, 57.1, 83.9},
+                                             {24, 2.5e-4, 10.0, 9.2, 16.0, 10.5, 22.5, 8.4, 57.4, 84.3}};
+    const paper_halting_row* best = &rows[0];
+    for (const auto& r : rows)
+        if (std::abs(r.n_max - n_max) < std::abs(best->n_max - n_max)) best = &r;
+    return *best;
+}
 
 }  // namespace depthlab::halting
 // ---- end depthlab/halting/analysis.hpp ----
@@ -14798,4 +14905,93 @@ inline html_page component_value_report(const component_value_run& r) {
 
 }  // namespace depthlab::report
 // ---- end depthlab/report/component_value.hpp ----
+// ---- begin depthlab/report/act_albert.hpp ----
+// Report sections of the ACT-ALBERT study (halting/analysis.hpp): the halting table beside
+// the paper's, bars per token category, the fixed-point curves and the training curves of
+// metrics.jsonl ("mlm", "sop", "mean_N", "dev_mean_N").
+//
+//   report::html_page page = report::act_albert_report({.title = ..., .setup = {...}, .eval = ev, .n_max = 6, .steps = n, .log = log});
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+
+namespace depthlab::report {
+
+struct act_albert_run {
+    std::string title = "ACT-ALBERT: how many iterations does each token use?", subtitle{};
+    std::vector<std::pair<std::string, std::string>> setup{};  // the "Setup" key-values
+    const halting::albert_eval* eval = nullptr;               // the final dev evaluation
+    int n_max = 6;                                             // picks the paper's row
+    std::int64_t steps = 0;
+    train::metrics_log log{};
+    std::string outputs{}, provenance{};
+};
+
+/// The display names of halting_categories(), in its order.
+inline const std::vector<std::string>& halting_category_labels() {
+    static const std::vector<std::string> l{"all", "unmasked", "[MASK]→[MASK]", "[MASK]→random", "[MASK]→original", "[CLS]", "[SEP]"};
+    return l;
+}
+
+inline html_page act_albert_report(const act_albert_run& r) {
+    DEPTHLAB_CHECK(r.eval != nullptr, usage_error, "act_albert_report: no evaluation");
+    const auto& ev = *r.eval;
+    const auto& p = halting::paper_row_for(r.n_max);
+    const auto fixed = [](double v, int d = 2) { return format_fixed(v, d); };
+    html_page page(r.title, r.subtitle);
+    page.section("Setup");
+    page.key_values(r.setup, "run");
+
+    page.section("Mean iterations per token category (dev)");
+    const auto& cats = halting::halting_categories();
+    const auto& labels = halting_category_labels();
+    const std::vector<double> paper_vals{p.all, p.unmasked, p.mask_mask, NAN, p.mask_orig, p.cls, p.sep};
+    std::vector<std::vector<std::string>> rows;
+    std::vector<double> ours;
+    for (std::size_t i = 0; i < cats.size(); ++i) {
+        ours.push_back(ev.stats.mean_iterations(cats[i]));
+        rows.push_back({labels[i], std::to_string(ev.stats.count(cats[i])), fixed(ours.back()), fixed(ev.stats.mean_remainder(cats[i]), 3),
+                        std::isnan(paper_vals[i]) ? "—" : fixed(paper_vals[i], 1)});
+    }
+    rows.push_back({"MLM accuracy (%)", "", fixed(ev.mlm_acc, 1), "", fixed(p.mlm, 1)});
+    rows.push_back({"SOP accuracy (%)", "", fixed(ev.sop_acc, 1), "", fixed(p.sop, 1)});
+    page.table({"category", "tokens", "mean N (ours)", "mean R", "paper (N_max " + std::to_string(p.n_max) + ")"}, rows,
+               {.caption = "Ours after " + std::to_string(r.steps) +
+                           " steps vs the paper at the end of pretraining (its model is far larger and trained far longer)",
+                .decimals = -1,
+                .highlight_column = 2});
+    page.figure(bar_chart(labels, {{"ours", ours, {}}, {"paper", paper_vals, {}}}, {.title = "Mean iterations per token category", .y_label = "iterations"}),
+                "The paper's shape: [CLS] iterates most, masked tokens more than unmasked ones.");
+
+    page.section("Fixed point: cosine similarity of successive states");
+    std::vector<line_series> series;
+    for (std::size_t i = 0; i < cats.size(); ++i) {
+        if (cats[i] == "mask_to_random" || cats[i] == "mask_to_original") continue;
+        line_series s{labels[i], {}, {}};
+        for (int n = 1; n <= ev.stats.max_iteration(); ++n) {
+            s.x.push_back(n);
+            s.y.push_back(ev.stats.mean_cosine(cats[i], n));
+        }
+        series.push_back(s);
+    }
+    page.figure(line_chart(series, {.title = "cos(s^{n-1}, s^n) per category", .x_label = "iteration n", .y_label = "mean cosine", .integer_x = true}),
+                "Averaged over the tokens still running at iteration n. The paper: tokens converge; unmasked and [SEP] faster "
+                "than [MASK]; [CLS] oscillates before settling.");
+
+    page.section("Training");
+    page.figure(line_chart({step_series("MLM loss", r.log.series("mlm")), step_series("SOP loss", r.log.series("sop"))},
+                           {.title = "Losses", .x_label = "step", .y_label = "loss"}),
+                "");
+    page.figure(line_chart({step_series("train mean N", r.log.series("mean_N")), step_series("dev mean N", r.log.series("dev_mean_N"))},
+                           {.title = "Mean iterations over training (collapse shows as a fall to 1)", .x_label = "step", .y_label = "iterations"}),
+                "");
+    if (!r.outputs.empty()) page.paragraph(r.outputs);
+    if (!r.provenance.empty()) page.provenance(r.provenance);
+    return page;
+}
+
+}  // namespace depthlab::report
+// ---- end depthlab/report/act_albert.hpp ----
 // ---- end depthlab/depthlab.hpp ----

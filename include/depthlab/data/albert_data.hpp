@@ -570,6 +570,26 @@ struct albert_batch {
     return r;
 }
 
+/// A pretraining data folder (scripts/fetch-data english, scripts/train-tokenizer):
+/// train.ids, dev.ids (read_id_corpus) and spm.vocab, whose pieces give the vocabulary size
+/// and the word starts for whole-word masking. io_error names a missing file and the scripts
+/// that make it.
+struct albert_corpus {
+    albert_data_config config;  // vocab and word_start filled in, the rest as passed
+    corpus train, dev;
+};
+[[nodiscard]] inline albert_corpus load_albert_corpus(const std::string& dir, albert_data_config config) {
+    for (const char* f : {"train.ids", "dev.ids", "spm.vocab"}) {
+        const std::string path = dir + "/" + f;
+        DEPTHLAB_CHECK(std::ifstream(path).good(), io_error, "load_albert_corpus: missing ", path,
+                       " — run scripts/fetch-data english && scripts/train-tokenizer");
+    }
+    const auto pieces = read_spm_vocab(dir + "/spm.vocab");
+    config.vocab = static_cast<std::int64_t>(pieces.size());
+    config.word_start = word_start_table(pieces);
+    return {std::move(config), read_id_corpus(dir + "/train.ids"), read_id_corpus(dir + "/dev.ids")};
+}
+
 /// Everything needed to resume a sampler exactly.
 struct sampler_state {
     std::uint64_t seed = 0, epoch = 0, position = 0;

@@ -5,12 +5,41 @@
 // losses are expectations over the halting distribution and the ponder term is the KL to the
 // prior, weighted by β.
 #include <span>
+#include <string>
 
 #include "depthlab/data/albert_data.hpp"
 #include "depthlab/halting/act.hpp"
 #include "depthlab/nn/models.hpp"
 
 namespace depthlab::halting {
+
+/// The study's sizes for 2 cores (../shared/papers.md §A), with the paper's N_max and τ:
+///   "tiny"  H 256, 4 heads, FF 1024, N_max 6,  τ 1e-3
+///   "small" H 384, 6 heads, FF 1536, N_max 12, τ 5e-4
+///   "base"  H 768, 12 heads, FF 3072, N_max 24, τ 2.5e-4 (ALBERT-base)
+/// E 128, no dropout (as ALBERT); vocab and max_len are the data's.
+struct act_albert_setup {
+    nn::albert_config model;
+    act_options act;
+    double tau = 1e-3;
+};
+inline act_albert_setup act_albert_preset(const std::string& name, std::int64_t vocab, index_t max_len) {
+    act_albert_setup s;
+    s.model.vocab = vocab;
+    s.model.embed = 128;
+    s.model.max_len = max_len;
+    s.model.layer.dropout = s.model.layer.attention_dropout = 0.0;
+    auto set = [&](int n_max, double tau, index_t H, int heads, index_t ff) {
+        s.act.max_iterations = s.model.depth = n_max;
+        s.tau = tau;
+        s.model.layer.dim = H, s.model.layer.heads = heads, s.model.layer.ff_dim = ff;
+    };
+    if (name == "tiny") set(6, 1e-3, 256, 4, 1024);
+    else if (name == "small") set(12, 5e-4, 384, 6, 1536);
+    else if (name == "base") set(24, 2.5e-4, 768, 12, 3072);
+    else throw usage_error("act_albert_preset: expected tiny, small or base, got '" + name + "'");
+    return s;
+}
 
 template <class T, class B>
 struct albert_losses {

@@ -3,6 +3,7 @@
 // (the paper's halting table) and the fixed-point trace — the mean cosine similarity between
 // successive states per category and iteration. Categories: all, unmasked, [MASK]→[MASK],
 // [MASK]→random, [MASK]→original, [CLS], [SEP] (padding excluded), plus any caller label.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <fstream>
@@ -10,10 +11,12 @@
 #include <string>
 #include <vector>
 
+#include "depthlab/autodiff/ops.hpp"
 #include "depthlab/core/error.hpp"
 #include "depthlab/data/albert_data.hpp"
 #include "depthlab/halting/act.hpp"
 #include "depthlab/io/csv.hpp"
+#include "depthlab/nn/classification.hpp"
 
 namespace depthlab::halting {
 
@@ -127,5 +130,62 @@ private:
     std::map<std::string, cell> table_;
     std::map<std::string, std::vector<trace_cell>> trace_;
 };
+
+/// Mean iterations over the real tokens of a record (padding has N = 0).
+inline double mean_iterations(const halting_record& rec) {
+    double n = 0, c = 0;
+    for (const int t : rec.N)
+        if (t > 0) {
+            n += t;
+            ++c;
+        }
+    return n / std::max(c, 1.0);
+}
+
+/// A dev evaluation of an ALBERT-style model (encode / mlm_logits / sop_logits): MLM and SOP
+/// accuracy (%) and loss, and the halting table of every token.
+struct albert_eval {
+    double mlm_acc = 0, sop_acc = 0, mlm_loss = 0, sop_loss = 0;
+    halting_stats stats;
+};
+template <class Model>
+albert_eval evaluate_albert(const Model& model, data::albert_sampler& dev, std::int64_t batches, std::int64_t batch_size) {
+    DEPTHLAB_CHECK(batches > 0 && batch_size > 0, usage_error, "evaluate_albert: batches ", batches, " and batch_size ", batch_size,
+                   " must be positive");
+    albert_eval r;
+    no_grad guard;
+    nn::accuracy_count mlm_acc, sop_acc;
+    for (std::int64_t i = 0; i < batches; ++i) {
+        const auto b = dev.next(batch_size);
+        const auto enc = model.encode(b.tokens);
+        const auto mlm = model.mlm_logits(enc.hidden, b.mlm_positions);
+        const auto sop = model.sop_logits(enc.hidden);
+        r.mlm_loss += cross_entropy(mlm, b.mlm_labels).value().item() / static_cast<double>(batches);
+        r.sop_loss += cross_entropy(sop, b.sop_labels).value().item() / static_cast<double>(batches);
+        mlm_acc += nn::accuracy(mlm, b.mlm_labels);
+        sop_acc += nn::accuracy(sop, b.sop_labels);
+        r.stats.add(enc.record, b.token_category);
+    }
+    r.mlm_acc = mlm_acc.percent();
+    r.sop_acc = sop_acc.percent();
+    return r;
+}
+
+/// Simoulin & Crabbé (2021), dev set at the end of pretraining (../shared/papers.md §A.1):
+/// mean iterations per category and MLM/SOP accuracy (%) for N_max 6, 12, 24.
+struct paper_halting_row {
+    int n_max;
+    double tau, all, unmasked, mask_mask, mask_orig, cls, sep, mlm, sop;
+};
+/// The paper's row with the N_max closest to n_max.
+inline const paper_halting_row& paper_row_for(int n_max) {
+    static const paper_halting_row rows[] = {{6, 1e-3, 3.8, 3.5, 5.8, 4.0, 6.0, 2.5, 55.4, 80.9},
+                                             {12, 5e-4, 7.1, 6.5, 10.9, 7.4, 12.0, 7.6, 57.1, 83.9},
+                                             {24, 2.5e-4, 10.0, 9.2, 16.0, 10.5, 22.5, 8.4, 57.4, 84.3}};
+    const paper_halting_row* best = &rows[0];
+    for (const auto& r : rows)
+        if (std::abs(r.n_max - n_max) < std::abs(best->n_max - n_max)) best = &r;
+    return *best;
+}
 
 }  // namespace depthlab::halting
