@@ -59,7 +59,10 @@ int run(options o) {
         if (o.mask_prob > 0.15) dcfg.max_predictions = static_cast<index_t>(std::ceil(o.mask_prob * o.seq_len)) + 1;
         const data::albert_corpus corpus = data::load_albert_corpus(o.data, dcfg);
         data::albert_sampler sampler(corpus.train, corpus.config, o.seed);
-        auto [cfg, aopt, tau] = halting::act_albert_preset(o.preset, corpus.config.vocab, o.seq_len);
+        auto setup = halting::act_albert_preset(o.preset, corpus.config.vocab, o.seq_len);
+        nn::albert_config& cfg = setup.model;  // (no structured binding: clang 14 cannot capture those in lambdas)
+        halting::act_options& aopt = setup.act;
+        double& tau = setup.tau;
         if (o.max_iters > 0) cfg.depth = aopt.max_iterations = static_cast<int>(o.max_iters);
         if (o.tau >= 0) tau = o.tau;
         if (o.hidden > 0) cfg.layer.dim = o.hidden;

@@ -118,12 +118,13 @@ int run(options o, const std::string& command_line) {
         const auto corpus = data::load_translation_corpus(o.data, encode, {.src_lang = o.src_lang, .tgt_lang = o.tgt_lang, .second_corpus = o.with_mt ? "mt" : "",
                                                                             .main_repeat = static_cast<std::size_t>(o.main_repeat),
                                                                             .dev_limit = static_cast<std::size_t>(o.dev_sentences)});
-        const auto& [info, train_text, dev, test, train_pairs, second_pairs] = corpus;
-        const data::translation_batcher batcher(train_pairs, {.max_tokens = o.max_tokens, .max_len = o.max_train_len, .window = 0});
+        // (references, not a structured binding: clang 14 cannot capture those in lambdas)
+        const auto &info = corpus.info, &dev = corpus.dev, &test = corpus.test;
+        const data::translation_batcher batcher(corpus.train_pairs, {.max_tokens = o.max_tokens, .max_len = o.max_train_len, .window = 0});
         std::printf("data: %s -> %s%s: %zu training pairs (%zu main%s%s, %zu dropped as longer than %lld tokens), %zu dev, %zu test; vocab %lld; "
                     "tokenised in %.1fs\n", info.src.c_str(), info.tgt.c_str(), info.source.empty() ? "" : (" (" + info.source + ")").c_str(),
-                    batcher.size(), train_text.size(), o.with_mt && o.main_repeat > 1 ? (" x" + std::to_string(o.main_repeat)).c_str() : "",
-                    o.with_mt ? (" + " + std::to_string(second_pairs) + " mt").c_str() : "", batcher.dropped(), static_cast<long long>(o.max_train_len),
+                    batcher.size(), corpus.train.size(), o.with_mt && o.main_repeat > 1 ? (" x" + std::to_string(o.main_repeat)).c_str() : "",
+                    o.with_mt ? (" + " + std::to_string(corpus.second_pairs) + " mt").c_str() : "", batcher.dropped(), static_cast<long long>(o.max_train_len),
                     dev.size(), test.size(), static_cast<long long>(tok.vocab_size()), seconds_since(t0));
 
         // ---- model, optimiser, the trainer and what its checkpoints hold

@@ -4,6 +4,7 @@
 // saturate most scores of a model at 99%, so the unclipped drop is used (clip = infinity).
 #include <depthlab/depthlab.hpp>
 
+#include <filesystem>
 #include <iostream>
 #include <limits>
 
@@ -33,6 +34,7 @@ int main() {
     const auto modules = analysis::default_modules(model);  // E:SA, E:FF, D:SA, D:EA, D:FF per layer
     const auto contrib = analysis::contribution(modules, accuracy, {.clip = std::numeric_limits<double>::infinity()});
     const auto crit = analysis::criticality(model, modules, theta0, thetaf, accuracy, {.epsilon = 0.01});
+    std::filesystem::create_directories("runs");
     analysis::write_csv("runs/tutorial_contribution.csv", contrib);
     for (std::size_t i = 0; i < modules.size(); ++i)
         std::cout << modules[i].name << ": accuracy without it " << contrib.modules[i].metric_without << ", criticality α "

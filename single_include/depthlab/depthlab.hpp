@@ -991,6 +991,15 @@ T* parent_grad(Node<T, B>& nd, std::size_t i) {
 // synchronisation). Losses are device scalars: on a host backend a non-finite loss throws
 // at once; on a device it is left to the caller, who reads the loss (one synchronisation)
 // when it wants it, e.g. with checked_item().
+//
+// The ops live by concern in autodiff/ops/: common.hpp (shared machinery), arithmetic.hpp
+// (matmul, linear, add, mul, bias, scale, activations), normalization.hpp (softmax family,
+// cross-entropy, layer norm, dropout), structure.hpp (rows, concat, split, slice, reshape,
+// transpose), reductions.hpp (sum, mean, mse). This header includes them all.
+// ---- begin depthlab/autodiff/ops/common.hpp ----
+// Shared machinery of the differentiable ops (autodiff/ops.hpp): operand checks, the result
+// node and the elementwise launch helpers every op uses.
+// Part of autodiff/ops.hpp (whose header says what every op guarantees).
 #include <cmath>
 #include <cstdint>
 #include <span>
@@ -1073,6 +1082,21 @@ row_broadcast mask_rows(const char* op, const Shape& sx, const Tensor<T, B>& mas
     return map;
 }
 }  // namespace detail
+
+}  // namespace depthlab
+// ---- end depthlab/autodiff/ops/common.hpp ----
+// ---- begin depthlab/autodiff/ops/arithmetic.hpp ----
+// Differentiable matmul, linear, add / mul / bias / scale (with broadcasting) and the
+// activations (GELU tanh and erf, ReLU, tanh, sigmoid, log-sigmoid).
+// Part of autodiff/ops.hpp (whose header says what every op guarantees).
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+
+namespace depthlab {
 
 // ---------------------------------------------------------------- matmul
 /// Batched matrix product. a: (..., M, K) (or (..., K, M) with trans_a),
@@ -1316,6 +1340,20 @@ Var<T, B> log_sigmoid(const Var<T, B>& x) {
                               [](index_t n, const T* s, const T* dy, T* dx) { P::log_sigmoid_bwd(n, s, dy, dx); });
 }
 
+}  // namespace depthlab
+// ---- end depthlab/autodiff/ops/arithmetic.hpp ----
+// ---- begin depthlab/autodiff/ops/normalization.hpp ----
+// Differentiable softmax, log-softmax and cross-entropy, layer norm and dropout.
+// Part of autodiff/ops.hpp (whose header says what every op guarantees).
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+
+namespace depthlab {
+
 // ---------------------------------------------------------------- softmax family
 /// softmax(scale * x + mask) over the last axis. mask (optional, additive, not
 /// differentiated) has x's last extent and leading extents equal to x's or 1, e.g. a
@@ -1472,6 +1510,21 @@ Var<T, B> dropout(const Var<T, B>& x, T p, Generator& gen, bool training = true)
         if (T* dX = detail::parent_grad(nd, 0)) P::mul_acc(n, nd.grad.data(), mask.data(), dX);
     });
 }
+
+}  // namespace depthlab
+// ---- end depthlab/autodiff/ops/normalization.hpp ----
+// ---- begin depthlab/autodiff/ops/structure.hpp ----
+// Differentiable ops on rows and shapes: embedding, gather / scatter / update of rows,
+// concat, split, slice, reshape, transpose.
+// Part of autodiff/ops.hpp (whose header says what every op guarantees).
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+
+namespace depthlab {
 
 // ---------------------------------------------------------------- rows by index
 /// out[i] = x[idx[i]] along axis 0.  x: (N, ...), idx: (n,) on the device, result: (n, ...).
@@ -1711,6 +1764,20 @@ Var<T, B> concat(const std::vector<Var<T, B>>& xs, int axis) {
     });
 }
 
+}  // namespace depthlab
+// ---- end depthlab/autodiff/ops/structure.hpp ----
+// ---- begin depthlab/autodiff/ops/reductions.hpp ----
+// Differentiable reductions and losses: sum, mean, mean squared error.
+// Part of autodiff/ops.hpp (whose header says what every op guarantees).
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+
+namespace depthlab {
+
 // ---------------------------------------------------------------- reductions and losses
 /// Sum of all elements (a scalar of shape ()).
 template <class T, class B>
@@ -1778,6 +1845,7 @@ template <class T, class B>
 Var<T, B> operator*(const Var<T, B>& a, const Var<T, B>& b) { return mul(a, b); }
 
 }  // namespace depthlab
+// ---- end depthlab/autodiff/ops/reductions.hpp ----
 // ---- end depthlab/autodiff/ops.hpp ----
 // ---- begin depthlab/autodiff/attention.hpp ----
 // Fused multi-head scaled dot-product attention as one coarse op.
@@ -6073,6 +6141,16 @@ private:
 //    sub-layer, so removing or rewinding it acts on EVERY iteration; its layer is -1.
 //  * Result vectors follow the order of the module list given.
 //  * Like every depthlab header, include it after <depthlab/depthlab.hpp> (or through it).
+//
+// The analyses live in three headers, all included here:
+//   analysis/modules.hpp  module_ref, default_modules, parameter counts, the RAII guards
+//   analysis/scores.hpp   options, results, contribution, criticality, pruning, rewinding
+//   analysis/tables.hpp   average ranks, Spearman, the CSV files
+// ---- begin depthlab/analysis/modules.hpp ----
+// The modules the component-value analyses act on (analysis/component_value.hpp): module_ref
+// (a name, a type, a layer, its parameters and how to switch it off), default_modules(model)
+// (every residual sub-layer with the paper's types), parameter counts for pruning, and the RAII
+// guards that switch a module off or interpolate its parameters and always undo it.
 #include <algorithm>
 #include <charconv>
 #include <chrono>
@@ -6372,6 +6450,36 @@ private:
     const nn::Snapshot<T, B>& initial_;
     const nn::Snapshot<T, B>& final_snapshot_;
 };
+
+}  // namespace depthlab::analysis
+// ---- end depthlab/analysis/modules.hpp ----
+// ---- begin depthlab/analysis/scores.hpp ----
+// The component-value analyses themselves: options, results, contribution, criticality,
+// pruning and rewinding. The conventions (metric direction, determinism, what removing a
+// module means, tied models) are at the top of analysis/component_value.hpp.
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <concepts>
+#include <cstddef>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <numeric>
+#include <optional>
+#include <ostream>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+
+namespace depthlab::analysis {
 
 // ============================================================================ options
 
@@ -6807,6 +6915,35 @@ std::vector<rewinding_point> rewinding_curve(nn::Module<T, B>& model, const std:
     return out;
 }
 
+}  // namespace depthlab::analysis
+// ---- end depthlab/analysis/scores.hpp ----
+// ---- begin depthlab/analysis/tables.hpp ----
+// Statistics and tables of component-value results: average ranks, Spearman correlation of
+// the two scores, and the CSV files (through io::csv_writer), whose columns are a contract.
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <concepts>
+#include <cstddef>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <numeric>
+#include <optional>
+#include <ostream>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+
+namespace depthlab::analysis {
+
 // ============================================================================ statistics
 
 /// Ranks 1..n of v (ascending); tied values get the average of their ranks.
@@ -6927,6 +7064,7 @@ void write_csv(const std::string& path, const Result& r) {
 inline void write_trace_csv(const std::string& path, const criticality_result& r) { trace_table(r).write(path); }
 
 }  // namespace depthlab::analysis
+// ---- end depthlab/analysis/tables.hpp ----
 // ---- end depthlab/analysis/component_value.hpp ----
 // ---- end depthlab/depthlab_device.hpp ----
 // ---- begin depthlab/backend/cpu/cpu.hpp ----
@@ -9601,8 +9739,8 @@ struct translation_corpus {
     std::size_t second_pairs = 0;  // pairs of the second corpus among train_pairs
 };
 struct translation_corpus_options {
-    std::string src_lang, tgt_lang;  // empty: meta.json's (else en, de)
-    std::string second_corpus;       // e.g. "mt": also <second>.{src,tgt} for training; empty: none
+    std::string src_lang{}, tgt_lang{};  // empty: meta.json's (else en, de)
+    std::string second_corpus{};         // e.g. "mt": also <second>.{src,tgt} for training; empty: none
     std::size_t main_repeat = 1;     // with a second corpus: the main pairs this many times per epoch
     std::size_t dev_limit = 0;       // > 0: only the first dev_limit dev pairs
 };
@@ -11084,6 +11222,8 @@ interop_report save_parameters(const std::string& path, const nn::Module<T, B>& 
                 for (const std::string& t : e->tied) tied.emplace_back(t, v);
         } else {
             const index_t n = v.shape()[0] / static_cast<index_t>(e->external.size());
+            DEPTHLAB_CHECK(v.rank() >= 1 && n * static_cast<index_t>(e->external.size()) == v.shape()[0], shape_error, where, ": '", e->internal,
+                           "' of shape ", v.shape(), " does not split into ", e->external.size(), " equal parts; nothing was written");
             for (std::size_t i = 0; i < e->external.size(); ++i)
                 w.add(e->external[i], v.slice(0, static_cast<index_t>(i) * n, static_cast<index_t>(i + 1) * n));
         }
@@ -11370,8 +11510,14 @@ public:
             io::metadata_map m;
             io::save_config(m, "", s.state());
             return m;
-        }, [&s](const io::metadata_map& m) {
-            s.set_state(io::load_config<state_type>(m, ""));
+        }, [&s, name](const io::metadata_map& m) {
+            state_type st;
+            try {
+                io::load_config(m, "", st);
+            } catch (const io_error& e) {
+                throw io_error(depthlab::detail::cat("checkpoint: the state of stream '", name, "' (", name, ".*): ", e.what()));
+            }
+            s.set_state(st);
         });
     }
     /// Extra tensors (e.g. θ⁰), saved as the state section "<section>".
@@ -11413,7 +11559,11 @@ public:
         for (const auto& s : streams_) {
             const io::metadata_map m = st.section_metadata(s.name);
             DEPTHLAB_CHECK(!m.empty(), io_error, from, ": no metadata '", s.name, ".*' (the stream's position)");
-            s.restore(m);
+            try {
+                s.restore(m);
+            } catch (const io_error& e) {
+                throw io_error(depthlab::detail::cat(from, ": ", e.what()));
+            }
         }
         metadata_.clear();  // the free metadata: everything this class does not write itself
         for (const auto& [k, v] : st.metadata)
@@ -11729,6 +11879,52 @@ private:
 //    chunks are shuffled globally (ALBERT shuffles all instances). Instance i of epoch e is
 //    drawn from its own Philox stream (seed, e, i): any instance can be rebuilt on its own,
 //    and the sampler's whole state is {seed, epoch, position} (sampler_state).
+//
+// Parts: data/albert_corpus.hpp (ids, categories, config, corpus, vocabulary),
+// data/albert_examples.hpp (examples, masking, chunks); here: batches, the data folder and the sampler.
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <concepts>
+#include <cstdint>
+#include <fstream>
+#include <limits>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <type_traits>
+#include <vector>
+
+// cpu.hpp first: autodiff/ops.hpp (via models.hpp) uses row_broadcast from it without
+// including it.
+
+// ---- begin depthlab/data/albert_examples.hpp ----
+// The ALBERT pretraining data (data/albert_data.hpp), part 2: one example from a chunk of a
+// document (segments A and B, sentence order), n-gram whole-word masking, and chunking.
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <concepts>
+#include <cstdint>
+#include <fstream>
+#include <limits>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <type_traits>
+#include <vector>
+
+// cpu.hpp first: autodiff/ops.hpp (via models.hpp) uses row_broadcast from it without
+// including it.
+
+// ---- begin depthlab/data/albert_corpus.hpp ----
+// The ALBERT pretraining data (data/albert_data.hpp), part 1: special ids, token categories,
+// the data config, the id corpus (read_id_corpus) and the sentencepiece vocabulary with its
+// word starts (whole-word masking).
 #include <algorithm>
 #include <array>
 #include <charconv>
@@ -11959,6 +12155,11 @@ private:
     DEPTHLAB_CHECK(!pieces.empty(), io_error, "read_spm_vocab: '", path, "' is empty");
     return pieces;
 }
+
+}  // namespace depthlab::data
+// ---- end depthlab/data/albert_corpus.hpp ----
+
+namespace depthlab::data {
 
 // ------------------------------------------------------------------------------ examples
 
@@ -12208,6 +12409,11 @@ inline void mask_example(albert_example& ex, const albert_data_config& cfg, Gene
     }
     return out;
 }
+
+}  // namespace depthlab::data
+// ---- end depthlab/data/albert_examples.hpp ----
+
+namespace depthlab::data {
 
 // ------------------------------------------------------------------------------ batches
 
@@ -14034,6 +14240,7 @@ private:
 #include <fstream>
 #include <map>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 
@@ -14179,8 +14386,9 @@ albert_eval evaluate_albert(const Model& model, data::albert_sampler& dev, std::
         const auto enc = model.encode(b.tokens);
         const auto mlm = model.mlm_logits(enc.hidden, b.mlm_positions);
         const auto sop = model.sop_logits(enc.hidden);
-        r.mlm_loss += cross_entropy(mlm, b.mlm_labels).value().item() / static_cast<double>(batches);
-        r.sop_loss += cross_entropy(sop, b.sop_labels).value().item() / static_cast<double>(batches);
+        using T = typename std::remove_cvref_t<decltype(mlm.value())>::value_type;  // averaged in the model's precision
+        r.mlm_loss += cross_entropy(mlm, b.mlm_labels).value().item() / static_cast<T>(batches);
+        r.sop_loss += cross_entropy(sop, b.sop_labels).value().item() / static_cast<T>(batches);
         mlm_acc += nn::accuracy(mlm, b.mlm_labels);
         sop_acc += nn::accuracy(sop, b.sop_labels);
         r.stats.add(enc.record, b.token_category);
@@ -14219,13 +14427,16 @@ inline const paper_halting_row& paper_row_for(int n_max) {
 //
 // * Batches: sentences sorted by source length (stable) and cut into batches of
 //   batch_sentences, so padding is small; hypotheses come back in the original order.
-// * Encoder-output cache: translating the same set again reuses the encoder outputs as
-//   long as nothing on the encoder side changed — every encoder parameter is compared
-//   exactly with the values of the last encoder run, and so is which encoder sub-layers are
-//   switched on. Ablating a decoder module therefore costs only decoding; ablating or
+// * Encoder-output cache: translating the same set again (the set made by one call of
+//   make_translation_set, or a copy of it; do not edit a set) reuses the encoder outputs as
+//   long as nothing on the encoder side changed — every encoder parameter (embeddings, layers,
+//   the final norm of a pre-LN model) is compared exactly with the values of the last encoder
+//   run, and so is which encoder sub-layers are switched on. Other state of the model (its
+//   config, a LayerNorm's eps) is assumed fixed: call invalidate() after changing it. Ablating a decoder module therefore costs only decoding; ablating or
 //   interpolating an encoder module re-encodes. Comparing costs one pass over the encoder
 //   parameters (one download each on a device), far less than encoding.
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -14245,8 +14456,16 @@ struct translation_set {
     std::vector<token_batch> batches;               // source ids (+ EOS), padded
     std::vector<std::vector<std::size_t>> members;  // members[b][j]: caller index of row j of batch b
     std::size_t truncated = 0;                      // sources cut to max_source_tokens
+    std::uint64_t id = 0;                           // unique per make_translation_set call: the translator's cache key
     [[nodiscard]] std::size_t size() const { return references.size(); }
 };
+
+namespace detail {
+inline std::uint64_t next_translation_set_id() {
+    static std::atomic<std::uint64_t> next{1};
+    return next++;
+}
+}  // namespace detail
 
 struct translation_set_options {
     std::size_t batch_sentences = 100;     // sentences per batch (beam search decodes beam rows per sentence)
@@ -14262,6 +14481,7 @@ inline translation_set make_translation_set(std::string name, std::span<const st
     DEPTHLAB_CHECK(o.batch_sentences > 0 && o.max_source_tokens > 0, usage_error, "make_translation_set(", name,
                    "): batch_sentences and max_source_tokens must be positive, got ", o.batch_sentences, " and ", o.max_source_tokens);
     translation_set s;
+    s.id = detail::next_translation_set_id();
     s.name = std::move(name);
     s.references = std::move(references);
     const std::size_t n = sources.size();
@@ -14329,7 +14549,7 @@ public:
     }
     /// Forget the cached encoder outputs (never needed for correctness; frees their memory).
     void invalidate() {
-        cache_owner_ = nullptr;
+        cached_set_ = 0;
         memories_.clear();
     }
     [[nodiscard]] std::size_t encoder_runs() const { return encoder_runs_; }
@@ -14340,13 +14560,16 @@ private:
     void for_each_hypothesis(const translation_set& set, const search_options& o, F&& f) {
         DEPTHLAB_CHECK(!model_.is_training(), usage_error, "translator: the model is in training mode (call model.eval() first)");
         no_grad guard;
-        if (cache_owner_ == &set && encoder_unchanged()) {
+        DEPTHLAB_CHECK(set.id != 0 && set.members.size() == set.batches.size(), usage_error, "translator: '", set.name,
+                       "' was not made by make_translation_set");
+        if (cached_set_ == set.id && memories_.size() == set.batches.size() && encoder_unchanged()) {
             ++encoder_reuses_;
         } else {
+            cached_set_ = 0;  // nothing is cached until the new encoder outputs are all there
             memories_.clear();
             for (const auto& b : set.batches) memories_.push_back(model_.encode(b));
             remember_encoder();
-            cache_owner_ = &set;
+            cached_set_ = set.id;
             ++encoder_runs_;
         }
         for (std::size_t b = 0; b < set.batches.size(); ++b) {
@@ -14378,7 +14601,7 @@ private:
     detokenizer decode_;
     std::vector<Var<T, B>> encoder_params_;
     std::vector<const residual_base*> encoder_sublayers_;
-    const translation_set* cache_owner_ = nullptr;
+    std::uint64_t cached_set_ = 0;  // translation_set::id of the cached encoder outputs
     std::vector<Var<T, B>> memories_;
     std::vector<bool> enabled_;
     std::vector<std::vector<T>> values_;
@@ -14469,6 +14692,8 @@ inline const std::vector<std::string>& encoder_decoder_types() {
 /// `tie` ascending, then by position; pass the result to pruning_curve / rewinding_curve.
 inline std::vector<double> rank_with_ties(const std::vector<double>& score, const std::vector<double>& tie) {
     DEPTHLAB_CHECK(score.size() == tie.size(), shape_error, "rank_with_ties: ", score.size(), " scores but ", tie.size(), " tie-breakers");
+    for (std::size_t i = 0; i < score.size(); ++i)
+        DEPTHLAB_CHECK(!std::isnan(score[i]) && !std::isnan(tie[i]), numeric_error, "rank_with_ties: NaN at position ", i);
     std::vector<std::size_t> idx(score.size());
     std::iota(idx.begin(), idx.end(), std::size_t{0});
     std::stable_sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) {
@@ -14628,8 +14853,11 @@ inline std::vector<finding> wang_tu_findings(const module_values& v, int encoder
         return sharing > 1 ? verdict::tied : verdict::holds;
     };
     out.push_back({"D:SA is the least important module type (lowest mean score)", order, extreme("D:SA", true)});
-    out.push_back({"D:FF is the most important module type (highest mean score)",
-                   means.empty() ? "n/a" : "highest: " + means.back().second + " " + detail::fixed2(means.back().first), extreme("D:FF", false)});
+    std::string highest;  // every type that shares the highest mean
+    for (auto it = means.rbegin(); it != means.rend() && it->first == means.back().first; ++it)
+        highest += (highest.empty() ? "" : " = ") + it->second + " " + detail::fixed2(it->first);
+    out.push_back({"D:FF is the most important module type (highest mean score)", means.empty() ? "n/a" : "highest: " + highest,
+                   extreme("D:FF", false)});
     auto halves = [&](const std::string& claim, const std::function<bool(const std::string&)>& type_ok, int layers, bool upper_wins) {
         const int h = layers / 2;
         const double low = group_mean(v, [&](const std::string& t, int l) { return type_ok(t) && l < h; });
@@ -14659,6 +14887,7 @@ inline std::vector<finding> wang_tu_findings(const module_values& v, int encoder
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -14761,9 +14990,11 @@ inline void rank_agreement_figure(html_page& page, const analysis::contribution_
     sc[1].name = "decoder";
     const auto rc = analysis::average_ranks(c.scores());
     const auto rk = analysis::average_ranks(k.scores());
+    std::map<std::string, double> crit_rank;  // modules matched by name, as rank_correlation does
+    for (std::size_t i = 0; i < k.modules.size(); ++i) crit_rank[k.modules[i].name] = rk[i];
     for (std::size_t i = 0; i < c.modules.size(); ++i) {
         const auto& m = c.modules[i];
-        sc[m.type[0] == 'E' ? 0 : 1].points.push_back({rc[i], rk[i], m.type + std::to_string(m.layer + 1)});
+        sc[m.type[0] == 'E' ? 0 : 1].points.push_back({rc[i], crit_rank.at(m.name), m.type + std::to_string(m.layer + 1)});
     }
     page.figure(scatter(sc, {.title = "Contribution rank vs criticality rank",
                              .subtitle = "Spearman ρ = " + (std::isnan(rho) ? std::string("n/a") : detail::fixed(rho, 3)),
@@ -14846,14 +15077,14 @@ inline void rewinding_section(html_page& page, const std::vector<analysis::rewin
 
 /// A curve of metrics.jsonl (train::metrics_log) for the report.
 struct curve_spec {
-    std::string key, legend, title, subtitle, y_label, caption;
+    std::string key{}, legend{}, title{}, subtitle{}, y_label{}, caption{};
     std::optional<double> y_min{};
     bool markers = true;
 };
 
 /// Everything the study's report shows, in its order; see component_value_report.
 struct component_value_run {
-    std::string title, subtitle;
+    std::string title{}, subtitle{};
     std::string note{};                                              // a warning on top (e.g. a weak baseline); empty: none
     std::vector<std::pair<std::string, std::string>> baseline{};    // the "Baseline" key-values
     std::string baseline_caption{};

@@ -82,6 +82,8 @@ inline const std::vector<std::string>& encoder_decoder_types() {
 /// `tie` ascending, then by position; pass the result to pruning_curve / rewinding_curve.
 inline std::vector<double> rank_with_ties(const std::vector<double>& score, const std::vector<double>& tie) {
     DEPTHLAB_CHECK(score.size() == tie.size(), shape_error, "rank_with_ties: ", score.size(), " scores but ", tie.size(), " tie-breakers");
+    for (std::size_t i = 0; i < score.size(); ++i)
+        DEPTHLAB_CHECK(!std::isnan(score[i]) && !std::isnan(tie[i]), numeric_error, "rank_with_ties: NaN at position ", i);
     std::vector<std::size_t> idx(score.size());
     std::iota(idx.begin(), idx.end(), std::size_t{0});
     std::stable_sort(idx.begin(), idx.end(), [&](std::size_t a, std::size_t b) {
@@ -241,8 +243,11 @@ inline std::vector<finding> wang_tu_findings(const module_values& v, int encoder
         return sharing > 1 ? verdict::tied : verdict::holds;
     };
     out.push_back({"D:SA is the least important module type (lowest mean score)", order, extreme("D:SA", true)});
-    out.push_back({"D:FF is the most important module type (highest mean score)",
-                   means.empty() ? "n/a" : "highest: " + means.back().second + " " + detail::fixed2(means.back().first), extreme("D:FF", false)});
+    std::string highest;  // every type that shares the highest mean
+    for (auto it = means.rbegin(); it != means.rend() && it->first == means.back().first; ++it)
+        highest += (highest.empty() ? "" : " = ") + it->second + " " + detail::fixed2(it->first);
+    out.push_back({"D:FF is the most important module type (highest mean score)", means.empty() ? "n/a" : "highest: " + highest,
+                   extreme("D:FF", false)});
     auto halves = [&](const std::string& claim, const std::function<bool(const std::string&)>& type_ok, int layers, bool upper_wins) {
         const int h = layers / 2;
         const double low = group_mean(v, [&](const std::string& t, int l) { return type_ok(t) && l < h; });

@@ -162,8 +162,8 @@ struct translation_corpus {
     std::size_t second_pairs = 0;  // pairs of the second corpus among train_pairs
 };
 struct translation_corpus_options {
-    std::string src_lang, tgt_lang;  // empty: meta.json's (else en, de)
-    std::string second_corpus;       // e.g. "mt": also <second>.{src,tgt} for training; empty: none
+    std::string src_lang{}, tgt_lang{};  // empty: meta.json's (else en, de)
+    std::string second_corpus{};         // e.g. "mt": also <second>.{src,tgt} for training; empty: none
     std::size_t main_repeat = 1;     // with a second corpus: the main pairs this many times per epoch
     std::size_t dev_limit = 0;       // > 0: only the first dev_limit dev pairs
 };

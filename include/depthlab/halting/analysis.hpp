@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "depthlab/autodiff/ops.hpp"
@@ -160,8 +161,9 @@ albert_eval evaluate_albert(const Model& model, data::albert_sampler& dev, std::
         const auto enc = model.encode(b.tokens);
         const auto mlm = model.mlm_logits(enc.hidden, b.mlm_positions);
         const auto sop = model.sop_logits(enc.hidden);
-        r.mlm_loss += cross_entropy(mlm, b.mlm_labels).value().item() / static_cast<double>(batches);
-        r.sop_loss += cross_entropy(sop, b.sop_labels).value().item() / static_cast<double>(batches);
+        using T = typename std::remove_cvref_t<decltype(mlm.value())>::value_type;  // averaged in the model's precision
+        r.mlm_loss += cross_entropy(mlm, b.mlm_labels).value().item() / static_cast<T>(batches);
+        r.sop_loss += cross_entropy(sop, b.sop_labels).value().item() / static_cast<T>(batches);
         mlm_acc += nn::accuracy(mlm, b.mlm_labels);
         sop_acc += nn::accuracy(sop, b.sop_labels);
         r.stats.add(enc.record, b.token_category);

@@ -306,6 +306,8 @@ interop_report save_parameters(const std::string& path, const nn::Module<T, B>& 
                 for (const std::string& t : e->tied) tied.emplace_back(t, v);
         } else {
             const index_t n = v.shape()[0] / static_cast<index_t>(e->external.size());
+            DEPTHLAB_CHECK(v.rank() >= 1 && n * static_cast<index_t>(e->external.size()) == v.shape()[0], shape_error, where, ": '", e->internal,
+                           "' of shape ", v.shape(), " does not split into ", e->external.size(), " equal parts; nothing was written");
             for (std::size_t i = 0; i < e->external.size(); ++i)
                 w.add(e->external[i], v.slice(0, static_cast<index_t>(i) * n, static_cast<index_t>(i + 1) * n));
         }

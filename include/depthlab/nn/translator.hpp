@@ -8,13 +8,16 @@
 //
 // * Batches: sentences sorted by source length (stable) and cut into batches of
 //   batch_sentences, so padding is small; hypotheses come back in the original order.
-// * Encoder-output cache: translating the same set again reuses the encoder outputs as
-//   long as nothing on the encoder side changed — every encoder parameter is compared
-//   exactly with the values of the last encoder run, and so is which encoder sub-layers are
-//   switched on. Ablating a decoder module therefore costs only decoding; ablating or
+// * Encoder-output cache: translating the same set again (the set made by one call of
+//   make_translation_set, or a copy of it; do not edit a set) reuses the encoder outputs as
+//   long as nothing on the encoder side changed — every encoder parameter (embeddings, layers,
+//   the final norm of a pre-LN model) is compared exactly with the values of the last encoder
+//   run, and so is which encoder sub-layers are switched on. Other state of the model (its
+//   config, a LayerNorm's eps) is assumed fixed: call invalidate() after changing it. Ablating a decoder module therefore costs only decoding; ablating or
 //   interpolating an encoder module re-encodes. Comparing costs one pass over the encoder
 //   parameters (one download each on a device), far less than encoding.
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -39,8 +42,16 @@ struct translation_set {
     std::vector<token_batch> batches;               // source ids (+ EOS), padded
     std::vector<std::vector<std::size_t>> members;  // members[b][j]: caller index of row j of batch b
     std::size_t truncated = 0;                      // sources cut to max_source_tokens
+    std::uint64_t id = 0;                           // unique per make_translation_set call: the translator's cache key
     [[nodiscard]] std::size_t size() const { return references.size(); }
 };
+
+namespace detail {
+inline std::uint64_t next_translation_set_id() {
+    static std::atomic<std::uint64_t> next{1};
+    return next++;
+}
+}  // namespace detail
 
 struct translation_set_options {
     std::size_t batch_sentences = 100;     // sentences per batch (beam search decodes beam rows per sentence)
@@ -56,6 +67,7 @@ inline translation_set make_translation_set(std::string name, std::span<const st
     DEPTHLAB_CHECK(o.batch_sentences > 0 && o.max_source_tokens > 0, usage_error, "make_translation_set(", name,
                    "): batch_sentences and max_source_tokens must be positive, got ", o.batch_sentences, " and ", o.max_source_tokens);
     translation_set s;
+    s.id = detail::next_translation_set_id();
     s.name = std::move(name);
     s.references = std::move(references);
     const std::size_t n = sources.size();
@@ -123,7 +135,7 @@ public:
     }
     /// Forget the cached encoder outputs (never needed for correctness; frees their memory).
     void invalidate() {
-        cache_owner_ = nullptr;
+        cached_set_ = 0;
         memories_.clear();
     }
     [[nodiscard]] std::size_t encoder_runs() const { return encoder_runs_; }
@@ -134,13 +146,16 @@ private:
     void for_each_hypothesis(const translation_set& set, const search_options& o, F&& f) {
         DEPTHLAB_CHECK(!model_.is_training(), usage_error, "translator: the model is in training mode (call model.eval() first)");
         no_grad guard;
-        if (cache_owner_ == &set && encoder_unchanged()) {
+        DEPTHLAB_CHECK(set.id != 0 && set.members.size() == set.batches.size(), usage_error, "translator: '", set.name,
+                       "' was not made by make_translation_set");
+        if (cached_set_ == set.id && memories_.size() == set.batches.size() && encoder_unchanged()) {
             ++encoder_reuses_;
         } else {
+            cached_set_ = 0;  // nothing is cached until the new encoder outputs are all there
             memories_.clear();
             for (const auto& b : set.batches) memories_.push_back(model_.encode(b));
             remember_encoder();
-            cache_owner_ = &set;
+            cached_set_ = set.id;
             ++encoder_runs_;
         }
         for (std::size_t b = 0; b < set.batches.size(); ++b) {
@@ -172,7 +187,7 @@ private:
     detokenizer decode_;
     std::vector<Var<T, B>> encoder_params_;
     std::vector<const residual_base*> encoder_sublayers_;
-    const translation_set* cache_owner_ = nullptr;
+    std::uint64_t cached_set_ = 0;  // translation_set::id of the cached encoder outputs
     std::vector<Var<T, B>> memories_;
     std::vector<bool> enabled_;
     std::vector<std::vector<T>> values_;

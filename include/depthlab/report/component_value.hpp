@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -118,9 +119,11 @@ inline void rank_agreement_figure(html_page& page, const analysis::contribution_
     sc[1].name = "decoder";
     const auto rc = analysis::average_ranks(c.scores());
     const auto rk = analysis::average_ranks(k.scores());
+    std::map<std::string, double> crit_rank;  // modules matched by name, as rank_correlation does
+    for (std::size_t i = 0; i < k.modules.size(); ++i) crit_rank[k.modules[i].name] = rk[i];
     for (std::size_t i = 0; i < c.modules.size(); ++i) {
         const auto& m = c.modules[i];
-        sc[m.type[0] == 'E' ? 0 : 1].points.push_back({rc[i], rk[i], m.type + std::to_string(m.layer + 1)});
+        sc[m.type[0] == 'E' ? 0 : 1].points.push_back({rc[i], crit_rank.at(m.name), m.type + std::to_string(m.layer + 1)});
     }
     page.figure(scatter(sc, {.title = "Contribution rank vs criticality rank",
                              .subtitle = "Spearman ρ = " + (std::isnan(rho) ? std::string("n/a") : detail::fixed(rho, 3)),
@@ -203,14 +206,14 @@ inline void rewinding_section(html_page& page, const std::vector<analysis::rewin
 
 /// A curve of metrics.jsonl (train::metrics_log) for the report.
 struct curve_spec {
-    std::string key, legend, title, subtitle, y_label, caption;
+    std::string key{}, legend{}, title{}, subtitle{}, y_label{}, caption{};
     std::optional<double> y_min{};
     bool markers = true;
 };
 
 /// Everything the study's report shows, in its order; see component_value_report.
 struct component_value_run {
-    std::string title, subtitle;
+    std::string title{}, subtitle{};
     std::string note{};                                              // a warning on top (e.g. a weak baseline); empty: none
     std::vector<std::pair<std::string, std::string>> baseline{};    // the "Baseline" key-values
     std::string baseline_caption{};

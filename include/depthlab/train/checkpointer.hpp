@@ -73,8 +73,14 @@ public:
             io::metadata_map m;
             io::save_config(m, "", s.state());
             return m;
-        }, [&s](const io::metadata_map& m) {
-            s.set_state(io::load_config<state_type>(m, ""));
+        }, [&s, name](const io::metadata_map& m) {
+            state_type st;
+            try {
+                io::load_config(m, "", st);
+            } catch (const io_error& e) {
+                throw io_error(depthlab::detail::cat("checkpoint: the state of stream '", name, "' (", name, ".*): ", e.what()));
+            }
+            s.set_state(st);
         });
     }
     /// Extra tensors (e.g. θ⁰), saved as the state section "<section>".
@@ -116,7 +122,11 @@ public:
         for (const auto& s : streams_) {
             const io::metadata_map m = st.section_metadata(s.name);
             DEPTHLAB_CHECK(!m.empty(), io_error, from, ": no metadata '", s.name, ".*' (the stream's position)");
-            s.restore(m);
+            try {
+                s.restore(m);
+            } catch (const io_error& e) {
+                throw io_error(depthlab::detail::cat(from, ": ", e.what()));
+            }
         }
         metadata_.clear();  // the free metadata: everything this class does not write itself
         for (const auto& [k, v] : st.metadata)

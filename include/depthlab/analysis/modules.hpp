@@ -1,0 +1,217 @@
+#pragma once
+// The modules the component-value analyses act on (analysis/component_value.hpp): module_ref
+// (a name, a type, a layer, its parameters and how to switch it off), default_modules(model)
+// (every residual sub-layer with the paper's types), parameter counts for pruning, and the RAII
+// guards that switch a module off or interpolate its parameters and always undo it.
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cmath>
+#include <concepts>
+#include <cstddef>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <numeric>
+#include <optional>
+#include <ostream>
+#include <sstream>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "depthlab/autodiff/variable.hpp"
+#include "depthlab/io/csv.hpp"
+#include "depthlab/core/error.hpp"
+#include "depthlab/nn/module.hpp"
+#include "depthlab/nn/snapshot.hpp"
+#include "depthlab/nn/transformer.hpp"
+#include "depthlab/train/progress.hpp"
+
+namespace depthlab::analysis {
+
+// ============================================================================ modules
+
+/// One unit of analysis.
+struct module_ref {
+    std::string name;   // unique, e.g. "decoder.5.feed_forward"
+    std::string type;   // "E:SA", "E:FF", "D:SA", "D:EA", "D:FF" (free text for custom modules)
+    int layer = -1;     // layer index; -1 when the module is shared by every layer (tied)
+    /// Parameters of the module: every parameter whose name is `prefix` or starts with
+    /// `prefix.` (nn::is_under). Criticality and rewinding move these; pruning counts them.
+    /// Empty: the module has no parameters of its own (criticality/rewinding refuse it,
+    /// pruning counts 0) — an empty prefix never means "the whole model" here.
+    std::string prefix;
+    /// ablate(true) switches the module off (its output contributes nothing), ablate(false)
+    /// switches it on again. Needed by contribution and pruning only.
+    std::function<void(bool)> ablate;
+    /// Prefixes under `prefix` whose parameters an ablated module still uses (the LayerNorm
+    /// of a post-LN sub-layer): not counted as removed by pruning.
+    std::vector<std::string> kept_prefixes;
+};
+
+namespace detail {
+inline std::vector<std::string> split_name(const std::string& s) {
+    std::vector<std::string> out;
+    std::string cur;
+    for (char c : s) {
+        if (c == '.') {
+            out.push_back(cur);
+            cur.clear();
+        } else {
+            cur += c;
+        }
+    }
+    out.push_back(cur);
+    return out;
+}
+inline bool all_digits(const std::string& s) {
+    return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+}  // namespace detail
+
+/// Paper type ("E:SA", ...) and layer of a sub-layer name: side "D" when a component of the
+/// name is "decoder", "E" otherwise; SA / EA / FF from the sub-layer type; layer = the last
+/// all-digit component of the name, -1 when there is none (a tied stack's "shared").
+inline std::pair<std::string, int> paper_type(const std::string& name, nn::sublayer_type t) {
+    const auto parts = detail::split_name(name);
+    const bool decoder = std::find(parts.begin(), parts.end(), "decoder") != parts.end();
+    const char* kind = t == nn::sublayer_type::self_attention    ? "SA"
+                       : t == nn::sublayer_type::cross_attention ? "EA"
+                                                                 : "FF";
+    int layer = -1;
+    for (auto it = parts.rbegin(); it != parts.rend(); ++it)
+        if (detail::all_digits(*it)) {
+            layer = std::stoi(*it);
+            break;
+        }
+    return {std::string(decoder ? "D:" : "E:") + kind, layer};
+}
+
+/// Every residual sub-layer of `model` (nn::sublayers, model order) as a module:
+/// encoder self_attention -> "E:SA", encoder feed_forward -> "E:FF", decoder
+/// self_attention -> "D:SA", decoder cross_attention -> "D:EA", decoder feed_forward ->
+/// "D:FF"; layer = the index in the name, -1 for a tied stack's "shared" layer (it stands
+/// for every iteration). prefix = the sub-layer name; ablate flips residual_base::enabled.
+/// norm_first: whether the sub-layers are pre-LN. Read from model.cfg.layer.norm_first
+/// when the model has it (Seq2SeqTransformer, Albert), else post-LN (both papers) unless
+/// given. For post-LN the sub-layer's ".norm" is a kept prefix (still used when ablated).
+/// The returned ablate functions point into `model`: keep it alive while using them.
+template <class Model>
+    requires std::derived_from<Model, nn::Module<typename Model::value_type, typename Model::backend_type>>
+std::vector<module_ref> default_modules(Model& model, std::optional<bool> norm_first = std::nullopt) {
+    bool pre_ln = false;
+    if constexpr (requires { static_cast<bool>(model.cfg.layer.norm_first); }) pre_ln = model.cfg.layer.norm_first;
+    if (norm_first) pre_ln = *norm_first;
+    std::vector<module_ref> out;
+    nn::Module<typename Model::value_type, typename Model::backend_type>& base = model;
+    for (auto& [name, r] : nn::sublayers(base)) {
+        auto [type, layer] = paper_type(name, r->type);
+        module_ref m;
+        m.name = name;
+        m.type = std::move(type);
+        m.layer = layer;
+        m.prefix = name;
+        nn::residual_base* sub = r;
+        m.ablate = [sub](bool off) { sub->enabled = !off; };
+        if (!pre_ln) m.kept_prefixes.push_back(name + ".norm");
+        out.push_back(std::move(m));
+    }
+    DEPTHLAB_CHECK(!out.empty(), usage_error, "default_modules: the model has no residual sub-layers");
+    return out;
+}
+
+/// Number of parameter values the listed modules stop using when all of them are ablated:
+/// parameters under a module's prefix and under none of its kept prefixes, each counted once.
+template <class T, class B>
+index_t parameters_removed(const nn::Module<T, B>& model, const std::vector<const module_ref*>& modules) {
+    index_t n = 0;
+    for (auto& named : model.named_parameters()) {
+        const std::string& name = named.first;  // (not a structured binding: the lambda below captures it)
+        const auto& p = named.second;
+        for (const module_ref* m : modules) {
+            if (m->prefix.empty() || !nn::is_under(name, m->prefix)) continue;
+            const bool kept = std::any_of(m->kept_prefixes.begin(), m->kept_prefixes.end(),
+                                          [&](const std::string& k) { return nn::is_under(name, k); });
+            if (kept) continue;
+            n += p.value().numel();
+            break;
+        }
+    }
+    return n;
+}
+template <class T, class B>
+index_t parameters_removed(const nn::Module<T, B>& model, const std::vector<module_ref>& modules) {
+    std::vector<const module_ref*> ptrs;
+    for (const auto& m : modules) ptrs.push_back(&m);
+    return parameters_removed(model, ptrs);
+}
+
+// ============================================================================ guards
+
+/// Switches modules off for its lifetime; switches them on again (reverse order) when
+/// destroyed, also during stack unwinding. Errors while switching on are swallowed there.
+class scoped_ablation {
+public:
+    scoped_ablation() = default;
+    explicit scoped_ablation(const module_ref& m) { add(m); }
+    scoped_ablation(const scoped_ablation&) = delete;
+    scoped_ablation& operator=(const scoped_ablation&) = delete;
+    ~scoped_ablation() { restore(); }
+
+    /// Switches one more module off.
+    void add(const module_ref& m) {
+        DEPTHLAB_CHECK(static_cast<bool>(m.ablate), usage_error, "ablation: module '", m.name, "' has no ablate function");
+        off_.push_back(&m);  // before the call: a half-done ablate(true) is undone too
+        m.ablate(true);
+    }
+    /// Switches every module on again now.
+    void restore() noexcept {
+        while (!off_.empty()) {
+            try {
+                off_.back()->ablate(false);
+            } catch (...) {
+            }
+            off_.pop_back();
+        }
+    }
+    [[nodiscard]] std::size_t size() const { return off_.size(); }
+
+private:
+    std::vector<const module_ref*> off_;
+};
+
+/// Sets the parameters under `prefix` to (1 − α) θ⁰ + α θᶠ for its lifetime (set() moves α);
+/// writes θᶠ back under the prefix when destroyed, also during stack unwinding.
+template <class T, class B>
+class scoped_interpolation {
+public:
+    scoped_interpolation(nn::Module<T, B>& model, std::string prefix, const nn::Snapshot<T, B>& initial, const nn::Snapshot<T, B>& final_)
+        : model_(model), prefix_(std::move(prefix)), initial_(initial), final_snapshot_(final_) {
+        DEPTHLAB_CHECK(!prefix_.empty(), usage_error, "interpolation: empty parameter prefix (it would move the whole model)");
+    }
+    scoped_interpolation(const scoped_interpolation&) = delete;
+    scoped_interpolation& operator=(const scoped_interpolation&) = delete;
+    ~scoped_interpolation() {
+        try {
+            final_snapshot_.restore(model_, prefix_);
+        } catch (...) {
+        }
+    }
+    void set(double alpha) {
+        DEPTHLAB_CHECK(alpha >= 0.0 && alpha <= 1.0, usage_error, "interpolation: alpha ", alpha, " outside [0, 1]");
+        nn::Snapshot<T, B>::interpolate(model_, initial_, final_snapshot_, alpha, prefix_);
+    }
+
+private:
+    nn::Module<T, B>& model_;
+    std::string prefix_;
+    const nn::Snapshot<T, B>& initial_;
+    const nn::Snapshot<T, B>& final_snapshot_;
+};
+
+}  // namespace depthlab::analysis

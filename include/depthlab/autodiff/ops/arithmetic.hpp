@@ -1,0 +1,260 @@
+#pragma once
+// Differentiable matmul, linear, add / mul / bias / scale (with broadcasting) and the
+// activations (GELU tanh and erf, ReLU, tanh, sigmoid, log-sigmoid).
+// Part of autodiff/ops.hpp (whose header says what every op guarantees).
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "depthlab/autodiff/variable.hpp"
+#include "depthlab/backend/backend.hpp"
+#include "depthlab/core/rng.hpp"
+#include "depthlab/autodiff/ops/common.hpp"
+
+namespace depthlab {
+
+// ---------------------------------------------------------------- matmul
+/// Batched matrix product. a: (..., M, K) (or (..., K, M) with trans_a),
+/// b: (..., K, N) (or (..., N, K) with trans_b). Either may be 2-D and is then shared by
+/// every batch entry; otherwise the batch dimensions must be equal. Result: (..., M, N).
+template <class T, class B>
+Var<T, B> matmul(const Var<T, B>& a, const Var<T, B>& b, bool trans_a = false, bool trans_b = false) {
+    using P = primitives<B>;
+    const Shape& sa = a.shape();
+    const Shape& sb = b.shape();
+    DEPTHLAB_CHECK(sa.rank() >= 2 && sb.rank() >= 2, shape_error, "matmul: operands need rank >= 2, got ", sa, " and ", sb);
+    const index_t M = trans_a ? sa.dim(-1) : sa.dim(-2), K = trans_a ? sa.dim(-2) : sa.dim(-1);
+    const index_t Kb = trans_b ? sb.dim(-1) : sb.dim(-2), N = trans_b ? sb.dim(-2) : sb.dim(-1);
+    DEPTHLAB_CHECK(K == Kb, shape_error, "matmul: inner dimensions differ: ", sa, (trans_a ? "^T" : ""), " x ", sb,
+                   (trans_b ? "^T" : ""));
+    const index_t batch_a = sa.numel() / std::max<index_t>(M * K, 1), batch_b = sb.numel() / std::max<index_t>(K * N, 1);
+    const bool a_shared = sa.rank() == 2, b_shared = sb.rank() == 2;
+    Shape out;
+    if (!a_shared) {
+        DEPTHLAB_CHECK(b_shared || Shape(sa.begin(), sa.end() - 2) == Shape(sb.begin(), sb.end() - 2), shape_error,
+                       "matmul: batch dimensions differ: ", sa, " x ", sb);
+        for (int i = 0; i < sa.rank() - 2; ++i) out.push_back(sa[i]);
+    } else {
+        for (int i = 0; i < sb.rank() - 2; ++i) out.push_back(sb[i]);
+    }
+    out.push_back(M);
+    out.push_back(N);
+    const index_t batch = std::max(batch_a, batch_b);
+    const index_t lda = trans_a ? M : K, ldb = trans_b ? K : N;
+    const auto A = detail::contiguous_value(a);
+    const auto Bv = detail::contiguous_value(b);
+    auto C = Tensor<T, B>::empty(out);
+    // A shared B with a non-transposed batched A is one big GEMM over batch*M rows.
+    const bool fold = b_shared && !trans_a;
+    if (fold) {
+        P::gemm(gemm_args{false, trans_b, batch * M, N, K, lda, ldb, N}, T(1), A.data(), Bv.data(), T(0), C.data());
+    } else {
+        P::gemm(gemm_args{trans_a, trans_b, M, N, K, lda, ldb, N, batch, a_shared ? 0 : M * K, b_shared ? 0 : K * N, M * N},
+                T(1), A.data(), Bv.data(), T(0), C.data());
+    }
+    return detail::make_result<T, B>(op_kind::matmul, std::move(C), {a, b}, [=](Node<T, B>& nd) {
+        const T* dC = nd.grad.data();
+        if (T* dA = detail::parent_grad(nd, 0)) {
+            // dA = dC op(B)^T (or its transpose when A was transposed)
+            if (a_shared && batch > 1) {
+                for (index_t i = 0; i < batch; ++i) {
+                    const T* Bi = Bv.data() + (b_shared ? 0 : i * K * N);
+                    if (!trans_a) P::gemm(gemm_args{false, !trans_b, M, K, N, N, ldb, K}, T(1), dC + i * M * N, Bi, T(1), dA);
+                    else P::gemm(gemm_args{trans_b, true, K, M, N, ldb, N, M}, T(1), Bi, dC + i * M * N, T(1), dA);
+                }
+            } else if (fold) {
+                P::gemm(gemm_args{false, !trans_b, batch * M, K, N, N, ldb, K}, T(1), dC, Bv.data(), T(1), dA);
+            } else if (!trans_a) {
+                P::gemm(gemm_args{false, !trans_b, M, K, N, N, ldb, K, batch, M * N, b_shared ? 0 : K * N, M * K}, T(1), dC,
+                        Bv.data(), T(1), dA);
+            } else {
+                P::gemm(gemm_args{trans_b, true, K, M, N, ldb, N, M, batch, b_shared ? 0 : K * N, M * N, M * K}, T(1),
+                        Bv.data(), dC, T(1), dA);
+            }
+        }
+        if (T* dB = detail::parent_grad(nd, 1)) {
+            // dB = op(A)^T dC (or dC^T op(A) when B was transposed); summed over a shared B's batch
+            if (fold) {
+                if (!trans_b) P::gemm(gemm_args{true, false, K, N, batch * M, lda, N, N}, T(1), A.data(), dC, T(1), dB);
+                else P::gemm(gemm_args{true, false, N, K, batch * M, N, lda, K}, T(1), dC, A.data(), T(1), dB);
+            } else if (b_shared && batch > 1) {
+                for (index_t i = 0; i < batch; ++i) {
+                    const T* Ai = A.data() + (a_shared ? 0 : i * M * K);
+                    if (!trans_b) P::gemm(gemm_args{!trans_a, false, K, N, M, lda, N, N}, T(1), Ai, dC + i * M * N, T(1), dB);
+                    else P::gemm(gemm_args{true, trans_a, N, K, M, N, lda, K}, T(1), dC + i * M * N, Ai, T(1), dB);
+                }
+            } else if (!trans_b) {
+                P::gemm(gemm_args{!trans_a, false, K, N, M, lda, N, N, batch, a_shared ? 0 : M * K, M * N, K * N}, T(1), A.data(),
+                        dC, T(1), dB);
+            } else {
+                P::gemm(gemm_args{true, trans_a, N, K, M, N, lda, K, batch, M * N, a_shared ? 0 : M * K, K * N}, T(1), dC,
+                        A.data(), T(1), dB);
+            }
+        }
+    });
+}
+
+// ---------------------------------------------------------------- linear
+/// y = x W^T + b.  x: (..., in), W: (out, in) as in PyTorch, b: (out) or undefined.
+template <class T, class B>
+Var<T, B> linear(const Var<T, B>& x, const Var<T, B>& W, const Var<T, B>& b = {}) {
+    using P = primitives<B>;
+    const Shape& sx = x.shape();
+    DEPTHLAB_CHECK(W.shape().rank() == 2 && sx.rank() >= 1 && sx.back() == W.shape()[1], shape_error, "linear: input ", sx,
+                   " does not fit weight ", W.shape(), " (expected weight (out, ", (sx.rank() ? sx.back() : 0), "))");
+    const index_t in = W.shape()[1], out = W.shape()[0], rows = sx.rows();
+    if (b.defined())
+        DEPTHLAB_CHECK(b.shape() == Shape{out}, shape_error, "linear: bias ", b.shape(), " does not fit weight ", W.shape());
+    const auto X = detail::contiguous_value(x);
+    const auto Wv = detail::contiguous_value(W);
+    auto Y = Tensor<T, B>::empty(sx.with_back(out));
+    if (b.defined()) {
+        // Y = b broadcast, then Y += X W^T: the bias add rides on the GEMM's beta.
+        const auto bv = detail::contiguous_value(b);
+        P::broadcast_rows(rows, out, bv.data(), Y.data());
+        P::gemm(gemm_args{false, true, rows, out, in, in, in, out}, T(1), X.data(), Wv.data(), T(1), Y.data());
+    } else {
+        P::gemm(gemm_args{false, true, rows, out, in, in, in, out}, T(1), X.data(), Wv.data(), T(0), Y.data());
+    }
+    std::vector<Var<T, B>> inputs{x, W};
+    if (b.defined()) inputs.push_back(b);
+    const bool has_bias = b.defined();
+    return detail::make_result<T, B>(op_kind::linear, std::move(Y), std::move(inputs), [=](Node<T, B>& nd) {
+        const T* dY = nd.grad.data();
+        if (T* dX = detail::parent_grad(nd, 0))
+            P::gemm(gemm_args{false, false, rows, in, out, out, in, in}, T(1), dY, Wv.data(), T(1), dX);
+        if (T* dW = detail::parent_grad(nd, 1))
+            P::gemm(gemm_args{true, false, out, in, rows, out, in, in}, T(1), dY, X.data(), T(1), dW);
+        if (has_bias)
+            if (T* db = detail::parent_grad(nd, 2)) P::sum_rows_acc(rows, out, dY, db);
+    });
+}
+
+// ---------------------------------------------------------------- add / mul / bias / scale
+namespace detail {
+template <class T, class B>
+Var<T, B> broadcast_binary(op_kind op, const char* name, const Var<T, B>& a, const Var<T, B>& b) {
+    using P = primitives<B>;
+    DEPTHLAB_CHECK(is_suffix(a.shape(), b.shape()), shape_error, name, ": shapes ", a.shape(), " and ", b.shape(),
+                   " do not broadcast (the second must equal the first or a trailing part of it)");
+    const auto A = contiguous_value(a);
+    const auto Bv = contiguous_value(b);
+    const index_t n = A.numel(), cols = std::max<index_t>(Bv.numel(), 1), rows = Bv.numel() ? n / cols : 0;
+    const bool same = a.shape() == b.shape();
+    auto Y = Tensor<T, B>::empty(a.shape());
+    const bool is_mul = op == op_kind::mul;
+    if (is_mul) P::mul_row_vector(rows, cols, A.data(), Bv.data(), Y.data());
+    else P::add_row_vector(rows, cols, A.data(), Bv.data(), Y.data());
+    return make_result<T, B>(op, std::move(Y), {a, b}, [=](Node<T, B>& nd) {
+        const T* dY = nd.grad.data();
+        if (T* dA = parent_grad(nd, 0)) {
+            if (is_mul) P::mul_row_vector_acc(rows, cols, dY, Bv.data(), dA);
+            else P::axpby(n, T(1), dY, T(1), dA);
+        }
+        if (T* dB = parent_grad(nd, 1)) {
+            if (is_mul) {
+                if (same) P::mul_acc(n, dY, A.data(), dB);
+                else P::sum_rows_mul_acc(rows, cols, dY, A.data(), dB);
+            } else {
+                if (same) P::axpby(n, T(1), dY, T(1), dB);
+                else P::sum_rows_acc(rows, cols, dY, dB);
+            }
+        }
+    });
+}
+}  // namespace detail
+
+/// a + b, b equal to a's shape or to a trailing part of it (broadcast over the rest).
+template <class T, class B>
+Var<T, B> add(const Var<T, B>& a, const Var<T, B>& b) {
+    return detail::broadcast_binary(op_kind::add, "add", a, b);
+}
+/// a * b elementwise, with the same broadcasting as add.
+template <class T, class B>
+Var<T, B> mul(const Var<T, B>& a, const Var<T, B>& b) {
+    return detail::broadcast_binary(op_kind::mul, "mul", a, b);
+}
+/// x + b with b: (C) added to every row of x: (..., C).
+template <class T, class B>
+Var<T, B> bias(const Var<T, B>& x, const Var<T, B>& b) {
+    DEPTHLAB_CHECK(b.shape().rank() == 1 && x.shape().rank() >= 1 && b.shape()[0] == x.shape().back(), shape_error, "bias: bias ",
+                   b.shape(), " does not fit input ", x.shape());
+    Var<T, B> y = detail::broadcast_binary(op_kind::add, "bias", x, b);
+    y.node().op = op_kind::bias;
+    return y;
+}
+/// s * x.
+template <class T, class B>
+Var<T, B> scale(const Var<T, B>& x, T s) {
+    using P = primitives<B>;
+    const auto X = detail::contiguous_value(x);
+    auto Y = Tensor<T, B>::empty(x.shape());
+    P::axpby(X.numel(), s, X.data(), T(0), Y.data());
+    const index_t n = X.numel();
+    return detail::make_result<T, B>(op_kind::scale, std::move(Y), {x}, [=](Node<T, B>& nd) {
+        if (T* dX = detail::parent_grad(nd, 0)) P::axpby(n, s, nd.grad.data(), T(1), dX);
+    });
+}
+
+// ---------------------------------------------------------------- activations
+namespace detail {
+/// Unary activation: `fwd(n, x, y)`; `bwd(n, saved, dy, dx)` where saved is the input
+/// (from_output = false) or the output (true, cheaper for tanh and sigmoid).
+template <class T, class B, class Fwd, class Bwd>
+Var<T, B> activation(op_kind op, const Var<T, B>& x, bool from_output, Fwd fwd, Bwd bwd) {
+    const auto X = contiguous_value(x);
+    auto Y = Tensor<T, B>::empty(x.shape());
+    fwd(X.numel(), X.data(), Y.data());
+    const index_t n = X.numel();
+    const Tensor<T, B> saved = from_output ? Y : X;
+    return make_result<T, B>(op, std::move(Y), {x}, [=](Node<T, B>& nd) {
+        if (T* dX = parent_grad(nd, 0)) bwd(n, saved.data(), nd.grad.data(), dX);
+    });
+}
+}  // namespace detail
+
+/// GELU, tanh approximation (as BERT/ALBERT and PyTorch's approximate='tanh').
+template <class T, class B>
+Var<T, B> gelu(const Var<T, B>& x) {
+    using P = primitives<B>;
+    return detail::activation(op_kind::gelu, x, false, [](index_t n, const T* a, T* y) { P::gelu_fwd(n, a, y); },
+                              [](index_t n, const T* s, const T* dy, T* dx) { P::gelu_bwd(n, s, dy, dx); });
+}
+/// GELU, exact form 0.5 x (1 + erf(x / sqrt(2))) (PyTorch's default, HF BERT's "gelu").
+template <class T, class B>
+Var<T, B> gelu_erf(const Var<T, B>& x) {
+    using P = primitives<B>;
+    return detail::activation(op_kind::gelu_erf, x, false, [](index_t n, const T* a, T* y) { P::gelu_erf_fwd(n, a, y); },
+                              [](index_t n, const T* s, const T* dy, T* dx) { P::gelu_erf_bwd(n, s, dy, dx); });
+}
+template <class T, class B>
+Var<T, B> relu(const Var<T, B>& x) {
+    using P = primitives<B>;
+    return detail::activation(op_kind::relu, x, false, [](index_t n, const T* a, T* y) { P::relu_fwd(n, a, y); },
+                              [](index_t n, const T* s, const T* dy, T* dx) { P::relu_bwd(n, s, dy, dx); });
+}
+template <class T, class B>
+Var<T, B> tanh(const Var<T, B>& x) {
+    using P = primitives<B>;
+    return detail::activation(op_kind::tanh, x, true, [](index_t n, const T* a, T* y) { P::tanh_fwd(n, a, y); },
+                              [](index_t n, const T* s, const T* dy, T* dx) { P::tanh_bwd(n, s, dy, dx); });
+}
+template <class T, class B>
+Var<T, B> sigmoid(const Var<T, B>& x) {
+    using P = primitives<B>;
+    return detail::activation(op_kind::sigmoid, x, true, [](index_t n, const T* a, T* y) { P::sigmoid_fwd(n, a, y); },
+                              [](index_t n, const T* s, const T* dy, T* dx) { P::sigmoid_bwd(n, s, dy, dx); });
+}
+
+/// log(sigmoid(x)), stable for every x (log(1 − sigmoid(x)) = log_sigmoid(−x)): PonderNet's
+/// halting log-probabilities.
+template <class T, class B>
+Var<T, B> log_sigmoid(const Var<T, B>& x) {
+    using P = primitives<B>;
+    return detail::activation(op_kind::log_sigmoid, x, false, [](index_t n, const T* a, T* y) { P::log_sigmoid_fwd(n, a, y); },
+                              [](index_t n, const T* s, const T* dy, T* dx) { P::log_sigmoid_bwd(n, s, dy, dx); });
+}
+
+}  // namespace depthlab

@@ -1,0 +1,240 @@
+// What the examples used to hold and the library now does: nn::translator and its encoder
+// cache, translation sets, translation data folders (meta.json, repeats, a second corpus),
+// analysis/study.hpp (ranking with ties, unclipped drops, grids, the paper's findings with
+// tied verdicts, the timed metric), io::csv_writer, train::metrics_log, snapshots from saved
+// tensors, presets.
+#include <cmath>
+#include <cstdint>
+#include <fstream>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <depthlab/depthlab.hpp>
+
+#include <doctest/doctest.h>
+
+#include "temp_dir.hpp"
+
+using namespace depthlab;
+using doctest::Contains;
+
+namespace {
+
+void write_text(const std::string& path, const std::string& text) {
+    std::ofstream f(path, std::ios::binary);
+    f << text;
+}
+
+/// Ids of a text: one id per character, 4 + (c % 8), so that a test needs no tokenizer.
+std::vector<std::int64_t> char_ids(const std::string& s) {
+    std::vector<std::int64_t> ids;
+    for (unsigned char c : s) ids.push_back(4 + c % 8);
+    return ids;
+}
+
+nn::seq2seq_config small_model(bool norm_first) {
+    nn::seq2seq_config c{.src_vocab = 12, .tgt_vocab = 12, .share_embeddings = true, .encoder_layers = 1, .decoder_layers = 1, .max_len = 32};
+    c.layer.dim = 16, c.layer.heads = 2, c.layer.ff_dim = 32, c.layer.dropout = c.layer.attention_dropout = 0, c.layer.norm_first = norm_first;
+    return c;
+}
+
+}  // namespace
+
+TEST_CASE("translation sets: sorted by source length, hypotheses back in the caller's order, long sources cut and counted") {
+    const std::vector<std::vector<std::int64_t>> sources{{5, 6, 7, 8}, {5}, {5, 6, 7, 8, 9, 10}, {5, 6}};
+    const auto set = nn::make_translation_set("t", sources, {"a", "b", "c", "d"}, {.batch_sentences = 3, .max_source_tokens = 5});
+    REQUIRE(set.batches.size() == 2);
+    CHECK(set.members[0] == std::vector<std::size_t>{1, 3, 0});  // lengths 1, 2, 4
+    CHECK(set.members[1] == std::vector<std::size_t>{2});
+    CHECK(set.truncated == 1);
+    CHECK(set.batches[1].length == 6);  // 5 tokens + EOS
+    CHECK_THROWS_WITH_AS(nn::make_translation_set("t", sources, {"a"}), Contains("make_translation_set(t): 4 sources but 1 references"), shape_error);
+
+    for (const bool norm_first : {false, true}) {
+        CAPTURE(norm_first);
+        nn::Seq2SeqTransformer<double> model(small_model(norm_first), 3);  // double: no near-ties between batched and alone
+        model.eval();
+        nn::translator<double> trans(model, [](std::span<const std::int64_t> ids) {
+            std::string s;
+            for (auto id : ids) s += static_cast<char>('a' + id);
+            return s;
+        });
+        const auto first = trans.translate(set, {});
+        // the hypotheses of each sentence equal those of the sentence decoded alone
+        for (std::size_t i = 0; i < sources.size(); ++i) {
+            const auto alone = nn::make_translation_set("one", std::span(sources).subspan(i, 1), {"x"}, {.max_source_tokens = 5});
+            nn::translator<double> single(model, [](std::span<const std::int64_t> ids) {
+                std::string s;
+                for (auto id : ids) s += static_cast<char>('a' + id);
+                return s;
+            });
+            CHECK(single.translate(alone, {})[0] == first[i]);
+        }
+        CHECK(trans.encoder_runs() == 1);
+        CHECK(trans.translate(set, {}) == first);  // nothing changed: the encoder outputs are reused
+        CHECK(trans.encoder_reuses() == 1);
+        // a decoder change keeps the cache; an encoder parameter (the final norm of a pre-LN
+        // model included) or an ablated encoder sub-layer forces a new encoder run
+        model.parameter("decoder.0.feed_forward.linear1.bias").value().fill_(0.5);
+        (void)trans.translate(set, {});
+        CHECK(trans.encoder_runs() == 1);
+        const std::string enc_param = norm_first ? "encoder_norm.bias" : "encoder.0.feed_forward.linear1.bias";
+        model.parameter(enc_param).value().fill_(0.25);
+        (void)trans.translate(set, {});
+        CHECK(trans.encoder_runs() == 2);
+        for (auto& [name, r] : nn::sublayers(model))
+            if (name == "encoder.0.self_attention") r->enabled = false;
+        (void)trans.translate(set, {});
+        CHECK(trans.encoder_runs() == 3);
+        // a set made again (even at the same address) is another set: its sources are encoded
+        const std::size_t runs = trans.encoder_runs();
+        for (std::size_t i = 0; i < 2; ++i) {
+            const auto again = nn::make_translation_set("loop", std::span(sources).subspan(i, 1), {"x"});
+            (void)trans.translate(again, {});
+        }
+        CHECK(trans.encoder_runs() == runs + 2);
+        CHECK_THROWS_WITH_AS(trans.translate(nn::translation_set{}, {}), Contains("was not made by make_translation_set"), usage_error);
+        model.train();
+        CHECK_THROWS_WITH_AS(trans.translate(set, {}), Contains("translator: the model is in training mode"), usage_error);
+    }
+}
+
+TEST_CASE("translation data folders: meta.json names the pair, a second corpus and repeats, bad meta.json") {
+    depthlab_test::temp_dir dir("study");
+    for (const char* split : {"train", "dev", "test", "extra"}) {
+        write_text(dir.file(std::string(split) + ".fr"), std::string(split) + " un\n" + split + " deux\n");
+        write_text(dir.file(std::string(split) + ".en"), std::string(split) + " one\n" + split + " two\n");
+    }
+    CHECK(data::read_translation_meta(dir.str()).src == "en");  // no meta.json: en -> de
+    write_text(dir.file("meta.json"), R"({"src": "fr", "tgt": "en", "source": "a test corpus"})");
+    const auto info = data::read_translation_meta(dir.str());
+    CHECK(info.src == "fr");
+    CHECK(info.tgt == "en");
+    CHECK(info.source == "a test corpus");
+    const auto c = data::load_translation_corpus(dir.str(), char_ids, {.second_corpus = "extra", .main_repeat = 3, .dev_limit = 1});
+    CHECK(c.train.src[0] == "train un");
+    CHECK(c.dev.size() == 1);
+    CHECK(c.train_pairs.size() == 2 * 3 + 2);
+    CHECK(c.second_pairs == 2);
+    CHECK(c.train_pairs[2].src == c.train_pairs[0].src);  // the main corpus again, in order
+    CHECK(c.train_pairs[6].src == char_ids("extra un"));
+    write_text(dir.file("meta.json"), R"({"src": "fr", "tgt": "fr"})");
+    CHECK_THROWS_WITH_AS(data::read_translation_meta(dir.str()), Contains("src and tgt are both 'fr'"), io_error);
+    write_text(dir.file("meta.json"), R"({"src": 3})");
+    CHECK_THROWS_WITH_AS(data::read_translation_meta(dir.str()), Contains("'src' is not a non-empty string"), io_error);
+    write_text(dir.file("meta.json"), "[1, 2");
+    CHECK_THROWS_WITH_AS(data::read_translation_meta(dir.str()), Contains("meta.json is not a JSON object"), io_error);
+}
+
+TEST_CASE("study: ranking with ties, unclipped drops, type x layer grids") {
+    CHECK(analysis::rank_with_ties({1, 1, 0, 1}, {0.5, 0.2, 9, 0.2}) == std::vector<double>{3, 1, 0, 2});
+    CHECK_THROWS_AS(analysis::rank_with_ties({1, 2}, {1}), shape_error);
+    CHECK_THROWS_AS(analysis::rank_with_ties({1, std::nan("")}, {0, 0}), numeric_error);
+
+    analysis::contribution_result c;
+    c.base = 30;
+    c.modules = {{"encoder.0.self_attention", "E:SA", 0, 20, 3, 1.0}, {"decoder.0.feed_forward", "D:FF", 0, 29, 1, 1.0 / 3},
+                 {"decoder.1.feed_forward", "D:FF", 1, 35, 0, 0}};
+    CHECK(analysis::unclipped_drops(c) == std::vector<double>{10, 1, -5});
+    analysis::criticality_result k;
+    k.base = 30;
+    k.modules = {{"a", "E:SA", 0, 1, 30, "grid", true, {{0, 12}, {0.5, 25}, {1, 30}}}, {"b", "D:FF", 0, 0.5, 30, "bisection", true, {{1, 30}, {0.5, 30}}}};
+    CHECK(analysis::drops_at_initial(k) == std::vector<double>{18, 0});  // b never tried α = 0
+
+    const auto g = analysis::by_type_and_layer(analysis::values_of(c));
+    CHECK(g.layers == std::vector<std::string>{"1", "2"});
+    CHECK(g.values[0][0] == 1.0);                      // E:SA, layer 1
+    CHECK(g.values[4][1] == 0.0);                      // D:FF, layer 2
+    CHECK(std::isnan(g.values[2][0]));                 // D:SA: no module
+    CHECK(g.max() == 1.0);
+    CHECK(analysis::group_mean(analysis::values_of(c), [](const std::string& t, int) { return t == "D:FF"; }) == doctest::Approx(1.0 / 6));
+}
+
+TEST_CASE("study: the paper's findings say 'tied' when the compared means are equal") {
+    analysis::module_values v{"contribution", {}};
+    // every score saturated at 1.00 except one: the order of the types is arbitrary
+    for (const char* t : {"E:SA", "E:FF"})
+        for (int l = 0; l < 2; ++l) v.entries.push_back({std::string(t) + std::to_string(l), t, l, 1.0});
+    for (const char* t : {"D:SA", "D:EA", "D:FF"})
+        for (int l = 0; l < 2; ++l) v.entries.push_back({std::string(t) + std::to_string(l), t, l, 1.0});
+    v.entries[4].value = 0.5;  // D:SA layer 1: D:SA is the lowest type, alone
+    const auto f = analysis::wang_tu_findings(v, 2, 2);
+    REQUIRE(f.size() == 5);
+    CHECK(f[0].result == analysis::verdict::holds);  // D:SA least important
+    CHECK(f[0].ours.find("D:SA 0.75 < ") == 0);
+    CHECK(f[1].result == analysis::verdict::tied);   // D:FF shares the highest mean with 3 others
+    CHECK(f[1].ours == "highest: D:FF 1.00 = D:EA 1.00 = E:FF 1.00 = E:SA 1.00");
+    CHECK(f[2].result == analysis::verdict::tied);   // encoder bottom 1.00 vs top 1.00
+    CHECK(f[3].result == analysis::verdict::holds);  // decoder: top (1.00) > bottom (0.83)
+    CHECK(f[4].result == analysis::verdict::tied);   // D:EA 1.00 vs 1.00
+    CHECK(f[4].ours == "bottom 1: 1.00 vs top 1: 1.00");
+    CHECK(std::string(analysis::to_string(analysis::verdict::tied)) == "tied");
+    v.entries[4].value = 1.0;
+    CHECK(analysis::wang_tu_findings(v, 2, 2)[0].result == analysis::verdict::tied);
+    CHECK(analysis::wang_tu_findings(v, 2, 2)[0].ours.find(" = ") != std::string::npos);
+}
+
+TEST_CASE("study: a timed metric counts its calls through every copy") {
+    int calls = 0;
+    const analysis::timed_metric m([&] { return static_cast<double>(++calls); });
+    const analysis::metric_fn as_fn = m;  // a copy, as the analyses take it
+    CHECK(as_fn() == 1.0);
+    CHECK(m() == 2.0);
+    CHECK(m.calls() == 2);
+    CHECK(m.seconds() >= 0);
+    analysis::stopwatch w;
+    (void)w.lap("a");
+    (void)w.lap();
+    REQUIRE(w.phases().size() == 1);
+    CHECK(w.phases()[0].first == "a");
+    CHECK_THROWS_AS(analysis::timed_metric(analysis::metric_fn{}), usage_error);
+}
+
+TEST_CASE("csv_writer: header, quoting, numbers that read back exactly, one field per column") {
+    io::csv_writer csv({"name", "value", "n"});
+    csv.row("plain", 0.1, 3).row("with, comma", std::numeric_limits<double>::quiet_NaN(), -1).row("say \"hi\"", 1e300, 0);
+    CHECK(csv.str() == "name,value,n\nplain,0.1,3\n\"with, comma\",nan,-1\n\"say \"\"hi\"\"\",1e+300,0\n");
+    CHECK(csv.rows() == 3);
+    CHECK_THROWS_WITH_AS(csv.row("one", 2.0), Contains("csv_writer: a row of 2 fields for 3 columns (name, ...)"), usage_error);
+    depthlab_test::temp_dir dir("study");
+    csv.write(dir.file("t.csv"));
+    std::ifstream in(dir.file("t.csv"), std::ios::binary);
+    CHECK(std::string(std::istreambuf_iterator<char>(in), {}) == csv.str());
+    CHECK_THROWS_AS(csv.write(dir.file("no/such/dir/t.csv")), io_error);
+}
+
+TEST_CASE("metrics_log: series by key, torn lines skipped, a missing file is empty") {
+    depthlab_test::temp_dir dir("study");
+    write_text(dir.file("m.jsonl"), "{\"step\":1,\"loss\":2.5}\n{\"step\":2,\"loss\":2.0,\"dev_bleu\":3}\nnot json\n{\"step\":3,\"lo");
+    const auto log = train::read_metrics_log(dir.file("m.jsonl"));
+    CHECK(log.records.size() == 2);
+    CHECK(log.series("loss") == std::vector<std::pair<std::int64_t, double>>{{1, 2.5}, {2, 2.0}});
+    CHECK(log.last("dev_bleu") == 3.0);
+    CHECK(log.last("absent", -1) == -1);
+    CHECK(train::read_metrics_log(dir.file("none.jsonl")).records.empty());
+}
+
+TEST_CASE("snapshots from saved tensors; presets and descriptions") {
+    nn::Seq2SeqTransformer<float> model(small_model(false), 1);
+    const nn::Snapshot<float> s(model);
+    const nn::Snapshot<float> copy(model, s.tensors());
+    CHECK(copy.at("src_embed.weight").to_vector() == s.at("src_embed.weight").to_vector());
+    auto missing = s.tensors();
+    missing.pop_back();
+    CHECK_THROWS_WITH_AS((nn::Snapshot<float>(model, missing)), Contains("Snapshot: no saved tensor for parameter"), io_error);
+    auto wrong = s.tensors();
+    wrong[0].second = Tensor<float>::zeros({1});
+    CHECK_THROWS_WITH_AS((nn::Snapshot<float>(model, wrong)), Contains("has shape (1,)"), io_error);
+
+    const auto base = nn::seq2seq_preset("base", 8000);
+    CHECK(base.encoder_layers == 6);
+    CHECK(nn::describe(nn::seq2seq_preset("small", 8000)) == "3+3 layers, d 256, 4 heads, FF 1024, dropout 0.1, vocab 8000 (joint, shared + tied)");
+    CHECK_THROWS_WITH_AS(nn::seq2seq_preset("huge", 1), Contains("'huge' is not one of tiny, small, base"), usage_error);
+    const auto a = halting::act_albert_preset("small", 30000, 128);
+    CHECK(a.act.max_iterations == 12);
+    CHECK(a.model.depth == 12);
+    CHECK(a.tau == 5e-4);
+    CHECK(a.model.layer.dropout == 0.0);
+    CHECK_THROWS_AS(halting::act_albert_preset("x", 1, 8), usage_error);
+}
