@@ -120,11 +120,11 @@ TEST_CASE("translation data folders: meta.json names the pair, a second corpus a
     CHECK(c.train_pairs[2].src == c.train_pairs[0].src);  // the main corpus again, in order
     CHECK(c.train_pairs[6].src == char_ids("extra un"));
     write_text(dir.file("meta.json"), R"({"src": "fr", "tgt": "fr"})");
-    CHECK_THROWS_WITH_AS(data::read_translation_meta(dir.str()), Contains("src and tgt are both 'fr'"), io_error);
+    CHECK_THROWS_WITH_AS((void)data::read_translation_meta(dir.str()), Contains("src and tgt are both 'fr'"), io_error);
     write_text(dir.file("meta.json"), R"({"src": 3})");
-    CHECK_THROWS_WITH_AS(data::read_translation_meta(dir.str()), Contains("'src' is not a non-empty string"), io_error);
+    CHECK_THROWS_WITH_AS((void)data::read_translation_meta(dir.str()), Contains("'src' is not a non-empty string"), io_error);
     write_text(dir.file("meta.json"), "[1, 2");
-    CHECK_THROWS_WITH_AS(data::read_translation_meta(dir.str()), Contains("meta.json is not a JSON object"), io_error);
+    CHECK_THROWS_WITH_AS((void)data::read_translation_meta(dir.str()), Contains("meta.json is not a JSON object"), io_error);
 }
 
 TEST_CASE("study: ranking with ties, unclipped drops, type x layer grids") {
