@@ -157,7 +157,8 @@ int run(options o, const std::string& command_line) {
             return nn::make_translation_set(name, p, n, encode, {.batch_sentences = static_cast<std::size_t>(std::max<std::int64_t>(1, o.decode_batch / beam)),
                                                                 .max_source_tokens = o.max_source_len});
         };
-        nn::translator<float, B> trans(model, [&](std::span<const std::int64_t> ids) { return tok.decode(ids); });
+        const auto detokenize = [&](std::span<const std::int64_t> ids) { return tok.decode(ids); };
+        nn::translator<float, B> trans(model, detokenize);
         const auto bleu = [&](const nn::translation_set& s, const nn::search_options& so) { return metrics::corpus_bleu(trans.translate(s, so), s.references).score; };
         const nn::translation_set dev_set = set("dev", dev, 0, 1);
         trainer.evaluate = [&](std::int64_t, bool) {
@@ -279,7 +280,7 @@ int run(options o, const std::string& command_line) {
             Model<B> shallow(sc, o.seed);
             const auto steps = io::load_checkpoint(o.shallow_checkpoint, shallow).get_u64("step");
             shallow.eval();
-            nn::translator<float, B> st(shallow, [&](std::span<const std::int64_t> ids) { return tok.decode(ids); });
+            nn::translator<float, B> st(shallow, detokenize);
             const double b = metrics::corpus_bleu(st.translate(analysis_set, metric_search), analysis_set.references).score;
             std::printf("shallow comparison: %s, %lld parameters, %llu steps: BLEU %.2f on the analysis sentences\n", nn::describe(sc).c_str(),
                         static_cast<long long>(shallow.parameter_count()), static_cast<unsigned long long>(steps), b);

@@ -55,20 +55,17 @@ TEST_CASE("translation sets: sorted by source length, hypotheses back in the cal
         CAPTURE(norm_first);
         nn::Seq2SeqTransformer<double> model(small_model(norm_first), 3);  // double: no near-ties between batched and alone
         model.eval();
-        nn::translator<double> trans(model, [](std::span<const std::int64_t> ids) {
+        const auto letters = [](std::span<const std::int64_t> ids) {
             std::string s;
             for (auto id : ids) s += static_cast<char>('a' + id);
             return s;
-        });
+        };
+        nn::translator<double> trans(model, letters);
         const auto first = trans.translate(set, {});
         // the hypotheses of each sentence equal those of the sentence decoded alone
         for (std::size_t i = 0; i < sources.size(); ++i) {
             const auto alone = nn::make_translation_set("one", std::span(sources).subspan(i, 1), {"x"}, {.max_source_tokens = 5});
-            nn::translator<double> single(model, [](std::span<const std::int64_t> ids) {
-                std::string s;
-                for (auto id : ids) s += static_cast<char>('a' + id);
-                return s;
-            });
+            nn::translator<double> single(model, letters);
             CHECK(single.translate(alone, {})[0] == first[i]);
         }
         CHECK(trans.encoder_runs() == 1);
