@@ -2,6 +2,8 @@
 //
 //   matmul/depthlab/MxKxN            depthlab::matmul op on Var<float> under no_grad (allocates
 //                                    its result every call, as the op does in a model)
+//   */depthlab_bf16/...              the same under matmul_precision::bf16 (bf16 GEMM inputs,
+//                                    f32 accumulation; matmul, encoder_layer_train, act_encoder_train)
 //   matmul_primitive/depthlab/MxKxN  primitives<cpu>::gemm into a preallocated output
 //   matmul/onednn/MxKxN              a raw oneDNN matmul primitive made once, preallocated output
 //   matmul/libtorch/MxKxN            at::mm_out (bench_libtorch.cpp)
@@ -56,7 +58,8 @@ std::string impl_info(const dnnl::primitive& prim) {
 #endif
 
 /// The op, as a model calls it: checks, result allocation, GEMM.
-void bm_matmul_op(benchmark::State& state, mm_shape s) {
+void bm_matmul_op(benchmark::State& state, mm_shape s, depthlab::matmul_precision precision) {
+    const depthlab::matmul_precision_scope scope(precision);
     depthlab::no_grad guard;
     const Varf a(random_tensor({s.m, s.k}, 1)), b(random_tensor({s.k, s.n}, 2));
     {
@@ -70,7 +73,8 @@ void bm_matmul_op(benchmark::State& state, mm_shape s) {
     }
     set_gflops(state, s.flops());
 #if defined(DEPTHLAB_HAVE_ONEDNN)
-    state.SetLabel(impl_info(dcpu::onednn::primitive_cache::instance().get(plain_gemm(s), 1.0f, 0.0f).prim));
+    const bool bf16 = precision == depthlab::matmul_precision::bf16 && dcpu::onednn::bf16_supported();
+    state.SetLabel(impl_info(dcpu::onednn::primitive_cache::instance().get(plain_gemm(s), 1.0f, 0.0f, false, bf16).prim));
 #endif
 }
 
@@ -208,7 +212,8 @@ depthlab::nn::transformer_config layer_config(const layer_shape& l) {
 
 /// One training step of a layer: forward, backward of sum(y * 1) into every parameter and
 /// the input (as inside a stack), gradients reset each step.
-void bm_encoder_layer_train(benchmark::State& state, layer_shape l) {
+void bm_encoder_layer_train(benchmark::State& state, layer_shape l, depthlab::matmul_precision precision) {
+    const depthlab::matmul_precision_scope scope(precision);
     depthlab::Generator gen(1);
     depthlab::nn::EncoderLayer<float> layer(layer_config(l), gen);
     const Varf x = Varf::parameter(random_tensor({l.b, l.s, l.d}, 3));
@@ -288,7 +293,8 @@ struct act_setup {
 };
 
 template <class Policy>
-void bm_act_train(benchmark::State& state, layer_shape l, double fraction, bool compact) {
+void bm_act_train(benchmark::State& state, layer_shape l, double fraction, bool compact, depthlab::matmul_precision precision) {
+    const depthlab::matmul_precision_scope scope(precision);
     act_setup<Policy> su(l, fraction);
     su.enc.opt.compact = compact;
     auto step = [&] {
@@ -319,26 +325,34 @@ void bm_act_train(benchmark::State& state, layer_shape l, double fraction, bool 
 
 // ------------------------------------------------------------------ registration, context
 void register_depthlab_benchmarks() {
+    const auto f32 = depthlab::matmul_precision::f32, bf16 = depthlab::matmul_precision::bf16;
     {
         namespace h = depthlab::halting;
         const layer_shape l = layer_shapes().front();
         const std::string shape = l.name() + "_n" + std::to_string(act_max_iterations);
-        benchmark::RegisterBenchmark(("act_encoder_train/fixed/" + shape).c_str(), bm_act_train<h::fixed>, l, 1.0, false)
+        benchmark::RegisterBenchmark(("act_encoder_train/fixed/" + shape).c_str(), bm_act_train<h::fixed>, l, 1.0, false, f32)
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond);
         for (const double f : {0.25, 0.5, 0.6, 0.75}) {
             char tag[32];
             std::snprintf(tag, sizeof tag, "_mean%.0fpct", f * 100);
-            benchmark::RegisterBenchmark(("act_encoder_train/depthlab/" + shape + tag).c_str(), bm_act_train<h::act>, l, f, true)
+            benchmark::RegisterBenchmark(("act_encoder_train/depthlab/" + shape + tag).c_str(), bm_act_train<h::act>, l, f, true, f32)
                 ->UseRealTime()
                 ->Unit(benchmark::kMillisecond);
-            benchmark::RegisterBenchmark(("act_encoder_train/masked/" + shape + tag).c_str(), bm_act_train<h::act>, l, f, false)
+            benchmark::RegisterBenchmark(("act_encoder_train/masked/" + shape + tag).c_str(), bm_act_train<h::act>, l, f, false, f32)
+                ->UseRealTime()
+                ->Unit(benchmark::kMillisecond);
+            benchmark::RegisterBenchmark(("act_encoder_train/depthlab_bf16/" + shape + tag).c_str(), bm_act_train<h::act>, l, f, true,
+                                         bf16)
                 ->UseRealTime()
                 ->Unit(benchmark::kMillisecond);
         }
     }
     for (const layer_shape& l : layer_shapes()) {
-        benchmark::RegisterBenchmark(("encoder_layer_train/depthlab/" + l.name()).c_str(), bm_encoder_layer_train, l)
+        benchmark::RegisterBenchmark(("encoder_layer_train/depthlab/" + l.name()).c_str(), bm_encoder_layer_train, l, f32)
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
+        benchmark::RegisterBenchmark(("encoder_layer_train/depthlab_bf16/" + l.name()).c_str(), bm_encoder_layer_train, l, bf16)
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond);
         benchmark::RegisterBenchmark(("encoder_layer_forward/depthlab/" + l.name()).c_str(), bm_encoder_layer_forward, l)
@@ -346,7 +360,10 @@ void register_depthlab_benchmarks() {
             ->Unit(benchmark::kMillisecond);
     }
     for (const mm_shape& s : matmul_shapes()) {
-        benchmark::RegisterBenchmark(("matmul/depthlab/" + s.name()).c_str(), bm_matmul_op, s)->UseRealTime()->Unit(benchmark::kMillisecond);
+        benchmark::RegisterBenchmark(("matmul/depthlab/" + s.name()).c_str(), bm_matmul_op, s, f32)->UseRealTime()->Unit(benchmark::kMillisecond);
+        benchmark::RegisterBenchmark(("matmul/depthlab_bf16/" + s.name()).c_str(), bm_matmul_op, s, bf16)
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
         benchmark::RegisterBenchmark(("matmul_primitive/depthlab/" + s.name()).c_str(), bm_matmul_primitive, s)
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond);
@@ -403,6 +420,8 @@ int main(int argc, char** argv) {
 
     benchmark::AddCustomContext("depthlab_version", depthlab::version_string());
     benchmark::AddCustomContext("depthlab_isa", std::string(dcpu::to_string(dcpu::active_isa())) + " (this CPU runs: " + supported_isas() + ")");
+    benchmark::AddCustomContext("native_bf16", depthlab::cpu_has_native_bf16() ? "yes (AVX512_BF16 or AMX)"
+                                                                               : "no: depthlab_bf16 rows are oneDNN's emulation or f32");
     benchmark::AddCustomContext("omp_max_threads", std::to_string(threads));
     const char* omp_env = std::getenv("OMP_NUM_THREADS");
     benchmark::AddCustomContext("OMP_NUM_THREADS", omp_env ? omp_env : "(unset)");

@@ -34,7 +34,7 @@ struct options {
     std::int64_t steps = 2000, batch = 32, accum = 1, seq_len = 128, warmup = -1, log_every = 25, eval_every = 250, dev_batches = 8,
                  save_every = 500, hidden = 0, heads = 0, ff = 0, embed = 128, max_iters = 0, tau_warmup = -1, min_iters = 0;
     double lr = 5e-3, tau = -1, halting_bias = NAN, mask_prob = 0.15, clip = 1.0, epsilon = 0.01, beta = 0.01, lambda_p = 0.2;
-    std::string policy = "act", device = "cpu";
+    std::string policy = "act", device = "cpu", precision = "auto";
     std::uint64_t seed = 1;
     bool resume = false, dense = false;
 };
@@ -137,10 +137,10 @@ int run(options o) {
 
         const bool compact = std::is_same_v<Policy, halting::act> && !o.dense;
         std::printf("albert_act: preset %s, policy %s, %lld parameters, N_max %d, %s %g (warm-up %lld steps)%s, halting bias %g, %s path; "
-                    "device %s, ISA %s, %d threads\n",
+                    "device %s, ISA %s, precision %s, %d threads\n",
                     o.preset.c_str(), Policy::name, static_cast<long long>(model.parameter_count()), n_max, ponder_net ? "beta" : "tau", tau,
                     static_cast<long long>(tau_warmup), ponder_net ? (", lambda_p " + fmt(o.lambda_p, 3)).c_str() : "", halting_bias,
-                    compact ? "compact" : "dense", B::name, cpu::to_string(cpu::active_isa()), max_threads());
+                    compact ? "compact" : "dense", B::name, cpu::to_string(cpu::active_isa()), examples::precision_description(B::name).c_str(), max_threads());
         std::printf("data: %lld training examples per epoch, vocab %lld\n", static_cast<long long>(sampler.epoch_size()),
                     static_cast<long long>(corpus.config.vocab));
 
@@ -167,6 +167,8 @@ int run(options o) {
                                               std::to_string(n_max) + " / " + fmt(tau, 6) + " / " + fmt(o.epsilon, 3)},
                                              {"batch x accumulation x length", std::to_string(o.batch) + " x " + std::to_string(o.accum) + " x " + std::to_string(o.seq_len)},
                                              {"training time", train::format_duration(fit.seconds)},
+                                             {"GEMM precision / ISA / threads", examples::precision_description(B::name) + " / " +
+                                                                                     cpu::to_string(cpu::active_isa()) + " / " + std::to_string(max_threads())},
                                              {"dev MLM / SOP accuracy", fmt(final_ev.mlm_acc, 1) + "% / " + fmt(final_ev.sop_acc, 1) + "%"}},
                                    .eval = &final_ev, .n_max = n_max, .steps = fit.steps, .log = train::read_metrics_log(trainer.metrics_path()),
                                    .outputs = "Outputs next to this page: halting.csv, fixed_point.csv, metrics.jsonl, checkpoint.safetensors.",
@@ -214,10 +216,12 @@ int main(int argc, char** argv) {
         .option("beta", o.beta, "pondernet: weight of KL(p || geometric prior), used instead of tau").range(0.0, 1e3)
         .option("lambda-p", o.lambda_p, "pondernet: the geometric prior's halting probability per iteration").range(1e-6, 1.0)
         .option("device", o.device, examples::device_help).one_of({"cpu", "cuda", "host_device"})
+        .option("precision", o.precision, examples::precision_help).one_of({"auto", "f32", "bf16"})
         .flag("dense", o.dense, "use the dense masked reference path instead of the compact one")
         .flag("resume", o.resume, "continue from <out>/checkpoint.safetensors");
     args.parse(argc, argv);
 
+    examples::use_precision(o.precision);
     return examples::on_device(o.device, "albert_act", [&](auto tag) {
         using B = decltype(tag);
         if (o.policy == "pondernet") return run<halting::pondernet, B>(o);

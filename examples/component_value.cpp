@@ -48,7 +48,7 @@ std::string sci(double v) {
 }
 
 struct options {
-    std::string preset = "small", data = ".data/translation", out = "runs/component_value", checkpoint, device = "cpu", src_lang, tgt_lang;
+    std::string preset = "small", data = ".data/translation", out = "runs/component_value", checkpoint, device = "cpu", precision = "auto", src_lang, tgt_lang;
     std::int64_t enc_layers = 0, dec_layers = 0, dim = 0, heads = 0, ff = 0;  // 0: the preset's
     double dropout = -1;                                                       // < 0: the preset's
     std::int64_t steps = 4000, max_tokens = 4096, warmup = 1000, log_every = 50, save_every = 500, dev_every = 500, dev_sentences = 200;
@@ -135,8 +135,8 @@ int run(options o, const std::string& command_line) {
         optim::Adam<float, B> adam(model.named_parameters(), adam_options(o.lr));
         const optim::inverse_sqrt schedule(o.lr, o.warmup);
         data::translation_stream stream(batcher, o.seed + 1);
-        std::printf("model: %s; %lld parameters; device %s, ISA %s, %d threads\n", nn::describe(cfg).c_str(), static_cast<long long>(model.parameter_count()),
-                    B::name, cpu::to_string(cpu::active_isa()), max_threads());
+        std::printf("model: %s; %lld parameters; device %s, ISA %s, precision %s, %d threads\n", nn::describe(cfg).c_str(), static_cast<long long>(model.parameter_count()),
+                    B::name, cpu::to_string(cpu::active_isa()), examples::precision_description(B::name).c_str(), max_threads());
         train::Trainer<float, B> trainer(model, adam, {.steps = o.steps, .clip = o.clip, .log_every = o.log_every, .eval_every = o.dev_every,
                                                        .save_every = o.save_every, .max_train_minutes = o.max_train_minutes, .out = o.out, .resume = o.resume});
         const auto track_run = [&](train::checkpointer<float, B>& c) {
@@ -411,9 +411,11 @@ int main(int argc, char** argv) {
         .option("rewind-steps", o.rewind_steps, "fine-tuning steps after rewinding").range<std::int64_t>(0, 1000000000)
         .option("rewind-lr", o.rewind_lr, "fine-tuning learning rate (0: the training schedule's last)").range(0.0, 10.0)
         .option("shallow-checkpoint", o.shallow_checkpoint, "compare pruning with this shallower model (trained separately with --dec-layers)")
-        .option("device", o.device, examples::device_help).one_of({"cpu", "cuda", "host_device"});
+        .option("device", o.device, examples::device_help).one_of({"cpu", "cuda", "host_device"})
+        .option("precision", o.precision, examples::precision_help).one_of({"auto", "f32", "bf16"});
     args.parse(argc, argv);
     std::string command_line;
     for (int i = 0; i < argc; ++i) command_line += (i ? " " : "") + std::string(argv[i]);
+    examples::use_precision(o.precision);
     return examples::on_device(o.device, "component_value", [&](auto tag) { return run<decltype(tag)>(o, command_line); });
 }

@@ -26,7 +26,7 @@ struct options {
                  log_every = 25, save_every = 100;
     double lr = 2e-3, clip = 1.0, dropout = 0.0;
     std::uint64_t seed = 1;
-    std::string out = "runs/train_tiny", device = "cpu";
+    std::string out = "runs/train_tiny", device = "cpu", precision = "auto";
     bool resume = false;
 };
 
@@ -58,8 +58,8 @@ int run(const options& o) {
         trainer.checkpoint().track("model", model.rng());
         io::save_config(trainer.checkpoint().metadata(), "config.", cfg);
         trainer.restore();
-        std::printf("train_tiny: %lld parameters, %lld steps, device %s, ISA %s, %d threads\n", static_cast<long long>(model.parameter_count()),
-                    static_cast<long long>(o.steps), B::name, cpu::to_string(cpu::active_isa()), max_threads());
+        std::printf("train_tiny: %lld parameters, %lld steps, device %s, ISA %s, precision %s, %d threads\n", static_cast<long long>(model.parameter_count()),
+                    static_cast<long long>(o.steps), B::name, cpu::to_string(cpu::active_isa()), examples::precision_description(B::name).c_str(), max_threads());
         trainer.fit([&] {
             const auto b = data::reverse_task_batch(data_rng, o.batch, o.max_len, o.vocab);
             auto loss = cross_entropy(model.decode(model.encode(b.src), b.src, b.tgt_in), b.tgt_out, -100, 0.0f);
@@ -101,7 +101,9 @@ int main(int argc, char** argv) {
         .option("save-every", o.save_every, "steps between checkpoints").range<std::int64_t>(1, 1000000000)
         .option("out", o.out, "output directory (metrics.jsonl, checkpoint.safetensors)")
         .option("device", o.device, examples::device_help).one_of({"cpu", "cuda", "host_device"})
+        .option("precision", o.precision, examples::precision_help).one_of({"auto", "f32", "bf16"})
         .flag("resume", o.resume, "continue from <out>/checkpoint.safetensors");
     args.parse(argc, argv);
+    examples::use_precision(o.precision);
     return examples::on_device(o.device, "train_tiny", [&](auto tag) { return run<decltype(tag)>(o); });
 }

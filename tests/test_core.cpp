@@ -1,7 +1,9 @@
 // Core: shapes, tensors and views, the RNG, ISA selection, GEMM, the autodiff engine and
 // the errors that bad input must raise.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <numeric>
 #include <sstream>
 #include <string>
@@ -150,6 +152,104 @@ TEST_CASE_TEMPLATE("GEMM: strides, transposes, alpha/beta, batches against a loo
         CHECK(worst < (std::is_same_v<T, float> ? 1e-4 : 1e-12));
         // padding between rows is never written
         CHECK(c[N] == C0[N]);
+    }
+}
+
+TEST_CASE("bf16: rounding to nearest even, NaN and infinity kept") {
+    CHECK(cpu::to_bf16(1.0f) == 0x3f80);
+    CHECK(cpu::round_to_bf16(1.0f + 0x1p-8f) == 1.0f);                  // a tie: to the even neighbour below
+    CHECK(cpu::round_to_bf16(1.0f + 3 * 0x1p-8f) == 1.0f + 0x1p-6f);    // a tie: to the even neighbour above
+    CHECK(cpu::round_to_bf16(1.0f + 0x1p-8f + 0x1p-20f) == 1.0f + 0x1p-7f);  // past the tie: up
+    CHECK(cpu::round_to_bf16(-2.5f) == -2.5f);                           // exactly representable
+    CHECK(std::isnan(cpu::round_to_bf16(std::numeric_limits<float>::quiet_NaN())));
+    CHECK(std::isnan(cpu::round_to_bf16(std::numeric_limits<float>::signaling_NaN())));
+    CHECK(cpu::round_to_bf16(std::numeric_limits<float>::infinity()) == std::numeric_limits<float>::infinity());
+    CHECK(cpu::round_to_bf16(std::numeric_limits<float>::max()) == std::numeric_limits<float>::infinity());  // as torch
+    // the vector conversion (AVX512_BF16 where the CPU has it) agrees with the scalar one, tails included
+    Generator gen(4);
+    for (index_t n : {1, 15, 16, 17, 100}) {
+        const auto x = Tensor<float>::randn({n}, gen, 3.0);
+        std::vector<cpu::bf16_bits> got(static_cast<std::size_t>(n) + 1, 0xdead);
+        cpu::to_bf16(x.data(), got.data(), n);
+        for (index_t i = 0; i < n; ++i) CHECK(got[i] == cpu::to_bf16(x.data()[i]));
+        CHECK(got[n] == 0xdead);  // nothing written past n
+    }
+}
+
+TEST_CASE("matmul precision: parse, scope, preferred") {
+    CHECK(parse_matmul_precision("f32") == matmul_precision::f32);
+    CHECK(parse_matmul_precision("bf16") == matmul_precision::bf16);
+    CHECK(parse_matmul_precision("auto") == preferred_matmul_precision());
+    CHECK_THROWS_WITH_AS(parse_matmul_precision("fp8", "--precision"), Contains("--precision: unknown precision 'fp8'"), usage_error);
+    CHECK(active_matmul_precision() == matmul_precision::f32);  // the library default
+    {
+        matmul_precision_scope scope(matmul_precision::bf16);
+        CHECK(active_matmul_precision() == matmul_precision::bf16);
+    }
+    CHECK(active_matmul_precision() == matmul_precision::f32);
+    MESSAGE("native bf16 on this CPU: ", std::string(cpu_has_native_bf16() ? "yes" : "no"));
+}
+
+// bf16 precision: every float GEMM shape class (batched and strided, broadcast, transposed,
+// tiled, k-grouped) equals the exact product of the bf16-rounded operands up to f32
+// accumulation, and differs from the f32 product by what the rounding explains.
+TEST_CASE("GEMM bf16: bf16-rounded operands, f32 accumulation, on every path") {
+    struct shape_case {
+        const char* name;
+        gemm_args g;
+    };
+    // (m, n, k, lda, ldb, ldc, batch, stride a/b/c) with padding; k-grouped: k >= 256, k >= 2 max(m, n); tiled: m >= 128
+    const std::vector<shape_case> cases{
+        {"batched, padded, B shared", {false, false, 5, 7, 9, 11, 8, 10, 3, 5 * 11, 0, 5 * 10}},
+        {"A^T B^T", {true, true, 6, 5, 8, 7, 9, 5, 1, 0, 0, 0}},
+        {"tiled", {false, true, 260, 40, 24, 24, 24, 40, 1, 0, 0, 0}},
+        {"k-grouped", {true, false, 16, 12, 600, 16, 12, 12, 1, 0, 0, 0}},
+        {"outer batch", {false, false, 4, 6, 8, 8, 6, 6, 2, 32, 48, 24, 3, 64, 96, 48}},
+    };
+    Generator gen(9);
+    for (const auto& sc : cases) {
+        const std::string name = sc.name;
+        CAPTURE(name);
+        const gemm_args& g = sc.g;
+        const index_t nb = g.batch * g.batch2;
+        const auto extent = [&](index_t rows, index_t ld, index_t s, index_t s2) {
+            return (g.batch2 - 1) * s2 + (g.batch - 1) * s + rows * ld;
+        };
+        const auto A = Tensor<float>::randn({extent(g.trans_a ? g.k : g.m, g.lda, g.stride_a, g.stride_a2)}, gen);
+        const auto Bm = Tensor<float>::randn({extent(g.trans_b ? g.n : g.k, g.ldb, g.stride_b, g.stride_b2)}, gen);
+        auto C = Tensor<float>::randn({extent(g.m, g.ldc, g.stride_c, g.stride_c2)}, gen);
+        const auto C0 = C.to_vector();
+        const float alpha = 0.5f, beta = 1.5f;
+        {
+            matmul_precision_scope bf16(matmul_precision::bf16);
+            primitives<backend::cpu>::gemm<float>(g, alpha, A.data(), Bm.data(), beta, C.data());
+        }
+        const auto cv = C.to_vector();
+        double worst_rounded = 0, worst_f32 = 0;
+        for (index_t e = 0; e < nb; ++e) {
+            const index_t i = e % g.batch, j = e / g.batch;
+            const float* a = A.data() + j * g.stride_a2 + i * g.stride_a;
+            const float* b = Bm.data() + j * g.stride_b2 + i * g.stride_b;
+            const index_t c0 = j * g.stride_c2 + i * g.stride_c;
+            for (index_t m = 0; m < g.m; ++m)
+                for (index_t n = 0; n < g.n; ++n) {
+                    double rounded = 0, exact = 0, magnitude = 0;
+                    for (index_t k = 0; k < g.k; ++k) {
+                        const float av = a[g.trans_a ? k * g.lda + m : m * g.lda + k], bv = b[g.trans_b ? n * g.ldb + k : k * g.ldb + n];
+                        rounded += double(cpu::round_to_bf16(av)) * double(cpu::round_to_bf16(bv));
+                        exact += double(av) * double(bv);
+                        magnitude += std::abs(double(av) * double(bv));
+                    }
+                    const index_t at = c0 + m * g.ldc + n;
+                    const double base = beta * C0[at], got = cv[at];
+                    const double scale = std::abs(alpha) * magnitude + std::abs(base);
+                    worst_rounded = std::max(worst_rounded, std::abs(got - (alpha * rounded + base)) / scale);
+                    worst_f32 = std::max(worst_f32, std::abs(got - (alpha * exact + base)) / scale);
+                }
+        }
+        CHECK(worst_rounded < 1e-5);  // f32 accumulation of the exact bf16 products
+        CHECK(worst_f32 > 1e-4);      // and the operands really were rounded (f32 would be ~1e-7)
+        CHECK(worst_f32 < 1e-2);      // by no more than bf16's 2^-8
     }
 }
 

@@ -28,8 +28,8 @@ using depthlab::Tensor;
 using depthlab_test::Run;
 namespace fs = std::filesystem;
 
-struct temp_dir : depthlab_test::temp_dir {
-    temp_dir() : depthlab_test::temp_dir("interop") {}
+struct interop_dir : depthlab_test::temp_dir {
+    interop_dir() : depthlab_test::temp_dir("interop") {}
 };
 
 std::string state_dict(const std::string& name) { return std::string(DEPTHLAB_FIXTURE_DIR) + "/interop/" + name + ".safetensors"; }
@@ -48,7 +48,7 @@ dnn::token_batch batch_of(const Run<T, B>& r, const std::string& ids, const std:
 }
 
 // ---- the models of the fixtures ----
-dnn::seq2seq_config seq2seq_config(bool pre_ln) {
+dnn::seq2seq_config fixture_seq2seq(bool pre_ln) {
     dnn::seq2seq_config c;
     c.src_vocab = 11;
     c.tgt_vocab = 13;
@@ -60,13 +60,13 @@ dnn::seq2seq_config seq2seq_config(bool pre_ln) {
                .attention_dropout = 0.0, .norm_first = pre_ln, .ln_eps = 1e-5, .init = dnn::init_scheme::xavier};
     return c;
 }
-dnn::albert_config bert_config() {
+dnn::albert_config fixture_bert() {
     return {.vocab = 23, .embed = 16, .max_len = 12, .segments = 2, .depth = 2,
             .layer = {.dim = 16, .heads = 4, .ff_dim = 32, .act = dnn::activation::gelu_erf, .dropout = 0.0, .attention_dropout = 0.0,
                       .norm_first = false, .ln_eps = 1e-12, .init = dnn::init_scheme::bert}};
 }
-dnn::albert_config albert_config() {
-    dnn::albert_config c = bert_config();
+dnn::albert_config fixture_albert() {
+    dnn::albert_config c = fixture_bert();
     c.embed = 8;
     c.depth = 3;
     c.layer.act = dnn::activation::gelu;  // HF ALBERT's "gelu_new"
@@ -151,7 +151,7 @@ TEST_CASE("interop: torch.nn.Transformer state dicts (pre-LN erf GELU, post-LN R
     for (const bool pre : {true, false}) {
         const std::string name = pre ? "torch_transformer_preln" : "torch_transformer_postln";
         depthlab_test::run_case("interop/" + name, [&]<class T, class B>(Run<T, B>& r) {
-            const auto cfg = seq2seq_config(pre);
+            const auto cfg = fixture_seq2seq(pre);
             dnn::Seq2SeqTransformer<T, B> model(cfg, 5);
             model.eval();
             const auto rep = dio::load_parameters(state_dict(name), model, dio::torch_transformer_names(cfg));
@@ -165,7 +165,7 @@ TEST_CASE("interop: torch.nn.Transformer state dicts (pre-LN erf GELU, post-LN R
 
 TEST_CASE("interop: an HF BertModel state dict loads into an untied Albert (embed == dim) and matches") {
     depthlab_test::run_case("interop/hf_bert", []<class T, class B>(Run<T, B>& r) {
-        const auto cfg = bert_config();
+        const auto cfg = fixture_bert();
         dnn::Albert<T, B, dnn::untied> model(cfg, 5);
         model.eval();
         const auto rep = dio::load_parameters(state_dict("hf_bert"), model, dio::hf_bert_names(cfg));
@@ -180,7 +180,7 @@ TEST_CASE("interop: an HF BertModel state dict loads into an untied Albert (embe
 
 TEST_CASE("interop: an HF AlbertForPreTraining state dict loads into a tied Albert and matches, heads included") {
     depthlab_test::run_case("interop/hf_albert", []<class T, class B>(Run<T, B>& r) {
-        const auto cfg = albert_config();
+        const auto cfg = fixture_albert();
         dnn::Albert<T, B> model(cfg, 5);
         model.mlm_norm->eps = 1e-5;  // AlbertMLMHead's LayerNorm has PyTorch's default eps
         model.eval();
@@ -200,11 +200,11 @@ TEST_CASE("interop: an HF AlbertForPreTraining state dict loads into a tied Albe
 
 // ---------------------------------------------------------------- export round trips
 TEST_CASE("interop: save_parameters writes back exactly torch's tensors (names, shapes, bits)") {
-    temp_dir dir;
+    interop_dir dir;
     SUBCASE("nn.Transformer pre-LN and post-LN") {
         for (const bool pre : {true, false}) {
             const std::string name = pre ? "torch_transformer_preln" : "torch_transformer_postln";
-            const auto cfg = seq2seq_config(pre);
+            const auto cfg = fixture_seq2seq(pre);
             const auto map = dio::torch_transformer_names(cfg);
             dnn::Seq2SeqTransformer<float> model(cfg, 5);
             dio::load_parameters(state_dict(name), model, map);
@@ -213,8 +213,8 @@ TEST_CASE("interop: save_parameters writes back exactly torch's tensors (names, 
         }
     }
     SUBCASE("BertModel") {
-        const auto map = dio::hf_bert_names(bert_config());
-        dnn::Albert<float, depthlab::backend::cpu, dnn::untied> model(bert_config(), 5);
+        const auto map = dio::hf_bert_names(fixture_bert());
+        dnn::Albert<float, depthlab::backend::cpu, dnn::untied> model(fixture_bert(), 5);
         dio::load_parameters(state_dict("hf_bert"), model, map);
         const auto rep = dio::save_parameters(dir.file("bert"), model, map);
         CHECK(rep.kept.size() == 7);
@@ -226,9 +226,9 @@ TEST_CASE("interop: save_parameters writes back exactly torch's tensors (names, 
         CHECK_FALSE(fs::exists(dir.file("bert2")));
     }
     SUBCASE("BertForPreTraining (no torch file: a round trip through HF's names, heads included)") {
-        dnn::Albert<float, depthlab::backend::cpu, dnn::untied> model(bert_config(), 5);
-        dio::load_parameters(state_dict("hf_bert"), model, dio::hf_bert_names(bert_config()));  // projection := identity
-        const auto map = dio::hf_bert_names(bert_config(), {.head = dio::hf_head::pretraining});
+        dnn::Albert<float, depthlab::backend::cpu, dnn::untied> model(fixture_bert(), 5);
+        dio::load_parameters(state_dict("hf_bert"), model, dio::hf_bert_names(fixture_bert()));  // projection := identity
+        const auto map = dio::hf_bert_names(fixture_bert(), {.head = dio::hf_head::pretraining});
         dio::save_parameters(dir.file("bert_pt"), model, map);
         const dio::safetensors_file f(dir.file("bert_pt"));
         CHECK(f.names().size() == 40 - 1 + 7 + 2);  // BertModel's tensors less position_ids, 7 head tensors, 2 tied copies
@@ -237,12 +237,12 @@ TEST_CASE("interop: save_parameters writes back exactly torch's tensors (names, 
                               "cls.predictions.transform.LayerNorm.bias", "cls.predictions.bias", "cls.predictions.decoder.weight",
                               "cls.predictions.decoder.bias", "cls.seq_relationship.weight"})
             CHECK_MESSAGE(f.contains(n), n);
-        dnn::Albert<float, depthlab::backend::cpu, dnn::untied> back(bert_config(), 6);
+        dnn::Albert<float, depthlab::backend::cpu, dnn::untied> back(fixture_bert(), 6);
         dio::load_parameters(dir.file("bert_pt"), back, map);
         CHECK(snapshot(back) == snapshot(model));
     }
     SUBCASE("AlbertForPreTraining, tied copies included; without them too") {
-        const auto cfg = albert_config();
+        const auto cfg = fixture_albert();
         const auto map = dio::hf_albert_names(cfg);
         dnn::Albert<float> model(cfg, 5);
         dio::load_parameters(state_dict("hf_albert"), model, map);
@@ -259,8 +259,8 @@ TEST_CASE("interop: save_parameters writes back exactly torch's tensors (names, 
 }
 
 TEST_CASE("interop: ACT-ALBERT's halting unit, kept or as an extra tensor") {
-    temp_dir dir;
-    const auto cfg = albert_config();
+    interop_dir dir;
+    const auto cfg = fixture_albert();
     dnn::Albert<float> plain(cfg, 5);
     dio::load_parameters(state_dict("hf_albert"), plain, dio::hf_albert_names(cfg));
     depthlab::halting::ActAlbert<float> act(cfg, {}, 7);
@@ -285,8 +285,8 @@ TEST_CASE("interop: ACT-ALBERT's halting unit, kept or as an extra tensor") {
 
 // ---------------------------------------------------------------- errors
 TEST_CASE("interop: failed loads name the file, both names and both shapes, and leave the model unchanged") {
-    temp_dir dir;
-    const auto cfg = albert_config();
+    interop_dir dir;
+    const auto cfg = fixture_albert();
     const auto map = dio::hf_albert_names(cfg);
     dnn::Albert<float> model(cfg, 5);
     const std::string q = "albert.encoder.albert_layer_groups.0.albert_layers.0.attention.key.weight";
@@ -334,7 +334,7 @@ TEST_CASE("interop: failed loads name the file, both names and both shapes, and 
                                                   "the model does not have: 'encoder.shared."});
     }
     SUBCASE("nn.Transformer's final norms into a post-LN model are rejected") {
-        const auto scfg = seq2seq_config(false);
+        const auto scfg = fixture_seq2seq(false);
         dnn::Seq2SeqTransformer<float> s2s(scfg, 5);
         rewrite(state_dict("torch_transformer_postln"), dir.file("norms"), {},
                 {{"encoder.norm.weight", Tensor<float>::ones({16})}, {"encoder.norm.bias", Tensor<float>::zeros({16})}});

@@ -1,7 +1,8 @@
 // The op harness. Every differentiable op in depthlab::op_kind has at least one case here,
 // and every case is run (1) against a plain reference written with loops in double,
 // (2) through a central finite-difference gradient check in double, and (3) in float on
-// every ISA path the CPU can run, against double. Templated over backends, so a new
+// every ISA path the CPU can run, against double, and (4) in float with bf16 GEMM inputs
+// against double at bf16 tolerances. Templated over backends, so a new
 // backend gets the same tests. A coverage test fails when an op kind has no case.
 #include <algorithm>
 #include <cmath>
@@ -538,6 +539,26 @@ TEST_CASE_TEMPLATE("op harness: reference, finite-difference gradient, float vs 
             for (std::size_t i = 0; i < x.size(); ++i)
                 check_close(tag + " gradient of input " + std::to_string(i) + " vs double", fgrads[i], grads[i], 1e-3, 1e-4);
         });
+
+#if !defined(__CUDACC__)
+        // (4) float with bf16 GEMM inputs against double, at bf16 tolerances: an input rounded
+        // to bf16 is off by up to 2^-9 relative, a product of k terms by ~2^-9 sqrt(k) of its
+        // scale, so values and gradients are held to 3e-2 of the largest magnitude (ops without
+        // a GEMM are unaffected and still meet these bounds).
+        {
+            matmul_precision_scope bf16(matmul_precision::bf16);
+            const auto bf16_run = run<float, B>(c, x, w, out_shape);
+            const auto scale = [](const vec& v) {
+                double m = 0;
+                for (double e : v) m = std::max(m, std::isfinite(e) ? std::abs(e) : 0.0);
+                return m;
+            };
+            check_close(c.name + " bf16 value vs double", bf16_run.first, value, 1e-2, 3e-2 * scale(value));
+            for (std::size_t i = 0; i < x.size(); ++i)
+                check_close(c.name + " bf16 gradient of input " + std::to_string(i) + " vs double", bf16_run.second[i], grads[i], 1e-2,
+                            3e-2 * scale(grads[i]));
+        }
+#endif
     }
 }
 

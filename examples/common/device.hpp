@@ -20,6 +20,25 @@
 namespace examples {
 
 inline constexpr const char* device_help = "cpu | cuda (an NVIDIA GPU; needs -DDEPTHLAB_WITH_CUDA=ON) | host_device (check backend)";
+inline constexpr const char* precision_help =
+    "GEMM inputs on the CPU: auto (bf16 where the CPU multiplies bf16 natively, else f32) | f32 | bf16 (bf16 inputs, f32 "
+    "accumulation; weights, optimiser state, softmax, layer norm and losses stay f32)";
+
+/// --precision: sets the process-wide matmul precision (backend/precision.hpp) and returns it.
+inline depthlab::matmul_precision use_precision(const std::string& flag) {
+    const depthlab::matmul_precision p = depthlab::parse_matmul_precision(flag);
+    depthlab::set_matmul_precision(p);
+    return p;
+}
+/// The precision as the start-up line prints it, e.g. "bf16 (native)". The CUDA backend's
+/// cuBLAS GEMMs are f32 whatever the setting.
+inline std::string precision_description(const std::string& backend) {
+    if (backend == "cuda") return "f32 (cuBLAS; --precision applies to the CPU)";
+    const auto p = depthlab::active_matmul_precision();
+    std::string s = depthlab::to_string(p);
+    if (p == depthlab::matmul_precision::bf16) s += depthlab::cpu_has_native_bf16() ? " (native)" : " (emulated: no AVX512_BF16 on this CPU)";
+    return s;
+}
 
 /// Runs job(backend tag) on the named device; exit code 2 with one line for a bad name, a
 /// build without CUDA or a machine without a GPU.

@@ -34,6 +34,7 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -142,6 +143,13 @@ void save_parameters(const std::string& path, const nn::Module<T, B>& module, co
     }
     w.set_metadata(metadata);
     w.write(path);
+}
+/// save_parameters(path, model, {{"key", "value"}}): a braced list is metadata, never a
+/// name_map (io/name_map.hpp's overload would otherwise make the call ambiguous).
+template <class T, class B>
+void save_parameters(const std::string& path, const nn::Module<T, B>& module,
+                     std::initializer_list<metadata_map::value_type> metadata) {
+    save_parameters(path, module, metadata_map(metadata));
 }
 
 /// Loads parameters saved by save_parameters (or save_checkpoint, or PyTorch's

@@ -6,6 +6,10 @@
 // least-recently-used cache (DEPTHLAB_GEMM_CACHE entries, default 1024: shapes that change
 // every batch must not pile up primitives without bound);
 // double (the gradient-check precision) and builds without oneDNN go through Eigen.
+// Under matmul_precision::bf16 (backend/precision.hpp) float operands are packed into dense
+// bf16 copies first and oneDNN multiplies bf16 x bf16 -> f32; builds without oneDNN round the
+// operands to bf16 values and multiply in f32, which gives the same numbers up to summation
+// order (slowly: there is no bf16 GEMM in Eigen).
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -17,7 +21,9 @@
 #include <Eigen/Core>
 
 #include "depthlab/backend/backend.hpp"
+#include "depthlab/backend/cpu/bf16.hpp"
 #include "depthlab/backend/cpu/memory.hpp"
+#include "depthlab/backend/precision.hpp"
 #include "depthlab/core/error.hpp"
 #include "depthlab/core/parallel.hpp"
 #include "depthlab/core/shape.hpp"
@@ -82,7 +88,7 @@ inline dnnl::stream& stream() {
 }
 
 struct matmul_key {
-    std::array<index_t, 17> v;
+    std::array<index_t, 18> v;
     float alpha, beta;
     bool operator==(const matmul_key& o) const { return v == o.v && alpha == o.alpha && beta == o.beta; }
 };
@@ -96,20 +102,27 @@ struct matmul_key_hash {
 
 struct matmul_entry {
     dnnl::matmul prim;
-    dnnl::memory::desc a, b, c;
+    dnnl::memory::desc a, b, c, scratchpad;
 };
+
+/// The element type oneDNN reads for inputs of C++ type In (float or bf16 bits).
+template <class In>
+constexpr dnnl::memory::data_type input_type() {
+    static_assert(std::is_same_v<In, float> || std::is_same_v<In, bf16_bits>, "oneDNN GEMM inputs are float or bf16");
+    return std::is_same_v<In, float> ? dnnl::memory::data_type::f32 : dnnl::memory::data_type::bf16;
+}
 
 /// The memory descriptor of one operand: dims (batch2, batch, rows, cols) with strides;
 /// a batch stride of 0 broadcasts (extent 1 for oneDNN).
 inline dnnl::memory::desc operand(index_t batch2, index_t stride2, index_t batch, index_t stride, index_t rows, index_t cols,
-                                  bool trans, index_t ld) {
+                                  bool trans, index_t ld, dnnl::memory::data_type type = dnnl::memory::data_type::f32) {
     using dims = dnnl::memory::dims;
     const index_t bdim = stride == 0 ? 1 : batch, b2dim = stride2 == 0 ? 1 : batch2;
     const index_t s1 = stride == 0 ? rows * cols : stride;
     const index_t s2 = stride2 == 0 ? s1 * bdim : stride2;
     const dims shape{b2dim, bdim, rows, cols};
     const dims strides{s2, s1, trans ? 1 : ld, trans ? ld : 1};
-    return dnnl::memory::desc(shape, dnnl::memory::data_type::f32, strides);
+    return dnnl::memory::desc(shape, type, strides);
 }
 
 /// Primitives by shape, least recently used evicted first. Entries are handed out by value
@@ -125,10 +138,11 @@ public:
     }
     /// Primitive for this shape: created on first use, then reused (creation costs far more
     /// than a small matmul). Thread-safe.
-    /// serial: a primitive planned for one thread (see gemm_k_grouped), cached apart.
-    matmul_entry get(const gemm_args& g, float alpha, float beta, bool serial = false) {
+    /// serial: a primitive planned for one thread (see gemm_k_grouped), cached apart;
+    /// bf16: inputs in bf16 (output f32), cached apart.
+    matmul_entry get(const gemm_args& g, float alpha, float beta, bool serial = false, bool bf16 = false) {
         const matmul_key key{{g.trans_a, g.trans_b, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.batch, g.stride_a, g.stride_b,
-                              g.stride_c, g.batch2, g.stride_a2, g.stride_b2, g.stride_c2, serial},
+                              g.stride_c, g.batch2, g.stride_a2, g.stride_b2, g.stride_c2, serial, bf16},
                              alpha,
                              beta};
         std::lock_guard<std::mutex> lock(mutex_);
@@ -137,9 +151,9 @@ public:
             return it->second.first;
         }
         matmul_entry e = [&] {
-            if (!serial) return create(g, alpha, beta);
+            if (!serial) return create(g, alpha, beta, bf16);
             const scoped_num_threads one(1);  // oneDNN plans its work split for the threads it sees now
-            return create(g, alpha, beta);
+            return create(g, alpha, beta, bf16);
         }();
         order_.push_front(key);
         map_.emplace(key, std::make_pair(e, order_.begin()));
@@ -164,11 +178,17 @@ private:
             order_.pop_back();
         }
     }
-    static matmul_entry create(const gemm_args& g, float alpha, float beta) {
-        const auto a = operand(g.batch2, g.stride_a2, g.batch, g.stride_a, g.m, g.k, g.trans_a, g.lda);
-        const auto b = operand(g.batch2, g.stride_b2, g.batch, g.stride_b, g.k, g.n, g.trans_b, g.ldb);
+    static matmul_entry create(const gemm_args& g, float alpha, float beta, bool bf16) {
+        const auto in = bf16 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
+        const auto a = operand(g.batch2, g.stride_a2, g.batch, g.stride_a, g.m, g.k, g.trans_a, g.lda, in);
+        const auto b = operand(g.batch2, g.stride_b2, g.batch, g.stride_b, g.k, g.n, g.trans_b, g.ldb, in);
         const auto c = operand(g.batch2, g.stride_c2, g.batch, g.stride_c, g.m, g.n, false, g.ldc);
         dnnl::primitive_attr attr;
+        // The caller hands each execution its own scratchpad: one primitive runs on several
+        // threads at once (the tiles and k-groups of one product), and a scratchpad shared
+        // by the library between them corrupts results (seen with the bf16 brgemm kernels,
+        // which copy a transposed A there).
+        attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
         if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
         if (beta != 0.0f) {
             dnnl::post_ops po;
@@ -177,7 +197,7 @@ private:
         }
         const dnnl::matmul::desc desc(a, b, c);
         const dnnl::matmul::primitive_desc pd(desc, attr, engine());
-        return matmul_entry{dnnl::matmul(pd), a, b, c};
+        return matmul_entry{dnnl::matmul(pd), a, b, c, pd.scratchpad_desc()};
     }
     mutable std::mutex mutex_;
     std::size_t capacity_ = 1024;
@@ -185,37 +205,73 @@ private:
     std::unordered_map<matmul_key, std::pair<matmul_entry, std::list<matmul_key>::iterator>, matmul_key_hash> map_;
 };
 
-inline void gemm(const gemm_args& g, float alpha, const float* a, const float* b, float beta, float* c, bool serial = false) {
-    const matmul_entry e = primitive_cache::instance().get(g, alpha, beta, serial);
-    dnnl::memory ma(e.a, engine(), const_cast<float*>(a));
-    dnnl::memory mb(e.b, engine(), const_cast<float*>(b));
+/// Whether this oneDNN multiplies bf16 on this CPU (natively or by its own emulation on
+/// AVX-512 CPUs without BF16); where it cannot (AVX2-only CPUs), bf16 precision falls back
+/// to bf16-rounded operands in an f32 GEMM: the same numbers up to summation order.
+inline bool bf16_supported() {
+    static const bool ok = [] {
+        try {
+            const gemm_args g{false, false, 16, 16, 16, 16, 16, 16};
+            (void)primitive_cache::instance().get(g, 1.0f, 0.0f, false, true);
+            return true;
+        } catch (const dnnl::error&) {
+            return false;
+        }
+    }();
+    return ok;
+}
+
+template <class In>
+void gemm(const gemm_args& g, float alpha, const In* a, const In* b, float beta, float* c, bool serial = false) {
+    const matmul_entry e = primitive_cache::instance().get(g, alpha, beta, serial, std::is_same_v<In, bf16_bits>);
+    dnnl::memory ma(e.a, engine(), const_cast<In*>(a));
+    dnnl::memory mb(e.b, engine(), const_cast<In*>(b));
     dnnl::memory mc(e.c, engine(), c);
-    e.prim.execute(stream(), {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
+    const std::size_t scratch_bytes = e.scratchpad.get_size();
+    if (scratch_bytes == 0) {
+        e.prim.execute(stream(), {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
+    } else {
+        const auto scratch = memory<backend::cpu>::allocate<std::uint8_t>(scratch_bytes);  // (the block cache reuses it)
+        dnnl::memory ms(e.scratchpad, engine(), scratch.get());
+        e.prim.execute(stream(), {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}, {DNNL_ARG_SCRATCHPAD, ms}});
+    }
     stream().wait();
 }
 
 }  // namespace onednn
 #endif
 
-/// One GEMM, by oneDNN (float) or Eigen; `serial`: planned and run on one thread (some
-/// oneDNN implementations and Eigen choose their threads when they run, not when planned).
-template <class T>
-void gemm_backend(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c, bool serial) {
+/// One GEMM, by oneDNN (float, or bf16 inputs with a float output) or Eigen; `serial`:
+/// planned and run on one thread (some oneDNN implementations and Eigen choose their
+/// threads when they run, not when planned).
+template <class T, class In>
+void gemm_backend(const gemm_args& g, T alpha, const In* a, const In* b, T beta, T* c, bool serial) {
     if (serial && max_threads() > 1) {
         const scoped_num_threads one(1);
         gemm_backend(g, alpha, a, b, beta, c, true);
         return;
     }
+    if constexpr (std::is_same_v<In, bf16_bits>) {
 #if defined(DEPTHLAB_HAVE_ONEDNN)
-    if constexpr (std::is_same_v<T, float>) {
-        if (g.k > 0) {
-            onednn::gemm(g, alpha, a, b, beta, c, serial);
-            return;
-        }
-    }
+        onednn::gemm(g, alpha, a, b, beta, c, serial);  // (callers pack only when k > 0)
+#else
+        static_assert(!std::is_same_v<In, bf16_bits>, "bf16 GEMM inputs need oneDNN");
 #endif
-    gemm_eigen(g, alpha, a, b, beta, c);
+    } else {
+#if defined(DEPTHLAB_HAVE_ONEDNN)
+        if constexpr (std::is_same_v<T, float>) {
+            if (g.k > 0) {
+                onednn::gemm(g, alpha, a, b, beta, c, serial);
+                return;
+            }
+        }
+#endif
+        gemm_eigen(g, alpha, a, b, beta, c);
+    }
 }
+/// Whether the oneDNN primitives of these inputs read bf16.
+template <class In>
+inline constexpr bool bf16_inputs = std::is_same_v<In, bf16_bits>;
 
 // Reduction-heavy products — weight gradients, where k is the number of tokens and far
 // exceeds m and n — are where GEMM libraries split k across threads (too few output tiles
@@ -228,8 +284,8 @@ inline constexpr index_t k_groups = 8;
 inline bool reduction_heavy(const gemm_args& g) {
     return g.batch == 1 && g.batch2 == 1 && g.k >= 256 && g.k >= 2 * std::max(g.m, g.n);
 }
-template <class T>
-void gemm_k_grouped(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c) {
+template <class T, class In>
+void gemm_k_grouped(const gemm_args& g, T alpha, const In* a, const In* b, T beta, T* c) {
     const std::size_t mn = static_cast<std::size_t>(g.m * g.n);
     const auto parts = memory<backend::cpu>::template allocate<T>(mn * static_cast<std::size_t>(k_groups));
     T* const part = parts.get();
@@ -243,15 +299,16 @@ void gemm_k_grouped(const gemm_args& g, T alpha, const T* a, const T* b, T beta,
 #if defined(DEPTHLAB_HAVE_ONEDNN)
     if constexpr (std::is_same_v<T, float>) {  // plan the (at most two) group shapes before the parallel region
         index_t k0 = 0;
-        for (index_t i : {index_t{0}, k_groups - 1}) (void)onednn::primitive_cache::instance().get(group_args(i, k0), 1.0f, 0.0f, true);
+        for (index_t i : {index_t{0}, k_groups - 1})
+            (void)onednn::primitive_cache::instance().get(group_args(i, k0), 1.0f, 0.0f, true, bf16_inputs<In>);
     }
 #endif
     parallel_for(k_groups, 1, [&](index_t i0, index_t i1) {
         for (index_t i = i0; i < i1; ++i) {
             index_t k0 = 0;
             const gemm_args s = group_args(i, k0);
-            const T* ai = g.trans_a ? a + k0 * g.lda : a + k0;  // op(A)'s columns k0.. : rows of A^T, columns of A
-            const T* bi = g.trans_b ? b + k0 : b + k0 * g.ldb;  // op(B)'s rows k0..
+            const In* ai = g.trans_a ? a + k0 * g.lda : a + k0;  // op(A)'s columns k0.. : rows of A^T, columns of A
+            const In* bi = g.trans_b ? b + k0 : b + k0 * g.ldb;  // op(B)'s rows k0..
             gemm_backend(s, T(1), ai, bi, T(0), part + static_cast<std::size_t>(i) * mn, true);
         }
     });
@@ -284,8 +341,8 @@ inline tile_grid tiles_of(const gemm_args& g) {
     const index_t cols = std::clamp<index_t>(g.n / 256, 1, max_tiles / rows);
     return {rows, cols};
 }
-template <class T>
-void gemm_tiled(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c) {
+template <class T, class In>
+void gemm_tiled(const gemm_args& g, T alpha, const In* a, const In* b, T beta, T* c) {
     const tile_grid t = tiles_of(g);
     const auto tile = [&](index_t i, index_t& m0, index_t& n0) {
         const index_t r = i / t.cols, q = i % t.cols;
@@ -300,29 +357,72 @@ void gemm_tiled(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* 
     if constexpr (std::is_same_v<T, float>) {  // plan the (at most four) tile shapes before the parallel region
         index_t m0 = 0, n0 = 0;
         for (index_t i : {index_t{0}, t.cols - 1, (t.rows - 1) * t.cols, t.rows * t.cols - 1})
-            (void)onednn::primitive_cache::instance().get(tile(i, m0, n0), alpha, beta, true);
+            (void)onednn::primitive_cache::instance().get(tile(i, m0, n0), alpha, beta, true, bf16_inputs<In>);
     }
 #endif
     parallel_for(t.rows * t.cols, 1, [&](index_t i0, index_t i1) {
         for (index_t i = i0; i < i1; ++i) {
             index_t m0 = 0, n0 = 0;
             const gemm_args s = tile(i, m0, n0);
-            const T* ai = g.trans_a ? a + m0 : a + m0 * g.lda;  // op(A)'s rows m0..
-            const T* bi = g.trans_b ? b + n0 * g.ldb : b + n0;  // op(B)'s columns n0..
+            const In* ai = g.trans_a ? a + m0 : a + m0 * g.lda;  // op(A)'s rows m0..
+            const In* bi = g.trans_b ? b + n0 * g.ldb : b + n0;  // op(B)'s columns n0..
             gemm_backend(s, alpha, ai, bi, beta, c + m0 * g.ldc + n0, true);
         }
     });
 }
 
-/// The GEMM every op uses. A single product (batch 1) has the same bits for any thread
-/// count; batched products (attention) are left to the library, one matrix per task.
+/// A single product (batch 1) has the same bits for any thread count; batched products
+/// (attention) are left to the library, one matrix per task.
+template <class T, class In>
+void gemm_dispatch(const gemm_args& g, T alpha, const In* a, const In* b, T beta, T* c) {
+    if (g.batch != 1 || g.batch2 != 1 || g.k == 0) gemm_backend(g, alpha, a, b, beta, c, false);
+    else if (reduction_heavy(g)) gemm_k_grouped(g, alpha, a, b, beta, c);
+    else gemm_tiled(g, alpha, a, b, beta, c);
+}
+
+/// The stored layouts of op(A) and op(B) of g.
+inline operand_layout layout_a(const gemm_args& g) {
+    return {g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, g.batch, g.stride_a, g.batch2, g.stride_a2};
+}
+inline operand_layout layout_b(const gemm_args& g) {
+    return {g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, g.batch, g.stride_b, g.batch2, g.stride_b2};
+}
+/// g with its A and B read from dense packed copies.
+inline gemm_args with_packed(gemm_args g, const operand_layout& a, const operand_layout& b) {
+    g.lda = a.ld;
+    g.stride_a = a.stride;
+    g.stride_a2 = a.stride2;
+    g.ldb = b.ld;
+    g.stride_b = b.stride;
+    g.stride_b2 = b.stride2;
+    return g;
+}
+
+/// C = alpha op(A) op(B) + beta C with A and B rounded to bf16 and f32 accumulation.
+inline void gemm_bf16(const gemm_args& g, float alpha, const float* a, const float* b, float beta, float* c) {
+    const auto run = [&]<class Packed>(Packed*) {
+        const auto pa = pack_operand<Packed>(a, layout_a(g));
+        const auto pb = pack_operand<Packed>(b, layout_b(g));
+        gemm_dispatch(with_packed(g, pa.layout, pb.layout), alpha, pa.data.get(), pb.data.get(), beta, c);
+    };
+#if defined(DEPTHLAB_HAVE_ONEDNN)
+    if (onednn::bf16_supported()) return run(static_cast<bf16_bits*>(nullptr));
+#endif
+    run(static_cast<float*>(nullptr));  // bf16 values held in floats
+}
+
+/// The GEMM every op uses.
 template <class T>
 void gemm(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c) {
     check_gemm(g);
     if (g.m == 0 || g.n == 0) return;
-    if (g.batch != 1 || g.batch2 != 1 || g.k == 0) gemm_backend(g, alpha, a, b, beta, c, false);
-    else if (reduction_heavy(g)) gemm_k_grouped(g, alpha, a, b, beta, c);
-    else gemm_tiled(g, alpha, a, b, beta, c);
+    if constexpr (std::is_same_v<T, float>) {
+        if (g.k > 0 && active_matmul_precision() == matmul_precision::bf16) {
+            gemm_bf16(g, alpha, a, b, beta, c);
+            return;
+        }
+    }
+    gemm_dispatch(g, alpha, a, b, beta, c);
 }
 
 }  // namespace depthlab::cpu

@@ -85,9 +85,17 @@ struct Vec<float, isa_avx2> {
     static DEPTHLAB_VEC_INLINE Vec set1(float x) { return {_mm256_set1_ps(x)}; }
     static DEPTHLAB_VEC_INLINE Vec zero() { return {_mm256_setzero_ps()}; }
     static DEPTHLAB_VEC_INLINE Vec load(const float* p) { return {_mm256_loadu_ps(p)}; }
-    static DEPTHLAB_VEC_INLINE Vec load(const float* p, int n) { return {_mm256_maskload_ps(p, tail_mask(n))}; }
+    // Full vectors take the plain load/store: AVX2's masked moves are slow on some CPUs (AMD's
+    // VMASKMOVPS store is microcoded, ~10x a plain store), and kernels call these with n == W
+    // for every vector but the tail (the branch folds away once inlined).
+    static DEPTHLAB_VEC_INLINE Vec load(const float* p, int n) {
+        return {n >= width ? _mm256_loadu_ps(p) : _mm256_maskload_ps(p, tail_mask(n))};
+    }
     DEPTHLAB_VEC_INLINE void store(float* p) const { _mm256_storeu_ps(p, v); }
-    DEPTHLAB_VEC_INLINE void store(float* p, int n) const { _mm256_maskstore_ps(p, tail_mask(n), v); }
+    DEPTHLAB_VEC_INLINE void store(float* p, int n) const {
+        if (n >= width) _mm256_storeu_ps(p, v);
+        else _mm256_maskstore_ps(p, tail_mask(n), v);
+    }
 
     friend DEPTHLAB_VEC_INLINE Vec operator+(Vec a, Vec b) { return {_mm256_add_ps(a.v, b.v)}; }
     friend DEPTHLAB_VEC_INLINE Vec operator-(Vec a, Vec b) { return {_mm256_sub_ps(a.v, b.v)}; }
