@@ -42,6 +42,30 @@ Tensorf random_tensor(const depthlab::Shape& shape, std::uint64_t seed) {
     return Tensorf::uniform(shape, gen, -1.0, 1.0);
 }
 
+// ------------------------------------------------------------------ memory
+/// The memory of one benchmark: on construction the allocator's cache is emptied and both
+/// peaks are reset (the process's resident peak through /proc/self/clear_refs); report()
+/// sets peak_rss_MiB (whole process: code, oneDNN, the cache) and tensor_peak_MiB (CPU
+/// tensors live at once).
+struct memory_peaks {
+    memory_peaks() {
+        depthlab::memory<depthlab::backend::cpu>::release_cached();
+        std::ofstream("/proc/self/clear_refs") << "5";
+        depthlab::memory<depthlab::backend::cpu>::reset_peak();
+    }
+    static double rss_peak_mib() {
+        std::ifstream status("/proc/self/status");
+        std::string line;
+        while (std::getline(status, line))
+            if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+        return 0;
+    }
+    void report(benchmark::State& state) const {
+        state.counters["peak_rss_MiB"] = rss_peak_mib();
+        state.counters["tensor_peak_MiB"] = static_cast<double>(depthlab::memory<depthlab::backend::cpu>::peak_bytes()) / (1 << 20);
+    }
+};
+
 // ------------------------------------------------------------------ matmul
 depthlab::gemm_args plain_gemm(const mm_shape& s) {
     // row-major A (m, k), B (k, n), C (m, n), no transposes
@@ -214,6 +238,7 @@ depthlab::nn::transformer_config layer_config(const layer_shape& l) {
 /// the input (as inside a stack), gradients reset each step.
 void bm_encoder_layer_train(benchmark::State& state, layer_shape l, depthlab::matmul_precision precision) {
     const depthlab::matmul_precision_scope scope(precision);
+    const memory_peaks memory;
     depthlab::Generator gen(1);
     depthlab::nn::EncoderLayer<float> layer(layer_config(l), gen);
     const Varf x = Varf::parameter(random_tensor({l.b, l.s, l.d}, 3));
@@ -228,6 +253,7 @@ void bm_encoder_layer_train(benchmark::State& state, layer_shape l, depthlab::ma
     step();  // warm-up: primitives created, allocator cache filled
     for (auto _ : state) step();
     set_layer_counters(state, l, true);
+    memory.report(state);
     // the same step on backend::host_device: what a GPU would be asked to do per step
     depthlab::Generator hd_gen(1);
     depthlab::nn::EncoderLayer<float, hd> hd_layer(layer_config(l), hd_gen);
@@ -295,6 +321,7 @@ struct act_setup {
 template <class Policy>
 void bm_act_train(benchmark::State& state, layer_shape l, double fraction, bool compact, depthlab::matmul_precision precision) {
     const depthlab::matmul_precision_scope scope(precision);
+    const memory_peaks memory;
     act_setup<Policy> su(l, fraction);
     su.enc.opt.compact = compact;
     auto step = [&] {
@@ -307,6 +334,7 @@ void bm_act_train(benchmark::State& state, layer_shape l, double fraction, bool 
     step();
     for (auto _ : state) step();
     state.counters["tokens/s"] = benchmark::Counter(l.tokens(), benchmark::Counter::kIsIterationInvariantRate);
+    memory.report(state);
     {
         depthlab::Generator hd_gen(1);
         depthlab::halting::ActEncoder<float, hd, Policy> hd_enc(layer_config(l), hd_gen, su.enc.opt);

@@ -34,7 +34,7 @@ struct options {
     std::int64_t steps = 2000, batch = 32, accum = 1, seq_len = 128, warmup = -1, log_every = 25, eval_every = 250, dev_batches = 8,
                  save_every = 500, hidden = 0, heads = 0, ff = 0, embed = 128, max_iters = 0, tau_warmup = -1, min_iters = 0;
     double lr = 5e-3, tau = -1, halting_bias = NAN, mask_prob = 0.15, clip = 1.0, epsilon = 0.01, beta = 0.01, lambda_p = 0.2;
-    std::string policy = "act", device = "cpu", precision = "auto";
+    std::string policy = "act", device = "cpu", precision = "auto", optimizer = "lamb";
     std::uint64_t seed = 1;
     bool resume = false, dense = false;
 };
@@ -81,13 +81,14 @@ int run(options o) {
         if (ponder_net) tau = o.beta;  // the ponder term is the KL, weighted by β
         halting::ActAlbert<float, B, Policy> model(cfg, aopt, o.seed);
         const double halting_bias = model.encoder->halting_unit->bias.value().item();
-        optim::LambOptions lopt;
-        lopt.lr = o.lr;
-        optim::Lamb<float, B> lamb(model.named_parameters(), lopt);
+        // LAMB as the paper (ALBERT's optimiser); AdamW (decay 0.01) to compare at small batches
+        std::unique_ptr<optim::Optimizer<float, B>> opt;
+        if (o.optimizer == "adamw") opt = std::make_unique<optim::AdamW<float, B>>(model.named_parameters(), optim::AdamWOptions{.lr = o.lr, .weight_decay = 0.01});
+        else opt = std::make_unique<optim::Lamb<float, B>>(model.named_parameters(), optim::LambOptions{.lr = o.lr});
         const optim::warmup_linear schedule(o.lr, warmup, o.steps);
 
         // ---- the training loop (train::Trainer: accumulation, clipping, logs, checkpoints, resume)
-        train::Trainer<float, B> trainer(model, lamb, {.steps = o.steps, .accumulate = o.accum, .clip = o.clip, .log_every = o.log_every,
+        train::Trainer<float, B> trainer(model, *opt, {.steps = o.steps, .accumulate = o.accum, .clip = o.clip, .log_every = o.log_every,
                                                        .eval_every = o.eval_every, .save_every = o.save_every, .out = o.out,
                                                        .resume = o.resume});
         auto& ckpt = trainer.checkpoint();
@@ -166,6 +167,9 @@ int run(options o) {
                                              {ponder_net ? "N_max / beta / epsilon" : "N_max / tau / epsilon",
                                               std::to_string(n_max) + " / " + fmt(tau, 6) + " / " + fmt(o.epsilon, 3)},
                                              {"batch x accumulation x length", std::to_string(o.batch) + " x " + std::to_string(o.accum) + " x " + std::to_string(o.seq_len)},
+                                             {"optimizer / peak lr / warm-up / clip", o.optimizer + " / " + fmt(o.lr, 5) + " / " + std::to_string(warmup) + " steps / " + fmt(o.clip, 2)},
+                                             {"mask rate / halting bias / tau warm-up / min iterations",
+                                              fmt(o.mask_prob, 2) + " / " + fmt(halting_bias, 2) + " / " + std::to_string(tau_warmup) + " steps / " + std::to_string(o.min_iters)},
                                              {"training time", train::format_duration(fit.seconds)},
                                              {"GEMM precision / ISA / threads", examples::precision_description(B::name) + " / " +
                                                                                      cpu::to_string(cpu::active_isa()) + " / " + std::to_string(max_threads())},
@@ -176,6 +180,7 @@ int run(options o) {
             .write(o.out + "/report.html");
         std::printf("halting table: %s/halting.csv\nfixed point: %s/fixed_point.csv\nreport: %s/report.html\n", o.out.c_str(), o.out.c_str(),
                     o.out.c_str());
+        std::printf("%s\n", examples::memory_summary().c_str());
         return 0;
     } catch (const std::exception& e) {  // depthlab::error and the standard library's (bad_alloc, filesystem)
         std::fprintf(stderr, "albert_act: %s\n", e.what());
@@ -204,7 +209,8 @@ int main(int argc, char** argv) {
         .option("min-iters", o.min_iters, "no token halts before this iteration").range<std::int64_t>(0, 1024)
         .option("epsilon", o.epsilon, "halting threshold 1 - epsilon").range(1e-6, 0.999)
         .option("mask-prob", o.mask_prob, "MLM masking rate (0.15; the thesis uses 0.20)").range(0.0, 1.0)
-        .option("lr", o.lr, "LAMB peak learning rate").positive()
+        .option("lr", o.lr, "peak learning rate").positive()
+        .option("optimizer", o.optimizer, "lamb (the paper) | adamw (weight decay 0.01)").one_of({"lamb", "adamw"})
         .option("warmup", o.warmup, "warm-up steps (negative: 10% of the steps)").range<std::int64_t>(-1, 1000000000)
         .option("clip", o.clip, "gradient clipping by global norm (0: off)").range(0.0, 1e6)
         .option("seed", o.seed, "random seed")

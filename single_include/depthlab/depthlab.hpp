@@ -7132,6 +7132,8 @@ inline void write_trace_csv(const std::string& path, const criticality_result& r
 #include <unordered_map>
 #include <vector>
 
+#include <sys/mman.h>
+
 // ---- begin depthlab/backend/block_cache.hpp ----
 // A caching allocator for any memory source (host memory, device memory): freed blocks are
 // kept in size classes and handed out again, because a training step allocates the same
@@ -7141,12 +7143,18 @@ inline void write_trace_csv(const std::string& path, const criticality_result& r
 // and never more than a hard limit (Source::default_limit, or the MiB in the environment
 // variable Source::limit_env): with shapes that change every batch (translation, adaptive
 // depth) an uncapped cache would fill with blocks of stale sizes.
+// A miss that would make the bytes held (in use + cached) exceed that peak first returns
+// cached blocks of other sizes to the system, largest first: memory held stays near the
+// working set (rather than up to twice it) when sizes drift from step to step, as the
+// number of tokens still running does under adaptive depth.
 //
 // Source: static void* allocate(std::size_t bytes) (nullptr when out of memory),
-//         static void release(void*), static constexpr const char* limit_env,
+//         static void release(void*, std::size_t bytes), static constexpr const char* limit_env,
 //         static constexpr std::size_t default_limit, alignment.
 #include <algorithm>
 #include <cstdlib>
+#include <iterator>
+#include <map>
 #include <mutex>
 #include <new>
 #include <unordered_map>
@@ -7172,15 +7180,21 @@ public:
         const std::size_t cls = size_class(bytes);
         {
             std::lock_guard<std::mutex> lock(mutex_);
-            auto it = free_.find(cls);
-            if (it != free_.end() && !it->second.empty()) {
+            // the smallest cached block of this class or up to 1.5x larger (sizes that drift
+            // a little from step to step reuse blocks instead of mapping fresh pages)
+            auto it = free_.lower_bound(cls);
+            if (it != free_.end() && it->first <= cls + cls / 2) {
+                const std::size_t got = it->first;
                 void* p = it->second.back();
                 it->second.pop_back();
-                cached_ -= cls;
-                note_live(cls);
+                if (it->second.empty()) free_.erase(it);
+                cached_ -= got;
+                if (got != cls) larger_[p] = got;
+                note_live(got);
                 return p;
             }
         }
+        trim_for(cls);
         void* p = Source::allocate(cls);
         if (p == nullptr) {
             release_all();  // give cached blocks back and try once more
@@ -7192,11 +7206,15 @@ public:
         return p;
     }
     void put(void* p, std::size_t bytes) {
-        const std::size_t cls = size_class(bytes);
+        std::size_t cls = size_class(bytes);
         std::lock_guard<std::mutex> lock(mutex_);
+        if (auto it = larger_.find(p); it != larger_.end()) {  // served from a larger class
+            cls = it->second;
+            larger_.erase(it);
+        }
         live_ -= cls;
         if (cached_ + cls > std::min(limit_, std::max(peak_live_, min_cap))) {
-            Source::release(p);
+            Source::release(p, cls);
             return;
         }
         free_[cls].push_back(p);
@@ -7206,9 +7224,19 @@ public:
     void release_all() {
         std::lock_guard<std::mutex> lock(mutex_);
         for (auto& [cls, blocks] : free_)
-            for (void* p : blocks) Source::release(p);
+            for (void* p : blocks) Source::release(p, cls);
         free_.clear();
         cached_ = 0;
+    }
+    /// Bytes in use (size classes) now.
+    [[nodiscard]] std::size_t live_bytes() const {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return live_;
+    }
+    /// Forget the peak (benchmarks measure one phase at a time); the cap follows it.
+    void reset_peak() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        peak_live_ = live_;
     }
     [[nodiscard]] std::size_t cached_bytes() const {
         std::lock_guard<std::mutex> lock(mutex_);
@@ -7240,12 +7268,32 @@ public:
     ~block_cache() { release_all(); }
 
 private:
+    /// Before a fresh allocation of `cls` bytes: release cached blocks (largest classes
+    /// first) while in use + cached + cls would exceed the cap. Blocks are released outside
+    /// the lock.
+    void trim_for(std::size_t cls) {
+        std::vector<std::pair<void*, std::size_t>> victims;
+        {
+            std::lock_guard<std::mutex> lock(mutex_);
+            const std::size_t cap = std::max(peak_live_, min_cap);
+            if (live_ + cached_ + cls <= cap || cached_ == 0) return;
+            while (!free_.empty() && live_ + cached_ + cls > cap) {  // largest classes first
+                auto last = std::prev(free_.end());
+                victims.emplace_back(last->second.back(), last->first);
+                cached_ -= last->first;
+                last->second.pop_back();
+                if (last->second.empty()) free_.erase(last);
+            }
+        }
+        for (const auto& [v, bytes] : victims) Source::release(v, bytes);
+    }
     void note_live(std::size_t cls) {  // (mutex held)
         live_ += cls;
         peak_live_ = std::max(peak_live_, live_);
     }
     mutable std::mutex mutex_;
-    std::unordered_map<std::size_t, std::vector<void*>> free_;
+    std::map<std::size_t, std::vector<void*>> free_;  // by size class; no empty lists
+    std::unordered_map<void*, std::size_t> larger_;    // live blocks handed out from a larger class
     std::size_t cached_ = 0, live_ = 0, peak_live_ = 0;
     std::size_t limit_ = Source::default_limit;  // hard limit on free blocks kept
 };
@@ -7257,12 +7305,24 @@ namespace depthlab {
 
 namespace detail {
 /// Host memory for the block cache: 64-byte aligned (a cache line; an AVX-512 register).
+/// Blocks of 1 MiB and more are mapped from the system directly, so that a block the cache
+/// gives back is returned to the system at once: freed to malloc, it would stay resident in
+/// malloc's heap (below its mmap threshold, which glibc raises up to 32 MiB as blocks are
+/// freed) and the process would hold its peak twice.
 struct host_memory_source {
     static constexpr std::size_t alignment = 64;
+    static constexpr std::size_t map_threshold = std::size_t{1} << 20;
     static constexpr const char* limit_env = "DEPTHLAB_HOST_CACHE_MB";
     static constexpr std::size_t default_limit = std::size_t{4} << 30;
-    static void* allocate(std::size_t bytes) { return std::aligned_alloc(alignment, bytes); }
-    static void release(void* p) { std::free(p); }
+    static void* allocate(std::size_t bytes) {
+        if (bytes < map_threshold) return std::aligned_alloc(alignment, bytes);
+        void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        return p == MAP_FAILED ? nullptr : p;  // (page aligned)
+    }
+    static void release(void* p, std::size_t bytes) {
+        if (bytes < map_threshold) std::free(p);
+        else ::munmap(p, bytes);
+    }
 };
 using host_block_cache = block_cache<host_memory_source>;
 }  // namespace detail
@@ -7280,6 +7340,10 @@ struct memory<backend::cpu> {
     /// Free cached blocks (e.g. between phases with very different tensor sizes).
     static void release_cached() { detail::host_block_cache::instance().release_all(); }
     static std::size_t cached_bytes() { return detail::host_block_cache::instance().cached_bytes(); }
+    /// Bytes in tensors now, and the most at once since the start (or reset_peak()).
+    static std::size_t live_bytes() { return detail::host_block_cache::instance().live_bytes(); }
+    static std::size_t peak_bytes() { return detail::host_block_cache::instance().peak_live_bytes(); }
+    static void reset_peak() { detail::host_block_cache::instance().reset_peak(); }
     // (n == 0 may come with null pointers, which memcpy must never see)
     template <class T>
     static void to_host(const T* src, T* dst, std::size_t n) {

@@ -12,6 +12,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <sys/mman.h>
+
 #include "depthlab/backend/backend.hpp"
 #include "depthlab/backend/block_cache.hpp"
 #include "depthlab/core/error.hpp"
@@ -20,12 +22,24 @@ namespace depthlab {
 
 namespace detail {
 /// Host memory for the block cache: 64-byte aligned (a cache line; an AVX-512 register).
+/// Blocks of 1 MiB and more are mapped from the system directly, so that a block the cache
+/// gives back is returned to the system at once: freed to malloc, it would stay resident in
+/// malloc's heap (below its mmap threshold, which glibc raises up to 32 MiB as blocks are
+/// freed) and the process would hold its peak twice.
 struct host_memory_source {
     static constexpr std::size_t alignment = 64;
+    static constexpr std::size_t map_threshold = std::size_t{1} << 20;
     static constexpr const char* limit_env = "DEPTHLAB_HOST_CACHE_MB";
     static constexpr std::size_t default_limit = std::size_t{4} << 30;
-    static void* allocate(std::size_t bytes) { return std::aligned_alloc(alignment, bytes); }
-    static void release(void* p) { std::free(p); }
+    static void* allocate(std::size_t bytes) {
+        if (bytes < map_threshold) return std::aligned_alloc(alignment, bytes);
+        void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        return p == MAP_FAILED ? nullptr : p;  // (page aligned)
+    }
+    static void release(void* p, std::size_t bytes) {
+        if (bytes < map_threshold) std::free(p);
+        else ::munmap(p, bytes);
+    }
 };
 using host_block_cache = block_cache<host_memory_source>;
 }  // namespace detail
@@ -43,6 +57,10 @@ struct memory<backend::cpu> {
     /// Free cached blocks (e.g. between phases with very different tensor sizes).
     static void release_cached() { detail::host_block_cache::instance().release_all(); }
     static std::size_t cached_bytes() { return detail::host_block_cache::instance().cached_bytes(); }
+    /// Bytes in tensors now, and the most at once since the start (or reset_peak()).
+    static std::size_t live_bytes() { return detail::host_block_cache::instance().live_bytes(); }
+    static std::size_t peak_bytes() { return detail::host_block_cache::instance().peak_live_bytes(); }
+    static void reset_peak() { detail::host_block_cache::instance().reset_peak(); }
     // (n == 0 may come with null pointers, which memcpy must never see)
     template <class T>
     static void to_host(const T* src, T* dst, std::size_t n) {

@@ -42,7 +42,7 @@ struct device_memory_source {
         }
         return p;
     }
-    static void release(void* p) { cudaFree(p); }
+    static void release(void* p, std::size_t) { cudaFree(p); }
 };
 using device_block_cache = depthlab::detail::block_cache<device_memory_source>;
 
