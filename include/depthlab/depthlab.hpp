@@ -7,6 +7,7 @@
 #include "depthlab/backend/cpu/cpu.hpp"
 #include "depthlab/backend/host_device/host_device.hpp"
 #include "depthlab/backend/cpu/eigen.hpp"
+#include "depthlab/compiled.hpp"  // (declares the compiled instantiations extern under DEPTHLAB_COMPILED)
 #include "depthlab/data/translation.hpp"
 #include "depthlab/io/safetensors.hpp"
 #include "depthlab/io/checkpoint.hpp"

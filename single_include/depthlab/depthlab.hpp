@@ -9948,2273 +9948,28 @@ Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>, Eigen::Unaligned> eigen_ve
 
 }  // namespace depthlab
 // ---- end depthlab/backend/cpu/eigen.hpp ----
-// ---- begin depthlab/data/translation.hpp ----
-// Translation data: aligned text files, and batches of token ids made by token count with
-// length bucketing. No tokenizer here: the batcher works on ids (encode the text with the
-// sentencepiece model of scripts/train-translation-tokenizer, e.g. `spm_encode
-// --output_format=id`, which `read_id_lines` reads).
+// ---- begin depthlab/compiled.hpp ----
+// Compiled mode (optional; header-only stays the default). A program built with
+// DEPTHLAB_COMPILED defined — CMake: link depthlab::compiled instead of depthlab::depthlab —
+// sees the common instantiations below declared `extern template`: the layers, models,
+// optimisers, the training loop and the autodiff ops for float and double on the CPU are
+// then compiled once, in the depthlab_compiled library (src/compiled/), not in every
+// translation unit that uses them. Members defined inside a class body are inline and may
+// still be compiled where they are used (the compiler wants them for inlining); the out-of-line
+// work — the ops and their backward closures, the optimiser updates, the training loop —
+// is what moves into the library. See README "Compile time" for the measured effect.
 //
-// Ids follow that model: pad = 0, unk = 1, bos = 2, eos = 3 (configurable). A pair (x, y)
-// becomes src = x (+ EOS if `src_eos`), tgt_in = BOS + y, tgt_out = y + EOS; padding is
-// pad_id in src/tgt_in and -100 in tgt_out (ignored by the loss).
-//
-// Batching per epoch, all randomness from the depthlab::Generator passed in:
-//   1. shuffle the pairs;
-//   2. cut the shuffled list into windows of `window` pairs (0: one window) and sort each
-//      window by length (stable, so pairs of equal length stay in shuffled order);
-//   3. cut each sorted window greedily into batches whose padded size
-//      B * max(Ts, Tt) (Ts, Tt: the longest source / target in the batch, BOS/EOS
-//      included) stays <= max_tokens (and B <= max_sentences when that is > 0);
-//   4. shuffle the batches.
-// Each kept pair is in exactly one batch per epoch. Pairs longer than max_len (source or
-// target, BOS/EOS included), alone larger than max_tokens, or with an empty source (and
-// no source EOS) are dropped at construction and counted in `dropped()`.
-#include <algorithm>
-#include <concepts>
-#include <cstdint>
-#include <fstream>
-#include <numeric>
+// The one list serves both sides: DEPTHLAB_COMMON_INSTANTIATIONS(extern template, T) here,
+// DEPTHLAB_COMMON_INSTANTIATIONS(template, T) in the library.
+// ---- begin depthlab/halting/act_albert.hpp ----
+// ACT-ALBERT (../shared/papers.md §A): ALBERT's factorised embeddings, one tied layer iterated
+// with per-token halting (halting::ActEncoder), the MLM head tied to the token embedding and
+// the sentence-order head. Loss = L_mlm + L_sop + τ · mean_batch(P); with PonderNet the task
+// losses are expectations over the halting distribution and the ponder term is the KL to the
+// prior, weighted by β.
+#include <span>
 #include <string>
-#include <type_traits>
-#include <vector>
 
-#include <nlohmann/json.hpp>
-
-// synthetic.hpp (seq2seq_batch) pulls in the model headers, which need the backend first.
-
-namespace depthlab::data {
-
-/// Lines of a UTF-8 text file (a trailing '\r' is removed; a final newline adds no line).
-[[nodiscard]] inline std::vector<std::string> read_lines(const std::string& path) {
-    std::ifstream f(path, std::ios::binary);
-    DEPTHLAB_CHECK(f.good(), io_error, "read_lines: cannot open ", path);
-    std::vector<std::string> lines;
-    for (std::string line; std::getline(f, line);) {
-        if (!line.empty() && line.back() == '\r') line.pop_back();
-        lines.push_back(std::move(line));
-    }
-    DEPTHLAB_CHECK(f.eof(), io_error, "read_lines: error reading ", path);
-    return lines;
-}
-
-/// Lines of space-separated non-negative integer ids (`spm_encode --output_format=id`).
-[[nodiscard]] inline std::vector<std::vector<std::int64_t>> read_id_lines(const std::string& path) {
-    std::vector<std::vector<std::int64_t>> out;
-    std::size_t lineno = 0;
-    for (const auto& line : read_lines(path)) {
-        ++lineno;
-        std::vector<std::int64_t> ids;
-        std::int64_t v = 0;
-        bool in_number = false;
-        for (char c : line) {
-            if (c >= '0' && c <= '9') {
-                DEPTHLAB_CHECK(v <= (INT64_MAX - 9) / 10, io_error, "read_id_lines: ", path, ":", lineno, ": id too large");
-                v = v * 10 + (c - '0');
-                in_number = true;
-            } else if (c == ' ' || c == '\t') {
-                if (in_number) ids.push_back(v);
-                v = 0;
-                in_number = false;
-            } else {
-                DEPTHLAB_CHECK(false, io_error, "read_id_lines: ", path, ":", lineno, ": unexpected character '", c, "'");
-            }
-        }
-        if (in_number) ids.push_back(v);
-        out.push_back(std::move(ids));
-    }
-    return out;
-}
-
-struct parallel_text {
-    std::vector<std::string> src, tgt;
-    [[nodiscard]] std::size_t size() const { return src.size(); }
-};
-
-/// Two aligned files (line i of one translates line i of the other).
-[[nodiscard]] inline parallel_text load_parallel(const std::string& src_path, const std::string& tgt_path) {
-    parallel_text p{read_lines(src_path), read_lines(tgt_path)};
-    DEPTHLAB_CHECK(p.src.size() == p.tgt.size(), io_error, "load_parallel: ", src_path, " has ", p.src.size(),
-                   " lines but ", tgt_path, " has ", p.tgt.size());
-    return p;
-}
-
-/// `dir/split.src_lang` and `dir/split.tgt_lang`, as scripts/fetch-translation writes
-/// them (dir = .data/translation, split = train|dev|test|mt). English->German by default.
-[[nodiscard]] inline parallel_text load_translation_split(const std::string& dir, const std::string& split,
-                                                          const std::string& src_lang = "en",
-                                                          const std::string& tgt_lang = "de") {
-    return load_parallel(dir + "/" + split + "." + src_lang, dir + "/" + split + "." + tgt_lang);
-}
-
-/// What a translation data folder says about itself (its meta.json, as written by
-/// scripts/prepare-parallel and scripts/fetch-translation): the language pair, used as file
-/// extensions, and a description of the corpus. Without meta.json: en -> de, no description.
-struct translation_corpus_info {
-    std::string src = "en", tgt = "de";
-    std::string source;  // e.g. "Debian trans-de-en 1.9-6 (Ding, GPL-2+)"; empty when unknown
-    bool from_meta = false;
-};
-[[nodiscard]] inline translation_corpus_info read_translation_meta(const std::string& dir) {
-    translation_corpus_info info;
-    const std::string path = dir + "/meta.json";
-    std::ifstream in(path);
-    if (!in.is_open()) return info;
-    const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-    DEPTHLAB_CHECK(j.is_object(), io_error, "read_translation_meta: ", path, " is not a JSON object");
-    auto text = [&](const char* key, std::string& out) {
-        if (!j.contains(key)) return;
-        DEPTHLAB_CHECK(j[key].is_string() && !j[key].get<std::string>().empty(), io_error, "read_translation_meta: ", path, ": '", key,
-                       "' is not a non-empty string");
-        out = j[key].get<std::string>();
-    };
-    text("src", info.src);
-    text("tgt", info.tgt);
-    text("source", info.source);
-    DEPTHLAB_CHECK(info.src != info.tgt, io_error, "read_translation_meta: ", path, ": src and tgt are both '", info.src, "'");
-    info.from_meta = true;
-    return info;
-}
-
-/// One sentence pair as token ids, without BOS/EOS.
-struct token_pair {
-    std::vector<std::int64_t> src, tgt;
-};
-
-/// Every pair of `text` as token ids (encode: text -> ids), the whole list `repeat` times
-/// (a corpus weighted up against a second one).
-template <class Encode>
-[[nodiscard]] std::vector<token_pair> encode_pairs(const parallel_text& text, Encode&& encode, std::size_t repeat = 1) {
-    DEPTHLAB_CHECK(repeat >= 1, usage_error, "encode_pairs: repeat ", repeat, " < 1");
-    std::vector<token_pair> pairs;
-    pairs.reserve(text.size() * repeat);
-    for (std::size_t i = 0; i < text.size(); ++i) {
-        const auto a = encode(text.src[i]);
-        const auto b = encode(text.tgt[i]);
-        pairs.push_back({{a.begin(), a.end()}, {b.begin(), b.end()}});
-    }
-    const std::size_t n = pairs.size();
-    for (std::size_t r = 1; r < repeat; ++r)
-        for (std::size_t i = 0; i < n; ++i) pairs.push_back(pairs[i]);
-    return pairs;
-}
-
-/// A translation data folder read and tokenised: the splits as text, the training pairs as
-/// ids (the main corpus `main_repeat` times, then the second corpus when asked for).
-struct translation_corpus {
-    translation_corpus_info info;
-    parallel_text train, dev, test;
-    std::vector<token_pair> train_pairs;
-    std::size_t second_pairs = 0;  // pairs of the second corpus among train_pairs
-};
-struct translation_corpus_options {
-    std::string src_lang{}, tgt_lang{};  // empty: meta.json's (else en, de)
-    std::string second_corpus{};         // e.g. "mt": also <second>.{src,tgt} for training; empty: none
-    std::size_t main_repeat = 1;     // with a second corpus: the main pairs this many times per epoch
-    std::size_t dev_limit = 0;       // > 0: only the first dev_limit dev pairs
-};
-template <class Encode>
-[[nodiscard]] translation_corpus load_translation_corpus(const std::string& dir, Encode&& encode, const translation_corpus_options& o = {}) {
-    translation_corpus c;
-    c.info = read_translation_meta(dir);
-    if (!o.src_lang.empty()) c.info.src = o.src_lang;
-    if (!o.tgt_lang.empty()) c.info.tgt = o.tgt_lang;
-    const auto load = [&](const std::string& split) { return load_translation_split(dir, split, c.info.src, c.info.tgt); };
-    c.train = load("train");
-    c.dev = load("dev");
-    c.test = load("test");
-    if (o.dev_limit > 0 && c.dev.size() > o.dev_limit) {
-        c.dev.src.resize(o.dev_limit);
-        c.dev.tgt.resize(o.dev_limit);
-    }
-    c.train_pairs = encode_pairs(c.train, encode, o.second_corpus.empty() ? 1 : o.main_repeat);
-    if (!o.second_corpus.empty()) {
-        auto second = encode_pairs(load(o.second_corpus), encode);
-        c.second_pairs = second.size();
-        for (auto& p : second) c.train_pairs.push_back(std::move(p));
-    }
-    return c;
-}
-
-struct translation_batching {
-    index_t max_tokens = 4096;   ///< padded tokens per batch: B * max(Ts, Tt)
-    index_t max_sentences = 0;   ///< > 0: at most this many pairs per batch
-    index_t max_len = 256;       ///< longest source / target kept (BOS/EOS included)
-    index_t window = 0;          ///< pairs sorted together (0: the whole epoch)
-    std::int64_t pad_id = 0, bos_id = 2, eos_id = 3;
-    bool src_eos = true;         ///< append EOS to the source
-};
-
-class translation_batcher {
-public:
-    translation_batcher(std::vector<token_pair> pairs, translation_batching cfg) : cfg_(cfg) {
-        DEPTHLAB_CHECK(cfg.max_tokens >= 1 && cfg.max_len >= 1 && cfg.window >= 0 && cfg.max_sentences >= 0, usage_error,
-                       "translation_batcher: max_tokens, max_len must be >= 1 and window, max_sentences >= 0");
-        DEPTHLAB_CHECK(cfg.pad_id >= 0 && cfg.bos_id >= 0 && cfg.eos_id >= 0, usage_error,
-                       "translation_batcher: special ids must be >= 0");
-        pairs_.reserve(pairs.size());
-        for (auto& p : pairs) {
-            const index_t ls = src_len(p), lt = tgt_len(p);
-            if (ls == 0 || ls > cfg.max_len || lt > cfg.max_len || std::max(ls, lt) > cfg.max_tokens) {
-                ++dropped_;
-                continue;
-            }
-            for (auto id : p.src) DEPTHLAB_CHECK(id >= 0, index_error, "translation_batcher: negative id ", id);
-            for (auto id : p.tgt) DEPTHLAB_CHECK(id >= 0, index_error, "translation_batcher: negative id ", id);
-            pairs_.push_back(std::move(p));
-        }
-    }
-
-    [[nodiscard]] std::size_t size() const { return pairs_.size(); }
-    [[nodiscard]] std::size_t dropped() const { return dropped_; }
-    [[nodiscard]] const token_pair& pair(std::size_t i) const { return pairs_[i]; }
-    [[nodiscard]] const translation_batching& config() const { return cfg_; }
-
-    /// Padded length of the source (EOS included when src_eos) and of tgt_in / tgt_out.
-    [[nodiscard]] index_t src_len(const token_pair& p) const { return static_cast<index_t>(p.src.size()) + (cfg_.src_eos ? 1 : 0); }
-    [[nodiscard]] static index_t tgt_len(const token_pair& p) { return static_cast<index_t>(p.tgt.size()) + 1; }
-
-    /// One epoch's batches as lists of pair indices (into the kept pairs); advances `gen`.
-    [[nodiscard]] std::vector<std::vector<std::size_t>> epoch_plan(Generator& gen) const {
-        std::vector<std::size_t> order(pairs_.size());
-        std::iota(order.begin(), order.end(), std::size_t{0});
-        shuffle(order, gen);
-        const std::size_t W = cfg_.window > 0 ? static_cast<std::size_t>(cfg_.window) : std::max<std::size_t>(order.size(), 1);
-        std::vector<std::vector<std::size_t>> batches;
-        for (std::size_t w0 = 0; w0 < order.size(); w0 += W) {
-            const auto first = order.begin() + static_cast<std::ptrdiff_t>(w0);
-            const auto last = order.begin() + static_cast<std::ptrdiff_t>(std::min(order.size(), w0 + W));
-            std::stable_sort(first, last, [&](std::size_t a, std::size_t b) {
-                const index_t ka = std::max(src_len(pairs_[a]), tgt_len(pairs_[a]));
-                const index_t kb = std::max(src_len(pairs_[b]), tgt_len(pairs_[b]));
-                return ka != kb ? ka < kb : src_len(pairs_[a]) < src_len(pairs_[b]);
-            });
-            std::vector<std::size_t> cur;
-            index_t ts = 0, tt = 0;
-            for (auto it = first; it != last; ++it) {
-                const index_t ns = std::max(ts, src_len(pairs_[*it])), nt = std::max(tt, tgt_len(pairs_[*it]));
-                const auto n = static_cast<index_t>(cur.size()) + 1;
-                const bool fits = n * std::max(ns, nt) <= cfg_.max_tokens && (cfg_.max_sentences == 0 || n <= cfg_.max_sentences);
-                if (!fits) {
-                    batches.push_back(std::move(cur));
-                    cur.clear();
-                    ts = src_len(pairs_[*it]);
-                    tt = tgt_len(pairs_[*it]);
-                } else {
-                    ts = ns;
-                    tt = nt;
-                }
-                cur.push_back(*it);
-            }
-            if (!cur.empty()) batches.push_back(std::move(cur));
-        }
-        shuffle(batches, gen);
-        return batches;
-    }
-
-    /// The padded batch of the given pairs.
-    [[nodiscard]] seq2seq_batch make_batch(const std::vector<std::size_t>& idx) const {
-        DEPTHLAB_CHECK(!idx.empty(), usage_error, "translation_batcher::make_batch: no pairs");
-        const auto B = static_cast<index_t>(idx.size());
-        index_t Ts = 0, Tt = 0;
-        for (auto i : idx) {
-            DEPTHLAB_CHECK(i < pairs_.size(), index_error, "translation_batcher::make_batch: pair ", i, " of ", pairs_.size());
-            Ts = std::max(Ts, src_len(pairs_[i]));
-            Tt = std::max(Tt, tgt_len(pairs_[i]));
-        }
-        seq2seq_batch r;
-        r.src = {B, Ts, std::vector<std::int64_t>(static_cast<std::size_t>(B * Ts), cfg_.pad_id),
-                 std::vector<std::int64_t>(static_cast<std::size_t>(B * Ts), 0), {}};
-        r.tgt_in = {B, Tt, std::vector<std::int64_t>(static_cast<std::size_t>(B * Tt), cfg_.pad_id),
-                    std::vector<std::int64_t>(static_cast<std::size_t>(B * Tt), 0), {}};
-        r.tgt_out.assign(static_cast<std::size_t>(B * Tt), -100);
-        for (index_t b = 0; b < B; ++b) {
-            const token_pair& p = pairs_[idx[static_cast<std::size_t>(b)]];
-            auto* s = r.src.ids.data() + b * Ts;
-            std::copy(p.src.begin(), p.src.end(), s);
-            if (cfg_.src_eos) s[p.src.size()] = cfg_.eos_id;
-            r.src.lengths.push_back(src_len(p));
-            auto* ti = r.tgt_in.ids.data() + b * Tt;
-            auto* to = r.tgt_out.data() + b * Tt;
-            ti[0] = cfg_.bos_id;
-            std::copy(p.tgt.begin(), p.tgt.end(), ti + 1);
-            std::copy(p.tgt.begin(), p.tgt.end(), to);
-            to[p.tgt.size()] = cfg_.eos_id;
-            r.tgt_in.lengths.push_back(tgt_len(p));
-        }
-        return r;
-    }
-
-    /// All of one epoch's batches (convenience; `epoch_plan` + `make_batch` make them lazily).
-    [[nodiscard]] std::vector<seq2seq_batch> epoch(Generator& gen) const {
-        std::vector<seq2seq_batch> out;
-        for (const auto& b : epoch_plan(gen)) out.push_back(make_batch(b));
-        return out;
-    }
-
-private:
-    template <class V>
-    static void shuffle(V& v, Generator& gen) {  // Fisher-Yates
-        for (std::size_t i = v.size(); i > 1; --i) {
-            const auto j = static_cast<std::size_t>(gen.below(static_cast<std::uint64_t>(i)));
-            std::swap(v[i - 1], v[j]);
-        }
-    }
-
-    translation_batching cfg_;
-    std::vector<token_pair> pairs_;
-    std::size_t dropped_ = 0;
-};
-
-/// Where a translation_stream is: what a checkpoint stores to continue it exactly.
-struct stream_state {
-    std::uint64_t epoch_seed = 0, epoch_offset = 0;  // the generator's state when the current epoch was planned
-    std::uint64_t next_batch = 0, epoch = 0;         // batches served in it; epochs begun (1 = the first)
-    bool operator==(const stream_state&) const = default;
-};
-/// The fields of stream_state by name (io::save_config / load_config, train::checkpointer::track).
-template <class S, class F>
-    requires std::same_as<std::remove_const_t<S>, stream_state>
-void config_fields(S& s, F&& f) {
-    f("epoch_seed", s.epoch_seed);
-    f("epoch_offset", s.epoch_offset);
-    f("next_batch", s.next_batch);
-    f("epoch", s.epoch);
-}
-
-/// An endless stream of training batches: epoch after epoch, each one in the order of
-/// batcher.epoch_plan(generator). The batcher must outlive the stream.
-class translation_stream {
-public:
-    translation_stream(const translation_batcher& batcher, std::uint64_t seed) : batcher_(&batcher), rng_(seed) {
-        DEPTHLAB_CHECK(batcher.size() > 0, usage_error, "translation_stream: the batcher holds no sentence pairs");
-    }
-    [[nodiscard]] seq2seq_batch next() {
-        if (next_ >= plan_.size()) new_epoch();
-        return batcher_->make_batch(plan_[next_++]);
-    }
-    [[nodiscard]] std::uint64_t epoch() const { return epoch_; }
-    [[nodiscard]] stream_state state() const { return {epoch_seed_, epoch_offset_, next_, epoch_}; }
-    /// Continues from a state(): re-plans that epoch and skips the batches already served.
-    /// Throws io_error when the state cannot be one of this stream's (e.g. another corpus).
-    void set_state(const stream_state& s) {
-        rng_.set_state(s.epoch_seed, s.epoch_offset);
-        epoch_ = s.epoch > 0 ? s.epoch - 1 : 0;
-        new_epoch();
-        DEPTHLAB_CHECK(s.epoch > 0 && s.next_batch <= plan_.size(), io_error, "translation_stream: state (epoch ", s.epoch, ", batch ",
-                       s.next_batch, ") does not fit this corpus (", plan_.size(), " batches per epoch)");
-        next_ = static_cast<std::size_t>(s.next_batch);
-    }
-
-private:
-    void new_epoch() {
-        epoch_seed_ = rng_.seed();
-        epoch_offset_ = rng_.offset();
-        plan_ = batcher_->epoch_plan(rng_);
-        next_ = 0;
-        ++epoch_;
-    }
-    const translation_batcher* batcher_;
-    Generator rng_;
-    std::vector<std::vector<std::size_t>> plan_;
-    std::size_t next_ = 0;
-    std::uint64_t epoch_seed_ = 0, epoch_offset_ = 0, epoch_ = 0;
-};
-
-}  // namespace depthlab::data
-// ---- end depthlab/data/translation.hpp ----
-// ---- begin depthlab/io/safetensors.hpp ----
-// safetensors: the tensor file format of Hugging Face / PyTorch checkpoints.
-//
-//   [8 bytes]  N, little-endian u64: length of the header
-//   [N bytes]  UTF-8 JSON object, padded with spaces to a multiple of 8 bytes:
-//                {"__metadata__": {"key": "value", ...},              (optional, strings only)
-//                 "name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}, ...}
-//   [rest]     the data: every tensor row-major, little-endian, at [begin, end) counted
-//              from the first byte after the header. The tensors cover the data section
-//              exactly: no overlap, no hole, nothing after the last one.
-//
-// Writing (safetensors_writer, save_safetensors) is atomic (io/atomic_file.hpp): `path`
-// either keeps its old content or has the complete new one; on failure io_error is thrown
-// and no temporary is left, and a temporary left by a killed writer is removed next time.
-//
-// Reading (safetensors_file) validates the whole header when the file is opened (sizes,
-// JSON, every entry, every offset) and throws io_error naming the file and the tensor; the
-// data is read on demand with pread. Loading converts F32 <-> F64 on request, nothing else.
-// POSIX only (open/pread/fsync/rename); the host must be little-endian.
-#include <algorithm>
-#include <atomic>
-#include <bit>
-#include <cerrno>
-#include <cstdint>
-#include <cstdio>
-#include <cstring>
-#include <functional>
-#include <limits>
-#include <map>
-#include <set>
-#include <tuple>
-#include <string>
-#include <string_view>
-#include <type_traits>
-#include <utility>
-#include <variant>
-#include <vector>
-
-#include <dirent.h>
-#include <fcntl.h>
-#include <sys/file.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <nlohmann/json.hpp>
-
-
-namespace depthlab::io {
-
-static_assert(std::endian::native == std::endian::little, "depthlab::io reads and writes safetensors on little-endian hosts only");
-
-using metadata_map = std::map<std::string, std::string>;
-
-/// One tensor of a safetensors header. `begin`/`end` are byte offsets into the data section.
-struct tensor_entry {
-    std::string dtype;
-    Shape shape;
-    std::uint64_t begin = 0, end = 0;
-};
-
-// ---------------------------------------------------------------------------------------
-// dtypes
-// ---------------------------------------------------------------------------------------
-
-/// The safetensors dtype of a C++ element type (F32, F64, I64, I32, ...).
-template <class T>
-struct dtype_of;
-template <> struct dtype_of<float> { static constexpr const char* name = "F32"; };
-template <> struct dtype_of<double> { static constexpr const char* name = "F64"; };
-template <> struct dtype_of<std::int64_t> { static constexpr const char* name = "I64"; };
-template <> struct dtype_of<std::int32_t> { static constexpr const char* name = "I32"; };
-template <> struct dtype_of<std::int16_t> { static constexpr const char* name = "I16"; };
-template <> struct dtype_of<std::int8_t> { static constexpr const char* name = "I8"; };
-template <> struct dtype_of<std::uint64_t> { static constexpr const char* name = "U64"; };
-template <> struct dtype_of<std::uint32_t> { static constexpr const char* name = "U32"; };
-template <> struct dtype_of<std::uint16_t> { static constexpr const char* name = "U16"; };
-template <> struct dtype_of<std::uint8_t> { static constexpr const char* name = "U8"; };
-
-/// Bytes per element of a safetensors dtype, 0 if the dtype is unknown. Every dtype of the
-/// format is known (so that files holding e.g. BF16 tensors open and their other tensors
-/// load), though only those with a dtype_of<> can be loaded.
-inline std::size_t dtype_size(const std::string& dtype) {
-    static const std::map<std::string, std::size_t, std::less<>> sizes = {
-        {"BOOL", 1}, {"U8", 1}, {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"I16", 2}, {"U16", 2}, {"F16", 2},
-        {"BF16", 2}, {"I32", 4}, {"U32", 4}, {"F32", 4},     {"F64", 8},     {"I64", 8}, {"U64", 8}};
-    const auto it = sizes.find(dtype);
-    return it == sizes.end() ? 0 : it->second;
-}
-
-// ---------------------------------------------------------------------------------------
-// Writing
-// ---------------------------------------------------------------------------------------
-
-/// Produces the bytes of one tensor into the sink; must give exactly the declared size.
-using byte_producer = std::function<void(const byte_sink&)>;
-
-namespace detail {
-/// Why `name` cannot be a tensor name, or nullptr if it can. One rule for the writer and
-/// the reader, so that every file depthlab opens could be written again: an empty name, a
-/// NUL byte (C APIs and PyTorch's loader stop there) and the reserved "__metadata__" are out.
-inline const char* invalid_tensor_name(std::string_view name) {
-    if (name.empty()) return "an empty tensor name";
-    if (name.find('\0') != std::string_view::npos) return "a tensor name with a NUL byte";
-    if (name == "__metadata__") return "'__metadata__', which is reserved for metadata, as a tensor name";
-    return nullptr;
-}
-/// A name printable in an error message: NUL and other control bytes as \xNN.
-inline std::string printable_name(std::string_view name) {
-    std::string out;
-    for (const char c : name) {
-        const auto u = static_cast<unsigned char>(c);
-        if (u < 0x20 || u == 0x7f) {
-            char buf[8];
-            std::snprintf(buf, sizeof buf, "\\x%02x", u);
-            out += buf;
-        } else {
-            out += c;
-        }
-    }
-    return out;
-}
-}  // namespace detail
-
-/// Collects named tensors and metadata, then writes them atomically with write(path).
-/// Tensors are held by handle (shared storage): their values are read during write().
-class safetensors_writer {
-public:
-    /// Adds a tensor (float, double, int64, or another type with a dtype_of<>).
-    template <class T, class B>
-    void add(const std::string& name, const Tensor<T, B>& t) {
-        DEPTHLAB_CHECK(t.defined(), usage_error, "safetensors_writer: tensor '", name, "' is undefined");
-        const Tensor<T, B> held = t;
-        add_raw(name, dtype_of<T>::name, t.shape(), [held](const byte_sink& put) {
-            if constexpr (B::host_accessible) {
-                const Tensor<T, B> c = held.contiguous();
-                put(c.data(), static_cast<std::size_t>(c.numel()) * sizeof(T));
-            } else {
-                const std::vector<T> v = held.to_vector();
-                put(v.data(), v.size() * sizeof(T));
-            }
-        });
-    }
-    /// Adds a tensor whose bytes come from `produce` during write(). It must put exactly
-    /// shape.numel() * dtype_size(dtype) bytes (checked); an exception it throws aborts the
-    /// write (the target is left untouched). Also the hook the tests use to fail midway.
-    void add_raw(const std::string& name, const std::string& dtype, const Shape& shape, byte_producer produce) {
-        const char* bad = detail::invalid_tensor_name(name);
-        DEPTHLAB_CHECK(bad == nullptr, usage_error, "safetensors_writer: '", detail::printable_name(name), "' is ", bad);
-        DEPTHLAB_CHECK(names_.insert(name).second, usage_error, "safetensors_writer: duplicate tensor name '", name, "'");
-        const std::size_t size = dtype_size(dtype);
-        DEPTHLAB_CHECK(size != 0, usage_error, "safetensors_writer: tensor '", name, "' has unknown dtype '", dtype, "'");
-        DEPTHLAB_CHECK(shape.is_concrete(), usage_error, "safetensors_writer: tensor '", name, "' has shape ", shape,
-                       " with an inferred extent");
-        records_.push_back({name, dtype, shape, static_cast<std::uint64_t>(shape.numel()) * size, std::move(produce)});
-    }
-    void set_metadata(metadata_map m) { metadata_ = std::move(m); }
-    void add_metadata(const std::string& key, const std::string& value) { metadata_[key] = value; }
-    [[nodiscard]] const metadata_map& metadata() const { return metadata_; }
-    [[nodiscard]] std::size_t size() const { return records_.size(); }
-
-    /// The header JSON (without the length field), padded with spaces so that its length
-    /// is a multiple of 8. Offsets follow the order in which tensors were added.
-    [[nodiscard]] std::string header() const {
-        nlohmann::ordered_json h = nlohmann::ordered_json::object();
-        if (!metadata_.empty()) {
-            nlohmann::ordered_json m = nlohmann::ordered_json::object();
-            for (const auto& [k, v] : metadata_) m[k] = v;
-            h["__metadata__"] = std::move(m);
-        }
-        std::uint64_t offset = 0;
-        for (const record& r : records_) {
-            nlohmann::ordered_json e = nlohmann::ordered_json::object();
-            e["dtype"] = r.dtype;
-            e["shape"] = std::vector<index_t>(r.shape.begin(), r.shape.end());
-            e["data_offsets"] = {offset, offset + r.bytes};
-            offset += r.bytes;
-            h[r.name] = std::move(e);
-        }
-        std::string s;
-        try {
-            s = h.dump();
-        } catch (const nlohmann::json::exception& e) {  // invalid UTF-8 in a name or in metadata
-            throw usage_error(depthlab::detail::cat("safetensors_writer: cannot encode the header: ", e.what()));
-        }
-        s.append((8 - s.size() % 8) % 8, ' ');
-        return s;
-    }
-
-    /// Writes the file atomically (see the top of this header). Throws io_error naming
-    /// `path` on failure, after removing the temporary file; `path` is then untouched.
-    void write(const std::string& path) const {
-        const std::string head = header();
-        write_atomically(path, "save_safetensors", [&](const byte_sink& put) {
-            unsigned char len[8];
-            for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(static_cast<std::uint64_t>(head.size()) >> (8 * i));
-            put(len, 8);
-            put(head.data(), head.size());
-            for (const record& r : records_) {
-                std::uint64_t got = 0;
-                const byte_sink sink = [&](const void* data, std::size_t n) {
-                    DEPTHLAB_CHECK(got + n <= r.bytes, io_error, "tensor '", r.name, "': producer gave more than the ", r.bytes,
-                                   " bytes of shape ", r.shape, " ", r.dtype);
-                    put(data, n);
-                    got += n;
-                };
-                r.produce(sink);
-                DEPTHLAB_CHECK(got == r.bytes, io_error, "tensor '", r.name, "': producer gave ", got, " bytes, shape ", r.shape, " ",
-                               r.dtype, " needs ", r.bytes);
-            }
-        });
-    }
-
-private:
-    struct record {
-        std::string name, dtype;
-        Shape shape;
-        std::uint64_t bytes;
-        byte_producer produce;
-    };
-    std::vector<record> records_;
-    std::set<std::string> names_;
-    metadata_map metadata_;
-};
-
-/// Writes named tensors of one element type (plus metadata) atomically.
-template <class T, class B>
-void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor<T, B>>>& tensors,
-                      const metadata_map& metadata = {}) {
-    safetensors_writer w;
-    for (const auto& [name, t] : tensors) w.add(name, t);
-    w.set_metadata(metadata);
-    w.write(path);
-}
-
-/// A host tensor of one of the three checkpoint dtypes.
-using any_tensor = std::variant<Tensor<float>, Tensor<double>, Tensor<std::int64_t>>;
-
-/// Writes named tensors of mixed dtypes (F32, F64, I64) plus metadata atomically.
-inline void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, any_tensor>>& tensors,
-                             const metadata_map& metadata = {}) {
-    safetensors_writer w;
-    for (const auto& [name, t] : tensors) std::visit([&, &n = name](const auto& x) { w.add(n, x); }, t);
-    w.set_metadata(metadata);
-    w.write(path);
-}
-
-// ---------------------------------------------------------------------------------------
-// Reading
-// ---------------------------------------------------------------------------------------
-
-/// An open safetensors file whose header has been fully validated. Errors are io_error
-/// with messages `checkpoint <path>: ...` that name the tensor at fault. The file stays
-/// open (a file replaced by an atomic save keeps being read consistently); data is read
-/// with pread, so const methods may be called from several threads.
-class safetensors_file {
-public:
-    /// Headers above this size are refused (the reference implementation's limit).
-    static constexpr std::uint64_t max_header_bytes = 100'000'000;
-
-    explicit safetensors_file(std::string path) : path_(std::move(path)) {
-        fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-        if (fd_ < 0) fail("cannot open: ", detail::errno_text(errno));
-        try {
-            parse();
-        } catch (...) {
-            ::close(fd_);
-            fd_ = -1;
-            throw;
-        }
-    }
-    safetensors_file(const safetensors_file&) = delete;
-    safetensors_file& operator=(const safetensors_file&) = delete;
-    safetensors_file(safetensors_file&& o) noexcept
-        : path_(std::move(o.path_)), fd_(std::exchange(o.fd_, -1)), file_size_(o.file_size_), data_start_(o.data_start_),
-          entries_(std::move(o.entries_)), order_(std::move(o.order_)), metadata_(std::move(o.metadata_)) {}
-    safetensors_file& operator=(safetensors_file&& o) noexcept {
-        if (this != &o) {
-            if (fd_ >= 0) ::close(fd_);
-            path_ = std::move(o.path_);
-            fd_ = std::exchange(o.fd_, -1);
-            file_size_ = o.file_size_;
-            data_start_ = o.data_start_;
-            entries_ = std::move(o.entries_);
-            order_ = std::move(o.order_);
-            metadata_ = std::move(o.metadata_);
-        }
-        return *this;
-    }
-    ~safetensors_file() {
-        if (fd_ >= 0) ::close(fd_);
-    }
-
-    [[nodiscard]] const std::string& path() const { return path_; }
-    /// Tensor names in the order of their data in the file.
-    [[nodiscard]] const std::vector<std::string>& names() const { return order_; }
-    [[nodiscard]] bool contains(const std::string& name) const { return entries_.count(name) != 0; }
-    /// The header entry of a tensor; throws io_error if the file has no such tensor.
-    [[nodiscard]] const tensor_entry& entry(const std::string& name) const {
-        const auto it = entries_.find(name);
-        if (it == entries_.end()) {
-            std::string have;
-            std::size_t shown = 0;
-            for (const std::string& n : order_) {
-                if (shown++ == 16) {
-                    have += ", ...";
-                    break;
-                }
-                have += (have.empty() ? "" : ", ") + n;
-            }
-            fail("no tensor named '", name, "' (the file has ", order_.size(), ": ", have, ")");
-        }
-        return it->second;
-    }
-    [[nodiscard]] const metadata_map& metadata() const { return metadata_; }
-    /// Byte offset of the data section in the file (8 + header length).
-    [[nodiscard]] std::uint64_t data_start() const { return data_start_; }
-
-    /// The raw little-endian bytes of a tensor.
-    [[nodiscard]] std::vector<unsigned char> read_bytes(const std::string& name) const {
-        const tensor_entry& e = entry(name);
-        std::vector<unsigned char> v(static_cast<std::size_t>(e.end - e.begin));
-        read_at(data_start_ + e.begin, v.data(), v.size(), name);
-        return v;
-    }
-
-    /// A tensor as Tensor<T, B>. The dtype must be T's, except that F32 and F64 convert into
-    /// each other; anything else (e.g. I64 into float) throws io_error.
-    template <class T, class B = backend::cpu>
-    [[nodiscard]] Tensor<T, B> load(const std::string& name) const {
-        const tensor_entry& e = entry(name);
-        const std::string want = dtype_of<T>::name;
-        if (e.shape.numel() == 0 && (e.dtype == want || (std::is_floating_point_v<T> && (e.dtype == "F32" || e.dtype == "F64"))))
-            return Tensor<T, B>::empty(e.shape);  // nothing to read (and no null pointer to copy from)
-        if (e.dtype == want) return Tensor<T, B>::from(e.shape, read_values<T>(name, e));
-        if constexpr (std::is_floating_point_v<T>) {
-            if (e.dtype == "F32" || e.dtype == "F64") {
-                std::vector<T> v;
-                if (e.dtype == "F32") {
-                    const std::vector<float> src = read_values<float>(name, e);
-                    v.assign(src.begin(), src.end());
-                } else {
-                    const std::vector<double> src = read_values<double>(name, e);
-                    v.reserve(src.size());
-                    for (double x : src) v.push_back(static_cast<T>(x));
-                }
-                return Tensor<T, B>::from(e.shape, v);
-            }
-        }
-        fail("tensor '", name, "' is ", e.dtype, ", cannot load it as ", want, " (only F32 <-> F64 convert)");
-    }
-
-    /// Loads a tensor into an existing one of the same shape, in place (dst keeps its
-    /// storage, so every handle on it sees the new values). dst is only written once the
-    /// whole tensor has been read.
-    template <class T, class B>
-    void load_into(const std::string& name, Tensor<T, B>& dst) const {
-        const tensor_entry& e = entry(name);
-        if (!(e.shape == dst.shape())) fail("tensor '", name, "' has shape ", e.shape, ", model expects ", dst.shape());
-        dst.copy_(load<T, B>(name));
-    }
-
-private:
-    template <class... A>
-    [[noreturn]] void fail(A&&... parts) const {
-        throw io_error(depthlab::detail::cat("checkpoint ", path_, ": ", std::forward<A>(parts)...));
-    }
-
-    void read_at(std::uint64_t offset, void* dst, std::size_t n, const std::string& what) const {
-        auto* p = static_cast<unsigned char*>(dst);
-        while (n > 0) {
-            const ::ssize_t got = ::pread(fd_, p, std::min<std::size_t>(n, std::size_t{1} << 30), static_cast<::off_t>(offset));
-            if (got < 0 && errno == EINTR) continue;
-            if (got < 0) fail("reading ", what, ": ", detail::errno_text(errno));
-            if (got == 0) fail("reading ", what, ": unexpected end of file at byte ", offset, " (the file shrank after it was opened?)");
-            p += got;
-            n -= static_cast<std::size_t>(got);
-            offset += static_cast<std::uint64_t>(got);
-        }
-    }
-
-    template <class T>
-    std::vector<T> read_values(const std::string& name, const tensor_entry& e) const {
-        std::vector<T> v(static_cast<std::size_t>(e.shape.numel()));
-        read_at(data_start_ + e.begin, v.data(), v.size() * sizeof(T), "tensor '" + name + "'");
-        return v;
-    }
-
-    void parse() {
-        struct ::stat st {};
-        if (::fstat(fd_, &st) != 0) fail("cannot stat: ", detail::errno_text(errno));
-        if (!S_ISREG(st.st_mode)) fail("not a regular file");
-        file_size_ = static_cast<std::uint64_t>(st.st_size);
-        if (file_size_ < 8)
-            fail("file is ", file_size_, " bytes, shorter than the 8-byte header length field (truncated, or not safetensors)");
-        unsigned char len[8];
-        read_at(0, len, 8, "the header length");
-        std::uint64_t n = 0;
-        for (int i = 7; i >= 0; --i) n = (n << 8) | len[i];
-        if (n > file_size_ - 8)
-            fail("header length ", n, " exceeds the ", file_size_ - 8,
-                 " bytes that follow the length field (truncated, or not a safetensors file)");
-        if (n > max_header_bytes) fail("header length ", n, " is above the ", max_header_bytes, "-byte limit");
-        data_start_ = 8 + n;
-        const std::uint64_t data_size = file_size_ - data_start_;
-        std::string text(static_cast<std::size_t>(n), '\0');
-        read_at(8, text.data(), text.size(), "the header");
-
-        // nlohmann stops at a NUL byte as if the input ended there; JSON text has none.
-        if (const std::size_t nul = text.find('\0'); nul != std::string::npos)
-            fail("invalid JSON header (", n, " bytes): NUL byte at offset ", nul, " (wrong header length?)");
-        // Parse, refusing duplicate keys (nlohmann would keep the last one silently).
-        std::vector<std::set<std::string>> keys;
-        const auto on_event = [&](int, nlohmann::json::parse_event_t ev, nlohmann::json& parsed) {
-            using ev_t = nlohmann::json::parse_event_t;
-            if (ev == ev_t::object_start) keys.emplace_back();
-            if (ev == ev_t::object_end && !keys.empty()) keys.pop_back();
-            if (ev == ev_t::key && !keys.empty() && parsed.is_string() && !keys.back().insert(parsed.get<std::string>()).second)
-                fail("invalid header: duplicate key '", parsed.get<std::string>(), "'");
-            return true;
-        };
-        nlohmann::json h;
-        try {
-            h = nlohmann::json::parse(text, on_event);
-        } catch (const nlohmann::json::exception& e) {
-            fail("invalid JSON header (", n, " bytes): ", e.what());
-        }
-        if (!h.is_object()) fail("invalid header: a JSON ", h.type_name(), ", not an object");
-
-        for (auto it = h.begin(); it != h.end(); ++it) {
-            const std::string& name = it.key();
-            const nlohmann::json& v = it.value();
-            if (name == "__metadata__") {
-                if (!v.is_object()) fail("'__metadata__' is a JSON ", v.type_name(), ", not an object");
-                for (auto m = v.begin(); m != v.end(); ++m) {
-                    if (!m.value().is_string())
-                        fail("metadata '", m.key(), "' is a JSON ", m.value().type_name(), ", not a string");
-                    metadata_[m.key()] = m.value().get<std::string>();
-                }
-                continue;
-            }
-            if (const char* bad = detail::invalid_tensor_name(name))
-                fail("invalid header: '", detail::printable_name(name), "' is ", bad);
-            entries_[name] = parse_entry(name, v, data_size);
-        }
-
-        // The tensors must tile the data section: no overlap, no hole, no trailing bytes.
-        std::vector<std::pair<const std::string*, const tensor_entry*>> sorted;
-        for (const auto& [name, e] : entries_) sorted.emplace_back(&name, &e);
-        std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
-            return std::tie(a.second->begin, a.second->end, *a.first) < std::tie(b.second->begin, b.second->end, *b.first);
-        });
-        std::uint64_t pos = 0;
-        const std::string* prev = nullptr;
-        for (const auto& [name, e] : sorted) {
-            if (e->begin < pos)
-                fail("tensor '", *name, "': data_offsets [", e->begin, ", ", e->end, "] overlap tensor '", *prev,
-                     "' (which ends at ", pos, ")");
-            if (e->begin > pos)
-                fail("tensor '", *name, "': data_offsets [", e->begin, ", ", e->end, "] leave bytes [", pos, ", ", e->begin,
-                     ") of the data section unused");
-            pos = e->end;
-            prev = name;
-            order_.push_back(*name);
-        }
-        if (pos != data_size)
-            fail("the data section has ", data_size, " bytes but the tensors cover only ", pos, " (", data_size - pos,
-                 " trailing bytes)");
-    }
-
-    tensor_entry parse_entry(const std::string& name, const nlohmann::json& v, std::uint64_t data_size) const {
-        if (!v.is_object()) fail("tensor '", name, "': header entry is a JSON ", v.type_name(), ", not an object");
-        tensor_entry e;
-        const auto dtype = v.find("dtype");
-        if (dtype == v.end()) fail("tensor '", name, "': header entry has no 'dtype'");
-        if (!dtype->is_string()) fail("tensor '", name, "': 'dtype' is not a string");
-        e.dtype = dtype->get<std::string>();
-        const std::size_t item = dtype_size(e.dtype);
-        if (item == 0) fail("tensor '", name, "': unknown dtype '", e.dtype, "'");
-
-        const auto shape = v.find("shape");
-        if (shape == v.end()) fail("tensor '", name, "': header entry has no 'shape'");
-        if (!shape->is_array()) fail("tensor '", name, "': 'shape' is not an array");
-        if (shape->size() > static_cast<std::size_t>(Shape::max_rank))
-            fail("tensor '", name, "': shape has rank ", shape->size(), ", depthlab supports at most ", Shape::max_rank);
-        std::uint64_t bytes = item;
-        bool overflow = false;
-        for (const auto& d : *shape) {
-            if (!d.is_number_unsigned() || d.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<index_t>::max()))
-                fail("tensor '", name, "': shape ", shape->dump(), " has an extent that is not a non-negative integer");
-            const auto x = d.get<std::uint64_t>();
-            overflow = overflow || __builtin_mul_overflow(bytes, x, &bytes);
-            e.shape.push_back(static_cast<index_t>(x));
-        }
-        if (overflow) fail("tensor '", name, "': shape ", e.shape, " is too large");
-
-        const auto offsets = v.find("data_offsets");
-        if (offsets == v.end()) fail("tensor '", name, "': header entry has no 'data_offsets'");
-        if (!offsets->is_array() || offsets->size() != 2 || !(*offsets)[0].is_number_unsigned() ||
-            !(*offsets)[1].is_number_unsigned())
-            fail("tensor '", name, "': data_offsets ", offsets->dump(), " is not a pair of non-negative integers");
-        e.begin = (*offsets)[0].get<std::uint64_t>();
-        e.end = (*offsets)[1].get<std::uint64_t>();
-        if (e.begin > e.end) fail("tensor '", name, "': data_offsets [", e.begin, ", ", e.end, "] end before they begin");
-        if (e.end > data_size)
-            fail("tensor '", name, "': data_offsets [", e.begin, ", ", e.end, "] run past the end of the data section (",
-                 data_size, " bytes; truncated file?)");
-        if (e.end - e.begin != bytes)
-            fail("tensor '", name, "': data_offsets [", e.begin, ", ", e.end, "] span ", e.end - e.begin, " bytes, but shape ",
-                 e.shape, " of ", e.dtype, " needs ", bytes);
-        return e;
-    }
-
-    std::string path_;
-    int fd_ = -1;
-    std::uint64_t file_size_ = 0, data_start_ = 0;
-    std::map<std::string, tensor_entry> entries_;
-    std::vector<std::string> order_;
-    metadata_map metadata_;
-};
-
-}  // namespace depthlab::io
-// ---- end depthlab/io/safetensors.hpp ----
-// ---- begin depthlab/io/checkpoint.hpp ----
-// Checkpoints: a model's parameters, and optionally the rest of a training run's state, in
-// one safetensors file (see safetensors.hpp; writes are atomic).
-//
-// Layout of the file:
-//   - every model parameter under its state_dict name ("encoder.0.q_proj.weight"), in the
-//     model's element type: the file is a plain safetensors state dict that PyTorch
-//     (safetensors.torch.load_file) reads as is;
-//   - training state tensors (optimizer moments, ...) under `state_prefix` + their own name,
-//     e.g. "__state__.optim.adam.m.encoder.0.q_proj.weight";
-//   - metadata: strings. Exact integers (step counter, RNG seed and offset) are stored as
-//     decimal strings, doubles in their shortest round-trip form (training_state helpers).
-//
-//   io::save_parameters(path, model, {{"config", "..."}});
-//   io::load_parameters(path, model);                // strict: names and shapes must match
-//
-//   io::training_state<float> st;                      // what the optimizer and loop add
-//   st.add_section("optim", opt.state_tensors(), opt.state_scalars());
-//   st.set_u64("step", step);
-//   st.set_generator("rng", gen);
-//   io::save_checkpoint(dir + "/checkpoint.safetensors", model, st);
-//   ...
-//   io::training_state<float> back = io::load_checkpoint(path, model);
-//   opt.load_state(back.section_tensors("optim"), back.section_metadata("optim"));
-//   step = back.get_u64("step");
-//   back.restore_generator("rng", gen);
-//
-// Loading copies into the existing parameter tensors in place (every Var handle stays
-// valid) and only after the whole file has been checked and read: a failing load leaves
-// the model as it was. Every floating-point tensor must be finite, both ways: loading a
-// NaN throws io_error naming the file and the tensor; saving one throws numeric_error
-// before anything is written, so a diverged run never replaces the last good checkpoint.
-#include <charconv>
-#include <cmath>
-#include <cstdint>
-#include <map>
-#include <initializer_list>
-#include <string>
-#include <string_view>
-#include <system_error>
-#include <type_traits>
-#include <utility>
-#include <vector>
-
-
-namespace depthlab::io {
-
-/// Names of training state tensors in a checkpoint file start with this.
-inline constexpr std::string_view state_prefix = "__state__.";
-
-/// What load_parameters found besides the tensors it loaded (both empty after a strict load).
-struct load_report {
-    std::vector<std::string> missing;     ///< model parameters absent from the file (left as they were)
-    std::vector<std::string> unexpected;  ///< tensors in the file that the model does not have (ignored)
-};
-
-namespace detail {
-inline std::string join_names(const std::vector<std::string>& names, std::size_t max_shown = 20) {
-    std::string s;
-    for (std::size_t i = 0; i < names.size() && i < max_shown; ++i) s += (i ? ", " : "") + ("'" + names[i] + "'");
-    if (names.size() > max_shown) s += depthlab::detail::cat(", ... (", names.size() - max_shown, " more)");
-    return s;
-}
-
-/// How many values are non-finite, and the first: "3 non-finite values (the first is nan
-/// at flat index 2 of 6)"; count 0 for integer tensors.
-template <class T, class B>
-std::pair<std::size_t, std::string> find_nonfinite(const Tensor<T, B>& t) {
-    if constexpr (!std::is_floating_point_v<T>) {
-        return {0, ""};
-    } else {
-        const value_scan<T> r = scan_values(t, [](T x) { return !std::isfinite(x); });
-        return {r.count, depthlab::detail::cat(r.count, " non-finite value", r.count == 1 ? "" : "s", " (the first is ", r.value,
-                                               " at flat index ", r.first, " of ", r.numel, ")")};
-    }
-}
-/// io_error unless the tensor read from `path` is finite: a NaN in a file must be named at
-/// load time, not surface steps later as a non-finite loss naming nothing.
-template <class T, class B>
-Tensor<T, B> require_finite(Tensor<T, B> t, const std::string& path, const std::string& name) {
-    const auto [count, what] = find_nonfinite(t);
-    DEPTHLAB_CHECK(count == 0, io_error, "checkpoint ", path, ": tensor '", name, "' holds ", what);
-    return t;
-}
-/// numeric_error unless every tensor about to be saved is finite: a diverged run must
-/// never replace the last good checkpoint with one it cannot be resumed from.
-template <class T, class B>
-void require_finite_for_save(const Tensor<T, B>& t, const std::string& path, const std::string& name) {
-    const auto [count, what] = find_nonfinite(t);
-    DEPTHLAB_CHECK(count == 0, numeric_error, "save ", path, ": tensor '", name, "' holds ", what,
-                   "; nothing was written (the file keeps its previous content)");
-}
-
-/// Checks the file against the module, reads every parameter it has into temporaries, then
-/// copies them in place. Tensors under state_prefix are never parameters (and never unexpected).
-template <class T, class B>
-load_report load_module(const safetensors_file& f, const nn::Module<T, B>& module, bool strict) {
-    auto params = module.named_parameters();  // handles: writing through them updates the module
-    load_report rep;
-    std::map<std::string, bool> known;
-    for (const auto& [name, p] : params) known[name] = true;
-    for (const std::string& n : f.names())
-        if (n.rfind(state_prefix, 0) != 0 && !known.count(n)) rep.unexpected.push_back(n);
-    for (const auto& [name, p] : params)
-        if (!f.contains(name)) rep.missing.push_back(name);
-    if (strict && (!rep.missing.empty() || !rep.unexpected.empty())) {
-        std::string msg = depthlab::detail::cat("checkpoint ", f.path(), ": does not match the model");
-        if (!rep.missing.empty()) msg += depthlab::detail::cat("; missing ", rep.missing.size(), ": ", join_names(rep.missing));
-        if (!rep.unexpected.empty())
-            msg += depthlab::detail::cat("; unexpected ", rep.unexpected.size(), ": ", join_names(rep.unexpected));
-        throw io_error(msg);
-    }
-    // Shapes and dtypes first (cheap, and before anything is read or written).
-    for (const auto& [name, p] : params) {
-        if (!f.contains(name)) continue;
-        const tensor_entry& e = f.entry(name);
-        DEPTHLAB_CHECK(e.shape == p.value().shape(), io_error, "checkpoint ", f.path(), ": tensor '", name, "' has shape ",
-                       e.shape, ", model expects ", p.value().shape());
-        DEPTHLAB_CHECK(e.dtype == "F32" || e.dtype == "F64", io_error, "checkpoint ", f.path(), ": tensor '", name, "' is ",
-                       e.dtype, ", model parameters are ", dtype_of<T>::name);
-    }
-    std::vector<std::pair<Tensor<T, B>*, Tensor<T, B>>> staged;
-    for (auto& [name, p] : params)
-        if (f.contains(name)) staged.emplace_back(&p.value(), require_finite(f.template load<T, B>(name), f.path(), name));
-    for (auto& [dst, src] : staged) dst->copy_(src);
-    return rep;
-}
-}  // namespace detail
-
-/// Writes every parameter of `module` under its state_dict name, plus metadata (atomic).
-template <class T, class B>
-void save_parameters(const std::string& path, const nn::Module<T, B>& module, const metadata_map& metadata = {}) {
-    safetensors_writer w;
-    for (const auto& [name, p] : module.named_parameters()) {
-        detail::require_finite_for_save(p.value(), path, name);
-        w.add(name, p.value());
-    }
-    w.set_metadata(metadata);
-    w.write(path);
-}
-/// save_parameters(path, model, {{"key", "value"}}): a braced list is metadata, never a
-/// name_map (io/name_map.hpp's overload would otherwise make the call ambiguous).
-template <class T, class B>
-void save_parameters(const std::string& path, const nn::Module<T, B>& module,
-                     std::initializer_list<metadata_map::value_type> metadata) {
-    save_parameters(path, module, metadata_map(metadata));
-}
-
-/// Loads parameters saved by save_parameters (or save_checkpoint, or PyTorch's
-/// safetensors.torch.save_file of a state dict) into `module`, in place.
-/// strict: every parameter must be in the file and the file must hold nothing else (training
-/// state tensors excepted); otherwise missing ones are left as they are and unexpected ones
-/// ignored (both listed in the report). Shapes must match either way; F32 and F64 tensors
-/// convert to the model's type. Throws io_error naming the file and the tensors at fault.
-template <class T, class B>
-load_report load_parameters(const std::string& path, nn::Module<T, B>& module, bool strict = true) {
-    const safetensors_file f(path);
-    return detail::load_module(f, module, strict);
-}
-
-/// Everything a resumable run needs besides the parameters: named tensors (optimizer
-/// moments, ...; any names, stored under state_prefix) and string metadata (step counter,
-/// RNG state, hyper-parameters, config). The helpers store numbers exactly.
-template <class T, class B = backend::cpu>
-struct training_state {
-    std::vector<std::pair<std::string, Tensor<T, B>>> tensors;
-    metadata_map metadata;
-
-    [[nodiscard]] bool has_tensor(const std::string& name) const {
-        for (const auto& [n, t] : tensors)
-            if (n == name) return true;
-        return false;
-    }
-    /// The tensor called `name`; throws io_error listing what there is.
-    [[nodiscard]] const Tensor<T, B>& tensor(const std::string& name) const {
-        std::vector<std::string> have;
-        for (const auto& [n, t] : tensors) {
-            if (n == name) return t;
-            have.push_back(n);
-        }
-        throw io_error(depthlab::detail::cat("training_state: no tensor '", name, "' (has ", have.size(), ": ",
-                                             detail::join_names(have), ")"));
-    }
-    /// The metadata string under `key`; throws io_error if absent.
-    [[nodiscard]] const std::string& get(const std::string& key) const {
-        const auto it = metadata.find(key);
-        DEPTHLAB_CHECK(it != metadata.end(), io_error, "training_state: no metadata '", key, "'");
-        return it->second;
-    }
-
-    /// Adds an exported sub-state under "<section>.": its tensors as "<section>.<name>" and
-    /// its scalars as metadata "<section>.<key>". For an optimizer:
-    ///     st.add_section("optim", opt.state_tensors(), opt.state_scalars());
-    ///     opt.load_state(back.section_tensors("optim"), back.section_metadata("optim"));
-    /// Throws usage_error if a name is already taken.
-    void add_section(const std::string& section, const std::vector<std::pair<std::string, Tensor<T, B>>>& ts,
-                     const metadata_map& scalars = {}) {
-        const std::string pre = section + ".";
-        for (const auto& [n, t] : ts) {
-            DEPTHLAB_CHECK(!has_tensor(pre + n), usage_error, "training_state: tensor '", pre + n, "' added twice");
-            tensors.emplace_back(pre + n, t);
-        }
-        for (const auto& [k, v] : scalars)
-            DEPTHLAB_CHECK(metadata.emplace(pre + k, v).second, usage_error, "training_state: metadata '", pre + k, "' added twice");
-    }
-    /// The tensors of a section, without the "<section>." prefix (in file order).
-    [[nodiscard]] std::vector<std::pair<std::string, Tensor<T, B>>> section_tensors(const std::string& section) const {
-        const std::string pre = section + ".";
-        std::vector<std::pair<std::string, Tensor<T, B>>> out;
-        for (const auto& [n, t] : tensors)
-            if (n.rfind(pre, 0) == 0) out.emplace_back(n.substr(pre.size()), t);
-        return out;
-    }
-    /// The metadata of a section, without the "<section>." prefix.
-    [[nodiscard]] metadata_map section_metadata(const std::string& section) const {
-        const std::string pre = section + ".";
-        metadata_map out;
-        for (const auto& [k, v] : metadata)
-            if (k.rfind(pre, 0) == 0) out.emplace(k.substr(pre.size()), v);
-        return out;
-    }
-
-    void set_u64(const std::string& key, std::uint64_t v) { metadata[key] = std::to_string(v); }
-    /// Parses a decimal u64 exactly (no sign, no spaces, no overflow), else io_error.
-    [[nodiscard]] std::uint64_t get_u64(const std::string& key) const {
-        const std::string& s = get(key);
-        std::uint64_t v = 0;
-        const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-        DEPTHLAB_CHECK(!s.empty() && ec == std::errc() && end == s.data() + s.size(), io_error, "training_state: metadata '",
-                       key, "' = '", s, "' is not an unsigned 64-bit integer");
-        return v;
-    }
-    /// Shortest decimal form that reads back to the same double (inf/nan included).
-    void set_double(const std::string& key, double v) {
-        char buf[64];
-        const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
-        metadata[key] = std::string(buf, end);
-        (void)ec;
-    }
-    [[nodiscard]] double get_double(const std::string& key) const {
-        const std::string& s = get(key);
-        double v = 0;
-        const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-        DEPTHLAB_CHECK(!s.empty() && ec == std::errc() && end == s.data() + s.size(), io_error, "training_state: metadata '",
-                       key, "' = '", s, "' is not a number");
-        return v;
-    }
-    /// A Generator's whole state: "<key>.seed" and "<key>.offset" (decimal u64).
-    void set_generator(const std::string& key, const Generator& g) {
-        set_u64(key + ".seed", g.seed());
-        set_u64(key + ".offset", g.offset());
-    }
-    void restore_generator(const std::string& key, Generator& g) const { g.set_state(get_u64(key + ".seed"), get_u64(key + ".offset")); }
-};
-
-/// Writes the parameters of `module` and a training state in one file (atomic). State
-/// tensor names get state_prefix; the state's metadata becomes the file's metadata.
-template <class T, class B>
-void save_checkpoint(const std::string& path, const nn::Module<T, B>& module, const training_state<T, B>& state) {
-    safetensors_writer w;
-    for (const auto& [name, p] : module.named_parameters()) {
-        DEPTHLAB_CHECK(name.rfind(state_prefix, 0) != 0, usage_error, "save_checkpoint ", path, ": parameter name '", name,
-                       "' starts with the reserved prefix '", state_prefix, "'");
-        detail::require_finite_for_save(p.value(), path, name);
-        w.add(name, p.value());
-    }
-    for (const auto& [name, t] : state.tensors) {
-        detail::require_finite_for_save(t, path, std::string(state_prefix) + name);
-        w.add(std::string(state_prefix) + name, t);
-    }
-    w.set_metadata(state.metadata);
-    w.write(path);
-}
-
-/// Loads a checkpoint written by save_checkpoint: the parameters into `module` (in place,
-/// strict as in load_parameters), and returns the training state (tensors without the
-/// prefix, converted to T if stored as the other float type; all metadata). The module is
-/// only modified once every tensor has been checked and read.
-template <class T, class B>
-training_state<T, B> load_checkpoint(const std::string& path, nn::Module<T, B>& module, bool strict = true) {
-    const safetensors_file f(path);
-    training_state<T, B> st;
-    for (const std::string& n : f.names())  // read the state first: a failure leaves the module untouched
-        if (n.rfind(state_prefix, 0) == 0)
-            st.tensors.emplace_back(n.substr(state_prefix.size()), detail::require_finite(f.template load<T, B>(n), path, n));
-    st.metadata = f.metadata();
-    detail::load_module(f, module, strict);
-    return st;
-}
-
-}  // namespace depthlab::io
-// ---- end depthlab/io/checkpoint.hpp ----
-// ---- begin depthlab/io/config.hpp ----
-// Model configurations in checkpoint metadata, complete: every field of transformer_config,
-// seq2seq_config, albert_config and act_options is written as "<prefix><field>" (nested
-// configs as "<prefix><field>.<subfield>"), numbers exactly, enums by name, and read back
-// strictly (a missing or malformed key is an io_error naming it). So a checkpoint rebuilds
-// its model without flags:
-//
-//     io::save_config(st.metadata, "config.", cfg);            // when saving
-//     auto cfg = io::load_config<nn::seq2seq_config>(file.metadata(), "config.");
-//
-// Each config's fields are listed once, in config_fields() below; the same list writes and
-// reads, and tests/test_trainer.cpp checks the round trip (and the size of each struct, so
-// that a new field cannot be forgotten here).
-#include <charconv>
-#include <cstdint>
-#include <string>
-#include <string_view>
-#include <type_traits>
-
-
-namespace depthlab::io {
-
-// ---- the field lists (C is the config or const config) ----
-template <class C, class F>
-    requires std::same_as<std::remove_const_t<C>, nn::transformer_config>
-void config_fields(C& c, F&& f) {
-    f("dim", c.dim);
-    f("heads", c.heads);
-    f("ff_dim", c.ff_dim);
-    f("activation", c.act);
-    f("dropout", c.dropout);
-    f("attention_dropout", c.attention_dropout);
-    f("norm_first", c.norm_first);
-    f("ln_eps", c.ln_eps);
-    f("init", c.init);
-}
-template <class C, class F>
-    requires std::same_as<std::remove_const_t<C>, nn::seq2seq_config>
-void config_fields(C& c, F&& f) {
-    f("src_vocab", c.src_vocab);
-    f("tgt_vocab", c.tgt_vocab);
-    f("share_embeddings", c.share_embeddings);
-    f("tie_output", c.tie_output);
-    f("encoder_layers", c.encoder_layers);
-    f("decoder_layers", c.decoder_layers);
-    f("max_len", c.max_len);
-    f("layer", c.layer);
-}
-template <class C, class F>
-    requires std::same_as<std::remove_const_t<C>, nn::albert_config>
-void config_fields(C& c, F&& f) {
-    f("vocab", c.vocab);
-    f("embed", c.embed);
-    f("max_len", c.max_len);
-    f("segments", c.segments);
-    f("depth", c.depth);
-    f("layer", c.layer);
-}
-template <class C, class F>
-    requires std::same_as<std::remove_const_t<C>, halting::act_options>
-void config_fields(C& c, F&& f) {
-    f("max_iterations", c.max_iterations);
-    f("epsilon", c.epsilon);
-    f("min_iterations", c.min_iterations);
-    f("compact", c.compact);
-    f("fixed_point_trace", c.fixed_point_trace);
-    f("lambda_p", c.lambda_p);
-    f("halting_bias", c.halting_bias);
-}
-
-namespace detail {
-template <class V>
-concept config_struct = requires(V& v) { config_fields(v, [](const char*, auto&) {}); };
-
-template <class E>
-struct enum_names;
-template <>
-struct enum_names<nn::activation> {
-    static constexpr const char* names[] = {"gelu", "relu", "gelu_erf"};
-};
-template <>
-struct enum_names<nn::init_scheme> {
-    static constexpr const char* names[] = {"pytorch", "bert", "xavier"};
-};
-template <>
-struct enum_names<halting::act_options::trace> {
-    static constexpr const char* names[] = {"never", "eval_only", "always"};
-};
-
-template <class V>
-std::string to_text(const V& v) {
-    if constexpr (std::is_enum_v<V>) {
-        return enum_names<V>::names[static_cast<std::size_t>(v)];
-    } else if constexpr (std::is_same_v<V, bool>) {
-        return v ? "true" : "false";
-    } else {
-        char buf[64];
-        const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);  // shortest exact form
-        (void)ec;
-        return std::string(buf, end);
-    }
-}
-template <class V>
-void from_text(const std::string& key, const std::string& s, V& v) {
-    if constexpr (std::is_enum_v<V>) {
-        const auto& names = enum_names<V>::names;
-        for (std::size_t i = 0; i < std::size(names); ++i)
-            if (s == names[i]) {
-                v = static_cast<V>(i);
-                return;
-            }
-        throw io_error(depthlab::detail::cat("config: '", key, "' = '", s, "' is not one of the names of its kind"));
-    } else if constexpr (std::is_same_v<V, bool>) {
-        DEPTHLAB_CHECK(s == "true" || s == "false", io_error, "config: '", key, "' = '", s, "' is not true or false");
-        v = s == "true";
-    } else {
-        const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-        DEPTHLAB_CHECK(!s.empty() && ec == std::errc() && end == s.data() + s.size(), io_error, "config: '", key, "' = '", s,
-                       "' is not a valid ", std::is_floating_point_v<V> ? "number" : "integer");
-    }
-}
-}  // namespace detail
-
-/// Writes every field of config `c` into `md` under `prefix` (e.g. "config.").
-template <detail::config_struct C>
-void save_config(metadata_map& md, const std::string& prefix, const C& c) {
-    config_fields(c, [&](const char* name, const auto& v) {
-        using V = std::remove_cvref_t<decltype(v)>;
-        if constexpr (detail::config_struct<V>) save_config(md, prefix + name + ".", v);
-        else md[prefix + name] = detail::to_text(v);
-    });
-}
-/// Reads every field of a C from `md` under `prefix`; throws io_error naming the first
-/// missing or malformed key.
-template <detail::config_struct C>
-void load_config(const metadata_map& md, const std::string& prefix, C& c) {
-    config_fields(c, [&](const char* name, auto& v) {
-        using V = std::remove_cvref_t<decltype(v)>;
-        if constexpr (detail::config_struct<V>) {
-            load_config(md, prefix + name + ".", v);
-        } else {
-            const auto it = md.find(prefix + name);
-            DEPTHLAB_CHECK(it != md.end(), io_error, "config: no '", prefix + name,
-                           "' in the metadata (a checkpoint from an older version, or not a model checkpoint)");
-            detail::from_text(prefix + name, it->second, v);
-        }
-    });
-}
-template <detail::config_struct C>
-[[nodiscard]] C load_config(const metadata_map& md, const std::string& prefix) {
-    C c;
-    load_config(md, prefix, c);
-    return c;
-}
-
-}  // namespace depthlab::io
-// ---- end depthlab/io/config.hpp ----
-// ---- begin depthlab/io/name_map.hpp ----
-// Interop with PyTorch / Hugging Face checkpoints: a name_map says where each depthlab
-// parameter lives in an external state dict (a renaming, plus the few transforms the layouts
-// need), load_parameters(path, model, map) imports a safetensors state dict through it and
-// save_parameters(path, model, map) exports one (atomic, metadata {"format": "pt"}).
-//
-// A map entry is one of: `tensor` (one external tensor, same shape: PyTorch's Linear weight
-// is (out, in) like depthlab's, so nothing is ever transposed), `split` (the parameter is
-// several external tensors concatenated along dim 0: depthlab's fused in_proj_weight (3D, D)
-// = HF's query/key/value weights (D, D) each), `fixed` (the layout has no such tensor and
-// computes as if the parameter had a fixed value: loading sets it, saving checks it), `kept`
-// (the layout has no counterpart: loading leaves it unchanged, saving leaves it out; both
-// say so in their report). An entry may list `tied` external names holding the same values
-// (HF's decoder weight = word embeddings): optional on load but then equal (the first one
-// present is read when the main name is absent), written on save unless write_tied = false.
-// External names may also be `ignored` (buffers such as position_ids) or `rejected`
-// (tensors the depthlab model cannot represent: loading fails when they are present).
-// Every name is used once: a second use throws usage_error at once, naming both uses, and
-// leaves the map as it was. A plain renaming for any other layout:
-//     io::name_map m("my layout", {{"encoder.0.feed_forward.linear1.weight", "blocks.0.mlp.fc1.weight"}, ...});
-// (argument order as io::load_parameters(path, model) in checkpoint.hpp, whose strict
-// identity-named load this generalises).
-//
-// load_parameters checks everything before it writes anything: every model parameter has an
-// entry and every entry a parameter (usage_error otherwise); every external tensor is there,
-// F32/F64, finite and of the right shape; tied copies are equal; no file tensor is left
-// unused unless ignored or `allow_extra` (io_error naming the file, the layout, the external
-// and depthlab names and both shapes, every problem at once). A failed load leaves the model
-// unchanged.
-//
-// The maps of the Hugging Face and torch.nn.Transformer layouts are in io/layouts.hpp.
-#include <cstddef>
-#include <map>
-#include <string>
-#include <utility>
-#include <vector>
-
-
-namespace depthlab::io {
-
-enum class map_kind { tensor, split, fixed, kept };
-enum class fixed_value { identity, zeros };
-
-struct name_map_entry {
-    std::string internal;               ///< the depthlab parameter name
-    map_kind kind = map_kind::tensor;
-    std::vector<std::string> external;  ///< tensor: one name; split: the parts along dim 0, in order
-    std::vector<std::string> tied;      ///< more external names with the same values (tensor entries)
-    fixed_value value = fixed_value::zeros;
-    std::string note;                   ///< why (fixed, kept)
-};
-
-class name_map {
-public:
-    explicit name_map(std::string layout) : layout_(std::move(layout)) {}
-    /// A plain renaming: {depthlab name, external name} pairs.
-    name_map(std::string layout, const std::vector<std::pair<std::string, std::string>>& pairs) : layout_(std::move(layout)) {
-        for (const auto& pr : pairs) add(pr.first, pr.second);
-    }
-    [[nodiscard]] const std::string& layout() const { return layout_; }
-    [[nodiscard]] const std::vector<name_map_entry>& entries() const { return entries_; }
-    [[nodiscard]] const name_map_entry* find(const std::string& internal) const {
-        const auto it = by_internal_.find(internal);
-        return it == by_internal_.end() ? nullptr : &entries_[it->second];
-    }
-    /// Why an external name is ignored / rejected (nullptr: it is not).
-    [[nodiscard]] const std::string* ignored(const std::string& external) const { return lookup(ignored_, external); }
-    [[nodiscard]] const std::string* rejected(const std::string& external) const { return lookup(rejected_, external); }
-    /// Whether an external name belongs to an entry (tensor, part or tied copy).
-    [[nodiscard]] bool used(const std::string& external) const { return uses_.count(external) && !ignored_.count(external) && !rejected_.count(external); }
-
-    name_map& add(std::string internal, std::string external) { return push({std::move(internal), map_kind::tensor, {std::move(external)}, {}, {}, {}}); }
-    name_map& split(std::string internal, std::vector<std::string> parts) {
-        DEPTHLAB_CHECK(parts.size() >= 2, usage_error, "name_map ", layout_, ": split of '", internal, "' needs at least 2 parts");
-        return push({std::move(internal), map_kind::split, std::move(parts), {}, {}, {}});
-    }
-    name_map& fixed(std::string internal, fixed_value v, std::string note) {
-        return push({std::move(internal), map_kind::fixed, {}, {}, v, std::move(note)});
-    }
-    name_map& keep(std::string internal, std::string note) { return push({std::move(internal), map_kind::kept, {}, {}, {}, std::move(note)}); }
-    /// Another external name holding the values of `internal` (a tensor entry already added).
-    name_map& tie(const std::string& internal, std::string external) {
-        const auto it = by_internal_.find(internal);
-        DEPTHLAB_CHECK(it != by_internal_.end() && entries_[it->second].kind == map_kind::tensor, usage_error, "name_map ", layout_,
-                       ": tie '", external, "' to '", internal, "', which is not a tensor entry");
-        claim(external, "a tied copy of '" + internal + "'");
-        entries_[it->second].tied.push_back(std::move(external));
-        return *this;
-    }
-    name_map& ignore(std::string external, std::string note) {
-        claim(external, "ignored");
-        ignored_[std::move(external)] = std::move(note);
-        return *this;
-    }
-    name_map& reject(std::string external, std::string note) {
-        claim(external, "rejected");
-        rejected_[std::move(external)] = std::move(note);
-        return *this;
-    }
-
-private:
-    static const std::string* lookup(const std::map<std::string, std::string>& m, const std::string& k) {
-        const auto it = m.find(k);
-        return it == m.end() ? nullptr : &it->second;
-    }
-    // A refused name leaves the map as it was.
-    void claim(const std::string& external, const std::string& use) {
-        const auto it = uses_.find(external);
-        DEPTHLAB_CHECK(it == uses_.end(), usage_error, "name_map ", layout_, ": external name '", external, "' is used twice: ", it->second, " and ", use);
-        uses_.emplace(external, use);
-    }
-    name_map& push(name_map_entry e) {
-        DEPTHLAB_CHECK(!by_internal_.count(e.internal), usage_error, "name_map ", layout_, ": depthlab parameter '", e.internal, "' is mapped twice");
-        std::vector<std::string> uses;
-        for (std::size_t k = 0; k < e.external.size(); ++k) {
-            uses.push_back(e.kind == map_kind::split ? depthlab::detail::cat("part ", k + 1, " of '", e.internal, "'") : "'" + e.internal + "'");
-            const auto it = uses_.find(e.external[k]);
-            DEPTHLAB_CHECK(it == uses_.end(), usage_error, "name_map ", layout_, ": external name '", e.external[k], "' is used twice: ", it->second,
-                           " and ", uses.back());
-            for (std::size_t j = 0; j < k; ++j)
-                DEPTHLAB_CHECK(e.external[j] != e.external[k], usage_error, "name_map ", layout_, ": external name '", e.external[k],
-                               "' is used twice: ", uses[j], " and ", uses.back());
-        }
-        for (std::size_t k = 0; k < e.external.size(); ++k) uses_.emplace(e.external[k], uses[k]);
-        by_internal_[e.internal] = entries_.size();
-        entries_.push_back(std::move(e));
-        return *this;
-    }
-    std::string layout_;
-    std::vector<name_map_entry> entries_;
-    std::map<std::string, std::size_t> by_internal_;
-    std::map<std::string, std::string> uses_, ignored_, rejected_;
-};
-
-/// What a load or save did besides the tensors it moved.
-struct interop_report {
-    std::vector<std::string> kept;     ///< depthlab parameters the layout lacks (unchanged / not written)
-    std::vector<std::string> fixed;    ///< depthlab parameters set to (load) or checked at (save) a fixed value
-    std::vector<std::string> ignored;  ///< file tensors not read (ignored buffers; extras under allow_extra)
-};
-struct interop_load_options {
-    bool allow_extra = false;  ///< file tensors the map does not know are ignored (listed) instead of an error
-};
-struct interop_save_options {
-    bool write_tied = true;  ///< tied copies written too, as PyTorch's state_dict() holds them
-};
-
-namespace detail {
-/// The model's parameters with their entries; usage_error when map and model do not fit.
-template <class T, class B>
-std::vector<std::pair<const name_map_entry*, Var<T, B>>> resolve_entries(const nn::Module<T, B>& module, const name_map& map, const std::string& where) {
-    std::vector<std::pair<const name_map_entry*, Var<T, B>>> out;
-    std::vector<std::string> unmapped, unknown;
-    std::map<std::string, bool> have;
-    for (const auto& [name, p] : module.named_parameters()) {
-        have[name] = true;
-        if (const name_map_entry* e = map.find(name)) out.emplace_back(e, p);
-        else unmapped.push_back(name);
-    }
-    for (const name_map_entry& e : map.entries())
-        if (!have.count(e.internal)) unknown.push_back(e.internal);
-    if (unmapped.empty() && unknown.empty()) return out;
-    std::string msg = where + ": the name map does not fit the model";
-    if (!unmapped.empty()) msg += depthlab::detail::cat("; no entry for ", unmapped.size(), " model parameter(s): ", join_names(unmapped));
-    if (!unknown.empty()) msg += depthlab::detail::cat("; entries for ", unknown.size(), " parameter(s) the model does not have: ", join_names(unknown));
-    throw usage_error(msg);
-}
-template <class T>
-std::vector<T> fixed_values(fixed_value v, const Shape& s, const std::string& where, const std::string& name) {
-    std::vector<T> out(static_cast<std::size_t>(s.numel()), T(0));
-    if (v == fixed_value::identity) {
-        DEPTHLAB_CHECK(s.rank() == 2 && s[0] == s[1], usage_error, where, ": '", name, "' has shape ", s, ", not a square matrix (identity)");
-        for (index_t i = 0; i < s[0]; ++i) out[static_cast<std::size_t>(i * s[0] + i)] = T(1);
-    }
-    return out;
-}
-inline Shape part_shape(const Shape& s, std::size_t parts) {
-    Shape p = s;
-    p[0] = s[0] / static_cast<index_t>(parts);
-    return p;
-}
-}  // namespace detail
-
-/// Loads an external safetensors state dict into `module` through `map` (see the top).
-template <class T, class B>
-interop_report load_parameters(const std::string& path, nn::Module<T, B>& module, const name_map& map, interop_load_options opt = {}) {
-    using depthlab::detail::cat;
-    const safetensors_file f(path);
-    const std::string where = cat("load_parameters ", path, " (layout ", map.layout(), ")");
-    const auto params = detail::resolve_entries(module, map, where);
-    interop_report rep;
-    std::vector<std::string> problems;
-    // a tensor entry reads its external name, or else the first tied copy the file has
-    const auto source = [&](const name_map_entry& e) -> const std::string& {
-        if (!f.contains(e.external[0]))
-            for (const std::string& t : e.tied)
-                if (f.contains(t)) return t;
-        return e.external[0];
-    };
-    const auto check = [&](const std::string& ext, const std::string& role, const Shape& want) {
-        if (!f.contains(ext)) {
-            problems.push_back(cat("no tensor '", ext, "' ", want, " for ", role));
-            return;
-        }
-        const tensor_entry& e = f.entry(ext);
-        if (e.shape != want) problems.push_back(cat("tensor '", ext, "' for ", role, " has shape ", e.shape, ", expected ", want));
-        else if (e.dtype != "F32" && e.dtype != "F64") problems.push_back(cat("tensor '", ext, "' for ", role, " is ", e.dtype, ", not F32 or F64"));
-    };
-    for (const auto& [e, p] : params) {
-        const Shape& s = p.value().shape();
-        const std::string role = cat("depthlab '", e->internal, "' ", s);
-        if (e->kind == map_kind::tensor) {
-            const std::string& src = source(*e);
-            check(src, role, s);
-            for (const std::string& t : e->tied)
-                if (t != src && f.contains(t)) check(t, cat(role, " (tied to '", src, "')"), s);
-        } else if (e->kind == map_kind::split) {
-            const std::size_t k = e->external.size();
-            if (s.rank() == 0 || s[0] % static_cast<index_t>(k) != 0) {
-                problems.push_back(cat(role, " cannot be split into ", k, " equal parts along dim 0"));
-                continue;
-            }
-            for (std::size_t i = 0; i < k; ++i) check(e->external[i], cat("part ", i + 1, " of ", k, " of ", role), detail::part_shape(s, k));
-        }
-    }
-    std::vector<std::string> extra;
-    for (const std::string& n : f.names()) {
-        if (map.used(n)) continue;
-        if (map.ignored(n)) rep.ignored.push_back(n);
-        else if (const std::string* why = map.rejected(n)) problems.push_back(cat("tensor '", n, "' cannot be loaded: ", *why));
-        else extra.push_back(n);
-    }
-    if (!extra.empty() && !opt.allow_extra)
-        problems.push_back(cat(extra.size(), " tensor(s) the map does not know (allow_extra ignores them): ", detail::join_names(extra)));
-    rep.ignored.insert(rep.ignored.end(), extra.begin(), extra.end());
-    if (!problems.empty()) {
-        std::string msg = where + ": ";
-        for (std::size_t i = 0; i < problems.size() && i < 20; ++i) msg += (i ? "; " : "") + problems[i];
-        if (problems.size() > 20) msg += cat("; ... (", problems.size() - 20, " more problems)");
-        throw io_error(msg);
-    }
-    // Read and stage every value, then write them all.
-    std::vector<std::pair<Tensor<T, B>*, Tensor<T, B>>> staged;
-    for (const auto& [e, p] : params) {
-        const Shape& s = p.value().shape();
-        if (e->kind == map_kind::kept) {
-            rep.kept.push_back(e->internal);
-        } else if (e->kind == map_kind::fixed) {
-            staged.emplace_back(&p.value(), Tensor<T, B>::from(s, detail::fixed_values<T>(e->value, s, where, e->internal)));
-            rep.fixed.push_back(e->internal);
-        } else if (e->kind == map_kind::tensor) {
-            const std::string& src = source(*e);
-            Tensor<T, B> v = detail::require_finite(f.template load<T, B>(src), path, src);
-            const std::vector<T> host = e->tied.empty() ? std::vector<T>{} : v.to_vector();
-            for (const std::string& t : e->tied) {
-                if (t == src || !f.contains(t)) continue;
-                const std::vector<T> other = f.template load<T, B>(t).to_vector();
-                std::size_t i = 0;
-                while (i < host.size() && host[i] == other[i]) ++i;
-                DEPTHLAB_CHECK(i == host.size(), io_error, where, ": tensor '", t, "' differs from '", src, "' at flat index ", i, " (",
-                               other[i], " vs ", host[i], "), but depthlab ties both to '", e->internal, "'");
-            }
-            staged.emplace_back(&p.value(), std::move(v));
-        } else {
-            Tensor<T, B> v = Tensor<T, B>::empty(s);
-            const index_t n = s[0] / static_cast<index_t>(e->external.size());
-            for (std::size_t i = 0; i < e->external.size(); ++i)
-                v.slice(0, static_cast<index_t>(i) * n, static_cast<index_t>(i + 1) * n)
-                    .copy_(detail::require_finite(f.template load<T, B>(e->external[i]), path, e->external[i]));
-            staged.emplace_back(&p.value(), std::move(v));
-        }
-    }
-    for (auto& [dst, src] : staged) dst->copy_(src);
-    return rep;
-}
-
-/// Exports `module` through `map` as a safetensors state dict (atomic; nothing is written
-/// if a check fails). Metadata: {"format": "pt"} (transformers' loader wants it) plus `metadata`.
-template <class T, class B>
-interop_report save_parameters(const std::string& path, const nn::Module<T, B>& module, const name_map& map, const metadata_map& metadata = {},
-                               interop_save_options opt = {}) {
-    using depthlab::detail::cat;
-    const std::string where = cat("save_parameters ", path, " (layout ", map.layout(), ")");
-    const auto params = detail::resolve_entries(module, map, where);
-    interop_report rep;
-    safetensors_writer w;
-    std::vector<std::pair<std::string, Tensor<T, B>>> tied;
-    for (const auto& [e, p] : params) {
-        const Tensor<T, B>& v = p.value();
-        if (e->kind == map_kind::kept) {
-            rep.kept.push_back(e->internal);
-            continue;
-        }
-        detail::require_finite_for_save(v, path, e->internal);
-        if (e->kind == map_kind::fixed) {
-            DEPTHLAB_CHECK(v.to_vector() == detail::fixed_values<T>(e->value, v.shape(), where, e->internal), usage_error, where, ": '",
-                           e->internal, "' must be ", e->value == fixed_value::identity ? "the identity" : "zero", " in this layout (",
-                           e->note, "); nothing was written");
-            rep.fixed.push_back(e->internal);
-        } else if (e->kind == map_kind::tensor) {
-            w.add(e->external[0], v);
-            if (opt.write_tied)
-                for (const std::string& t : e->tied) tied.emplace_back(t, v);
-        } else {
-            const index_t n = v.shape()[0] / static_cast<index_t>(e->external.size());
-            DEPTHLAB_CHECK(v.rank() >= 1 && n * static_cast<index_t>(e->external.size()) == v.shape()[0], shape_error, where, ": '", e->internal,
-                           "' of shape ", v.shape(), " does not split into ", e->external.size(), " equal parts; nothing was written");
-            for (std::size_t i = 0; i < e->external.size(); ++i)
-                w.add(e->external[i], v.slice(0, static_cast<index_t>(i) * n, static_cast<index_t>(i + 1) * n));
-        }
-    }
-    for (const auto& [name, v] : tied) w.add(name, v);
-    metadata_map meta = metadata;
-    meta.emplace("format", "pt");
-    w.set_metadata(meta);
-    w.write(path);
-    return rep;
-}
-
-}  // namespace depthlab::io
-// ---- end depthlab/io/name_map.hpp ----
-// ---- begin depthlab/io/layouts.hpp ----
-// Name maps (io/name_map.hpp) of the PyTorch / Hugging Face layouts that depthlab's models share:
-//
-//     auto map = io::hf_albert_names(cfg);                          // AlbertForPreTraining
-//     io::load_parameters("model.safetensors", albert, map);        // import
-//     io::save_parameters("export.safetensors", albert, map);       // export
-//
-// Sources. transformers is not installable here, so the HF names are the module attribute
-// names of its source (modeling_albert.py read at commit 00661e38, a v4.x; modeling_bert.py
-// from the same family of versions, from memory, cross-checked against the BertModel keys
-// HF checkpoints carry); the nn.Transformer names are PyTorch 1.13's state_dict() keys.
-// tests/fixtures/interop/make.py rebuilds these modules by hand and writes their state dicts.
-//  * hf_albert_names: transformers' modeling_albert.py (v4.x) AlbertModel / AlbertForPreTraining:
-//    embeddings.{word,position,token_type}_embeddings, embeddings.LayerNorm,
-//    encoder.embedding_hidden_mapping_in (the E -> H projection: HF puts it in the encoder),
-//    encoder.albert_layer_groups.{g}.albert_layers.0.{attention.{query,key,value,dense,LayerNorm},
-//    ffn, ffn_output, full_layer_layer_norm}, pooler; heads predictions.{dense, LayerNorm, bias,
-//    decoder (tied)}, sop_classifier.classifier. Tied depthlab ALBERT = 1 group (num_hidden_groups
-//    1, inner_group_num 1); untied = one group per layer. ACT's halting unit has no HF
-//    counterpart: an extra tensor "depthlab.encoder.halting.{weight,bias}", or kept.
-//  * hf_bert_names: modeling_bert.py BertModel / BertForPreTraining over depthlab's untied
-//    Albert with embed == dim: embeddings.*, encoder.layer.{i}.attention.self.{query,key,value},
-//    attention.output.{dense,LayerNorm}, intermediate.dense, output.{dense,LayerNorm},
-//    pooler.dense; heads cls.predictions.{transform.dense, transform.LayerNorm, bias, decoder
-//    (tied)}, cls.seq_relationship (BERT's NSP head: the same (2, H) classifier as depthlab's
-//    SOP head). BERT has no embedding projection: depthlab's is `fixed` to the identity.
-//  * torch_transformer_names: torch.nn.Transformer (PyTorch 1.13): {encoder,decoder}.layers.{i}.
-//    {self_attn, multihead_attn}.{in_proj_weight, in_proj_bias, out_proj}, linear1, linear2,
-//    norm1..3; encoder.norm / decoder.norm = depthlab's final norms of a pre-LN model. A post-LN
-//    depthlab model has no final norms, so nn.Transformer's (which it always builds) are
-//    rejected: build the torch model with custom_encoder / custom_decoder and norm=None.
-//    nn.Transformer has no embeddings or output projection: extra tensors "depthlab.<name>".
-//    PyTorch's activation="gelu" is activation::gelu_erf.
-// What a map cannot carry is configuration: activation (HF "gelu_new" = activation::gelu,
-// "gelu" = gelu_erf), layer_norm_eps = ln_eps (modeling_albert.py's AlbertMLMHead LayerNorm
-// uses PyTorch's default 1e-5: set model.mlm_norm->eps for exact parity), sizes, depth.
-// HF's additive mask of -10000 and depthlab's -inf give the same softmax.
-#include <optional>
-#include <string>
-#include <string_view>
-#include <vector>
-
-
-namespace depthlab::io {
-
-/// Extra tensors (depthlab parameters a layout lacks) are stored as this prefix + their name.
-inline constexpr std::string_view extra_prefix = "depthlab.";
-
-enum class hf_head { base_model, pretraining };  ///< AlbertModel / BertModel alone, or *ForPreTraining
-enum class act_halting { none, extra_tensor, keep };
-struct hf_albert_options {
-    hf_head head = hf_head::pretraining;
-    bool tied = true;                        ///< Albert<T, B, tied> / ActAlbert (1 group); false: untied, a group per layer
-    act_halting halting = act_halting::none; ///< ActAlbert's encoder.halting: extra tensor or kept
-    std::optional<std::string> prefix{};     ///< of the base model's names; default "albert." with heads, "" without
-};
-struct hf_bert_options {
-    hf_head head = hf_head::base_model;
-    std::optional<std::string> prefix{};     ///< default "bert." with heads, "" without
-};
-struct torch_transformer_options {
-    bool embeddings = true;  ///< true: embeddings / output projection as "depthlab.*" extra tensors; false: kept
-};
-
-namespace detail {
-inline void map_affine(name_map& m, const std::string& internal, const std::string& external) {
-    m.add(internal + ".weight", external + ".weight");
-    m.add(internal + ".bias", external + ".bias");
-}
-/// One encoder layer, HF style: separate q, k, v Linear layers into the fused in_proj.
-inline void map_hf_layer(name_map& m, const std::string& in, const std::string& q, const std::string& k, const std::string& v,
-                         const std::string& out, const std::string& attn_norm, const std::string& ff1, const std::string& ff2,
-                         const std::string& ff_norm) {
-    m.split(in + "self_attention.in_proj_weight", {q + ".weight", k + ".weight", v + ".weight"});
-    m.split(in + "self_attention.in_proj_bias", {q + ".bias", k + ".bias", v + ".bias"});
-    map_affine(m, in + "self_attention.out_proj", out);
-    map_affine(m, in + "self_attention.norm", attn_norm);
-    map_affine(m, in + "feed_forward.linear1", ff1);
-    map_affine(m, in + "feed_forward.linear2", ff2);
-    map_affine(m, in + "feed_forward.norm", ff_norm);
-}
-inline void map_hf_embeddings(name_map& m, const std::string& P) {
-    m.add("embeddings.word_embeddings.weight", P + "embeddings.word_embeddings.weight");
-    m.add("embeddings.position_embeddings.weight", P + "embeddings.position_embeddings.weight");
-    m.add("embeddings.token_type_embeddings.weight", P + "embeddings.token_type_embeddings.weight");
-    map_affine(m, "embeddings.norm", P + "embeddings.LayerNorm");
-    m.ignore(P + "embeddings.position_ids", "a buffer (arange), not a parameter");
-    m.ignore(P + "embeddings.token_type_ids", "a buffer (zeros), not a parameter");
-}
-inline void keep_heads(name_map& m, const char* model) {
-    const std::string why = std::string(model) + " has no pretraining heads";
-    for (const char* n : {"mlm.dense.weight", "mlm.dense.bias", "mlm.norm.weight", "mlm.norm.bias", "mlm.bias", "sop_classifier.weight", "sop_classifier.bias"})
-        m.keep(n, why);
-}
-}  // namespace detail
-
-/// depthlab's Albert (tied or untied) / ActAlbert <-> HF AlbertModel / AlbertForPreTraining.
-inline name_map hf_albert_names(const nn::albert_config& c, const hf_albert_options& o = {}) {
-    const bool heads = o.head == hf_head::pretraining;
-    const std::string P = o.prefix.value_or(heads ? "albert." : "");
-    name_map m(heads ? "hf AlbertForPreTraining" : "hf AlbertModel");
-    detail::map_hf_embeddings(m, P);
-    detail::map_affine(m, "embeddings.projection", P + "encoder.embedding_hidden_mapping_in");
-    for (int g = 0; g < (o.tied ? 1 : c.depth); ++g) {
-        const std::string L = depthlab::detail::cat(P, "encoder.albert_layer_groups.", g, ".albert_layers.0.");
-        detail::map_hf_layer(m, o.tied ? "encoder.shared." : depthlab::detail::cat("encoder.", g, "."), L + "attention.query", L + "attention.key",
-                             L + "attention.value", L + "attention.dense", L + "attention.LayerNorm", L + "ffn", L + "ffn_output",
-                             L + "full_layer_layer_norm");
-    }
-    detail::map_affine(m, "pooler", P + "pooler");
-    if (heads) {
-        m.tie("embeddings.word_embeddings.weight", "predictions.decoder.weight");
-        detail::map_affine(m, "mlm.dense", "predictions.dense");
-        detail::map_affine(m, "mlm.norm", "predictions.LayerNorm");
-        m.add("mlm.bias", "predictions.bias").tie("mlm.bias", "predictions.decoder.bias");
-        detail::map_affine(m, "sop_classifier", "sop_classifier.classifier");
-    } else {
-        detail::keep_heads(m, "AlbertModel");
-    }
-    for (const char* n : {"encoder.halting.weight", "encoder.halting.bias"}) {
-        if (o.halting == act_halting::extra_tensor) m.add(n, std::string(extra_prefix) + n);
-        else if (o.halting == act_halting::keep) m.keep(n, "ACT's halting unit has no Hugging Face counterpart");
-    }
-    return m;
-}
-
-/// depthlab's untied Albert with embed == dim <-> HF BertModel / BertForPreTraining.
-inline name_map hf_bert_names(const nn::albert_config& c, const hf_bert_options& o = {}) {
-    DEPTHLAB_CHECK(c.embed == c.layer.dim, usage_error, "hf_bert_names: BERT has no factorised embedding; embed ", c.embed, " must equal dim ",
-                   c.layer.dim);
-    const bool heads = o.head == hf_head::pretraining;
-    const std::string P = o.prefix.value_or(heads ? "bert." : "");
-    name_map m(heads ? "hf BertForPreTraining" : "hf BertModel");
-    detail::map_hf_embeddings(m, P);
-    m.fixed("embeddings.projection.weight", fixed_value::identity, "BERT has no embedding projection");
-    m.fixed("embeddings.projection.bias", fixed_value::zeros, "BERT has no embedding projection");
-    for (int i = 0; i < c.depth; ++i) {
-        const std::string L = depthlab::detail::cat(P, "encoder.layer.", i, ".");
-        detail::map_hf_layer(m, depthlab::detail::cat("encoder.", i, "."), L + "attention.self.query", L + "attention.self.key",
-                             L + "attention.self.value", L + "attention.output.dense", L + "attention.output.LayerNorm", L + "intermediate.dense",
-                             L + "output.dense", L + "output.LayerNorm");
-    }
-    detail::map_affine(m, "pooler", P + "pooler.dense");
-    if (heads) {
-        m.tie("embeddings.word_embeddings.weight", "cls.predictions.decoder.weight");
-        detail::map_affine(m, "mlm.dense", "cls.predictions.transform.dense");
-        detail::map_affine(m, "mlm.norm", "cls.predictions.transform.LayerNorm");
-        m.add("mlm.bias", "cls.predictions.bias").tie("mlm.bias", "cls.predictions.decoder.bias");
-        detail::map_affine(m, "sop_classifier", "cls.seq_relationship");
-    } else {
-        detail::keep_heads(m, "BertModel");
-    }
-    return m;
-}
-
-/// depthlab's Seq2SeqTransformer <-> torch.nn.Transformer (batch_first or not: same names).
-inline name_map torch_transformer_names(const nn::seq2seq_config& c, const torch_transformer_options& o = {}) {
-    using depthlab::detail::cat;
-    name_map m("torch nn.Transformer");
-    const auto attn = [&](const std::string& in, const std::string& ex) {
-        m.add(in + ".in_proj_weight", ex + ".in_proj_weight");
-        m.add(in + ".in_proj_bias", ex + ".in_proj_bias");
-        detail::map_affine(m, in + ".out_proj", ex + ".out_proj");
-    };
-    for (int i = 0; i < c.encoder_layers; ++i) {
-        const std::string in = cat("encoder.", i, "."), ex = cat("encoder.layers.", i, ".");
-        attn(in + "self_attention", ex + "self_attn");
-        detail::map_affine(m, in + "self_attention.norm", ex + "norm1");
-        detail::map_affine(m, in + "feed_forward.linear1", ex + "linear1");
-        detail::map_affine(m, in + "feed_forward.linear2", ex + "linear2");
-        detail::map_affine(m, in + "feed_forward.norm", ex + "norm2");
-    }
-    for (int i = 0; i < c.decoder_layers; ++i) {
-        const std::string in = cat("decoder.", i, "."), ex = cat("decoder.layers.", i, ".");
-        attn(in + "self_attention", ex + "self_attn");
-        detail::map_affine(m, in + "self_attention.norm", ex + "norm1");
-        attn(in + "cross_attention", ex + "multihead_attn");
-        detail::map_affine(m, in + "cross_attention.norm", ex + "norm2");
-        detail::map_affine(m, in + "feed_forward.linear1", ex + "linear1");
-        detail::map_affine(m, in + "feed_forward.linear2", ex + "linear2");
-        detail::map_affine(m, in + "feed_forward.norm", ex + "norm3");
-    }
-    for (const char* side : {"encoder", "decoder"}) {
-        if (c.layer.norm_first) {
-            detail::map_affine(m, cat(side, "_norm"), cat(side, ".norm"));
-        } else {
-            for (const char* leaf : {".weight", ".bias"})
-                m.reject(cat(side, ".norm", leaf), "a post-LN depthlab model has no final LayerNorm (build nn.Transformer with custom_encoder / "
-                                                    "custom_decoder whose norm is None)");
-        }
-    }
-    std::vector<std::string> own{"src_embed.weight"};
-    if (!c.share_embeddings) own.emplace_back("tgt_embed.weight");
-    if (!c.tie_output) own.emplace_back("output_projection.weight");
-    for (const std::string& n : own) {
-        if (o.embeddings) m.add(n, std::string(extra_prefix) + n);
-        else m.keep(n, "nn.Transformer has no embeddings or output projection");
-    }
-    return m;
-}
-
-}  // namespace depthlab::io
-// ---- end depthlab/io/layouts.hpp ----
-// ---- begin depthlab/train/checkpointer.hpp ----
-// The state of a resumable run, owned in one place: the parameters, the optimiser's state
-// ("optim.*"), the step counter ("step"), every tracked random generator ("rng.<name>.seed",
-// "rng.<name>.offset"), every tracked stream position ("<name>.<key>": a data sampler's
-// epoch and offset), tracked tensor sections ("<section>.*": θ⁰ for rewinding) and free
-// metadata (the model config, the recipe). A training loop, a resume and an analysis that
-// loads the run all go through this, so the keys cannot drift apart between programs.
-//
-//     train::checkpointer<float, B> ckpt(out + "/checkpoint.safetensors");
-//     ckpt.track("data", data_rng);                        // rng.data.*
-//     ckpt.track("data", stream);                          // data.*: stream.state() by field name
-//     ckpt.track("sampler", [&] { return sampler_state(); }, [&](const io::metadata_map& m) { ... });
-//     io::save_config(ckpt.metadata(), "config.", cfg);
-//     ckpt.save(model, &opt, step);   ...   const std::int64_t step = ckpt.load(model, &opt);
-#include <cstdint>
-#include <functional>
-#include <string>
-#include <type_traits>
-#include <utility>
-#include <vector>
-
-
-namespace depthlab::train {
-
-/// The unsigned integer under `key` of a tracked stream's state; io_error naming the key
-/// when it is absent or not a decimal u64 (a corrupt or foreign checkpoint).
-inline std::uint64_t state_u64(const io::metadata_map& m, const std::string& key) {
-    io::training_state<float> st;
-    const auto it = m.find(key);
-    DEPTHLAB_CHECK(it != m.end(), io_error, "checkpoint: the stream state has no '", key, "'");
-    st.metadata[key] = it->second;
-    return st.get_u64(key);
-}
-
-template <class T, class B = backend::cpu>
-class checkpointer {
-public:
-    using tensor_list = std::vector<std::pair<std::string, Tensor<T, B>>>;
-
-    explicit checkpointer(std::string path) : path_(std::move(path)) {}
-
-    [[nodiscard]] const std::string& path() const { return path_; }
-    /// Saved as is with every checkpoint and read back by load() (configs, the recipe).
-    [[nodiscard]] io::metadata_map& metadata() { return metadata_; }
-    [[nodiscard]] const io::metadata_map& metadata() const { return metadata_; }
-
-    /// A random generator, saved as "rng.<name>.{seed,offset}".
-    void track(const std::string& name, Generator& g) {
-        claim("rng." + name);
-        generators_.emplace_back(name, &g);
-    }
-    /// A position in a stream (its state as string pairs), saved as "<name>.<key>".
-    void track(const std::string& name, std::function<io::metadata_map()> save, std::function<void(const io::metadata_map&)> restore) {
-        claim(name);
-        streams_.push_back({name, std::move(save), std::move(restore)});
-    }
-    /// A data stream with state() / set_state() whose state type lists its fields with
-    /// config_fields (data::translation_stream, data::albert_sampler): "<name>.<field>".
-    template <class Stream>
-        requires requires(Stream& s) {
-            s.set_state(s.state());
-            io::save_config(std::declval<io::metadata_map&>(), "", s.state());
-        }
-    void track(const std::string& name, Stream& s) {
-        using state_type = std::remove_cvref_t<decltype(s.state())>;
-        track(name, [&s] {
-            io::metadata_map m;
-            io::save_config(m, "", s.state());
-            return m;
-        }, [&s, name](const io::metadata_map& m) {
-            state_type st;
-            try {
-                io::load_config(m, "", st);
-            } catch (const io_error& e) {
-                throw io_error(depthlab::detail::cat("checkpoint: the state of stream '", name, "' (", name, ".*): ", e.what()));
-            }
-            s.set_state(st);
-        });
-    }
-    /// Extra tensors (e.g. θ⁰), saved as the state section "<section>".
-    void track_tensors(const std::string& section, std::function<tensor_list()> save, std::function<void(const tensor_list&)> restore) {
-        claim(section);
-        sections_.push_back({section, std::move(save), std::move(restore)});
-    }
-
-    /// Writes the checkpoint atomically. A non-finite parameter or state tensor is refused
-    /// (numeric_error) and the file on disk, the last good checkpoint, is left as it was.
-    void save(const nn::Module<T, B>& model, const optim::Optimizer<T, B>* opt, std::int64_t step) const {
-        DEPTHLAB_CHECK(step >= 0, usage_error, "checkpointer::save: step ", step, " < 0");
-        io::training_state<T, B> st;
-        st.metadata = metadata_;
-        if (opt) st.add_section("optim", opt->state_tensors(), opt->state_scalars());
-        for (const auto& s : sections_) st.add_section(s.name, s.save());
-        st.set_u64("step", static_cast<std::uint64_t>(step));
-        for (const auto& [name, g] : generators_) st.set_generator("rng." + name, *g);
-        for (const auto& s : streams_)
-            for (const auto& [k, v] : s.save()) st.metadata[s.name + "." + k] = v;
-        io::save_checkpoint(path_, model, st);
-    }
-    /// Reads `path` (default: this checkpointer's) into the model, the optimiser (if given),
-    /// every tracked generator, stream and section, and metadata(); returns the step. Throws
-    /// io_error naming the file and the first missing or bad key. The parameters are checked
-    /// in full before the model changes, and so is the optimiser state before the optimiser
-    /// changes; a failure after the parameters loaded (a bad optimiser state, a missing
-    /// stream) leaves the model loaded: treat the objects as unusable and stop.
-    std::int64_t load(nn::Module<T, B>& model, optim::Optimizer<T, B>* opt, const std::string& path = {}) {
-        const std::string& from = path.empty() ? path_ : path;
-        const io::training_state<T, B> st = io::load_checkpoint(from, model);
-        if (opt) opt->load_state(st.section_tensors("optim"), st.section_metadata("optim"), from);
-        for (const auto& s : sections_) {
-            const auto ts = st.section_tensors(s.name);
-            DEPTHLAB_CHECK(!ts.empty(), io_error, from, ": no tensors of section '", s.name, "'");
-            s.restore(ts);
-        }
-        for (const auto& [name, g] : generators_) st.restore_generator("rng." + name, *g);
-        for (const auto& s : streams_) {
-            const io::metadata_map m = st.section_metadata(s.name);
-            DEPTHLAB_CHECK(!m.empty(), io_error, from, ": no metadata '", s.name, ".*' (the stream's position)");
-            try {
-                s.restore(m);
-            } catch (const io_error& e) {
-                throw io_error(depthlab::detail::cat(from, ": ", e.what()));
-            }
-        }
-        metadata_.clear();  // the free metadata: everything this class does not write itself
-        for (const auto& [k, v] : st.metadata)
-            if (!owned(k)) metadata_.emplace(k, v);
-        return static_cast<std::int64_t>(st.get_u64("step"));
-    }
-
-private:
-    [[nodiscard]] bool owned(const std::string& key) const {
-        if (key == "step" || key.rfind("optim.", 0) == 0 || key.rfind("rng.", 0) == 0) return true;
-        for (const auto& s : streams_)
-            if (key.rfind(s.name + ".", 0) == 0) return true;
-        return false;
-    }
-    void claim(const std::string& name) {
-        DEPTHLAB_CHECK(!name.empty() && name != "step" && name != "optim" && name != "rng", usage_error, "checkpointer: '", name,
-                       "' is reserved or empty");
-        for (const auto& n : claimed_) DEPTHLAB_CHECK(n != name, usage_error, "checkpointer: '", name, "' is tracked twice");
-        claimed_.push_back(name);
-    }
-    struct stream {
-        std::string name;
-        std::function<io::metadata_map()> save;
-        std::function<void(const io::metadata_map&)> restore;
-    };
-    struct section {
-        std::string name;
-        std::function<tensor_list()> save;
-        std::function<void(const tensor_list&)> restore;
-    };
-    std::string path_;
-    io::metadata_map metadata_;
-    std::vector<std::pair<std::string, Generator*>> generators_;
-    std::vector<stream> streams_;
-    std::vector<section> sections_;
-    std::vector<std::string> claimed_;
-};
-
-}  // namespace depthlab::train
-// ---- end depthlab/train/checkpointer.hpp ----
-// ---- begin depthlab/train/trainer.hpp ----
-// train::Trainer: the loop a research user writes every time, once. Per step: zero the
-// gradients, run `accumulate` micro-batches (backward on loss / accumulate), clip by global
-// norm, set the scheduled learning rate, update. Around it: a progress line and a
-// metrics.jsonl record every log_every steps (the micro-batch means of the logged values,
-// tokens/s, ETA), an evaluation every eval_every steps and at the end (model in eval mode,
-// its record in metrics.jsonl), a checkpoint every save_every steps and at the end, exact
-// resume (parameters, optimiser, step, RNGs and data-stream positions: see checkpointer),
-// a time budget, and a NaN/Inf guard: a non-finite loss or gradient stops the run with an
-// error naming the step, and no checkpoint holding a non-finite value is ever written, so
-// the last good one survives.
-//
-//     train::Trainer<float, B> trainer(model, opt, {.steps = 2000, .out = "runs/x", .resume = resume});
-//     trainer.schedule = [&](std::int64_t s) { return warmup.lr(s); };
-//     trainer.checkpoint().track("data", data_rng);
-//     trainer.fit([&] {
-//         const auto b = next_batch();
-//         auto loss = cross_entropy(model(b.x), b.y);
-//         return train::micro_batch<float, B>{.loss = loss, .logged = {{"loss", loss}}, .tokens = b.tokens};
-//     });
-#include <chrono>
-#include <cmath>
-#include <cstdint>
-#include <cstdio>
-#include <filesystem>
-#include <functional>
-#include <optional>
-#include <string>
-#include <utility>
-#include <vector>
-
-#include <nlohmann/json.hpp>
-
-
-namespace depthlab::train {
-
-/// Named values of a progress line, in order.
-using log_values = std::vector<std::pair<std::string, double>>;
-
-struct trainer_options {
-    std::int64_t steps = 1000;       // optimiser steps in all (a resumed run continues up to this)
-    std::int64_t accumulate = 1;     // micro-batches per step
-    double clip = 1.0;               // clip the gradient's global norm to this (0: off)
-    std::int64_t log_every = 50;     // steps between progress lines
-    std::int64_t eval_every = 0;     // steps between evaluations (0: only at the end)
-    std::int64_t save_every = 500;   // steps between checkpoints (and one at the end)
-    double max_train_minutes = 0;    // stop (and save) after this much training time (0: no limit)
-    std::string out = {};            // directory of metrics.jsonl and checkpoint.safetensors ("": none)
-    bool resume = false;             // continue from <out>/checkpoint.safetensors
-
-    /// Throws usage_error naming the first bad field.
-    void validate() const {
-        DEPTHLAB_CHECK(steps >= 0, usage_error, "trainer: steps ", steps, " < 0");
-        DEPTHLAB_CHECK(accumulate >= 1, usage_error, "trainer: accumulate ", accumulate, " < 1");
-        DEPTHLAB_CHECK(std::isfinite(clip) && clip >= 0, usage_error, "trainer: clip ", clip, " is not a finite number >= 0");
-        DEPTHLAB_CHECK(log_every >= 1, usage_error, "trainer: log_every ", log_every, " < 1");
-        DEPTHLAB_CHECK(eval_every >= 0, usage_error, "trainer: eval_every ", eval_every, " < 0");
-        DEPTHLAB_CHECK(save_every >= 1, usage_error, "trainer: save_every ", save_every, " < 1");
-        DEPTHLAB_CHECK(std::isfinite(max_train_minutes) && max_train_minutes >= 0, usage_error, "trainer: max_train_minutes ",
-                       max_train_minutes, " is not a finite number >= 0");
-        DEPTHLAB_CHECK(!resume || !out.empty(), usage_error, "trainer: resume needs an output directory");
-    }
-};
-
-/// What one micro-batch gives the trainer.
-template <class T, class B = backend::cpu>
-struct micro_batch {
-    Var<T, B> loss;                                                // backward runs on loss / accumulate
-    std::vector<std::pair<std::string, Var<T, B>>> logged = {};    // scalars whose means make the progress line
-    std::vector<std::pair<std::string, double>> host_logged = {};  // host values, averaged the same way
-    std::int64_t tokens = 0;                                       // for tokens/s
-};
-
-/// How fit() ended.
-struct fit_result {
-    std::int64_t first_step = 0, steps = 0;  // where this process started and ended
-    double seconds = 0, tokens_per_s = 0;
-    bool stopped_by_time = false;
-    log_values last_log;  // the values of the last progress line
-};
-
-template <class T, class B = backend::cpu>
-class Trainer {
-public:
-    Trainer(nn::Module<T, B>& model, optim::Optimizer<T, B>& opt, trainer_options o)
-        : model_(model), opt_(opt), o_(std::move(o)), ckpt_(o_.out.empty() ? std::string() : o_.out + "/checkpoint.safetensors") {
-        o_.validate();
-        if (!o_.out.empty()) {
-            std::error_code ec;
-            std::filesystem::create_directories(o_.out, ec);
-            DEPTHLAB_CHECK(std::filesystem::is_directory(o_.out), io_error, "trainer: output directory '", o_.out,
-                           "' cannot be created", ec ? " (" + ec.message() + ")" : std::string(" (a file of that name exists)"));
-        }
-    }
-
-    // ---- hooks (all optional) ----
-    /// The learning rate of the step about to be taken, given the steps done so far.
-    std::function<double(std::int64_t steps_done)> schedule;
-    /// Called before each step (e.g. a loss weight that warms up).
-    std::function<void(std::int64_t steps_done)> before_step;
-    /// Values appended to each progress line after the means (e.g. the current τ, the epoch).
-    std::function<log_values(std::int64_t step)> log_extra;
-    /// Called after each progress line with its values (e.g. a collapse warning).
-    std::function<void(std::int64_t step, const log_values& line)> on_log;
-    /// An evaluation (the model is in eval mode, under no_grad); its record goes into
-    /// metrics.jsonl with the step. `final` is true for the one at the end.
-    std::function<nlohmann::ordered_json(std::int64_t step, bool final)> evaluate;
-
-    [[nodiscard]] checkpointer<T, B>& checkpoint() { return ckpt_; }
-    [[nodiscard]] const trainer_options& options() const { return o_; }
-    [[nodiscard]] std::int64_t step() const { return step_; }
-    [[nodiscard]] std::string metrics_path() const { return o_.out.empty() ? std::string() : o_.out + "/metrics.jsonl"; }
-    /// The progress meter of the current fit() (for records of one's own; null outside fit).
-    [[nodiscard]] progress_meter* meter() { return meter_ ? &*meter_ : nullptr; }
-
-    /// With options().resume, loads <out>/checkpoint.safetensors into everything tracked and
-    /// returns the step it holds (else 0, and a fresh run's metrics.jsonl starts empty).
-    std::int64_t restore() {
-        if (!o_.resume) return step_;
-        DEPTHLAB_CHECK(std::filesystem::exists(ckpt_.path()), io_error, "trainer: resume: no checkpoint at ", ckpt_.path());
-        step_ = ckpt_.load(model_, &opt_);
-        last_saved_ = step_;
-        restored_ = true;
-        std::printf("resumed from %s at step %lld\n", ckpt_.path().c_str(), static_cast<long long>(step_));
-        return step_;
-    }
-    /// Writes the checkpoint now (no-op without an output directory).
-    void save() {
-        if (ckpt_.path().empty()) return;
-        ckpt_.save(model_, &opt_, step_);
-        last_saved_ = step_;
-    }
-
-    /// Trains up to options().steps; `next` gives one micro-batch (forward pass included).
-    fit_result fit(const std::function<micro_batch<T, B>()>& next) {
-        if (o_.resume && !restored_) restore();
-        fit_result r;
-        r.first_step = step_;
-        meter_.emplace(o_.steps, step_, metrics_path());
-        const auto start = std::chrono::steady_clock::now();
-        const auto minutes = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / 60.0; };
-        log_values sums;
-        std::int64_t counted = 0;
-        double gnorm = 0;
-        model_.train();
-        while (step_ < o_.steps) {
-            try {
-                if (before_step) before_step(step_);
-                opt_.zero_grad();
-                for (std::int64_t a = 0; a < o_.accumulate; ++a) {
-                    micro_batch<T, B> mb = next();
-                    const Var<T, B> loss = o_.accumulate > 1 ? scale(mb.loss, static_cast<T>(1.0 / static_cast<double>(o_.accumulate))) : mb.loss;
-                    loss.backward();
-                    add_means(sums, mb, counted == 0);
-                    ++counted;
-                    meter_->add_tokens(mb.tokens);
-                }
-                gnorm = o_.clip > 0 ? optim::clip_grad_norm(opt_.parameters(), o_.clip) : 0.0;
-                if (schedule) opt_.set_lr(schedule(step_));
-                opt_.step();
-            } catch (const numeric_error& e) {
-                throw numeric_error(depthlab::detail::cat("trainer: step ", step_ + 1, ": ", e.what(), "; training stopped",
-                                                          last_saved_ >= 0 ? depthlab::detail::cat("; the last checkpoint (step ", last_saved_, ", ",
-                                                                                                   ckpt_.path(), ") is kept")
-                                                                           : std::string()));
-            }
-            ++step_;
-            const bool out_of_time = o_.max_train_minutes > 0 && minutes() > o_.max_train_minutes;
-            if (step_ % o_.log_every == 0 || step_ == o_.steps || out_of_time) {
-                log_values line;
-                for (const auto& [k, v] : sums) line.emplace_back(k, v / static_cast<double>(counted));
-                if (log_extra)
-                    for (auto& kv : log_extra(step_)) line.push_back(std::move(kv));
-                if (o_.clip > 0) line.emplace_back("grad_norm", gnorm);
-                line.emplace_back("lr", opt_.lr());
-                meter_->report(step_, line);
-                if (on_log) on_log(step_, line);
-                r.last_log = line;
-                sums.clear();
-                counted = 0;
-            }
-            if (o_.eval_every > 0 && step_ % o_.eval_every == 0 && step_ < o_.steps && !out_of_time) run_evaluation(false);
-            if (step_ % o_.save_every == 0 || step_ == o_.steps || out_of_time) save();
-            if (out_of_time) {
-                std::printf("training stopped by the time budget (%g minutes) at step %lld\n", o_.max_train_minutes,
-                            static_cast<long long>(step_));
-                r.stopped_by_time = true;
-                break;
-            }
-        }
-        r.steps = step_;
-        r.seconds = minutes() * 60.0;
-        r.tokens_per_s = meter_->tokens_per_second();
-        run_evaluation(true);
-        model_.eval();
-        return r;
-    }
-
-private:
-    void add_means(log_values& sums, const micro_batch<T, B>& mb, bool first) {
-        std::size_t i = 0;
-        auto add = [&](const std::string& k, double v) {
-            if (first) sums.emplace_back(k, v);
-            else {
-                DEPTHLAB_CHECK(i < sums.size() && sums[i].first == k, usage_error, "trainer: micro-batches log different values ('", k, "')");
-                sums[i].second += v;
-            }
-            ++i;
-        };
-        for (const auto& [k, v] : mb.logged) add(k, static_cast<double>(checked_item(v)));  // the one read per value and micro-batch
-        for (const auto& [k, v] : mb.host_logged) add(k, v);
-    }
-    void run_evaluation(bool final) {
-        if (!evaluate) return;
-        model_.eval();
-        nlohmann::ordered_json rec;
-        {
-            no_grad guard;
-            rec = evaluate(step_, final);
-        }
-        if (!rec.is_null()) meter_->record(step_, rec);
-        model_.train();
-    }
-
-    nn::Module<T, B>& model_;
-    optim::Optimizer<T, B>& opt_;
-    trainer_options o_;
-    checkpointer<T, B> ckpt_;
-    std::optional<progress_meter> meter_;
-    std::int64_t step_ = 0, last_saved_ = -1;
-    bool restored_ = false;
-};
-
-}  // namespace depthlab::train
-// ---- end depthlab/train/trainer.hpp ----
 // ---- begin depthlab/data/albert_data.hpp ----
 // ALBERT pretraining batches (masked LM + sentence-order prediction) from tokenised
 // documents. Works on token ids only: no tokenizer is needed (scripts/train-tokenizer writes
@@ -12944,6 +10699,2429 @@ private:
 
 }  // namespace depthlab::data
 // ---- end depthlab/data/albert_data.hpp ----
+
+namespace depthlab::halting {
+
+/// The study's sizes for 2 cores (../shared/papers.md §A), with the paper's N_max and τ:
+///   "tiny"  H 256, 4 heads, FF 1024, N_max 6,  τ 1e-3
+///   "small" H 384, 6 heads, FF 1536, N_max 12, τ 5e-4
+///   "base"  H 768, 12 heads, FF 3072, N_max 24, τ 2.5e-4 (ALBERT-base)
+/// E 128, no dropout (as ALBERT); vocab and max_len are the data's.
+struct act_albert_setup {
+    nn::albert_config model;
+    act_options act;
+    double tau = 1e-3;
+};
+inline act_albert_setup act_albert_preset(const std::string& name, std::int64_t vocab, index_t max_len) {
+    act_albert_setup s;
+    s.model.vocab = vocab;
+    s.model.embed = 128;
+    s.model.max_len = max_len;
+    s.model.layer.dropout = s.model.layer.attention_dropout = 0.0;
+    auto set = [&](int n_max, double tau, index_t H, int heads, index_t ff) {
+        s.act.max_iterations = s.model.depth = n_max;
+        s.tau = tau;
+        s.model.layer.dim = H, s.model.layer.heads = heads, s.model.layer.ff_dim = ff;
+    };
+    if (name == "tiny") set(6, 1e-3, 256, 4, 1024);
+    else if (name == "small") set(12, 5e-4, 384, 6, 1536);
+    else if (name == "base") set(24, 2.5e-4, 768, 12, 3072);
+    else throw usage_error("act_albert_preset: expected tiny, small or base, got '" + name + "'");
+    return s;
+}
+
+template <class T, class B>
+struct albert_losses {
+    Var<T, B> mlm, sop;  // scalars: mean cross-entropies (PonderNet: their expectation over the halting steps)
+    Var<T, B> ponder;    // ACT: mean_batch Σ_t (N_t + R_t); PonderNet: KL(p ‖ prior), mean over tokens
+    act_result<T, B> encoded;
+};
+
+template <class T, class B = backend::cpu, class Policy = act>
+class ActAlbert : public nn::Module<T, B> {
+public:
+    ActAlbert(const nn::albert_config& c, act_options opt, std::uint64_t seed = 0) : cfg(c), gen_(seed) {
+        embeddings = &this->register_module("embeddings", std::make_unique<nn::AlbertEmbeddings<T, B>>(c, gen_));
+        encoder = &this->register_module("encoder", std::make_unique<ActEncoder<T, B, Policy>>(c.layer, gen_, opt));
+        mlm_dense = &this->register_module("mlm.dense", std::make_unique<nn::Linear<T, B>>(c.layer.dim, c.embed, gen_, c.layer.init));
+        mlm_norm = &this->register_module("mlm.norm", std::make_unique<nn::LayerNorm<T, B>>(c.embed, c.layer.ln_eps));
+        mlm_bias = this->register_parameter("mlm.bias", Tensor<T, B>::zeros({c.vocab}));
+        pooler = &this->register_module("pooler", std::make_unique<nn::Linear<T, B>>(c.layer.dim, c.layer.dim, gen_, c.layer.init));
+        sop = &this->register_module("sop_classifier", std::make_unique<nn::Linear<T, B>>(c.layer.dim, 2, gen_, c.layer.init));
+    }
+    /// Hidden states, ponder cost and the halting record of a batch.
+    act_result<T, B> encode(const nn::token_batch& b) const { return (*encoder)((*embeddings)(b), b.lengths); }
+    Var<T, B> mlm_logits(const Var<T, B>& hidden, std::span<const std::int64_t> positions) const {
+        return nn::albert_mlm_logits(hidden, positions, *mlm_dense, *mlm_norm, embeddings->word->weight, mlm_bias,
+                                     nn::mlm_activation(cfg.layer.act));
+    }
+    Var<T, B> sop_logits(const Var<T, B>& hidden) const { return nn::albert_sop_logits(hidden, *pooler, *sop); }
+
+    /// The pretraining losses of a batch; the caller weighs ponder by τ (β for PonderNet).
+    albert_losses<T, B> losses(const data::albert_batch& b) const {
+        albert_losses<T, B> l;
+        l.encoded = encode(b.tokens);
+        if constexpr (std::is_same_v<Policy, pondernet>) {
+            // PonderNet's reconstruction term: Σ_n p^n_t L(y^n_t) for every predicted token
+            // (MLM) and every [CLS] (SOP), averaged like the plain losses
+            const index_t Bn = b.size(), Tt = b.tokens.length, M = b.predictions();
+            std::vector<std::int64_t> cls(static_cast<std::size_t>(Bn));
+            for (index_t i = 0; i < Bn; ++i) cls[i] = i * Tt;
+            const auto weight_at = [&](const Var<T, B>& p, std::span<const std::int64_t> rows) {
+                return reshape(gather_rows(reshape(p, {Bn * Tt, 1}), rows), {static_cast<index_t>(rows.size())});
+            };
+            for (std::size_t n = 0; n < l.encoded.states.size(); ++n) {
+                const auto& y = l.encoded.states[n];
+                const auto& p = l.encoded.halt_prob[n];
+                const auto mlm_n = sum(mul(weight_at(p, b.mlm_positions), cross_entropy_rows(mlm_logits(y, b.mlm_positions), b.mlm_labels)));
+                const auto sop_n = sum(mul(weight_at(p, cls), cross_entropy_rows(sop_logits(y), b.sop_labels)));
+                accumulate(l.mlm, mlm_n);
+                accumulate(l.sop, sop_n);
+            }
+            l.mlm = scale(l.mlm, T(1) / static_cast<T>(std::max<index_t>(M, 1)));
+            l.sop = scale(l.sop, T(1) / static_cast<T>(Bn));
+        } else {
+            l.mlm = cross_entropy(mlm_logits(l.encoded.hidden, b.mlm_positions), b.mlm_labels);
+            l.sop = cross_entropy(sop_logits(l.encoded.hidden), b.sop_labels);
+        }
+        l.ponder = l.encoded.ponder;
+        return l;
+    }
+
+    nn::albert_config cfg;
+    nn::AlbertEmbeddings<T, B>* embeddings;
+    ActEncoder<T, B, Policy>* encoder;
+    nn::Linear<T, B>* mlm_dense;
+    nn::LayerNorm<T, B>* mlm_norm;
+    Var<T, B> mlm_bias;
+    nn::Linear<T, B>* pooler;
+    nn::Linear<T, B>* sop;
+    Generator& rng() { return gen_; }
+
+private:
+    Generator gen_;
+};
+
+}  // namespace depthlab::halting
+// ---- end depthlab/halting/act_albert.hpp ----
+// ---- begin depthlab/train/trainer.hpp ----
+// train::Trainer: the loop a research user writes every time, once. Per step: zero the
+// gradients, run `accumulate` micro-batches (backward on loss / accumulate), clip by global
+// norm, set the scheduled learning rate, update. Around it: a progress line and a
+// metrics.jsonl record every log_every steps (the micro-batch means of the logged values,
+// tokens/s, ETA), an evaluation every eval_every steps and at the end (model in eval mode,
+// its record in metrics.jsonl), a checkpoint every save_every steps and at the end, exact
+// resume (parameters, optimiser, step, RNGs and data-stream positions: see checkpointer),
+// a time budget, and a NaN/Inf guard: a non-finite loss or gradient stops the run with an
+// error naming the step, and no checkpoint holding a non-finite value is ever written, so
+// the last good one survives.
+//
+//     train::Trainer<float, B> trainer(model, opt, {.steps = 2000, .out = "runs/x", .resume = resume});
+//     trainer.schedule = [&](std::int64_t s) { return warmup.lr(s); };
+//     trainer.checkpoint().track("data", data_rng);
+//     trainer.fit([&] {
+//         const auto b = next_batch();
+//         auto loss = cross_entropy(model(b.x), b.y);
+//         return train::micro_batch<float, B>{.loss = loss, .logged = {{"loss", loss}}, .tokens = b.tokens};
+//     });
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+// ---- begin depthlab/train/checkpointer.hpp ----
+// The state of a resumable run, owned in one place: the parameters, the optimiser's state
+// ("optim.*"), the step counter ("step"), every tracked random generator ("rng.<name>.seed",
+// "rng.<name>.offset"), every tracked stream position ("<name>.<key>": a data sampler's
+// epoch and offset), tracked tensor sections ("<section>.*": θ⁰ for rewinding) and free
+// metadata (the model config, the recipe). A training loop, a resume and an analysis that
+// loads the run all go through this, so the keys cannot drift apart between programs.
+//
+//     train::checkpointer<float, B> ckpt(out + "/checkpoint.safetensors");
+//     ckpt.track("data", data_rng);                        // rng.data.*
+//     ckpt.track("data", stream);                          // data.*: stream.state() by field name
+//     ckpt.track("sampler", [&] { return sampler_state(); }, [&](const io::metadata_map& m) { ... });
+//     io::save_config(ckpt.metadata(), "config.", cfg);
+//     ckpt.save(model, &opt, step);   ...   const std::int64_t step = ckpt.load(model, &opt);
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+// ---- begin depthlab/io/checkpoint.hpp ----
+// Checkpoints: a model's parameters, and optionally the rest of a training run's state, in
+// one safetensors file (see safetensors.hpp; writes are atomic).
+//
+// Layout of the file:
+//   - every model parameter under its state_dict name ("encoder.0.q_proj.weight"), in the
+//     model's element type: the file is a plain safetensors state dict that PyTorch
+//     (safetensors.torch.load_file) reads as is;
+//   - training state tensors (optimizer moments, ...) under `state_prefix` + their own name,
+//     e.g. "__state__.optim.adam.m.encoder.0.q_proj.weight";
+//   - metadata: strings. Exact integers (step counter, RNG seed and offset) are stored as
+//     decimal strings, doubles in their shortest round-trip form (training_state helpers).
+//
+//   io::save_parameters(path, model, {{"config", "..."}});
+//   io::load_parameters(path, model);                // strict: names and shapes must match
+//
+//   io::training_state<float> st;                      // what the optimizer and loop add
+//   st.add_section("optim", opt.state_tensors(), opt.state_scalars());
+//   st.set_u64("step", step);
+//   st.set_generator("rng", gen);
+//   io::save_checkpoint(dir + "/checkpoint.safetensors", model, st);
+//   ...
+//   io::training_state<float> back = io::load_checkpoint(path, model);
+//   opt.load_state(back.section_tensors("optim"), back.section_metadata("optim"));
+//   step = back.get_u64("step");
+//   back.restore_generator("rng", gen);
+//
+// Loading copies into the existing parameter tensors in place (every Var handle stays
+// valid) and only after the whole file has been checked and read: a failing load leaves
+// the model as it was. Every floating-point tensor must be finite, both ways: loading a
+// NaN throws io_error naming the file and the tensor; saving one throws numeric_error
+// before anything is written, so a diverged run never replaces the last good checkpoint.
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+// ---- begin depthlab/io/safetensors.hpp ----
+// safetensors: the tensor file format of Hugging Face / PyTorch checkpoints.
+//
+//   [8 bytes]  N, little-endian u64: length of the header
+//   [N bytes]  UTF-8 JSON object, padded with spaces to a multiple of 8 bytes:
+//                {"__metadata__": {"key": "value", ...},              (optional, strings only)
+//                 "name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}, ...}
+//   [rest]     the data: every tensor row-major, little-endian, at [begin, end) counted
+//              from the first byte after the header. The tensors cover the data section
+//              exactly: no overlap, no hole, nothing after the last one.
+//
+// Writing (safetensors_writer, save_safetensors) is atomic (io/atomic_file.hpp): `path`
+// either keeps its old content or has the complete new one; on failure io_error is thrown
+// and no temporary is left, and a temporary left by a killed writer is removed next time.
+//
+// Reading (safetensors_file) validates the whole header when the file is opened (sizes,
+// JSON, every entry, every offset) and throws io_error naming the file and the tensor; the
+// data is read on demand with pread. Loading converts F32 <-> F64 on request, nothing else.
+// POSIX only (open/pread/fsync/rename); the host must be little-endian.
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <map>
+#include <set>
+#include <tuple>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+
+namespace depthlab::io {
+
+static_assert(std::endian::native == std::endian::little, "depthlab::io reads and writes safetensors on little-endian hosts only");
+
+using metadata_map = std::map<std::string, std::string>;
+
+/// One tensor of a safetensors header. `begin`/`end` are byte offsets into the data section.
+struct tensor_entry {
+    std::string dtype;
+    Shape shape;
+    std::uint64_t begin = 0, end = 0;
+};
+
+// ---------------------------------------------------------------------------------------
+// dtypes
+// ---------------------------------------------------------------------------------------
+
+/// The safetensors dtype of a C++ element type (F32, F64, I64, I32, ...).
+template <class T>
+struct dtype_of;
+template <> struct dtype_of<float> { static constexpr const char* name = "F32"; };
+template <> struct dtype_of<double> { static constexpr const char* name = "F64"; };
+template <> struct dtype_of<std::int64_t> { static constexpr const char* name = "I64"; };
+template <> struct dtype_of<std::int32_t> { static constexpr const char* name = "I32"; };
+template <> struct dtype_of<std::int16_t> { static constexpr const char* name = "I16"; };
+template <> struct dtype_of<std::int8_t> { static constexpr const char* name = "I8"; };
+template <> struct dtype_of<std::uint64_t> { static constexpr const char* name = "U64"; };
+template <> struct dtype_of<std::uint32_t> { static constexpr const char* name = "U32"; };
+template <> struct dtype_of<std::uint16_t> { static constexpr const char* name = "U16"; };
+template <> struct dtype_of<std::uint8_t> { static constexpr const char* name = "U8"; };
+
+/// Bytes per element of a safetensors dtype, 0 if the dtype is unknown. Every dtype of the
+/// format is known (so that files holding e.g. BF16 tensors open and their other tensors
+/// load), though only those with a dtype_of<> can be loaded.
+inline std::size_t dtype_size(const std::string& dtype) {
+    static const std::map<std::string, std::size_t, std::less<>> sizes = {
+        {"BOOL", 1}, {"U8", 1}, {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"I16", 2}, {"U16", 2}, {"F16", 2},
+        {"BF16", 2}, {"I32", 4}, {"U32", 4}, {"F32", 4},     {"F64", 8},     {"I64", 8}, {"U64", 8}};
+    const auto it = sizes.find(dtype);
+    return it == sizes.end() ? 0 : it->second;
+}
+
+// ---------------------------------------------------------------------------------------
+// Writing
+// ---------------------------------------------------------------------------------------
+
+/// Produces the bytes of one tensor into the sink; must give exactly the declared size.
+using byte_producer = std::function<void(const byte_sink&)>;
+
+namespace detail {
+/// Why `name` cannot be a tensor name, or nullptr if it can. One rule for the writer and
+/// the reader, so that every file depthlab opens could be written again: an empty name, a
+/// NUL byte (C APIs and PyTorch's loader stop there) and the reserved "__metadata__" are out.
+inline const char* invalid_tensor_name(std::string_view name) {
+    if (name.empty()) return "an empty tensor name";
+    if (name.find('\0') != std::string_view::npos) return "a tensor name with a NUL byte";
+    if (name == "__metadata__") return "'__metadata__', which is reserved for metadata, as a tensor name";
+    return nullptr;
+}
+/// A name printable in an error message: NUL and other control bytes as \xNN.
+inline std::string printable_name(std::string_view name) {
+    std::string out;
+    for (const char c : name) {
+        const auto u = static_cast<unsigned char>(c);
+        if (u < 0x20 || u == 0x7f) {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\x%02x", u);
+            out += buf;
+        } else {
+            out += c;
+        }
+    }
+    return out;
+}
+}  // namespace detail
+
+/// Collects named tensors and metadata, then writes them atomically with write(path).
+/// Tensors are held by handle (shared storage): their values are read during write().
+class safetensors_writer {
+public:
+    /// Adds a tensor (float, double, int64, or another type with a dtype_of<>).
+    template <class T, class B>
+    void add(const std::string& name, const Tensor<T, B>& t) {
+        DEPTHLAB_CHECK(t.defined(), usage_error, "safetensors_writer: tensor '", name, "' is undefined");
+        const Tensor<T, B> held = t;
+        add_raw(name, dtype_of<T>::name, t.shape(), [held](const byte_sink& put) {
+            if constexpr (B::host_accessible) {
+                const Tensor<T, B> c = held.contiguous();
+                put(c.data(), static_cast<std::size_t>(c.numel()) * sizeof(T));
+            } else {
+                const std::vector<T> v = held.to_vector();
+                put(v.data(), v.size() * sizeof(T));
+            }
+        });
+    }
+    /// Adds a tensor whose bytes come from `produce` during write(). It must put exactly
+    /// shape.numel() * dtype_size(dtype) bytes (checked); an exception it throws aborts the
+    /// write (the target is left untouched). Also the hook the tests use to fail midway.
+    void add_raw(const std::string& name, const std::string& dtype, const Shape& shape, byte_producer produce) {
+        const char* bad = detail::invalid_tensor_name(name);
+        DEPTHLAB_CHECK(bad == nullptr, usage_error, "safetensors_writer: '", detail::printable_name(name), "' is ", bad);
+        DEPTHLAB_CHECK(names_.insert(name).second, usage_error, "safetensors_writer: duplicate tensor name '", name, "'");
+        const std::size_t size = dtype_size(dtype);
+        DEPTHLAB_CHECK(size != 0, usage_error, "safetensors_writer: tensor '", name, "' has unknown dtype '", dtype, "'");
+        DEPTHLAB_CHECK(shape.is_concrete(), usage_error, "safetensors_writer: tensor '", name, "' has shape ", shape,
+                       " with an inferred extent");
+        records_.push_back({name, dtype, shape, static_cast<std::uint64_t>(shape.numel()) * size, std::move(produce)});
+    }
+    void set_metadata(metadata_map m) { metadata_ = std::move(m); }
+    void add_metadata(const std::string& key, const std::string& value) { metadata_[key] = value; }
+    [[nodiscard]] const metadata_map& metadata() const { return metadata_; }
+    [[nodiscard]] std::size_t size() const { return records_.size(); }
+
+    /// The header JSON (without the length field), padded with spaces so that its length
+    /// is a multiple of 8. Offsets follow the order in which tensors were added.
+    [[nodiscard]] std::string header() const {
+        nlohmann::ordered_json h = nlohmann::ordered_json::object();
+        if (!metadata_.empty()) {
+            nlohmann::ordered_json m = nlohmann::ordered_json::object();
+            for (const auto& [k, v] : metadata_) m[k] = v;
+            h["__metadata__"] = std::move(m);
+        }
+        std::uint64_t offset = 0;
+        for (const record& r : records_) {
+            nlohmann::ordered_json e = nlohmann::ordered_json::object();
+            e["dtype"] = r.dtype;
+            e["shape"] = std::vector<index_t>(r.shape.begin(), r.shape.end());
+            e["data_offsets"] = {offset, offset + r.bytes};
+            offset += r.bytes;
+            h[r.name] = std::move(e);
+        }
+        std::string s;
+        try {
+            s = h.dump();
+        } catch (const nlohmann::json::exception& e) {  // invalid UTF-8 in a name or in metadata
+            throw usage_error(depthlab::detail::cat("safetensors_writer: cannot encode the header: ", e.what()));
+        }
+        s.append((8 - s.size() % 8) % 8, ' ');
+        return s;
+    }
+
+    /// Writes the file atomically (see the top of this header). Throws io_error naming
+    /// `path` on failure, after removing the temporary file; `path` is then untouched.
+    void write(const std::string& path) const {
+        const std::string head = header();
+        write_atomically(path, "save_safetensors", [&](const byte_sink& put) {
+            unsigned char len[8];
+            for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(static_cast<std::uint64_t>(head.size()) >> (8 * i));
+            put(len, 8);
+            put(head.data(), head.size());
+            for (const record& r : records_) {
+                std::uint64_t got = 0;
+                const byte_sink sink = [&](const void* data, std::size_t n) {
+                    DEPTHLAB_CHECK(got + n <= r.bytes, io_error, "tensor '", r.name, "': producer gave more than the ", r.bytes,
+                                   " bytes of shape ", r.shape, " ", r.dtype);
+                    put(data, n);
+                    got += n;
+                };
+                r.produce(sink);
+                DEPTHLAB_CHECK(got == r.bytes, io_error, "tensor '", r.name, "': producer gave ", got, " bytes, shape ", r.shape, " ",
+                               r.dtype, " needs ", r.bytes);
+            }
+        });
+    }
+
+private:
+    struct record {
+        std::string name, dtype;
+        Shape shape;
+        std::uint64_t bytes;
+        byte_producer produce;
+    };
+    std::vector<record> records_;
+    std::set<std::string> names_;
+    metadata_map metadata_;
+};
+
+/// Writes named tensors of one element type (plus metadata) atomically.
+template <class T, class B>
+void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor<T, B>>>& tensors,
+                      const metadata_map& metadata = {}) {
+    safetensors_writer w;
+    for (const auto& [name, t] : tensors) w.add(name, t);
+    w.set_metadata(metadata);
+    w.write(path);
+}
+
+/// A host tensor of one of the three checkpoint dtypes.
+using any_tensor = std::variant<Tensor<float>, Tensor<double>, Tensor<std::int64_t>>;
+
+/// Writes named tensors of mixed dtypes (F32, F64, I64) plus metadata atomically.
+inline void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, any_tensor>>& tensors,
+                             const metadata_map& metadata = {}) {
+    safetensors_writer w;
+    for (const auto& [name, t] : tensors) std::visit([&, &n = name](const auto& x) { w.add(n, x); }, t);
+    w.set_metadata(metadata);
+    w.write(path);
+}
+
+// ---------------------------------------------------------------------------------------
+// Reading
+// ---------------------------------------------------------------------------------------
+
+/// An open safetensors file whose header has been fully validated. Errors are io_error
+/// with messages `checkpoint <path>: ...` that name the tensor at fault. The file stays
+/// open (a file replaced by an atomic save keeps being read consistently); data is read
+/// with pread, so const methods may be called from several threads.
+class safetensors_file {
+public:
+    /// Headers above this size are refused (the reference implementation's limit).
+    static constexpr std::uint64_t max_header_bytes = 100'000'000;
+
+    explicit safetensors_file(std::string path) : path_(std::move(path)) {
+        fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd_ < 0) fail("cannot open: ", detail::errno_text(errno));
+        try {
+            parse();
+        } catch (...) {
+            ::close(fd_);
+            fd_ = -1;
+            throw;
+        }
+    }
+    safetensors_file(const safetensors_file&) = delete;
+    safetensors_file& operator=(const safetensors_file&) = delete;
+    safetensors_file(safetensors_file&& o) noexcept
+        : path_(std::move(o.path_)), fd_(std::exchange(o.fd_, -1)), file_size_(o.file_size_), data_start_(o.data_start_),
+          entries_(std::move(o.entries_)), order_(std::move(o.order_)), metadata_(std::move(o.metadata_)) {}
+    safetensors_file& operator=(safetensors_file&& o) noexcept {
+        if (this != &o) {
+            if (fd_ >= 0) ::close(fd_);
+            path_ = std::move(o.path_);
+            fd_ = std::exchange(o.fd_, -1);
+            file_size_ = o.file_size_;
+            data_start_ = o.data_start_;
+            entries_ = std::move(o.entries_);
+            order_ = std::move(o.order_);
+            metadata_ = std::move(o.metadata_);
+        }
+        return *this;
+    }
+    ~safetensors_file() {
+        if (fd_ >= 0) ::close(fd_);
+    }
+
+    [[nodiscard]] const std::string& path() const { return path_; }
+    /// Tensor names in the order of their data in the file.
+    [[nodiscard]] const std::vector<std::string>& names() const { return order_; }
+    [[nodiscard]] bool contains(const std::string& name) const { return entries_.count(name) != 0; }
+    /// The header entry of a tensor; throws io_error if the file has no such tensor.
+    [[nodiscard]] const tensor_entry& entry(const std::string& name) const {
+        const auto it = entries_.find(name);
+        if (it == entries_.end()) {
+            std::string have;
+            std::size_t shown = 0;
+            for (const std::string& n : order_) {
+                if (shown++ == 16) {
+                    have += ", ...";
+                    break;
+                }
+                have += (have.empty() ? "" : ", ") + n;
+            }
+            fail("no tensor named '", name, "' (the file has ", order_.size(), ": ", have, ")");
+        }
+        return it->second;
+    }
+    [[nodiscard]] const metadata_map& metadata() const { return metadata_; }
+    /// Byte offset of the data section in the file (8 + header length).
+    [[nodiscard]] std::uint64_t data_start() const { return data_start_; }
+
+    /// The raw little-endian bytes of a tensor.
+    [[nodiscard]] std::vector<unsigned char> read_bytes(const std::string& name) const {
+        const tensor_entry& e = entry(name);
+        std::vector<unsigned char> v(static_cast<std::size_t>(e.end - e.begin));
+        read_at(data_start_ + e.begin, v.data(), v.size(), name);
+        return v;
+    }
+
+    /// A tensor as Tensor<T, B>. The dtype must be T's, except that F32 and F64 convert into
+    /// each other; anything else (e.g. I64 into float) throws io_error.
+    template <class T, class B = backend::cpu>
+    [[nodiscard]] Tensor<T, B> load(const std::string& name) const {
+        const tensor_entry& e = entry(name);
+        const std::string want = dtype_of<T>::name;
+        if (e.shape.numel() == 0 && (e.dtype == want || (std::is_floating_point_v<T> && (e.dtype == "F32" || e.dtype == "F64"))))
+            return Tensor<T, B>::empty(e.shape);  // nothing to read (and no null pointer to copy from)
+        if (e.dtype == want) return Tensor<T, B>::from(e.shape, read_values<T>(name, e));
+        if constexpr (std::is_floating_point_v<T>) {
+            if (e.dtype == "F32" || e.dtype == "F64") {
+                std::vector<T> v;
+                if (e.dtype == "F32") {
+                    const std::vector<float> src = read_values<float>(name, e);
+                    v.assign(src.begin(), src.end());
+                } else {
+                    const std::vector<double> src = read_values<double>(name, e);
+                    v.reserve(src.size());
+                    for (double x : src) v.push_back(static_cast<T>(x));
+                }
+                return Tensor<T, B>::from(e.shape, v);
+            }
+        }
+        fail("tensor '", name, "' is ", e.dtype, ", cannot load it as ", want, " (only F32 <-> F64 convert)");
+    }
+
+    /// Loads a tensor into an existing one of the same shape, in place (dst keeps its
+    /// storage, so every handle on it sees the new values). dst is only written once the
+    /// whole tensor has been read.
+    template <class T, class B>
+    void load_into(const std::string& name, Tensor<T, B>& dst) const {
+        const tensor_entry& e = entry(name);
+        if (!(e.shape == dst.shape())) fail("tensor '", name, "' has shape ", e.shape, ", model expects ", dst.shape());
+        dst.copy_(load<T, B>(name));
+    }
+
+private:
+    template <class... A>
+    [[noreturn]] void fail(A&&... parts) const {
+        throw io_error(depthlab::detail::cat("checkpoint ", path_, ": ", std::forward<A>(parts)...));
+    }
+
+    void read_at(std::uint64_t offset, void* dst, std::size_t n, const std::string& what) const {
+        auto* p = static_cast<unsigned char*>(dst);
+        while (n > 0) {
+            const ::ssize_t got = ::pread(fd_, p, std::min<std::size_t>(n, std::size_t{1} << 30), static_cast<::off_t>(offset));
+            if (got < 0 && errno == EINTR) continue;
+            if (got < 0) fail("reading ", what, ": ", detail::errno_text(errno));
+            if (got == 0) fail("reading ", what, ": unexpected end of file at byte ", offset, " (the file shrank after it was opened?)");
+            p += got;
+            n -= static_cast<std::size_t>(got);
+            offset += static_cast<std::uint64_t>(got);
+        }
+    }
+
+    template <class T>
+    std::vector<T> read_values(const std::string& name, const tensor_entry& e) const {
+        std::vector<T> v(static_cast<std::size_t>(e.shape.numel()));
+        read_at(data_start_ + e.begin, v.data(), v.size() * sizeof(T), "tensor '" + name + "'");
+        return v;
+    }
+
+    void parse() {
+        struct ::stat st {};
+        if (::fstat(fd_, &st) != 0) fail("cannot stat: ", detail::errno_text(errno));
+        if (!S_ISREG(st.st_mode)) fail("not a regular file");
+        file_size_ = static_cast<std::uint64_t>(st.st_size);
+        if (file_size_ < 8)
+            fail("file is ", file_size_, " bytes, shorter than the 8-byte header length field (truncated, or not safetensors)");
+        unsigned char len[8];
+        read_at(0, len, 8, "the header length");
+        std::uint64_t n = 0;
+        for (int i = 7; i >= 0; --i) n = (n << 8) | len[i];
+        if (n > file_size_ - 8)
+            fail("header length ", n, " exceeds the ", file_size_ - 8,
+                 " bytes that follow the length field (truncated, or not a safetensors file)");
+        if (n > max_header_bytes) fail("header length ", n, " is above the ", max_header_bytes, "-byte limit");
+        data_start_ = 8 + n;
+        const std::uint64_t data_size = file_size_ - data_start_;
+        std::string text(static_cast<std::size_t>(n), '\0');
+        read_at(8, text.data(), text.size(), "the header");
+
+        // nlohmann stops at a NUL byte as if the input ended there; JSON text has none.
+        if (const std::size_t nul = text.find('\0'); nul != std::string::npos)
+            fail("invalid JSON header (", n, " bytes): NUL byte at offset ", nul, " (wrong header length?)");
+        // Parse, refusing duplicate keys (nlohmann would keep the last one silently).
+        std::vector<std::set<std::string>> keys;
+        const auto on_event = [&](int, nlohmann::json::parse_event_t ev, nlohmann::json& parsed) {
+            using ev_t = nlohmann::json::parse_event_t;
+            if (ev == ev_t::object_start) keys.emplace_back();
+            if (ev == ev_t::object_end && !keys.empty()) keys.pop_back();
+            if (ev == ev_t::key && !keys.empty() && parsed.is_string() && !keys.back().insert(parsed.get<std::string>()).second)
+                fail("invalid header: duplicate key '", parsed.get<std::string>(), "'");
+            return true;
+        };
+        nlohmann::json h;
+        try {
+            h = nlohmann::json::parse(text, on_event);
+        } catch (const nlohmann::json::exception& e) {
+            fail("invalid JSON header (", n, " bytes): ", e.what());
+        }
+        if (!h.is_object()) fail("invalid header: a JSON ", h.type_name(), ", not an object");
+
+        for (auto it = h.begin(); it != h.end(); ++it) {
+            const std::string& name = it.key();
+            const nlohmann::json& v = it.value();
+            if (name == "__metadata__") {
+                if (!v.is_object()) fail("'__metadata__' is a JSON ", v.type_name(), ", not an object");
+                for (auto m = v.begin(); m != v.end(); ++m) {
+                    if (!m.value().is_string())
+                        fail("metadata '", m.key(), "' is a JSON ", m.value().type_name(), ", not a string");
+                    metadata_[m.key()] = m.value().get<std::string>();
+                }
+                continue;
+            }
+            if (const char* bad = detail::invalid_tensor_name(name))
+                fail("invalid header: '", detail::printable_name(name), "' is ", bad);
+            entries_[name] = parse_entry(name, v, data_size);
+        }
+
+        // The tensors must tile the data section: no overlap, no hole, no trailing bytes.
+        std::vector<std::pair<const std::string*, const tensor_entry*>> sorted;
+        for (const auto& [name, e] : entries_) sorted.emplace_back(&name, &e);
+        std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
+            return std::tie(a.second->begin, a.second->end, *a.first) < std::tie(b.second->begin, b.second->end, *b.first);
+        });
+        std::uint64_t pos = 0;
+        const std::string* prev = nullptr;
+        for (const auto& [name, e] : sorted) {
+            if (e->begin < pos)
+                fail("tensor '", *name, "': data_offsets [", e->begin, ", ", e->end, "] overlap tensor '", *prev,
+                     "' (which ends at ", pos, ")");
+            if (e->begin > pos)
+                fail("tensor '", *name, "': data_offsets [", e->begin, ", ", e->end, "] leave bytes [", pos, ", ", e->begin,
+                     ") of the data section unused");
+            pos = e->end;
+            prev = name;
+            order_.push_back(*name);
+        }
+        if (pos != data_size)
+            fail("the data section has ", data_size, " bytes but the tensors cover only ", pos, " (", data_size - pos,
+                 " trailing bytes)");
+    }
+
+    tensor_entry parse_entry(const std::string& name, const nlohmann::json& v, std::uint64_t data_size) const {
+        if (!v.is_object()) fail("tensor '", name, "': header entry is a JSON ", v.type_name(), ", not an object");
+        tensor_entry e;
+        const auto dtype = v.find("dtype");
+        if (dtype == v.end()) fail("tensor '", name, "': header entry has no 'dtype'");
+        if (!dtype->is_string()) fail("tensor '", name, "': 'dtype' is not a string");
+        e.dtype = dtype->get<std::string>();
+        const std::size_t item = dtype_size(e.dtype);
+        if (item == 0) fail("tensor '", name, "': unknown dtype '", e.dtype, "'");
+
+        const auto shape = v.find("shape");
+        if (shape == v.end()) fail("tensor '", name, "': header entry has no 'shape'");
+        if (!shape->is_array()) fail("tensor '", name, "': 'shape' is not an array");
+        if (shape->size() > static_cast<std::size_t>(Shape::max_rank))
+            fail("tensor '", name, "': shape has rank ", shape->size(), ", depthlab supports at most ", Shape::max_rank);
+        std::uint64_t bytes = item;
+        bool overflow = false;
+        for (const auto& d : *shape) {
+            if (!d.is_number_unsigned() || d.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<index_t>::max()))
+                fail("tensor '", name, "': shape ", shape->dump(), " has an extent that is not a non-negative integer");
+            const auto x = d.get<std::uint64_t>();
+            overflow = overflow || __builtin_mul_overflow(bytes, x, &bytes);
+            e.shape.push_back(static_cast<index_t>(x));
+        }
+        if (overflow) fail("tensor '", name, "': shape ", e.shape, " is too large");
+
+        const auto offsets = v.find("data_offsets");
+        if (offsets == v.end()) fail("tensor '", name, "': header entry has no 'data_offsets'");
+        if (!offsets->is_array() || offsets->size() != 2 || !(*offsets)[0].is_number_unsigned() ||
+            !(*offsets)[1].is_number_unsigned())
+            fail("tensor '", name, "': data_offsets ", offsets->dump(), " is not a pair of non-negative integers");
+        e.begin = (*offsets)[0].get<std::uint64_t>();
+        e.end = (*offsets)[1].get<std::uint64_t>();
+        if (e.begin > e.end) fail("tensor '", name, "': data_offsets [", e.begin, ", ", e.end, "] end before they begin");
+        if (e.end > data_size)
+            fail("tensor '", name, "': data_offsets [", e.begin, ", ", e.end, "] run past the end of the data section (",
+                 data_size, " bytes; truncated file?)");
+        if (e.end - e.begin != bytes)
+            fail("tensor '", name, "': data_offsets [", e.begin, ", ", e.end, "] span ", e.end - e.begin, " bytes, but shape ",
+                 e.shape, " of ", e.dtype, " needs ", bytes);
+        return e;
+    }
+
+    std::string path_;
+    int fd_ = -1;
+    std::uint64_t file_size_ = 0, data_start_ = 0;
+    std::map<std::string, tensor_entry> entries_;
+    std::vector<std::string> order_;
+    metadata_map metadata_;
+};
+
+}  // namespace depthlab::io
+// ---- end depthlab/io/safetensors.hpp ----
+
+namespace depthlab::io {
+
+/// Names of training state tensors in a checkpoint file start with this.
+inline constexpr std::string_view state_prefix = "__state__.";
+
+/// What load_parameters found besides the tensors it loaded (both empty after a strict load).
+struct load_report {
+    std::vector<std::string> missing;     ///< model parameters absent from the file (left as they were)
+    std::vector<std::string> unexpected;  ///< tensors in the file that the model does not have (ignored)
+};
+
+namespace detail {
+inline std::string join_names(const std::vector<std::string>& names, std::size_t max_shown = 20) {
+    std::string s;
+    for (std::size_t i = 0; i < names.size() && i < max_shown; ++i) s += (i ? ", " : "") + ("'" + names[i] + "'");
+    if (names.size() > max_shown) s += depthlab::detail::cat(", ... (", names.size() - max_shown, " more)");
+    return s;
+}
+
+/// How many values are non-finite, and the first: "3 non-finite values (the first is nan
+/// at flat index 2 of 6)"; count 0 for integer tensors.
+template <class T, class B>
+std::pair<std::size_t, std::string> find_nonfinite(const Tensor<T, B>& t) {
+    if constexpr (!std::is_floating_point_v<T>) {
+        return {0, ""};
+    } else {
+        const value_scan<T> r = scan_values(t, [](T x) { return !std::isfinite(x); });
+        return {r.count, depthlab::detail::cat(r.count, " non-finite value", r.count == 1 ? "" : "s", " (the first is ", r.value,
+                                               " at flat index ", r.first, " of ", r.numel, ")")};
+    }
+}
+/// io_error unless the tensor read from `path` is finite: a NaN in a file must be named at
+/// load time, not surface steps later as a non-finite loss naming nothing.
+template <class T, class B>
+Tensor<T, B> require_finite(Tensor<T, B> t, const std::string& path, const std::string& name) {
+    const auto [count, what] = find_nonfinite(t);
+    DEPTHLAB_CHECK(count == 0, io_error, "checkpoint ", path, ": tensor '", name, "' holds ", what);
+    return t;
+}
+/// numeric_error unless every tensor about to be saved is finite: a diverged run must
+/// never replace the last good checkpoint with one it cannot be resumed from.
+template <class T, class B>
+void require_finite_for_save(const Tensor<T, B>& t, const std::string& path, const std::string& name) {
+    const auto [count, what] = find_nonfinite(t);
+    DEPTHLAB_CHECK(count == 0, numeric_error, "save ", path, ": tensor '", name, "' holds ", what,
+                   "; nothing was written (the file keeps its previous content)");
+}
+
+/// Checks the file against the module, reads every parameter it has into temporaries, then
+/// copies them in place. Tensors under state_prefix are never parameters (and never unexpected).
+template <class T, class B>
+load_report load_module(const safetensors_file& f, const nn::Module<T, B>& module, bool strict) {
+    auto params = module.named_parameters();  // handles: writing through them updates the module
+    load_report rep;
+    std::map<std::string, bool> known;
+    for (const auto& [name, p] : params) known[name] = true;
+    for (const std::string& n : f.names())
+        if (n.rfind(state_prefix, 0) != 0 && !known.count(n)) rep.unexpected.push_back(n);
+    for (const auto& [name, p] : params)
+        if (!f.contains(name)) rep.missing.push_back(name);
+    if (strict && (!rep.missing.empty() || !rep.unexpected.empty())) {
+        std::string msg = depthlab::detail::cat("checkpoint ", f.path(), ": does not match the model");
+        if (!rep.missing.empty()) msg += depthlab::detail::cat("; missing ", rep.missing.size(), ": ", join_names(rep.missing));
+        if (!rep.unexpected.empty())
+            msg += depthlab::detail::cat("; unexpected ", rep.unexpected.size(), ": ", join_names(rep.unexpected));
+        throw io_error(msg);
+    }
+    // Shapes and dtypes first (cheap, and before anything is read or written).
+    for (const auto& [name, p] : params) {
+        if (!f.contains(name)) continue;
+        const tensor_entry& e = f.entry(name);
+        DEPTHLAB_CHECK(e.shape == p.value().shape(), io_error, "checkpoint ", f.path(), ": tensor '", name, "' has shape ",
+                       e.shape, ", model expects ", p.value().shape());
+        DEPTHLAB_CHECK(e.dtype == "F32" || e.dtype == "F64", io_error, "checkpoint ", f.path(), ": tensor '", name, "' is ",
+                       e.dtype, ", model parameters are ", dtype_of<T>::name);
+    }
+    std::vector<std::pair<Tensor<T, B>*, Tensor<T, B>>> staged;
+    for (auto& [name, p] : params)
+        if (f.contains(name)) staged.emplace_back(&p.value(), require_finite(f.template load<T, B>(name), f.path(), name));
+    for (auto& [dst, src] : staged) dst->copy_(src);
+    return rep;
+}
+}  // namespace detail
+
+/// Writes every parameter of `module` under its state_dict name, plus metadata (atomic).
+template <class T, class B>
+void save_parameters(const std::string& path, const nn::Module<T, B>& module, const metadata_map& metadata = {}) {
+    safetensors_writer w;
+    for (const auto& [name, p] : module.named_parameters()) {
+        detail::require_finite_for_save(p.value(), path, name);
+        w.add(name, p.value());
+    }
+    w.set_metadata(metadata);
+    w.write(path);
+}
+/// save_parameters(path, model, {{"key", "value"}}): a braced list is metadata, never a
+/// name_map (io/name_map.hpp's overload would otherwise make the call ambiguous).
+template <class T, class B>
+void save_parameters(const std::string& path, const nn::Module<T, B>& module,
+                     std::initializer_list<metadata_map::value_type> metadata) {
+    save_parameters(path, module, metadata_map(metadata));
+}
+
+/// Loads parameters saved by save_parameters (or save_checkpoint, or PyTorch's
+/// safetensors.torch.save_file of a state dict) into `module`, in place.
+/// strict: every parameter must be in the file and the file must hold nothing else (training
+/// state tensors excepted); otherwise missing ones are left as they are and unexpected ones
+/// ignored (both listed in the report). Shapes must match either way; F32 and F64 tensors
+/// convert to the model's type. Throws io_error naming the file and the tensors at fault.
+template <class T, class B>
+load_report load_parameters(const std::string& path, nn::Module<T, B>& module, bool strict = true) {
+    const safetensors_file f(path);
+    return detail::load_module(f, module, strict);
+}
+
+/// Everything a resumable run needs besides the parameters: named tensors (optimizer
+/// moments, ...; any names, stored under state_prefix) and string metadata (step counter,
+/// RNG state, hyper-parameters, config). The helpers store numbers exactly.
+template <class T, class B = backend::cpu>
+struct training_state {
+    std::vector<std::pair<std::string, Tensor<T, B>>> tensors;
+    metadata_map metadata;
+
+    [[nodiscard]] bool has_tensor(const std::string& name) const {
+        for (const auto& [n, t] : tensors)
+            if (n == name) return true;
+        return false;
+    }
+    /// The tensor called `name`; throws io_error listing what there is.
+    [[nodiscard]] const Tensor<T, B>& tensor(const std::string& name) const {
+        std::vector<std::string> have;
+        for (const auto& [n, t] : tensors) {
+            if (n == name) return t;
+            have.push_back(n);
+        }
+        throw io_error(depthlab::detail::cat("training_state: no tensor '", name, "' (has ", have.size(), ": ",
+                                             detail::join_names(have), ")"));
+    }
+    /// The metadata string under `key`; throws io_error if absent.
+    [[nodiscard]] const std::string& get(const std::string& key) const {
+        const auto it = metadata.find(key);
+        DEPTHLAB_CHECK(it != metadata.end(), io_error, "training_state: no metadata '", key, "'");
+        return it->second;
+    }
+
+    /// Adds an exported sub-state under "<section>.": its tensors as "<section>.<name>" and
+    /// its scalars as metadata "<section>.<key>". For an optimizer:
+    ///     st.add_section("optim", opt.state_tensors(), opt.state_scalars());
+    ///     opt.load_state(back.section_tensors("optim"), back.section_metadata("optim"));
+    /// Throws usage_error if a name is already taken.
+    void add_section(const std::string& section, const std::vector<std::pair<std::string, Tensor<T, B>>>& ts,
+                     const metadata_map& scalars = {}) {
+        const std::string pre = section + ".";
+        for (const auto& [n, t] : ts) {
+            DEPTHLAB_CHECK(!has_tensor(pre + n), usage_error, "training_state: tensor '", pre + n, "' added twice");
+            tensors.emplace_back(pre + n, t);
+        }
+        for (const auto& [k, v] : scalars)
+            DEPTHLAB_CHECK(metadata.emplace(pre + k, v).second, usage_error, "training_state: metadata '", pre + k, "' added twice");
+    }
+    /// The tensors of a section, without the "<section>." prefix (in file order).
+    [[nodiscard]] std::vector<std::pair<std::string, Tensor<T, B>>> section_tensors(const std::string& section) const {
+        const std::string pre = section + ".";
+        std::vector<std::pair<std::string, Tensor<T, B>>> out;
+        for (const auto& [n, t] : tensors)
+            if (n.rfind(pre, 0) == 0) out.emplace_back(n.substr(pre.size()), t);
+        return out;
+    }
+    /// The metadata of a section, without the "<section>." prefix.
+    [[nodiscard]] metadata_map section_metadata(const std::string& section) const {
+        const std::string pre = section + ".";
+        metadata_map out;
+        for (const auto& [k, v] : metadata)
+            if (k.rfind(pre, 0) == 0) out.emplace(k.substr(pre.size()), v);
+        return out;
+    }
+
+    void set_u64(const std::string& key, std::uint64_t v) { metadata[key] = std::to_string(v); }
+    /// Parses a decimal u64 exactly (no sign, no spaces, no overflow), else io_error.
+    [[nodiscard]] std::uint64_t get_u64(const std::string& key) const {
+        const std::string& s = get(key);
+        std::uint64_t v = 0;
+        const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+        DEPTHLAB_CHECK(!s.empty() && ec == std::errc() && end == s.data() + s.size(), io_error, "training_state: metadata '",
+                       key, "' = '", s, "' is not an unsigned 64-bit integer");
+        return v;
+    }
+    /// Shortest decimal form that reads back to the same double (inf/nan included).
+    void set_double(const std::string& key, double v) {
+        char buf[64];
+        const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+        metadata[key] = std::string(buf, end);
+        (void)ec;
+    }
+    [[nodiscard]] double get_double(const std::string& key) const {
+        const std::string& s = get(key);
+        double v = 0;
+        const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+        DEPTHLAB_CHECK(!s.empty() && ec == std::errc() && end == s.data() + s.size(), io_error, "training_state: metadata '",
+                       key, "' = '", s, "' is not a number");
+        return v;
+    }
+    /// A Generator's whole state: "<key>.seed" and "<key>.offset" (decimal u64).
+    void set_generator(const std::string& key, const Generator& g) {
+        set_u64(key + ".seed", g.seed());
+        set_u64(key + ".offset", g.offset());
+    }
+    void restore_generator(const std::string& key, Generator& g) const { g.set_state(get_u64(key + ".seed"), get_u64(key + ".offset")); }
+};
+
+/// Writes the parameters of `module` and a training state in one file (atomic). State
+/// tensor names get state_prefix; the state's metadata becomes the file's metadata.
+template <class T, class B>
+void save_checkpoint(const std::string& path, const nn::Module<T, B>& module, const training_state<T, B>& state) {
+    safetensors_writer w;
+    for (const auto& [name, p] : module.named_parameters()) {
+        DEPTHLAB_CHECK(name.rfind(state_prefix, 0) != 0, usage_error, "save_checkpoint ", path, ": parameter name '", name,
+                       "' starts with the reserved prefix '", state_prefix, "'");
+        detail::require_finite_for_save(p.value(), path, name);
+        w.add(name, p.value());
+    }
+    for (const auto& [name, t] : state.tensors) {
+        detail::require_finite_for_save(t, path, std::string(state_prefix) + name);
+        w.add(std::string(state_prefix) + name, t);
+    }
+    w.set_metadata(state.metadata);
+    w.write(path);
+}
+
+/// Loads a checkpoint written by save_checkpoint: the parameters into `module` (in place,
+/// strict as in load_parameters), and returns the training state (tensors without the
+/// prefix, converted to T if stored as the other float type; all metadata). The module is
+/// only modified once every tensor has been checked and read.
+template <class T, class B>
+training_state<T, B> load_checkpoint(const std::string& path, nn::Module<T, B>& module, bool strict = true) {
+    const safetensors_file f(path);
+    training_state<T, B> st;
+    for (const std::string& n : f.names())  // read the state first: a failure leaves the module untouched
+        if (n.rfind(state_prefix, 0) == 0)
+            st.tensors.emplace_back(n.substr(state_prefix.size()), detail::require_finite(f.template load<T, B>(n), path, n));
+    st.metadata = f.metadata();
+    detail::load_module(f, module, strict);
+    return st;
+}
+
+}  // namespace depthlab::io
+// ---- end depthlab/io/checkpoint.hpp ----
+// ---- begin depthlab/io/config.hpp ----
+// Model configurations in checkpoint metadata, complete: every field of transformer_config,
+// seq2seq_config, albert_config and act_options is written as "<prefix><field>" (nested
+// configs as "<prefix><field>.<subfield>"), numbers exactly, enums by name, and read back
+// strictly (a missing or malformed key is an io_error naming it). So a checkpoint rebuilds
+// its model without flags:
+//
+//     io::save_config(st.metadata, "config.", cfg);            // when saving
+//     auto cfg = io::load_config<nn::seq2seq_config>(file.metadata(), "config.");
+//
+// Each config's fields are listed once, in config_fields() below; the same list writes and
+// reads, and tests/test_trainer.cpp checks the round trip (and the size of each struct, so
+// that a new field cannot be forgotten here).
+#include <charconv>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+
+namespace depthlab::io {
+
+// ---- the field lists (C is the config or const config) ----
+template <class C, class F>
+    requires std::same_as<std::remove_const_t<C>, nn::transformer_config>
+void config_fields(C& c, F&& f) {
+    f("dim", c.dim);
+    f("heads", c.heads);
+    f("ff_dim", c.ff_dim);
+    f("activation", c.act);
+    f("dropout", c.dropout);
+    f("attention_dropout", c.attention_dropout);
+    f("norm_first", c.norm_first);
+    f("ln_eps", c.ln_eps);
+    f("init", c.init);
+}
+template <class C, class F>
+    requires std::same_as<std::remove_const_t<C>, nn::seq2seq_config>
+void config_fields(C& c, F&& f) {
+    f("src_vocab", c.src_vocab);
+    f("tgt_vocab", c.tgt_vocab);
+    f("share_embeddings", c.share_embeddings);
+    f("tie_output", c.tie_output);
+    f("encoder_layers", c.encoder_layers);
+    f("decoder_layers", c.decoder_layers);
+    f("max_len", c.max_len);
+    f("layer", c.layer);
+}
+template <class C, class F>
+    requires std::same_as<std::remove_const_t<C>, nn::albert_config>
+void config_fields(C& c, F&& f) {
+    f("vocab", c.vocab);
+    f("embed", c.embed);
+    f("max_len", c.max_len);
+    f("segments", c.segments);
+    f("depth", c.depth);
+    f("layer", c.layer);
+}
+template <class C, class F>
+    requires std::same_as<std::remove_const_t<C>, halting::act_options>
+void config_fields(C& c, F&& f) {
+    f("max_iterations", c.max_iterations);
+    f("epsilon", c.epsilon);
+    f("min_iterations", c.min_iterations);
+    f("compact", c.compact);
+    f("fixed_point_trace", c.fixed_point_trace);
+    f("lambda_p", c.lambda_p);
+    f("halting_bias", c.halting_bias);
+}
+
+namespace detail {
+template <class V>
+concept config_struct = requires(V& v) { config_fields(v, [](const char*, auto&) {}); };
+
+template <class E>
+struct enum_names;
+template <>
+struct enum_names<nn::activation> {
+    static constexpr const char* names[] = {"gelu", "relu", "gelu_erf"};
+};
+template <>
+struct enum_names<nn::init_scheme> {
+    static constexpr const char* names[] = {"pytorch", "bert", "xavier"};
+};
+template <>
+struct enum_names<halting::act_options::trace> {
+    static constexpr const char* names[] = {"never", "eval_only", "always"};
+};
+
+template <class V>
+std::string to_text(const V& v) {
+    if constexpr (std::is_enum_v<V>) {
+        return enum_names<V>::names[static_cast<std::size_t>(v)];
+    } else if constexpr (std::is_same_v<V, bool>) {
+        return v ? "true" : "false";
+    } else {
+        char buf[64];
+        const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);  // shortest exact form
+        (void)ec;
+        return std::string(buf, end);
+    }
+}
+template <class V>
+void from_text(const std::string& key, const std::string& s, V& v) {
+    if constexpr (std::is_enum_v<V>) {
+        const auto& names = enum_names<V>::names;
+        for (std::size_t i = 0; i < std::size(names); ++i)
+            if (s == names[i]) {
+                v = static_cast<V>(i);
+                return;
+            }
+        throw io_error(depthlab::detail::cat("config: '", key, "' = '", s, "' is not one of the names of its kind"));
+    } else if constexpr (std::is_same_v<V, bool>) {
+        DEPTHLAB_CHECK(s == "true" || s == "false", io_error, "config: '", key, "' = '", s, "' is not true or false");
+        v = s == "true";
+    } else {
+        const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+        DEPTHLAB_CHECK(!s.empty() && ec == std::errc() && end == s.data() + s.size(), io_error, "config: '", key, "' = '", s,
+                       "' is not a valid ", std::is_floating_point_v<V> ? "number" : "integer");
+    }
+}
+}  // namespace detail
+
+/// Writes every field of config `c` into `md` under `prefix` (e.g. "config.").
+template <detail::config_struct C>
+void save_config(metadata_map& md, const std::string& prefix, const C& c) {
+    config_fields(c, [&](const char* name, const auto& v) {
+        using V = std::remove_cvref_t<decltype(v)>;
+        if constexpr (detail::config_struct<V>) save_config(md, prefix + name + ".", v);
+        else md[prefix + name] = detail::to_text(v);
+    });
+}
+/// Reads every field of a C from `md` under `prefix`; throws io_error naming the first
+/// missing or malformed key.
+template <detail::config_struct C>
+void load_config(const metadata_map& md, const std::string& prefix, C& c) {
+    config_fields(c, [&](const char* name, auto& v) {
+        using V = std::remove_cvref_t<decltype(v)>;
+        if constexpr (detail::config_struct<V>) {
+            load_config(md, prefix + name + ".", v);
+        } else {
+            const auto it = md.find(prefix + name);
+            DEPTHLAB_CHECK(it != md.end(), io_error, "config: no '", prefix + name,
+                           "' in the metadata (a checkpoint from an older version, or not a model checkpoint)");
+            detail::from_text(prefix + name, it->second, v);
+        }
+    });
+}
+template <detail::config_struct C>
+[[nodiscard]] C load_config(const metadata_map& md, const std::string& prefix) {
+    C c;
+    load_config(md, prefix, c);
+    return c;
+}
+
+}  // namespace depthlab::io
+// ---- end depthlab/io/config.hpp ----
+
+namespace depthlab::train {
+
+/// The unsigned integer under `key` of a tracked stream's state; io_error naming the key
+/// when it is absent or not a decimal u64 (a corrupt or foreign checkpoint).
+inline std::uint64_t state_u64(const io::metadata_map& m, const std::string& key) {
+    io::training_state<float> st;
+    const auto it = m.find(key);
+    DEPTHLAB_CHECK(it != m.end(), io_error, "checkpoint: the stream state has no '", key, "'");
+    st.metadata[key] = it->second;
+    return st.get_u64(key);
+}
+
+template <class T, class B = backend::cpu>
+class checkpointer {
+public:
+    using tensor_list = std::vector<std::pair<std::string, Tensor<T, B>>>;
+
+    explicit checkpointer(std::string path) : path_(std::move(path)) {}
+
+    [[nodiscard]] const std::string& path() const { return path_; }
+    /// Saved as is with every checkpoint and read back by load() (configs, the recipe).
+    [[nodiscard]] io::metadata_map& metadata() { return metadata_; }
+    [[nodiscard]] const io::metadata_map& metadata() const { return metadata_; }
+
+    /// A random generator, saved as "rng.<name>.{seed,offset}".
+    void track(const std::string& name, Generator& g) {
+        claim("rng." + name);
+        generators_.emplace_back(name, &g);
+    }
+    /// A position in a stream (its state as string pairs), saved as "<name>.<key>".
+    void track(const std::string& name, std::function<io::metadata_map()> save, std::function<void(const io::metadata_map&)> restore) {
+        claim(name);
+        streams_.push_back({name, std::move(save), std::move(restore)});
+    }
+    /// A data stream with state() / set_state() whose state type lists its fields with
+    /// config_fields (data::translation_stream, data::albert_sampler): "<name>.<field>".
+    template <class Stream>
+        requires requires(Stream& s) {
+            s.set_state(s.state());
+            io::save_config(std::declval<io::metadata_map&>(), "", s.state());
+        }
+    void track(const std::string& name, Stream& s) {
+        using state_type = std::remove_cvref_t<decltype(s.state())>;
+        track(name, [&s] {
+            io::metadata_map m;
+            io::save_config(m, "", s.state());
+            return m;
+        }, [&s, name](const io::metadata_map& m) {
+            state_type st;
+            try {
+                io::load_config(m, "", st);
+            } catch (const io_error& e) {
+                throw io_error(depthlab::detail::cat("checkpoint: the state of stream '", name, "' (", name, ".*): ", e.what()));
+            }
+            s.set_state(st);
+        });
+    }
+    /// Extra tensors (e.g. θ⁰), saved as the state section "<section>".
+    void track_tensors(const std::string& section, std::function<tensor_list()> save, std::function<void(const tensor_list&)> restore) {
+        claim(section);
+        sections_.push_back({section, std::move(save), std::move(restore)});
+    }
+
+    /// Writes the checkpoint atomically. A non-finite parameter or state tensor is refused
+    /// (numeric_error) and the file on disk, the last good checkpoint, is left as it was.
+    void save(const nn::Module<T, B>& model, const optim::Optimizer<T, B>* opt, std::int64_t step) const {
+        DEPTHLAB_CHECK(step >= 0, usage_error, "checkpointer::save: step ", step, " < 0");
+        io::training_state<T, B> st;
+        st.metadata = metadata_;
+        if (opt) st.add_section("optim", opt->state_tensors(), opt->state_scalars());
+        for (const auto& s : sections_) st.add_section(s.name, s.save());
+        st.set_u64("step", static_cast<std::uint64_t>(step));
+        for (const auto& [name, g] : generators_) st.set_generator("rng." + name, *g);
+        for (const auto& s : streams_)
+            for (const auto& [k, v] : s.save()) st.metadata[s.name + "." + k] = v;
+        io::save_checkpoint(path_, model, st);
+    }
+    /// Reads `path` (default: this checkpointer's) into the model, the optimiser (if given),
+    /// every tracked generator, stream and section, and metadata(); returns the step. Throws
+    /// io_error naming the file and the first missing or bad key. The parameters are checked
+    /// in full before the model changes, and so is the optimiser state before the optimiser
+    /// changes; a failure after the parameters loaded (a bad optimiser state, a missing
+    /// stream) leaves the model loaded: treat the objects as unusable and stop.
+    std::int64_t load(nn::Module<T, B>& model, optim::Optimizer<T, B>* opt, const std::string& path = {}) {
+        const std::string& from = path.empty() ? path_ : path;
+        const io::training_state<T, B> st = io::load_checkpoint(from, model);
+        if (opt) opt->load_state(st.section_tensors("optim"), st.section_metadata("optim"), from);
+        for (const auto& s : sections_) {
+            const auto ts = st.section_tensors(s.name);
+            DEPTHLAB_CHECK(!ts.empty(), io_error, from, ": no tensors of section '", s.name, "'");
+            s.restore(ts);
+        }
+        for (const auto& [name, g] : generators_) st.restore_generator("rng." + name, *g);
+        for (const auto& s : streams_) {
+            const io::metadata_map m = st.section_metadata(s.name);
+            DEPTHLAB_CHECK(!m.empty(), io_error, from, ": no metadata '", s.name, ".*' (the stream's position)");
+            try {
+                s.restore(m);
+            } catch (const io_error& e) {
+                throw io_error(depthlab::detail::cat(from, ": ", e.what()));
+            }
+        }
+        metadata_.clear();  // the free metadata: everything this class does not write itself
+        for (const auto& [k, v] : st.metadata)
+            if (!owned(k)) metadata_.emplace(k, v);
+        return static_cast<std::int64_t>(st.get_u64("step"));
+    }
+
+private:
+    [[nodiscard]] bool owned(const std::string& key) const {
+        if (key == "step" || key.rfind("optim.", 0) == 0 || key.rfind("rng.", 0) == 0) return true;
+        for (const auto& s : streams_)
+            if (key.rfind(s.name + ".", 0) == 0) return true;
+        return false;
+    }
+    void claim(const std::string& name) {
+        DEPTHLAB_CHECK(!name.empty() && name != "step" && name != "optim" && name != "rng", usage_error, "checkpointer: '", name,
+                       "' is reserved or empty");
+        for (const auto& n : claimed_) DEPTHLAB_CHECK(n != name, usage_error, "checkpointer: '", name, "' is tracked twice");
+        claimed_.push_back(name);
+    }
+    struct stream {
+        std::string name;
+        std::function<io::metadata_map()> save;
+        std::function<void(const io::metadata_map&)> restore;
+    };
+    struct section {
+        std::string name;
+        std::function<tensor_list()> save;
+        std::function<void(const tensor_list&)> restore;
+    };
+    std::string path_;
+    io::metadata_map metadata_;
+    std::vector<std::pair<std::string, Generator*>> generators_;
+    std::vector<stream> streams_;
+    std::vector<section> sections_;
+    std::vector<std::string> claimed_;
+};
+
+}  // namespace depthlab::train
+// ---- end depthlab/train/checkpointer.hpp ----
+
+namespace depthlab::train {
+
+/// Named values of a progress line, in order.
+using log_values = std::vector<std::pair<std::string, double>>;
+
+struct trainer_options {
+    std::int64_t steps = 1000;       // optimiser steps in all (a resumed run continues up to this)
+    std::int64_t accumulate = 1;     // micro-batches per step
+    double clip = 1.0;               // clip the gradient's global norm to this (0: off)
+    std::int64_t log_every = 50;     // steps between progress lines
+    std::int64_t eval_every = 0;     // steps between evaluations (0: only at the end)
+    std::int64_t save_every = 500;   // steps between checkpoints (and one at the end)
+    double max_train_minutes = 0;    // stop (and save) after this much training time (0: no limit)
+    std::string out = {};            // directory of metrics.jsonl and checkpoint.safetensors ("": none)
+    bool resume = false;             // continue from <out>/checkpoint.safetensors
+
+    /// Throws usage_error naming the first bad field.
+    void validate() const {
+        DEPTHLAB_CHECK(steps >= 0, usage_error, "trainer: steps ", steps, " < 0");
+        DEPTHLAB_CHECK(accumulate >= 1, usage_error, "trainer: accumulate ", accumulate, " < 1");
+        DEPTHLAB_CHECK(std::isfinite(clip) && clip >= 0, usage_error, "trainer: clip ", clip, " is not a finite number >= 0");
+        DEPTHLAB_CHECK(log_every >= 1, usage_error, "trainer: log_every ", log_every, " < 1");
+        DEPTHLAB_CHECK(eval_every >= 0, usage_error, "trainer: eval_every ", eval_every, " < 0");
+        DEPTHLAB_CHECK(save_every >= 1, usage_error, "trainer: save_every ", save_every, " < 1");
+        DEPTHLAB_CHECK(std::isfinite(max_train_minutes) && max_train_minutes >= 0, usage_error, "trainer: max_train_minutes ",
+                       max_train_minutes, " is not a finite number >= 0");
+        DEPTHLAB_CHECK(!resume || !out.empty(), usage_error, "trainer: resume needs an output directory");
+    }
+};
+
+/// What one micro-batch gives the trainer.
+template <class T, class B = backend::cpu>
+struct micro_batch {
+    Var<T, B> loss;                                                // backward runs on loss / accumulate
+    std::vector<std::pair<std::string, Var<T, B>>> logged = {};    // scalars whose means make the progress line
+    std::vector<std::pair<std::string, double>> host_logged = {};  // host values, averaged the same way
+    std::int64_t tokens = 0;                                       // for tokens/s
+};
+
+/// How fit() ended.
+struct fit_result {
+    std::int64_t first_step = 0, steps = 0;  // where this process started and ended
+    double seconds = 0, tokens_per_s = 0;
+    bool stopped_by_time = false;
+    log_values last_log;  // the values of the last progress line
+};
+
+template <class T, class B = backend::cpu>
+class Trainer {
+public:
+    Trainer(nn::Module<T, B>& model, optim::Optimizer<T, B>& opt, trainer_options o)
+        : model_(model), opt_(opt), o_(std::move(o)), ckpt_(o_.out.empty() ? std::string() : o_.out + "/checkpoint.safetensors") {
+        o_.validate();
+        if (!o_.out.empty()) {
+            std::error_code ec;
+            std::filesystem::create_directories(o_.out, ec);
+            DEPTHLAB_CHECK(std::filesystem::is_directory(o_.out), io_error, "trainer: output directory '", o_.out,
+                           "' cannot be created", ec ? " (" + ec.message() + ")" : std::string(" (a file of that name exists)"));
+        }
+    }
+
+    // ---- hooks (all optional) ----
+    /// The learning rate of the step about to be taken, given the steps done so far.
+    std::function<double(std::int64_t steps_done)> schedule;
+    /// Called before each step (e.g. a loss weight that warms up).
+    std::function<void(std::int64_t steps_done)> before_step;
+    /// Values appended to each progress line after the means (e.g. the current τ, the epoch).
+    std::function<log_values(std::int64_t step)> log_extra;
+    /// Called after each progress line with its values (e.g. a collapse warning).
+    std::function<void(std::int64_t step, const log_values& line)> on_log;
+    /// An evaluation (the model is in eval mode, under no_grad); its record goes into
+    /// metrics.jsonl with the step. `final` is true for the one at the end.
+    std::function<nlohmann::ordered_json(std::int64_t step, bool final)> evaluate;
+
+    [[nodiscard]] checkpointer<T, B>& checkpoint() { return ckpt_; }
+    [[nodiscard]] const trainer_options& options() const { return o_; }
+    [[nodiscard]] std::int64_t step() const { return step_; }
+    [[nodiscard]] std::string metrics_path() const { return o_.out.empty() ? std::string() : o_.out + "/metrics.jsonl"; }
+    /// The progress meter of the current fit() (for records of one's own; null outside fit).
+    [[nodiscard]] progress_meter* meter() { return meter_ ? &*meter_ : nullptr; }
+
+    /// With options().resume, loads <out>/checkpoint.safetensors into everything tracked and
+    /// returns the step it holds (else 0, and a fresh run's metrics.jsonl starts empty).
+    std::int64_t restore() {
+        if (!o_.resume) return step_;
+        DEPTHLAB_CHECK(std::filesystem::exists(ckpt_.path()), io_error, "trainer: resume: no checkpoint at ", ckpt_.path());
+        step_ = ckpt_.load(model_, &opt_);
+        last_saved_ = step_;
+        restored_ = true;
+        std::printf("resumed from %s at step %lld\n", ckpt_.path().c_str(), static_cast<long long>(step_));
+        return step_;
+    }
+    /// Writes the checkpoint now (no-op without an output directory).
+    void save() {
+        if (ckpt_.path().empty()) return;
+        ckpt_.save(model_, &opt_, step_);
+        last_saved_ = step_;
+    }
+
+    /// Trains up to options().steps; `next` gives one micro-batch (forward pass included).
+    fit_result fit(const std::function<micro_batch<T, B>()>& next) {
+        if (o_.resume && !restored_) restore();
+        fit_result r;
+        r.first_step = step_;
+        meter_.emplace(o_.steps, step_, metrics_path());
+        const auto start = std::chrono::steady_clock::now();
+        const auto minutes = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / 60.0; };
+        log_values sums;
+        std::int64_t counted = 0;
+        double gnorm = 0;
+        model_.train();
+        while (step_ < o_.steps) {
+            try {
+                if (before_step) before_step(step_);
+                opt_.zero_grad();
+                for (std::int64_t a = 0; a < o_.accumulate; ++a) {
+                    micro_batch<T, B> mb = next();
+                    const Var<T, B> loss = o_.accumulate > 1 ? scale(mb.loss, static_cast<T>(1.0 / static_cast<double>(o_.accumulate))) : mb.loss;
+                    loss.backward();
+                    add_means(sums, mb, counted == 0);
+                    ++counted;
+                    meter_->add_tokens(mb.tokens);
+                }
+                gnorm = o_.clip > 0 ? optim::clip_grad_norm(opt_.parameters(), o_.clip) : 0.0;
+                if (schedule) opt_.set_lr(schedule(step_));
+                opt_.step();
+            } catch (const numeric_error& e) {
+                throw numeric_error(depthlab::detail::cat("trainer: step ", step_ + 1, ": ", e.what(), "; training stopped",
+                                                          last_saved_ >= 0 ? depthlab::detail::cat("; the last checkpoint (step ", last_saved_, ", ",
+                                                                                                   ckpt_.path(), ") is kept")
+                                                                           : std::string()));
+            }
+            ++step_;
+            const bool out_of_time = o_.max_train_minutes > 0 && minutes() > o_.max_train_minutes;
+            if (step_ % o_.log_every == 0 || step_ == o_.steps || out_of_time) {
+                log_values line;
+                for (const auto& [k, v] : sums) line.emplace_back(k, v / static_cast<double>(counted));
+                if (log_extra)
+                    for (auto& kv : log_extra(step_)) line.push_back(std::move(kv));
+                if (o_.clip > 0) line.emplace_back("grad_norm", gnorm);
+                line.emplace_back("lr", opt_.lr());
+                meter_->report(step_, line);
+                if (on_log) on_log(step_, line);
+                r.last_log = line;
+                sums.clear();
+                counted = 0;
+            }
+            if (o_.eval_every > 0 && step_ % o_.eval_every == 0 && step_ < o_.steps && !out_of_time) run_evaluation(false);
+            if (step_ % o_.save_every == 0 || step_ == o_.steps || out_of_time) save();
+            if (out_of_time) {
+                std::printf("training stopped by the time budget (%g minutes) at step %lld\n", o_.max_train_minutes,
+                            static_cast<long long>(step_));
+                r.stopped_by_time = true;
+                break;
+            }
+        }
+        r.steps = step_;
+        r.seconds = minutes() * 60.0;
+        r.tokens_per_s = meter_->tokens_per_second();
+        run_evaluation(true);
+        model_.eval();
+        return r;
+    }
+
+private:
+    void add_means(log_values& sums, const micro_batch<T, B>& mb, bool first) {
+        std::size_t i = 0;
+        auto add = [&](const std::string& k, double v) {
+            if (first) sums.emplace_back(k, v);
+            else {
+                DEPTHLAB_CHECK(i < sums.size() && sums[i].first == k, usage_error, "trainer: micro-batches log different values ('", k, "')");
+                sums[i].second += v;
+            }
+            ++i;
+        };
+        for (const auto& [k, v] : mb.logged) add(k, static_cast<double>(checked_item(v)));  // the one read per value and micro-batch
+        for (const auto& [k, v] : mb.host_logged) add(k, v);
+    }
+    void run_evaluation(bool final) {
+        if (!evaluate) return;
+        model_.eval();
+        nlohmann::ordered_json rec;
+        {
+            no_grad guard;
+            rec = evaluate(step_, final);
+        }
+        if (!rec.is_null()) meter_->record(step_, rec);
+        model_.train();
+    }
+
+    nn::Module<T, B>& model_;
+    optim::Optimizer<T, B>& opt_;
+    trainer_options o_;
+    checkpointer<T, B> ckpt_;
+    std::optional<progress_meter> meter_;
+    std::int64_t step_ = 0, last_saved_ = -1;
+    bool restored_ = false;
+};
+
+}  // namespace depthlab::train
+// ---- end depthlab/train/trainer.hpp ----
+
+// (KW: `extern template` or `template`; T: float or double; the backend is the CPU)
+#define DEPTHLAB_COMMON_INSTANTIATIONS(KW, T)                                                                                  \
+    namespace depthlab {                                                                                                      \
+    KW Var<T, backend::cpu> matmul<T, backend::cpu>(const Var<T, backend::cpu>&, const Var<T, backend::cpu>&, bool, bool);   \
+    KW Var<T, backend::cpu> linear<T, backend::cpu>(const Var<T, backend::cpu>&, const Var<T, backend::cpu>&,                 \
+                                                    const Var<T, backend::cpu>&);                                             \
+    KW Var<T, backend::cpu> add<T, backend::cpu>(const Var<T, backend::cpu>&, const Var<T, backend::cpu>&);                   \
+    KW Var<T, backend::cpu> mul<T, backend::cpu>(const Var<T, backend::cpu>&, const Var<T, backend::cpu>&);                   \
+    KW Var<T, backend::cpu> bias<T, backend::cpu>(const Var<T, backend::cpu>&, const Var<T, backend::cpu>&);                  \
+    KW Var<T, backend::cpu> scale<T, backend::cpu>(const Var<T, backend::cpu>&, T);                                           \
+    KW Var<T, backend::cpu> gelu<T, backend::cpu>(const Var<T, backend::cpu>&);                                               \
+    KW Var<T, backend::cpu> gelu_erf<T, backend::cpu>(const Var<T, backend::cpu>&);                                           \
+    KW Var<T, backend::cpu> relu<T, backend::cpu>(const Var<T, backend::cpu>&);                                               \
+    KW Var<T, backend::cpu> tanh<T, backend::cpu>(const Var<T, backend::cpu>&);                                               \
+    KW Var<T, backend::cpu> sigmoid<T, backend::cpu>(const Var<T, backend::cpu>&);                                            \
+    KW Var<T, backend::cpu> softmax<T, backend::cpu>(const Var<T, backend::cpu>&, T, const Tensor<T, backend::cpu>&);         \
+    KW Var<T, backend::cpu> log_softmax<T, backend::cpu>(const Var<T, backend::cpu>&);                                        \
+    KW Var<T, backend::cpu> layer_norm<T, backend::cpu>(const Var<T, backend::cpu>&, const Var<T, backend::cpu>&,             \
+                                                        const Var<T, backend::cpu>&, T);                                      \
+    KW Var<T, backend::cpu> dropout<T, backend::cpu>(const Var<T, backend::cpu>&, T, Generator&, bool);                       \
+    KW Var<T, backend::cpu> sum<T, backend::cpu>(const Var<T, backend::cpu>&);                                                \
+    KW Var<T, backend::cpu> mean<T, backend::cpu>(const Var<T, backend::cpu>&);                                               \
+    KW Var<T, backend::cpu> slice<T, backend::cpu>(const Var<T, backend::cpu>&, int, index_t, index_t);                       \
+    KW Var<T, backend::cpu> transpose<T, backend::cpu>(const Var<T, backend::cpu>&, int, int);                                \
+    KW Var<T, backend::cpu> reshape<T, backend::cpu>(const Var<T, backend::cpu>&, const Shape&);                              \
+    KW Var<T, backend::cpu> concat<T, backend::cpu>(const std::vector<Var<T, backend::cpu>>&, int);                           \
+    KW class nn::Linear<T, backend::cpu>;                                                                                     \
+    KW class nn::LayerNorm<T, backend::cpu>;                                                                                  \
+    KW class nn::Embedding<T, backend::cpu>;                                                                                  \
+    KW class nn::MultiHeadAttention<T, backend::cpu>;                                                                         \
+    KW class nn::FeedForward<T, backend::cpu>;                                                                                \
+    KW class nn::EncoderLayer<T, backend::cpu>;                                                                               \
+    KW class nn::DecoderLayer<T, backend::cpu>;                                                                               \
+    KW class nn::Seq2SeqTransformer<T, backend::cpu>;                                                                         \
+    KW class nn::Albert<T, backend::cpu, nn::tied>;                                                                           \
+    KW class nn::Albert<T, backend::cpu, nn::untied>;                                                                         \
+    KW class halting::ActEncoder<T, backend::cpu, halting::act>;                                                              \
+    KW class halting::ActAlbert<T, backend::cpu, halting::act>;                                                               \
+    KW class optim::SGD<T, backend::cpu>;                                                                                     \
+    KW class optim::Adam<T, backend::cpu>;                                                                                    \
+    KW class optim::AdamW<T, backend::cpu>;                                                                                   \
+    KW class optim::Lamb<T, backend::cpu>;                                                                                    \
+    KW class train::Trainer<T, backend::cpu>;                                                                                 \
+    }
+
+#if defined(DEPTHLAB_COMPILED) && !defined(DEPTHLAB_COMPILED_LIBRARY)
+DEPTHLAB_COMMON_INSTANTIATIONS(extern template, float)
+DEPTHLAB_COMMON_INSTANTIATIONS(extern template, double)
+#endif
+// ---- end depthlab/compiled.hpp ----
+// ---- begin depthlab/data/translation.hpp ----
+// Translation data: aligned text files, and batches of token ids made by token count with
+// length bucketing. No tokenizer here: the batcher works on ids (encode the text with the
+// sentencepiece model of scripts/train-translation-tokenizer, e.g. `spm_encode
+// --output_format=id`, which `read_id_lines` reads).
+//
+// Ids follow that model: pad = 0, unk = 1, bos = 2, eos = 3 (configurable). A pair (x, y)
+// becomes src = x (+ EOS if `src_eos`), tgt_in = BOS + y, tgt_out = y + EOS; padding is
+// pad_id in src/tgt_in and -100 in tgt_out (ignored by the loss).
+//
+// Batching per epoch, all randomness from the depthlab::Generator passed in:
+//   1. shuffle the pairs;
+//   2. cut the shuffled list into windows of `window` pairs (0: one window) and sort each
+//      window by length (stable, so pairs of equal length stay in shuffled order);
+//   3. cut each sorted window greedily into batches whose padded size
+//      B * max(Ts, Tt) (Ts, Tt: the longest source / target in the batch, BOS/EOS
+//      included) stays <= max_tokens (and B <= max_sentences when that is > 0);
+//   4. shuffle the batches.
+// Each kept pair is in exactly one batch per epoch. Pairs longer than max_len (source or
+// target, BOS/EOS included), alone larger than max_tokens, or with an empty source (and
+// no source EOS) are dropped at construction and counted in `dropped()`.
+#include <algorithm>
+#include <concepts>
+#include <cstdint>
+#include <fstream>
+#include <numeric>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+// synthetic.hpp (seq2seq_batch) pulls in the model headers, which need the backend first.
+
+namespace depthlab::data {
+
+/// Lines of a UTF-8 text file (a trailing '\r' is removed; a final newline adds no line).
+[[nodiscard]] inline std::vector<std::string> read_lines(const std::string& path) {
+    std::ifstream f(path, std::ios::binary);
+    DEPTHLAB_CHECK(f.good(), io_error, "read_lines: cannot open ", path);
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(f, line);) {
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        lines.push_back(std::move(line));
+    }
+    DEPTHLAB_CHECK(f.eof(), io_error, "read_lines: error reading ", path);
+    return lines;
+}
+
+/// Lines of space-separated non-negative integer ids (`spm_encode --output_format=id`).
+[[nodiscard]] inline std::vector<std::vector<std::int64_t>> read_id_lines(const std::string& path) {
+    std::vector<std::vector<std::int64_t>> out;
+    std::size_t lineno = 0;
+    for (const auto& line : read_lines(path)) {
+        ++lineno;
+        std::vector<std::int64_t> ids;
+        std::int64_t v = 0;
+        bool in_number = false;
+        for (char c : line) {
+            if (c >= '0' && c <= '9') {
+                DEPTHLAB_CHECK(v <= (INT64_MAX - 9) / 10, io_error, "read_id_lines: ", path, ":", lineno, ": id too large");
+                v = v * 10 + (c - '0');
+                in_number = true;
+            } else if (c == ' ' || c == '\t') {
+                if (in_number) ids.push_back(v);
+                v = 0;
+                in_number = false;
+            } else {
+                DEPTHLAB_CHECK(false, io_error, "read_id_lines: ", path, ":", lineno, ": unexpected character '", c, "'");
+            }
+        }
+        if (in_number) ids.push_back(v);
+        out.push_back(std::move(ids));
+    }
+    return out;
+}
+
+struct parallel_text {
+    std::vector<std::string> src, tgt;
+    [[nodiscard]] std::size_t size() const { return src.size(); }
+};
+
+/// Two aligned files (line i of one translates line i of the other).
+[[nodiscard]] inline parallel_text load_parallel(const std::string& src_path, const std::string& tgt_path) {
+    parallel_text p{read_lines(src_path), read_lines(tgt_path)};
+    DEPTHLAB_CHECK(p.src.size() == p.tgt.size(), io_error, "load_parallel: ", src_path, " has ", p.src.size(),
+                   " lines but ", tgt_path, " has ", p.tgt.size());
+    return p;
+}
+
+/// `dir/split.src_lang` and `dir/split.tgt_lang`, as scripts/fetch-translation writes
+/// them (dir = .data/translation, split = train|dev|test|mt). English->German by default.
+[[nodiscard]] inline parallel_text load_translation_split(const std::string& dir, const std::string& split,
+                                                          const std::string& src_lang = "en",
+                                                          const std::string& tgt_lang = "de") {
+    return load_parallel(dir + "/" + split + "." + src_lang, dir + "/" + split + "." + tgt_lang);
+}
+
+/// What a translation data folder says about itself (its meta.json, as written by
+/// scripts/prepare-parallel and scripts/fetch-translation): the language pair, used as file
+/// extensions, and a description of the corpus. Without meta.json: en -> de, no description.
+struct translation_corpus_info {
+    std::string src = "en", tgt = "de";
+    std::string source;  // e.g. "Debian trans-de-en 1.9-6 (Ding, GPL-2+)"; empty when unknown
+    bool from_meta = false;
+};
+[[nodiscard]] inline translation_corpus_info read_translation_meta(const std::string& dir) {
+    translation_corpus_info info;
+    const std::string path = dir + "/meta.json";
+    std::ifstream in(path);
+    if (!in.is_open()) return info;
+    const nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    DEPTHLAB_CHECK(j.is_object(), io_error, "read_translation_meta: ", path, " is not a JSON object");
+    auto text = [&](const char* key, std::string& out) {
+        if (!j.contains(key)) return;
+        DEPTHLAB_CHECK(j[key].is_string() && !j[key].get<std::string>().empty(), io_error, "read_translation_meta: ", path, ": '", key,
+                       "' is not a non-empty string");
+        out = j[key].get<std::string>();
+    };
+    text("src", info.src);
+    text("tgt", info.tgt);
+    text("source", info.source);
+    DEPTHLAB_CHECK(info.src != info.tgt, io_error, "read_translation_meta: ", path, ": src and tgt are both '", info.src, "'");
+    info.from_meta = true;
+    return info;
+}
+
+/// One sentence pair as token ids, without BOS/EOS.
+struct token_pair {
+    std::vector<std::int64_t> src, tgt;
+};
+
+/// Every pair of `text` as token ids (encode: text -> ids), the whole list `repeat` times
+/// (a corpus weighted up against a second one).
+template <class Encode>
+[[nodiscard]] std::vector<token_pair> encode_pairs(const parallel_text& text, Encode&& encode, std::size_t repeat = 1) {
+    DEPTHLAB_CHECK(repeat >= 1, usage_error, "encode_pairs: repeat ", repeat, " < 1");
+    std::vector<token_pair> pairs;
+    pairs.reserve(text.size() * repeat);
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        const auto a = encode(text.src[i]);
+        const auto b = encode(text.tgt[i]);
+        pairs.push_back({{a.begin(), a.end()}, {b.begin(), b.end()}});
+    }
+    const std::size_t n = pairs.size();
+    for (std::size_t r = 1; r < repeat; ++r)
+        for (std::size_t i = 0; i < n; ++i) pairs.push_back(pairs[i]);
+    return pairs;
+}
+
+/// A translation data folder read and tokenised: the splits as text, the training pairs as
+/// ids (the main corpus `main_repeat` times, then the second corpus when asked for).
+struct translation_corpus {
+    translation_corpus_info info;
+    parallel_text train, dev, test;
+    std::vector<token_pair> train_pairs;
+    std::size_t second_pairs = 0;  // pairs of the second corpus among train_pairs
+};
+struct translation_corpus_options {
+    std::string src_lang{}, tgt_lang{};  // empty: meta.json's (else en, de)
+    std::string second_corpus{};         // e.g. "mt": also <second>.{src,tgt} for training; empty: none
+    std::size_t main_repeat = 1;     // with a second corpus: the main pairs this many times per epoch
+    std::size_t dev_limit = 0;       // > 0: only the first dev_limit dev pairs
+};
+template <class Encode>
+[[nodiscard]] translation_corpus load_translation_corpus(const std::string& dir, Encode&& encode, const translation_corpus_options& o = {}) {
+    translation_corpus c;
+    c.info = read_translation_meta(dir);
+    if (!o.src_lang.empty()) c.info.src = o.src_lang;
+    if (!o.tgt_lang.empty()) c.info.tgt = o.tgt_lang;
+    const auto load = [&](const std::string& split) { return load_translation_split(dir, split, c.info.src, c.info.tgt); };
+    c.train = load("train");
+    c.dev = load("dev");
+    c.test = load("test");
+    if (o.dev_limit > 0 && c.dev.size() > o.dev_limit) {
+        c.dev.src.resize(o.dev_limit);
+        c.dev.tgt.resize(o.dev_limit);
+    }
+    c.train_pairs = encode_pairs(c.train, encode, o.second_corpus.empty() ? 1 : o.main_repeat);
+    if (!o.second_corpus.empty()) {
+        auto second = encode_pairs(load(o.second_corpus), encode);
+        c.second_pairs = second.size();
+        for (auto& p : second) c.train_pairs.push_back(std::move(p));
+    }
+    return c;
+}
+
+struct translation_batching {
+    index_t max_tokens = 4096;   ///< padded tokens per batch: B * max(Ts, Tt)
+    index_t max_sentences = 0;   ///< > 0: at most this many pairs per batch
+    index_t max_len = 256;       ///< longest source / target kept (BOS/EOS included)
+    index_t window = 0;          ///< pairs sorted together (0: the whole epoch)
+    std::int64_t pad_id = 0, bos_id = 2, eos_id = 3;
+    bool src_eos = true;         ///< append EOS to the source
+};
+
+class translation_batcher {
+public:
+    translation_batcher(std::vector<token_pair> pairs, translation_batching cfg) : cfg_(cfg) {
+        DEPTHLAB_CHECK(cfg.max_tokens >= 1 && cfg.max_len >= 1 && cfg.window >= 0 && cfg.max_sentences >= 0, usage_error,
+                       "translation_batcher: max_tokens, max_len must be >= 1 and window, max_sentences >= 0");
+        DEPTHLAB_CHECK(cfg.pad_id >= 0 && cfg.bos_id >= 0 && cfg.eos_id >= 0, usage_error,
+                       "translation_batcher: special ids must be >= 0");
+        pairs_.reserve(pairs.size());
+        for (auto& p : pairs) {
+            const index_t ls = src_len(p), lt = tgt_len(p);
+            if (ls == 0 || ls > cfg.max_len || lt > cfg.max_len || std::max(ls, lt) > cfg.max_tokens) {
+                ++dropped_;
+                continue;
+            }
+            for (auto id : p.src) DEPTHLAB_CHECK(id >= 0, index_error, "translation_batcher: negative id ", id);
+            for (auto id : p.tgt) DEPTHLAB_CHECK(id >= 0, index_error, "translation_batcher: negative id ", id);
+            pairs_.push_back(std::move(p));
+        }
+    }
+
+    [[nodiscard]] std::size_t size() const { return pairs_.size(); }
+    [[nodiscard]] std::size_t dropped() const { return dropped_; }
+    [[nodiscard]] const token_pair& pair(std::size_t i) const { return pairs_[i]; }
+    [[nodiscard]] const translation_batching& config() const { return cfg_; }
+
+    /// Padded length of the source (EOS included when src_eos) and of tgt_in / tgt_out.
+    [[nodiscard]] index_t src_len(const token_pair& p) const { return static_cast<index_t>(p.src.size()) + (cfg_.src_eos ? 1 : 0); }
+    [[nodiscard]] static index_t tgt_len(const token_pair& p) { return static_cast<index_t>(p.tgt.size()) + 1; }
+
+    /// One epoch's batches as lists of pair indices (into the kept pairs); advances `gen`.
+    [[nodiscard]] std::vector<std::vector<std::size_t>> epoch_plan(Generator& gen) const {
+        std::vector<std::size_t> order(pairs_.size());
+        std::iota(order.begin(), order.end(), std::size_t{0});
+        shuffle(order, gen);
+        const std::size_t W = cfg_.window > 0 ? static_cast<std::size_t>(cfg_.window) : std::max<std::size_t>(order.size(), 1);
+        std::vector<std::vector<std::size_t>> batches;
+        for (std::size_t w0 = 0; w0 < order.size(); w0 += W) {
+            const auto first = order.begin() + static_cast<std::ptrdiff_t>(w0);
+            const auto last = order.begin() + static_cast<std::ptrdiff_t>(std::min(order.size(), w0 + W));
+            std::stable_sort(first, last, [&](std::size_t a, std::size_t b) {
+                const index_t ka = std::max(src_len(pairs_[a]), tgt_len(pairs_[a]));
+                const index_t kb = std::max(src_len(pairs_[b]), tgt_len(pairs_[b]));
+                return ka != kb ? ka < kb : src_len(pairs_[a]) < src_len(pairs_[b]);
+            });
+            std::vector<std::size_t> cur;
+            index_t ts = 0, tt = 0;
+            for (auto it = first; it != last; ++it) {
+                const index_t ns = std::max(ts, src_len(pairs_[*it])), nt = std::max(tt, tgt_len(pairs_[*it]));
+                const auto n = static_cast<index_t>(cur.size()) + 1;
+                const bool fits = n * std::max(ns, nt) <= cfg_.max_tokens && (cfg_.max_sentences == 0 || n <= cfg_.max_sentences);
+                if (!fits) {
+                    batches.push_back(std::move(cur));
+                    cur.clear();
+                    ts = src_len(pairs_[*it]);
+                    tt = tgt_len(pairs_[*it]);
+                } else {
+                    ts = ns;
+                    tt = nt;
+                }
+                cur.push_back(*it);
+            }
+            if (!cur.empty()) batches.push_back(std::move(cur));
+        }
+        shuffle(batches, gen);
+        return batches;
+    }
+
+    /// The padded batch of the given pairs.
+    [[nodiscard]] seq2seq_batch make_batch(const std::vector<std::size_t>& idx) const {
+        DEPTHLAB_CHECK(!idx.empty(), usage_error, "translation_batcher::make_batch: no pairs");
+        const auto B = static_cast<index_t>(idx.size());
+        index_t Ts = 0, Tt = 0;
+        for (auto i : idx) {
+            DEPTHLAB_CHECK(i < pairs_.size(), index_error, "translation_batcher::make_batch: pair ", i, " of ", pairs_.size());
+            Ts = std::max(Ts, src_len(pairs_[i]));
+            Tt = std::max(Tt, tgt_len(pairs_[i]));
+        }
+        seq2seq_batch r;
+        r.src = {B, Ts, std::vector<std::int64_t>(static_cast<std::size_t>(B * Ts), cfg_.pad_id),
+                 std::vector<std::int64_t>(static_cast<std::size_t>(B * Ts), 0), {}};
+        r.tgt_in = {B, Tt, std::vector<std::int64_t>(static_cast<std::size_t>(B * Tt), cfg_.pad_id),
+                    std::vector<std::int64_t>(static_cast<std::size_t>(B * Tt), 0), {}};
+        r.tgt_out.assign(static_cast<std::size_t>(B * Tt), -100);
+        for (index_t b = 0; b < B; ++b) {
+            const token_pair& p = pairs_[idx[static_cast<std::size_t>(b)]];
+            auto* s = r.src.ids.data() + b * Ts;
+            std::copy(p.src.begin(), p.src.end(), s);
+            if (cfg_.src_eos) s[p.src.size()] = cfg_.eos_id;
+            r.src.lengths.push_back(src_len(p));
+            auto* ti = r.tgt_in.ids.data() + b * Tt;
+            auto* to = r.tgt_out.data() + b * Tt;
+            ti[0] = cfg_.bos_id;
+            std::copy(p.tgt.begin(), p.tgt.end(), ti + 1);
+            std::copy(p.tgt.begin(), p.tgt.end(), to);
+            to[p.tgt.size()] = cfg_.eos_id;
+            r.tgt_in.lengths.push_back(tgt_len(p));
+        }
+        return r;
+    }
+
+    /// All of one epoch's batches (convenience; `epoch_plan` + `make_batch` make them lazily).
+    [[nodiscard]] std::vector<seq2seq_batch> epoch(Generator& gen) const {
+        std::vector<seq2seq_batch> out;
+        for (const auto& b : epoch_plan(gen)) out.push_back(make_batch(b));
+        return out;
+    }
+
+private:
+    template <class V>
+    static void shuffle(V& v, Generator& gen) {  // Fisher-Yates
+        for (std::size_t i = v.size(); i > 1; --i) {
+            const auto j = static_cast<std::size_t>(gen.below(static_cast<std::uint64_t>(i)));
+            std::swap(v[i - 1], v[j]);
+        }
+    }
+
+    translation_batching cfg_;
+    std::vector<token_pair> pairs_;
+    std::size_t dropped_ = 0;
+};
+
+/// Where a translation_stream is: what a checkpoint stores to continue it exactly.
+struct stream_state {
+    std::uint64_t epoch_seed = 0, epoch_offset = 0;  // the generator's state when the current epoch was planned
+    std::uint64_t next_batch = 0, epoch = 0;         // batches served in it; epochs begun (1 = the first)
+    bool operator==(const stream_state&) const = default;
+};
+/// The fields of stream_state by name (io::save_config / load_config, train::checkpointer::track).
+template <class S, class F>
+    requires std::same_as<std::remove_const_t<S>, stream_state>
+void config_fields(S& s, F&& f) {
+    f("epoch_seed", s.epoch_seed);
+    f("epoch_offset", s.epoch_offset);
+    f("next_batch", s.next_batch);
+    f("epoch", s.epoch);
+}
+
+/// An endless stream of training batches: epoch after epoch, each one in the order of
+/// batcher.epoch_plan(generator). The batcher must outlive the stream.
+class translation_stream {
+public:
+    translation_stream(const translation_batcher& batcher, std::uint64_t seed) : batcher_(&batcher), rng_(seed) {
+        DEPTHLAB_CHECK(batcher.size() > 0, usage_error, "translation_stream: the batcher holds no sentence pairs");
+    }
+    [[nodiscard]] seq2seq_batch next() {
+        if (next_ >= plan_.size()) new_epoch();
+        return batcher_->make_batch(plan_[next_++]);
+    }
+    [[nodiscard]] std::uint64_t epoch() const { return epoch_; }
+    [[nodiscard]] stream_state state() const { return {epoch_seed_, epoch_offset_, next_, epoch_}; }
+    /// Continues from a state(): re-plans that epoch and skips the batches already served.
+    /// Throws io_error when the state cannot be one of this stream's (e.g. another corpus).
+    void set_state(const stream_state& s) {
+        rng_.set_state(s.epoch_seed, s.epoch_offset);
+        epoch_ = s.epoch > 0 ? s.epoch - 1 : 0;
+        new_epoch();
+        DEPTHLAB_CHECK(s.epoch > 0 && s.next_batch <= plan_.size(), io_error, "translation_stream: state (epoch ", s.epoch, ", batch ",
+                       s.next_batch, ") does not fit this corpus (", plan_.size(), " batches per epoch)");
+        next_ = static_cast<std::size_t>(s.next_batch);
+    }
+
+private:
+    void new_epoch() {
+        epoch_seed_ = rng_.seed();
+        epoch_offset_ = rng_.offset();
+        plan_ = batcher_->epoch_plan(rng_);
+        next_ = 0;
+        ++epoch_;
+    }
+    const translation_batcher* batcher_;
+    Generator rng_;
+    std::vector<std::vector<std::size_t>> plan_;
+    std::size_t next_ = 0;
+    std::uint64_t epoch_seed_ = 0, epoch_offset_ = 0, epoch_ = 0;
+};
+
+}  // namespace depthlab::data
+// ---- end depthlab/data/translation.hpp ----
+// ---- begin depthlab/io/name_map.hpp ----
+// Interop with PyTorch / Hugging Face checkpoints: a name_map says where each depthlab
+// parameter lives in an external state dict (a renaming, plus the few transforms the layouts
+// need), load_parameters(path, model, map) imports a safetensors state dict through it and
+// save_parameters(path, model, map) exports one (atomic, metadata {"format": "pt"}).
+//
+// A map entry is one of: `tensor` (one external tensor, same shape: PyTorch's Linear weight
+// is (out, in) like depthlab's, so nothing is ever transposed), `split` (the parameter is
+// several external tensors concatenated along dim 0: depthlab's fused in_proj_weight (3D, D)
+// = HF's query/key/value weights (D, D) each), `fixed` (the layout has no such tensor and
+// computes as if the parameter had a fixed value: loading sets it, saving checks it), `kept`
+// (the layout has no counterpart: loading leaves it unchanged, saving leaves it out; both
+// say so in their report). An entry may list `tied` external names holding the same values
+// (HF's decoder weight = word embeddings): optional on load but then equal (the first one
+// present is read when the main name is absent), written on save unless write_tied = false.
+// External names may also be `ignored` (buffers such as position_ids) or `rejected`
+// (tensors the depthlab model cannot represent: loading fails when they are present).
+// Every name is used once: a second use throws usage_error at once, naming both uses, and
+// leaves the map as it was. A plain renaming for any other layout:
+//     io::name_map m("my layout", {{"encoder.0.feed_forward.linear1.weight", "blocks.0.mlp.fc1.weight"}, ...});
+// (argument order as io::load_parameters(path, model) in checkpoint.hpp, whose strict
+// identity-named load this generalises).
+//
+// load_parameters checks everything before it writes anything: every model parameter has an
+// entry and every entry a parameter (usage_error otherwise); every external tensor is there,
+// F32/F64, finite and of the right shape; tied copies are equal; no file tensor is left
+// unused unless ignored or `allow_extra` (io_error naming the file, the layout, the external
+// and depthlab names and both shapes, every problem at once). A failed load leaves the model
+// unchanged.
+//
+// The maps of the Hugging Face and torch.nn.Transformer layouts are in io/layouts.hpp.
+#include <cstddef>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+
+namespace depthlab::io {
+
+enum class map_kind { tensor, split, fixed, kept };
+enum class fixed_value { identity, zeros };
+
+struct name_map_entry {
+    std::string internal;               ///< the depthlab parameter name
+    map_kind kind = map_kind::tensor;
+    std::vector<std::string> external;  ///< tensor: one name; split: the parts along dim 0, in order
+    std::vector<std::string> tied;      ///< more external names with the same values (tensor entries)
+    fixed_value value = fixed_value::zeros;
+    std::string note;                   ///< why (fixed, kept)
+};
+
+class name_map {
+public:
+    explicit name_map(std::string layout) : layout_(std::move(layout)) {}
+    /// A plain renaming: {depthlab name, external name} pairs.
+    name_map(std::string layout, const std::vector<std::pair<std::string, std::string>>& pairs) : layout_(std::move(layout)) {
+        for (const auto& pr : pairs) add(pr.first, pr.second);
+    }
+    [[nodiscard]] const std::string& layout() const { return layout_; }
+    [[nodiscard]] const std::vector<name_map_entry>& entries() const { return entries_; }
+    [[nodiscard]] const name_map_entry* find(const std::string& internal) const {
+        const auto it = by_internal_.find(internal);
+        return it == by_internal_.end() ? nullptr : &entries_[it->second];
+    }
+    /// Why an external name is ignored / rejected (nullptr: it is not).
+    [[nodiscard]] const std::string* ignored(const std::string& external) const { return lookup(ignored_, external); }
+    [[nodiscard]] const std::string* rejected(const std::string& external) const { return lookup(rejected_, external); }
+    /// Whether an external name belongs to an entry (tensor, part or tied copy).
+    [[nodiscard]] bool used(const std::string& external) const { return uses_.count(external) && !ignored_.count(external) && !rejected_.count(external); }
+
+    name_map& add(std::string internal, std::string external) { return push({std::move(internal), map_kind::tensor, {std::move(external)}, {}, {}, {}}); }
+    name_map& split(std::string internal, std::vector<std::string> parts) {
+        DEPTHLAB_CHECK(parts.size() >= 2, usage_error, "name_map ", layout_, ": split of '", internal, "' needs at least 2 parts");
+        return push({std::move(internal), map_kind::split, std::move(parts), {}, {}, {}});
+    }
+    name_map& fixed(std::string internal, fixed_value v, std::string note) {
+        return push({std::move(internal), map_kind::fixed, {}, {}, v, std::move(note)});
+    }
+    name_map& keep(std::string internal, std::string note) { return push({std::move(internal), map_kind::kept, {}, {}, {}, std::move(note)}); }
+    /// Another external name holding the values of `internal` (a tensor entry already added).
+    name_map& tie(const std::string& internal, std::string external) {
+        const auto it = by_internal_.find(internal);
+        DEPTHLAB_CHECK(it != by_internal_.end() && entries_[it->second].kind == map_kind::tensor, usage_error, "name_map ", layout_,
+                       ": tie '", external, "' to '", internal, "', which is not a tensor entry");
+        claim(external, "a tied copy of '" + internal + "'");
+        entries_[it->second].tied.push_back(std::move(external));
+        return *this;
+    }
+    name_map& ignore(std::string external, std::string note) {
+        claim(external, "ignored");
+        ignored_[std::move(external)] = std::move(note);
+        return *this;
+    }
+    name_map& reject(std::string external, std::string note) {
+        claim(external, "rejected");
+        rejected_[std::move(external)] = std::move(note);
+        return *this;
+    }
+
+private:
+    static const std::string* lookup(const std::map<std::string, std::string>& m, const std::string& k) {
+        const auto it = m.find(k);
+        return it == m.end() ? nullptr : &it->second;
+    }
+    // A refused name leaves the map as it was.
+    void claim(const std::string& external, const std::string& use) {
+        const auto it = uses_.find(external);
+        DEPTHLAB_CHECK(it == uses_.end(), usage_error, "name_map ", layout_, ": external name '", external, "' is used twice: ", it->second, " and ", use);
+        uses_.emplace(external, use);
+    }
+    name_map& push(name_map_entry e) {
+        DEPTHLAB_CHECK(!by_internal_.count(e.internal), usage_error, "name_map ", layout_, ": depthlab parameter '", e.internal, "' is mapped twice");
+        std::vector<std::string> uses;
+        for (std::size_t k = 0; k < e.external.size(); ++k) {
+            uses.push_back(e.kind == map_kind::split ? depthlab::detail::cat("part ", k + 1, " of '", e.internal, "'") : "'" + e.internal + "'");
+            const auto it = uses_.find(e.external[k]);
+            DEPTHLAB_CHECK(it == uses_.end(), usage_error, "name_map ", layout_, ": external name '", e.external[k], "' is used twice: ", it->second,
+                           " and ", uses.back());
+            for (std::size_t j = 0; j < k; ++j)
+                DEPTHLAB_CHECK(e.external[j] != e.external[k], usage_error, "name_map ", layout_, ": external name '", e.external[k],
+                               "' is used twice: ", uses[j], " and ", uses.back());
+        }
+        for (std::size_t k = 0; k < e.external.size(); ++k) uses_.emplace(e.external[k], uses[k]);
+        by_internal_[e.internal] = entries_.size();
+        entries_.push_back(std::move(e));
+        return *this;
+    }
+    std::string layout_;
+    std::vector<name_map_entry> entries_;
+    std::map<std::string, std::size_t> by_internal_;
+    std::map<std::string, std::string> uses_, ignored_, rejected_;
+};
+
+/// What a load or save did besides the tensors it moved.
+struct interop_report {
+    std::vector<std::string> kept;     ///< depthlab parameters the layout lacks (unchanged / not written)
+    std::vector<std::string> fixed;    ///< depthlab parameters set to (load) or checked at (save) a fixed value
+    std::vector<std::string> ignored;  ///< file tensors not read (ignored buffers; extras under allow_extra)
+};
+struct interop_load_options {
+    bool allow_extra = false;  ///< file tensors the map does not know are ignored (listed) instead of an error
+};
+struct interop_save_options {
+    bool write_tied = true;  ///< tied copies written too, as PyTorch's state_dict() holds them
+};
+
+namespace detail {
+/// The model's parameters with their entries; usage_error when map and model do not fit.
+template <class T, class B>
+std::vector<std::pair<const name_map_entry*, Var<T, B>>> resolve_entries(const nn::Module<T, B>& module, const name_map& map, const std::string& where) {
+    std::vector<std::pair<const name_map_entry*, Var<T, B>>> out;
+    std::vector<std::string> unmapped, unknown;
+    std::map<std::string, bool> have;
+    for (const auto& [name, p] : module.named_parameters()) {
+        have[name] = true;
+        if (const name_map_entry* e = map.find(name)) out.emplace_back(e, p);
+        else unmapped.push_back(name);
+    }
+    for (const name_map_entry& e : map.entries())
+        if (!have.count(e.internal)) unknown.push_back(e.internal);
+    if (unmapped.empty() && unknown.empty()) return out;
+    std::string msg = where + ": the name map does not fit the model";
+    if (!unmapped.empty()) msg += depthlab::detail::cat("; no entry for ", unmapped.size(), " model parameter(s): ", join_names(unmapped));
+    if (!unknown.empty()) msg += depthlab::detail::cat("; entries for ", unknown.size(), " parameter(s) the model does not have: ", join_names(unknown));
+    throw usage_error(msg);
+}
+template <class T>
+std::vector<T> fixed_values(fixed_value v, const Shape& s, const std::string& where, const std::string& name) {
+    std::vector<T> out(static_cast<std::size_t>(s.numel()), T(0));
+    if (v == fixed_value::identity) {
+        DEPTHLAB_CHECK(s.rank() == 2 && s[0] == s[1], usage_error, where, ": '", name, "' has shape ", s, ", not a square matrix (identity)");
+        for (index_t i = 0; i < s[0]; ++i) out[static_cast<std::size_t>(i * s[0] + i)] = T(1);
+    }
+    return out;
+}
+inline Shape part_shape(const Shape& s, std::size_t parts) {
+    Shape p = s;
+    p[0] = s[0] / static_cast<index_t>(parts);
+    return p;
+}
+}  // namespace detail
+
+/// Loads an external safetensors state dict into `module` through `map` (see the top).
+template <class T, class B>
+interop_report load_parameters(const std::string& path, nn::Module<T, B>& module, const name_map& map, interop_load_options opt = {}) {
+    using depthlab::detail::cat;
+    const safetensors_file f(path);
+    const std::string where = cat("load_parameters ", path, " (layout ", map.layout(), ")");
+    const auto params = detail::resolve_entries(module, map, where);
+    interop_report rep;
+    std::vector<std::string> problems;
+    // a tensor entry reads its external name, or else the first tied copy the file has
+    const auto source = [&](const name_map_entry& e) -> const std::string& {
+        if (!f.contains(e.external[0]))
+            for (const std::string& t : e.tied)
+                if (f.contains(t)) return t;
+        return e.external[0];
+    };
+    const auto check = [&](const std::string& ext, const std::string& role, const Shape& want) {
+        if (!f.contains(ext)) {
+            problems.push_back(cat("no tensor '", ext, "' ", want, " for ", role));
+            return;
+        }
+        const tensor_entry& e = f.entry(ext);
+        if (e.shape != want) problems.push_back(cat("tensor '", ext, "' for ", role, " has shape ", e.shape, ", expected ", want));
+        else if (e.dtype != "F32" && e.dtype != "F64") problems.push_back(cat("tensor '", ext, "' for ", role, " is ", e.dtype, ", not F32 or F64"));
+    };
+    for (const auto& [e, p] : params) {
+        const Shape& s = p.value().shape();
+        const std::string role = cat("depthlab '", e->internal, "' ", s);
+        if (e->kind == map_kind::tensor) {
+            const std::string& src = source(*e);
+            check(src, role, s);
+            for (const std::string& t : e->tied)
+                if (t != src && f.contains(t)) check(t, cat(role, " (tied to '", src, "')"), s);
+        } else if (e->kind == map_kind::split) {
+            const std::size_t k = e->external.size();
+            if (s.rank() == 0 || s[0] % static_cast<index_t>(k) != 0) {
+                problems.push_back(cat(role, " cannot be split into ", k, " equal parts along dim 0"));
+                continue;
+            }
+            for (std::size_t i = 0; i < k; ++i) check(e->external[i], cat("part ", i + 1, " of ", k, " of ", role), detail::part_shape(s, k));
+        }
+    }
+    std::vector<std::string> extra;
+    for (const std::string& n : f.names()) {
+        if (map.used(n)) continue;
+        if (map.ignored(n)) rep.ignored.push_back(n);
+        else if (const std::string* why = map.rejected(n)) problems.push_back(cat("tensor '", n, "' cannot be loaded: ", *why));
+        else extra.push_back(n);
+    }
+    if (!extra.empty() && !opt.allow_extra)
+        problems.push_back(cat(extra.size(), " tensor(s) the map does not know (allow_extra ignores them): ", detail::join_names(extra)));
+    rep.ignored.insert(rep.ignored.end(), extra.begin(), extra.end());
+    if (!problems.empty()) {
+        std::string msg = where + ": ";
+        for (std::size_t i = 0; i < problems.size() && i < 20; ++i) msg += (i ? "; " : "") + problems[i];
+        if (problems.size() > 20) msg += cat("; ... (", problems.size() - 20, " more problems)");
+        throw io_error(msg);
+    }
+    // Read and stage every value, then write them all.
+    std::vector<std::pair<Tensor<T, B>*, Tensor<T, B>>> staged;
+    for (const auto& [e, p] : params) {
+        const Shape& s = p.value().shape();
+        if (e->kind == map_kind::kept) {
+            rep.kept.push_back(e->internal);
+        } else if (e->kind == map_kind::fixed) {
+            staged.emplace_back(&p.value(), Tensor<T, B>::from(s, detail::fixed_values<T>(e->value, s, where, e->internal)));
+            rep.fixed.push_back(e->internal);
+        } else if (e->kind == map_kind::tensor) {
+            const std::string& src = source(*e);
+            Tensor<T, B> v = detail::require_finite(f.template load<T, B>(src), path, src);
+            const std::vector<T> host = e->tied.empty() ? std::vector<T>{} : v.to_vector();
+            for (const std::string& t : e->tied) {
+                if (t == src || !f.contains(t)) continue;
+                const std::vector<T> other = f.template load<T, B>(t).to_vector();
+                std::size_t i = 0;
+                while (i < host.size() && host[i] == other[i]) ++i;
+                DEPTHLAB_CHECK(i == host.size(), io_error, where, ": tensor '", t, "' differs from '", src, "' at flat index ", i, " (",
+                               other[i], " vs ", host[i], "), but depthlab ties both to '", e->internal, "'");
+            }
+            staged.emplace_back(&p.value(), std::move(v));
+        } else {
+            Tensor<T, B> v = Tensor<T, B>::empty(s);
+            const index_t n = s[0] / static_cast<index_t>(e->external.size());
+            for (std::size_t i = 0; i < e->external.size(); ++i)
+                v.slice(0, static_cast<index_t>(i) * n, static_cast<index_t>(i + 1) * n)
+                    .copy_(detail::require_finite(f.template load<T, B>(e->external[i]), path, e->external[i]));
+            staged.emplace_back(&p.value(), std::move(v));
+        }
+    }
+    for (auto& [dst, src] : staged) dst->copy_(src);
+    return rep;
+}
+
+/// Exports `module` through `map` as a safetensors state dict (atomic; nothing is written
+/// if a check fails). Metadata: {"format": "pt"} (transformers' loader wants it) plus `metadata`.
+template <class T, class B>
+interop_report save_parameters(const std::string& path, const nn::Module<T, B>& module, const name_map& map, const metadata_map& metadata = {},
+                               interop_save_options opt = {}) {
+    using depthlab::detail::cat;
+    const std::string where = cat("save_parameters ", path, " (layout ", map.layout(), ")");
+    const auto params = detail::resolve_entries(module, map, where);
+    interop_report rep;
+    safetensors_writer w;
+    std::vector<std::pair<std::string, Tensor<T, B>>> tied;
+    for (const auto& [e, p] : params) {
+        const Tensor<T, B>& v = p.value();
+        if (e->kind == map_kind::kept) {
+            rep.kept.push_back(e->internal);
+            continue;
+        }
+        detail::require_finite_for_save(v, path, e->internal);
+        if (e->kind == map_kind::fixed) {
+            DEPTHLAB_CHECK(v.to_vector() == detail::fixed_values<T>(e->value, v.shape(), where, e->internal), usage_error, where, ": '",
+                           e->internal, "' must be ", e->value == fixed_value::identity ? "the identity" : "zero", " in this layout (",
+                           e->note, "); nothing was written");
+            rep.fixed.push_back(e->internal);
+        } else if (e->kind == map_kind::tensor) {
+            w.add(e->external[0], v);
+            if (opt.write_tied)
+                for (const std::string& t : e->tied) tied.emplace_back(t, v);
+        } else {
+            const index_t n = v.shape()[0] / static_cast<index_t>(e->external.size());
+            DEPTHLAB_CHECK(v.rank() >= 1 && n * static_cast<index_t>(e->external.size()) == v.shape()[0], shape_error, where, ": '", e->internal,
+                           "' of shape ", v.shape(), " does not split into ", e->external.size(), " equal parts; nothing was written");
+            for (std::size_t i = 0; i < e->external.size(); ++i)
+                w.add(e->external[i], v.slice(0, static_cast<index_t>(i) * n, static_cast<index_t>(i + 1) * n));
+        }
+    }
+    for (const auto& [name, v] : tied) w.add(name, v);
+    metadata_map meta = metadata;
+    meta.emplace("format", "pt");
+    w.set_metadata(meta);
+    w.write(path);
+    return rep;
+}
+
+}  // namespace depthlab::io
+// ---- end depthlab/io/name_map.hpp ----
+// ---- begin depthlab/io/layouts.hpp ----
+// Name maps (io/name_map.hpp) of the PyTorch / Hugging Face layouts that depthlab's models share:
+//
+//     auto map = io::hf_albert_names(cfg);                          // AlbertForPreTraining
+//     io::load_parameters("model.safetensors", albert, map);        // import
+//     io::save_parameters("export.safetensors", albert, map);       // export
+//
+// Sources. transformers is not installable here, so the HF names are the module attribute
+// names of its source (modeling_albert.py read at commit 00661e38, a v4.x; modeling_bert.py
+// from the same family of versions, from memory, cross-checked against the BertModel keys
+// HF checkpoints carry); the nn.Transformer names are PyTorch 1.13's state_dict() keys.
+// tests/fixtures/interop/make.py rebuilds these modules by hand and writes their state dicts.
+//  * hf_albert_names: transformers' modeling_albert.py (v4.x) AlbertModel / AlbertForPreTraining:
+//    embeddings.{word,position,token_type}_embeddings, embeddings.LayerNorm,
+//    encoder.embedding_hidden_mapping_in (the E -> H projection: HF puts it in the encoder),
+//    encoder.albert_layer_groups.{g}.albert_layers.0.{attention.{query,key,value,dense,LayerNorm},
+//    ffn, ffn_output, full_layer_layer_norm}, pooler; heads predictions.{dense, LayerNorm, bias,
+//    decoder (tied)}, sop_classifier.classifier. Tied depthlab ALBERT = 1 group (num_hidden_groups
+//    1, inner_group_num 1); untied = one group per layer. ACT's halting unit has no HF
+//    counterpart: an extra tensor "depthlab.encoder.halting.{weight,bias}", or kept.
+//  * hf_bert_names: modeling_bert.py BertModel / BertForPreTraining over depthlab's untied
+//    Albert with embed == dim: embeddings.*, encoder.layer.{i}.attention.self.{query,key,value},
+//    attention.output.{dense,LayerNorm}, intermediate.dense, output.{dense,LayerNorm},
+//    pooler.dense; heads cls.predictions.{transform.dense, transform.LayerNorm, bias, decoder
+//    (tied)}, cls.seq_relationship (BERT's NSP head: the same (2, H) classifier as depthlab's
+//    SOP head). BERT has no embedding projection: depthlab's is `fixed` to the identity.
+//  * torch_transformer_names: torch.nn.Transformer (PyTorch 1.13): {encoder,decoder}.layers.{i}.
+//    {self_attn, multihead_attn}.{in_proj_weight, in_proj_bias, out_proj}, linear1, linear2,
+//    norm1..3; encoder.norm / decoder.norm = depthlab's final norms of a pre-LN model. A post-LN
+//    depthlab model has no final norms, so nn.Transformer's (which it always builds) are
+//    rejected: build the torch model with custom_encoder / custom_decoder and norm=None.
+//    nn.Transformer has no embeddings or output projection: extra tensors "depthlab.<name>".
+//    PyTorch's activation="gelu" is activation::gelu_erf.
+// What a map cannot carry is configuration: activation (HF "gelu_new" = activation::gelu,
+// "gelu" = gelu_erf), layer_norm_eps = ln_eps (modeling_albert.py's AlbertMLMHead LayerNorm
+// uses PyTorch's default 1e-5: set model.mlm_norm->eps for exact parity), sizes, depth.
+// HF's additive mask of -10000 and depthlab's -inf give the same softmax.
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+
+namespace depthlab::io {
+
+/// Extra tensors (depthlab parameters a layout lacks) are stored as this prefix + their name.
+inline constexpr std::string_view extra_prefix = "depthlab.";
+
+enum class hf_head { base_model, pretraining };  ///< AlbertModel / BertModel alone, or *ForPreTraining
+enum class act_halting { none, extra_tensor, keep };
+struct hf_albert_options {
+    hf_head head = hf_head::pretraining;
+    bool tied = true;                        ///< Albert<T, B, tied> / ActAlbert (1 group); false: untied, a group per layer
+    act_halting halting = act_halting::none; ///< ActAlbert's encoder.halting: extra tensor or kept
+    std::optional<std::string> prefix{};     ///< of the base model's names; default "albert." with heads, "" without
+};
+struct hf_bert_options {
+    hf_head head = hf_head::base_model;
+    std::optional<std::string> prefix{};     ///< default "bert." with heads, "" without
+};
+struct torch_transformer_options {
+    bool embeddings = true;  ///< true: embeddings / output projection as "depthlab.*" extra tensors; false: kept
+};
+
+namespace detail {
+inline void map_affine(name_map& m, const std::string& internal, const std::string& external) {
+    m.add(internal + ".weight", external + ".weight");
+    m.add(internal + ".bias", external + ".bias");
+}
+/// One encoder layer, HF style: separate q, k, v Linear layers into the fused in_proj.
+inline void map_hf_layer(name_map& m, const std::string& in, const std::string& q, const std::string& k, const std::string& v,
+                         const std::string& out, const std::string& attn_norm, const std::string& ff1, const std::string& ff2,
+                         const std::string& ff_norm) {
+    m.split(in + "self_attention.in_proj_weight", {q + ".weight", k + ".weight", v + ".weight"});
+    m.split(in + "self_attention.in_proj_bias", {q + ".bias", k + ".bias", v + ".bias"});
+    map_affine(m, in + "self_attention.out_proj", out);
+    map_affine(m, in + "self_attention.norm", attn_norm);
+    map_affine(m, in + "feed_forward.linear1", ff1);
+    map_affine(m, in + "feed_forward.linear2", ff2);
+    map_affine(m, in + "feed_forward.norm", ff_norm);
+}
+inline void map_hf_embeddings(name_map& m, const std::string& P) {
+    m.add("embeddings.word_embeddings.weight", P + "embeddings.word_embeddings.weight");
+    m.add("embeddings.position_embeddings.weight", P + "embeddings.position_embeddings.weight");
+    m.add("embeddings.token_type_embeddings.weight", P + "embeddings.token_type_embeddings.weight");
+    map_affine(m, "embeddings.norm", P + "embeddings.LayerNorm");
+    m.ignore(P + "embeddings.position_ids", "a buffer (arange), not a parameter");
+    m.ignore(P + "embeddings.token_type_ids", "a buffer (zeros), not a parameter");
+}
+inline void keep_heads(name_map& m, const char* model) {
+    const std::string why = std::string(model) + " has no pretraining heads";
+    for (const char* n : {"mlm.dense.weight", "mlm.dense.bias", "mlm.norm.weight", "mlm.norm.bias", "mlm.bias", "sop_classifier.weight", "sop_classifier.bias"})
+        m.keep(n, why);
+}
+}  // namespace detail
+
+/// depthlab's Albert (tied or untied) / ActAlbert <-> HF AlbertModel / AlbertForPreTraining.
+inline name_map hf_albert_names(const nn::albert_config& c, const hf_albert_options& o = {}) {
+    const bool heads = o.head == hf_head::pretraining;
+    const std::string P = o.prefix.value_or(heads ? "albert." : "");
+    name_map m(heads ? "hf AlbertForPreTraining" : "hf AlbertModel");
+    detail::map_hf_embeddings(m, P);
+    detail::map_affine(m, "embeddings.projection", P + "encoder.embedding_hidden_mapping_in");
+    for (int g = 0; g < (o.tied ? 1 : c.depth); ++g) {
+        const std::string L = depthlab::detail::cat(P, "encoder.albert_layer_groups.", g, ".albert_layers.0.");
+        detail::map_hf_layer(m, o.tied ? "encoder.shared." : depthlab::detail::cat("encoder.", g, "."), L + "attention.query", L + "attention.key",
+                             L + "attention.value", L + "attention.dense", L + "attention.LayerNorm", L + "ffn", L + "ffn_output",
+                             L + "full_layer_layer_norm");
+    }
+    detail::map_affine(m, "pooler", P + "pooler");
+    if (heads) {
+        m.tie("embeddings.word_embeddings.weight", "predictions.decoder.weight");
+        detail::map_affine(m, "mlm.dense", "predictions.dense");
+        detail::map_affine(m, "mlm.norm", "predictions.LayerNorm");
+        m.add("mlm.bias", "predictions.bias").tie("mlm.bias", "predictions.decoder.bias");
+        detail::map_affine(m, "sop_classifier", "sop_classifier.classifier");
+    } else {
+        detail::keep_heads(m, "AlbertModel");
+    }
+    for (const char* n : {"encoder.halting.weight", "encoder.halting.bias"}) {
+        if (o.halting == act_halting::extra_tensor) m.add(n, std::string(extra_prefix) + n);
+        else if (o.halting == act_halting::keep) m.keep(n, "ACT's halting unit has no Hugging Face counterpart");
+    }
+    return m;
+}
+
+/// depthlab's untied Albert with embed == dim <-> HF BertModel / BertForPreTraining.
+inline name_map hf_bert_names(const nn::albert_config& c, const hf_bert_options& o = {}) {
+    DEPTHLAB_CHECK(c.embed == c.layer.dim, usage_error, "hf_bert_names: BERT has no factorised embedding; embed ", c.embed, " must equal dim ",
+                   c.layer.dim);
+    const bool heads = o.head == hf_head::pretraining;
+    const std::string P = o.prefix.value_or(heads ? "bert." : "");
+    name_map m(heads ? "hf BertForPreTraining" : "hf BertModel");
+    detail::map_hf_embeddings(m, P);
+    m.fixed("embeddings.projection.weight", fixed_value::identity, "BERT has no embedding projection");
+    m.fixed("embeddings.projection.bias", fixed_value::zeros, "BERT has no embedding projection");
+    for (int i = 0; i < c.depth; ++i) {
+        const std::string L = depthlab::detail::cat(P, "encoder.layer.", i, ".");
+        detail::map_hf_layer(m, depthlab::detail::cat("encoder.", i, "."), L + "attention.self.query", L + "attention.self.key",
+                             L + "attention.self.value", L + "attention.output.dense", L + "attention.output.LayerNorm", L + "intermediate.dense",
+                             L + "output.dense", L + "output.LayerNorm");
+    }
+    detail::map_affine(m, "pooler", P + "pooler.dense");
+    if (heads) {
+        m.tie("embeddings.word_embeddings.weight", "cls.predictions.decoder.weight");
+        detail::map_affine(m, "mlm.dense", "cls.predictions.transform.dense");
+        detail::map_affine(m, "mlm.norm", "cls.predictions.transform.LayerNorm");
+        m.add("mlm.bias", "cls.predictions.bias").tie("mlm.bias", "cls.predictions.decoder.bias");
+        detail::map_affine(m, "sop_classifier", "cls.seq_relationship");
+    } else {
+        detail::keep_heads(m, "BertModel");
+    }
+    return m;
+}
+
+/// depthlab's Seq2SeqTransformer <-> torch.nn.Transformer (batch_first or not: same names).
+inline name_map torch_transformer_names(const nn::seq2seq_config& c, const torch_transformer_options& o = {}) {
+    using depthlab::detail::cat;
+    name_map m("torch nn.Transformer");
+    const auto attn = [&](const std::string& in, const std::string& ex) {
+        m.add(in + ".in_proj_weight", ex + ".in_proj_weight");
+        m.add(in + ".in_proj_bias", ex + ".in_proj_bias");
+        detail::map_affine(m, in + ".out_proj", ex + ".out_proj");
+    };
+    for (int i = 0; i < c.encoder_layers; ++i) {
+        const std::string in = cat("encoder.", i, "."), ex = cat("encoder.layers.", i, ".");
+        attn(in + "self_attention", ex + "self_attn");
+        detail::map_affine(m, in + "self_attention.norm", ex + "norm1");
+        detail::map_affine(m, in + "feed_forward.linear1", ex + "linear1");
+        detail::map_affine(m, in + "feed_forward.linear2", ex + "linear2");
+        detail::map_affine(m, in + "feed_forward.norm", ex + "norm2");
+    }
+    for (int i = 0; i < c.decoder_layers; ++i) {
+        const std::string in = cat("decoder.", i, "."), ex = cat("decoder.layers.", i, ".");
+        attn(in + "self_attention", ex + "self_attn");
+        detail::map_affine(m, in + "self_attention.norm", ex + "norm1");
+        attn(in + "cross_attention", ex + "multihead_attn");
+        detail::map_affine(m, in + "cross_attention.norm", ex + "norm2");
+        detail::map_affine(m, in + "feed_forward.linear1", ex + "linear1");
+        detail::map_affine(m, in + "feed_forward.linear2", ex + "linear2");
+        detail::map_affine(m, in + "feed_forward.norm", ex + "norm3");
+    }
+    for (const char* side : {"encoder", "decoder"}) {
+        if (c.layer.norm_first) {
+            detail::map_affine(m, cat(side, "_norm"), cat(side, ".norm"));
+        } else {
+            for (const char* leaf : {".weight", ".bias"})
+                m.reject(cat(side, ".norm", leaf), "a post-LN depthlab model has no final LayerNorm (build nn.Transformer with custom_encoder / "
+                                                    "custom_decoder whose norm is None)");
+        }
+    }
+    std::vector<std::string> own{"src_embed.weight"};
+    if (!c.share_embeddings) own.emplace_back("tgt_embed.weight");
+    if (!c.tie_output) own.emplace_back("output_projection.weight");
+    for (const std::string& n : own) {
+        if (o.embeddings) m.add(n, std::string(extra_prefix) + n);
+        else m.keep(n, "nn.Transformer has no embeddings or output projection");
+    }
+    return m;
+}
+
+}  // namespace depthlab::io
+// ---- end depthlab/io/layouts.hpp ----
 // ---- begin depthlab/report/html.hpp ----
 // Self-contained HTML reports with inline SVG figures: one file, no JavaScript, no network,
 // readable on screen and on paper. Standard library only (it may be used by programs that
@@ -14491,120 +14669,6 @@ private:
 }  // namespace depthlab::report
 // ---- end depthlab/report/page.hpp ----
 // ---- end depthlab/report/html.hpp ----
-// ---- begin depthlab/halting/act_albert.hpp ----
-// ACT-ALBERT (../shared/papers.md §A): ALBERT's factorised embeddings, one tied layer iterated
-// with per-token halting (halting::ActEncoder), the MLM head tied to the token embedding and
-// the sentence-order head. Loss = L_mlm + L_sop + τ · mean_batch(P); with PonderNet the task
-// losses are expectations over the halting distribution and the ponder term is the KL to the
-// prior, weighted by β.
-#include <span>
-#include <string>
-
-
-namespace depthlab::halting {
-
-/// The study's sizes for 2 cores (../shared/papers.md §A), with the paper's N_max and τ:
-///   "tiny"  H 256, 4 heads, FF 1024, N_max 6,  τ 1e-3
-///   "small" H 384, 6 heads, FF 1536, N_max 12, τ 5e-4
-///   "base"  H 768, 12 heads, FF 3072, N_max 24, τ 2.5e-4 (ALBERT-base)
-/// E 128, no dropout (as ALBERT); vocab and max_len are the data's.
-struct act_albert_setup {
-    nn::albert_config model;
-    act_options act;
-    double tau = 1e-3;
-};
-inline act_albert_setup act_albert_preset(const std::string& name, std::int64_t vocab, index_t max_len) {
-    act_albert_setup s;
-    s.model.vocab = vocab;
-    s.model.embed = 128;
-    s.model.max_len = max_len;
-    s.model.layer.dropout = s.model.layer.attention_dropout = 0.0;
-    auto set = [&](int n_max, double tau, index_t H, int heads, index_t ff) {
-        s.act.max_iterations = s.model.depth = n_max;
-        s.tau = tau;
-        s.model.layer.dim = H, s.model.layer.heads = heads, s.model.layer.ff_dim = ff;
-    };
-    if (name == "tiny") set(6, 1e-3, 256, 4, 1024);
-    else if (name == "small") set(12, 5e-4, 384, 6, 1536);
-    else if (name == "base") set(24, 2.5e-4, 768, 12, 3072);
-    else throw usage_error("act_albert_preset: expected tiny, small or base, got '" + name + "'");
-    return s;
-}
-
-template <class T, class B>
-struct albert_losses {
-    Var<T, B> mlm, sop;  // scalars: mean cross-entropies (PonderNet: their expectation over the halting steps)
-    Var<T, B> ponder;    // ACT: mean_batch Σ_t (N_t + R_t); PonderNet: KL(p ‖ prior), mean over tokens
-    act_result<T, B> encoded;
-};
-
-template <class T, class B = backend::cpu, class Policy = act>
-class ActAlbert : public nn::Module<T, B> {
-public:
-    ActAlbert(const nn::albert_config& c, act_options opt, std::uint64_t seed = 0) : cfg(c), gen_(seed) {
-        embeddings = &this->register_module("embeddings", std::make_unique<nn::AlbertEmbeddings<T, B>>(c, gen_));
-        encoder = &this->register_module("encoder", std::make_unique<ActEncoder<T, B, Policy>>(c.layer, gen_, opt));
-        mlm_dense = &this->register_module("mlm.dense", std::make_unique<nn::Linear<T, B>>(c.layer.dim, c.embed, gen_, c.layer.init));
-        mlm_norm = &this->register_module("mlm.norm", std::make_unique<nn::LayerNorm<T, B>>(c.embed, c.layer.ln_eps));
-        mlm_bias = this->register_parameter("mlm.bias", Tensor<T, B>::zeros({c.vocab}));
-        pooler = &this->register_module("pooler", std::make_unique<nn::Linear<T, B>>(c.layer.dim, c.layer.dim, gen_, c.layer.init));
-        sop = &this->register_module("sop_classifier", std::make_unique<nn::Linear<T, B>>(c.layer.dim, 2, gen_, c.layer.init));
-    }
-    /// Hidden states, ponder cost and the halting record of a batch.
-    act_result<T, B> encode(const nn::token_batch& b) const { return (*encoder)((*embeddings)(b), b.lengths); }
-    Var<T, B> mlm_logits(const Var<T, B>& hidden, std::span<const std::int64_t> positions) const {
-        return nn::albert_mlm_logits(hidden, positions, *mlm_dense, *mlm_norm, embeddings->word->weight, mlm_bias,
-                                     nn::mlm_activation(cfg.layer.act));
-    }
-    Var<T, B> sop_logits(const Var<T, B>& hidden) const { return nn::albert_sop_logits(hidden, *pooler, *sop); }
-
-    /// The pretraining losses of a batch; the caller weighs ponder by τ (β for PonderNet).
-    albert_losses<T, B> losses(const data::albert_batch& b) const {
-        albert_losses<T, B> l;
-        l.encoded = encode(b.tokens);
-        if constexpr (std::is_same_v<Policy, pondernet>) {
-            // PonderNet's reconstruction term: Σ_n p^n_t L(y^n_t) for every predicted token
-            // (MLM) and every [CLS] (SOP), averaged like the plain losses
-            const index_t Bn = b.size(), Tt = b.tokens.length, M = b.predictions();
-            std::vector<std::int64_t> cls(static_cast<std::size_t>(Bn));
-            for (index_t i = 0; i < Bn; ++i) cls[i] = i * Tt;
-            const auto weight_at = [&](const Var<T, B>& p, std::span<const std::int64_t> rows) {
-                return reshape(gather_rows(reshape(p, {Bn * Tt, 1}), rows), {static_cast<index_t>(rows.size())});
-            };
-            for (std::size_t n = 0; n < l.encoded.states.size(); ++n) {
-                const auto& y = l.encoded.states[n];
-                const auto& p = l.encoded.halt_prob[n];
-                const auto mlm_n = sum(mul(weight_at(p, b.mlm_positions), cross_entropy_rows(mlm_logits(y, b.mlm_positions), b.mlm_labels)));
-                const auto sop_n = sum(mul(weight_at(p, cls), cross_entropy_rows(sop_logits(y), b.sop_labels)));
-                accumulate(l.mlm, mlm_n);
-                accumulate(l.sop, sop_n);
-            }
-            l.mlm = scale(l.mlm, T(1) / static_cast<T>(std::max<index_t>(M, 1)));
-            l.sop = scale(l.sop, T(1) / static_cast<T>(Bn));
-        } else {
-            l.mlm = cross_entropy(mlm_logits(l.encoded.hidden, b.mlm_positions), b.mlm_labels);
-            l.sop = cross_entropy(sop_logits(l.encoded.hidden), b.sop_labels);
-        }
-        l.ponder = l.encoded.ponder;
-        return l;
-    }
-
-    nn::albert_config cfg;
-    nn::AlbertEmbeddings<T, B>* embeddings;
-    ActEncoder<T, B, Policy>* encoder;
-    nn::Linear<T, B>* mlm_dense;
-    nn::LayerNorm<T, B>* mlm_norm;
-    Var<T, B> mlm_bias;
-    nn::Linear<T, B>* pooler;
-    nn::Linear<T, B>* sop;
-    Generator& rng() { return gen_; }
-
-private:
-    Generator gen_;
-};
-
-}  // namespace depthlab::halting
-// ---- end depthlab/halting/act_albert.hpp ----
 // ---- begin depthlab/halting/analysis.hpp ----
 // Aggregations of the ACT-ALBERT study: mean iterations and remainders per token category
 // (the paper's halting table) and the fixed-point trace — the mean cosine similarity between

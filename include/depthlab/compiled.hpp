@@ -1,0 +1,74 @@
+#pragma once
+// Compiled mode (optional; header-only stays the default). A program built with
+// DEPTHLAB_COMPILED defined — CMake: link depthlab::compiled instead of depthlab::depthlab —
+// sees the common instantiations below declared `extern template`: the layers, models,
+// optimisers, the training loop and the autodiff ops for float and double on the CPU are
+// then compiled once, in the depthlab_compiled library (src/compiled/), not in every
+// translation unit that uses them. Members defined inside a class body are inline and may
+// still be compiled where they are used (the compiler wants them for inlining); the out-of-line
+// work — the ops and their backward closures, the optimiser updates, the training loop —
+// is what moves into the library. See README "Compile time" for the measured effect.
+//
+// The one list serves both sides: DEPTHLAB_COMMON_INSTANTIATIONS(extern template, T) here,
+// DEPTHLAB_COMMON_INSTANTIATIONS(template, T) in the library.
+#include "depthlab/autodiff/attention.hpp"
+#include "depthlab/autodiff/ops.hpp"
+#include "depthlab/backend/cpu/cpu.hpp"
+#include "depthlab/halting/act.hpp"
+#include "depthlab/halting/act_albert.hpp"
+#include "depthlab/nn/models.hpp"
+#include "depthlab/nn/transformer.hpp"
+#include "depthlab/optim/adam.hpp"
+#include "depthlab/optim/lamb.hpp"
+#include "depthlab/optim/sgd.hpp"
+#include "depthlab/train/trainer.hpp"
+
+// (KW: `extern template` or `template`; T: float or double; the backend is the CPU)
+#define DEPTHLAB_COMMON_INSTANTIATIONS(KW, T)                                                                                  \
+    namespace depthlab {                                                                                                      \
+    KW Var<T, backend::cpu> matmul<T, backend::cpu>(const Var<T, backend::cpu>&, const Var<T, backend::cpu>&, bool, bool);   \
+    KW Var<T, backend::cpu> linear<T, backend::cpu>(const Var<T, backend::cpu>&, const Var<T, backend::cpu>&,                 \
+                                                    const Var<T, backend::cpu>&);                                             \
+    KW Var<T, backend::cpu> add<T, backend::cpu>(const Var<T, backend::cpu>&, const Var<T, backend::cpu>&);                   \
+    KW Var<T, backend::cpu> mul<T, backend::cpu>(const Var<T, backend::cpu>&, const Var<T, backend::cpu>&);                   \
+    KW Var<T, backend::cpu> bias<T, backend::cpu>(const Var<T, backend::cpu>&, const Var<T, backend::cpu>&);                  \
+    KW Var<T, backend::cpu> scale<T, backend::cpu>(const Var<T, backend::cpu>&, T);                                           \
+    KW Var<T, backend::cpu> gelu<T, backend::cpu>(const Var<T, backend::cpu>&);                                               \
+    KW Var<T, backend::cpu> gelu_erf<T, backend::cpu>(const Var<T, backend::cpu>&);                                           \
+    KW Var<T, backend::cpu> relu<T, backend::cpu>(const Var<T, backend::cpu>&);                                               \
+    KW Var<T, backend::cpu> tanh<T, backend::cpu>(const Var<T, backend::cpu>&);                                               \
+    KW Var<T, backend::cpu> sigmoid<T, backend::cpu>(const Var<T, backend::cpu>&);                                            \
+    KW Var<T, backend::cpu> softmax<T, backend::cpu>(const Var<T, backend::cpu>&, T, const Tensor<T, backend::cpu>&);         \
+    KW Var<T, backend::cpu> log_softmax<T, backend::cpu>(const Var<T, backend::cpu>&);                                        \
+    KW Var<T, backend::cpu> layer_norm<T, backend::cpu>(const Var<T, backend::cpu>&, const Var<T, backend::cpu>&,             \
+                                                        const Var<T, backend::cpu>&, T);                                      \
+    KW Var<T, backend::cpu> dropout<T, backend::cpu>(const Var<T, backend::cpu>&, T, Generator&, bool);                       \
+    KW Var<T, backend::cpu> sum<T, backend::cpu>(const Var<T, backend::cpu>&);                                                \
+    KW Var<T, backend::cpu> mean<T, backend::cpu>(const Var<T, backend::cpu>&);                                               \
+    KW Var<T, backend::cpu> slice<T, backend::cpu>(const Var<T, backend::cpu>&, int, index_t, index_t);                       \
+    KW Var<T, backend::cpu> transpose<T, backend::cpu>(const Var<T, backend::cpu>&, int, int);                                \
+    KW Var<T, backend::cpu> reshape<T, backend::cpu>(const Var<T, backend::cpu>&, const Shape&);                              \
+    KW Var<T, backend::cpu> concat<T, backend::cpu>(const std::vector<Var<T, backend::cpu>>&, int);                           \
+    KW class nn::Linear<T, backend::cpu>;                                                                                     \
+    KW class nn::LayerNorm<T, backend::cpu>;                                                                                  \
+    KW class nn::Embedding<T, backend::cpu>;                                                                                  \
+    KW class nn::MultiHeadAttention<T, backend::cpu>;                                                                         \
+    KW class nn::FeedForward<T, backend::cpu>;                                                                                \
+    KW class nn::EncoderLayer<T, backend::cpu>;                                                                               \
+    KW class nn::DecoderLayer<T, backend::cpu>;                                                                               \
+    KW class nn::Seq2SeqTransformer<T, backend::cpu>;                                                                         \
+    KW class nn::Albert<T, backend::cpu, nn::tied>;                                                                           \
+    KW class nn::Albert<T, backend::cpu, nn::untied>;                                                                         \
+    KW class halting::ActEncoder<T, backend::cpu, halting::act>;                                                              \
+    KW class halting::ActAlbert<T, backend::cpu, halting::act>;                                                               \
+    KW class optim::SGD<T, backend::cpu>;                                                                                     \
+    KW class optim::Adam<T, backend::cpu>;                                                                                    \
+    KW class optim::AdamW<T, backend::cpu>;                                                                                   \
+    KW class optim::Lamb<T, backend::cpu>;                                                                                    \
+    KW class train::Trainer<T, backend::cpu>;                                                                                 \
+    }
+
+#if defined(DEPTHLAB_COMPILED) && !defined(DEPTHLAB_COMPILED_LIBRARY)
+DEPTHLAB_COMMON_INSTANTIATIONS(extern template, float)
+DEPTHLAB_COMMON_INSTANTIATIONS(extern template, double)
+#endif
