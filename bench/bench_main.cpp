@@ -53,15 +53,8 @@ struct memory_peaks {
         std::ofstream("/proc/self/clear_refs") << "5";
         depthlab::memory<depthlab::backend::cpu>::reset_peak();
     }
-    static double rss_peak_mib() {
-        std::ifstream status("/proc/self/status");
-        std::string line;
-        while (std::getline(status, line))
-            if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
-        return 0;
-    }
     void report(benchmark::State& state) const {
-        state.counters["peak_rss_MiB"] = rss_peak_mib();
+        state.counters["peak_rss_MiB"] = depthlab::memory<depthlab::backend::cpu>::peak_rss_mib();
         state.counters["tensor_peak_MiB"] = static_cast<double>(depthlab::memory<depthlab::backend::cpu>::peak_bytes()) / (1 << 20);
     }
 };

@@ -64,22 +64,12 @@ int on_device(const std::string& device, const char* program, Job&& job) {
     return 2;
 }
 
-/// Peak resident memory of this process in MiB (VmHWM of /proc/self/status; 0 if unknown).
-inline double peak_rss_mib() {
-    std::FILE* f = std::fopen("/proc/self/status", "r");
-    if (f == nullptr) return 0;
-    char line[256];
-    double kib = 0;
-    while (std::fgets(line, sizeof line, f))
-        if (std::sscanf(line, "VmHWM: %lf kB", &kib) == 1) break;
-    std::fclose(f);
-    return kib / 1024;
-}
 /// One line on memory: the process's peak RSS and the CPU tensors' peak working set.
 inline std::string memory_summary() {
     char buf[160];
     std::snprintf(buf, sizeof buf, "memory: peak RSS %.0f MiB; CPU tensors at most %.0f MiB at once",
-                  peak_rss_mib(), static_cast<double>(depthlab::memory<depthlab::backend::cpu>::peak_bytes()) / (1 << 20));
+                  depthlab::memory<depthlab::backend::cpu>::peak_rss_mib(),
+                  static_cast<double>(depthlab::memory<depthlab::backend::cpu>::peak_bytes()) / (1 << 20));
     return buf;
 }
 

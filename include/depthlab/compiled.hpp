@@ -5,9 +5,10 @@
 // optimisers, the training loop and the autodiff ops for float and double on the CPU are
 // then compiled once, in the depthlab_compiled library (src/compiled/), not in every
 // translation unit that uses them. Members defined inside a class body are inline and may
-// still be compiled where they are used (the compiler wants them for inlining); the out-of-line
-// work — the ops and their backward closures, the optimiser updates, the training loop —
-// is what moves into the library. See README "Compile time" for the measured effect.
+// still be compiled where they are used (the compiler wants them for inlining), and member
+// templates (Trainer::fit, which takes the batch callable) are instantiated by their users;
+// the ops with their backward closures and the classes' out-of-line work are what move into
+// the library. See README "Compile time" for the measured effect.
 //
 // The one list serves both sides: DEPTHLAB_COMMON_INSTANTIATIONS(extern template, T) here,
 // DEPTHLAB_COMMON_INSTANTIATIONS(template, T) in the library.

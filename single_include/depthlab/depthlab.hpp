@@ -7117,6 +7117,7 @@ inline void write_trace_csv(const std::string& path, const criticality_result& r
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 
 // ---- begin depthlab/backend/cpu/memory.hpp ----
 // Host memory: 64-byte aligned blocks from the caching allocator of backend/block_cache.hpp.
@@ -7124,6 +7125,7 @@ inline void write_trace_csv(const std::string& path, const criticality_result& r
 // (a fresh 32 MiB block is ~8k page faults). Hard limit on cached bytes: 4 GiB, or
 // DEPTHLAB_HOST_CACHE_MB.
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -7213,7 +7215,7 @@ public:
             larger_.erase(it);
         }
         live_ -= cls;
-        if (cached_ + cls > std::min(limit_, std::max(peak_live_, min_cap))) {
+        if (cached_ + cls > std::min(limit_, working_set())) {
             Source::release(p, cls);
             return;
         }
@@ -7275,7 +7277,7 @@ private:
         std::vector<std::pair<void*, std::size_t>> victims;
         {
             std::lock_guard<std::mutex> lock(mutex_);
-            const std::size_t cap = std::max(peak_live_, min_cap);
+            const std::size_t cap = working_set();
             if (live_ + cached_ + cls <= cap || cached_ == 0) return;
             while (!free_.empty() && live_ + cached_ + cls > cap) {  // largest classes first
                 auto last = std::prev(free_.end());
@@ -7287,6 +7289,8 @@ private:
         }
         for (const auto& [v, bytes] : victims) Source::release(v, bytes);
     }
+    /// What the cache may hold in all: the peak in use, at least min_cap. (mutex held)
+    [[nodiscard]] std::size_t working_set() const { return std::max(peak_live_, min_cap); }
     void note_live(std::size_t cls) {  // (mutex held)
         live_ += cls;
         peak_live_ = std::max(peak_live_, live_);
@@ -7344,6 +7348,18 @@ struct memory<backend::cpu> {
     static std::size_t live_bytes() { return detail::host_block_cache::instance().live_bytes(); }
     static std::size_t peak_bytes() { return detail::host_block_cache::instance().peak_live_bytes(); }
     static void reset_peak() { detail::host_block_cache::instance().reset_peak(); }
+    /// The process's peak resident memory in MiB (VmHWM of /proc/self/status; 0 where there is
+    /// none). Linux resets it when "5" is written to /proc/self/clear_refs.
+    static double peak_rss_mib() {
+        std::FILE* f = std::fopen("/proc/self/status", "r");
+        if (f == nullptr) return 0;
+        char line[256];
+        double kib = 0;
+        while (std::fgets(line, sizeof line, f))
+            if (std::sscanf(line, "VmHWM: %lf kB", &kib) == 1) break;
+        std::fclose(f);
+        return kib / 1024;
+    }
     // (n == 0 may come with null pointers, which memcpy must never see)
     template <class T>
     static void to_host(const T* src, T* dst, std::size_t n) {
@@ -7365,8 +7381,9 @@ struct memory<backend::cpu> {
 //         accumulated and written in f32. Everything else — master weights, optimiser
 //         state, softmax, layer norm, losses, the non-GEMM kernels — stays f32.
 // bf16 is fast where the CPU multiplies bf16 natively (AVX512_BF16 or AMX: about twice the
-// f32 rate); elsewhere it gives the same numbers through oneDNN's emulation, slowly, so it
-// can be tested on any machine. double GEMMs (gradient checks) ignore the setting.
+// f32 rate); elsewhere it gives the same numbers, slowly (oneDNN's emulation, or bf16-rounded
+// operands in an f32 GEMM), so it can be tested on any machine. double GEMMs (gradient
+// checks) ignore the setting.
 #include <atomic>
 #include <string_view>
 
@@ -7381,23 +7398,34 @@ enum class matmul_precision : int { f32 = 0, bf16 = 1 };
 
 inline const char* to_string(matmul_precision p) { return p == matmul_precision::bf16 ? "bf16" : "f32"; }
 
-/// True when this CPU multiplies bf16 in hardware (AVX512_BF16 or AMX-BF16).
-inline bool cpu_has_native_bf16() {
+namespace detail {
+/// CPUID leaf 7, sub-leaf `sub` (zeros where the CPU has no such leaf).
+struct cpuid7 {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    explicit cpuid7(unsigned sub) {
 #if defined(__x86_64__) || defined(__i386__)
-    static const bool native = [] {
-        unsigned a = 0, b = 0, c = 0, d = 0;
-        if (__get_cpuid_max(0, nullptr) < 7) return false;
-        __cpuid_count(7, 0, a, b, c, d);
-        const bool amx_bf16 = (d >> 22) & 1u;
-        __cpuid_count(7, 1, a, b, c, d);
-        const bool avx512_bf16 = (a >> 5) & 1u;
-        // (AVX-512 state must also be enabled by the OS: avx512f says so)
-        return (avx512_bf16 && __builtin_cpu_supports("avx512f")) || amx_bf16;
-    }();
-    return native;
+        if (__get_cpuid_max(0, nullptr) >= 7) __cpuid_count(7, sub, a, b, c, d);
+#else
+        (void)sub;
+#endif
+    }
+};
+}  // namespace detail
+
+/// True when this CPU has AVX512_BF16 (and the OS keeps AVX-512 state: avx512f says so).
+inline bool cpu_has_avx512_bf16() {
+#if defined(__x86_64__) || defined(__i386__)
+    static const bool has = ((detail::cpuid7(1).a >> 5) & 1u) && __builtin_cpu_supports("avx512f");
+    return has;
 #else
     return false;
 #endif
+}
+
+/// True when this CPU multiplies bf16 in hardware (AVX512_BF16 or AMX-BF16).
+inline bool cpu_has_native_bf16() {
+    static const bool native = cpu_has_avx512_bf16() || ((detail::cpuid7(0).d >> 22) & 1u);
+    return native;
 }
 
 /// The precision a program gets by default: bf16 where the CPU has it natively, else f32.
@@ -7450,6 +7478,9 @@ private:
 namespace depthlab::cpu {
 
 using bf16_bits = std::uint16_t;
+/// Whether GEMM inputs of type In are bf16 (else float).
+template <class In>
+inline constexpr bool bf16_inputs = std::is_same_v<In, bf16_bits>;
 
 /// The bf16 nearest to x (ties to even), as its 16 bits. Same rounding as the hardware's
 /// VCVTNEPS2BF16 and PyTorch's float -> bfloat16 conversion.
@@ -7491,12 +7522,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) inline void to_b
 /// dst[i] = bf16(src[i]) for a contiguous run.
 inline void to_bf16(const float* src, bf16_bits* dst, index_t n) {
 #if defined(DEPTHLAB_HAVE_BF16_CONVERT_AVX512)
-    static const bool native = [] {
-        unsigned a = 0, b = 0, c = 0, d = 0;
-        if (__get_cpuid_max(0, nullptr) < 7) return false;
-        __cpuid_count(7, 1, a, b, c, d);
-        return ((a >> 5) & 1u) && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
-    }();
+    static const bool native = cpu_has_avx512_bf16() && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
     if (native) {
         bf16_impl::to_bf16_avx512(src, dst, n);
         return;
@@ -7624,13 +7650,6 @@ struct matmul_entry {
     dnnl::memory::desc a, b, c, scratchpad;
 };
 
-/// The element type oneDNN reads for inputs of C++ type In (float or bf16 bits).
-template <class In>
-constexpr dnnl::memory::data_type input_type() {
-    static_assert(std::is_same_v<In, float> || std::is_same_v<In, bf16_bits>, "oneDNN GEMM inputs are float or bf16");
-    return std::is_same_v<In, float> ? dnnl::memory::data_type::f32 : dnnl::memory::data_type::bf16;
-}
-
 /// The memory descriptor of one operand: dims (batch2, batch, rows, cols) with strides;
 /// a batch stride of 0 broadcasts (extent 1 for oneDNN).
 inline dnnl::memory::desc operand(index_t batch2, index_t stride2, index_t batch, index_t stride, index_t rows, index_t cols,
@@ -7742,7 +7761,7 @@ inline bool bf16_supported() {
 
 template <class In>
 void gemm(const gemm_args& g, float alpha, const In* a, const In* b, float beta, float* c, bool serial = false) {
-    const matmul_entry e = primitive_cache::instance().get(g, alpha, beta, serial, std::is_same_v<In, bf16_bits>);
+    const matmul_entry e = primitive_cache::instance().get(g, alpha, beta, serial, bf16_inputs<In>);
     dnnl::memory ma(e.a, engine(), const_cast<In*>(a));
     dnnl::memory mb(e.b, engine(), const_cast<In*>(b));
     dnnl::memory mc(e.c, engine(), c);
@@ -7770,11 +7789,11 @@ void gemm_backend(const gemm_args& g, T alpha, const In* a, const In* b, T beta,
         gemm_backend(g, alpha, a, b, beta, c, true);
         return;
     }
-    if constexpr (std::is_same_v<In, bf16_bits>) {
+    if constexpr (bf16_inputs<In>) {
 #if defined(DEPTHLAB_HAVE_ONEDNN)
         onednn::gemm(g, alpha, a, b, beta, c, serial);  // (callers pack only when k > 0)
 #else
-        static_assert(!std::is_same_v<In, bf16_bits>, "bf16 GEMM inputs need oneDNN");
+        static_assert(!bf16_inputs<In>, "bf16 GEMM inputs need oneDNN");
 #endif
     } else {
 #if defined(DEPTHLAB_HAVE_ONEDNN)
@@ -7788,9 +7807,6 @@ void gemm_backend(const gemm_args& g, T alpha, const In* a, const In* b, T beta,
         gemm_eigen(g, alpha, a, b, beta, c);
     }
 }
-/// Whether the oneDNN primitives of these inputs read bf16.
-template <class In>
-inline constexpr bool bf16_inputs = std::is_same_v<In, bf16_bits>;
 
 // Reduction-heavy products — weight gradients, where k is the number of tokens and far
 // exceeds m and n — are where GEMM libraries split k across threads (too few output tiles
@@ -9955,9 +9971,10 @@ Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>, Eigen::Unaligned> eigen_ve
 // optimisers, the training loop and the autodiff ops for float and double on the CPU are
 // then compiled once, in the depthlab_compiled library (src/compiled/), not in every
 // translation unit that uses them. Members defined inside a class body are inline and may
-// still be compiled where they are used (the compiler wants them for inlining); the out-of-line
-// work — the ops and their backward closures, the optimiser updates, the training loop —
-// is what moves into the library. See README "Compile time" for the measured effect.
+// still be compiled where they are used (the compiler wants them for inlining), and member
+// templates (Trainer::fit, which takes the batch callable) are instantiated by their users;
+// the ops with their backward closures and the classes' out-of-line work are what move into
+// the library. See README "Compile time" for the measured effect.
 //
 // The one list serves both sides: DEPTHLAB_COMMON_INSTANTIATIONS(extern template, T) here,
 // DEPTHLAB_COMMON_INSTANTIATIONS(template, T) in the library.

@@ -77,7 +77,7 @@ public:
             larger_.erase(it);
         }
         live_ -= cls;
-        if (cached_ + cls > std::min(limit_, std::max(peak_live_, min_cap))) {
+        if (cached_ + cls > std::min(limit_, working_set())) {
             Source::release(p, cls);
             return;
         }
@@ -139,7 +139,7 @@ private:
         std::vector<std::pair<void*, std::size_t>> victims;
         {
             std::lock_guard<std::mutex> lock(mutex_);
-            const std::size_t cap = std::max(peak_live_, min_cap);
+            const std::size_t cap = working_set();
             if (live_ + cached_ + cls <= cap || cached_ == 0) return;
             while (!free_.empty() && live_ + cached_ + cls > cap) {  // largest classes first
                 auto last = std::prev(free_.end());
@@ -151,6 +151,8 @@ private:
         }
         for (const auto& [v, bytes] : victims) Source::release(v, bytes);
     }
+    /// What the cache may hold in all: the peak in use, at least min_cap. (mutex held)
+    [[nodiscard]] std::size_t working_set() const { return std::max(peak_live_, min_cap); }
     void note_live(std::size_t cls) {  // (mutex held)
         live_ += cls;
         peak_live_ = std::max(peak_live_, live_);

@@ -6,8 +6,9 @@
 //         accumulated and written in f32. Everything else — master weights, optimiser
 //         state, softmax, layer norm, losses, the non-GEMM kernels — stays f32.
 // bf16 is fast where the CPU multiplies bf16 natively (AVX512_BF16 or AMX: about twice the
-// f32 rate); elsewhere it gives the same numbers through oneDNN's emulation, slowly, so it
-// can be tested on any machine. double GEMMs (gradient checks) ignore the setting.
+// f32 rate); elsewhere it gives the same numbers, slowly (oneDNN's emulation, or bf16-rounded
+// operands in an f32 GEMM), so it can be tested on any machine. double GEMMs (gradient
+// checks) ignore the setting.
 #include <atomic>
 #include <string_view>
 
@@ -23,23 +24,34 @@ enum class matmul_precision : int { f32 = 0, bf16 = 1 };
 
 inline const char* to_string(matmul_precision p) { return p == matmul_precision::bf16 ? "bf16" : "f32"; }
 
-/// True when this CPU multiplies bf16 in hardware (AVX512_BF16 or AMX-BF16).
-inline bool cpu_has_native_bf16() {
+namespace detail {
+/// CPUID leaf 7, sub-leaf `sub` (zeros where the CPU has no such leaf).
+struct cpuid7 {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    explicit cpuid7(unsigned sub) {
 #if defined(__x86_64__) || defined(__i386__)
-    static const bool native = [] {
-        unsigned a = 0, b = 0, c = 0, d = 0;
-        if (__get_cpuid_max(0, nullptr) < 7) return false;
-        __cpuid_count(7, 0, a, b, c, d);
-        const bool amx_bf16 = (d >> 22) & 1u;
-        __cpuid_count(7, 1, a, b, c, d);
-        const bool avx512_bf16 = (a >> 5) & 1u;
-        // (AVX-512 state must also be enabled by the OS: avx512f says so)
-        return (avx512_bf16 && __builtin_cpu_supports("avx512f")) || amx_bf16;
-    }();
-    return native;
+        if (__get_cpuid_max(0, nullptr) >= 7) __cpuid_count(7, sub, a, b, c, d);
+#else
+        (void)sub;
+#endif
+    }
+};
+}  // namespace detail
+
+/// True when this CPU has AVX512_BF16 (and the OS keeps AVX-512 state: avx512f says so).
+inline bool cpu_has_avx512_bf16() {
+#if defined(__x86_64__) || defined(__i386__)
+    static const bool has = ((detail::cpuid7(1).a >> 5) & 1u) && __builtin_cpu_supports("avx512f");
+    return has;
 #else
     return false;
 #endif
+}
+
+/// True when this CPU multiplies bf16 in hardware (AVX512_BF16 or AMX-BF16).
+inline bool cpu_has_native_bf16() {
+    static const bool native = cpu_has_avx512_bf16() || ((detail::cpuid7(0).d >> 22) & 1u);
+    return native;
 }
 
 /// The precision a program gets by default: bf16 where the CPU has it natively, else f32.

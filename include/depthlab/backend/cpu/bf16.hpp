@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <type_traits>
 
 #include "depthlab/backend/cpu/memory.hpp"
 #include "depthlab/backend/precision.hpp"
@@ -19,6 +20,9 @@
 namespace depthlab::cpu {
 
 using bf16_bits = std::uint16_t;
+/// Whether GEMM inputs of type In are bf16 (else float).
+template <class In>
+inline constexpr bool bf16_inputs = std::is_same_v<In, bf16_bits>;
 
 /// The bf16 nearest to x (ties to even), as its 16 bits. Same rounding as the hardware's
 /// VCVTNEPS2BF16 and PyTorch's float -> bfloat16 conversion.
@@ -60,12 +64,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16"))) inline void to_b
 /// dst[i] = bf16(src[i]) for a contiguous run.
 inline void to_bf16(const float* src, bf16_bits* dst, index_t n) {
 #if defined(DEPTHLAB_HAVE_BF16_CONVERT_AVX512)
-    static const bool native = [] {
-        unsigned a = 0, b = 0, c = 0, d = 0;
-        if (__get_cpuid_max(0, nullptr) < 7) return false;
-        __cpuid_count(7, 1, a, b, c, d);
-        return ((a >> 5) & 1u) && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
-    }();
+    static const bool native = cpu_has_avx512_bf16() && __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
     if (native) {
         bf16_impl::to_bf16_avx512(src, dst, n);
         return;

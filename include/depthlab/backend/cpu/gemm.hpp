@@ -105,13 +105,6 @@ struct matmul_entry {
     dnnl::memory::desc a, b, c, scratchpad;
 };
 
-/// The element type oneDNN reads for inputs of C++ type In (float or bf16 bits).
-template <class In>
-constexpr dnnl::memory::data_type input_type() {
-    static_assert(std::is_same_v<In, float> || std::is_same_v<In, bf16_bits>, "oneDNN GEMM inputs are float or bf16");
-    return std::is_same_v<In, float> ? dnnl::memory::data_type::f32 : dnnl::memory::data_type::bf16;
-}
-
 /// The memory descriptor of one operand: dims (batch2, batch, rows, cols) with strides;
 /// a batch stride of 0 broadcasts (extent 1 for oneDNN).
 inline dnnl::memory::desc operand(index_t batch2, index_t stride2, index_t batch, index_t stride, index_t rows, index_t cols,
@@ -223,7 +216,7 @@ inline bool bf16_supported() {
 
 template <class In>
 void gemm(const gemm_args& g, float alpha, const In* a, const In* b, float beta, float* c, bool serial = false) {
-    const matmul_entry e = primitive_cache::instance().get(g, alpha, beta, serial, std::is_same_v<In, bf16_bits>);
+    const matmul_entry e = primitive_cache::instance().get(g, alpha, beta, serial, bf16_inputs<In>);
     dnnl::memory ma(e.a, engine(), const_cast<In*>(a));
     dnnl::memory mb(e.b, engine(), const_cast<In*>(b));
     dnnl::memory mc(e.c, engine(), c);
@@ -251,11 +244,11 @@ void gemm_backend(const gemm_args& g, T alpha, const In* a, const In* b, T beta,
         gemm_backend(g, alpha, a, b, beta, c, true);
         return;
     }
-    if constexpr (std::is_same_v<In, bf16_bits>) {
+    if constexpr (bf16_inputs<In>) {
 #if defined(DEPTHLAB_HAVE_ONEDNN)
         onednn::gemm(g, alpha, a, b, beta, c, serial);  // (callers pack only when k > 0)
 #else
-        static_assert(!std::is_same_v<In, bf16_bits>, "bf16 GEMM inputs need oneDNN");
+        static_assert(!bf16_inputs<In>, "bf16 GEMM inputs need oneDNN");
 #endif
     } else {
 #if defined(DEPTHLAB_HAVE_ONEDNN)
@@ -269,9 +262,6 @@ void gemm_backend(const gemm_args& g, T alpha, const In* a, const In* b, T beta,
         gemm_eigen(g, alpha, a, b, beta, c);
     }
 }
-/// Whether the oneDNN primitives of these inputs read bf16.
-template <class In>
-inline constexpr bool bf16_inputs = std::is_same_v<In, bf16_bits>;
 
 // Reduction-heavy products — weight gradients, where k is the number of tokens and far
 // exceeds m and n — are where GEMM libraries split k across threads (too few output tiles

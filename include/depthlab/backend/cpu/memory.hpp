@@ -4,6 +4,7 @@
 // (a fresh 32 MiB block is ~8k page faults). Hard limit on cached bytes: 4 GiB, or
 // DEPTHLAB_HOST_CACHE_MB.
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -61,6 +62,18 @@ struct memory<backend::cpu> {
     static std::size_t live_bytes() { return detail::host_block_cache::instance().live_bytes(); }
     static std::size_t peak_bytes() { return detail::host_block_cache::instance().peak_live_bytes(); }
     static void reset_peak() { detail::host_block_cache::instance().reset_peak(); }
+    /// The process's peak resident memory in MiB (VmHWM of /proc/self/status; 0 where there is
+    /// none). Linux resets it when "5" is written to /proc/self/clear_refs.
+    static double peak_rss_mib() {
+        std::FILE* f = std::fopen("/proc/self/status", "r");
+        if (f == nullptr) return 0;
+        char line[256];
+        double kib = 0;
+        while (std::fgets(line, sizeof line, f))
+            if (std::sscanf(line, "VmHWM: %lf kB", &kib) == 1) break;
+        std::fclose(f);
+        return kib / 1024;
+    }
     // (n == 0 may come with null pointers, which memcpy must never see)
     template <class T>
     static void to_host(const T* src, T* dst, std::size_t n) {
