@@ -441,7 +441,7 @@ TEST_CASE("report: scatter with labels, NaN points skipped, diagonal") {
     std::vector<report::scatter_series> s(2);
     s[0].name = "encoder " + nasty;
     s[1].name = "decoder";
-    for (int i = 1; i <= 12; ++i) s[i % 2].points.push_back({double(i), double(13 - i), "m" + std::to_string(i)});
+    for (int i = 1; i <= 12; ++i) s[i % 2].points.push_back({double(i), double(13 - i), std::string("m") + std::to_string(i)});
     s[0].points.push_back({nan_v, 1.0, "lost"});
     s[1].points.push_back({3.0, std::numeric_limits<double>::infinity(), "lost too"});
     s[1].points.push_back({4.0, 4.0, "<&>"});
@@ -452,7 +452,7 @@ TEST_CASE("report: scatter with labels, NaN points skipped, diagonal") {
     CHECK(svg.find(">&lt;&amp;&gt;</text>") != std::string::npos);
     CHECK(svg.find("stroke-dasharray") != std::string::npos);  // y = x
     CHECK(count(svg, "<circle") == 6 + 1);  // series 0's points (circles) + legend swatch
-    for (int i = 1; i <= 12; ++i) CHECK(svg.find(">m" + std::to_string(i) + "</text>") != std::string::npos);
+    for (int i = 1; i <= 12; ++i) CHECK(svg.find(std::string(">m") + std::to_string(i) + "</text>") != std::string::npos);
     CHECK(report::scatter(s, {.show_labels = false}).find(">m1</text>") == std::string::npos);
     CHECK(xml_error(report::scatter({})) == "");
     CHECK(xml_error(report::scatter({{"one", {{1, 1, "only"}}}})) == "");

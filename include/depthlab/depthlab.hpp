@@ -17,6 +17,7 @@
 #include "depthlab/train/checkpointer.hpp"
 #include "depthlab/train/trainer.hpp"
 #include "depthlab/data/albert_data.hpp"
+#include "depthlab/data/probing.hpp"
 #include "depthlab/report/html.hpp"
 #include "depthlab/halting/act_albert.hpp"
 #include "depthlab/halting/analysis.hpp"

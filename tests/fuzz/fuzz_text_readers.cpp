@@ -1,7 +1,9 @@
 // libFuzzer harness: the plain-text readers of training data on arbitrary bytes — the id
 // corpus (ALBERT pretraining), sentencepiece .vocab files, id lines, and aligned translation
-// files (the input split in two at the first NUL byte).
+// files (the input split in two at the first NUL byte), and the tagged Brown corpus with its
+// documents.tsv, through the probing tasks built from it.
 #include <depthlab/data/albert_data.hpp>
+#include <depthlab/data/probing.hpp>
 #include <depthlab/data/translation.hpp>
 
 #include "fuzz_input.hpp"
@@ -32,6 +34,22 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     try {
         const data::parallel_text p = data::load_parallel(a, b);
         if (p.src.size() != p.tgt.size()) fuzz::fail("load_parallel returned unaligned sides");
+    } catch (const depthlab::error&) {
+    }
+    try {
+        const auto docs = data::read_brown_tagged(a, b);
+        for (const auto& d : docs)
+            for (const auto& sentence : d.sentences) {
+                const auto c = data::analyse_clause(sentence);
+                const int n = static_cast<int>(sentence.size());
+                if (c.main_verb >= n || c.subject_head >= n || c.object_head >= n) fuzz::fail("analyse_clause: an index past the sentence");
+            }
+        data::probing_config cfg;
+        cfg.wc_words = 8;
+        for (const auto& t : data::make_probing_tasks(docs, {"all"}, cfg))
+            for (const auto* split : {&t.train, &t.dev, &t.test})
+                for (const auto& e : *split)
+                    if (e.label < 0 || e.label >= static_cast<std::int64_t>(t.classes.size())) fuzz::fail("make_probing_tasks: a label out of range");
     } catch (const depthlab::error&) {
     }
     return 0;
