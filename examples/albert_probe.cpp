@@ -138,6 +138,11 @@ struct depth_tally {
         }
     }
     [[nodiscard]] double mean() const { return all ? all_sum / static_cast<double>(all) : NAN; }
+    depth_tally& operator+=(const depth_tally& o) {
+        for (int r = 0; r < row_count; ++r) sum[r] += o.sum[r], count[r] += o.count[r];
+        verb_sum += o.verb_sum, verbs += o.verbs, subject_sum += o.subject_sum, subjects += o.subjects, all_sum += o.all_sum, all += o.all;
+        return *this;
+    }
 };
 
 /// The classifier fine-tuned per task: the pretrained model, its pooler, a new head.
@@ -189,8 +194,8 @@ struct job {
     halting::act_options aopt;
     std::vector<task_data> tasks;
 
-    /// [CLS] and mean-of-tokens features (N, H) of a split after n iterations; standardised
-    /// by the train split's statistics (passed in, or computed when empty).
+    /// [CLS] and mean-of-tokens features (N, H) of a split, after the encoder's current
+    /// max_iterations (probe() standardises them).
     template <class Policy>
     std::pair<std::vector<float>, std::vector<float>> features(halting::ActAlbert<float, B, Policy>& model, const std::vector<sequence>& xs) {
         const index_t H = cfg.layer.dim;
@@ -339,9 +344,7 @@ struct job {
                 local.add(t.test, first, enc.record);
             }
         }
-        for (int r = 0; r < row_count; ++r) tally.sum[r] += local.sum[r], tally.count[r] += local.count[r];
-        tally.verb_sum += local.verb_sum, tally.verbs += local.verbs, tally.subject_sum += local.subject_sum, tally.subjects += local.subjects;
-        tally.all_sum += local.all_sum, tally.all += local.all;
+        tally += local;
         const auto mean_of = [](double s, std::int64_t n) { return n ? s / static_cast<double>(n) : NAN; };
         finetune_row row{t.name, policy_name, tau, acc.percent(), local.mean(), mean_of(local.verb_sum, local.verbs), mean_of(local.subject_sum, local.subjects)};
         std::printf("finetune %s, %s, tau %g: test accuracy %.1f%%, mean iterations %.2f (main verbs %.2f, subject heads %.2f)\n", t.name.c_str(),
