@@ -4,6 +4,7 @@
 //                                    its result every call, as the op does in a model)
 //   */depthlab_bf16/...              the same under matmul_precision::bf16 (bf16 GEMM inputs,
 //                                    f32 accumulation; matmul, encoder_layer_train, act_encoder_train)
+//   linear/depthlab[_bf16]/MxKxN     depthlab::linear with a bias (the bias epilogue), same product
 //   matmul_primitive/depthlab/MxKxN  primitives<cpu>::gemm into a preallocated output
 //   matmul/onednn/MxKxN              a raw oneDNN matmul primitive made once, preallocated output
 //   matmul/libtorch/MxKxN            at::mm_out (bench_libtorch.cpp)
@@ -93,6 +94,25 @@ void bm_matmul_op(benchmark::State& state, mm_shape s, depthlab::matmul_precisio
     const bool bf16 = precision == depthlab::matmul_precision::bf16 && dcpu::onednn::bf16_supported();
     state.SetLabel(impl_info(dcpu::onednn::primitive_cache::instance().get(plain_gemm(s), 1.0f, 0.0f, false, bf16).prim));
 #endif
+}
+
+/// The linear op with a bias (x (m, k), W (n, k), b (n)), as a layer calls it: the same
+/// product as matmul/depthlab/MxKxN (transposed weight) plus the bias epilogue, so the
+/// ratio of the two is what the bias costs.
+void bm_linear_op(benchmark::State& state, mm_shape s, depthlab::matmul_precision precision) {
+    const depthlab::matmul_precision_scope scope(precision);
+    depthlab::no_grad guard;
+    const Varf x(random_tensor({s.m, s.k}, 1)), w(random_tensor({s.n, s.k}, 2)), b(random_tensor({s.n}, 3));
+    {
+        Varf warm = depthlab::linear(x, w, b);
+        benchmark::DoNotOptimize(warm.value().data());
+    }
+    for (auto _ : state) {
+        Varf y = depthlab::linear(x, w, b);
+        benchmark::DoNotOptimize(y.value().data());
+        benchmark::ClobberMemory();
+    }
+    set_gflops(state, s.flops());
 }
 
 /// The GEMM primitive every op uses, into a preallocated output.
@@ -383,6 +403,10 @@ void register_depthlab_benchmarks() {
     for (const mm_shape& s : matmul_shapes()) {
         benchmark::RegisterBenchmark(("matmul/depthlab/" + s.name()).c_str(), bm_matmul_op, s, f32)->UseRealTime()->Unit(benchmark::kMillisecond);
         benchmark::RegisterBenchmark(("matmul/depthlab_bf16/" + s.name()).c_str(), bm_matmul_op, s, bf16)
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
+        benchmark::RegisterBenchmark(("linear/depthlab/" + s.name()).c_str(), bm_linear_op, s, f32)->UseRealTime()->Unit(benchmark::kMillisecond);
+        benchmark::RegisterBenchmark(("linear/depthlab_bf16/" + s.name()).c_str(), bm_linear_op, s, bf16)
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond);
         benchmark::RegisterBenchmark(("matmul_primitive/depthlab/" + s.name()).c_str(), bm_matmul_primitive, s)

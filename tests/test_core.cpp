@@ -253,6 +253,98 @@ TEST_CASE("GEMM bf16: bf16-rounded operands, f32 accumulation, on every path") {
     }
 }
 
+// gemm_bias (a linear layer's forward): C = op(A) op(B) + bias in every row, on every path
+// (small, tiled, k-grouped; f32, bf16 and double through Eigen), C never read (it starts as
+// NaN), row padding never written, and batches refused.
+TEST_CASE_TEMPLATE("GEMM with a bias epilogue: every path writes the product plus the bias", T, float, double) {
+    struct bias_case {
+        const char* name;
+        gemm_args g;
+    };
+    const std::vector<bias_case> cases{
+        {"small, padded", {false, true, 5, 7, 9, 9, 9, 10}},
+        {"A^T B", {true, false, 6, 5, 8, 6, 5, 5}},
+        {"tiled", {false, true, 300, 600, 24, 24, 24, 600}},
+        {"k-grouped", {true, false, 16, 12, 600, 16, 12, 12}},
+    };
+    const T nan = std::numeric_limits<T>::quiet_NaN();
+    Generator gen(11);
+    for (const auto& bc : cases)
+        for (const bool bf16 : {false, true}) {
+            if (bf16 && !std::is_same_v<T, float>) continue;
+            const std::string name = bc.name;
+            CAPTURE(name);
+            CAPTURE(bf16);
+            const gemm_args& g = bc.g;
+            const auto A = Tensor<T>::randn({(g.trans_a ? g.k : g.m) * g.lda}, gen);
+            const auto Bm = Tensor<T>::randn({(g.trans_b ? g.n : g.k) * g.ldb}, gen);
+            const auto bias = Tensor<T>::randn({g.n}, gen);
+            auto C = Tensor<T>::full({g.m * g.ldc}, nan);
+            {
+                matmul_precision_scope precision(bf16 ? matmul_precision::bf16 : matmul_precision::f32);
+                primitives<backend::cpu>::gemm_bias<T>(g, A.data(), Bm.data(), bias.data(), C.data());
+            }
+            const auto round = [&](T v) { return bf16 ? static_cast<T>(cpu::round_to_bf16(static_cast<float>(v))) : v; };
+            double worst = 0;
+            bool padding_untouched = true;
+            for (index_t m = 0; m < g.m; ++m) {
+                for (index_t n = 0; n < g.n; ++n) {
+                    double s = 0, magnitude = 0;
+                    for (index_t k = 0; k < g.k; ++k) {
+                        const double p = double(round(A.data()[g.trans_a ? k * g.lda + m : m * g.lda + k])) *
+                                         double(round(Bm.data()[g.trans_b ? n * g.ldb + k : k * g.ldb + n]));
+                        s += p;
+                        magnitude += std::abs(p);
+                    }
+                    const double want = s + bias.data()[n];
+                    worst = std::max(worst, std::abs(double(C.data()[m * g.ldc + n]) - want) / (magnitude + 1));
+                }
+                for (index_t n = g.n; n < g.ldc; ++n) padding_untouched = padding_untouched && std::isnan(C.data()[m * g.ldc + n]);
+            }
+            CHECK(worst < (std::is_same_v<T, float> ? 1e-5 : 1e-13));  // (worst is NaN, and fails, if C was read)
+            CHECK(padding_untouched);
+        }
+    auto C = Tensor<T>::zeros({2 * 4 * 4});
+    const auto X = Tensor<T>::zeros({2 * 4 * 4}), bias = Tensor<T>::zeros({4});
+    CHECK_THROWS_WITH_AS(primitives<backend::cpu>::gemm_bias<T>(gemm_args{false, false, 4, 4, 4, 4, 4, 4, 2, 16, 16, 16}, X.data(),
+                                                                X.data(), bias.data(), C.data()),
+                         Contains("gemm_bias: one product (batch 1), got batch 2"), shape_error);
+}
+
+// A GEMM that produces a gradient first writes it (beta 0) into a buffer that was never
+// zero-filled: a cached block that held NaN must not leak into the gradients.
+TEST_CASE("autodiff: gradients written by their first GEMM ignore what their buffer held") {
+    Generator gen(12);
+    const auto x0 = Tensor<float>::randn({33, 20}, gen), w0 = Tensor<float>::randn({40, 20}, gen), b0 = Tensor<float>::randn({40}, gen);
+    const auto grads = [&] {
+        auto x = Var<float>::parameter(x0.clone()), w = Var<float>::parameter(w0.clone()), b = Var<float>::parameter(b0.clone());
+        sum(linear(x, w, b)).backward();
+        // and a matmul whose both operands are one variable: written, then accumulated
+        auto m = Var<float>::parameter(x0.clone());
+        sum(matmul(m, m, false, true)).backward();
+        return std::vector<std::vector<float>>{x.grad().to_vector(), w.grad().to_vector(), b.grad().to_vector(), m.grad().to_vector()};
+    };
+    const auto clean = grads();
+    {
+        // blocks of the gradients' sizes, full of NaN, back into the cache
+        std::vector<Tensor<float>> poison;
+        for (const auto& shape : {Shape{33, 20}, Shape{40, 20}, Shape{33, 20}, Shape{40, 20}})
+            poison.push_back(Tensor<float>::full(shape, std::numeric_limits<float>::quiet_NaN()));
+    }
+    const auto again = grads();
+    CHECK(again == clean);
+    // against the closed forms: dx = 1 W (rows of column sums of W), dW = 1^T x, dm = 2 * 1 m (sum over rows, twice)
+    for (index_t j = 0; j < 20; ++j) {
+        double col = 0, xs = 0;
+        for (index_t o = 0; o < 40; ++o) col += w0(o, j);
+        for (index_t r = 0; r < 33; ++r) xs += x0(r, j);
+        CHECK(clean[0][j] == doctest::Approx(col).epsilon(1e-5));
+        CHECK(clean[1][j] == doctest::Approx(xs).epsilon(1e-5));
+        CHECK(clean[3][j] == doctest::Approx(2 * xs).epsilon(1e-5));
+    }
+    for (float v : clean[2]) CHECK(v == 33.0f);
+}
+
 TEST_CASE("autodiff: tied weights accumulate, DAGs, retain_grad, no_grad") {
     Generator gen(9);
     using V = Var<double>;
@@ -369,7 +461,7 @@ TEST_CASE("host allocator: aligned, size classes, blocks reused") {
     CHECK(again.data() == first);
 }
 
-TEST_CASE("host allocator: the cache stays within the peak working set when shapes keep changing") {
+TEST_CASE("host allocator: the cache stays within twice the peak working set when shapes keep changing") {
     depthlab::detail::host_block_cache c;  // a private cache, not the process-wide one
     const std::size_t MiB = std::size_t{1} << 20;
     // 200 batches of different sizes (each a new size class), 3 blocks live at once: an
@@ -382,10 +474,11 @@ TEST_CASE("host allocator: the cache stays within the peak working set when shap
         c.put(a, bytes);
         c.put(b, bytes + 1024);
         c.put(d, bytes / 2);
-        CHECK(c.cached_bytes() <= std::max(c.peak_live_bytes(), depthlab::detail::host_block_cache::min_cap));
+        // the cap: the working set plus the slack learnt from misses, at most twice it
+        CHECK(c.cached_bytes() <= 2 * std::max(c.peak_live_bytes(), depthlab::detail::host_block_cache::min_cap));
     }
     CHECK(c.peak_live_bytes() < 40 * MiB);
-    CHECK(c.cached_bytes() <= 64 * MiB);
+    CHECK(c.cached_bytes() <= 128 * MiB);
     // a steady shape is served from the cache (emptied first: a full cache frees what it
     // cannot keep, and then the block that comes back is a new one)
     c.release_all();

@@ -416,6 +416,12 @@ inline void check_gemm(const gemm_args& g) {
     DEPTHLAB_CHECK(g.batch2 >= 1 && (g.batch2 == 1 || g.stride_c2 != 0), shape_error, "gemm: outer batch of ", g.batch2,
                    " results with output stride 0");
 }
+/// gemm_bias's extra conditions (every backend): one product and a bias pointer.
+inline void check_gemm_bias(const gemm_args& g, const void* bias) {
+    DEPTHLAB_CHECK(g.batch == 1 && g.batch2 == 1, shape_error, "gemm_bias: one product (batch 1), got batch ", g.batch, " x ",
+                   g.batch2);
+    DEPTHLAB_CHECK(bias != nullptr || g.n == 0, usage_error, "gemm_bias: no bias for ", g.n, " columns");
+}
 
 /// Maps a row of a (..., cols) tensor to the row of a broadcast operand (e.g. an attention
 /// mask (B,1,1,Tk) for scores (B,H,Tq,Tk)): offset = sum_k digit_k(row) * stride_k, where
@@ -975,6 +981,23 @@ T* parent_grad(Node<T, B>& nd, std::size_t i) {
     auto& p = *nd.parents[i];
     return p.requires_grad ? p.grad_buffer().data() : nullptr;
 }
+/// Where a backward that writes *every element* of parent i's gradient in one call (a GEMM)
+/// puts it: the first gradient to reach the parent is written (beta 0) into a buffer never
+/// zero-filled, later ones are accumulated (beta 1). data is nullptr when the parent takes
+/// no gradient.
+template <class T>
+struct grad_out {
+    T* data = nullptr;
+    T beta = T(1);
+};
+template <class T, class B>
+grad_out<T> parent_grad_out(Node<T, B>& nd, std::size_t i) {
+    auto& p = *nd.parents[i];
+    if (!p.requires_grad) return {};
+    if (p.grad.defined()) return {p.grad.data(), T(1)};
+    p.grad = Tensor<T, B>::empty(p.value.shape());
+    return {p.grad.data(), T(0)};
+}
 }  // namespace detail
 
 }  // namespace depthlab
@@ -1137,43 +1160,47 @@ Var<T, B> matmul(const Var<T, B>& a, const Var<T, B>& b, bool trans_a = false, b
         P::gemm(gemm_args{trans_a, trans_b, M, N, K, lda, ldb, N, batch, a_shared ? 0 : M * K, b_shared ? 0 : K * N, M * N},
                 T(1), A.data(), Bv.data(), T(0), C.data());
     }
+    // Gradients are written by their first GEMM (beta 0 into an unfilled buffer) and
+    // accumulated by any later one: every GEMM below covers its whole gradient.
     return detail::make_result<T, B>(op_kind::matmul, std::move(C), {a, b}, [=](Node<T, B>& nd) {
         const T* dC = nd.grad.data();
-        if (T* dA = detail::parent_grad(nd, 0)) {
+        if (const auto gA = detail::parent_grad_out(nd, 0); T* dA = gA.data) {
             // dA = dC op(B)^T (or its transpose when A was transposed)
             if (a_shared && batch > 1) {
                 for (index_t i = 0; i < batch; ++i) {
                     const T* Bi = Bv.data() + (b_shared ? 0 : i * K * N);
-                    if (!trans_a) P::gemm(gemm_args{false, !trans_b, M, K, N, N, ldb, K}, T(1), dC + i * M * N, Bi, T(1), dA);
-                    else P::gemm(gemm_args{trans_b, true, K, M, N, ldb, N, M}, T(1), Bi, dC + i * M * N, T(1), dA);
+                    const T beta = i == 0 ? gA.beta : T(1);
+                    if (!trans_a) P::gemm(gemm_args{false, !trans_b, M, K, N, N, ldb, K}, T(1), dC + i * M * N, Bi, beta, dA);
+                    else P::gemm(gemm_args{trans_b, true, K, M, N, ldb, N, M}, T(1), Bi, dC + i * M * N, beta, dA);
                 }
             } else if (fold) {
-                P::gemm(gemm_args{false, !trans_b, batch * M, K, N, N, ldb, K}, T(1), dC, Bv.data(), T(1), dA);
+                P::gemm(gemm_args{false, !trans_b, batch * M, K, N, N, ldb, K}, T(1), dC, Bv.data(), gA.beta, dA);
             } else if (!trans_a) {
                 P::gemm(gemm_args{false, !trans_b, M, K, N, N, ldb, K, batch, M * N, b_shared ? 0 : K * N, M * K}, T(1), dC,
-                        Bv.data(), T(1), dA);
+                        Bv.data(), gA.beta, dA);
             } else {
                 P::gemm(gemm_args{trans_b, true, K, M, N, ldb, N, M, batch, b_shared ? 0 : K * N, M * N, M * K}, T(1),
-                        Bv.data(), dC, T(1), dA);
+                        Bv.data(), dC, gA.beta, dA);
             }
         }
-        if (T* dB = detail::parent_grad(nd, 1)) {
+        if (const auto gB = detail::parent_grad_out(nd, 1); T* dB = gB.data) {
             // dB = op(A)^T dC (or dC^T op(A) when B was transposed); summed over a shared B's batch
             if (fold) {
-                if (!trans_b) P::gemm(gemm_args{true, false, K, N, batch * M, lda, N, N}, T(1), A.data(), dC, T(1), dB);
-                else P::gemm(gemm_args{true, false, N, K, batch * M, N, lda, K}, T(1), dC, A.data(), T(1), dB);
+                if (!trans_b) P::gemm(gemm_args{true, false, K, N, batch * M, lda, N, N}, T(1), A.data(), dC, gB.beta, dB);
+                else P::gemm(gemm_args{true, false, N, K, batch * M, N, lda, K}, T(1), dC, A.data(), gB.beta, dB);
             } else if (b_shared && batch > 1) {
                 for (index_t i = 0; i < batch; ++i) {
                     const T* Ai = A.data() + (a_shared ? 0 : i * M * K);
-                    if (!trans_b) P::gemm(gemm_args{!trans_a, false, K, N, M, lda, N, N}, T(1), Ai, dC + i * M * N, T(1), dB);
-                    else P::gemm(gemm_args{true, trans_a, N, K, M, N, lda, K}, T(1), dC + i * M * N, Ai, T(1), dB);
+                    const T beta = i == 0 ? gB.beta : T(1);
+                    if (!trans_b) P::gemm(gemm_args{!trans_a, false, K, N, M, lda, N, N}, T(1), Ai, dC + i * M * N, beta, dB);
+                    else P::gemm(gemm_args{true, trans_a, N, K, M, N, lda, K}, T(1), dC + i * M * N, Ai, beta, dB);
                 }
             } else if (!trans_b) {
                 P::gemm(gemm_args{!trans_a, false, K, N, M, lda, N, N, batch, a_shared ? 0 : M * K, M * N, K * N}, T(1), A.data(),
-                        dC, T(1), dB);
+                        dC, gB.beta, dB);
             } else {
                 P::gemm(gemm_args{true, trans_a, N, K, M, N, lda, K, batch, M * N, a_shared ? 0 : M * K, K * N}, T(1), dC,
-                        A.data(), T(1), dB);
+                        A.data(), gB.beta, dB);
             }
         }
     });
@@ -1194,10 +1221,9 @@ Var<T, B> linear(const Var<T, B>& x, const Var<T, B>& W, const Var<T, B>& b = {}
     const auto Wv = detail::contiguous_value(W);
     auto Y = Tensor<T, B>::empty(sx.with_back(out));
     if (b.defined()) {
-        // Y = b broadcast, then Y += X W^T: the bias add rides on the GEMM's beta.
+        // Y = X W^T + b: the bias is the GEMM's epilogue, added as Y is written
         const auto bv = detail::contiguous_value(b);
-        P::broadcast_rows(rows, out, bv.data(), Y.data());
-        P::gemm(gemm_args{false, true, rows, out, in, in, in, out}, T(1), X.data(), Wv.data(), T(1), Y.data());
+        P::gemm_bias(gemm_args{false, true, rows, out, in, in, in, out}, X.data(), Wv.data(), bv.data(), Y.data());
     } else {
         P::gemm(gemm_args{false, true, rows, out, in, in, in, out}, T(1), X.data(), Wv.data(), T(0), Y.data());
     }
@@ -1205,11 +1231,11 @@ Var<T, B> linear(const Var<T, B>& x, const Var<T, B>& W, const Var<T, B>& b = {}
     if (b.defined()) inputs.push_back(b);
     const bool has_bias = b.defined();
     return detail::make_result<T, B>(op_kind::linear, std::move(Y), std::move(inputs), [=](Node<T, B>& nd) {
-        const T* dY = nd.grad.data();
-        if (T* dX = detail::parent_grad(nd, 0))
-            P::gemm(gemm_args{false, false, rows, in, out, out, in, in}, T(1), dY, Wv.data(), T(1), dX);
-        if (T* dW = detail::parent_grad(nd, 1))
-            P::gemm(gemm_args{true, false, out, in, rows, out, in, in}, T(1), dY, X.data(), T(1), dW);
+        const T* dY = nd.grad.data();  // (dX and dW: written by their GEMM when first, else accumulated)
+        if (const auto gX = detail::parent_grad_out(nd, 0); gX.data)
+            P::gemm(gemm_args{false, false, rows, in, out, out, in, in}, T(1), dY, Wv.data(), gX.beta, gX.data);
+        if (const auto gW = detail::parent_grad_out(nd, 1); gW.data)
+            P::gemm(gemm_args{true, false, out, in, rows, out, in, in}, T(1), dY, X.data(), gW.beta, gW.data);
         if (has_bias)
             if (T* db = detail::parent_grad(nd, 2)) P::sum_rows_acc(rows, out, dY, db);
     });
@@ -7090,6 +7116,8 @@ inline void write_trace_csv(const std::string& path, const criticality_result& r
 // ---- begin depthlab/backend/cpu/gemm.hpp ----
 // Strided-batched GEMM on the CPU, row-major:
 //   C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b],  op(X) = X or X^T,
+// or, with a bias epilogue (gemm_bias: a linear layer), C = op(A) * op(B) + 1 bias^T, the
+// bias added by oneDNN as it writes C instead of pre-filled into C and accumulated on,
 // A[b] = A + b*stride_a (stride 0 broadcasts one matrix to every batch entry).
 // float goes through a oneDNN matmul primitive created once per shape and kept in a
 // least-recently-used cache (DEPTHLAB_GEMM_CACHE entries, default 1024: shapes that change
@@ -7149,6 +7177,12 @@ inline void write_trace_csv(const std::string& path, const criticality_result& r
 // cached blocks of other sizes to the system, largest first: memory held stays near the
 // working set (rather than up to twice it) when sizes drift from step to step, as the
 // number of tokens still running does under adaptive depth.
+// The peak in use is not always enough to hold: at the peak, blocks of other sizes may wait
+// in the cache for requests later in the step, and a cap of exactly the peak then returns
+// and re-maps them every step (the d256 encoder-layer train step ran 3.2x slower, 220 ms
+// instead of 70, re-faulting ~60 MB a step). So the cap learns: each miss for a size the
+// cache has given back raises it by that block (up to twice the peak), which repeating
+// steps need a few times and drifting sizes, whose blocks do not come back, rarely.
 //
 // Source: static void* allocate(std::size_t bytes) (nullptr when out of memory),
 //         static void release(void*, std::size_t bytes), static constexpr const char* limit_env,
@@ -7159,6 +7193,7 @@ inline void write_trace_csv(const std::string& path, const criticality_result& r
 #include <map>
 #include <mutex>
 #include <new>
+#include <set>
 #include <unordered_map>
 #include <vector>
 
@@ -7196,6 +7231,7 @@ public:
                 return p;
             }
         }
+        note_miss(cls);
         trim_for(cls);
         void* p = Source::allocate(cls);
         if (p == nullptr) {
@@ -7216,6 +7252,7 @@ public:
         }
         live_ -= cls;
         if (cached_ + cls > std::min(limit_, working_set())) {
+            note_released(cls);
             Source::release(p, cls);
             return;
         }
@@ -7239,6 +7276,14 @@ public:
     void reset_peak() {
         std::lock_guard<std::mutex> lock(mutex_);
         peak_live_ = live_;
+        slack_ = 0;
+        released_.clear();
+    }
+    /// Fresh blocks taken from the system so far (a workload that repeats reaches a steady
+    /// state where this stops growing).
+    [[nodiscard]] std::size_t system_allocations() const {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return system_allocations_;
     }
     [[nodiscard]] std::size_t cached_bytes() const {
         std::lock_guard<std::mutex> lock(mutex_);
@@ -7282,6 +7327,7 @@ private:
             while (!free_.empty() && live_ + cached_ + cls > cap) {  // largest classes first
                 auto last = std::prev(free_.end());
                 victims.emplace_back(last->second.back(), last->first);
+                note_released(last->first);
                 cached_ -= last->first;
                 last->second.pop_back();
                 if (last->second.empty()) free_.erase(last);
@@ -7289,8 +7335,25 @@ private:
         }
         for (const auto& [v, bytes] : victims) Source::release(v, bytes);
     }
-    /// What the cache may hold in all: the peak in use, at least min_cap. (mutex held)
-    [[nodiscard]] std::size_t working_set() const { return std::max(peak_live_, min_cap); }
+    /// What the cache may hold in all: the peak in use (at least min_cap) and the slack that
+    /// misses for given-back sizes added. (mutex held)
+    [[nodiscard]] std::size_t working_set() const { return std::max(peak_live_, min_cap) + slack_; }
+    /// A fresh allocation of class cls: if the cache gave back a block that could have served
+    /// it, the cap was too small for this workload; grow it by that block (at most to twice
+    /// the peak).
+    void note_miss(std::size_t cls) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        ++system_allocations_;
+        // a given-back block that could have served it: the class or up to 1.5x larger, as get()
+        const auto it = released_.lower_bound(cls);
+        if (it == released_.end() || *it > cls + cls / 2) return;
+        slack_ = std::min(slack_ + *it, std::max(peak_live_, min_cap));
+        released_.erase(it);
+    }
+    void note_released(std::size_t cls) {  // (mutex held)
+        if (released_.size() >= max_released_classes) released_.clear();  // drifting sizes: forget old ones
+        released_.insert(cls);
+    }
     void note_live(std::size_t cls) {  // (mutex held)
         live_ += cls;
         peak_live_ = std::max(peak_live_, live_);
@@ -7298,7 +7361,9 @@ private:
     mutable std::mutex mutex_;
     std::map<std::size_t, std::vector<void*>> free_;  // by size class; no empty lists
     std::unordered_map<void*, std::size_t> larger_;    // live blocks handed out from a larger class
-    std::size_t cached_ = 0, live_ = 0, peak_live_ = 0;
+    static constexpr std::size_t max_released_classes = 4096;
+    std::set<std::size_t> released_;                  // classes given back to the system
+    std::size_t cached_ = 0, live_ = 0, peak_live_ = 0, slack_ = 0, system_allocations_ = 0;
     std::size_t limit_ = Source::default_limit;  // hard limit on free blocks kept
 };
 
@@ -7585,10 +7650,12 @@ namespace depthlab::cpu {
 using depthlab::gemm_args;
 
 using depthlab::check_gemm;
+using depthlab::check_gemm_bias;
 
-/// Eigen path: any scalar type; batches in parallel when they are many and small.
+/// Eigen path: any scalar type; batches in parallel when they are many and small. A bias
+/// (gemm_bias: alpha 1, beta 0) is written into C first and the product accumulated on it.
 template <class T>
-void gemm_eigen(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c) {
+void gemm_eigen(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c, const T* bias = nullptr) {
     using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
     using CMap = Eigen::Map<const Mat, 0, Eigen::OuterStride<>>;
     using MMap = Eigen::Map<Mat, 0, Eigen::OuterStride<>>;
@@ -7600,7 +7667,8 @@ void gemm_eigen(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* 
         const CMap A(a0 + i * g.stride_a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, Eigen::OuterStride<>(g.lda));
         const CMap Bm(b0 + i * g.stride_b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, Eigen::OuterStride<>(g.ldb));
         MMap C(c0 + i * g.stride_c, g.m, g.n, Eigen::OuterStride<>(g.ldc));
-        if (beta == T(0)) C.setZero();
+        if (bias) C.rowwise() = Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>>(bias, g.n);
+        else if (beta == T(0)) C.setZero();
         else if (beta != T(1)) C *= beta;
         if (g.k == 0) return;
         if (!g.trans_a && !g.trans_b) C.noalias() += alpha * (A * Bm);
@@ -7633,7 +7701,7 @@ inline dnnl::stream& stream() {
 }
 
 struct matmul_key {
-    std::array<index_t, 18> v;
+    std::array<index_t, 19> v;
     float alpha, beta;
     bool operator==(const matmul_key& o) const { return v == o.v && alpha == o.alpha && beta == o.beta; }
 };
@@ -7647,7 +7715,7 @@ struct matmul_key_hash {
 
 struct matmul_entry {
     dnnl::matmul prim;
-    dnnl::memory::desc a, b, c, scratchpad;
+    dnnl::memory::desc a, b, c, scratchpad, bias;
 };
 
 /// The memory descriptor of one operand: dims (batch2, batch, rows, cols) with strides;
@@ -7661,6 +7729,12 @@ inline dnnl::memory::desc operand(index_t batch2, index_t stride2, index_t batch
     const dims shape{b2dim, bdim, rows, cols};
     const dims strides{s2, s1, trans ? 1 : ld, trans ? ld : 1};
     return dnnl::memory::desc(shape, type, strides);
+}
+
+/// The bias of a bias epilogue: n f32 values, one per column of C, shared by every row and
+/// batch entry.
+inline dnnl::memory::desc bias_operand(index_t n) {
+    return dnnl::memory::desc(dnnl::memory::dims{1, 1, 1, n}, dnnl::memory::data_type::f32, dnnl::memory::dims{n, n, n, 1});
 }
 
 /// Primitives by shape, least recently used evicted first. Entries are handed out by value
@@ -7677,10 +7751,11 @@ public:
     /// Primitive for this shape: created on first use, then reused (creation costs far more
     /// than a small matmul). Thread-safe.
     /// serial: a primitive planned for one thread (see gemm_k_grouped), cached apart;
-    /// bf16: inputs in bf16 (output f32), cached apart.
-    matmul_entry get(const gemm_args& g, float alpha, float beta, bool serial = false, bool bf16 = false) {
+    /// bf16: inputs in bf16 (output f32), cached apart; bias: a bias epilogue (an f32 row
+    /// vector added to every row of C), cached apart.
+    matmul_entry get(const gemm_args& g, float alpha, float beta, bool serial = false, bool bf16 = false, bool bias = false) {
         const matmul_key key{{g.trans_a, g.trans_b, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.batch, g.stride_a, g.stride_b,
-                              g.stride_c, g.batch2, g.stride_a2, g.stride_b2, g.stride_c2, serial, bf16},
+                              g.stride_c, g.batch2, g.stride_a2, g.stride_b2, g.stride_c2, serial, bf16, bias},
                              alpha,
                              beta};
         std::lock_guard<std::mutex> lock(mutex_);
@@ -7689,9 +7764,9 @@ public:
             return it->second.first;
         }
         matmul_entry e = [&] {
-            if (!serial) return create(g, alpha, beta, bf16);
+            if (!serial) return create(g, alpha, beta, bf16, bias);
             const scoped_num_threads one(1);  // oneDNN plans its work split for the threads it sees now
-            return create(g, alpha, beta, bf16);
+            return create(g, alpha, beta, bf16, bias);
         }();
         order_.push_front(key);
         map_.emplace(key, std::make_pair(e, order_.begin()));
@@ -7716,7 +7791,7 @@ private:
             order_.pop_back();
         }
     }
-    static matmul_entry create(const gemm_args& g, float alpha, float beta, bool bf16) {
+    static matmul_entry create(const gemm_args& g, float alpha, float beta, bool bf16, bool bias) {
         const auto in = bf16 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
         const auto a = operand(g.batch2, g.stride_a2, g.batch, g.stride_a, g.m, g.k, g.trans_a, g.lda, in);
         const auto b = operand(g.batch2, g.stride_b2, g.batch, g.stride_b, g.k, g.n, g.trans_b, g.ldb, in);
@@ -7733,9 +7808,11 @@ private:
             po.append_sum(beta);
             attr.set_post_ops(po);
         }
-        const dnnl::matmul::desc desc(a, b, c);
+        // (oneDNN adds the bias before the output scale: gemm_bias products have alpha 1)
+        const dnnl::memory::desc bias_desc = bias ? bias_operand(g.n) : dnnl::memory::desc();
+        const dnnl::matmul::desc desc = bias ? dnnl::matmul::desc(a, b, bias_desc, c) : dnnl::matmul::desc(a, b, c);
         const dnnl::matmul::primitive_desc pd(desc, attr, engine());
-        return matmul_entry{dnnl::matmul(pd), a, b, c, pd.scratchpad_desc()};
+        return matmul_entry{dnnl::matmul(pd), a, b, c, pd.scratchpad_desc(), bias_desc};
     }
     mutable std::mutex mutex_;
     std::size_t capacity_ = 1024;
@@ -7760,19 +7837,19 @@ inline bool bf16_supported() {
 }
 
 template <class In>
-void gemm(const gemm_args& g, float alpha, const In* a, const In* b, float beta, float* c, bool serial = false) {
-    const matmul_entry e = primitive_cache::instance().get(g, alpha, beta, serial, bf16_inputs<In>);
-    dnnl::memory ma(e.a, engine(), const_cast<In*>(a));
-    dnnl::memory mb(e.b, engine(), const_cast<In*>(b));
-    dnnl::memory mc(e.c, engine(), c);
-    const std::size_t scratch_bytes = e.scratchpad.get_size();
-    if (scratch_bytes == 0) {
-        e.prim.execute(stream(), {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
-    } else {
-        const auto scratch = memory<backend::cpu>::allocate<std::uint8_t>(scratch_bytes);  // (the block cache reuses it)
-        dnnl::memory ms(e.scratchpad, engine(), scratch.get());
-        e.prim.execute(stream(), {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}, {DNNL_ARG_SCRATCHPAD, ms}});
+void gemm(const gemm_args& g, float alpha, const In* a, const In* b, float beta, float* c, bool serial = false,
+          const float* bias = nullptr) {
+    const matmul_entry e = primitive_cache::instance().get(g, alpha, beta, serial, bf16_inputs<In>, bias != nullptr);
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, dnnl::memory(e.a, engine(), const_cast<In*>(a))},
+                                               {DNNL_ARG_WEIGHTS, dnnl::memory(e.b, engine(), const_cast<In*>(b))},
+                                               {DNNL_ARG_DST, dnnl::memory(e.c, engine(), c)}};
+    if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(e.bias, engine(), const_cast<float*>(bias)));
+    std::shared_ptr<std::uint8_t> scratch;  // (the block cache reuses it)
+    if (const std::size_t bytes = e.scratchpad.get_size(); bytes != 0) {
+        scratch = memory<backend::cpu>::allocate<std::uint8_t>(bytes);
+        args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(e.scratchpad, engine(), scratch.get()));
     }
+    e.prim.execute(stream(), args);
     stream().wait();
 }
 
@@ -7783,15 +7860,15 @@ void gemm(const gemm_args& g, float alpha, const In* a, const In* b, float beta,
 /// planned and run on one thread (some oneDNN implementations and Eigen choose their
 /// threads when they run, not when planned).
 template <class T, class In>
-void gemm_backend(const gemm_args& g, T alpha, const In* a, const In* b, T beta, T* c, bool serial) {
+void gemm_backend(const gemm_args& g, T alpha, const In* a, const In* b, T beta, T* c, bool serial, const T* bias = nullptr) {
     if (serial && max_threads() > 1) {
         const scoped_num_threads one(1);
-        gemm_backend(g, alpha, a, b, beta, c, true);
+        gemm_backend(g, alpha, a, b, beta, c, true, bias);
         return;
     }
     if constexpr (bf16_inputs<In>) {
 #if defined(DEPTHLAB_HAVE_ONEDNN)
-        onednn::gemm(g, alpha, a, b, beta, c, serial);  // (callers pack only when k > 0)
+        onednn::gemm(g, alpha, a, b, beta, c, serial, bias);  // (callers pack only when k > 0)
 #else
         static_assert(!bf16_inputs<In>, "bf16 GEMM inputs need oneDNN");
 #endif
@@ -7799,12 +7876,12 @@ void gemm_backend(const gemm_args& g, T alpha, const In* a, const In* b, T beta,
 #if defined(DEPTHLAB_HAVE_ONEDNN)
         if constexpr (std::is_same_v<T, float>) {
             if (g.k > 0) {
-                onednn::gemm(g, alpha, a, b, beta, c, serial);
+                onednn::gemm(g, alpha, a, b, beta, c, serial, bias);
                 return;
             }
         }
 #endif
-        gemm_eigen(g, alpha, a, b, beta, c);
+        gemm_eigen(g, alpha, a, b, beta, c, bias);
     }
 }
 
@@ -7820,7 +7897,7 @@ inline bool reduction_heavy(const gemm_args& g) {
     return g.batch == 1 && g.batch2 == 1 && g.k >= 256 && g.k >= 2 * std::max(g.m, g.n);
 }
 template <class T, class In>
-void gemm_k_grouped(const gemm_args& g, T alpha, const In* a, const In* b, T beta, T* c) {
+void gemm_k_grouped(const gemm_args& g, T alpha, const In* a, const In* b, T beta, T* c, const T* bias = nullptr) {
     const std::size_t mn = static_cast<std::size_t>(g.m * g.n);
     const auto parts = memory<backend::cpu>::template allocate<T>(mn * static_cast<std::size_t>(k_groups));
     T* const part = parts.get();
@@ -7847,7 +7924,7 @@ void gemm_k_grouped(const gemm_args& g, T alpha, const In* a, const In* b, T bet
             gemm_backend(s, T(1), ai, bi, T(0), part + static_cast<std::size_t>(i) * mn, true);
         }
     });
-    // c = alpha * (sum of the groups, in order) + beta * c   (beta == 0 never reads c)
+    // c = alpha * (sum of the groups, in order) + beta * c   (beta == 0 never reads c), + bias
     parallel_for(g.m, std::max<index_t>(1, (index_t{1} << 15) / std::max<index_t>(g.n, 1)), [&](index_t r0, index_t r1) {
         for (index_t r = r0; r < r1; ++r) {
             T* sum = part + r * g.n;  // group 0's row accumulates the others, in group order
@@ -7856,7 +7933,8 @@ void gemm_k_grouped(const gemm_args& g, T alpha, const In* a, const In* b, T bet
                 for (index_t j = 0; j < g.n; ++j) sum[j] += p[j];
             }
             T* out = c + r * g.ldc;
-            if (beta == T(0)) for (index_t j = 0; j < g.n; ++j) out[j] = alpha * sum[j];
+            if (bias) for (index_t j = 0; j < g.n; ++j) out[j] = sum[j] + bias[j];  // (alpha 1, beta 0)
+            else if (beta == T(0)) for (index_t j = 0; j < g.n; ++j) out[j] = alpha * sum[j];
             else for (index_t j = 0; j < g.n; ++j) out[j] = alpha * sum[j] + beta * out[j];
         }
     });
@@ -7877,7 +7955,7 @@ inline tile_grid tiles_of(const gemm_args& g) {
     return {rows, cols};
 }
 template <class T, class In>
-void gemm_tiled(const gemm_args& g, T alpha, const In* a, const In* b, T beta, T* c) {
+void gemm_tiled(const gemm_args& g, T alpha, const In* a, const In* b, T beta, T* c, const T* bias = nullptr) {
     const tile_grid t = tiles_of(g);
     const auto tile = [&](index_t i, index_t& m0, index_t& n0) {
         const index_t r = i / t.cols, q = i % t.cols;
@@ -7892,7 +7970,7 @@ void gemm_tiled(const gemm_args& g, T alpha, const In* a, const In* b, T beta, T
     if constexpr (std::is_same_v<T, float>) {  // plan the (at most four) tile shapes before the parallel region
         index_t m0 = 0, n0 = 0;
         for (index_t i : {index_t{0}, t.cols - 1, (t.rows - 1) * t.cols, t.rows * t.cols - 1})
-            (void)onednn::primitive_cache::instance().get(tile(i, m0, n0), alpha, beta, true, bf16_inputs<In>);
+            (void)onednn::primitive_cache::instance().get(tile(i, m0, n0), alpha, beta, true, bf16_inputs<In>, bias != nullptr);
     }
 #endif
     parallel_for(t.rows * t.cols, 1, [&](index_t i0, index_t i1) {
@@ -7901,7 +7979,7 @@ void gemm_tiled(const gemm_args& g, T alpha, const In* a, const In* b, T beta, T
             const gemm_args s = tile(i, m0, n0);
             const In* ai = g.trans_a ? a + m0 : a + m0 * g.lda;  // op(A)'s rows m0..
             const In* bi = g.trans_b ? b + n0 * g.ldb : b + n0;  // op(B)'s columns n0..
-            gemm_backend(s, alpha, ai, bi, beta, c + m0 * g.ldc + n0, true);
+            gemm_backend(s, alpha, ai, bi, beta, c + m0 * g.ldc + n0, true, bias ? bias + n0 : nullptr);
         }
     });
 }
@@ -7909,10 +7987,10 @@ void gemm_tiled(const gemm_args& g, T alpha, const In* a, const In* b, T beta, T
 /// A single product (batch 1) has the same bits for any thread count; batched products
 /// (attention) are left to the library, one matrix per task.
 template <class T, class In>
-void gemm_dispatch(const gemm_args& g, T alpha, const In* a, const In* b, T beta, T* c) {
-    if (g.batch != 1 || g.batch2 != 1 || g.k == 0) gemm_backend(g, alpha, a, b, beta, c, false);
-    else if (reduction_heavy(g)) gemm_k_grouped(g, alpha, a, b, beta, c);
-    else gemm_tiled(g, alpha, a, b, beta, c);
+void gemm_dispatch(const gemm_args& g, T alpha, const In* a, const In* b, T beta, T* c, const T* bias = nullptr) {
+    if (g.batch != 1 || g.batch2 != 1 || g.k == 0) gemm_backend(g, alpha, a, b, beta, c, false, bias);
+    else if (reduction_heavy(g)) gemm_k_grouped(g, alpha, a, b, beta, c, bias);
+    else gemm_tiled(g, alpha, a, b, beta, c, bias);
 }
 
 /// The stored layouts of op(A) and op(B) of g.
@@ -7934,11 +8012,12 @@ inline gemm_args with_packed(gemm_args g, const operand_layout& a, const operand
 }
 
 /// C = alpha op(A) op(B) + beta C with A and B rounded to bf16 and f32 accumulation.
-inline void gemm_bf16(const gemm_args& g, float alpha, const float* a, const float* b, float beta, float* c) {
+inline void gemm_bf16(const gemm_args& g, float alpha, const float* a, const float* b, float beta, float* c,
+                      const float* bias = nullptr) {
     const auto run = [&]<class Packed>(Packed*) {
         const auto pa = pack_operand<Packed>(a, layout_a(g));
         const auto pb = pack_operand<Packed>(b, layout_b(g));
-        gemm_dispatch(with_packed(g, pa.layout, pb.layout), alpha, pa.data.get(), pb.data.get(), beta, c);
+        gemm_dispatch(with_packed(g, pa.layout, pb.layout), alpha, pa.data.get(), pb.data.get(), beta, c, bias);
     };
 #if defined(DEPTHLAB_HAVE_ONEDNN)
     if (onednn::bf16_supported()) return run(static_cast<bf16_bits*>(nullptr));
@@ -7946,18 +8025,32 @@ inline void gemm_bf16(const gemm_args& g, float alpha, const float* a, const flo
     run(static_cast<float*>(nullptr));  // bf16 values held in floats
 }
 
-/// The GEMM every op uses.
+/// gemm and gemm_bias: checks, bf16 packing, then the fixed-grid dispatch.
 template <class T>
-void gemm(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c) {
+void gemm_checked(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c, const T* bias) {
     check_gemm(g);
     if (g.m == 0 || g.n == 0) return;
     if constexpr (std::is_same_v<T, float>) {
         if (g.k > 0 && active_matmul_precision() == matmul_precision::bf16) {
-            gemm_bf16(g, alpha, a, b, beta, c);
+            gemm_bf16(g, alpha, a, b, beta, c, bias);
             return;
         }
     }
-    gemm_dispatch(g, alpha, a, b, beta, c);
+    gemm_dispatch(g, alpha, a, b, beta, c, bias);
+}
+
+/// The GEMM every op uses.
+template <class T>
+void gemm(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c) {
+    gemm_checked(g, alpha, a, b, beta, c, static_cast<const T*>(nullptr));
+}
+
+/// C = op(A) op(B) + bias broadcast over the rows (bias: n values), written, never read:
+/// a linear layer's forward product. One product (batch 1).
+template <class T>
+void gemm_bias(const gemm_args& g, const T* a, const T* b, const T* bias, T* c) {
+    check_gemm_bias(g, bias);
+    gemm_checked(g, T(1), a, b, T(0), c, bias);
 }
 
 }  // namespace depthlab::cpu
@@ -9768,11 +9861,6 @@ struct host_primitives {
             }
         });
     }
-    // y[r] = v for every row r   (a bias broadcast into an output a GEMM then accumulates on)
-    template <class T>
-    static void broadcast_rows(index_t rows, index_t cols, const T* v, T* y) {
-        rowwise<T>(rows, cols, [&]<class K>(index_t r) { std::copy_n(v, cols, y + r * cols); });
-    }
 
     // ---- dropout ----
     // mask[i] = (u_i >= p) / (1 - p), u_i the i-th uniform of the reserved stream.
@@ -9874,11 +9962,16 @@ struct host_primitives {
     }
 
     // ---- GEMM ----
-    // ---- GEMM ----
     template <class T>
     static void gemm(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c) {
         launch();
         cpu::gemm(g, alpha, a, b, beta, c);
+    }
+    // c = op(a) op(b) + bias in every row (one product): the bias is the GEMM's epilogue
+    template <class T>
+    static void gemm_bias(const gemm_args& g, const T* a, const T* b, const T* bias, T* c) {
+        launch();
+        cpu::gemm_bias(g, a, b, bias, c);
     }
 };
 }  // namespace cpu

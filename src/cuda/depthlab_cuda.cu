@@ -95,7 +95,6 @@ void memory<backend::cuda>::upload_bytes(void* dst, const void* src, std::size_t
     DEPTHLAB_CUDA_INSTANTIATE(scatter_add_rows, T) \
     DEPTHLAB_CUDA_INSTANTIATE(scatter_rows_set, T) \
     DEPTHLAB_CUDA_INSTANTIATE(rows_axpy, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(broadcast_rows, T) \
     DEPTHLAB_CUDA_INSTANTIATE(dropout_mask, T) \
     DEPTHLAB_CUDA_INSTANTIATE(sgd_update, T) \
     DEPTHLAB_CUDA_INSTANTIATE(adam_update, T) \
@@ -103,7 +102,8 @@ void memory<backend::cuda>::upload_bytes(void* dst, const void* src, std::size_t
     DEPTHLAB_CUDA_INSTANTIATE(lamb_apply, T) \
     DEPTHLAB_CUDA_INSTANTIATE(sum_squares_to, T) \
     DEPTHLAB_CUDA_INSTANTIATE(clip_scale, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(gemm, T)
+    DEPTHLAB_CUDA_INSTANTIATE(gemm, T) \
+    DEPTHLAB_CUDA_INSTANTIATE(gemm_bias, T)
 DEPTHLAB_CUDA_INSTANTIATE_ALL(float)
 DEPTHLAB_CUDA_INSTANTIATE_ALL(double)
 // index and flag tensors are only filled and copied

@@ -200,6 +200,23 @@ T* parent_grad(Node<T, B>& nd, std::size_t i) {
     auto& p = *nd.parents[i];
     return p.requires_grad ? p.grad_buffer().data() : nullptr;
 }
+/// Where a backward that writes *every element* of parent i's gradient in one call (a GEMM)
+/// puts it: the first gradient to reach the parent is written (beta 0) into a buffer never
+/// zero-filled, later ones are accumulated (beta 1). data is nullptr when the parent takes
+/// no gradient.
+template <class T>
+struct grad_out {
+    T* data = nullptr;
+    T beta = T(1);
+};
+template <class T, class B>
+grad_out<T> parent_grad_out(Node<T, B>& nd, std::size_t i) {
+    auto& p = *nd.parents[i];
+    if (!p.requires_grad) return {};
+    if (p.grad.defined()) return {p.grad.data(), T(1)};
+    p.grad = Tensor<T, B>::empty(p.value.shape());
+    return {p.grad.data(), T(0)};
+}
 }  // namespace detail
 
 }  // namespace depthlab

@@ -79,6 +79,12 @@ inline void check_gemm(const gemm_args& g) {
     DEPTHLAB_CHECK(g.batch2 >= 1 && (g.batch2 == 1 || g.stride_c2 != 0), shape_error, "gemm: outer batch of ", g.batch2,
                    " results with output stride 0");
 }
+/// gemm_bias's extra conditions (every backend): one product and a bias pointer.
+inline void check_gemm_bias(const gemm_args& g, const void* bias) {
+    DEPTHLAB_CHECK(g.batch == 1 && g.batch2 == 1, shape_error, "gemm_bias: one product (batch 1), got batch ", g.batch, " x ",
+                   g.batch2);
+    DEPTHLAB_CHECK(bias != nullptr || g.n == 0, usage_error, "gemm_bias: no bias for ", g.n, " columns");
+}
 
 /// Maps a row of a (..., cols) tensor to the row of a broadcast operand (e.g. an attention
 /// mask (B,1,1,Tk) for scores (B,H,Tq,Tk)): offset = sum_k digit_k(row) * stride_k, where

@@ -54,43 +54,47 @@ Var<T, B> matmul(const Var<T, B>& a, const Var<T, B>& b, bool trans_a = false, b
         P::gemm(gemm_args{trans_a, trans_b, M, N, K, lda, ldb, N, batch, a_shared ? 0 : M * K, b_shared ? 0 : K * N, M * N},
                 T(1), A.data(), Bv.data(), T(0), C.data());
     }
+    // Gradients are written by their first GEMM (beta 0 into an unfilled buffer) and
+    // accumulated by any later one: every GEMM below covers its whole gradient.
     return detail::make_result<T, B>(op_kind::matmul, std::move(C), {a, b}, [=](Node<T, B>& nd) {
         const T* dC = nd.grad.data();
-        if (T* dA = detail::parent_grad(nd, 0)) {
+        if (const auto gA = detail::parent_grad_out(nd, 0); T* dA = gA.data) {
             // dA = dC op(B)^T (or its transpose when A was transposed)
             if (a_shared && batch > 1) {
                 for (index_t i = 0; i < batch; ++i) {
                     const T* Bi = Bv.data() + (b_shared ? 0 : i * K * N);
-                    if (!trans_a) P::gemm(gemm_args{false, !trans_b, M, K, N, N, ldb, K}, T(1), dC + i * M * N, Bi, T(1), dA);
-                    else P::gemm(gemm_args{trans_b, true, K, M, N, ldb, N, M}, T(1), Bi, dC + i * M * N, T(1), dA);
+                    const T beta = i == 0 ? gA.beta : T(1);
+                    if (!trans_a) P::gemm(gemm_args{false, !trans_b, M, K, N, N, ldb, K}, T(1), dC + i * M * N, Bi, beta, dA);
+                    else P::gemm(gemm_args{trans_b, true, K, M, N, ldb, N, M}, T(1), Bi, dC + i * M * N, beta, dA);
                 }
             } else if (fold) {
-                P::gemm(gemm_args{false, !trans_b, batch * M, K, N, N, ldb, K}, T(1), dC, Bv.data(), T(1), dA);
+                P::gemm(gemm_args{false, !trans_b, batch * M, K, N, N, ldb, K}, T(1), dC, Bv.data(), gA.beta, dA);
             } else if (!trans_a) {
                 P::gemm(gemm_args{false, !trans_b, M, K, N, N, ldb, K, batch, M * N, b_shared ? 0 : K * N, M * K}, T(1), dC,
-                        Bv.data(), T(1), dA);
+                        Bv.data(), gA.beta, dA);
             } else {
                 P::gemm(gemm_args{trans_b, true, K, M, N, ldb, N, M, batch, b_shared ? 0 : K * N, M * N, M * K}, T(1),
-                        Bv.data(), dC, T(1), dA);
+                        Bv.data(), dC, gA.beta, dA);
             }
         }
-        if (T* dB = detail::parent_grad(nd, 1)) {
+        if (const auto gB = detail::parent_grad_out(nd, 1); T* dB = gB.data) {
             // dB = op(A)^T dC (or dC^T op(A) when B was transposed); summed over a shared B's batch
             if (fold) {
-                if (!trans_b) P::gemm(gemm_args{true, false, K, N, batch * M, lda, N, N}, T(1), A.data(), dC, T(1), dB);
-                else P::gemm(gemm_args{true, false, N, K, batch * M, N, lda, K}, T(1), dC, A.data(), T(1), dB);
+                if (!trans_b) P::gemm(gemm_args{true, false, K, N, batch * M, lda, N, N}, T(1), A.data(), dC, gB.beta, dB);
+                else P::gemm(gemm_args{true, false, N, K, batch * M, N, lda, K}, T(1), dC, A.data(), gB.beta, dB);
             } else if (b_shared && batch > 1) {
                 for (index_t i = 0; i < batch; ++i) {
                     const T* Ai = A.data() + (a_shared ? 0 : i * M * K);
-                    if (!trans_b) P::gemm(gemm_args{!trans_a, false, K, N, M, lda, N, N}, T(1), Ai, dC + i * M * N, T(1), dB);
-                    else P::gemm(gemm_args{true, trans_a, N, K, M, N, lda, K}, T(1), dC + i * M * N, Ai, T(1), dB);
+                    const T beta = i == 0 ? gB.beta : T(1);
+                    if (!trans_b) P::gemm(gemm_args{!trans_a, false, K, N, M, lda, N, N}, T(1), Ai, dC + i * M * N, beta, dB);
+                    else P::gemm(gemm_args{true, trans_a, N, K, M, N, lda, K}, T(1), dC + i * M * N, Ai, beta, dB);
                 }
             } else if (!trans_b) {
                 P::gemm(gemm_args{!trans_a, false, K, N, M, lda, N, N, batch, a_shared ? 0 : M * K, M * N, K * N}, T(1), A.data(),
-                        dC, T(1), dB);
+                        dC, gB.beta, dB);
             } else {
                 P::gemm(gemm_args{true, trans_a, N, K, M, N, lda, K, batch, M * N, a_shared ? 0 : M * K, K * N}, T(1), dC,
-                        A.data(), T(1), dB);
+                        A.data(), gB.beta, dB);
             }
         }
     });
@@ -111,10 +115,9 @@ Var<T, B> linear(const Var<T, B>& x, const Var<T, B>& W, const Var<T, B>& b = {}
     const auto Wv = detail::contiguous_value(W);
     auto Y = Tensor<T, B>::empty(sx.with_back(out));
     if (b.defined()) {
-        // Y = b broadcast, then Y += X W^T: the bias add rides on the GEMM's beta.
+        // Y = X W^T + b: the bias is the GEMM's epilogue, added as Y is written
         const auto bv = detail::contiguous_value(b);
-        P::broadcast_rows(rows, out, bv.data(), Y.data());
-        P::gemm(gemm_args{false, true, rows, out, in, in, in, out}, T(1), X.data(), Wv.data(), T(1), Y.data());
+        P::gemm_bias(gemm_args{false, true, rows, out, in, in, in, out}, X.data(), Wv.data(), bv.data(), Y.data());
     } else {
         P::gemm(gemm_args{false, true, rows, out, in, in, in, out}, T(1), X.data(), Wv.data(), T(0), Y.data());
     }
@@ -122,11 +125,11 @@ Var<T, B> linear(const Var<T, B>& x, const Var<T, B>& W, const Var<T, B>& b = {}
     if (b.defined()) inputs.push_back(b);
     const bool has_bias = b.defined();
     return detail::make_result<T, B>(op_kind::linear, std::move(Y), std::move(inputs), [=](Node<T, B>& nd) {
-        const T* dY = nd.grad.data();
-        if (T* dX = detail::parent_grad(nd, 0))
-            P::gemm(gemm_args{false, false, rows, in, out, out, in, in}, T(1), dY, Wv.data(), T(1), dX);
-        if (T* dW = detail::parent_grad(nd, 1))
-            P::gemm(gemm_args{true, false, out, in, rows, out, in, in}, T(1), dY, X.data(), T(1), dW);
+        const T* dY = nd.grad.data();  // (dX and dW: written by their GEMM when first, else accumulated)
+        if (const auto gX = detail::parent_grad_out(nd, 0); gX.data)
+            P::gemm(gemm_args{false, false, rows, in, out, out, in, in}, T(1), dY, Wv.data(), gX.beta, gX.data);
+        if (const auto gW = detail::parent_grad_out(nd, 1); gW.data)
+            P::gemm(gemm_args{true, false, out, in, rows, out, in, in}, T(1), dY, X.data(), gW.beta, gW.data);
         if (has_bias)
             if (T* db = detail::parent_grad(nd, 2)) P::sum_rows_acc(rows, out, dY, db);
     });

@@ -442,11 +442,6 @@ struct host_primitives {
             }
         });
     }
-    // y[r] = v for every row r   (a bias broadcast into an output a GEMM then accumulates on)
-    template <class T>
-    static void broadcast_rows(index_t rows, index_t cols, const T* v, T* y) {
-        rowwise<T>(rows, cols, [&]<class K>(index_t r) { std::copy_n(v, cols, y + r * cols); });
-    }
 
     // ---- dropout ----
     // mask[i] = (u_i >= p) / (1 - p), u_i the i-th uniform of the reserved stream.
@@ -548,11 +543,16 @@ struct host_primitives {
     }
 
     // ---- GEMM ----
-    // ---- GEMM ----
     template <class T>
     static void gemm(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c) {
         launch();
         cpu::gemm(g, alpha, a, b, beta, c);
+    }
+    // c = op(a) op(b) + bias in every row (one product): the bias is the GEMM's epilogue
+    template <class T>
+    static void gemm_bias(const gemm_args& g, const T* a, const T* b, const T* bias, T* c) {
+        launch();
+        cpu::gemm_bias(g, a, b, bias, c);
     }
 };
 }  // namespace cpu

@@ -1,6 +1,8 @@
 #pragma once
 // Strided-batched GEMM on the CPU, row-major:
 //   C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b],  op(X) = X or X^T,
+// or, with a bias epilogue (gemm_bias: a linear layer), C = op(A) * op(B) + 1 bias^T, the
+// bias added by oneDNN as it writes C instead of pre-filled into C and accumulated on,
 // A[b] = A + b*stride_a (stride 0 broadcasts one matrix to every batch entry).
 // float goes through a oneDNN matmul primitive created once per shape and kept in a
 // least-recently-used cache (DEPTHLAB_GEMM_CACHE entries, default 1024: shapes that change
@@ -40,10 +42,12 @@ namespace depthlab::cpu {
 using depthlab::gemm_args;
 
 using depthlab::check_gemm;
+using depthlab::check_gemm_bias;
 
-/// Eigen path: any scalar type; batches in parallel when they are many and small.
+/// Eigen path: any scalar type; batches in parallel when they are many and small. A bias
+/// (gemm_bias: alpha 1, beta 0) is written into C first and the product accumulated on it.
 template <class T>
-void gemm_eigen(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c) {
+void gemm_eigen(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c, const T* bias = nullptr) {
     using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
     using CMap = Eigen::Map<const Mat, 0, Eigen::OuterStride<>>;
     using MMap = Eigen::Map<Mat, 0, Eigen::OuterStride<>>;
@@ -55,7 +59,8 @@ void gemm_eigen(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* 
         const CMap A(a0 + i * g.stride_a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, Eigen::OuterStride<>(g.lda));
         const CMap Bm(b0 + i * g.stride_b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, Eigen::OuterStride<>(g.ldb));
         MMap C(c0 + i * g.stride_c, g.m, g.n, Eigen::OuterStride<>(g.ldc));
-        if (beta == T(0)) C.setZero();
+        if (bias) C.rowwise() = Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>>(bias, g.n);
+        else if (beta == T(0)) C.setZero();
         else if (beta != T(1)) C *= beta;
         if (g.k == 0) return;
         if (!g.trans_a && !g.trans_b) C.noalias() += alpha * (A * Bm);
@@ -88,7 +93,7 @@ inline dnnl::stream& stream() {
 }
 
 struct matmul_key {
-    std::array<index_t, 18> v;
+    std::array<index_t, 19> v;
     float alpha, beta;
     bool operator==(const matmul_key& o) const { return v == o.v && alpha == o.alpha && beta == o.beta; }
 };
@@ -102,7 +107,7 @@ struct matmul_key_hash {
 
 struct matmul_entry {
     dnnl::matmul prim;
-    dnnl::memory::desc a, b, c, scratchpad;
+    dnnl::memory::desc a, b, c, scratchpad, bias;
 };
 
 /// The memory descriptor of one operand: dims (batch2, batch, rows, cols) with strides;
@@ -116,6 +121,12 @@ inline dnnl::memory::desc operand(index_t batch2, index_t stride2, index_t batch
     const dims shape{b2dim, bdim, rows, cols};
     const dims strides{s2, s1, trans ? 1 : ld, trans ? ld : 1};
     return dnnl::memory::desc(shape, type, strides);
+}
+
+/// The bias of a bias epilogue: n f32 values, one per column of C, shared by every row and
+/// batch entry.
+inline dnnl::memory::desc bias_operand(index_t n) {
+    return dnnl::memory::desc(dnnl::memory::dims{1, 1, 1, n}, dnnl::memory::data_type::f32, dnnl::memory::dims{n, n, n, 1});
 }
 
 /// Primitives by shape, least recently used evicted first. Entries are handed out by value
@@ -132,10 +143,11 @@ public:
     /// Primitive for this shape: created on first use, then reused (creation costs far more
     /// than a small matmul). Thread-safe.
     /// serial: a primitive planned for one thread (see gemm_k_grouped), cached apart;
-    /// bf16: inputs in bf16 (output f32), cached apart.
-    matmul_entry get(const gemm_args& g, float alpha, float beta, bool serial = false, bool bf16 = false) {
+    /// bf16: inputs in bf16 (output f32), cached apart; bias: a bias epilogue (an f32 row
+    /// vector added to every row of C), cached apart.
+    matmul_entry get(const gemm_args& g, float alpha, float beta, bool serial = false, bool bf16 = false, bool bias = false) {
         const matmul_key key{{g.trans_a, g.trans_b, g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.batch, g.stride_a, g.stride_b,
-                              g.stride_c, g.batch2, g.stride_a2, g.stride_b2, g.stride_c2, serial, bf16},
+                              g.stride_c, g.batch2, g.stride_a2, g.stride_b2, g.stride_c2, serial, bf16, bias},
                              alpha,
                              beta};
         std::lock_guard<std::mutex> lock(mutex_);
@@ -144,9 +156,9 @@ public:
             return it->second.first;
         }
         matmul_entry e = [&] {
-            if (!serial) return create(g, alpha, beta, bf16);
+            if (!serial) return create(g, alpha, beta, bf16, bias);
             const scoped_num_threads one(1);  // oneDNN plans its work split for the threads it sees now
-            return create(g, alpha, beta, bf16);
+            return create(g, alpha, beta, bf16, bias);
         }();
         order_.push_front(key);
         map_.emplace(key, std::make_pair(e, order_.begin()));
@@ -171,7 +183,7 @@ private:
             order_.pop_back();
         }
     }
-    static matmul_entry create(const gemm_args& g, float alpha, float beta, bool bf16) {
+    static matmul_entry create(const gemm_args& g, float alpha, float beta, bool bf16, bool bias) {
         const auto in = bf16 ? dnnl::memory::data_type::bf16 : dnnl::memory::data_type::f32;
         const auto a = operand(g.batch2, g.stride_a2, g.batch, g.stride_a, g.m, g.k, g.trans_a, g.lda, in);
         const auto b = operand(g.batch2, g.stride_b2, g.batch, g.stride_b, g.k, g.n, g.trans_b, g.ldb, in);
@@ -188,9 +200,11 @@ private:
             po.append_sum(beta);
             attr.set_post_ops(po);
         }
-        const dnnl::matmul::desc desc(a, b, c);
+        // (oneDNN adds the bias before the output scale: gemm_bias products have alpha 1)
+        const dnnl::memory::desc bias_desc = bias ? bias_operand(g.n) : dnnl::memory::desc();
+        const dnnl::matmul::desc desc = bias ? dnnl::matmul::desc(a, b, bias_desc, c) : dnnl::matmul::desc(a, b, c);
         const dnnl::matmul::primitive_desc pd(desc, attr, engine());
-        return matmul_entry{dnnl::matmul(pd), a, b, c, pd.scratchpad_desc()};
+        return matmul_entry{dnnl::matmul(pd), a, b, c, pd.scratchpad_desc(), bias_desc};
     }
     mutable std::mutex mutex_;
     std::size_t capacity_ = 1024;
@@ -215,19 +229,19 @@ inline bool bf16_supported() {
 }
 
 template <class In>
-void gemm(const gemm_args& g, float alpha, const In* a, const In* b, float beta, float* c, bool serial = false) {
-    const matmul_entry e = primitive_cache::instance().get(g, alpha, beta, serial, bf16_inputs<In>);
-    dnnl::memory ma(e.a, engine(), const_cast<In*>(a));
-    dnnl::memory mb(e.b, engine(), const_cast<In*>(b));
-    dnnl::memory mc(e.c, engine(), c);
-    const std::size_t scratch_bytes = e.scratchpad.get_size();
-    if (scratch_bytes == 0) {
-        e.prim.execute(stream(), {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
-    } else {
-        const auto scratch = memory<backend::cpu>::allocate<std::uint8_t>(scratch_bytes);  // (the block cache reuses it)
-        dnnl::memory ms(e.scratchpad, engine(), scratch.get());
-        e.prim.execute(stream(), {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}, {DNNL_ARG_SCRATCHPAD, ms}});
+void gemm(const gemm_args& g, float alpha, const In* a, const In* b, float beta, float* c, bool serial = false,
+          const float* bias = nullptr) {
+    const matmul_entry e = primitive_cache::instance().get(g, alpha, beta, serial, bf16_inputs<In>, bias != nullptr);
+    std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, dnnl::memory(e.a, engine(), const_cast<In*>(a))},
+                                               {DNNL_ARG_WEIGHTS, dnnl::memory(e.b, engine(), const_cast<In*>(b))},
+                                               {DNNL_ARG_DST, dnnl::memory(e.c, engine(), c)}};
+    if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(e.bias, engine(), const_cast<float*>(bias)));
+    std::shared_ptr<std::uint8_t> scratch;  // (the block cache reuses it)
+    if (const std::size_t bytes = e.scratchpad.get_size(); bytes != 0) {
+        scratch = memory<backend::cpu>::allocate<std::uint8_t>(bytes);
+        args.emplace(DNNL_ARG_SCRATCHPAD, dnnl::memory(e.scratchpad, engine(), scratch.get()));
     }
+    e.prim.execute(stream(), args);
     stream().wait();
 }
 
@@ -238,15 +252,15 @@ void gemm(const gemm_args& g, float alpha, const In* a, const In* b, float beta,
 /// planned and run on one thread (some oneDNN implementations and Eigen choose their
 /// threads when they run, not when planned).
 template <class T, class In>
-void gemm_backend(const gemm_args& g, T alpha, const In* a, const In* b, T beta, T* c, bool serial) {
+void gemm_backend(const gemm_args& g, T alpha, const In* a, const In* b, T beta, T* c, bool serial, const T* bias = nullptr) {
     if (serial && max_threads() > 1) {
         const scoped_num_threads one(1);
-        gemm_backend(g, alpha, a, b, beta, c, true);
+        gemm_backend(g, alpha, a, b, beta, c, true, bias);
         return;
     }
     if constexpr (bf16_inputs<In>) {
 #if defined(DEPTHLAB_HAVE_ONEDNN)
-        onednn::gemm(g, alpha, a, b, beta, c, serial);  // (callers pack only when k > 0)
+        onednn::gemm(g, alpha, a, b, beta, c, serial, bias);  // (callers pack only when k > 0)
 #else
         static_assert(!bf16_inputs<In>, "bf16 GEMM inputs need oneDNN");
 #endif
@@ -254,12 +268,12 @@ void gemm_backend(const gemm_args& g, T alpha, const In* a, const In* b, T beta,
 #if defined(DEPTHLAB_HAVE_ONEDNN)
         if constexpr (std::is_same_v<T, float>) {
             if (g.k > 0) {
-                onednn::gemm(g, alpha, a, b, beta, c, serial);
+                onednn::gemm(g, alpha, a, b, beta, c, serial, bias);
                 return;
             }
         }
 #endif
-        gemm_eigen(g, alpha, a, b, beta, c);
+        gemm_eigen(g, alpha, a, b, beta, c, bias);
     }
 }
 
@@ -275,7 +289,7 @@ inline bool reduction_heavy(const gemm_args& g) {
     return g.batch == 1 && g.batch2 == 1 && g.k >= 256 && g.k >= 2 * std::max(g.m, g.n);
 }
 template <class T, class In>
-void gemm_k_grouped(const gemm_args& g, T alpha, const In* a, const In* b, T beta, T* c) {
+void gemm_k_grouped(const gemm_args& g, T alpha, const In* a, const In* b, T beta, T* c, const T* bias = nullptr) {
     const std::size_t mn = static_cast<std::size_t>(g.m * g.n);
     const auto parts = memory<backend::cpu>::template allocate<T>(mn * static_cast<std::size_t>(k_groups));
     T* const part = parts.get();
@@ -302,7 +316,7 @@ void gemm_k_grouped(const gemm_args& g, T alpha, const In* a, const In* b, T bet
             gemm_backend(s, T(1), ai, bi, T(0), part + static_cast<std::size_t>(i) * mn, true);
         }
     });
-    // c = alpha * (sum of the groups, in order) + beta * c   (beta == 0 never reads c)
+    // c = alpha * (sum of the groups, in order) + beta * c   (beta == 0 never reads c), + bias
     parallel_for(g.m, std::max<index_t>(1, (index_t{1} << 15) / std::max<index_t>(g.n, 1)), [&](index_t r0, index_t r1) {
         for (index_t r = r0; r < r1; ++r) {
             T* sum = part + r * g.n;  // group 0's row accumulates the others, in group order
@@ -311,7 +325,8 @@ void gemm_k_grouped(const gemm_args& g, T alpha, const In* a, const In* b, T bet
                 for (index_t j = 0; j < g.n; ++j) sum[j] += p[j];
             }
             T* out = c + r * g.ldc;
-            if (beta == T(0)) for (index_t j = 0; j < g.n; ++j) out[j] = alpha * sum[j];
+            if (bias) for (index_t j = 0; j < g.n; ++j) out[j] = sum[j] + bias[j];  // (alpha 1, beta 0)
+            else if (beta == T(0)) for (index_t j = 0; j < g.n; ++j) out[j] = alpha * sum[j];
             else for (index_t j = 0; j < g.n; ++j) out[j] = alpha * sum[j] + beta * out[j];
         }
     });
@@ -332,7 +347,7 @@ inline tile_grid tiles_of(const gemm_args& g) {
     return {rows, cols};
 }
 template <class T, class In>
-void gemm_tiled(const gemm_args& g, T alpha, const In* a, const In* b, T beta, T* c) {
+void gemm_tiled(const gemm_args& g, T alpha, const In* a, const In* b, T beta, T* c, const T* bias = nullptr) {
     const tile_grid t = tiles_of(g);
     const auto tile = [&](index_t i, index_t& m0, index_t& n0) {
         const index_t r = i / t.cols, q = i % t.cols;
@@ -347,7 +362,7 @@ void gemm_tiled(const gemm_args& g, T alpha, const In* a, const In* b, T beta, T
     if constexpr (std::is_same_v<T, float>) {  // plan the (at most four) tile shapes before the parallel region
         index_t m0 = 0, n0 = 0;
         for (index_t i : {index_t{0}, t.cols - 1, (t.rows - 1) * t.cols, t.rows * t.cols - 1})
-            (void)onednn::primitive_cache::instance().get(tile(i, m0, n0), alpha, beta, true, bf16_inputs<In>);
+            (void)onednn::primitive_cache::instance().get(tile(i, m0, n0), alpha, beta, true, bf16_inputs<In>, bias != nullptr);
     }
 #endif
     parallel_for(t.rows * t.cols, 1, [&](index_t i0, index_t i1) {
@@ -356,7 +371,7 @@ void gemm_tiled(const gemm_args& g, T alpha, const In* a, const In* b, T beta, T
             const gemm_args s = tile(i, m0, n0);
             const In* ai = g.trans_a ? a + m0 : a + m0 * g.lda;  // op(A)'s rows m0..
             const In* bi = g.trans_b ? b + n0 * g.ldb : b + n0;  // op(B)'s columns n0..
-            gemm_backend(s, alpha, ai, bi, beta, c + m0 * g.ldc + n0, true);
+            gemm_backend(s, alpha, ai, bi, beta, c + m0 * g.ldc + n0, true, bias ? bias + n0 : nullptr);
         }
     });
 }
@@ -364,10 +379,10 @@ void gemm_tiled(const gemm_args& g, T alpha, const In* a, const In* b, T beta, T
 /// A single product (batch 1) has the same bits for any thread count; batched products
 /// (attention) are left to the library, one matrix per task.
 template <class T, class In>
-void gemm_dispatch(const gemm_args& g, T alpha, const In* a, const In* b, T beta, T* c) {
-    if (g.batch != 1 || g.batch2 != 1 || g.k == 0) gemm_backend(g, alpha, a, b, beta, c, false);
-    else if (reduction_heavy(g)) gemm_k_grouped(g, alpha, a, b, beta, c);
-    else gemm_tiled(g, alpha, a, b, beta, c);
+void gemm_dispatch(const gemm_args& g, T alpha, const In* a, const In* b, T beta, T* c, const T* bias = nullptr) {
+    if (g.batch != 1 || g.batch2 != 1 || g.k == 0) gemm_backend(g, alpha, a, b, beta, c, false, bias);
+    else if (reduction_heavy(g)) gemm_k_grouped(g, alpha, a, b, beta, c, bias);
+    else gemm_tiled(g, alpha, a, b, beta, c, bias);
 }
 
 /// The stored layouts of op(A) and op(B) of g.
@@ -389,11 +404,12 @@ inline gemm_args with_packed(gemm_args g, const operand_layout& a, const operand
 }
 
 /// C = alpha op(A) op(B) + beta C with A and B rounded to bf16 and f32 accumulation.
-inline void gemm_bf16(const gemm_args& g, float alpha, const float* a, const float* b, float beta, float* c) {
+inline void gemm_bf16(const gemm_args& g, float alpha, const float* a, const float* b, float beta, float* c,
+                      const float* bias = nullptr) {
     const auto run = [&]<class Packed>(Packed*) {
         const auto pa = pack_operand<Packed>(a, layout_a(g));
         const auto pb = pack_operand<Packed>(b, layout_b(g));
-        gemm_dispatch(with_packed(g, pa.layout, pb.layout), alpha, pa.data.get(), pb.data.get(), beta, c);
+        gemm_dispatch(with_packed(g, pa.layout, pb.layout), alpha, pa.data.get(), pb.data.get(), beta, c, bias);
     };
 #if defined(DEPTHLAB_HAVE_ONEDNN)
     if (onednn::bf16_supported()) return run(static_cast<bf16_bits*>(nullptr));
@@ -401,18 +417,32 @@ inline void gemm_bf16(const gemm_args& g, float alpha, const float* a, const flo
     run(static_cast<float*>(nullptr));  // bf16 values held in floats
 }
 
-/// The GEMM every op uses.
+/// gemm and gemm_bias: checks, bf16 packing, then the fixed-grid dispatch.
 template <class T>
-void gemm(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c) {
+void gemm_checked(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c, const T* bias) {
     check_gemm(g);
     if (g.m == 0 || g.n == 0) return;
     if constexpr (std::is_same_v<T, float>) {
         if (g.k > 0 && active_matmul_precision() == matmul_precision::bf16) {
-            gemm_bf16(g, alpha, a, b, beta, c);
+            gemm_bf16(g, alpha, a, b, beta, c, bias);
             return;
         }
     }
-    gemm_dispatch(g, alpha, a, b, beta, c);
+    gemm_dispatch(g, alpha, a, b, beta, c, bias);
+}
+
+/// The GEMM every op uses.
+template <class T>
+void gemm(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c) {
+    gemm_checked(g, alpha, a, b, beta, c, static_cast<const T*>(nullptr));
+}
+
+/// C = op(A) op(B) + bias broadcast over the rows (bias: n values), written, never read:
+/// a linear layer's forward product. One product (batch 1).
+template <class T>
+void gemm_bias(const gemm_args& g, const T* a, const T* b, const T* bias, T* c) {
+    check_gemm_bias(g, bias);
+    gemm_checked(g, T(1), a, b, T(0), c, bias);
 }
 
 }  // namespace depthlab::cpu

@@ -174,8 +174,6 @@ struct primitives<backend::cuda> {
     static void scatter_rows_set(index_t n, index_t cols, const T* src, index_t limit, const std::int64_t* ids, T* dst);
     template <class T>
     static void rows_axpy(index_t n, index_t cols, T alpha, const T* src, index_t limit, const std::int64_t* ids, T* dst);
-    template <class T>
-    static void broadcast_rows(index_t rows, index_t cols, const T* v, T* y);
 
     // ---- dropout (the CPU's masks: the same Philox words) ----
     template <class T>
@@ -198,6 +196,8 @@ struct primitives<backend::cuda> {
     // ---- GEMM ----
     template <class T>
     static void gemm(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c);
+    template <class T>
+    static void gemm_bias(const gemm_args& g, const T* a, const T* b, const T* bias, T* c);
 };
 
 }  // namespace depthlab

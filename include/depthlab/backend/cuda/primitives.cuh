@@ -432,11 +432,6 @@ void primitives<backend::cuda>::rows_axpy(index_t n, index_t cols, T alpha, cons
 }
 
 template <class T>
-void primitives<backend::cuda>::broadcast_rows(index_t rows, index_t cols, const T* v, T* y) {
-    cuda::for_each(rows * cols, [=] __device__(index_t i) { y[i] = v[i % cols]; }, "broadcast_rows");
-}
-
-template <class T>
 void primitives<backend::cuda>::dropout_mask(index_t n, T p, const Generator& gen, std::uint64_t first, T* mask) {
     const T keep = T(1) / (T(1) - p);
     const auto threshold = static_cast<std::uint64_t>(static_cast<double>(p) * 4294967296.0);
@@ -503,6 +498,18 @@ void primitives<backend::cuda>::clip_scale(index_t n, T* x, const double* parts,
 template <class T>
 void primitives<backend::cuda>::gemm(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c) {
     cuda::gemm(g, alpha, a, b, beta, c);
+}
+
+// The bias written into C, then the product accumulated on it (beta 1): two launches where
+// cuBLASLt's CUBLASLT_EPILOGUE_BIAS would fuse them (not done: never run on a GPU yet).
+template <class T>
+void primitives<backend::cuda>::gemm_bias(const gemm_args& g, const T* a, const T* b, const T* bias, T* c) {
+    check_gemm_bias(g, bias);
+    cuda::check_cublas_gemm(g);
+    if (g.m == 0 || g.n == 0) return;
+    const index_t n = g.n, ldc = g.ldc;
+    cuda::for_each(g.m * n, [=] __device__(index_t i) { c[(i / n) * ldc + i % n] = bias[i % n]; }, "gemm_bias (bias)");
+    cuda::gemm(g, T(1), a, b, T(1), c);
 }
 
 }  // namespace depthlab
