@@ -15,8 +15,9 @@
 // in the cache for requests later in the step, and a cap of exactly the peak then returns
 // and re-maps them every step (the d256 encoder-layer train step ran 3.2x slower, 220 ms
 // instead of 70, re-faulting ~60 MB a step). So the cap learns: each miss for a size the
-// cache has given back raises it by that block (up to twice the peak), which repeating
-// steps need a few times and drifting sizes, whose blocks do not come back, rarely.
+// cache has given back raises it by that block, up to twice the peak. A repeating step
+// needs a few such raises; sizes that drift on every call (ACT forward passes whose halting
+// changes) can reach the bound and still miss: the bound is what keeps their memory finite.
 //
 // Source: static void* allocate(std::size_t bytes) (nullptr when out of memory),
 //         static void release(void*, std::size_t bytes), static constexpr const char* limit_env,
