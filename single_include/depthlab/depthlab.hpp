@@ -796,6 +796,7 @@ inline const char* op_name(op_kind k) {
 #include <algorithm>
 #include <functional>
 #include <iomanip>
+#include <exception>
 #include <memory>
 #include <ostream>
 #include <unordered_set>
@@ -984,19 +985,32 @@ T* parent_grad(Node<T, B>& nd, std::size_t i) {
 /// Where a backward that writes *every element* of parent i's gradient in one call (a GEMM)
 /// puts it: the first gradient to reach the parent is written (beta 0) into a buffer never
 /// zero-filled, later ones are accumulated (beta 1). data is nullptr when the parent takes
-/// no gradient.
-template <class T>
-struct grad_out {
+/// no gradient. Keep it alive until the write is done: if an exception leaves its scope
+/// first, a buffer it created is dropped again, so no half-written gradient stays behind.
+template <class T, class B>
+class grad_out {
+public:
     T* data = nullptr;
     T beta = T(1);
+    grad_out() = default;
+    grad_out(T* d, T b, Node<T, B>* fresh) : data(d), beta(b), fresh_(fresh) {}
+    grad_out(const grad_out&) = delete;
+    grad_out& operator=(const grad_out&) = delete;
+    ~grad_out() {
+        if (fresh_ != nullptr && std::uncaught_exceptions() > exceptions_) fresh_->grad = Tensor<T, B>();
+    }
+
+private:
+    Node<T, B>* fresh_ = nullptr;
+    int exceptions_ = std::uncaught_exceptions();
 };
 template <class T, class B>
-grad_out<T> parent_grad_out(Node<T, B>& nd, std::size_t i) {
+grad_out<T, B> parent_grad_out(Node<T, B>& nd, std::size_t i) {
     auto& p = *nd.parents[i];
     if (!p.requires_grad) return {};
-    if (p.grad.defined()) return {p.grad.data(), T(1)};
+    if (p.grad.defined()) return {p.grad.data(), T(1), nullptr};
     p.grad = Tensor<T, B>::empty(p.value.shape());
-    return {p.grad.data(), T(0)};
+    return {p.grad.data(), T(0), &p};
 }
 }  // namespace detail
 
@@ -1135,7 +1149,6 @@ Var<T, B> matmul(const Var<T, B>& a, const Var<T, B>& b, bool trans_a = false, b
     const index_t Kb = trans_b ? sb.dim(-1) : sb.dim(-2), N = trans_b ? sb.dim(-2) : sb.dim(-1);
     DEPTHLAB_CHECK(K == Kb, shape_error, "matmul: inner dimensions differ: ", sa, (trans_a ? "^T" : ""), " x ", sb,
                    (trans_b ? "^T" : ""));
-    const index_t batch_a = sa.numel() / std::max<index_t>(M * K, 1), batch_b = sb.numel() / std::max<index_t>(K * N, 1);
     const bool a_shared = sa.rank() == 2, b_shared = sb.rank() == 2;
     Shape out;
     if (!a_shared) {
@@ -1147,11 +1160,19 @@ Var<T, B> matmul(const Var<T, B>& a, const Var<T, B>& b, bool trans_a = false, b
     }
     out.push_back(M);
     out.push_back(N);
-    const index_t batch = std::max(batch_a, batch_b);
+    // matrices in the batch: the product of the batched operand's leading extents (1 when
+    // both are 2-D; 0 for an empty batch, whatever M, K and N are)
+    index_t batch = 1;
+    for (int i = 0; i < (a_shared ? sb : sa).rank() - 2; ++i) batch *= (a_shared ? sb : sa)[i];
     const index_t lda = trans_a ? M : K, ldb = trans_b ? K : N;
+    auto C = Tensor<T, B>::empty(out);
+    if (batch == 0)  // an empty result, and zero gradients (a shared operand's stays zero)
+        return detail::make_result<T, B>(op_kind::matmul, std::move(C), {a, b}, [](Node<T, B>& nd) {
+            (void)detail::parent_grad(nd, 0);
+            (void)detail::parent_grad(nd, 1);
+        });
     const auto A = detail::contiguous_value(a);
     const auto Bv = detail::contiguous_value(b);
-    auto C = Tensor<T, B>::empty(out);
     // A shared B with a non-transposed batched A is one big GEMM over batch*M rows.
     const bool fold = b_shared && !trans_a;
     if (fold) {
@@ -7351,9 +7372,14 @@ private:
         slack_ = std::min(slack_ + *it, std::max(peak_live_, min_cap));
         released_.erase(it);
     }
-    void note_released(std::size_t cls) {  // (mutex held)
+    void note_released(std::size_t cls) noexcept {  // (mutex held)
         if (released_.size() >= max_released_classes) released_.clear();  // drifting sizes: forget old ones
-        released_.insert(cls);
+        try {
+            released_.insert(cls);
+        } catch (const std::bad_alloc&) {
+            // put() runs in a tensor's deleter: out of memory, forgetting the class only
+            // costs one raise of the cap
+        }
     }
     void note_live(std::size_t cls) {  // (mutex held)
         live_ += cls;

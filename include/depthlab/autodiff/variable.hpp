@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <functional>
 #include <iomanip>
+#include <exception>
 #include <memory>
 #include <ostream>
 #include <unordered_set>
@@ -203,19 +204,32 @@ T* parent_grad(Node<T, B>& nd, std::size_t i) {
 /// Where a backward that writes *every element* of parent i's gradient in one call (a GEMM)
 /// puts it: the first gradient to reach the parent is written (beta 0) into a buffer never
 /// zero-filled, later ones are accumulated (beta 1). data is nullptr when the parent takes
-/// no gradient.
-template <class T>
-struct grad_out {
+/// no gradient. Keep it alive until the write is done: if an exception leaves its scope
+/// first, a buffer it created is dropped again, so no half-written gradient stays behind.
+template <class T, class B>
+class grad_out {
+public:
     T* data = nullptr;
     T beta = T(1);
+    grad_out() = default;
+    grad_out(T* d, T b, Node<T, B>* fresh) : data(d), beta(b), fresh_(fresh) {}
+    grad_out(const grad_out&) = delete;
+    grad_out& operator=(const grad_out&) = delete;
+    ~grad_out() {
+        if (fresh_ != nullptr && std::uncaught_exceptions() > exceptions_) fresh_->grad = Tensor<T, B>();
+    }
+
+private:
+    Node<T, B>* fresh_ = nullptr;
+    int exceptions_ = std::uncaught_exceptions();
 };
 template <class T, class B>
-grad_out<T> parent_grad_out(Node<T, B>& nd, std::size_t i) {
+grad_out<T, B> parent_grad_out(Node<T, B>& nd, std::size_t i) {
     auto& p = *nd.parents[i];
     if (!p.requires_grad) return {};
-    if (p.grad.defined()) return {p.grad.data(), T(1)};
+    if (p.grad.defined()) return {p.grad.data(), T(1), nullptr};
     p.grad = Tensor<T, B>::empty(p.value.shape());
-    return {p.grad.data(), T(0)};
+    return {p.grad.data(), T(0), &p};
 }
 }  // namespace detail
 

@@ -185,9 +185,14 @@ private:
         slack_ = std::min(slack_ + *it, std::max(peak_live_, min_cap));
         released_.erase(it);
     }
-    void note_released(std::size_t cls) {  // (mutex held)
+    void note_released(std::size_t cls) noexcept {  // (mutex held)
         if (released_.size() >= max_released_classes) released_.clear();  // drifting sizes: forget old ones
-        released_.insert(cls);
+        try {
+            released_.insert(cls);
+        } catch (const std::bad_alloc&) {
+            // put() runs in a tensor's deleter: out of memory, forgetting the class only
+            // costs one raise of the cap
+        }
     }
     void note_live(std::size_t cls) {  // (mutex held)
         live_ += cls;

@@ -29,7 +29,6 @@ Var<T, B> matmul(const Var<T, B>& a, const Var<T, B>& b, bool trans_a = false, b
     const index_t Kb = trans_b ? sb.dim(-1) : sb.dim(-2), N = trans_b ? sb.dim(-2) : sb.dim(-1);
     DEPTHLAB_CHECK(K == Kb, shape_error, "matmul: inner dimensions differ: ", sa, (trans_a ? "^T" : ""), " x ", sb,
                    (trans_b ? "^T" : ""));
-    const index_t batch_a = sa.numel() / std::max<index_t>(M * K, 1), batch_b = sb.numel() / std::max<index_t>(K * N, 1);
     const bool a_shared = sa.rank() == 2, b_shared = sb.rank() == 2;
     Shape out;
     if (!a_shared) {
@@ -41,11 +40,19 @@ Var<T, B> matmul(const Var<T, B>& a, const Var<T, B>& b, bool trans_a = false, b
     }
     out.push_back(M);
     out.push_back(N);
-    const index_t batch = std::max(batch_a, batch_b);
+    // matrices in the batch: the product of the batched operand's leading extents (1 when
+    // both are 2-D; 0 for an empty batch, whatever M, K and N are)
+    index_t batch = 1;
+    for (int i = 0; i < (a_shared ? sb : sa).rank() - 2; ++i) batch *= (a_shared ? sb : sa)[i];
     const index_t lda = trans_a ? M : K, ldb = trans_b ? K : N;
+    auto C = Tensor<T, B>::empty(out);
+    if (batch == 0)  // an empty result, and zero gradients (a shared operand's stays zero)
+        return detail::make_result<T, B>(op_kind::matmul, std::move(C), {a, b}, [](Node<T, B>& nd) {
+            (void)detail::parent_grad(nd, 0);
+            (void)detail::parent_grad(nd, 1);
+        });
     const auto A = detail::contiguous_value(a);
     const auto Bv = detail::contiguous_value(b);
-    auto C = Tensor<T, B>::empty(out);
     // A shared B with a non-transposed batched A is one big GEMM over batch*M rows.
     const bool fold = b_shared && !trans_a;
     if (fold) {
