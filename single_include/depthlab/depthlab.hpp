@@ -1162,8 +1162,9 @@ Var<T, B> matmul(const Var<T, B>& a, const Var<T, B>& b, bool trans_a = false, b
     out.push_back(N);
     // matrices in the batch: the product of the batched operand's leading extents (1 when
     // both are 2-D; 0 for an empty batch, whatever M, K and N are)
+    const Shape& batched = a_shared ? sb : sa;
     index_t batch = 1;
-    for (int i = 0; i < (a_shared ? sb : sa).rank() - 2; ++i) batch *= (a_shared ? sb : sa)[i];
+    for (int i = 0; i < batched.rank() - 2; ++i) batch *= batched[i];
     const index_t lda = trans_a ? M : K, ldb = trans_b ? K : N;
     auto C = Tensor<T, B>::empty(out);
     if (batch == 0)  // an empty result, and zero gradients (a shared operand's stays zero)
@@ -7137,9 +7138,9 @@ inline void write_trace_csv(const std::string& path, const criticality_result& r
 // ---- begin depthlab/backend/cpu/gemm.hpp ----
 // Strided-batched GEMM on the CPU, row-major:
 //   C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b],  op(X) = X or X^T,
-// or, with a bias epilogue (gemm_bias: a linear layer), C = op(A) * op(B) + 1 bias^T, the
-// bias added by oneDNN as it writes C instead of pre-filled into C and accumulated on,
 // A[b] = A + b*stride_a (stride 0 broadcasts one matrix to every batch entry).
+// gemm_bias (a linear layer, one product): C = op(A) * op(B) + 1 bias^T, the bias added by
+// oneDNN as it writes C rather than pre-filled into C and accumulated on.
 // float goes through a oneDNN matmul primitive created once per shape and kept in a
 // least-recently-used cache (DEPTHLAB_GEMM_CACHE entries, default 1024: shapes that change
 // every batch must not pile up primitives without bound);

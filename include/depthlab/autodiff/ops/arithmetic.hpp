@@ -42,8 +42,9 @@ Var<T, B> matmul(const Var<T, B>& a, const Var<T, B>& b, bool trans_a = false, b
     out.push_back(N);
     // matrices in the batch: the product of the batched operand's leading extents (1 when
     // both are 2-D; 0 for an empty batch, whatever M, K and N are)
+    const Shape& batched = a_shared ? sb : sa;
     index_t batch = 1;
-    for (int i = 0; i < (a_shared ? sb : sa).rank() - 2; ++i) batch *= (a_shared ? sb : sa)[i];
+    for (int i = 0; i < batched.rank() - 2; ++i) batch *= batched[i];
     const index_t lda = trans_a ? M : K, ldb = trans_b ? K : N;
     auto C = Tensor<T, B>::empty(out);
     if (batch == 0)  // an empty result, and zero gradients (a shared operand's stays zero)

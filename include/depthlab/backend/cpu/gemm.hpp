@@ -1,9 +1,9 @@
 #pragma once
 // Strided-batched GEMM on the CPU, row-major:
 //   C[b] = alpha * op(A[b]) * op(B[b]) + beta * C[b],  op(X) = X or X^T,
-// or, with a bias epilogue (gemm_bias: a linear layer), C = op(A) * op(B) + 1 bias^T, the
-// bias added by oneDNN as it writes C instead of pre-filled into C and accumulated on,
 // A[b] = A + b*stride_a (stride 0 broadcasts one matrix to every batch entry).
+// gemm_bias (a linear layer, one product): C = op(A) * op(B) + 1 bias^T, the bias added by
+// oneDNN as it writes C rather than pre-filled into C and accumulated on.
 // float goes through a oneDNN matmul primitive created once per shape and kept in a
 // least-recently-used cache (DEPTHLAB_GEMM_CACHE entries, default 1024: shapes that change
 // every batch must not pile up primitives without bound);
