@@ -7,6 +7,7 @@
 //   build/examples/albert_act --preset tiny --steps 4000 --out runs/act_tiny --resume
 //   build/examples/albert_act --preset tiny --policy pondernet --beta 0.01 --lambda-p 0.2
 //   build/examples/albert_act --preset small --device cuda    # pretrain on a GPU (CUDA build)
+//   mpirun -np 2 build/examples/albert_act --batch 16 ...     # data parallel (-DDEPTHLAB_WITH_MPI=ON)
 //
 // Writes to --out: metrics.jsonl (training and dev records, halting table over training),
 // halting.csv, fixed_point.csv, checkpoint.safetensors (parameters, LAMB state, sampler and
@@ -24,6 +25,7 @@
 
 #include "common/cli.hpp"
 #include "common/device.hpp"
+#include "common/distributed.hpp"
 
 using namespace depthlab;
 
@@ -36,7 +38,7 @@ struct options {
     double lr = 5e-3, tau = -1, halting_bias = NAN, mask_prob = 0.15, clip = 1.0, epsilon = 0.01, beta = 0.01, lambda_p = 0.2;
     std::string policy = "act", device = "cpu", precision = "auto", optimizer = "lamb";
     std::uint64_t seed = 1;
-    bool resume = false, dense = false;
+    bool resume = false, dense = false, distributed = false;
 };
 
 std::string fmt(double v, int d = 2) {
@@ -50,7 +52,7 @@ std::string fmt(double v, int d = 2) {
 /// The whole job for one halting policy and backend (compile-time choices, picked by
 /// --policy and --device).
 template <class Policy, class B>
-int run(options o) {
+int run(options o, dist::communicator& comm) {
     try {
         // ---- data (train.ids, dev.ids, spm.vocab) and the preset's model, with the flags' overrides
         data::albert_data_config dcfg;
@@ -90,7 +92,8 @@ int run(options o) {
         // ---- the training loop (train::Trainer: accumulation, clipping, logs, checkpoints, resume)
         train::Trainer<float, B> trainer(model, *opt, {.steps = o.steps, .accumulate = o.accum, .clip = o.clip, .log_every = o.log_every,
                                                        .eval_every = o.eval_every, .save_every = o.save_every, .out = o.out,
-                                                       .resume = o.resume});
+                                                       .resume = o.resume, .comm = &comm});
+        trainer.skip = [&] { (void)sampler.next(o.batch); };  // (another rank's micro-batch)
         auto& ckpt = trainer.checkpoint();
         ckpt.track("sampler", sampler);
         ckpt.track("model", model.rng());
@@ -138,10 +141,11 @@ int run(options o) {
 
         const bool compact = std::is_same_v<Policy, halting::act> && !o.dense;
         std::printf("albert_act: preset %s, policy %s, %lld parameters, N_max %d, %s %g (warm-up %lld steps)%s, halting bias %g, %s path; "
-                    "device %s, ISA %s, precision %s, %d threads\n",
+                    "device %s, ISA %s, precision %s, %d threads, %s (global batch %lld)\n",
                     o.preset.c_str(), Policy::name, static_cast<long long>(model.parameter_count()), n_max, ponder_net ? "beta" : "tau", tau,
                     static_cast<long long>(tau_warmup), ponder_net ? (", lambda_p " + fmt(o.lambda_p, 3)).c_str() : "", halting_bias,
-                    compact ? "compact" : "dense", B::name, cpu::to_string(cpu::active_isa()), examples::precision_description(B::name).c_str(), max_threads());
+                    compact ? "compact" : "dense", B::name, cpu::to_string(cpu::active_isa()), examples::precision_description(B::name).c_str(), max_threads(),
+                    examples::ranks_description(comm).c_str(), static_cast<long long>(o.batch * o.accum * comm.size()));
         std::printf("data: %lld training examples per epoch, vocab %lld\n", static_cast<long long>(sampler.epoch_size()),
                     static_cast<long long>(corpus.config.vocab));
 
@@ -156,6 +160,7 @@ int run(options o) {
                                                 .host_logged = {{"mean_N", halting::mean_iterations(enc.record)}},
                                                 .tokens = tokens};
         });
+        if (!trainer.is_root()) return 0;  // (rank 0 writes the outputs)
         final_ev.stats.write_halting_csv(o.out + "/halting.csv");
         final_ev.stats.write_fixed_point_csv(o.out + "/fixed_point.csv");
         report::act_albert_report({.subtitle = "depthlab reproduction of Simoulin & Crabbé (2021), preset " + o.preset,
@@ -183,8 +188,7 @@ int run(options o) {
         std::printf("%s\n", examples::memory_summary().c_str());
         return 0;
     } catch (const std::exception& e) {  // depthlab::error and the standard library's (bad_alloc, filesystem)
-        std::fprintf(stderr, "albert_act: %s\n", e.what());
-        return 1;
+        dist::fail(comm, "albert_act", e);
     }
 }
 
@@ -224,16 +228,18 @@ int main(int argc, char** argv) {
         .option("device", o.device, examples::device_help).one_of({"cpu", "cuda", "host_device"})
         .option("precision", o.precision, examples::precision_help).one_of({"auto", "f32", "bf16"})
         .flag("dense", o.dense, "use the dense masked reference path instead of the compact one")
-        .flag("resume", o.resume, "continue from <out>/checkpoint.safetensors");
+        .flag("resume", o.resume, "continue from <out>/checkpoint.safetensors")
+        .flag("distributed", o.distributed, examples::distributed_help);
     args.parse(argc, argv);
+    dist::communicator& comm = examples::join("albert_act", o.distributed);
 
     examples::use_precision(o.precision);
     return examples::on_device(o.device, "albert_act", [&](auto tag) {
         using B = decltype(tag);
-        if (o.policy == "pondernet") return run<halting::pondernet, B>(o);
-        if (o.policy == "act_graves") return run<halting::act_graves, B>(o);
-        if (o.policy == "act_ut") return run<halting::act_ut, B>(o);
-        if (o.policy == "fixed") return run<halting::fixed, B>(o);
-        return run<halting::act, B>(o);
+        if (o.policy == "pondernet") return run<halting::pondernet, B>(o, comm);
+        if (o.policy == "act_graves") return run<halting::act_graves, B>(o, comm);
+        if (o.policy == "act_ut") return run<halting::act_ut, B>(o, comm);
+        if (o.policy == "fixed") return run<halting::fixed, B>(o, comm);
+        return run<halting::act, B>(o, comm);
     });
 }

@@ -7,6 +7,7 @@
 //   build/examples/train_tiny --steps 300 --out runs/tiny
 //   build/examples/train_tiny --steps 600 --out runs/tiny --resume
 //   build/examples/train_tiny --device cuda          # the same run on a GPU (CUDA build)
+//   mpirun -np 2 build/examples/train_tiny --batch 16 # data parallel (-DDEPTHLAB_WITH_MPI=ON)
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -16,6 +17,7 @@
 
 #include "common/cli.hpp"
 #include "common/device.hpp"
+#include "common/distributed.hpp"
 
 using namespace depthlab;
 
@@ -27,12 +29,12 @@ struct options {
     double lr = 2e-3, clip = 1.0, dropout = 0.0;
     std::uint64_t seed = 1;
     std::string out = "runs/train_tiny", device = "cpu", precision = "auto";
-    bool resume = false;
+    bool resume = false, distributed = false;
 };
 
 /// The whole run on backend B (the model, the optimiser and every step live there).
 template <class B>
-int run(const options& o) {
+int run(const options& o, dist::communicator& comm) {
     try {
         nn::seq2seq_config cfg;
         cfg.src_vocab = cfg.tgt_vocab = o.vocab;
@@ -52,14 +54,17 @@ int run(const options& o) {
         Generator data_rng(o.seed + 1);
 
         train::Trainer<float, B> trainer(model, adam, {.steps = o.steps, .clip = o.clip, .log_every = o.log_every,
-                                                        .save_every = o.save_every, .out = o.out, .resume = o.resume});
+                                                        .save_every = o.save_every, .out = o.out, .resume = o.resume, .comm = &comm});
+        dist::own_stream_per_rank(model.rng(), comm);  // (dropout masks of its own)
+        trainer.skip = [&] { (void)data::reverse_task_batch(data_rng, o.batch, o.max_len, o.vocab); };
         trainer.schedule = [&](std::int64_t done) { return schedule.lr(done + 1); };
         trainer.checkpoint().track("data", data_rng);
         trainer.checkpoint().track("model", model.rng());
         io::save_config(trainer.checkpoint().metadata(), "config.", cfg);
         trainer.restore();
-        std::printf("train_tiny: %lld parameters, %lld steps, device %s, ISA %s, precision %s, %d threads\n", static_cast<long long>(model.parameter_count()),
-                    static_cast<long long>(o.steps), B::name, cpu::to_string(cpu::active_isa()), examples::precision_description(B::name).c_str(), max_threads());
+        std::printf("train_tiny: %lld parameters, %lld steps, device %s, ISA %s, precision %s, %d threads, %s\n", static_cast<long long>(model.parameter_count()),
+                    static_cast<long long>(o.steps), B::name, cpu::to_string(cpu::active_isa()), examples::precision_description(B::name).c_str(), max_threads(),
+                    examples::ranks_description(comm).c_str());
         trainer.fit([&] {
             const auto b = data::reverse_task_batch(data_rng, o.batch, o.max_len, o.vocab);
             auto loss = cross_entropy(model.decode(model.encode(b.src), b.src, b.tgt_in), b.tgt_out, -100, 0.0f);
@@ -74,8 +79,7 @@ int run(const options& o) {
         std::printf("final eval loss %.9g\ncheckpoint: %s\n", eval_loss, trainer.checkpoint().path().c_str());
         return 0;
     } catch (const std::exception& e) {  // depthlab::error and the standard library's (bad_alloc, filesystem)
-        std::fprintf(stderr, "train_tiny: %s\n", e.what());
-        return 1;
+        dist::fail(comm, "train_tiny", e);
     }
 }
 
@@ -102,8 +106,10 @@ int main(int argc, char** argv) {
         .option("out", o.out, "output directory (metrics.jsonl, checkpoint.safetensors)")
         .option("device", o.device, examples::device_help).one_of({"cpu", "cuda", "host_device"})
         .option("precision", o.precision, examples::precision_help).one_of({"auto", "f32", "bf16"})
-        .flag("resume", o.resume, "continue from <out>/checkpoint.safetensors");
+        .flag("resume", o.resume, "continue from <out>/checkpoint.safetensors")
+        .flag("distributed", o.distributed, examples::distributed_help);
     args.parse(argc, argv);
+    dist::communicator& comm = examples::join("train_tiny", o.distributed);
     examples::use_precision(o.precision);
-    return examples::on_device(o.device, "train_tiny", [&](auto tag) { return run<decltype(tag)>(o); });
+    return examples::on_device(o.device, "train_tiny", [&](auto tag) { return run<decltype(tag)>(o, comm); });
 }

@@ -10954,6 +10954,16 @@ private:
 // error naming the step, and no checkpoint holding a non-finite value is ever written, so
 // the last good one survives.
 //
+// Data parallelism (options.comm, a communicator of several ranks; dist/data_parallel.hpp):
+// rank 0's parameters are broadcast at the start; each step's global batch is world x
+// accumulate micro-batches of one stream, rank r training on its own A of them and skipping
+// the others through the `skip` hook (which must be set); the gradients are summed into
+// fixed-order buckets and all-reduced once after the last backward; every rank takes the
+// same step. Rank 0 alone prints, writes metrics.jsonl and checkpoints; the progress values
+// and tokens/s are over all ranks; the time budget is rank 0's clock. Accumulation on one
+// process goes through the same buckets, so 2 ranks x accumulate 1 equal 1 process x
+// accumulate 2 bit for bit.
+//
 //     train::Trainer<float, B> trainer(model, opt, {.steps = 2000, .out = "runs/x", .resume = resume});
 //     trainer.schedule = [&](std::int64_t s) { return warmup.lr(s); };
 //     trainer.checkpoint().track("data", data_rng);
@@ -10975,6 +10985,364 @@ private:
 
 #include <nlohmann/json.hpp>
 
+// ---- begin depthlab/dist/communicator.hpp ----
+// dist::communicator: the collectives data-parallel training needs — rank, size, all-reduce
+// (sum or average) of a flat buffer, broadcast, all-gather, barrier — behind one interface
+// with three implementations:
+//   single_process      the default: rank 0 of 1, every collective a no-op (or a copy); no MPI
+//                       needed to build or run;
+//   mpi_communicator    dist/mpi.hpp, -DDEPTHLAB_WITH_MPI=ON: host buffers, OpenMPI or any MPI;
+//   nccl_communicator   dist/nccl.hpp, -DDEPTHLAB_WITH_NCCL=ON: CUDA device buffers on the
+//                       backend's stream, bootstrapped through MPI.
+// memory() says where a communicator's buffers live; dist::gradient_buckets stages device
+// tensors through the host for a host communicator.
+//
+// Reduction order: a collective's result must not depend on anything but the ranks' inputs,
+// so that every rank takes the same optimiser step. With 2 ranks every element is one
+// addition, a + b = b + a exactly; with more, the order is the MPI library's (fixed for a
+// given rank count and message size in OpenMPI, but not left to right).
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <type_traits>
+
+
+namespace depthlab::dist {
+
+/// A collective that did not complete (a rank died or hangs, a transport failed).
+class dist_error : public error {
+public:
+    using error::error;
+};
+
+enum class reduce_op { sum, average };
+/// Where a communicator's buffers must live.
+enum class memory_space { host, device };
+enum class element_type { f32, f64, i32, i64, u8 };
+
+template <class T>
+constexpr element_type element_of() {
+    if constexpr (std::is_same_v<T, float>) return element_type::f32;
+    else if constexpr (std::is_same_v<T, double>) return element_type::f64;
+    else if constexpr (std::is_same_v<T, std::int32_t>) return element_type::i32;
+    else if constexpr (std::is_same_v<T, std::int64_t>) return element_type::i64;
+    else {
+        static_assert(std::is_same_v<T, std::uint8_t>, "dist: collectives take float, double, int32, int64 or uint8 buffers");
+        return element_type::u8;
+    }
+}
+inline std::size_t element_size(element_type t) {
+    switch (t) {
+        case element_type::f32: case element_type::i32: return 4;
+        case element_type::f64: case element_type::i64: return 8;
+        case element_type::u8: return 1;
+    }
+    return 1;
+}
+inline const char* element_name(element_type t) {
+    switch (t) {
+        case element_type::f32: return "f32";
+        case element_type::f64: return "f64";
+        case element_type::i32: return "i32";
+        case element_type::i64: return "i64";
+        case element_type::u8: return "u8";
+    }
+    return "?";
+}
+
+/// Bytes moved and seconds spent in collectives since the last reset (for the
+/// "all-reduce bytes and time per step" of a training report).
+struct traffic {
+    std::int64_t calls = 0, bytes = 0;
+    double seconds = 0;
+};
+
+class communicator {
+public:
+    communicator() = default;
+    communicator(const communicator&) = delete;
+    communicator& operator=(const communicator&) = delete;
+    virtual ~communicator() = default;
+
+    [[nodiscard]] virtual int rank() const = 0;
+    [[nodiscard]] virtual int size() const = 0;
+    /// "single", "mpi", "nccl".
+    [[nodiscard]] virtual std::string name() const = 0;
+    [[nodiscard]] virtual memory_space memory() const = 0;
+    [[nodiscard]] bool is_root() const { return rank() == 0; }
+    /// The communicator of the same ranks for host buffers (itself, unless its own buffers
+    /// are device memory): what a trainer reduces its progress values and flags through.
+    [[nodiscard]] virtual communicator& host_side() { return *this; }
+    [[nodiscard]] bool distributed() const { return size() > 1; }
+
+    /// data[0, n) = the element-wise sum (or mean) of every rank's data[0, n).
+    template <class T>
+    void all_reduce(T* data, std::size_t n, reduce_op op = reduce_op::sum) {
+        static_assert(std::is_floating_point_v<T> || std::is_integral_v<T>);
+        if (n) do_all_reduce(data, n, element_of<T>(), op);
+    }
+    /// data[0, n) = root's data[0, n) on every rank.
+    template <class T>
+    void broadcast(T* data, std::size_t n, int root = 0) {
+        check_root(root, "broadcast");
+        if (n) do_broadcast(data, n * sizeof(T), root);
+    }
+    /// recv[r*n, (r+1)*n) = rank r's send[0, n); recv holds size() * n elements.
+    template <class T>
+    void all_gather(const T* send, std::size_t n, T* recv) {
+        if (n) do_all_gather(send, n * sizeof(T), recv);
+    }
+    /// Returns when every rank has called it.
+    virtual void barrier() = 0;
+    /// Ends every rank of the job with `code` after printing `why` (a rank that cannot go on
+    /// must not leave the others waiting in a collective). Never returns.
+    [[noreturn]] virtual void abort(int code, const std::string& why) noexcept = 0;
+
+    [[nodiscard]] const traffic& stats() const { return stats_; }
+    void reset_stats() { stats_ = {}; }
+
+protected:
+    virtual void do_all_reduce(void* data, std::size_t n, element_type type, reduce_op op) = 0;
+    virtual void do_broadcast(void* data, std::size_t bytes, int root) = 0;
+    virtual void do_all_gather(const void* send, std::size_t bytes, void* recv) = 0;
+    void check_root(int root, const char* op) const {
+        DEPTHLAB_CHECK(root >= 0 && root < size(), usage_error, "dist::", name(), " ", op, ": root ", root, " outside [0, ", size(), ")");
+    }
+    traffic stats_;
+};
+
+/// Rank 0 of 1: the default, with no MPI anywhere.
+class single_process final : public communicator {
+public:
+    [[nodiscard]] int rank() const override { return 0; }
+    [[nodiscard]] int size() const override { return 1; }
+    [[nodiscard]] std::string name() const override { return "single"; }
+    [[nodiscard]] memory_space memory() const override { return memory_space::host; }
+    void barrier() override {}
+    [[noreturn]] void abort(int code, const std::string& why) noexcept override {
+        std::fprintf(stderr, "%s\n", why.c_str());
+        std::fflush(nullptr);
+        std::exit(code);
+    }
+
+protected:
+    // A sum over one rank is the data; so is the mean. (Any memory space: nothing is read.)
+    void do_all_reduce(void*, std::size_t, element_type, reduce_op) override {}
+    void do_broadcast(void*, std::size_t, int) override {}
+    void do_all_gather(const void* send, std::size_t bytes, void* recv) override {
+        if (send != recv) std::memmove(recv, send, bytes);
+    }
+};
+
+/// The process-wide single-process communicator (what a trainer uses when given none).
+inline communicator& local() {
+    static single_process c;
+    return c;
+}
+
+/// The number of processes the launcher started, from its environment (OpenMPI, MPICH/
+/// Hydra, PMIx, Slurm): 1 outside a launcher. Lets a program built without MPI refuse to run
+/// as N copies that would each train alone.
+inline int launcher_world_size() {
+    for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS"}) {
+        if (const char* v = std::getenv(var)) {
+            const int n = std::atoi(v);
+            if (n >= 1) return n;
+        }
+    }
+    return 1;
+}
+
+}  // namespace depthlab::dist
+// ---- end depthlab/dist/communicator.hpp ----
+// ---- begin depthlab/dist/data_parallel.hpp ----
+// Data parallelism: what train::Trainer does with a communicator of more than one rank
+// (and with gradient accumulation on one).
+//
+//   * The global batch of a step is world x accumulate micro-batches of one deterministic
+//     stream, in order; rank r trains on micro-batches r*A .. r*A + A - 1 and skips the
+//     others (shard_of). Every rank walks the same stream, so its position after a step is
+//     the same on every rank, and a checkpoint written by rank 0 resumes them all.
+//   * Each micro-batch's loss is scaled by 1 / (world x accumulate); after its backward the
+//     gradients are added into gradient_buckets (one flat buffer in the optimiser's fixed
+//     parameter order, reduced in buckets of at most bucket_bytes) and cleared. After the
+//     last micro-batch the buckets are all-reduced once (sum) and copied back into the
+//     gradients. Never inside a forward or backward pass: ACT ranks halt at different depths
+//     and run different iteration counts, so a collective there would deadlock.
+//   * The step's gradient is therefore sum over micro-batches, in micro-batch order within a
+//     rank and then across ranks by the all-reduce. With 2 ranks that is (0 + g1) + g2 on
+//     one side and (0 + g1) + (0 + g2) on the other: the same bits as one process running
+//     the 2 micro-batches with accumulate 2, whatever the model (tied weights included).
+//   * A parameter without a gradient on any rank (a head not used this step) keeps none:
+//     each parameter's "had a gradient" flag is reduced with the buckets.
+//
+// broadcast_parameters copies rank 0's parameters to every rank (a run's start).
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+
+namespace depthlab::dist {
+
+/// Which micro-batches of a global batch of world x accumulate are this rank's.
+struct shard_of {
+    int rank = 0, world = 1;
+    std::int64_t accumulate = 1;
+    [[nodiscard]] std::int64_t micro_batches() const { return static_cast<std::int64_t>(world) * accumulate; }
+    [[nodiscard]] std::int64_t before() const { return static_cast<std::int64_t>(rank) * accumulate; }  // skipped first
+    [[nodiscard]] std::int64_t after() const { return static_cast<std::int64_t>(world - 1 - rank) * accumulate; }  // skipped last
+};
+
+namespace detail {
+/// A collective over a buffer of backend B through a communicator whose buffers live in
+/// `comm.memory()`: device tensors go through a host copy for a host communicator.
+template <class T, class B, class F>
+void on_comm_memory(communicator& comm, T* data, std::size_t n, F&& collective) {
+    if constexpr (B::host_accessible) {
+        DEPTHLAB_CHECK(comm.memory() == memory_space::host, usage_error, "dist: the ", comm.name(),
+                       " communicator reduces device buffers, but these tensors are on the ", B::name, " backend");
+        collective(data);
+    } else {
+        if (comm.memory() == memory_space::device) {
+            collective(data);
+            return;
+        }
+        std::vector<T> host(n);
+        memory<B>::to_host(data, host.data(), n);
+        collective(host.data());
+        memory<B>::from_host(host.data(), data, n);
+    }
+}
+template <class T, class B>
+void copy_n(index_t n, const T* src, T* dst) {
+    primitives<B>::copy_strided(Shape{n}, src, Shape{1}, dst, Shape{1}, /*accumulate=*/false);
+}
+}  // namespace detail
+
+/// The distinct parameters (by node) of a named list, in order.
+template <class T, class B>
+std::vector<Var<T, B>> distinct_parameters(const std::vector<std::pair<std::string, Var<T, B>>>& named) {
+    std::vector<Var<T, B>> out;
+    std::unordered_set<const void*> seen;
+    for (const auto& [name, v] : named)
+        if (seen.insert(v.node_ptr().get()).second) out.push_back(v);
+    return out;
+}
+
+/// Gives each rank its own random stream from a generator seeded alike on every rank (e.g.
+/// dropout: ranks that drew the same masks would train on correlated noise). Rank 0 keeps
+/// the stream it has, so a 1-rank run is the single-process run.
+inline void own_stream_per_rank(Generator& g, const communicator& comm) {
+    if (comm.rank() == 0) return;
+    const std::uint64_t r = static_cast<std::uint64_t>(comm.rank());
+    g.set_state(g.seed() ^ (0x9e3779b97f4a7c15ull * r), g.offset());
+}
+
+/// Every rank's parameters become root's (in place: every Var handle stays valid).
+template <class T, class B>
+void broadcast_parameters(communicator& comm, const std::vector<Var<T, B>>& params, int root = 0) {
+    if (!comm.distributed()) return;
+    index_t total = 0;
+    for (const auto& p : params) total += p.value().numel();
+    if (total == 0) return;
+    auto flat = Tensor<T, B>::empty({total});
+    index_t off = 0;
+    for (const auto& p : params) {
+        DEPTHLAB_CHECK(p.value().is_contiguous(), usage_error, "dist::broadcast_parameters: a parameter of shape ", p.shape(),
+                       " is not contiguous");
+        detail::copy_n<T, B>(p.value().numel(), p.value().data(), flat.data() + off);
+        off += p.value().numel();
+    }
+    detail::on_comm_memory<T, B>(comm, flat.data(), static_cast<std::size_t>(total),
+                                 [&](T* d) { comm.broadcast(d, static_cast<std::size_t>(total), root); });
+    off = 0;
+    for (const auto& p : params) {
+        detail::copy_n<T, B>(p.value().numel(), flat.data() + off, const_cast<T*>(p.value().data()));
+        off += p.value().numel();
+    }
+}
+
+/// The gradient buffer of data-parallel steps and of gradient accumulation (file comment).
+template <class T, class B>
+class gradient_buckets {
+public:
+    static constexpr std::size_t default_bucket_bytes = std::size_t{25} << 20;  // as PyTorch DDP
+
+    gradient_buckets(communicator& comm, std::vector<Var<T, B>> params, std::size_t bucket_bytes = default_bucket_bytes)
+        : comm_(comm), params_(std::move(params)), bucket_elems_(std::max<std::size_t>(1, bucket_bytes / sizeof(T))) {
+        offsets_.reserve(params_.size() + 1);
+        offsets_.push_back(0);
+        for (const auto& p : params_) offsets_.push_back(offsets_.back() + p.value().numel());
+        const index_t total = offsets_.back() + static_cast<index_t>(params_.size());  // + one flag per parameter
+        flat_ = Tensor<T, B>::empty({std::max<index_t>(total, 1)});
+        had_.assign(params_.size(), T(0));
+    }
+
+    /// Bytes one all-reduce of the buckets moves per rank (gradients and flags).
+    [[nodiscard]] std::size_t bytes() const { return static_cast<std::size_t>(offsets_.back() + params_.size()) * sizeof(T); }
+    [[nodiscard]] std::size_t buckets() const { return (bytes() / sizeof(T) + bucket_elems_ - 1) / bucket_elems_; }
+    [[nodiscard]] const std::vector<Var<T, B>>& parameters() const { return params_; }
+
+    /// Starts a step: the sum is empty.
+    void zero() {
+        primitives<B>::fill(offsets_.back(), T(0), flat_.data());
+        std::fill(had_.begin(), had_.end(), T(0));
+    }
+    /// Adds every defined gradient into the sum and clears it (after one micro-batch).
+    void add_gradients() {
+        for (std::size_t i = 0; i < params_.size(); ++i) {
+            Tensor<T, B>& g = params_[i].grad();
+            if (!g.defined()) continue;
+            DEPTHLAB_CHECK(g.is_contiguous() && g.numel() == params_[i].value().numel(), shape_error,
+                           "dist::gradient_buckets: gradient ", g.shape(), " of a parameter ", params_[i].shape());
+            T* dst = flat_.data() + offsets_[i];
+            primitives<B>::add(g.numel(), dst, g.data(), dst);
+            had_[i] = T(1);
+            params_[i].zero_grad();
+        }
+    }
+    /// All-reduces the sum (when distributed) and makes it the parameters' gradients; a
+    /// parameter no rank gave a gradient stays without one.
+    void finish() {
+        const index_t n = offsets_.back();
+        const auto flags = static_cast<std::size_t>(params_.size());
+        std::vector<T> had = had_;
+        if (comm_.distributed()) {
+            memory<B>::from_host(had.data(), flat_.data() + n, flags);
+            const std::size_t total = static_cast<std::size_t>(n) + flags;
+            for (std::size_t off = 0; off < total; off += bucket_elems_) {  // fixed order: the same buckets on every rank
+                const std::size_t len = std::min(bucket_elems_, total - off);
+                detail::on_comm_memory<T, B>(comm_, flat_.data() + off, len, [&](T* d) { comm_.all_reduce(d, len, reduce_op::sum); });
+            }
+            memory<B>::to_host(flat_.data() + n, had.data(), flags);
+        }
+        for (std::size_t i = 0; i < params_.size(); ++i) {
+            if (had[i] == T(0)) continue;
+            auto g = Tensor<T, B>::empty(params_[i].shape());
+            detail::copy_n<T, B>(g.numel(), flat_.data() + offsets_[i], g.data());
+            params_[i].grad() = std::move(g);
+        }
+    }
+
+private:
+    communicator& comm_;
+    std::vector<Var<T, B>> params_;
+    std::vector<index_t> offsets_;  // parameter i's gradient: flat_[offsets_[i], offsets_[i+1])
+    std::size_t bucket_elems_;
+    Tensor<T, B> flat_;             // the gradients, then one flag per parameter
+    std::vector<T> had_;            // this rank gave parameter i a gradient this step
+};
+
+}  // namespace depthlab::dist
+// ---- end depthlab/dist/data_parallel.hpp ----
 // ---- begin depthlab/train/checkpointer.hpp ----
 // The state of a resumable run, owned in one place: the parameters, the optimiser's state
 // ("optim.*"), the step counter ("step"), every tracked random generator ("rng.<name>.seed",
@@ -10989,6 +11357,12 @@ private:
 //     ckpt.track("sampler", [&] { return sampler_state(); }, [&](const io::metadata_map& m) { ... });
 //     io::save_config(ckpt.metadata(), "config.", cfg);
 //     ckpt.save(model, &opt, step);   ...   const std::int64_t step = ckpt.load(model, &opt);
+//
+// In a data-parallel run (set_communicator with several ranks) save() is collective: rank 0
+// writes the file, holding every rank's tracked generators (rank r's as
+// "rng.<name>.rank<r>.*": each rank draws its own dropout masks), and load() gives each rank
+// its own (rank 0's where the file has none for it, e.g. a single-process checkpoint).
+// Parameters, optimiser state and stream positions are the same on every rank.
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -11988,6 +12362,8 @@ public:
     explicit checkpointer(std::string path) : path_(std::move(path)) {}
 
     [[nodiscard]] const std::string& path() const { return path_; }
+    /// The ranks of a data-parallel run (null: this process alone). Not owned.
+    void set_communicator(dist::communicator* comm) { comm_ = comm; }
     /// Saved as is with every checkpoint and read back by load() (configs, the recipe).
     [[nodiscard]] io::metadata_map& metadata() { return metadata_; }
     [[nodiscard]] const io::metadata_map& metadata() const { return metadata_; }
@@ -12035,12 +12411,21 @@ public:
     /// (numeric_error) and the file on disk, the last good checkpoint, is left as it was.
     void save(const nn::Module<T, B>& model, const optim::Optimizer<T, B>* opt, std::int64_t step) const {
         DEPTHLAB_CHECK(step >= 0, usage_error, "checkpointer::save: step ", step, " < 0");
+        const std::vector<std::uint64_t> ranks_rng = gather_generators();
+        if (comm_ && !comm_->is_root()) return;
         io::training_state<T, B> st;
         st.metadata = metadata_;
         if (opt) st.add_section("optim", opt->state_tensors(), opt->state_scalars());
         for (const auto& s : sections_) st.add_section(s.name, s.save());
         st.set_u64("step", static_cast<std::uint64_t>(step));
         for (const auto& [name, g] : generators_) st.set_generator("rng." + name, *g);
+        for (int r = 1; comm_ && r < comm_->size(); ++r)
+            for (std::size_t i = 0; i < generators_.size(); ++i) {
+                const std::string key = rank_key(generators_[i].first, r);
+                const std::size_t at = 2 * (static_cast<std::size_t>(r) * generators_.size() + i);
+                st.set_u64(key + ".seed", ranks_rng[at]);
+                st.set_u64(key + ".offset", ranks_rng[at + 1]);
+            }
         for (const auto& s : streams_)
             for (const auto& [k, v] : s.save()) st.metadata[s.name + "." + k] = v;
         io::save_checkpoint(path_, model, st);
@@ -12060,7 +12445,11 @@ public:
             DEPTHLAB_CHECK(!ts.empty(), io_error, from, ": no tensors of section '", s.name, "'");
             s.restore(ts);
         }
-        for (const auto& [name, g] : generators_) st.restore_generator("rng." + name, *g);
+        const int rank = comm_ ? comm_->rank() : 0;
+        for (const auto& [name, g] : generators_) {
+            const std::string own = rank_key(name, rank);
+            st.restore_generator(rank > 0 && st.metadata.count(own + ".seed") ? own : "rng." + name, *g);
+        }
         for (const auto& s : streams_) {
             const io::metadata_map m = st.section_metadata(s.name);
             DEPTHLAB_CHECK(!m.empty(), io_error, from, ": no metadata '", s.name, ".*' (the stream's position)");
@@ -12077,6 +12466,19 @@ public:
     }
 
 private:
+    static std::string rank_key(const std::string& name, int rank) { return "rng." + name + ".rank" + std::to_string(rank); }
+    /// (seed, offset) of every tracked generator of every rank, rank-major (collective).
+    [[nodiscard]] std::vector<std::uint64_t> gather_generators() const {
+        if (!comm_ || !comm_->distributed() || generators_.empty()) return {};
+        std::vector<std::int64_t> mine;
+        for (const auto& [name, g] : generators_) {
+            mine.push_back(static_cast<std::int64_t>(g->seed()));
+            mine.push_back(static_cast<std::int64_t>(g->offset()));
+        }
+        std::vector<std::int64_t> all(mine.size() * static_cast<std::size_t>(comm_->size()));
+        comm_->host_side().all_gather(mine.data(), mine.size(), all.data());
+        return {all.begin(), all.end()};
+    }
     [[nodiscard]] bool owned(const std::string& key) const {
         if (key == "step" || key.rfind("optim.", 0) == 0 || key.rfind("rng.", 0) == 0) return true;
         for (const auto& s : streams_)
@@ -12100,6 +12502,7 @@ private:
         std::function<void(const tensor_list&)> restore;
     };
     std::string path_;
+    dist::communicator* comm_ = nullptr;
     io::metadata_map metadata_;
     std::vector<std::pair<std::string, Generator*>> generators_;
     std::vector<stream> streams_;
@@ -12125,6 +12528,7 @@ struct trainer_options {
     double max_train_minutes = 0;    // stop (and save) after this much training time (0: no limit)
     std::string out = {};            // directory of metrics.jsonl and checkpoint.safetensors ("": none)
     bool resume = false;             // continue from <out>/checkpoint.safetensors
+    dist::communicator* comm = nullptr;  // the ranks of a data-parallel run (null: this process alone)
 
     /// Throws usage_error naming the first bad field.
     void validate() const {
@@ -12161,9 +12565,11 @@ template <class T, class B = backend::cpu>
 class Trainer {
 public:
     Trainer(nn::Module<T, B>& model, optim::Optimizer<T, B>& opt, trainer_options o)
-        : model_(model), opt_(opt), o_(std::move(o)), ckpt_(o_.out.empty() ? std::string() : o_.out + "/checkpoint.safetensors") {
+        : model_(model), opt_(opt), o_(std::move(o)), comm_(o_.comm ? o_.comm : &dist::local()),
+          ckpt_(o_.out.empty() ? std::string() : o_.out + "/checkpoint.safetensors") {
         o_.validate();
-        if (!o_.out.empty()) {
+        ckpt_.set_communicator(comm_);
+        if (!o_.out.empty() && is_root()) {
             std::error_code ec;
             std::filesystem::create_directories(o_.out, ec);
             DEPTHLAB_CHECK(std::filesystem::is_directory(o_.out), io_error, "trainer: output directory '", o_.out,
@@ -12181,8 +12587,13 @@ public:
     /// Called after each progress line with its values (e.g. a collapse warning).
     std::function<void(std::int64_t step, const log_values& line)> on_log;
     /// An evaluation (the model is in eval mode, under no_grad); its record goes into
-    /// metrics.jsonl with the step. `final` is true for the one at the end.
+    /// metrics.jsonl with the step. `final` is true for the one at the end. In a
+    /// data-parallel run every rank calls it (it may share the work through the
+    /// communicator); rank 0's record is written.
     std::function<nlohmann::ordered_json(std::int64_t step, bool final)> evaluate;
+    /// Data parallelism: consumes, without computing anything on it, the next micro-batch of
+    /// the stream `next` reads (one that another rank trains on). Required with several ranks.
+    std::function<void()> skip;
 
     [[nodiscard]] checkpointer<T, B>& checkpoint() { return ckpt_; }
     [[nodiscard]] const trainer_options& options() const { return o_; }
@@ -12190,6 +12601,11 @@ public:
     [[nodiscard]] std::string metrics_path() const { return o_.out.empty() ? std::string() : o_.out + "/metrics.jsonl"; }
     /// The progress meter of the current fit() (for records of one's own; null outside fit).
     [[nodiscard]] progress_meter* meter() { return meter_ ? &*meter_ : nullptr; }
+    [[nodiscard]] dist::communicator& comm() const { return *comm_; }
+    /// Whether this process prints and writes files (rank 0).
+    [[nodiscard]] bool is_root() const { return comm_->is_root(); }
+    /// The micro-batches of a global batch this rank trains on.
+    [[nodiscard]] dist::shard_of shard() const { return {comm_->rank(), comm_->size(), o_.accumulate}; }
 
     /// With options().resume, loads <out>/checkpoint.safetensors into everything tracked and
     /// returns the step it holds (else 0, and a fresh run's metrics.jsonl starts empty).
@@ -12199,10 +12615,11 @@ public:
         step_ = ckpt_.load(model_, &opt_);
         last_saved_ = step_;
         restored_ = true;
-        std::printf("resumed from %s at step %lld\n", ckpt_.path().c_str(), static_cast<long long>(step_));
+        if (is_root()) std::printf("resumed from %s at step %lld\n", ckpt_.path().c_str(), static_cast<long long>(step_));
         return step_;
     }
-    /// Writes the checkpoint now (no-op without an output directory).
+    /// Writes the checkpoint now (no-op without an output directory). Collective in a
+    /// data-parallel run (rank 0 writes, with every rank's tracked generators).
     void save() {
         if (ckpt_.path().empty()) return;
         ckpt_.save(model_, &opt_, step_);
@@ -12211,28 +12628,41 @@ public:
 
     /// Trains up to options().steps; `next` gives one micro-batch (forward pass included).
     fit_result fit(const std::function<micro_batch<T, B>()>& next) {
+        const dist::shard_of shard = this->shard();
+        DEPTHLAB_CHECK(shard.world == 1 || skip, usage_error, "trainer: a data-parallel run (", shard.world,
+                       " ranks) needs the `skip` hook: each rank skips the micro-batches of the others");
         if (o_.resume && !restored_) restore();
+        dist::broadcast_parameters(*comm_, dist::distinct_parameters(opt_.parameters()));
         fit_result r;
         r.first_step = step_;
-        meter_.emplace(o_.steps, step_, metrics_path());
+        meter_.emplace(o_.steps, step_, is_root() ? metrics_path() : std::string());
         const auto start = std::chrono::steady_clock::now();
         const auto minutes = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / 60.0; };
         log_values sums;
-        std::int64_t counted = 0;
+        std::int64_t counted = 0, tokens = 0;
         double gnorm = 0;
+        // Accumulation and data parallelism sum per-micro-batch gradients in fixed-order buckets.
+        std::optional<dist::gradient_buckets<T, B>> buckets;
+        if (shard.micro_batches() > 1) buckets.emplace(*comm_, dist::distinct_parameters(opt_.parameters()));
+        const double loss_scale = 1.0 / static_cast<double>(shard.micro_batches());
         model_.train();
         while (step_ < o_.steps) {
             try {
                 if (before_step) before_step(step_);
                 opt_.zero_grad();
+                if (buckets) buckets->zero();
+                for (std::int64_t i = 0; i < shard.before(); ++i) skip();
                 for (std::int64_t a = 0; a < o_.accumulate; ++a) {
                     micro_batch<T, B> mb = next();
-                    const Var<T, B> loss = o_.accumulate > 1 ? scale(mb.loss, static_cast<T>(1.0 / static_cast<double>(o_.accumulate))) : mb.loss;
+                    const Var<T, B> loss = buckets ? scale(mb.loss, static_cast<T>(loss_scale)) : mb.loss;
                     loss.backward();
+                    if (buckets) buckets->add_gradients();
                     add_means(sums, mb, counted == 0);
                     ++counted;
-                    meter_->add_tokens(mb.tokens);
+                    tokens += mb.tokens;
                 }
+                for (std::int64_t i = 0; i < shard.after(); ++i) skip();
+                if (buckets) buckets->finish();
                 gnorm = o_.clip > 0 ? optim::clip_grad_norm(opt_.parameters(), o_.clip) : 0.0;
                 if (schedule) opt_.set_lr(schedule(step_));
                 opt_.step();
@@ -12243,15 +12673,16 @@ public:
                                                                            : std::string()));
             }
             ++step_;
-            const bool out_of_time = o_.max_train_minutes > 0 && minutes() > o_.max_train_minutes;
+            const bool out_of_time = time_is_up(minutes());
             if (step_ % o_.log_every == 0 || step_ == o_.steps || out_of_time) {
+                all_ranks(sums, counted, tokens);
                 log_values line;
                 for (const auto& [k, v] : sums) line.emplace_back(k, v / static_cast<double>(counted));
                 if (log_extra)
                     for (auto& kv : log_extra(step_)) line.push_back(std::move(kv));
                 if (o_.clip > 0) line.emplace_back("grad_norm", gnorm);
                 line.emplace_back("lr", opt_.lr());
-                meter_->report(step_, line);
+                if (is_root()) meter_->report(step_, line);
                 if (on_log) on_log(step_, line);
                 r.last_log = line;
                 sums.clear();
@@ -12260,12 +12691,14 @@ public:
             if (o_.eval_every > 0 && step_ % o_.eval_every == 0 && step_ < o_.steps && !out_of_time) run_evaluation(false);
             if (step_ % o_.save_every == 0 || step_ == o_.steps || out_of_time) save();
             if (out_of_time) {
-                std::printf("training stopped by the time budget (%g minutes) at step %lld\n", o_.max_train_minutes,
-                            static_cast<long long>(step_));
+                if (is_root())
+                    std::printf("training stopped by the time budget (%g minutes) at step %lld\n", o_.max_train_minutes,
+                                static_cast<long long>(step_));
                 r.stopped_by_time = true;
                 break;
             }
         }
+        all_ranks(sums, counted, tokens);  // (tokens of steps after the last line)
         r.steps = step_;
         r.seconds = minutes() * 60.0;
         r.tokens_per_s = meter_->tokens_per_second();
@@ -12275,6 +12708,30 @@ public:
     }
 
 private:
+    /// Whether the time budget is spent: rank 0's clock decides for every rank (ranks that
+    /// stopped at different steps would wait for each other in the next all-reduce).
+    bool time_is_up(double minutes_so_far) {
+        if (o_.max_train_minutes <= 0) return false;
+        std::int32_t up = minutes_so_far > o_.max_train_minutes ? 1 : 0;
+        if (comm_->distributed()) comm_->host_side().broadcast(&up, 1, 0);
+        return up != 0;
+    }
+    /// Turns this rank's sums of logged values, micro-batch count and tokens since the last
+    /// line into those of every rank (in place), and counts the tokens.
+    void all_ranks(log_values& sums, std::int64_t& counted, std::int64_t& tokens) {
+        if (comm_->distributed()) {
+            std::vector<double> v;
+            for (const auto& kv : sums) v.push_back(kv.second);
+            v.push_back(static_cast<double>(counted));
+            v.push_back(static_cast<double>(tokens));
+            comm_->host_side().all_reduce(v.data(), v.size(), dist::reduce_op::sum);
+            for (std::size_t i = 0; i < sums.size(); ++i) sums[i].second = v[i];
+            counted = static_cast<std::int64_t>(v[sums.size()]);
+            tokens = static_cast<std::int64_t>(v[sums.size() + 1]);
+        }
+        meter_->add_tokens(tokens);
+        tokens = 0;
+    }
     void add_means(log_values& sums, const micro_batch<T, B>& mb, bool first) {
         std::size_t i = 0;
         auto add = [&](const std::string& k, double v) {
@@ -12296,13 +12753,14 @@ private:
             no_grad guard;
             rec = evaluate(step_, final);
         }
-        if (!rec.is_null()) meter_->record(step_, rec);
+        if (!rec.is_null() && is_root()) meter_->record(step_, rec);
         model_.train();
     }
 
     nn::Module<T, B>& model_;
     optim::Optimizer<T, B>& opt_;
     trainer_options o_;
+    dist::communicator* comm_;
     checkpointer<T, B> ckpt_;
     std::optional<progress_meter> meter_;
     std::int64_t step_ = 0, last_saved_ = -1;

@@ -27,6 +27,7 @@ void synchronize() {
     counters<backend::cuda>().syncs.fetch_add(1, std::memory_order_relaxed);
     check(cudaStreamSynchronize(stream()), "cudaStreamSynchronize");
 }
+void* stream_handle() { return static_cast<void*>(stream()); }
 }  // namespace cuda
 
 std::shared_ptr<void> memory<backend::cuda>::allocate_bytes(std::size_t bytes) {

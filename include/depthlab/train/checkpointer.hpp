@@ -12,6 +12,12 @@
 //     ckpt.track("sampler", [&] { return sampler_state(); }, [&](const io::metadata_map& m) { ... });
 //     io::save_config(ckpt.metadata(), "config.", cfg);
 //     ckpt.save(model, &opt, step);   ...   const std::int64_t step = ckpt.load(model, &opt);
+//
+// In a data-parallel run (set_communicator with several ranks) save() is collective: rank 0
+// writes the file, holding every rank's tracked generators (rank r's as
+// "rng.<name>.rank<r>.*": each rank draws its own dropout masks), and load() gives each rank
+// its own (rank 0's where the file has none for it, e.g. a single-process checkpoint).
+// Parameters, optimiser state and stream positions are the same on every rank.
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -21,6 +27,7 @@
 
 #include "depthlab/core/error.hpp"
 #include "depthlab/core/rng.hpp"
+#include "depthlab/dist/communicator.hpp"
 #include "depthlab/io/checkpoint.hpp"
 #include "depthlab/io/config.hpp"
 #include "depthlab/nn/module.hpp"
@@ -46,6 +53,8 @@ public:
     explicit checkpointer(std::string path) : path_(std::move(path)) {}
 
     [[nodiscard]] const std::string& path() const { return path_; }
+    /// The ranks of a data-parallel run (null: this process alone). Not owned.
+    void set_communicator(dist::communicator* comm) { comm_ = comm; }
     /// Saved as is with every checkpoint and read back by load() (configs, the recipe).
     [[nodiscard]] io::metadata_map& metadata() { return metadata_; }
     [[nodiscard]] const io::metadata_map& metadata() const { return metadata_; }
@@ -93,12 +102,21 @@ public:
     /// (numeric_error) and the file on disk, the last good checkpoint, is left as it was.
     void save(const nn::Module<T, B>& model, const optim::Optimizer<T, B>* opt, std::int64_t step) const {
         DEPTHLAB_CHECK(step >= 0, usage_error, "checkpointer::save: step ", step, " < 0");
+        const std::vector<std::uint64_t> ranks_rng = gather_generators();
+        if (comm_ && !comm_->is_root()) return;
         io::training_state<T, B> st;
         st.metadata = metadata_;
         if (opt) st.add_section("optim", opt->state_tensors(), opt->state_scalars());
         for (const auto& s : sections_) st.add_section(s.name, s.save());
         st.set_u64("step", static_cast<std::uint64_t>(step));
         for (const auto& [name, g] : generators_) st.set_generator("rng." + name, *g);
+        for (int r = 1; comm_ && r < comm_->size(); ++r)
+            for (std::size_t i = 0; i < generators_.size(); ++i) {
+                const std::string key = rank_key(generators_[i].first, r);
+                const std::size_t at = 2 * (static_cast<std::size_t>(r) * generators_.size() + i);
+                st.set_u64(key + ".seed", ranks_rng[at]);
+                st.set_u64(key + ".offset", ranks_rng[at + 1]);
+            }
         for (const auto& s : streams_)
             for (const auto& [k, v] : s.save()) st.metadata[s.name + "." + k] = v;
         io::save_checkpoint(path_, model, st);
@@ -118,7 +136,11 @@ public:
             DEPTHLAB_CHECK(!ts.empty(), io_error, from, ": no tensors of section '", s.name, "'");
             s.restore(ts);
         }
-        for (const auto& [name, g] : generators_) st.restore_generator("rng." + name, *g);
+        const int rank = comm_ ? comm_->rank() : 0;
+        for (const auto& [name, g] : generators_) {
+            const std::string own = rank_key(name, rank);
+            st.restore_generator(rank > 0 && st.metadata.count(own + ".seed") ? own : "rng." + name, *g);
+        }
         for (const auto& s : streams_) {
             const io::metadata_map m = st.section_metadata(s.name);
             DEPTHLAB_CHECK(!m.empty(), io_error, from, ": no metadata '", s.name, ".*' (the stream's position)");
@@ -135,6 +157,19 @@ public:
     }
 
 private:
+    static std::string rank_key(const std::string& name, int rank) { return "rng." + name + ".rank" + std::to_string(rank); }
+    /// (seed, offset) of every tracked generator of every rank, rank-major (collective).
+    [[nodiscard]] std::vector<std::uint64_t> gather_generators() const {
+        if (!comm_ || !comm_->distributed() || generators_.empty()) return {};
+        std::vector<std::int64_t> mine;
+        for (const auto& [name, g] : generators_) {
+            mine.push_back(static_cast<std::int64_t>(g->seed()));
+            mine.push_back(static_cast<std::int64_t>(g->offset()));
+        }
+        std::vector<std::int64_t> all(mine.size() * static_cast<std::size_t>(comm_->size()));
+        comm_->host_side().all_gather(mine.data(), mine.size(), all.data());
+        return {all.begin(), all.end()};
+    }
     [[nodiscard]] bool owned(const std::string& key) const {
         if (key == "step" || key.rfind("optim.", 0) == 0 || key.rfind("rng.", 0) == 0) return true;
         for (const auto& s : streams_)
@@ -158,6 +193,7 @@ private:
         std::function<void(const tensor_list&)> restore;
     };
     std::string path_;
+    dist::communicator* comm_ = nullptr;
     io::metadata_map metadata_;
     std::vector<std::pair<std::string, Generator*>> generators_;
     std::vector<stream> streams_;

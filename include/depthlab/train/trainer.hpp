@@ -10,6 +10,16 @@
 // error naming the step, and no checkpoint holding a non-finite value is ever written, so
 // the last good one survives.
 //
+// Data parallelism (options.comm, a communicator of several ranks; dist/data_parallel.hpp):
+// rank 0's parameters are broadcast at the start; each step's global batch is world x
+// accumulate micro-batches of one stream, rank r training on its own A of them and skipping
+// the others through the `skip` hook (which must be set); the gradients are summed into
+// fixed-order buckets and all-reduced once after the last backward; every rank takes the
+// same step. Rank 0 alone prints, writes metrics.jsonl and checkpoints; the progress values
+// and tokens/s are over all ranks; the time budget is rank 0's clock. Accumulation on one
+// process goes through the same buckets, so 2 ranks x accumulate 1 equal 1 process x
+// accumulate 2 bit for bit.
+//
 //     train::Trainer<float, B> trainer(model, opt, {.steps = 2000, .out = "runs/x", .resume = resume});
 //     trainer.schedule = [&](std::int64_t s) { return warmup.lr(s); };
 //     trainer.checkpoint().track("data", data_rng);
@@ -33,6 +43,8 @@
 
 #include "depthlab/autodiff/ops.hpp"
 #include "depthlab/core/error.hpp"
+#include "depthlab/dist/communicator.hpp"
+#include "depthlab/dist/data_parallel.hpp"
 #include "depthlab/nn/module.hpp"
 #include "depthlab/optim/clip.hpp"
 #include "depthlab/optim/optimizer.hpp"
@@ -54,6 +66,7 @@ struct trainer_options {
     double max_train_minutes = 0;    // stop (and save) after this much training time (0: no limit)
     std::string out = {};            // directory of metrics.jsonl and checkpoint.safetensors ("": none)
     bool resume = false;             // continue from <out>/checkpoint.safetensors
+    dist::communicator* comm = nullptr;  // the ranks of a data-parallel run (null: this process alone)
 
     /// Throws usage_error naming the first bad field.
     void validate() const {
@@ -90,9 +103,11 @@ template <class T, class B = backend::cpu>
 class Trainer {
 public:
     Trainer(nn::Module<T, B>& model, optim::Optimizer<T, B>& opt, trainer_options o)
-        : model_(model), opt_(opt), o_(std::move(o)), ckpt_(o_.out.empty() ? std::string() : o_.out + "/checkpoint.safetensors") {
+        : model_(model), opt_(opt), o_(std::move(o)), comm_(o_.comm ? o_.comm : &dist::local()),
+          ckpt_(o_.out.empty() ? std::string() : o_.out + "/checkpoint.safetensors") {
         o_.validate();
-        if (!o_.out.empty()) {
+        ckpt_.set_communicator(comm_);
+        if (!o_.out.empty() && is_root()) {
             std::error_code ec;
             std::filesystem::create_directories(o_.out, ec);
             DEPTHLAB_CHECK(std::filesystem::is_directory(o_.out), io_error, "trainer: output directory '", o_.out,
@@ -110,8 +125,13 @@ public:
     /// Called after each progress line with its values (e.g. a collapse warning).
     std::function<void(std::int64_t step, const log_values& line)> on_log;
     /// An evaluation (the model is in eval mode, under no_grad); its record goes into
-    /// metrics.jsonl with the step. `final` is true for the one at the end.
+    /// metrics.jsonl with the step. `final` is true for the one at the end. In a
+    /// data-parallel run every rank calls it (it may share the work through the
+    /// communicator); rank 0's record is written.
     std::function<nlohmann::ordered_json(std::int64_t step, bool final)> evaluate;
+    /// Data parallelism: consumes, without computing anything on it, the next micro-batch of
+    /// the stream `next` reads (one that another rank trains on). Required with several ranks.
+    std::function<void()> skip;
 
     [[nodiscard]] checkpointer<T, B>& checkpoint() { return ckpt_; }
     [[nodiscard]] const trainer_options& options() const { return o_; }
@@ -119,6 +139,11 @@ public:
     [[nodiscard]] std::string metrics_path() const { return o_.out.empty() ? std::string() : o_.out + "/metrics.jsonl"; }
     /// The progress meter of the current fit() (for records of one's own; null outside fit).
     [[nodiscard]] progress_meter* meter() { return meter_ ? &*meter_ : nullptr; }
+    [[nodiscard]] dist::communicator& comm() const { return *comm_; }
+    /// Whether this process prints and writes files (rank 0).
+    [[nodiscard]] bool is_root() const { return comm_->is_root(); }
+    /// The micro-batches of a global batch this rank trains on.
+    [[nodiscard]] dist::shard_of shard() const { return {comm_->rank(), comm_->size(), o_.accumulate}; }
 
     /// With options().resume, loads <out>/checkpoint.safetensors into everything tracked and
     /// returns the step it holds (else 0, and a fresh run's metrics.jsonl starts empty).
@@ -128,10 +153,11 @@ public:
         step_ = ckpt_.load(model_, &opt_);
         last_saved_ = step_;
         restored_ = true;
-        std::printf("resumed from %s at step %lld\n", ckpt_.path().c_str(), static_cast<long long>(step_));
+        if (is_root()) std::printf("resumed from %s at step %lld\n", ckpt_.path().c_str(), static_cast<long long>(step_));
         return step_;
     }
-    /// Writes the checkpoint now (no-op without an output directory).
+    /// Writes the checkpoint now (no-op without an output directory). Collective in a
+    /// data-parallel run (rank 0 writes, with every rank's tracked generators).
     void save() {
         if (ckpt_.path().empty()) return;
         ckpt_.save(model_, &opt_, step_);
@@ -140,28 +166,41 @@ public:
 
     /// Trains up to options().steps; `next` gives one micro-batch (forward pass included).
     fit_result fit(const std::function<micro_batch<T, B>()>& next) {
+        const dist::shard_of shard = this->shard();
+        DEPTHLAB_CHECK(shard.world == 1 || skip, usage_error, "trainer: a data-parallel run (", shard.world,
+                       " ranks) needs the `skip` hook: each rank skips the micro-batches of the others");
         if (o_.resume && !restored_) restore();
+        dist::broadcast_parameters(*comm_, dist::distinct_parameters(opt_.parameters()));
         fit_result r;
         r.first_step = step_;
-        meter_.emplace(o_.steps, step_, metrics_path());
+        meter_.emplace(o_.steps, step_, is_root() ? metrics_path() : std::string());
         const auto start = std::chrono::steady_clock::now();
         const auto minutes = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / 60.0; };
         log_values sums;
-        std::int64_t counted = 0;
+        std::int64_t counted = 0, tokens = 0;
         double gnorm = 0;
+        // Accumulation and data parallelism sum per-micro-batch gradients in fixed-order buckets.
+        std::optional<dist::gradient_buckets<T, B>> buckets;
+        if (shard.micro_batches() > 1) buckets.emplace(*comm_, dist::distinct_parameters(opt_.parameters()));
+        const double loss_scale = 1.0 / static_cast<double>(shard.micro_batches());
         model_.train();
         while (step_ < o_.steps) {
             try {
                 if (before_step) before_step(step_);
                 opt_.zero_grad();
+                if (buckets) buckets->zero();
+                for (std::int64_t i = 0; i < shard.before(); ++i) skip();
                 for (std::int64_t a = 0; a < o_.accumulate; ++a) {
                     micro_batch<T, B> mb = next();
-                    const Var<T, B> loss = o_.accumulate > 1 ? scale(mb.loss, static_cast<T>(1.0 / static_cast<double>(o_.accumulate))) : mb.loss;
+                    const Var<T, B> loss = buckets ? scale(mb.loss, static_cast<T>(loss_scale)) : mb.loss;
                     loss.backward();
+                    if (buckets) buckets->add_gradients();
                     add_means(sums, mb, counted == 0);
                     ++counted;
-                    meter_->add_tokens(mb.tokens);
+                    tokens += mb.tokens;
                 }
+                for (std::int64_t i = 0; i < shard.after(); ++i) skip();
+                if (buckets) buckets->finish();
                 gnorm = o_.clip > 0 ? optim::clip_grad_norm(opt_.parameters(), o_.clip) : 0.0;
                 if (schedule) opt_.set_lr(schedule(step_));
                 opt_.step();
@@ -172,15 +211,16 @@ public:
                                                                            : std::string()));
             }
             ++step_;
-            const bool out_of_time = o_.max_train_minutes > 0 && minutes() > o_.max_train_minutes;
+            const bool out_of_time = time_is_up(minutes());
             if (step_ % o_.log_every == 0 || step_ == o_.steps || out_of_time) {
+                all_ranks(sums, counted, tokens);
                 log_values line;
                 for (const auto& [k, v] : sums) line.emplace_back(k, v / static_cast<double>(counted));
                 if (log_extra)
                     for (auto& kv : log_extra(step_)) line.push_back(std::move(kv));
                 if (o_.clip > 0) line.emplace_back("grad_norm", gnorm);
                 line.emplace_back("lr", opt_.lr());
-                meter_->report(step_, line);
+                if (is_root()) meter_->report(step_, line);
                 if (on_log) on_log(step_, line);
                 r.last_log = line;
                 sums.clear();
@@ -189,12 +229,14 @@ public:
             if (o_.eval_every > 0 && step_ % o_.eval_every == 0 && step_ < o_.steps && !out_of_time) run_evaluation(false);
             if (step_ % o_.save_every == 0 || step_ == o_.steps || out_of_time) save();
             if (out_of_time) {
-                std::printf("training stopped by the time budget (%g minutes) at step %lld\n", o_.max_train_minutes,
-                            static_cast<long long>(step_));
+                if (is_root())
+                    std::printf("training stopped by the time budget (%g minutes) at step %lld\n", o_.max_train_minutes,
+                                static_cast<long long>(step_));
                 r.stopped_by_time = true;
                 break;
             }
         }
+        all_ranks(sums, counted, tokens);  // (tokens of steps after the last line)
         r.steps = step_;
         r.seconds = minutes() * 60.0;
         r.tokens_per_s = meter_->tokens_per_second();
@@ -204,6 +246,30 @@ public:
     }
 
 private:
+    /// Whether the time budget is spent: rank 0's clock decides for every rank (ranks that
+    /// stopped at different steps would wait for each other in the next all-reduce).
+    bool time_is_up(double minutes_so_far) {
+        if (o_.max_train_minutes <= 0) return false;
+        std::int32_t up = minutes_so_far > o_.max_train_minutes ? 1 : 0;
+        if (comm_->distributed()) comm_->host_side().broadcast(&up, 1, 0);
+        return up != 0;
+    }
+    /// Turns this rank's sums of logged values, micro-batch count and tokens since the last
+    /// line into those of every rank (in place), and counts the tokens.
+    void all_ranks(log_values& sums, std::int64_t& counted, std::int64_t& tokens) {
+        if (comm_->distributed()) {
+            std::vector<double> v;
+            for (const auto& kv : sums) v.push_back(kv.second);
+            v.push_back(static_cast<double>(counted));
+            v.push_back(static_cast<double>(tokens));
+            comm_->host_side().all_reduce(v.data(), v.size(), dist::reduce_op::sum);
+            for (std::size_t i = 0; i < sums.size(); ++i) sums[i].second = v[i];
+            counted = static_cast<std::int64_t>(v[sums.size()]);
+            tokens = static_cast<std::int64_t>(v[sums.size() + 1]);
+        }
+        meter_->add_tokens(tokens);
+        tokens = 0;
+    }
     void add_means(log_values& sums, const micro_batch<T, B>& mb, bool first) {
         std::size_t i = 0;
         auto add = [&](const std::string& k, double v) {
@@ -225,13 +291,14 @@ private:
             no_grad guard;
             rec = evaluate(step_, final);
         }
-        if (!rec.is_null()) meter_->record(step_, rec);
+        if (!rec.is_null() && is_root()) meter_->record(step_, rec);
         model_.train();
     }
 
     nn::Module<T, B>& model_;
     optim::Optimizer<T, B>& opt_;
     trainer_options o_;
+    dist::communicator* comm_;
     checkpointer<T, B> ckpt_;
     std::optional<progress_meter> meter_;
     std::int64_t step_ = 0, last_saved_ = -1;

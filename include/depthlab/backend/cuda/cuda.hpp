@@ -34,6 +34,9 @@ int device_count();
 std::string device_description(int index = 0);
 /// Waits for this thread's stream (for timing; counted as a synchronisation).
 void synchronize();
+/// This thread's stream as an opaque handle (a cudaStream_t), for libraries that enqueue on
+/// it, e.g. NCCL collectives (dist/nccl.hpp).
+void* stream_handle();
 }  // namespace cuda
 
 /// Device memory from a per-thread caching allocator (size classes, bound
