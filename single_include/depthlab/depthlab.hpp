@@ -6190,9 +6190,10 @@ private:
 //  * Result vectors follow the order of the module list given.
 //  * Like every depthlab header, include it after <depthlab/depthlab.hpp> (or through it).
 //
-// The analyses live in three headers, all included here:
+// The analyses live in four headers, all included here:
 //   analysis/modules.hpp  module_ref, default_modules, parameter counts, the RAII guards
 //   analysis/scores.hpp   options, results, contribution, criticality, pruning, rewinding
+//   analysis/sharded.hpp  contribution and criticality with the modules split across ranks
 //   analysis/tables.hpp   average ranks, Spearman, the CSV files
 // ---- begin depthlab/analysis/modules.hpp ----
 // The modules the component-value analyses act on (analysis/component_value.hpp): module_ref
@@ -6694,6 +6695,15 @@ private:
     std::size_t count_ = 0;
 };
 
+/// max_drop, all_zero and every score from the drops (score_n = d_n / max_m d_m).
+inline void score_contributions(contribution_result& r) {
+    r.max_drop = 0;
+    for (const auto& e : r.modules) r.max_drop = std::max(r.max_drop, e.drop);
+    r.all_zero = !(r.max_drop > 0);
+    for (auto& e : r.modules)
+        e.score = r.all_zero ? 0.0 : std::isinf(r.max_drop) ? (std::isinf(e.drop) ? 1.0 : 0.0) : e.drop / r.max_drop;
+}
+
 template <class T, class B>
 void check_holds(const nn::Module<T, B>& model, const nn::Snapshot<T, B>& snap, const char* what) {
     for (auto& [name, p] : model.named_parameters())
@@ -6726,11 +6736,8 @@ inline contribution_result contribution(const std::vector<module_ref>& modules, 
         }
         const double d = std::isnan(v) ? r.clip : std::clamp(r.base - v, 0.0, r.clip);
         r.modules.push_back({m.name, m.type, m.layer, v, d, 0.0});
-        r.max_drop = std::max(r.max_drop, d);
     }
-    r.all_zero = !(r.max_drop > 0);
-    if (!r.all_zero)
-        for (auto& e : r.modules) e.score = std::isinf(r.max_drop) ? (std::isinf(e.drop) ? 1.0 : 0.0) : e.drop / r.max_drop;
+    detail::score_contributions(r);
     r.evaluations = eval.count();
     return r;
 }
@@ -6965,6 +6972,371 @@ std::vector<rewinding_point> rewinding_curve(nn::Module<T, B>& model, const std:
 
 }  // namespace depthlab::analysis
 // ---- end depthlab/analysis/scores.hpp ----
+// ---- begin depthlab/analysis/sharded.hpp ----
+// The component-value analyses with their modules split across the ranks of a
+// dist::communicator (one model copy per rank, module i on rank i mod W), the results
+// gathered on every rank: the same contribution_result / criticality_result, entry for entry
+// and bit for bit, as contribution() / criticality() in one process, since every module's
+// evaluations are independent and the metric is deterministic. Each rank computes the
+// baseline itself (unless options.base gives it); `evaluations` counts every rank's calls.
+//
+//     dist::communicator& comm = dist::world(&argc, &argv);
+//     const auto contrib = analysis::contribution(comm, modules, metric, copt);   // every rank
+//     if (comm.is_root()) analysis::write_contribution_csv(...);
+#include <bit>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+// ---- begin depthlab/dist/communicator.hpp ----
+// dist::communicator: the collectives data-parallel training needs — rank, size, all-reduce
+// (sum or average) of a flat buffer, broadcast, all-gather, barrier — behind one interface
+// with three implementations:
+//   single_process      the default: rank 0 of 1, every collective a no-op (or a copy); no MPI
+//                       needed to build or run;
+//   mpi_communicator    dist/mpi.hpp, -DDEPTHLAB_WITH_MPI=ON: host buffers, OpenMPI or any MPI;
+//   nccl_communicator   dist/nccl.hpp, -DDEPTHLAB_WITH_NCCL=ON: CUDA device buffers on the
+//                       backend's stream, bootstrapped through MPI.
+// memory() says where a communicator's buffers live; dist::gradient_buckets stages device
+// tensors through the host for a host communicator.
+//
+// Reduction order: a collective's result must not depend on anything but the ranks' inputs,
+// so that every rank takes the same optimiser step. With 2 ranks every element is one
+// addition, a + b = b + a exactly; with more, the order is the MPI library's (fixed for a
+// given rank count and message size in OpenMPI, but not left to right).
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <type_traits>
+
+
+namespace depthlab::dist {
+
+/// A collective that did not complete (a rank died or hangs, a transport failed).
+class dist_error : public error {
+public:
+    using error::error;
+};
+
+enum class reduce_op { sum, average };
+/// Where a communicator's buffers must live.
+enum class memory_space { host, device };
+enum class element_type { f32, f64, i32, i64, u8 };
+
+template <class T>
+constexpr element_type element_of() {
+    if constexpr (std::is_same_v<T, float>) return element_type::f32;
+    else if constexpr (std::is_same_v<T, double>) return element_type::f64;
+    else if constexpr (std::is_same_v<T, std::int32_t>) return element_type::i32;
+    else if constexpr (std::is_same_v<T, std::int64_t>) return element_type::i64;
+    else {
+        static_assert(std::is_same_v<T, std::uint8_t>, "dist: collectives take float, double, int32, int64 or uint8 buffers");
+        return element_type::u8;
+    }
+}
+inline std::size_t element_size(element_type t) {
+    switch (t) {
+        case element_type::f32: case element_type::i32: return 4;
+        case element_type::f64: case element_type::i64: return 8;
+        case element_type::u8: return 1;
+    }
+    return 1;
+}
+inline const char* element_name(element_type t) {
+    switch (t) {
+        case element_type::f32: return "f32";
+        case element_type::f64: return "f64";
+        case element_type::i32: return "i32";
+        case element_type::i64: return "i64";
+        case element_type::u8: return "u8";
+    }
+    return "?";
+}
+
+/// Bytes moved and seconds spent in collectives since the last reset (for the
+/// "all-reduce bytes and time per step" of a training report).
+struct traffic {
+    std::int64_t calls = 0, bytes = 0;
+    double seconds = 0;
+};
+
+class communicator {
+public:
+    communicator() = default;
+    communicator(const communicator&) = delete;
+    communicator& operator=(const communicator&) = delete;
+    virtual ~communicator() = default;
+
+    [[nodiscard]] virtual int rank() const = 0;
+    [[nodiscard]] virtual int size() const = 0;
+    /// "single", "mpi", "nccl".
+    [[nodiscard]] virtual std::string name() const = 0;
+    [[nodiscard]] virtual memory_space memory() const = 0;
+    [[nodiscard]] bool is_root() const { return rank() == 0; }
+    /// The communicator of the same ranks for host buffers (itself, unless its own buffers
+    /// are device memory): what a trainer reduces its progress values and flags through.
+    [[nodiscard]] virtual communicator& host_side() { return *this; }
+    [[nodiscard]] bool distributed() const { return size() > 1; }
+
+    /// data[0, n) = the element-wise sum (or mean) of every rank's data[0, n).
+    template <class T>
+    void all_reduce(T* data, std::size_t n, reduce_op op = reduce_op::sum) {
+        static_assert(std::is_floating_point_v<T> || std::is_integral_v<T>);
+        if (n) do_all_reduce(data, n, element_of<T>(), op);
+    }
+    /// data[0, n) = root's data[0, n) on every rank.
+    template <class T>
+    void broadcast(T* data, std::size_t n, int root = 0) {
+        check_root(root, "broadcast");
+        if (n) do_broadcast(data, n * sizeof(T), root);
+    }
+    /// recv[r*n, (r+1)*n) = rank r's send[0, n); recv holds size() * n elements.
+    template <class T>
+    void all_gather(const T* send, std::size_t n, T* recv) {
+        if (n) do_all_gather(send, n * sizeof(T), recv);
+    }
+    /// Returns when every rank has called it.
+    virtual void barrier() = 0;
+    /// Ends every rank of the job with `code` after printing `why` (a rank that cannot go on
+    /// must not leave the others waiting in a collective). Never returns.
+    [[noreturn]] virtual void abort(int code, const std::string& why) noexcept = 0;
+
+    [[nodiscard]] const traffic& stats() const { return stats_; }
+    void reset_stats() { stats_ = {}; }
+
+protected:
+    virtual void do_all_reduce(void* data, std::size_t n, element_type type, reduce_op op) = 0;
+    virtual void do_broadcast(void* data, std::size_t bytes, int root) = 0;
+    virtual void do_all_gather(const void* send, std::size_t bytes, void* recv) = 0;
+    void check_root(int root, const char* op) const {
+        DEPTHLAB_CHECK(root >= 0 && root < size(), usage_error, "dist::", name(), " ", op, ": root ", root, " outside [0, ", size(), ")");
+    }
+    traffic stats_;
+};
+
+/// Rank 0 of 1: the default, with no MPI anywhere.
+class single_process final : public communicator {
+public:
+    [[nodiscard]] int rank() const override { return 0; }
+    [[nodiscard]] int size() const override { return 1; }
+    [[nodiscard]] std::string name() const override { return "single"; }
+    [[nodiscard]] memory_space memory() const override { return memory_space::host; }
+    void barrier() override {}
+    [[noreturn]] void abort(int code, const std::string& why) noexcept override {
+        std::fprintf(stderr, "%s\n", why.c_str());
+        std::fflush(nullptr);
+        std::exit(code);
+    }
+
+protected:
+    // A sum over one rank is the data; so is the mean. (Any memory space: nothing is read.)
+    void do_all_reduce(void*, std::size_t, element_type, reduce_op) override {}
+    void do_broadcast(void*, std::size_t, int) override {}
+    void do_all_gather(const void* send, std::size_t bytes, void* recv) override {
+        if (send != recv) std::memmove(recv, send, bytes);
+    }
+};
+
+/// The process-wide single-process communicator (what a trainer uses when given none).
+inline communicator& local() {
+    static single_process c;
+    return c;
+}
+
+/// The number of processes the launcher started, from its environment (OpenMPI, MPICH/
+/// Hydra, PMIx, Slurm): 1 outside a launcher. Lets a program built without MPI refuse to run
+/// as N copies that would each train alone.
+inline int launcher_world_size() {
+    for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS"}) {
+        if (const char* v = std::getenv(var)) {
+            const int n = std::atoi(v);
+            if (n >= 1) return n;
+        }
+    }
+    return 1;
+}
+
+}  // namespace depthlab::dist
+// ---- end depthlab/dist/communicator.hpp ----
+// ---- begin depthlab/dist/gather.hpp ----
+// Sharding work that is not a training step: a contiguous range of n items per rank
+// (shard_range), a round-robin split (owner_of), and gathering each rank's variable-size
+// results on every rank (all_gather_bytes), e.g. decoded sentences or analysis entries
+// serialised as JSON.
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+
+namespace depthlab::dist {
+
+/// Items [begin, end) of n for this rank: contiguous, in rank order, sizes differing by at
+/// most one (gathering the ranks' results in rank order restores the original order).
+inline std::pair<std::size_t, std::size_t> shard_range(std::size_t n, const communicator& comm) {
+    const auto r = static_cast<std::size_t>(comm.rank()), w = static_cast<std::size_t>(comm.size());
+    return {n * r / w, n * (r + 1) / w};
+}
+
+/// The rank that handles item i of a round-robin split (balanced when items cost alike in
+/// runs, e.g. the modules of one layer after another).
+inline int owner_of(std::size_t i, const communicator& comm) { return static_cast<int>(i % static_cast<std::size_t>(comm.size())); }
+
+/// Every rank's bytes, in rank order, on every rank (two collectives: the sizes, then the
+/// data padded to the largest).
+inline std::vector<std::string> all_gather_bytes(communicator& comm, const std::string& mine) {
+    if (!comm.distributed()) return {mine};
+    auto& c = comm.host_side();
+    const auto n = static_cast<std::size_t>(c.size());
+    const std::int64_t size = static_cast<std::int64_t>(mine.size());
+    std::vector<std::int64_t> sizes(n);
+    c.all_gather(&size, 1, sizes.data());
+    const auto longest = static_cast<std::size_t>(*std::max_element(sizes.begin(), sizes.end()));
+    std::vector<std::uint8_t> send(std::max<std::size_t>(longest, 1), 0), all(send.size() * n);
+    std::copy(mine.begin(), mine.end(), send.begin());
+    c.all_gather(send.data(), send.size(), all.data());
+    std::vector<std::string> out(n);
+    for (std::size_t r = 0; r < n; ++r) {
+        const auto* p = reinterpret_cast<const char*>(all.data() + r * send.size());
+        out[r].assign(p, static_cast<std::size_t>(sizes[r]));
+    }
+    return out;
+}
+
+/// The concatenation, in rank order, of every rank's strings (e.g. each rank's slice of
+/// shard_range): the whole list on every rank.
+inline std::vector<std::string> all_gather_strings(communicator& comm, const std::vector<std::string>& mine) {
+    if (!comm.distributed()) return mine;
+    std::string packed;
+    for (const auto& s : mine) {
+        const std::uint64_t len = s.size();
+        packed.append(reinterpret_cast<const char*>(&len), sizeof len);
+        packed += s;
+    }
+    std::vector<std::string> out;
+    for (const std::string& blob : all_gather_bytes(comm, packed)) {
+        for (std::size_t at = 0; at < blob.size();) {
+            std::uint64_t len = 0;
+            std::copy_n(blob.data() + at, sizeof len, reinterpret_cast<char*>(&len));
+            at += sizeof len;
+            out.emplace_back(blob.substr(at, len));
+            at += len;
+        }
+    }
+    return out;
+}
+
+}  // namespace depthlab::dist
+// ---- end depthlab/dist/gather.hpp ----
+
+namespace depthlab::analysis {
+
+namespace detail {
+// Doubles travel as their bits: exact, and NaN (a module whose removal breaks the metric) survives.
+inline std::uint64_t bits(double v) { return std::bit_cast<std::uint64_t>(v); }
+inline double real(const nlohmann::json& j) { return std::bit_cast<double>(j.get<std::uint64_t>()); }
+
+/// This rank's modules (round-robin) and, for the gather, their positions.
+inline std::vector<module_ref> modules_of_rank(const std::vector<module_ref>& modules, const dist::communicator& comm) {
+    std::vector<module_ref> mine;
+    for (std::size_t i = 0; i < modules.size(); ++i)
+        if (dist::owner_of(i, comm) == comm.rank()) mine.push_back(modules[i]);
+    return mine;
+}
+/// Every rank's entries (JSON arrays, one per module, in the rank's order) back in module order.
+inline std::vector<nlohmann::json> gather_entries(dist::communicator& comm, const nlohmann::json& mine, std::size_t total) {
+    const std::vector<std::string> parts = dist::all_gather_bytes(comm, mine.dump());
+    std::vector<nlohmann::json> per_rank;
+    for (const auto& p : parts) per_rank.push_back(nlohmann::json::parse(p));
+    std::vector<nlohmann::json> out(total);
+    for (std::size_t i = 0; i < total; ++i) {
+        const int r = dist::owner_of(i, comm);
+        out[i] = per_rank[static_cast<std::size_t>(r)].at(i / static_cast<std::size_t>(comm.size()));
+    }
+    return out;
+}
+inline double shared_baseline(const metric_fn& metric, const std::optional<double>& given, std::size_t& evaluations) {
+    if (given) return *given;
+    no_grad guard;
+    ++evaluations;
+    return metric();
+}
+}  // namespace detail
+
+/// contribution() with the modules split across comm's ranks; the full result on every rank.
+inline contribution_result contribution(dist::communicator& comm, const std::vector<module_ref>& modules, const metric_fn& metric,
+                                        contribution_options opts = {}) {
+    if (!comm.distributed()) return contribution(modules, metric, opts);
+    detail::check_modules(modules, "contribution", true, false);
+    std::size_t own_evaluations = 0;
+    opts.base = detail::shared_baseline(metric, opts.base, own_evaluations);
+    const std::vector<module_ref> mine = detail::modules_of_rank(modules, comm);
+    nlohmann::json out = nlohmann::json::array();
+    contribution_result part;
+    if (!mine.empty()) {
+        part = contribution(mine, metric, opts);
+        for (const auto& e : part.modules) out.push_back({detail::bits(e.metric_without), detail::bits(e.drop)});
+    }
+    own_evaluations += part.evaluations;
+    contribution_result r;
+    r.base = *opts.base;
+    r.clip = opts.clip ? *opts.clip : opts.clip_fraction * std::abs(r.base);
+    const std::vector<nlohmann::json> all = detail::gather_entries(comm, out, modules.size());
+    for (std::size_t i = 0; i < modules.size(); ++i)
+        r.modules.push_back({modules[i].name, modules[i].type, modules[i].layer, detail::real(all[i][0]), detail::real(all[i][1]), 0.0});
+    detail::score_contributions(r);
+    auto count = static_cast<std::int64_t>(own_evaluations);
+    comm.host_side().all_reduce(&count, 1);
+    r.evaluations = static_cast<std::size_t>(count);
+    return r;
+}
+
+/// criticality() with the modules split across comm's ranks; the full result on every rank.
+template <class T, class B>
+criticality_result criticality(dist::communicator& comm, nn::Module<T, B>& model, const std::vector<module_ref>& modules,
+                               const nn::Snapshot<T, B>& initial, const nn::Snapshot<T, B>& final_, const metric_fn& metric,
+                               criticality_options opts = {}) {
+    if (!comm.distributed()) return criticality(model, modules, initial, final_, metric, opts);
+    detail::check_modules(modules, "criticality", false, true);
+    std::size_t own_evaluations = 0;
+    opts.base = detail::shared_baseline(metric, opts.base, own_evaluations);
+    const std::vector<module_ref> mine = detail::modules_of_rank(modules, comm);
+    nlohmann::json out = nlohmann::json::array();
+    criticality_result part;
+    if (!mine.empty()) {
+        part = criticality(model, mine, initial, final_, metric, opts);
+        for (const auto& e : part.modules) {
+            nlohmann::json trace = nlohmann::json::array();
+            for (const auto& [a, v] : e.trace) trace.push_back({detail::bits(a), detail::bits(v)});
+            out.push_back({detail::bits(e.alpha), detail::bits(e.metric_at_alpha), e.found, std::move(trace)});
+        }
+    }
+    own_evaluations += part.evaluations;
+    criticality_result r;
+    r.base = *opts.base;
+    r.epsilon = opts.epsilon;
+    const std::vector<nlohmann::json> all = detail::gather_entries(comm, out, modules.size());
+    for (std::size_t i = 0; i < modules.size(); ++i) {
+        criticality_entry e{modules[i].name, modules[i].type, modules[i].layer, detail::real(all[i][0]), detail::real(all[i][1]),
+                            to_string(opts.method), all[i][2].get<bool>(), {}};
+        for (const auto& p : all[i][3]) e.trace.emplace_back(detail::real(p[0]), detail::real(p[1]));
+        r.modules.push_back(std::move(e));
+    }
+    auto count = static_cast<std::int64_t>(own_evaluations);
+    comm.host_side().all_reduce(&count, 1);
+    r.evaluations = static_cast<std::size_t>(count);
+    return r;
+}
+
+}  // namespace depthlab::analysis
+// ---- end depthlab/analysis/sharded.hpp ----
 // ---- begin depthlab/analysis/tables.hpp ----
 // Statistics and tables of component-value results: average ranks, Spearman correlation of
 // the two scores, and the CSV files (through io::csv_writer), whose columns are a contract.
@@ -10985,180 +11357,6 @@ private:
 
 #include <nlohmann/json.hpp>
 
-// ---- begin depthlab/dist/communicator.hpp ----
-// dist::communicator: the collectives data-parallel training needs — rank, size, all-reduce
-// (sum or average) of a flat buffer, broadcast, all-gather, barrier — behind one interface
-// with three implementations:
-//   single_process      the default: rank 0 of 1, every collective a no-op (or a copy); no MPI
-//                       needed to build or run;
-//   mpi_communicator    dist/mpi.hpp, -DDEPTHLAB_WITH_MPI=ON: host buffers, OpenMPI or any MPI;
-//   nccl_communicator   dist/nccl.hpp, -DDEPTHLAB_WITH_NCCL=ON: CUDA device buffers on the
-//                       backend's stream, bootstrapped through MPI.
-// memory() says where a communicator's buffers live; dist::gradient_buckets stages device
-// tensors through the host for a host communicator.
-//
-// Reduction order: a collective's result must not depend on anything but the ranks' inputs,
-// so that every rank takes the same optimiser step. With 2 ranks every element is one
-// addition, a + b = b + a exactly; with more, the order is the MPI library's (fixed for a
-// given rank count and message size in OpenMPI, but not left to right).
-#include <cstddef>
-#include <cstdint>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <memory>
-#include <string>
-#include <type_traits>
-
-
-namespace depthlab::dist {
-
-/// A collective that did not complete (a rank died or hangs, a transport failed).
-class dist_error : public error {
-public:
-    using error::error;
-};
-
-enum class reduce_op { sum, average };
-/// Where a communicator's buffers must live.
-enum class memory_space { host, device };
-enum class element_type { f32, f64, i32, i64, u8 };
-
-template <class T>
-constexpr element_type element_of() {
-    if constexpr (std::is_same_v<T, float>) return element_type::f32;
-    else if constexpr (std::is_same_v<T, double>) return element_type::f64;
-    else if constexpr (std::is_same_v<T, std::int32_t>) return element_type::i32;
-    else if constexpr (std::is_same_v<T, std::int64_t>) return element_type::i64;
-    else {
-        static_assert(std::is_same_v<T, std::uint8_t>, "dist: collectives take float, double, int32, int64 or uint8 buffers");
-        return element_type::u8;
-    }
-}
-inline std::size_t element_size(element_type t) {
-    switch (t) {
-        case element_type::f32: case element_type::i32: return 4;
-        case element_type::f64: case element_type::i64: return 8;
-        case element_type::u8: return 1;
-    }
-    return 1;
-}
-inline const char* element_name(element_type t) {
-    switch (t) {
-        case element_type::f32: return "f32";
-        case element_type::f64: return "f64";
-        case element_type::i32: return "i32";
-        case element_type::i64: return "i64";
-        case element_type::u8: return "u8";
-    }
-    return "?";
-}
-
-/// Bytes moved and seconds spent in collectives since the last reset (for the
-/// "all-reduce bytes and time per step" of a training report).
-struct traffic {
-    std::int64_t calls = 0, bytes = 0;
-    double seconds = 0;
-};
-
-class communicator {
-public:
-    communicator() = default;
-    communicator(const communicator&) = delete;
-    communicator& operator=(const communicator&) = delete;
-    virtual ~communicator() = default;
-
-    [[nodiscard]] virtual int rank() const = 0;
-    [[nodiscard]] virtual int size() const = 0;
-    /// "single", "mpi", "nccl".
-    [[nodiscard]] virtual std::string name() const = 0;
-    [[nodiscard]] virtual memory_space memory() const = 0;
-    [[nodiscard]] bool is_root() const { return rank() == 0; }
-    /// The communicator of the same ranks for host buffers (itself, unless its own buffers
-    /// are device memory): what a trainer reduces its progress values and flags through.
-    [[nodiscard]] virtual communicator& host_side() { return *this; }
-    [[nodiscard]] bool distributed() const { return size() > 1; }
-
-    /// data[0, n) = the element-wise sum (or mean) of every rank's data[0, n).
-    template <class T>
-    void all_reduce(T* data, std::size_t n, reduce_op op = reduce_op::sum) {
-        static_assert(std::is_floating_point_v<T> || std::is_integral_v<T>);
-        if (n) do_all_reduce(data, n, element_of<T>(), op);
-    }
-    /// data[0, n) = root's data[0, n) on every rank.
-    template <class T>
-    void broadcast(T* data, std::size_t n, int root = 0) {
-        check_root(root, "broadcast");
-        if (n) do_broadcast(data, n * sizeof(T), root);
-    }
-    /// recv[r*n, (r+1)*n) = rank r's send[0, n); recv holds size() * n elements.
-    template <class T>
-    void all_gather(const T* send, std::size_t n, T* recv) {
-        if (n) do_all_gather(send, n * sizeof(T), recv);
-    }
-    /// Returns when every rank has called it.
-    virtual void barrier() = 0;
-    /// Ends every rank of the job with `code` after printing `why` (a rank that cannot go on
-    /// must not leave the others waiting in a collective). Never returns.
-    [[noreturn]] virtual void abort(int code, const std::string& why) noexcept = 0;
-
-    [[nodiscard]] const traffic& stats() const { return stats_; }
-    void reset_stats() { stats_ = {}; }
-
-protected:
-    virtual void do_all_reduce(void* data, std::size_t n, element_type type, reduce_op op) = 0;
-    virtual void do_broadcast(void* data, std::size_t bytes, int root) = 0;
-    virtual void do_all_gather(const void* send, std::size_t bytes, void* recv) = 0;
-    void check_root(int root, const char* op) const {
-        DEPTHLAB_CHECK(root >= 0 && root < size(), usage_error, "dist::", name(), " ", op, ": root ", root, " outside [0, ", size(), ")");
-    }
-    traffic stats_;
-};
-
-/// Rank 0 of 1: the default, with no MPI anywhere.
-class single_process final : public communicator {
-public:
-    [[nodiscard]] int rank() const override { return 0; }
-    [[nodiscard]] int size() const override { return 1; }
-    [[nodiscard]] std::string name() const override { return "single"; }
-    [[nodiscard]] memory_space memory() const override { return memory_space::host; }
-    void barrier() override {}
-    [[noreturn]] void abort(int code, const std::string& why) noexcept override {
-        std::fprintf(stderr, "%s\n", why.c_str());
-        std::fflush(nullptr);
-        std::exit(code);
-    }
-
-protected:
-    // A sum over one rank is the data; so is the mean. (Any memory space: nothing is read.)
-    void do_all_reduce(void*, std::size_t, element_type, reduce_op) override {}
-    void do_broadcast(void*, std::size_t, int) override {}
-    void do_all_gather(const void* send, std::size_t bytes, void* recv) override {
-        if (send != recv) std::memmove(recv, send, bytes);
-    }
-};
-
-/// The process-wide single-process communicator (what a trainer uses when given none).
-inline communicator& local() {
-    static single_process c;
-    return c;
-}
-
-/// The number of processes the launcher started, from its environment (OpenMPI, MPICH/
-/// Hydra, PMIx, Slurm): 1 outside a launcher. Lets a program built without MPI refuse to run
-/// as N copies that would each train alone.
-inline int launcher_world_size() {
-    for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS"}) {
-        if (const char* v = std::getenv(var)) {
-            const int n = std::atoi(v);
-            if (n >= 1) return n;
-        }
-    }
-    return 1;
-}
-
-}  // namespace depthlab::dist
-// ---- end depthlab/dist/communicator.hpp ----
 // ---- begin depthlab/dist/data_parallel.hpp ----
 // Data parallelism: what train::Trainer does with a communicator of more than one rank
 // (and with gradient accumulation on one).

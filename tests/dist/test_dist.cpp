@@ -207,6 +207,72 @@ TEST_CASE("data parallel: an interrupted and resumed run ends where a straight o
     }
 }
 
+TEST_CASE("sharded analyses: contribution and criticality split across ranks equal one process, entry for entry") {
+    auto& w = world();
+    nn::seq2seq_config cfg;
+    cfg.src_vocab = cfg.tgt_vocab = 40;
+    cfg.share_embeddings = true;
+    cfg.encoder_layers = cfg.decoder_layers = 2;
+    cfg.max_len = 16;
+    cfg.layer.dim = 32;
+    cfg.layer.heads = 4;
+    cfg.layer.ff_dim = 64;
+    cfg.layer.dropout = cfg.layer.attention_dropout = 0;
+    nn::Seq2SeqTransformer<float> model(cfg, 3);
+    const nn::Snapshot<float> theta0(model);
+    {  // a few steps, so that θᶠ differs from θ⁰
+        optim::Adam<float> adam(model.named_parameters(), {.lr = 1e-2});
+        Generator g(4);
+        for (int step = 0; step < 5; ++step) {
+            const auto b = data::reverse_task_batch(g, 16, 8, 40);
+            adam.zero_grad();
+            cross_entropy(model.decode(model.encode(b.src), b.src, b.tgt_in), b.tgt_out).backward();
+            adam.step();
+        }
+    }
+    model.eval();
+    const nn::Snapshot<float> thetaf(model);
+    Generator eval_g(5);
+    const auto eval_batch = data::reverse_task_batch(eval_g, 32, 8, 40);
+    const analysis::metric_fn metric = [&] {  // higher is better: the negated loss
+        return -static_cast<double>(cross_entropy(model.decode(model.encode(eval_batch.src), eval_batch.src, eval_batch.tgt_in), eval_batch.tgt_out)
+                                        .value()
+                                        .item());
+    };
+    const auto modules = analysis::default_modules(model);
+    const analysis::contribution_options copt{.clip = 0.05};
+    const auto split = analysis::contribution(w, modules, metric, copt);
+    const auto alone = analysis::contribution(modules, metric, copt);
+    REQUIRE(split.modules.size() == alone.modules.size());
+    CHECK(split.base == alone.base);
+    CHECK(split.max_drop == alone.max_drop);
+    for (std::size_t i = 0; i < alone.modules.size(); ++i) {
+        CHECK(split.modules[i].name == alone.modules[i].name);
+        CHECK(split.modules[i].metric_without == alone.modules[i].metric_without);
+        CHECK(split.modules[i].score == alone.modules[i].score);
+    }
+    CHECK(split.evaluations == alone.evaluations + static_cast<std::size_t>(w.size() - 1));  // each rank's baseline
+
+    const analysis::criticality_options kopt{.epsilon = 0.02, .grid_steps = 4};
+    const auto ksplit = analysis::criticality(w, model, modules, theta0, thetaf, metric, kopt);
+    const auto kalone = analysis::criticality(model, modules, theta0, thetaf, metric, kopt);
+    REQUIRE(ksplit.modules.size() == kalone.modules.size());
+    for (std::size_t i = 0; i < kalone.modules.size(); ++i) {
+        CHECK(ksplit.modules[i].alpha == kalone.modules[i].alpha);
+        CHECK(ksplit.modules[i].metric_at_alpha == kalone.modules[i].metric_at_alpha);
+        CHECK(ksplit.modules[i].trace == kalone.modules[i].trace);
+    }
+}
+
+TEST_CASE("sharded decoding: each rank's range of sentences, gathered, is the whole list in order") {
+    auto& w = world();
+    std::vector<std::string> all;
+    for (int i = 0; i < 11; ++i) all.push_back(std::string(static_cast<std::size_t>(i), 'a' + static_cast<char>(i)) + "\n\0x");
+    const auto [begin, end] = dist::shard_range(all.size(), w);
+    const std::vector<std::string> mine(all.begin() + static_cast<std::ptrdiff_t>(begin), all.begin() + static_cast<std::ptrdiff_t>(end));
+    CHECK(dist::all_gather_strings(w, mine) == all);
+}
+
 // ---- failure behaviour (run by tests/dist/failure.cmake, skipped otherwise) ----
 
 TEST_CASE("failure: a rank that dies mid-run ends the job; the checkpoint stays good") {

@@ -38,10 +38,12 @@
 //  * Result vectors follow the order of the module list given.
 //  * Like every depthlab header, include it after <depthlab/depthlab.hpp> (or through it).
 //
-// The analyses live in three headers, all included here:
+// The analyses live in four headers, all included here:
 //   analysis/modules.hpp  module_ref, default_modules, parameter counts, the RAII guards
 //   analysis/scores.hpp   options, results, contribution, criticality, pruning, rewinding
+//   analysis/sharded.hpp  contribution and criticality with the modules split across ranks
 //   analysis/tables.hpp   average ranks, Spearman, the CSV files
 #include "depthlab/analysis/modules.hpp"
 #include "depthlab/analysis/scores.hpp"
+#include "depthlab/analysis/sharded.hpp"
 #include "depthlab/analysis/tables.hpp"

@@ -199,6 +199,15 @@ private:
     std::size_t count_ = 0;
 };
 
+/// max_drop, all_zero and every score from the drops (score_n = d_n / max_m d_m).
+inline void score_contributions(contribution_result& r) {
+    r.max_drop = 0;
+    for (const auto& e : r.modules) r.max_drop = std::max(r.max_drop, e.drop);
+    r.all_zero = !(r.max_drop > 0);
+    for (auto& e : r.modules)
+        e.score = r.all_zero ? 0.0 : std::isinf(r.max_drop) ? (std::isinf(e.drop) ? 1.0 : 0.0) : e.drop / r.max_drop;
+}
+
 template <class T, class B>
 void check_holds(const nn::Module<T, B>& model, const nn::Snapshot<T, B>& snap, const char* what) {
     for (auto& [name, p] : model.named_parameters())
@@ -231,11 +240,8 @@ inline contribution_result contribution(const std::vector<module_ref>& modules, 
         }
         const double d = std::isnan(v) ? r.clip : std::clamp(r.base - v, 0.0, r.clip);
         r.modules.push_back({m.name, m.type, m.layer, v, d, 0.0});
-        r.max_drop = std::max(r.max_drop, d);
     }
-    r.all_zero = !(r.max_drop > 0);
-    if (!r.all_zero)
-        for (auto& e : r.modules) e.score = std::isinf(r.max_drop) ? (std::isinf(e.drop) ? 1.0 : 0.0) : e.drop / r.max_drop;
+    detail::score_contributions(r);
     r.evaluations = eval.count();
     return r;
 }
