@@ -10,6 +10,9 @@
 // name the pair): scripts/fetch-data translation (Ding, en-de) or scripts/prepare-parallel.
 //   component_value --preset tiny --steps 300 --eval-sentences 100 --out runs/cv-smoke
 //   component_value --checkpoint runs/cv/checkpoint.safetensors --out runs/cv-again
+//   mpirun -np 2 component_value ...   # data parallel (-DDEPTHLAB_WITH_MPI=ON): training on every
+//       rank, decoding and the contribution / criticality modules split across ranks; rank 0
+//       alone runs pruning and rewinding and writes every output
 // The recipe of docs/results/component_value is in its README.
 #include <algorithm>
 #include <chrono>
@@ -31,6 +34,7 @@
 #include "common/build_info.hpp"
 #include "common/cli.hpp"
 #include "common/device.hpp"
+#include "common/distributed.hpp"
 
 using namespace depthlab;
 template <class B>
@@ -52,10 +56,10 @@ struct options {
     std::int64_t enc_layers = 0, dec_layers = 0, dim = 0, heads = 0, ff = 0;  // 0: the preset's
     double dropout = -1;                                                       // < 0: the preset's
     std::int64_t steps = 4000, max_tokens = 4096, warmup = 1000, log_every = 50, save_every = 500, dev_every = 500, dev_sentences = 200;
-    std::int64_t max_train_len = 128, max_source_len = 128, main_repeat = 1;
+    std::int64_t max_train_len = 128, max_source_len = 128, main_repeat = 1, accum = 1;
     double lr = 1e-3, clip = 1.0, label_smoothing = 0.1, max_train_minutes = 0;
     std::uint64_t seed = 1;
-    bool resume = false, with_mt = false, skip_analyses = false, no_clip = false;
+    bool resume = false, with_mt = false, skip_analyses = false, no_clip = false, distributed = false;
     std::int64_t beam = 4, analysis_beam = 1, eval_sentences = 200, decode_batch = 100, grid_steps = 10, max_evaluations = 8,
                  prune_max_k = 8, rewind_steps = 200;
     double alpha = 0.6, epsilon = 0.5, rewind_lr = 0, tolerance = 1.0 / 16, clip_fraction = 0.1;
@@ -100,10 +104,10 @@ optim::AdamOptions adam_options(double lr) { return {.lr = lr, .beta1 = 0.9, .be
 }  // namespace
 
 template <class B>
-int run(options o, const std::string& command_line) {
+int run(options o, const std::string& command_line, dist::communicator& comm) {
     try {
         const auto t_start = clock_type::now();
-        std::filesystem::create_directories(o.out);
+        if (comm.is_root()) std::filesystem::create_directories(o.out);
         io::metadata_map loaded;  // --checkpoint: its config and training recipe replace the flags
         if (!o.checkpoint.empty()) {
             loaded = io::safetensors_file(o.checkpoint).metadata();
@@ -135,10 +139,14 @@ int run(options o, const std::string& command_line) {
         optim::Adam<float, B> adam(model.named_parameters(), adam_options(o.lr));
         const optim::inverse_sqrt schedule(o.lr, o.warmup);
         data::translation_stream stream(batcher, o.seed + 1);
-        std::printf("model: %s; %lld parameters; device %s, ISA %s, precision %s, %d threads\n", nn::describe(cfg).c_str(), static_cast<long long>(model.parameter_count()),
-                    B::name, cpu::to_string(cpu::active_isa()), examples::precision_description(B::name).c_str(), max_threads());
-        train::Trainer<float, B> trainer(model, adam, {.steps = o.steps, .clip = o.clip, .log_every = o.log_every, .eval_every = o.dev_every,
-                                                       .save_every = o.save_every, .max_train_minutes = o.max_train_minutes, .out = o.out, .resume = o.resume});
+        std::printf("model: %s; %lld parameters; device %s, ISA %s, precision %s, %d threads, %s\n", nn::describe(cfg).c_str(),
+                    static_cast<long long>(model.parameter_count()), B::name, cpu::to_string(cpu::active_isa()), examples::precision_description(B::name).c_str(),
+                    max_threads(), examples::ranks_description(comm).c_str());
+        train::Trainer<float, B> trainer(model, adam, {.steps = o.steps, .accumulate = o.accum, .clip = o.clip, .log_every = o.log_every, .eval_every = o.dev_every,
+                                                       .save_every = o.save_every, .max_train_minutes = o.max_train_minutes, .out = o.out, .resume = o.resume,
+                                                       .comm = &comm});
+        trainer.skip = [&] { (void)stream.next(); };  // (another rank's batch)
+        dist::own_stream_per_rank(model.rng(), comm);  // dropout masks of its own
         const auto track_run = [&](train::checkpointer<float, B>& c) {
             c.track_tensors("theta0", [&] { return theta0.tensors(); }, [&](const auto& t0s) { theta0 = nn::Snapshot<float, B>(model, t0s); });
             c.track("model", model.rng());  // dropout during rewinding continues as in the original run
@@ -160,10 +168,13 @@ int run(options o, const std::string& command_line) {
         const auto detokenize = [&](std::span<const std::int64_t> ids) { return tok.decode(ids); };
         nn::translator<float, B> trans(model, detokenize);
         const auto bleu = [&](const nn::translation_set& s, const nn::search_options& so) { return metrics::corpus_bleu(trans.translate(s, so), s.references).score; };
+        const auto bleu_all_ranks = [&](const nn::translation_set& s, const nn::search_options& so) {  // decoding split across ranks
+            return metrics::corpus_bleu(trans.translate(s, so, comm), s.references).score;
+        };
         const nn::translation_set dev_set = set("dev", dev, 0, 1);
         trainer.evaluate = [&](std::int64_t, bool) {
             const auto t = clock_type::now();
-            const auto hyps = trans.translate(dev_set, {});
+            const auto hyps = trans.translate(dev_set, {}, comm);
             const double b = metrics::corpus_bleu(hyps, dev_set.references).score;
             std::printf("  dev BLEU %.2f: \"%s\" -> \"%s\" (ref \"%s\")\n", b, dev.src[0].c_str(), hyps[0].c_str(), dev.tgt[0].c_str());
             return nlohmann::ordered_json{{"dev_bleu", b}, {"dev_seconds", seconds_since(t)}};
@@ -183,14 +194,14 @@ int run(options o, const std::string& command_line) {
         const nn::translation_set test_set = set("test", test, 0, 1), test_beam = set("test-beam", test, 0, o.beam);
         const nn::search_options greedy, beam{.beam = static_cast<int>(o.beam), .alpha = o.alpha};
         auto t = clock_type::now();
-        const double bleu_greedy = bleu(test_set, greedy), s_greedy = seconds_since(t);
+        const double bleu_greedy = bleu_all_ranks(test_set, greedy), s_greedy = seconds_since(t);
         t = clock_type::now();
-        const auto test_hyps = trans.translate(o.beam > 1 ? test_beam : test_set, o.beam > 1 ? beam : greedy);
+        const auto test_hyps = trans.translate(o.beam > 1 ? test_beam : test_set, o.beam > 1 ? beam : greedy, comm);
         const double bleu_beam = metrics::corpus_bleu(test_hyps, test_set.references).score, s_beam = seconds_since(t);
         const double chrf = metrics::corpus_chrf(test_hyps, test_set.references).score;
         std::string hyp_lines;
         for (const auto& h : test_hyps) hyp_lines += h + "\n";
-        io::write_file_atomically(o.out + "/test_hypotheses.txt", hyp_lines);
+        if (comm.is_root()) io::write_file_atomically(o.out + "/test_hypotheses.txt", hyp_lines);
         std::printf("test BLEU (%zu sentences, %zu sources cut at %lld tokens): greedy %.2f (%.1fs), beam %lld %.2f (%.1fs); chrF %.2f\n", test_set.size(),
                     test_set.truncated, static_cast<long long>(o.max_source_len), bleu_greedy, s_greedy, static_cast<long long>(o.beam), bleu_beam, s_beam, chrf);
         for (std::size_t i = 0; i < 3 && i < test_hyps.size(); ++i)
@@ -200,7 +211,9 @@ int run(options o, const std::string& command_line) {
                                {"train_seconds", fit.seconds}, {"stopped_by_time", fit.stopped_by_time}, {"threads", max_threads()},
                                {"test_sentences", test_set.size()}, {"test_bleu_greedy", bleu_greedy}, {"test_bleu_beam", bleu_beam}, {"test_chrf", chrf},
                                {"beam", o.beam}, {"length_penalty", "gnmt alpha " + std::to_string(o.alpha)}};
-        const auto write_summary = [&] { io::write_file_atomically(o.out + "/summary.json", summary.dump(2) + "\n"); };
+        const auto write_summary = [&] {
+            if (comm.is_root()) io::write_file_atomically(o.out + "/summary.json", summary.dump(2) + "\n");
+        };
         write_summary();
         if (o.skip_analyses) {
             std::printf("--skip-analyses: done in %s\n", train::format_duration(seconds_since(t_start)).c_str());
@@ -213,7 +226,7 @@ int run(options o, const std::string& command_line) {
         analysis::timed_metric metric([&] { return bleu(analysis_set, metric_search); });
         const auto modules = analysis::default_modules(model);
         const nn::Snapshot<float, B> thetaf(model);
-        const analysis::run_options run{.progress = {}, .print_progress = true};
+        const analysis::run_options run{.progress = {}, .print_progress = comm.is_root()};
         const auto t_an = clock_type::now();
         const double base = metric();
         std::printf("analysis metric: BLEU of %s decoding on the first %zu test sentences = %.2f (%.2fs per evaluation)\n",
@@ -224,9 +237,9 @@ int run(options o, const std::string& command_line) {
                                                   .clip = o.no_clip ? std::optional(std::numeric_limits<double>::infinity()) : std::nullopt,
                                                   .base = base, .run = run};
         analysis::stopwatch phase;
-        const auto contrib = analysis::contribution(modules, metric, copt);
+        const auto contrib = analysis::contribution(comm, modules, metric, copt);  // (the modules split across ranks)
         const double s_contrib = phase.lap("contribution");
-        analysis::write_csv(o.out + "/contribution.csv", contrib);
+        if (comm.is_root()) analysis::write_csv(o.out + "/contribution.csv", contrib);
         const auto drops = analysis::unclipped_drops(contrib);
         std::printf("contribution: %zu modules in %s; clip C = %.3f, largest drop %.3f BLEU (unclipped)%s\n", modules.size(),
                     train::format_duration(s_contrib).c_str(), contrib.clip, *std::max_element(drops.begin(), drops.end()), contrib.all_zero ? " (ALL ZERO)" : "");
@@ -234,8 +247,9 @@ int run(options o, const std::string& command_line) {
         const analysis::criticality_options kopt{.epsilon = o.epsilon, .method = o.search == "grid" ? analysis::search_method::grid : analysis::search_method::bisection,
                                                  .grid_steps = static_cast<int>(o.grid_steps), .tolerance = o.tolerance,
                                                  .max_evaluations = static_cast<int>(o.max_evaluations), .base = base, .run = run};
-        const auto crit = analysis::criticality(model, modules, theta0, thetaf, metric, kopt);
+        const auto crit = analysis::criticality(comm, model, modules, theta0, thetaf, metric, kopt);
         const double s_crit = phase.lap("criticality");
+        if (!comm.is_root()) return 0;  // pruning, rewinding and the outputs: rank 0
         analysis::write_csv(o.out + "/criticality.csv", crit);
         analysis::write_trace_csv(o.out + "/criticality_trace.csv", crit);
         const double rho = analysis::rank_correlation(contrib, crit);
@@ -350,8 +364,7 @@ int run(options o, const std::string& command_line) {
                     o.out.c_str(), train::format_duration(seconds_since(t_start)).c_str());
         return 0;
     } catch (const std::exception& e) {
-        std::fprintf(stderr, "component_value: %s\n", e.what());
-        return 1;
+        dist::fail(comm, "component_value", e);
     }
 }
 
@@ -372,6 +385,7 @@ int main(int argc, char** argv) {
         .option("dropout", o.dropout, "dropout (< 0: the preset's)").range(-1.0, 0.99)
         .option("steps", o.steps, "optimiser steps").range<std::int64_t>(0, 1000000000)
         .option("max-train-minutes", o.max_train_minutes, "stop training after this many minutes (0: no limit)").range(0.0, 1e7)
+        .option("accum", o.accum, "batches per step (gradient accumulation; under mpirun, per rank)").range<std::int64_t>(1, 1 << 16)
         .option("max-tokens", o.max_tokens, "padded tokens per batch: sentences x max(src, tgt) length").range<std::int64_t>(1, 1 << 24)
         .option("max-train-len", o.max_train_len, "training pairs with a side longer than this many tokens are dropped (counted)").range<std::int64_t>(1, 4096)
         .option("max-source-len", o.max_source_len, "test and dev sources are cut to this many tokens (counted)").range<std::int64_t>(1, 4096)
@@ -412,10 +426,12 @@ int main(int argc, char** argv) {
         .option("rewind-lr", o.rewind_lr, "fine-tuning learning rate (0: the training schedule's last)").range(0.0, 10.0)
         .option("shallow-checkpoint", o.shallow_checkpoint, "compare pruning with this shallower model (trained separately with --dec-layers)")
         .option("device", o.device, examples::device_help).one_of({"cpu", "cuda", "host_device"})
-        .option("precision", o.precision, examples::precision_help).one_of({"auto", "f32", "bf16"});
+        .option("precision", o.precision, examples::precision_help).one_of({"auto", "f32", "bf16"})
+        .flag("distributed", o.distributed, examples::distributed_help);
     args.parse(argc, argv);
+    dist::communicator& comm = examples::join("component_value", o.distributed);
     std::string command_line;
     for (int i = 0; i < argc; ++i) command_line += (i ? " " : "") + std::string(argv[i]);
     examples::use_precision(o.precision);
-    return examples::on_device(o.device, "component_value", [&](auto tag) { return run<decltype(tag)>(o, command_line); });
+    return examples::on_device(o.device, "component_value", [&](auto tag) { return run<decltype(tag)>(o, command_line, comm); });
 }

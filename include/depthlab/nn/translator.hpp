@@ -29,6 +29,8 @@
 
 #include "depthlab/core/error.hpp"
 #include "depthlab/data/translation.hpp"
+#include "depthlab/dist/communicator.hpp"
+#include "depthlab/dist/gather.hpp"
 #include "depthlab/nn/decoding.hpp"
 #include "depthlab/nn/models.hpp"
 #include "depthlab/nn/transformer.hpp"
@@ -127,6 +129,20 @@ public:
         for_each_hypothesis(set, o, [&](std::size_t i, const hypothesis& h) { out[i] = decode_(h.tokens); });
         return out;
     }
+    /// The same, decoded by the ranks of `comm` together (batch b on rank b mod W; every rank
+    /// holds the same model) and gathered: every rank gets every hypothesis, equal to translate().
+    std::vector<std::string> translate(const translation_set& set, const search_options& o, dist::communicator& comm) {
+        if (!comm.distributed()) return translate(set, o);
+        std::vector<std::string> mine;  // (index, hypothesis) pairs, flattened
+        for_each_hypothesis(set, o, [&](std::size_t i, const hypothesis& h) {
+            mine.push_back(std::to_string(i));
+            mine.push_back(decode_(h.tokens));
+        }, &comm);
+        const std::vector<std::string> all = dist::all_gather_strings(comm, mine);
+        std::vector<std::string> out(set.size());
+        for (std::size_t k = 0; k + 1 < all.size(); k += 2) out[std::stoull(all[k])] = all[k + 1];
+        return out;
+    }
     /// The hypotheses themselves (tokens and scores), in the order of set.references.
     std::vector<hypothesis> hypotheses(const translation_set& set, const search_options& o) {
         std::vector<hypothesis> out(set.size());
@@ -142,23 +158,28 @@ public:
     [[nodiscard]] std::size_t encoder_reuses() const { return encoder_reuses_; }
 
 private:
+    /// f(index, hypothesis) for every sentence of set; with `shard`, only those of this rank's batches.
     template <class F>
-    void for_each_hypothesis(const translation_set& set, const search_options& o, F&& f) {
+    void for_each_hypothesis(const translation_set& set, const search_options& o, F&& f, const dist::communicator* shard = nullptr) {
         DEPTHLAB_CHECK(!model_.is_training(), usage_error, "translator: the model is in training mode (call model.eval() first)");
         no_grad guard;
         DEPTHLAB_CHECK(set.id != 0 && set.members.size() == set.batches.size(), usage_error, "translator: '", set.name,
                        "' was not made by make_translation_set");
-        if (cached_set_ == set.id && memories_.size() == set.batches.size() && encoder_unchanged()) {
+        const auto mine = [&](std::size_t b) { return !shard || dist::owner_of(b, *shard) == shard->rank(); };
+        const std::pair<int, int> shard_key = shard ? std::pair(shard->rank(), shard->size()) : std::pair(0, 1);
+        if (cached_set_ == set.id && cached_shard_ == shard_key && memories_.size() == set.batches.size() && encoder_unchanged()) {
             ++encoder_reuses_;
         } else {
             cached_set_ = 0;  // nothing is cached until the new encoder outputs are all there
             memories_.clear();
-            for (const auto& b : set.batches) memories_.push_back(model_.encode(b));
+            for (std::size_t b = 0; b < set.batches.size(); ++b) memories_.push_back(mine(b) ? model_.encode(set.batches[b]) : Var<T, B>());
             remember_encoder();
             cached_set_ = set.id;
+            cached_shard_ = shard_key;
             ++encoder_runs_;
         }
         for (std::size_t b = 0; b < set.batches.size(); ++b) {
+            if (!mine(b)) continue;
             const auto out = generate(model_, memories_[b], set.batches[b], o);
             for (std::size_t j = 0; j < out.size(); ++j) f(set.members[b][j], out[j]);
         }
@@ -188,6 +209,7 @@ private:
     std::vector<Var<T, B>> encoder_params_;
     std::vector<const residual_base*> encoder_sublayers_;
     std::uint64_t cached_set_ = 0;  // translation_set::id of the cached encoder outputs
+    std::pair<int, int> cached_shard_{0, 1};  // (rank, ranks) they were computed for
     std::vector<Var<T, B>> memories_;
     std::vector<bool> enabled_;
     std::vector<std::vector<T>> values_;
