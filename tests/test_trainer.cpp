@@ -292,3 +292,47 @@ TEST_CASE("config: every field of every model config round-trips through checkpo
         CHECK_THROWS_AS((void)io::load_config<halting::act_options>(bad, "act."), io_error);
     }
 }
+
+TEST_CASE("data parallel on one process: the shard arithmetic, sharded ranges and gathers, the buckets") {
+    const dist::shard_of s{.rank = 1, .world = 3, .accumulate = 2};
+    CHECK(s.micro_batches() == 6);
+    CHECK(s.before() == 2);
+    CHECK(s.after() == 2);
+    dist::communicator& one = dist::local();
+    CHECK((one.rank() == 0 && one.size() == 1 && !one.distributed()));
+    CHECK(dist::shard_range(7, one) == std::pair<std::size_t, std::size_t>{0, 7});
+    CHECK(dist::all_gather_strings(one, {"a", "", "b"}) == std::vector<std::string>{"a", "", "b"});
+    double v = 3;
+    one.all_reduce(&v, 1, dist::reduce_op::average);  // a mean over one rank is the value
+    CHECK(v == 3);
+
+    // The buckets sum micro-batch gradients in order and leave a parameter without any
+    // gradient without one.
+    Generator g(1);
+    nn::Linear<float> used(3, 2, g), unused(3, 2, g);
+    std::vector<Var<float>> params{used.weight, used.bias, unused.weight};
+    dist::gradient_buckets<float, backend::cpu> buckets(one, params);
+    CHECK(buckets.bytes() == (6 + 2 + 6 + 3) * sizeof(float));
+    buckets.zero();
+    for (float k : {1.0f, 2.0f}) {
+        used.weight.grad() = Tensor<float>::full({2, 3}, k);
+        used.bias.grad() = Tensor<float>::full({2}, -k);
+        buckets.add_gradients();
+        CHECK(!used.weight.grad().defined());  // cleared for the next micro-batch
+    }
+    buckets.finish();
+    CHECK(used.weight.grad().to_vector() == std::vector<float>(6, 3.0f));
+    CHECK(used.bias.grad().to_vector() == std::vector<float>(2, -3.0f));
+    CHECK(!unused.weight.grad().defined());
+}
+
+TEST_CASE("trainer: a communicator of one rank needs no skip hook and changes nothing") {
+    regression a, b;
+    auto t1 = a.trainer({.steps = 3, .accumulate = 2, .clip = 0, .log_every = 3});
+    auto t2 = b.trainer({.steps = 3, .accumulate = 2, .clip = 0, .log_every = 3, .comm = &dist::local()});
+    CHECK(t2.is_root());
+    CHECK(t2.shard().micro_batches() == 2);
+    t1.fit([&] { return a.next(); });
+    t2.fit([&] { return b.next(); });
+    CHECK(a.parameters() == b.parameters());
+}

@@ -273,6 +273,25 @@ TEST_CASE("sharded decoding: each rank's range of sentences, gathered, is the wh
     CHECK(dist::all_gather_strings(w, mine) == all);
 }
 
+TEST_CASE("data parallel on a device backend: the buckets stage device gradients through the host for MPI") {
+    auto& w = world();
+    Generator g(1);
+    nn::Linear<float, backend::host_device> layer(4, 3, g);
+    dist::gradient_buckets<float, backend::host_device> buckets(w, dist::distinct_parameters(layer.named_parameters()));
+    buckets.zero();
+    for (const auto& [name, p] : layer.named_parameters())
+        p.grad() = Tensor<float, backend::host_device>::full(p.shape(), static_cast<float>(w.rank() + 1));
+    buckets.add_gradients();
+    buckets.finish();
+    const float sum = static_cast<float>(w.size() * (w.size() + 1) / 2);
+    for (const auto& [name, p] : layer.named_parameters()) CHECK(p.grad().to_vector() == std::vector<float>(static_cast<std::size_t>(p.value().numel()), sum));
+    // rank 0's parameters reach every rank through the device buffers too
+    for (const auto& [name, p] : layer.named_parameters())
+        primitives<backend::host_device>::fill(p.value().numel(), static_cast<float>(w.rank()), const_cast<float*>(p.value().data()));
+    dist::broadcast_parameters(w, dist::distinct_parameters(layer.named_parameters()));
+    for (const auto& [name, p] : layer.named_parameters()) CHECK(p.value().to_vector() == std::vector<float>(static_cast<std::size_t>(p.value().numel()), 0.0f));
+}
+
 // ---- failure behaviour (run by tests/dist/failure.cmake, skipped otherwise) ----
 
 TEST_CASE("failure: a rank that dies mid-run ends the job; the checkpoint stays good") {
