@@ -11,6 +11,9 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <bit>
+#include <cmath>
 #include <csignal>
 #include <cstdint>
 #include <cstdlib>
@@ -169,8 +172,18 @@ TEST_CASE("data parallel: 2 ranks x accumulate 1 equal 1 process x accumulate 2,
     const auto ref_bits = parameter_bits(alone.model);
     REQUIRE(dp_bits.size() == ref_bits.size());
     std::size_t differ = 0;
-    for (std::size_t i = 0; i < dp_bits.size(); ++i) differ += dp_bits[i] != ref_bits[i];
-    CHECK_MESSAGE(differ == 0, differ, " of ", dp_bits.size(), " parameter values differ from the single-process run");
+    double worst = 0;  // largest relative difference
+    for (std::size_t i = 0; i < dp_bits.size(); ++i) {
+        differ += dp_bits[i] != ref_bits[i];
+        const float a = std::bit_cast<float>(dp_bits[i]), b = std::bit_cast<float>(ref_bits[i]);
+        worst = std::max(worst, std::abs(static_cast<double>(a) - b) / std::max(1e-30, std::abs(static_cast<double>(b))));
+    }
+    if (w.size() <= 2) {  // one commutative addition per element: the same bits
+        CHECK_MESSAGE(differ == 0, differ, " of ", dp_bits.size(), " parameter values differ from the single-process run");
+    } else {  // MPI's summation order: equal to rounding
+        MESSAGE(w.size(), " ranks: ", differ, " of ", dp_bits.size(), " values differ, by at most ", worst, " relative");
+        CHECK(worst <= 1e-5);
+    }
     // Rank r trained on micro-batches r, r + W, ... of the single process's sequence, and the
     // ranks ran different depths (the all-reduce waits for the deeper one, outside the loop).
     REQUIRE(dp.iterations.size() == 3);
