@@ -312,7 +312,7 @@ TEST_CASE("data parallel on one process: the shard arithmetic, sharded ranges an
     nn::Linear<float> used(3, 2, g), unused(3, 2, g);
     std::vector<Var<float>> params{used.weight, used.bias, unused.weight};
     dist::gradient_buckets<float, backend::cpu> buckets(one, params);
-    CHECK(buckets.bytes() == (6 + 2 + 6 + 3) * sizeof(float));
+    CHECK(buckets.bytes() == (6 + 2 + 6 + 3 + 1) * sizeof(float));  // values, a flag per parameter, the poison flag
     buckets.zero();
     for (float k : {1.0f, 2.0f}) {
         used.weight.grad() = Tensor<float>::full({2, 3}, k);

@@ -20,7 +20,10 @@ inline constexpr const char* distributed_help =
 inline depthlab::dist::communicator& join(const char* program, bool force_mpi) {
     try {
         depthlab::dist::communicator& comm = depthlab::dist::world(nullptr, nullptr, force_mpi);
-        if (!comm.is_root()) (void)std::freopen("/dev/null", "w", stdout);
+        if (!comm.is_root() && !std::freopen("/dev/null", "w", stdout)) {
+            std::fprintf(stderr, "%s: rank %d cannot silence its stdout (/dev/null)\n", program, comm.rank());
+            std::exit(2);
+        }
         return comm;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "%s: %s\n", program, e.what());

@@ -15,6 +15,7 @@
 #include <bit>
 #include <cmath>
 #include <csignal>
+#include <limits>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -303,6 +304,31 @@ TEST_CASE("data parallel on a device backend: the buckets stage device gradients
         primitives<backend::host_device>::fill(p.value().numel(), static_cast<float>(w.rank()), const_cast<float*>(p.value().data()));
     dist::broadcast_parameters(w, dist::distinct_parameters(layer.named_parameters()));
     for (const auto& [name, p] : layer.named_parameters()) CHECK(p.value().to_vector() == std::vector<float>(static_cast<std::size_t>(p.value().numel()), 0.0f));
+}
+
+TEST_CASE("data parallel: a non-finite loss on one rank stops every rank at the same step, with an error") {
+    auto& w = world();
+    albert_run run(5);
+    train::Trainer<float> t(run.model, run.lamb, {.steps = 5, .log_every = 1, .comm = &w});
+    t.skip = [&] { (void)run.sampler.next(8); };
+    std::int64_t calls = 0;
+    std::string message;
+    try {
+        t.fit([&] {
+            const data::albert_batch b = run.sampler.next(8);
+            const auto l = run.model.losses(b);
+            const bool poison = ++calls == 3 && w.rank() == w.size() - 1;
+            const auto loss = poison ? scale(l.mlm, std::numeric_limits<float>::quiet_NaN()) : add(l.mlm, l.sop);
+            return train::micro_batch<float>{.loss = loss, .logged = {{"loss", loss}}};
+        });
+    } catch (const numeric_error& e) {
+        message = e.what();
+    }
+    CHECK(t.step() == 2);  // every rank stopped at step 3
+    CHECK(message.find("trainer: step 3") != std::string::npos);
+    if (w.size() > 1)
+        CHECK(message.find(w.rank() == w.size() - 1 ? "rank " + std::to_string(w.rank()) + ":" : std::string("another rank")) != std::string::npos);
+    w.barrier();  // and every rank can go on communicating
 }
 
 // ---- failure behaviour (run by tests/dist/failure.cmake, skipped otherwise) ----

@@ -199,6 +199,17 @@ private:
     std::size_t count_ = 0;
 };
 
+inline void check_options(const contribution_options& opts) {
+    DEPTHLAB_CHECK(opts.clip_fraction >= 0, usage_error, "contribution: clip_fraction ", opts.clip_fraction, " < 0");
+    DEPTHLAB_CHECK(!opts.clip || *opts.clip >= 0, usage_error, "contribution: clip ", *opts.clip, " < 0");
+}
+inline void check_options(const criticality_options& opts) {
+    DEPTHLAB_CHECK(opts.grid_steps >= 1, usage_error, "criticality: grid_steps ", opts.grid_steps, " < 1");
+    DEPTHLAB_CHECK(opts.tolerance > 0, usage_error, "criticality: tolerance ", opts.tolerance, " <= 0");
+    DEPTHLAB_CHECK(opts.max_evaluations >= 1, usage_error, "criticality: max_evaluations ", opts.max_evaluations, " < 1");
+    DEPTHLAB_CHECK(opts.epsilon >= 0, usage_error, "criticality: epsilon ", opts.epsilon, " < 0");
+}
+
 /// max_drop, all_zero and every score from the drops (score_n = d_n / max_m d_m).
 inline void score_contributions(contribution_result& r) {
     r.max_drop = 0;
@@ -223,8 +234,7 @@ void check_holds(const nn::Module<T, B>& model, const nn::Snapshot<T, B>& snap, 
 /// off for one evaluation and on again, even when the metric throws.
 inline contribution_result contribution(const std::vector<module_ref>& modules, const metric_fn& metric, const contribution_options& opts = {}) {
     detail::check_modules(modules, "contribution", true, false);
-    DEPTHLAB_CHECK(opts.clip_fraction >= 0, usage_error, "contribution: clip_fraction ", opts.clip_fraction, " < 0");
-    DEPTHLAB_CHECK(!opts.clip || *opts.clip >= 0, usage_error, "contribution: clip ", *opts.clip, " < 0");
+    detail::check_options(opts);
     detail::evaluator eval(metric, opts.run, "contribution");
     contribution_result r;
     r.base = opts.base ? *opts.base : eval();
@@ -268,10 +278,7 @@ template <class T, class B>
 criticality_result criticality(nn::Module<T, B>& model, const std::vector<module_ref>& modules, const nn::Snapshot<T, B>& initial,
                                const nn::Snapshot<T, B>& final_, const metric_fn& metric, const criticality_options& opts = {}) {
     detail::check_modules(modules, "criticality", false, true);
-    DEPTHLAB_CHECK(opts.grid_steps >= 1, usage_error, "criticality: grid_steps ", opts.grid_steps, " < 1");
-    DEPTHLAB_CHECK(opts.tolerance > 0, usage_error, "criticality: tolerance ", opts.tolerance, " <= 0");
-    DEPTHLAB_CHECK(opts.max_evaluations >= 1, usage_error, "criticality: max_evaluations ", opts.max_evaluations, " < 1");
-    DEPTHLAB_CHECK(opts.epsilon >= 0, usage_error, "criticality: epsilon ", opts.epsilon, " < 0");
+    detail::check_options(opts);
     if (opts.check_final) detail::check_holds(model, final_, "criticality");
     detail::evaluator eval(metric, opts.run, "criticality");
     criticality_result r;

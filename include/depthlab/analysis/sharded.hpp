@@ -5,11 +5,14 @@
 // and bit for bit, as contribution() / criticality() in one process, since every module's
 // evaluations are independent and the metric is deterministic. Each rank computes the
 // baseline itself (unless options.base gives it); `evaluations` counts every rank's calls.
+// The gathers wait for the slowest rank: ranks whose modules take much longer than the
+// others' (ablated models decoding to the length limit) may need DEPTHLAB_DIST_TIMEOUT raised.
 //
 //     dist::communicator& comm = dist::world(&argc, &argv);
 //     const auto contrib = analysis::contribution(comm, modules, metric, copt);   // every rank
 //     if (comm.is_root()) analysis::write_contribution_csv(...);
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -50,7 +53,9 @@ inline double shared_baseline(const metric_fn& metric, const std::optional<doubl
     if (given) return *given;
     no_grad guard;
     ++evaluations;
-    return metric();
+    const double base = metric();  // (the same on every rank: a NaN throws on all of them)
+    DEPTHLAB_CHECK(!std::isnan(base), numeric_error, "sharded analysis: the baseline metric is NaN");
+    return base;
 }
 }  // namespace detail
 
@@ -59,6 +64,7 @@ inline contribution_result contribution(dist::communicator& comm, const std::vec
                                         contribution_options opts = {}) {
     if (!comm.distributed()) return contribution(modules, metric, opts);
     detail::check_modules(modules, "contribution", true, false);
+    detail::check_options(opts);  // (on every rank, also one without modules: all throw or none)
     std::size_t own_evaluations = 0;
     opts.base = detail::shared_baseline(metric, opts.base, own_evaluations);
     const std::vector<module_ref> mine = detail::modules_of_rank(modules, comm);
@@ -89,6 +95,7 @@ criticality_result criticality(dist::communicator& comm, nn::Module<T, B>& model
                                criticality_options opts = {}) {
     if (!comm.distributed()) return criticality(model, modules, initial, final_, metric, opts);
     detail::check_modules(modules, "criticality", false, true);
+    detail::check_options(opts);
     std::size_t own_evaluations = 0;
     opts.base = detail::shared_baseline(metric, opts.base, own_evaluations);
     const std::vector<module_ref> mine = detail::modules_of_rank(modules, comm);

@@ -24,6 +24,7 @@
 #include <type_traits>
 
 #include "depthlab/core/error.hpp"
+#include "depthlab/core/rng.hpp"
 
 namespace depthlab::dist {
 
@@ -152,17 +153,26 @@ protected:
     }
 };
 
+/// Gives each rank its own random stream from a generator seeded alike on every rank (e.g.
+/// dropout: ranks that drew the same masks would train on correlated noise). Rank 0 keeps
+/// the stream it has, so a 1-rank run is the single-process run.
+inline void own_stream_per_rank(Generator& g, const communicator& comm) {
+    if (comm.rank() == 0) return;
+    const std::uint64_t r = static_cast<std::uint64_t>(comm.rank());
+    g.set_state(g.seed() ^ (0x9e3779b97f4a7c15ull * r), g.offset());
+}
+
 /// The process-wide single-process communicator (what a trainer uses when given none).
 inline communicator& local() {
     static single_process c;
     return c;
 }
 
-/// The number of processes the launcher started, from its environment (OpenMPI, MPICH/
-/// Hydra, PMIx, Slurm): 1 outside a launcher. Lets a program built without MPI refuse to run
-/// as N copies that would each train alone.
+/// The number of processes the launcher started, from its environment (OpenMPI's mpirun,
+/// MPICH/Hydra, PMIx, Slurm's srun): 1 outside a launcher. Lets a program built without MPI
+/// refuse to run as N copies that would each train alone.
 inline int launcher_world_size() {
-    for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS"}) {
+    for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_STEP_NUM_TASKS"}) {
         if (const char* v = std::getenv(var)) {
             const int n = std::atoi(v);
             if (n >= 1) return n;

@@ -30,7 +30,6 @@
 
 #include "depthlab/autodiff/variable.hpp"
 #include "depthlab/core/error.hpp"
-#include "depthlab/core/rng.hpp"
 #include "depthlab/core/tensor.hpp"
 #include "depthlab/dist/communicator.hpp"
 
@@ -81,15 +80,6 @@ std::vector<Var<T, B>> distinct_parameters(const std::vector<std::pair<std::stri
     return out;
 }
 
-/// Gives each rank its own random stream from a generator seeded alike on every rank (e.g.
-/// dropout: ranks that drew the same masks would train on correlated noise). Rank 0 keeps
-/// the stream it has, so a 1-rank run is the single-process run.
-inline void own_stream_per_rank(Generator& g, const communicator& comm) {
-    if (comm.rank() == 0) return;
-    const std::uint64_t r = static_cast<std::uint64_t>(comm.rank());
-    g.set_state(g.seed() ^ (0x9e3779b97f4a7c15ull * r), g.offset());
-}
-
 /// Every rank's parameters become root's (in place: every Var handle stays valid).
 template <class T, class B>
 void broadcast_parameters(communicator& comm, const std::vector<Var<T, B>>& params, int root = 0) {
@@ -125,13 +115,13 @@ public:
         offsets_.reserve(params_.size() + 1);
         offsets_.push_back(0);
         for (const auto& p : params_) offsets_.push_back(offsets_.back() + p.value().numel());
-        const index_t total = offsets_.back() + static_cast<index_t>(params_.size());  // + one flag per parameter
+        const index_t total = offsets_.back() + static_cast<index_t>(params_.size()) + 1;  // + a flag per parameter, + poison
         flat_ = Tensor<T, B>::empty({std::max<index_t>(total, 1)});
         had_.assign(params_.size(), T(0));
     }
 
     /// Bytes one all-reduce of the buckets moves per rank (gradients and flags).
-    [[nodiscard]] std::size_t bytes() const { return static_cast<std::size_t>(offsets_.back() + params_.size()) * sizeof(T); }
+    [[nodiscard]] std::size_t bytes() const { return (static_cast<std::size_t>(offsets_.back()) + params_.size() + 1) * sizeof(T); }
     [[nodiscard]] std::size_t buckets() const { return (bytes() / sizeof(T) + bucket_elems_ - 1) / bucket_elems_; }
     [[nodiscard]] const std::vector<Var<T, B>>& parameters() const { return params_; }
 
@@ -154,11 +144,14 @@ public:
         }
     }
     /// All-reduces the sum (when distributed) and makes it the parameters' gradients; a
-    /// parameter no rank gave a gradient stays without one.
-    void finish() {
+    /// parameter no rank gave a gradient stays without one. `poisoned`: this rank's step
+    /// failed (a non-finite loss); the flag travels with the sum, so that every rank learns
+    /// it in the same collective and they stop together. Returns whether any rank was.
+    bool finish(bool poisoned = false) {
         const index_t n = offsets_.back();
-        const auto flags = static_cast<std::size_t>(params_.size());
+        const auto flags = static_cast<std::size_t>(params_.size()) + 1;
         std::vector<T> had = had_;
+        had.push_back(poisoned ? T(1) : T(0));
         if (comm_.distributed()) {
             memory<B>::from_host(had.data(), flat_.data() + n, flags);
             const std::size_t total = static_cast<std::size_t>(n) + flags;
@@ -168,12 +161,14 @@ public:
             }
             memory<B>::to_host(flat_.data() + n, had.data(), flags);
         }
+        if (had.back() != T(0)) return true;
         for (std::size_t i = 0; i < params_.size(); ++i) {
             if (had[i] == T(0)) continue;
             auto g = Tensor<T, B>::empty(params_[i].shape());
             detail::copy_n<T, B>(g.numel(), flat_.data() + offsets_[i], g.data());
             params_[i].grad() = std::move(g);
         }
+        return false;
     }
 
 private:
@@ -181,7 +176,7 @@ private:
     std::vector<Var<T, B>> params_;
     std::vector<index_t> offsets_;  // parameter i's gradient: flat_[offsets_[i], offsets_[i+1])
     std::size_t bucket_elems_;
-    Tensor<T, B> flat_;             // the gradients, then one flag per parameter
+    Tensor<T, B> flat_;             // the gradients, one flag per parameter, the poison flag
     std::vector<T> had_;            // this rank gave parameter i a gradient this step
 };
 

@@ -7,7 +7,7 @@
 // whole job when one process exits abnormally. A rank that hangs (or stopped calling
 // collectives, e.g. an exception on one rank only) would leave the others waiting forever, so
 // every collective here is non-blocking with a deadline: after `timeout_seconds` (default
-// 600, DEPTHLAB_DIST_TIMEOUT overrides) without completion the rank prints which collective,
+// 1800, DEPTHLAB_DIST_TIMEOUT overrides) without completion the rank prints which collective,
 // how many bytes and how long it waited, and aborts the job (MPI_Abort), which ends every
 // rank. A checkpoint is written by rank 0 alone and atomically (temporary file + rename), so
 // the last good one survives any of this.
@@ -35,7 +35,8 @@ namespace depthlab::dist {
 class mpi_communicator final : public communicator {
 public:
     /// Initialises MPI unless the program already did (then finalising stays the program's).
-    /// timeout_seconds <= 0: DEPTHLAB_DIST_TIMEOUT, else 600.
+    /// timeout_seconds <= 0: DEPTHLAB_DIST_TIMEOUT, else 1800 (a collective waits for the
+    /// slowest rank: long enough for uneven evaluations and a checkpoint write).
     explicit mpi_communicator(int* argc = nullptr, char*** argv = nullptr, double timeout_seconds = 0) {
         int initialised = 0;
         MPI_Initialized(&initialised);
@@ -43,6 +44,8 @@ public:
             int provided = 0;
             check(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided), "MPI_Init_thread");
             owns_mpi_ = true;
+            DEPTHLAB_CHECK(provided >= MPI_THREAD_FUNNELED, dist_error, "dist::mpi: this MPI offers thread level ", provided,
+                           ", below MPI_THREAD_FUNNELED (OpenMP threads next to MPI calls from the main thread)");
         }
         check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup");
         check(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
@@ -82,7 +85,7 @@ public:
         std::_Exit(code);  // (MPI_Abort does not return; this is for the compiler)
     }
 
-    /// DEPTHLAB_DIST_TIMEOUT (seconds), else 600.
+    /// DEPTHLAB_DIST_TIMEOUT (seconds), else 1800.
     static double default_timeout() {
         if (const char* v = std::getenv("DEPTHLAB_DIST_TIMEOUT")) {
             char* end = nullptr;
@@ -91,11 +94,13 @@ public:
                            "' is not a number of seconds > 0");
             return s;
         }
-        return 600.0;
+        return 1800.0;
     }
 
 protected:
     void do_all_reduce(void* data, std::size_t n, element_type type, reduce_op op) override {
+        DEPTHLAB_CHECK(op == reduce_op::sum || type == element_type::f32 || type == element_type::f64, usage_error,
+                       "dist::mpi all_reduce: an average of ", element_name(type), " values (sum them instead)");
         const std::size_t esize = element_size(type);
         for (std::size_t done = 0; done < n;) {  // MPI counts are int
             const std::size_t part = std::min<std::size_t>(n - done, max_count);
@@ -145,7 +150,7 @@ private:
         switch (type) {
             case element_type::f32: run(static_cast<float*>(data)); break;
             case element_type::f64: run(static_cast<double*>(data)); break;
-            default: DEPTHLAB_CHECK(false, usage_error, "dist::mpi all_reduce: an average of ", element_name(type), " values");
+            default: break;  // (refused before reducing)
         }
     }
     void check(int rc, const char* call) const {
@@ -182,7 +187,7 @@ private:
 
     MPI_Comm comm_ = MPI_COMM_NULL;
     int rank_ = 0, size_ = 1;
-    double timeout_ = 600;
+    double timeout_ = 1800;
     bool owns_mpi_ = false;
 };
 

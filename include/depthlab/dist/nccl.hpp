@@ -2,7 +2,9 @@
 // dist::nccl_communicator: the collectives of dist::communicator over NCCL, on CUDA device
 // buffers and this thread's stream of backend::cuda, bootstrapped through MPI as HPC codes
 // do: rank 0 creates the NCCL unique id and MPI broadcasts it; each rank uses the GPU
-// `local rank mod device count`. Build with -DDEPTHLAB_WITH_CUDA=ON -DDEPTHLAB_WITH_NCCL=ON
+// `local rank mod device count` (set here: construct the communicator before anything else
+// touches backend::cuda, whose per-thread stream and allocator belong to the device current at
+// their first use). One GPU per rank: NCCL refuses two ranks on one device. Build with -DDEPTHLAB_WITH_CUDA=ON -DDEPTHLAB_WITH_NCCL=ON
 // (which also needs -DDEPTHLAB_WITH_MPI=ON); link depthlab::nccl.
 //
 // Failure behaviour as in dist/mpi.hpp: every collective is enqueued, then the host polls the

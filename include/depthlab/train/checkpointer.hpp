@@ -139,7 +139,12 @@ public:
         const int rank = comm_ ? comm_->rank() : 0;
         for (const auto& [name, g] : generators_) {
             const std::string own = rank_key(name, rank);
-            st.restore_generator(rank > 0 && st.metadata.count(own + ".seed") ? own : "rng." + name, *g);
+            if (rank > 0 && st.metadata.count(own + ".seed")) {
+                st.restore_generator(own, *g);
+            } else {
+                st.restore_generator("rng." + name, *g);
+                if (rank > 0) dist::own_stream_per_rank(*g, *comm_);  // (a file from fewer ranks: a stream of its own all the same)
+            }
         }
         for (const auto& s : streams_) {
             const io::metadata_map m = st.section_metadata(s.name);

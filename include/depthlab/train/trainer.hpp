@@ -153,13 +153,24 @@ public:
         step_ = ckpt_.load(model_, &opt_);
         last_saved_ = step_;
         restored_ = true;
-        if (is_root()) std::printf("resumed from %s at step %lld\n", ckpt_.path().c_str(), static_cast<long long>(step_));
+        if (is_root()) {
+            std::printf("resumed from %s at step %lld\n", ckpt_.path().c_str(), static_cast<long long>(step_));
+            const auto& m = ckpt_.metadata();
+            const auto was = [&](const char* k) { const auto it = m.find(k); return it == m.end() ? std::string() : it->second; };
+            if (!was("dist.ranks").empty() &&
+                (was("dist.ranks") != std::to_string(comm_->size()) || was("dist.accumulate") != std::to_string(o_.accumulate)))
+                std::printf("note: the checkpoint was written by %s rank(s) x accumulate %s, this run has %d x %lld: the global batch "
+                            "and each rank's share of it change from here on\n", was("dist.ranks").c_str(), was("dist.accumulate").c_str(),
+                            comm_->size(), static_cast<long long>(o_.accumulate));
+        }
         return step_;
     }
     /// Writes the checkpoint now (no-op without an output directory). Collective in a
     /// data-parallel run (rank 0 writes, with every rank's tracked generators).
     void save() {
         if (ckpt_.path().empty()) return;
+        ckpt_.metadata()["dist.ranks"] = std::to_string(comm_->size());  // (a resume on other ranks says so)
+        ckpt_.metadata()["dist.accumulate"] = std::to_string(o_.accumulate);
         ckpt_.save(model_, &opt_, step_);
         last_saved_ = step_;
     }
@@ -190,17 +201,25 @@ public:
                 opt_.zero_grad();
                 if (buckets) buckets->zero();
                 for (std::int64_t i = 0; i < shard.before(); ++i) skip();
+                std::string failed;  // a numeric error of this rank (distributed: every rank stops at the all-reduce)
                 for (std::int64_t a = 0; a < o_.accumulate; ++a) {
-                    micro_batch<T, B> mb = next();
-                    const Var<T, B> loss = buckets ? scale(mb.loss, static_cast<T>(loss_scale)) : mb.loss;
-                    loss.backward();
-                    if (buckets) buckets->add_gradients();
-                    add_means(sums, mb, counted == 0);
-                    ++counted;
-                    tokens += mb.tokens;
+                    try {
+                        micro_batch<T, B> mb = next();
+                        const Var<T, B> loss = buckets ? scale(mb.loss, static_cast<T>(loss_scale)) : mb.loss;
+                        loss.backward();
+                        if (buckets) buckets->add_gradients();
+                        add_means(sums, mb, counted == 0);
+                        ++counted;
+                        tokens += mb.tokens;
+                    } catch (const numeric_error& e) {
+                        if (shard.world == 1) throw;
+                        failed = depthlab::detail::cat("rank ", shard.rank, ": ", e.what());
+                        break;
+                    }
                 }
                 for (std::int64_t i = 0; i < shard.after(); ++i) skip();
-                if (buckets) buckets->finish();
+                if (buckets && buckets->finish(!failed.empty()))
+                    throw numeric_error(failed.empty() ? std::string("a non-finite value on another rank") : failed);
                 gnorm = o_.clip > 0 ? optim::clip_grad_norm(opt_.parameters(), o_.clip) : 0.0;
                 if (schedule) opt_.set_lr(schedule(step_));
                 opt_.step();
