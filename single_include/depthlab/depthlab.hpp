@@ -6695,6 +6695,17 @@ private:
     std::size_t count_ = 0;
 };
 
+inline void check_options(const contribution_options& opts) {
+    DEPTHLAB_CHECK(opts.clip_fraction >= 0, usage_error, "contribution: clip_fraction ", opts.clip_fraction, " < 0");
+    DEPTHLAB_CHECK(!opts.clip || *opts.clip >= 0, usage_error, "contribution: clip ", *opts.clip, " < 0");
+}
+inline void check_options(const criticality_options& opts) {
+    DEPTHLAB_CHECK(opts.grid_steps >= 1, usage_error, "criticality: grid_steps ", opts.grid_steps, " < 1");
+    DEPTHLAB_CHECK(opts.tolerance > 0, usage_error, "criticality: tolerance ", opts.tolerance, " <= 0");
+    DEPTHLAB_CHECK(opts.max_evaluations >= 1, usage_error, "criticality: max_evaluations ", opts.max_evaluations, " < 1");
+    DEPTHLAB_CHECK(opts.epsilon >= 0, usage_error, "criticality: epsilon ", opts.epsilon, " < 0");
+}
+
 /// max_drop, all_zero and every score from the drops (score_n = d_n / max_m d_m).
 inline void score_contributions(contribution_result& r) {
     r.max_drop = 0;
@@ -6719,8 +6730,7 @@ void check_holds(const nn::Module<T, B>& model, const nn::Snapshot<T, B>& snap, 
 /// off for one evaluation and on again, even when the metric throws.
 inline contribution_result contribution(const std::vector<module_ref>& modules, const metric_fn& metric, const contribution_options& opts = {}) {
     detail::check_modules(modules, "contribution", true, false);
-    DEPTHLAB_CHECK(opts.clip_fraction >= 0, usage_error, "contribution: clip_fraction ", opts.clip_fraction, " < 0");
-    DEPTHLAB_CHECK(!opts.clip || *opts.clip >= 0, usage_error, "contribution: clip ", *opts.clip, " < 0");
+    detail::check_options(opts);
     detail::evaluator eval(metric, opts.run, "contribution");
     contribution_result r;
     r.base = opts.base ? *opts.base : eval();
@@ -6764,10 +6774,7 @@ template <class T, class B>
 criticality_result criticality(nn::Module<T, B>& model, const std::vector<module_ref>& modules, const nn::Snapshot<T, B>& initial,
                                const nn::Snapshot<T, B>& final_, const metric_fn& metric, const criticality_options& opts = {}) {
     detail::check_modules(modules, "criticality", false, true);
-    DEPTHLAB_CHECK(opts.grid_steps >= 1, usage_error, "criticality: grid_steps ", opts.grid_steps, " < 1");
-    DEPTHLAB_CHECK(opts.tolerance > 0, usage_error, "criticality: tolerance ", opts.tolerance, " <= 0");
-    DEPTHLAB_CHECK(opts.max_evaluations >= 1, usage_error, "criticality: max_evaluations ", opts.max_evaluations, " < 1");
-    DEPTHLAB_CHECK(opts.epsilon >= 0, usage_error, "criticality: epsilon ", opts.epsilon, " < 0");
+    detail::check_options(opts);
     if (opts.check_final) detail::check_holds(model, final_, "criticality");
     detail::evaluator eval(metric, opts.run, "criticality");
     criticality_result r;
@@ -6979,11 +6986,14 @@ std::vector<rewinding_point> rewinding_curve(nn::Module<T, B>& model, const std:
 // and bit for bit, as contribution() / criticality() in one process, since every module's
 // evaluations are independent and the metric is deterministic. Each rank computes the
 // baseline itself (unless options.base gives it); `evaluations` counts every rank's calls.
+// The gathers wait for the slowest rank: ranks whose modules take much longer than the
+// others' (ablated models decoding to the length limit) may need DEPTHLAB_DIST_TIMEOUT raised.
 //
 //     dist::communicator& comm = dist::world(&argc, &argv);
 //     const auto contrib = analysis::contribution(comm, modules, metric, copt);   // every rank
 //     if (comm.is_root()) analysis::write_contribution_csv(...);
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -7016,13 +7026,17 @@ std::vector<rewinding_point> rewinding_curve(nn::Module<T, B>& model, const std:
 #include <type_traits>
 
 
-namespace depthlab::dist {
-
+namespace depthlab {
 /// A collective that did not complete (a rank died or hangs, a transport failed).
 class dist_error : public error {
 public:
     using error::error;
 };
+}  // namespace depthlab
+
+namespace depthlab::dist {
+
+using depthlab::dist_error;
 
 enum class reduce_op { sum, average };
 /// Where a communicator's buffers must live.
@@ -7143,17 +7157,26 @@ protected:
     }
 };
 
+/// Gives each rank its own random stream from a generator seeded alike on every rank (e.g.
+/// dropout: ranks that drew the same masks would train on correlated noise). Rank 0 keeps
+/// the stream it has, so a 1-rank run is the single-process run.
+inline void own_stream_per_rank(Generator& g, const communicator& comm) {
+    if (comm.rank() == 0) return;
+    const std::uint64_t r = static_cast<std::uint64_t>(comm.rank());
+    g.set_state(g.seed() ^ (0x9e3779b97f4a7c15ull * r), g.offset());
+}
+
 /// The process-wide single-process communicator (what a trainer uses when given none).
 inline communicator& local() {
     static single_process c;
     return c;
 }
 
-/// The number of processes the launcher started, from its environment (OpenMPI, MPICH/
-/// Hydra, PMIx, Slurm): 1 outside a launcher. Lets a program built without MPI refuse to run
-/// as N copies that would each train alone.
+/// The number of processes the launcher started, from its environment (OpenMPI's mpirun,
+/// MPICH/Hydra, PMIx, Slurm's srun): 1 outside a launcher. Lets a program built without MPI
+/// refuse to run as N copies that would each train alone.
 inline int launcher_world_size() {
-    for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "MPI_LOCALNRANKS"}) {
+    for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_STEP_NUM_TASKS"}) {
         if (const char* v = std::getenv(var)) {
             const int n = std::atoi(v);
             if (n >= 1) return n;
@@ -7266,7 +7289,9 @@ inline double shared_baseline(const metric_fn& metric, const std::optional<doubl
     if (given) return *given;
     no_grad guard;
     ++evaluations;
-    return metric();
+    const double base = metric();  // (the same on every rank: a NaN throws on all of them)
+    DEPTHLAB_CHECK(!std::isnan(base), numeric_error, "sharded analysis: the baseline metric is NaN");
+    return base;
 }
 }  // namespace detail
 
@@ -7275,6 +7300,7 @@ inline contribution_result contribution(dist::communicator& comm, const std::vec
                                         contribution_options opts = {}) {
     if (!comm.distributed()) return contribution(modules, metric, opts);
     detail::check_modules(modules, "contribution", true, false);
+    detail::check_options(opts);  // (on every rank, also one without modules: all throw or none)
     std::size_t own_evaluations = 0;
     opts.base = detail::shared_baseline(metric, opts.base, own_evaluations);
     const std::vector<module_ref> mine = detail::modules_of_rank(modules, comm);
@@ -7305,6 +7331,7 @@ criticality_result criticality(dist::communicator& comm, nn::Module<T, B>& model
                                criticality_options opts = {}) {
     if (!comm.distributed()) return criticality(model, modules, initial, final_, metric, opts);
     detail::check_modules(modules, "criticality", false, true);
+    detail::check_options(opts);
     std::size_t own_evaluations = 0;
     opts.base = detail::shared_baseline(metric, opts.base, own_evaluations);
     const std::vector<module_ref> mine = detail::modules_of_rank(modules, comm);
@@ -11435,15 +11462,6 @@ std::vector<Var<T, B>> distinct_parameters(const std::vector<std::pair<std::stri
     return out;
 }
 
-/// Gives each rank its own random stream from a generator seeded alike on every rank (e.g.
-/// dropout: ranks that drew the same masks would train on correlated noise). Rank 0 keeps
-/// the stream it has, so a 1-rank run is the single-process run.
-inline void own_stream_per_rank(Generator& g, const communicator& comm) {
-    if (comm.rank() == 0) return;
-    const std::uint64_t r = static_cast<std::uint64_t>(comm.rank());
-    g.set_state(g.seed() ^ (0x9e3779b97f4a7c15ull * r), g.offset());
-}
-
 /// Every rank's parameters become root's (in place: every Var handle stays valid).
 template <class T, class B>
 void broadcast_parameters(communicator& comm, const std::vector<Var<T, B>>& params, int root = 0) {
@@ -11479,13 +11497,13 @@ public:
         offsets_.reserve(params_.size() + 1);
         offsets_.push_back(0);
         for (const auto& p : params_) offsets_.push_back(offsets_.back() + p.value().numel());
-        const index_t total = offsets_.back() + static_cast<index_t>(params_.size());  // + one flag per parameter
+        const index_t total = offsets_.back() + static_cast<index_t>(params_.size()) + 1;  // + a flag per parameter, + poison
         flat_ = Tensor<T, B>::empty({std::max<index_t>(total, 1)});
         had_.assign(params_.size(), T(0));
     }
 
     /// Bytes one all-reduce of the buckets moves per rank (gradients and flags).
-    [[nodiscard]] std::size_t bytes() const { return static_cast<std::size_t>(offsets_.back() + params_.size()) * sizeof(T); }
+    [[nodiscard]] std::size_t bytes() const { return (static_cast<std::size_t>(offsets_.back()) + params_.size() + 1) * sizeof(T); }
     [[nodiscard]] std::size_t buckets() const { return (bytes() / sizeof(T) + bucket_elems_ - 1) / bucket_elems_; }
     [[nodiscard]] const std::vector<Var<T, B>>& parameters() const { return params_; }
 
@@ -11508,11 +11526,14 @@ public:
         }
     }
     /// All-reduces the sum (when distributed) and makes it the parameters' gradients; a
-    /// parameter no rank gave a gradient stays without one.
-    void finish() {
+    /// parameter no rank gave a gradient stays without one. `poisoned`: this rank's step
+    /// failed (a non-finite loss); the flag travels with the sum, so that every rank learns
+    /// it in the same collective and they stop together. Returns whether any rank was.
+    bool finish(bool poisoned = false) {
         const index_t n = offsets_.back();
-        const auto flags = static_cast<std::size_t>(params_.size());
+        const auto flags = static_cast<std::size_t>(params_.size()) + 1;
         std::vector<T> had = had_;
+        had.push_back(poisoned ? T(1) : T(0));
         if (comm_.distributed()) {
             memory<B>::from_host(had.data(), flat_.data() + n, flags);
             const std::size_t total = static_cast<std::size_t>(n) + flags;
@@ -11522,12 +11543,14 @@ public:
             }
             memory<B>::to_host(flat_.data() + n, had.data(), flags);
         }
+        if (had.back() != T(0)) return true;
         for (std::size_t i = 0; i < params_.size(); ++i) {
             if (had[i] == T(0)) continue;
             auto g = Tensor<T, B>::empty(params_[i].shape());
             detail::copy_n<T, B>(g.numel(), flat_.data() + offsets_[i], g.data());
             params_[i].grad() = std::move(g);
         }
+        return false;
     }
 
 private:
@@ -11535,7 +11558,7 @@ private:
     std::vector<Var<T, B>> params_;
     std::vector<index_t> offsets_;  // parameter i's gradient: flat_[offsets_[i], offsets_[i+1])
     std::size_t bucket_elems_;
-    Tensor<T, B> flat_;             // the gradients, then one flag per parameter
+    Tensor<T, B> flat_;             // the gradients, one flag per parameter, the poison flag
     std::vector<T> had_;            // this rank gave parameter i a gradient this step
 };
 
@@ -12646,7 +12669,12 @@ public:
         const int rank = comm_ ? comm_->rank() : 0;
         for (const auto& [name, g] : generators_) {
             const std::string own = rank_key(name, rank);
-            st.restore_generator(rank > 0 && st.metadata.count(own + ".seed") ? own : "rng." + name, *g);
+            if (rank > 0 && st.metadata.count(own + ".seed")) {
+                st.restore_generator(own, *g);
+            } else {
+                st.restore_generator("rng." + name, *g);
+                if (rank > 0) dist::own_stream_per_rank(*g, *comm_);  // (a file from fewer ranks: a stream of its own all the same)
+            }
         }
         for (const auto& s : streams_) {
             const io::metadata_map m = st.section_metadata(s.name);
@@ -12813,13 +12841,24 @@ public:
         step_ = ckpt_.load(model_, &opt_);
         last_saved_ = step_;
         restored_ = true;
-        if (is_root()) std::printf("resumed from %s at step %lld\n", ckpt_.path().c_str(), static_cast<long long>(step_));
+        if (is_root()) {
+            std::printf("resumed from %s at step %lld\n", ckpt_.path().c_str(), static_cast<long long>(step_));
+            const auto& m = ckpt_.metadata();
+            const auto was = [&](const char* k) { const auto it = m.find(k); return it == m.end() ? std::string() : it->second; };
+            if (!was("dist.ranks").empty() &&
+                (was("dist.ranks") != std::to_string(comm_->size()) || was("dist.accumulate") != std::to_string(o_.accumulate)))
+                std::printf("note: the checkpoint was written by %s rank(s) x accumulate %s, this run has %d x %lld: the global batch "
+                            "and each rank's share of it change from here on\n", was("dist.ranks").c_str(), was("dist.accumulate").c_str(),
+                            comm_->size(), static_cast<long long>(o_.accumulate));
+        }
         return step_;
     }
     /// Writes the checkpoint now (no-op without an output directory). Collective in a
     /// data-parallel run (rank 0 writes, with every rank's tracked generators).
     void save() {
         if (ckpt_.path().empty()) return;
+        ckpt_.metadata()["dist.ranks"] = std::to_string(comm_->size());  // (a resume on other ranks says so)
+        ckpt_.metadata()["dist.accumulate"] = std::to_string(o_.accumulate);
         ckpt_.save(model_, &opt_, step_);
         last_saved_ = step_;
     }
@@ -12850,17 +12889,25 @@ public:
                 opt_.zero_grad();
                 if (buckets) buckets->zero();
                 for (std::int64_t i = 0; i < shard.before(); ++i) skip();
+                std::string failed;  // a numeric error of this rank (distributed: every rank stops at the all-reduce)
                 for (std::int64_t a = 0; a < o_.accumulate; ++a) {
-                    micro_batch<T, B> mb = next();
-                    const Var<T, B> loss = buckets ? scale(mb.loss, static_cast<T>(loss_scale)) : mb.loss;
-                    loss.backward();
-                    if (buckets) buckets->add_gradients();
-                    add_means(sums, mb, counted == 0);
-                    ++counted;
-                    tokens += mb.tokens;
+                    try {
+                        micro_batch<T, B> mb = next();
+                        const Var<T, B> loss = buckets ? scale(mb.loss, static_cast<T>(loss_scale)) : mb.loss;
+                        loss.backward();
+                        if (buckets) buckets->add_gradients();
+                        add_means(sums, mb, counted == 0);
+                        ++counted;
+                        tokens += mb.tokens;
+                    } catch (const numeric_error& e) {
+                        if (shard.world == 1) throw;
+                        failed = depthlab::detail::cat("rank ", shard.rank, ": ", e.what());
+                        break;
+                    }
                 }
                 for (std::int64_t i = 0; i < shard.after(); ++i) skip();
-                if (buckets) buckets->finish();
+                if (buckets && buckets->finish(!failed.empty()))
+                    throw numeric_error(failed.empty() ? std::string("a non-finite value on another rank") : failed);
                 gnorm = o_.clip > 0 ? optim::clip_grad_norm(opt_.parameters(), o_.clip) : 0.0;
                 if (schedule) opt_.set_lr(schedule(step_));
                 opt_.step();

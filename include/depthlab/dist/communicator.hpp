@@ -26,13 +26,17 @@
 #include "depthlab/core/error.hpp"
 #include "depthlab/core/rng.hpp"
 
-namespace depthlab::dist {
-
+namespace depthlab {
 /// A collective that did not complete (a rank died or hangs, a transport failed).
 class dist_error : public error {
 public:
     using error::error;
 };
+}  // namespace depthlab
+
+namespace depthlab::dist {
+
+using depthlab::dist_error;
 
 enum class reduce_op { sum, average };
 /// Where a communicator's buffers must live.
