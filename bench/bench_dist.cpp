@@ -5,8 +5,9 @@
 //     OMP_NUM_THREADS=1 mpirun -np 2 build/bench/depthlab_bench_dist
 // scripts/bench-dist runs both and prints the ratio. Every rank runs the same fixed number
 // of iterations (the collectives must line up), and rank 0 reports: the step time, tokens/s
-// over all ranks, and the gradient all-reduce per step (bytes each rank sends into it, its
-// share of the step time), with the model's parameter count.
+// over all ranks, the gradient all-reduce per step (its bytes per rank and its time), the
+// time a rank waits for the slower one before it, and the model's parameter count.
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <string_view>
@@ -55,6 +56,7 @@ void albert_step(benchmark::State& state, const std::string& preset) {
     if (ranks > 1) buckets.emplace(comm, dist::distinct_parameters(lamb.parameters()));
     dist::broadcast_parameters(comm, dist::distinct_parameters(lamb.parameters()));
     std::int64_t tokens = 0;
+    double wait_s = 0, reduce_s = 0;
     const auto step = [&] {
         lamb.zero_grad();
         if (buckets) buckets->zero();
@@ -68,7 +70,13 @@ void albert_step(benchmark::State& state, const std::string& preset) {
         if (buckets) {
             buckets->add_gradients();
             for (int r = comm.rank() + 1; r < ranks; ++r) (void)sampler.next(local);  // the higher ranks'
+            // (measured apart: waiting for the slower rank, then the all-reduce itself)
+            const auto t0 = std::chrono::steady_clock::now();
+            comm.barrier();
+            const auto t1 = std::chrono::steady_clock::now();
             buckets->finish();
+            wait_s += std::chrono::duration<double>(t1 - t0).count();
+            reduce_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
         }
         optim::clip_grad_norm(lamb.parameters(), 1.0);
         lamb.step();
@@ -77,8 +85,9 @@ void albert_step(benchmark::State& state, const std::string& preset) {
     step();
     comm.reset_stats();
     tokens = 0;
+    wait_s = reduce_s = 0;
     for (auto _ : state) step();
-    const dist::traffic reduced = comm.stats();  // (before the tokens' own all-reduce below)
+    const dist::traffic reduced = comm.stats();  // (before the tokens' own all-reduce below; barriers count no bytes)
     std::int64_t all_tokens = tokens;
     comm.all_reduce(&all_tokens, 1);
     const double iters = static_cast<double>(state.iterations());
@@ -87,7 +96,8 @@ void albert_step(benchmark::State& state, const std::string& preset) {
     state.counters["params"] = static_cast<double>(model.parameter_count());
     state.counters["tokens/s"] = benchmark::Counter(static_cast<double>(all_tokens), benchmark::Counter::kIsRate);
     state.counters["allreduce_MB/step"] = static_cast<double>(reduced.bytes) / iters * 1e-6;
-    state.counters["allreduce_ms/step"] = reduced.seconds / iters * 1e3;  // includes waiting for the slower rank
+    state.counters["allreduce_ms/step"] = reduce_s / iters * 1e3;  // the gradient all-reduce and the copy back into the gradients
+    state.counters["wait_ms/step"] = wait_s / iters * 1e3;         // waiting for the slower rank (ACT ranks halt at different depths)
 }
 
 }  // namespace

@@ -16,7 +16,9 @@ Inputs:
     (halting::act_albert_preset, nn::seq2seq_preset), f32 gradients (4 bytes each);
   * compute per step of a local batch of 32 sequences x 128 tokens:
       - "this CPU": measured by depthlab_bench_dist (1 process, 2 threads) for tiny and small
-        when its JSON is given; base and the 6+6 model scaled from small by training FLOPs;
+        when its JSON is given (synthetic text: its halting, not N_max / 2); base and the 6+6
+        model from their training FLOPs at CPU_RATE, this machine's bf16 encoder-layer train
+        step (README, speed section: d256, 20.9 GFLOP in 54.0 ms);
       - "GPU": an assumption, not a measurement: 400 TFLOP/s bf16 peak at 40 % utilisation.
   * training FLOPs per step: 6 x (parameters a token passes through) x tokens, plus
     attention (12 T d per token per layer, forward and backward); ACT-ALBERT runs its shared
@@ -29,6 +31,7 @@ BYTES = 4                      # f32 gradients
 TOKENS = 32 * 128              # local batch per rank
 LATENCY = 5e-6                 # s per ring step (an assumption for 25-100 Gb/s fabrics)
 GPU_FLOPS = 400e12 * 0.40      # the assumed GPU rate
+CPU_RATE = 20.9e9 / 54.0e-3    # FLOP/s of this CPU in a bf16 training step (measured, see above)
 
 # name: (parameters, layer parameters a token passes per iteration, d, passes (iterations or layers), T, output-projection size)
 MODELS = {
@@ -56,8 +59,7 @@ def main():
         for b in json.load(open(sys.argv[1]))["benchmarks"]:
             name = "ACT-ALBERT " + b["name"].split("/")[1]
             measured[name] = b["real_time"] / 1e3  # ms -> s
-    small = "ACT-ALBERT small"
-    cpu_rate = flops(MODELS[small]) / measured[small] if small in measured else None
+    cpu_rate = CPU_RATE
 
     print("| model | parameters | gradient | all-reduce, 8 ranks, 25 / 100 Gb/s | compute per step: this CPU | efficiency (CPU, 25 Gb/s) | compute per step: GPU (assumed) | efficiency (GPU) 25 / 100 Gb/s |")
     print("|---|---|---|---|---|---|---|---|")
@@ -67,7 +69,7 @@ def main():
         if name in measured:
             cpu, how = measured[name], "measured"
         elif cpu_rate:
-            cpu, how = flops(m) / cpu_rate, "scaled"
+            cpu, how = flops(m) / cpu_rate, "from FLOPs"
         else:
             cpu, how = None, ""
         gpu = flops(m) / GPU_FLOPS
@@ -76,8 +78,7 @@ def main():
         untied = f" (untied {UNTIED[name]} layers: {(m['params'] + (UNTIED[name] - 1) * m['layer']) * BYTES / 1e6:.0f} MB)" if name in UNTIED else ""
         print(f"| {name} | {m['params'] / 1e6:.2f} M | {size / 1e6:.1f} MB{untied} | {t25 * 1e3:.1f} / {t100 * 1e3:.1f} ms | {cpu_s} | {eff_cpu} | "
               f"{gpu * 1e3:.1f} ms | {gpu / (gpu + t25):.2f} / {gpu / (gpu + t100):.2f} |")
-    if cpu_rate:
-        print(f"\nthis CPU's effective training rate (small preset, from the benchmark): {cpu_rate / 1e9:.0f} GFLOP/s")
+    print(f"\nFLOP/s assumed: this CPU {cpu_rate / 1e9:.0f} G (measured), the GPU {GPU_FLOPS / 1e12:.0f} T (assumed)")
 
 
 if __name__ == "__main__":
