@@ -173,17 +173,38 @@ TEST_CASE("data parallel: 2 ranks x accumulate 1 equal 1 process x accumulate 2,
     const auto ref_bits = parameter_bits(alone.model);
     REQUIRE(dp_bits.size() == ref_bits.size());
     std::size_t differ = 0;
-    double worst = 0;  // largest relative difference
-    for (std::size_t i = 0; i < dp_bits.size(); ++i) {
-        differ += dp_bits[i] != ref_bits[i];
-        const float a = std::bit_cast<float>(dp_bits[i]), b = std::bit_cast<float>(ref_bits[i]);
-        worst = std::max(worst, std::abs(static_cast<double>(a) - b) / std::max(1e-30, std::abs(static_cast<double>(b))));
-    }
+    for (std::size_t i = 0; i < dp_bits.size(); ++i) differ += dp_bits[i] != ref_bits[i];
     if (w.size() <= 2) {  // one commutative addition per element: the same bits
         CHECK_MESSAGE(differ == 0, differ, " of ", dp_bits.size(), " parameter values differ from the single-process run");
-    } else {  // MPI's summation order: equal to rounding
-        MESSAGE(w.size(), " ranks: ", differ, " of ", dp_bits.size(), " values differ, by at most ", worst, " relative");
-        CHECK(worst <= 1e-5);
+    } else {  // MPI's summation order: the sums equal to rounding (checked on one step's gradient below);
+              // LAMB's normalised update then amplifies last-bit differences of near-zero gradients
+        MESSAGE(w.size(), " ranks: after 3 LAMB steps ", differ, " of ", dp_bits.size(), " parameter values differ");
+        albert_run a(5), b(5);
+        const auto reduced_gradient = [](albert_run& r, dist::communicator& c, int micro_batches) {
+            dist::gradient_buckets<float, backend::cpu> g(c, dist::distinct_parameters(r.lamb.parameters()));
+            g.zero();
+            for (int i = 0; i < c.rank(); ++i) (void)r.sampler.next(8);  // the lower ranks' micro-batches
+            for (int m = 0; m < micro_batches; ++m) {
+                const auto l = r.model.losses(r.sampler.next(8));
+                add(add(l.mlm, l.sop), scale(l.encoded.ponder, 1e-3f)).backward();
+                g.add_gradients();
+            }
+            g.finish();
+            std::vector<double> out;
+            for (const auto& p : g.parameters())
+                for (float v : p.grad().to_vector()) out.push_back(v);
+            return out;
+        };
+        const auto dp = reduced_gradient(a, w, 1), ref = reduced_gradient(b, dist::local(), w.size());
+        REQUIRE(dp.size() == ref.size());
+        double diff = 0, norm = 0;
+        for (std::size_t i = 0; i < dp.size(); ++i) {
+            diff += (dp[i] - ref[i]) * (dp[i] - ref[i]);
+            norm += ref[i] * ref[i];
+        }
+        const double rel = std::sqrt(diff / norm);
+        MESSAGE(w.size(), " ranks: one step's all-reduced gradient is within ", rel, " (relative, 2-norm) of one process's sum");
+        CHECK(rel <= 1e-6);
     }
     // Rank r trained on micro-batches r, r + W, ... of the single process's sequence, and the
     // ranks ran different depths (the all-reduce waits for the deeper one, outside the loop).
