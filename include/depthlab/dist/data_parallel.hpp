@@ -117,7 +117,7 @@ public:
         for (const auto& p : params_) offsets_.push_back(offsets_.back() + p.value().numel());
         const index_t total = offsets_.back() + static_cast<index_t>(params_.size()) + 1;  // + a flag per parameter, + poison
         flat_ = Tensor<T, B>::empty({std::max<index_t>(total, 1)});
-        had_.assign(params_.size(), T(0));
+        had_.assign(params_.size() + 1, T(0));
     }
 
     /// Bytes one all-reduce of the buckets moves per rank (gradients and flags).
@@ -150,20 +150,19 @@ public:
     bool finish(bool poisoned = false) {
         const index_t n = offsets_.back();
         const auto flags = static_cast<std::size_t>(params_.size()) + 1;
-        std::vector<T> had = had_;
-        had.push_back(poisoned ? T(1) : T(0));
+        had_.back() = poisoned ? T(1) : T(0);  // (the flags are reduced in place; zero() clears them)
         if (comm_.distributed()) {
-            memory<B>::from_host(had.data(), flat_.data() + n, flags);
+            memory<B>::from_host(had_.data(), flat_.data() + n, flags);
             const std::size_t total = static_cast<std::size_t>(n) + flags;
             for (std::size_t off = 0; off < total; off += bucket_elems_) {  // fixed order: the same buckets on every rank
                 const std::size_t len = std::min(bucket_elems_, total - off);
                 detail::on_comm_memory<T, B>(comm_, flat_.data() + off, len, [&](T* d) { comm_.all_reduce(d, len, reduce_op::sum); });
             }
-            memory<B>::to_host(flat_.data() + n, had.data(), flags);
+            memory<B>::to_host(flat_.data() + n, had_.data(), flags);
         }
-        if (had.back() != T(0)) return true;
+        if (had_.back() != T(0)) return true;
         for (std::size_t i = 0; i < params_.size(); ++i) {
-            if (had[i] == T(0)) continue;
+            if (had_[i] == T(0)) continue;
             auto g = Tensor<T, B>::empty(params_[i].shape());
             detail::copy_n<T, B>(g.numel(), flat_.data() + offsets_[i], g.data());
             params_[i].grad() = std::move(g);
@@ -177,7 +176,7 @@ private:
     std::vector<index_t> offsets_;  // parameter i's gradient: flat_[offsets_[i], offsets_[i+1])
     std::size_t bucket_elems_;
     Tensor<T, B> flat_;             // the gradients, one flag per parameter, the poison flag
-    std::vector<T> had_;            // this rank gave parameter i a gradient this step
+    std::vector<T> had_;            // this rank gave parameter i a gradient this step; last: the poison flag
 };
 
 }  // namespace depthlab::dist

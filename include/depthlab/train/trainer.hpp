@@ -181,7 +181,8 @@ public:
         DEPTHLAB_CHECK(shard.world == 1 || skip, usage_error, "trainer: a data-parallel run (", shard.world,
                        " ranks) needs the `skip` hook: each rank skips the micro-batches of the others");
         if (o_.resume && !restored_) restore();
-        dist::broadcast_parameters(*comm_, dist::distinct_parameters(opt_.parameters()));
+        const auto params = dist::distinct_parameters(opt_.parameters());
+        dist::broadcast_parameters(*comm_, params);
         fit_result r;
         r.first_step = step_;
         meter_.emplace(o_.steps, step_, is_root() ? metrics_path() : std::string());
@@ -192,7 +193,7 @@ public:
         double gnorm = 0;
         // Accumulation and data parallelism sum per-micro-batch gradients in fixed-order buckets.
         std::optional<dist::gradient_buckets<T, B>> buckets;
-        if (shard.micro_batches() > 1) buckets.emplace(*comm_, dist::distinct_parameters(opt_.parameters()));
+        if (shard.micro_batches() > 1) buckets.emplace(*comm_, params);
         const double loss_scale = 1.0 / static_cast<double>(shard.micro_batches());
         model_.train();
         while (step_ < o_.steps) {
