@@ -155,6 +155,59 @@ TEST_CASE_TEMPLATE("GEMM: strides, transposes, alpha/beta, batches against a loo
     }
 }
 
+// Attention's products read and write per-head views: dense (B, T, H*dh) tensors (acbd)
+// or column slices of a packed [q | k | v] projection (row stride 3*H*dh). oneDNN's brgemm
+// takes only the dense ones; the CPU backend stages the others (dense copies of operands,
+// a dense output added into C). The result must not depend on it.
+TEST_CASE("GEMM: dense layouts recognised; per-head products on packed projections") {
+    using cpu::operand_layout;
+    const index_t Bn = 2, T_ = 5, H = 3, dh = 4, d = H * dh;
+    CHECK(cpu::is_dense(operand_layout{T_, dh, dh, H, T_ * dh, Bn, H * T_ * dh}));   // (B, H, T, dh) row-major
+    CHECK(cpu::is_dense(operand_layout{T_, dh, d, H, dh, Bn, T_ * d}));              // heads of a (B, T, d) tensor
+    CHECK_FALSE(cpu::is_dense(operand_layout{T_, dh, 3 * d, H, dh, Bn, T_ * 3 * d}));  // heads of q in [q | k | v]
+    CHECK_FALSE(cpu::is_dense(operand_layout{T_, dh, dh + 1, H, T_ * (dh + 1), 1, 0}));  // padded rows
+    CHECK(cpu::is_dense(operand_layout{T_, dh, dh, H, 0, 1, 0}));                    // one matrix broadcast
+    CHECK(cpu::is_dense(operand_layout{1, dh, 99, 1, 0, 1, 0}));                     // a single row: ld does not matter
+
+    Generator gen(11);
+    const auto S = Tensor<float>::randn({Bn * H * T_ * T_}, gen);  // (B, H, T, T) scores, dense
+    const auto packed = Tensor<float>::randn({Bn * T_ * 3 * d}, gen);  // [q | k | v]: the k slice is read
+    const index_t off_k = d;
+    // C (the dQ slice of a packed gradient) = alpha S k + beta C, heads of (B, T, 3d)
+    const gemm_args g{false, false, T_, dh, T_, T_, 3 * d, 3 * d, H, T_ * T_, dh, dh, Bn, H * T_ * T_, T_ * 3 * d, T_ * 3 * d};
+    const auto reference = [&](const std::vector<float>& c0, float alpha, float beta) {
+        std::vector<double> want(c0.begin(), c0.end());
+        for (index_t b = 0; b < Bn; ++b)
+            for (index_t h = 0; h < H; ++h)
+                for (index_t i = 0; i < T_; ++i)
+                    for (index_t x = 0; x < dh; ++x) {
+                        double s = 0;
+                        for (index_t j = 0; j < T_; ++j)
+                            s += double(S.data()[((b * H + h) * T_ + i) * T_ + j]) * double(packed.data()[(b * T_ + j) * 3 * d + off_k + h * dh + x]);
+                        const index_t at = (b * T_ + i) * 3 * d + h * dh + x;
+                        want[at] = alpha * s + (beta == 0 ? 0.0 : beta * double(c0[at]));
+                    }
+        return want;
+    };
+    for (const float beta : {0.0f, 1.0f, 0.5f}) {
+        CAPTURE(beta);
+        auto C = Tensor<float>::randn({Bn * T_ * 3 * d}, gen);
+        if (beta == 0) C.fill_(std::numeric_limits<float>::quiet_NaN());  // beta 0 never reads C
+        const auto c0 = C.to_vector();
+        primitives<backend::cpu>::gemm<float>(g, 0.5f, S.data(), packed.data() + off_k, beta, C.data());
+        const auto want = reference(c0, 0.5f, beta);
+        const auto got = C.to_vector();
+        double worst = 0;
+        index_t untouched = 0;
+        for (std::size_t i = 0; i < got.size(); ++i) {
+            if (static_cast<index_t>(i % (3 * d)) >= d) untouched += std::isnan(c0[i]) ? std::isnan(got[i]) : got[i] == c0[i];
+            else worst = std::max(worst, std::abs(double(got[i]) - want[i]));
+        }
+        CHECK(worst < 1e-5);
+        CHECK(untouched == Bn * T_ * 2 * d);  // the k and v columns of the gradient are left alone
+    }
+}
+
 TEST_CASE("bf16: rounding to nearest even, NaN and infinity kept") {
     CHECK(cpu::to_bf16(1.0f) == 0x3f80);
     CHECK(cpu::round_to_bf16(1.0f + 0x1p-8f) == 1.0f);                  // a tie: to the even neighbour below
