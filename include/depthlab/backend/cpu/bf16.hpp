@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <iterator>
 #include <memory>
 #include <type_traits>
 
@@ -86,38 +85,17 @@ inline void to_bf16(const float* src, float* dst, index_t n) {
     for (index_t i = 0; i < n; ++i) dst[i] = round_to_bf16(src[i]);
 }
 
-/// Whether the entries of an operand fill one block of memory without gaps, in some order
-/// of its four axes: the strides, sorted, are those of a dense tensor. Row-major (batch2,
-/// batch, rows, cols) is one such order; the per-head views of a (B, T, H*dh) activation
-/// (acbd) are another. A column slice of a wider tensor — q inside a packed [q | k | v]
-/// projection, row stride 3*dh*H — is not. oneDNN's batched brgemm kernels take only dense
-/// operands and fall back to its slower gemm:jit kernel for the others.
-inline bool is_dense(const operand_layout& l) {
-    struct axis {
-        index_t extent, stride;
-    };
-    axis axes[4] = {{l.cols, 1}, {l.rows, l.ld}, {l.stride == 0 ? 1 : l.batch, l.stride}, {l.stride2 == 0 ? 1 : l.batch2, l.stride2}};
-    std::sort(std::begin(axes), std::end(axes), [](const axis& x, const axis& y) { return x.stride < y.stride; });
-    index_t expected = 1;
-    for (const axis& x : axes) {
-        if (x.extent == 1) continue;  // (any stride will do)
-        if (x.stride != expected) return false;
-        expected *= x.extent;
-    }
-    return true;
-}
-
-/// A dense copy of an operand, each row converted by convert(src, dst, cols): the same
-/// matrices with ld = cols, entries back to back (broadcast entries stored once). Strided
-/// views (attention heads inside a (B, T, H*dh) activation) come out contiguous, which the
-/// fastest GEMM kernels want anyway.
+/// A dense copy of an operand rounded to bf16 (Out: its bits, or bf16 values as floats):
+/// the same matrices with ld = cols, entries back to back (broadcast entries stored once).
+/// Strided views (attention heads inside a (B, T, H*dh) activation) come out contiguous,
+/// which the fastest GEMM kernels want anyway.
 template <class Out>
 struct packed_operand {
     std::shared_ptr<Out> data;
     operand_layout layout;
 };
-template <class Out, class Convert>
-packed_operand<Out> pack_rows(const float* src, const operand_layout& in, Convert convert) {
+template <class Out>
+packed_operand<Out> pack_operand(const float* src, const operand_layout& in) {
     const index_t nb = in.stride == 0 ? 1 : in.batch, nb2 = in.stride2 == 0 ? 1 : in.batch2;
     const index_t matrix = in.rows * in.cols;
     packed_operand<Out> out;
@@ -128,23 +106,10 @@ packed_operand<Out> pack_rows(const float* src, const operand_layout& in, Conver
     parallel_for(total_rows, std::max<index_t>(1, (index_t{1} << 14) / std::max<index_t>(in.cols, 1)), [&](index_t r0, index_t r1) {
         for (index_t r = r0; r < r1; ++r) {
             const index_t row = r % in.rows, entry = r / in.rows, i = entry % nb, j = entry / nb;
-            convert(src + j * in.stride2 + i * in.stride + row * in.ld, dst + r * in.cols, in.cols);
+            to_bf16(src + j * in.stride2 + i * in.stride + row * in.ld, dst + r * in.cols, in.cols);
         }
     });
     return out;
-}
-
-/// A dense copy of an operand rounded to bf16 (Out: its bits, or bf16 values as floats).
-template <class Out>
-packed_operand<Out> pack_operand(const float* src, const operand_layout& in) {
-    return pack_rows<Out>(src, in, [](const float* s, Out* d, index_t n) { to_bf16(s, d, n); });
-}
-
-/// A dense f32 copy of an operand, values unchanged.
-inline packed_operand<float> dense_copy(const float* src, const operand_layout& in) {
-    return pack_rows<float>(src, in, [](const float* s, float* d, index_t n) {
-        std::memcpy(d, s, static_cast<std::size_t>(n) * sizeof(float));
-    });
 }
 
 }  // namespace depthlab::cpu

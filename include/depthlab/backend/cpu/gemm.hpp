@@ -417,81 +417,18 @@ inline void gemm_bf16(const gemm_args& g, float alpha, const float* a, const flo
     run(static_cast<float*>(nullptr));  // bf16 values held in floats
 }
 
-/// The stored layout of C.
-inline operand_layout layout_c(const gemm_args& g) { return {g.m, g.n, g.ldc, g.batch, g.stride_c, g.batch2, g.stride_c2}; }
-
-/// Whether batched f32 products get dense operands and outputs (below); DEPTHLAB_DENSE_BATCHES=0
-/// turns it off, to measure what it gains.
-inline bool dense_batches() {
-    static const bool on = [] {
-        const char* e = std::getenv("DEPTHLAB_DENSE_BATCHES");
-        return !(e && e[0] == '0' && e[1] == 0);
-    }();
-    return on;
-}
-inline bool batched(const gemm_args& g) { return g.batch > 1 || g.batch2 > 1; }
-
-/// After the checks: bf16 packing, or dense f32 copies of the strided operands of a batched
-/// product (oneDNN's brgemm takes only dense ones, is_dense), then the fixed-grid dispatch.
+/// gemm and gemm_bias: checks, bf16 packing, then the fixed-grid dispatch.
 template <class T>
-void gemm_operands(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c, const T* bias) {
+void gemm_checked(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c, const T* bias) {
+    check_gemm(g);
+    if (g.m == 0 || g.n == 0) return;
     if constexpr (std::is_same_v<T, float>) {
         if (g.k > 0 && active_matmul_precision() == matmul_precision::bf16) {
             gemm_bf16(g, alpha, a, b, beta, c, bias);
             return;
         }
-#if defined(DEPTHLAB_HAVE_ONEDNN)
-        const operand_layout la = layout_a(g), lb = layout_b(g);
-        if (g.k > 0 && batched(g) && dense_batches() && (!is_dense(la) || !is_dense(lb))) {
-            const auto pa = is_dense(la) ? packed_operand<float>{} : dense_copy(a, la);
-            const auto pb = is_dense(lb) ? packed_operand<float>{} : dense_copy(b, lb);
-            gemm_dispatch(with_packed(g, pa.data ? pa.layout : la, pb.data ? pb.layout : lb), alpha, pa.data ? pa.data.get() : a,
-                          pb.data ? pb.data.get() : b, beta, c, bias);
-            return;
-        }
-#endif
     }
     gemm_dispatch(g, alpha, a, b, beta, c, bias);
-}
-
-/// A batched product whose output is not dense (dQ, dK, dV written into the gradient of a
-/// packed [q | k | v] projection): computed into a dense buffer, which brgemm can write,
-/// then added into C (beta 0 never reads C). One more pass over the output.
-inline void gemm_into_dense(const gemm_args& g, float alpha, const float* a, const float* b, float beta, float* c) {
-    const index_t matrix = g.m * g.n, rows = g.batch2 * g.batch * g.m;
-    const auto staged = memory<backend::cpu>::allocate<float>(static_cast<std::size_t>(g.batch2 * g.batch * matrix));
-    gemm_args d = g;
-    d.ldc = g.n;
-    d.stride_c = matrix;
-    d.stride_c2 = g.batch * matrix;
-    gemm_operands(d, alpha, a, b, 0.0f, staged.get(), static_cast<const float*>(nullptr));
-    const float* const t = staged.get();
-    parallel_for(rows, std::max<index_t>(1, (index_t{1} << 14) / std::max<index_t>(g.n, 1)), [&](index_t r0, index_t r1) {
-        for (index_t r = r0; r < r1; ++r) {
-            const index_t row = r % g.m, entry = r / g.m, i = entry % g.batch, j = entry / g.batch;
-            float* out = c + j * g.stride_c2 + i * g.stride_c + row * g.ldc;
-            const float* in = t + r * g.n;
-            if (beta == 0.0f) std::copy(in, in + g.n, out);
-            else if (beta == 1.0f) for (index_t x = 0; x < g.n; ++x) out[x] += in[x];
-            else for (index_t x = 0; x < g.n; ++x) out[x] = in[x] + beta * out[x];
-        }
-    });
-}
-
-/// gemm and gemm_bias: checks, a dense output for batched products, then gemm_operands.
-template <class T>
-void gemm_checked(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c, const T* bias) {
-    check_gemm(g);
-    if (g.m == 0 || g.n == 0) return;
-#if defined(DEPTHLAB_HAVE_ONEDNN)
-    if constexpr (std::is_same_v<T, float>) {
-        if (g.k > 0 && batched(g) && dense_batches() && !is_dense(layout_c(g))) {  // (gemm_bias is never batched)
-            gemm_into_dense(g, alpha, a, b, beta, c);
-            return;
-        }
-    }
-#endif
-    gemm_operands(g, alpha, a, b, beta, c, bias);
 }
 
 /// The GEMM every op uses.
