@@ -35,7 +35,7 @@ struct options {
     std::string preset = "tiny", data = ".data/english", out = "runs/albert_act";
     std::int64_t steps = 2000, batch = 32, accum = 1, seq_len = 128, warmup = -1, log_every = 25, eval_every = 250, dev_batches = 8,
                  save_every = 500, hidden = 0, heads = 0, ff = 0, embed = 128, max_iters = 0, tau_warmup = -1, min_iters = 0;
-    double lr = 5e-3, tau = -1, halting_bias = NAN, mask_prob = 0.15, clip = 1.0, epsilon = 0.01, beta = 0.01, lambda_p = 0.2;
+    double lr = 5e-3, sop_dropout = 0, tau = -1, halting_bias = NAN, mask_prob = 0.15, clip = 1.0, epsilon = 0.01, beta = 0.01, lambda_p = 0.2;
     std::string policy = "act", device = "cpu", precision = "auto", optimizer = "lamb";
     std::uint64_t seed = 1;
     bool resume = false, dense = false, distributed = false;
@@ -71,6 +71,7 @@ int run(options o, dist::communicator& comm) {
         if (o.heads > 0) cfg.layer.heads = static_cast<int>(o.heads);
         if (o.ff > 0) cfg.layer.ff_dim = o.ff;
         cfg.embed = o.embed;
+        cfg.sop_dropout = o.sop_dropout;
         aopt.epsilon = o.epsilon;
         aopt.min_iterations = static_cast<int>(o.min_iters);
         aopt.compact = !o.dense;
@@ -140,10 +141,10 @@ int run(options o, dist::communicator& comm) {
         trainer.restore();
 
         const bool compact = std::is_same_v<Policy, halting::act> && !o.dense;
-        std::printf("albert_act: preset %s, policy %s, %lld parameters, N_max %d, %s %g (warm-up %lld steps)%s, halting bias %g, %s path; "
+        std::printf("albert_act: preset %s, policy %s, %lld parameters, N_max %d, %s %g (warm-up %lld steps)%s, halting bias %g, SOP head dropout %g, %s path; "
                     "device %s, ISA %s, precision %s, %d threads, %s (global batch %lld)\n",
                     o.preset.c_str(), Policy::name, static_cast<long long>(model.parameter_count()), n_max, ponder_net ? "beta" : "tau", tau,
-                    static_cast<long long>(tau_warmup), ponder_net ? (", lambda_p " + fmt(o.lambda_p, 3)).c_str() : "", halting_bias,
+                    static_cast<long long>(tau_warmup), ponder_net ? (", lambda_p " + fmt(o.lambda_p, 3)).c_str() : "", halting_bias, o.sop_dropout,
                     compact ? "compact" : "dense", B::name, cpu::to_string(cpu::active_isa()), examples::precision_description(B::name).c_str(), max_threads(),
                     examples::ranks_description(comm).c_str(), static_cast<long long>(o.batch * o.accum * comm.size()));
         std::printf("data: %lld training examples per epoch, vocab %lld\n", static_cast<long long>(sampler.epoch_size()),
@@ -175,6 +176,7 @@ int run(options o, dist::communicator& comm) {
                                              {"optimizer / peak lr / warm-up / clip", o.optimizer + " / " + fmt(o.lr, 5) + " / " + std::to_string(warmup) + " steps / " + fmt(o.clip, 2)},
                                              {"mask rate / halting bias / tau warm-up / min iterations",
                                               fmt(o.mask_prob, 2) + " / " + fmt(halting_bias, 2) + " / " + std::to_string(tau_warmup) + " steps / " + std::to_string(o.min_iters)},
+                                             {"SOP head dropout", fmt(o.sop_dropout, 2)},
                                              {"training time", train::format_duration(fit.seconds)},
                                              {"GEMM precision / ISA / threads", examples::precision_description(B::name) + " / " +
                                                                                      cpu::to_string(cpu::active_isa()) + " / " + std::to_string(max_threads())},
@@ -213,6 +215,7 @@ int main(int argc, char** argv) {
         .option("min-iters", o.min_iters, "no token halts before this iteration").range<std::int64_t>(0, 1024)
         .option("epsilon", o.epsilon, "halting threshold 1 - epsilon").range(1e-6, 0.999)
         .option("mask-prob", o.mask_prob, "MLM masking rate (0.15; the thesis uses 0.20)").range(0.0, 1.0)
+        .option("sop-dropout", o.sop_dropout, "dropout on the pooled [CLS] features before the SOP classifier (0 as ALBERT; the head only, so the compact path still runs)").range(0.0, 0.9)
         .option("lr", o.lr, "peak learning rate").positive()
         .option("optimizer", o.optimizer, "lamb (the paper) | adamw (weight decay 0.01)").one_of({"lamb", "adamw"})
         .option("warmup", o.warmup, "warm-up steps (negative: 10% of the steps)").range<std::int64_t>(-1, 1000000000)

@@ -380,6 +380,51 @@ TEST_CASE("PonderNet ALBERT losses: expectations over halting steps; all mass on
     }
 }
 
+TEST_CASE("ACT-ALBERT: SOP head dropout acts in training only, scales the kept features, and leaves the compact path on") {
+    nn::albert_config cfg;
+    cfg.vocab = 30;
+    cfg.embed = 8;
+    cfg.max_len = 8;
+    cfg.depth = 3;
+    cfg.layer = small_layer();
+    cfg.sop_dropout = 0.5;
+    data::albert_batch b;
+    b.tokens = {2, 6, {2, 7, 4, 9, 3, 11, 2, 5, 8, 3, 0, 0}, {0, 0, 0, 1, 1, 1, 0, 0, 1, 1, 0, 0}, {6, 4}};
+    b.mlm_positions = {1, 3, 8};
+    b.mlm_labels = {5, 17, 9};
+    b.sop_labels = {0, 1};
+    ActAlbert<double> model(cfg, {.max_iterations = 3}, 5);
+    model.eval();
+    const auto h = model.encode(b.tokens).hidden;
+    const auto eval_logits = to_double(model.sop_logits(h).value());
+    CHECK(to_double(model.sop_logits(h).value()) == eval_logits);  // eval: no mask drawn
+    // With the classifier's weight set to e_j on one class, a logit is bias + the (scaled,
+    // maybe dropped) pooled feature j: each train-mode value is 0 or 2 × the eval value.
+    model.sop->weight.value().fill_(0.0);
+    model.sop->weight.value().data()[0] = 1.0;  // logit 0 = pooled feature 0 (+ bias)
+    const double bias0 = model.sop->bias.value().data()[0];
+    const auto feature = to_double(model.sop_logits(h).value());
+    model.train();
+    int dropped = 0, kept = 0;
+    for (int draw = 0; draw < 20; ++draw) {
+        const auto t = to_double(model.sop_logits(h).value());
+        for (std::size_t r = 0; r < 2; ++r) {
+            const double e = feature[r * 2] - bias0, v = t[r * 2] - bias0;
+            if (v == 0) ++dropped;
+            else {
+                CHECK(v == doctest::Approx(2 * e).epsilon(1e-12));
+                ++kept;
+            }
+        }
+    }
+    CHECK(dropped > 5);
+    CHECK(kept > 5);
+    const auto l = model.losses(b);
+    CHECK(l.encoded.record.compact);  // head dropout does not push the encoder onto the dense path
+    add(l.mlm, l.sop).backward();
+    CHECK(model.pooler->weight.grad().defined());
+}
+
 TEST_CASE("halting statistics: categories counted right, padding excluded, CSVs") {
     halting_record rec;
     rec.batch = 1;

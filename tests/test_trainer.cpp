@@ -205,7 +205,7 @@ TEST_CASE("checkpointer: a tracked translation_stream continues exactly after a 
 // round trip below fail to compile until it is (update them with the field).
 static_assert(sizeof(nn::transformer_config) == 72, "transformer_config changed: add the field to io::config_fields");
 static_assert(sizeof(nn::seq2seq_config) == 112, "seq2seq_config changed: add the field to io::config_fields");
-static_assert(sizeof(nn::albert_config) == 112, "albert_config changed: add the field to io::config_fields");
+static_assert(sizeof(nn::albert_config) == 120, "albert_config changed: add the field to io::config_fields");
 static_assert(sizeof(halting::act_options) == 48, "act_options changed: add the field to io::config_fields");
 
 TEST_CASE("config: every field of every model config round-trips through checkpoint metadata") {
@@ -228,6 +228,7 @@ TEST_CASE("config: every field of every model config round-trips through checkpo
     a.layer = s.layer;
     a.layer.act = nn::activation::relu;
     a.layer.init = nn::init_scheme::xavier;
+    a.sop_dropout = 0.15;
     halting::act_options h;
     h.max_iterations = 11;
     h.epsilon = 0.037;
@@ -260,6 +261,7 @@ TEST_CASE("config: every field of every model config round-trips through checkpo
     CHECK(a2.embed == 24);
     CHECK(a2.max_len == 64);
     CHECK(a2.segments == 3);
+    CHECK(a2.sop_dropout == 0.15);
     CHECK(a2.depth == 9);
     CHECK(same_layer(a2.layer, a.layer));
     CHECK(h2.max_iterations == 11);

@@ -66,7 +66,9 @@ public:
         return nn::albert_mlm_logits(hidden, positions, *mlm_dense, *mlm_norm, embeddings->word->weight, mlm_bias,
                                      nn::mlm_activation(cfg.layer.act));
     }
-    Var<T, B> sop_logits(const Var<T, B>& hidden) const { return nn::albert_sop_logits(hidden, *pooler, *sop); }
+    Var<T, B> sop_logits(const Var<T, B>& hidden) const {
+        return nn::albert_sop_logits(hidden, *pooler, *sop, cfg.sop_dropout, &gen_, this->is_training());
+    }
 
     /// The pretraining losses of a batch; the caller weighs ponder by τ (β for PonderNet).
     albert_losses<T, B> losses(const data::albert_batch& b) const {
@@ -110,7 +112,7 @@ public:
     Generator& rng() { return gen_; }
 
 private:
-    Generator gen_;
+    mutable Generator gen_;  // mutable: the const forward passes draw dropout masks from it (as the layers do through their pointer)
 };
 
 }  // namespace depthlab::halting

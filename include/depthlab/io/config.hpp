@@ -60,6 +60,7 @@ void config_fields(C& c, F&& f) {
     f("segments", c.segments);
     f("depth", c.depth);
     f("layer", c.layer);
+    f("sop_dropout", c.sop_dropout);
 }
 template <class C, class F>
     requires std::same_as<std::remove_const_t<C>, halting::act_options>

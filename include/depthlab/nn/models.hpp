@@ -22,6 +22,10 @@ struct albert_config {
     int depth = 6;            // iterations of the (tied) stack; N_max with ACT
     transformer_config layer{.dim = 256, .heads = 4, .ff_dim = 1024, .act = activation::gelu, .dropout = 0.1,
                              .attention_dropout = 0.1, .norm_first = false, .ln_eps = 1e-12, .init = init_scheme::bert};
+    // Dropout on the pooled [CLS] features before the sentence-order classifier (BERT's
+    // classifier dropout). 0 as in ALBERT's pretraining; it touches the head only, so ACT's
+    // compact path (which needs a dropout-free layer) still runs.
+    double sop_dropout = 0.0;
 };
 
 /// A batch of token sequences: ids and segment ids (B*T, row-major) plus lengths.
@@ -81,13 +85,20 @@ Var<T, B> albert_mlm_logits(const Var<T, B>& hidden, std::span<const std::int64_
     return linear(norm(activate(act, dense(h))), word_embedding, bias);
 }
 /// Sentence-order (or classification) logits from the pooled [CLS] token: dense + tanh,
-/// then the classifier. hidden: (B, T, H) -> (B, classes).
+/// dropout p (when training; `gen` draws the mask), then the classifier.
+/// hidden: (B, T, H) -> (B, classes).
 template <class T, class B>
-Var<T, B> albert_sop_logits(const Var<T, B>& hidden, const Linear<T, B>& pooler, const Linear<T, B>& classifier) {
+Var<T, B> albert_sop_logits(const Var<T, B>& hidden, const Linear<T, B>& pooler, const Linear<T, B>& classifier, double p = 0,
+                            Generator* gen = nullptr, bool training = false) {
     const Shape& s = hidden.shape();
     std::vector<std::int64_t> cls(static_cast<std::size_t>(s[0]));
     for (index_t b = 0; b < s[0]; ++b) cls[b] = b * s[1];
-    return classifier(depthlab::tanh(pooler(gather_rows(reshape(hidden, {s[0] * s[1], s[2]}), cls))));
+    Var<T, B> pooled = depthlab::tanh(pooler(gather_rows(reshape(hidden, {s[0] * s[1], s[2]}), cls)));
+    if (training && p > 0) {
+        DEPTHLAB_CHECK(gen != nullptr, usage_error, "albert_sop_logits: dropout ", p, " needs a generator");
+        pooled = dropout(pooled, static_cast<T>(p), *gen, true);
+    }
+    return classifier(pooled);
 }
 
 /// ALBERT: embeddings -> Stack<EncoderLayer, Tying> -> heads. Tying defaults to `tied`.
@@ -113,7 +124,9 @@ public:
                                  mlm_activation(cfg.layer.act));
     }
     /// Sentence-order logits (B, 2) from the pooled first ([CLS]) token.
-    Var<T, B> sop_logits(const Var<T, B>& hidden) const { return albert_sop_logits(hidden, *pooler, *sop); }
+    Var<T, B> sop_logits(const Var<T, B>& hidden) const {
+        return albert_sop_logits(hidden, *pooler, *sop, cfg.sop_dropout, &gen_, this->is_training());
+    }
 
     albert_config cfg;
     AlbertEmbeddings<T, B>* embeddings;
@@ -127,7 +140,7 @@ public:
     Generator& rng() { return gen_; }
 
 private:
-    Generator gen_;
+    mutable Generator gen_;  // mutable: the const forward passes draw dropout masks from it (as the layers do through their pointer)
 };
 
 // ------------------------------------------------------------------ encoder-decoder
