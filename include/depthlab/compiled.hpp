@@ -2,7 +2,8 @@
 // Compiled mode (optional; header-only stays the default). A program built with
 // DEPTHLAB_COMPILED defined — CMake: link depthlab::compiled instead of depthlab::depthlab —
 // sees the common instantiations below declared `extern template`: the layers, models,
-// optimisers, the training loop and the autodiff ops for float and double on the CPU are
+// optimisers, the training loop, the autodiff ops and the analyses' templates (snapshots,
+// criticality, the default module list of a seq2seq model) for float and double on the CPU are
 // then compiled once, in the depthlab_compiled library (src/compiled/), not in every
 // translation unit that uses them. Members defined inside a class body are inline and may
 // still be compiled where they are used (the compiler wants them for inlining), and member
@@ -12,12 +13,16 @@
 //
 // The one list serves both sides: DEPTHLAB_COMMON_INSTANTIATIONS(extern template, T) here,
 // DEPTHLAB_COMMON_INSTANTIATIONS(template, T) in the library.
+#include "depthlab/analysis/modules.hpp"
+#include "depthlab/analysis/scores.hpp"
 #include "depthlab/autodiff/attention.hpp"
 #include "depthlab/autodiff/ops.hpp"
 #include "depthlab/backend/cpu/cpu.hpp"
 #include "depthlab/halting/act.hpp"
 #include "depthlab/halting/act_albert.hpp"
+#include "depthlab/nn/classification.hpp"
 #include "depthlab/nn/models.hpp"
+#include "depthlab/nn/snapshot.hpp"
 #include "depthlab/nn/transformer.hpp"
 #include "depthlab/optim/adam.hpp"
 #include "depthlab/optim/lamb.hpp"
@@ -50,6 +55,27 @@
     KW Var<T, backend::cpu> transpose<T, backend::cpu>(const Var<T, backend::cpu>&, int, int);                                \
     KW Var<T, backend::cpu> reshape<T, backend::cpu>(const Var<T, backend::cpu>&, const Shape&);                              \
     KW Var<T, backend::cpu> concat<T, backend::cpu>(const std::vector<Var<T, backend::cpu>>&, int);                           \
+    KW Var<T, backend::cpu> cross_entropy<T, backend::cpu>(const Var<T, backend::cpu>&, const Tensor<std::int64_t, backend::cpu>&, \
+                                                           std::int64_t, T);                                                  \
+    KW Var<T, backend::cpu> cross_entropy<T, backend::cpu>(const Var<T, backend::cpu>&, std::span<const std::int64_t>,        \
+                                                           std::int64_t, T);                                                  \
+    KW Var<T, backend::cpu> cross_entropy_rows<T, backend::cpu>(const Var<T, backend::cpu>&,                                  \
+                                                                const Tensor<std::int64_t, backend::cpu>&, std::int64_t, T);  \
+    KW Var<T, backend::cpu> cross_entropy_rows<T, backend::cpu>(const Var<T, backend::cpu>&, std::span<const std::int64_t>,   \
+                                                                std::int64_t, T);                                             \
+    KW Var<T, backend::cpu> gather_rows<T, backend::cpu>(const Var<T, backend::cpu>&, std::span<const std::int64_t>, op_kind); \
+    KW nn::accuracy_count nn::accuracy<T, backend::cpu>(const Var<T, backend::cpu>&, std::span<const std::int64_t>,           \
+                                                        std::int64_t);                                                        \
+    KW nn::accuracy_count nn::accuracy<T, backend::cpu>(const Tensor<T, backend::cpu>&, std::span<const std::int64_t>,        \
+                                                        std::int64_t);                                                        \
+    KW class nn::Snapshot<T, backend::cpu>;                                                                                   \
+    KW analysis::criticality_result analysis::criticality<T, backend::cpu>(                                                   \
+        nn::Module<T, backend::cpu>&, const std::vector<analysis::module_ref>&, const nn::Snapshot<T, backend::cpu>&,         \
+        const nn::Snapshot<T, backend::cpu>&, const analysis::metric_fn&, const analysis::criticality_options&);              \
+    KW std::vector<analysis::module_ref> analysis::default_modules<nn::Seq2SeqTransformer<T, backend::cpu>>(                 \
+        nn::Seq2SeqTransformer<T, backend::cpu>&, std::optional<bool>);                                                      \
+    KW class nn::Module<T, backend::cpu>;                                                                                     \
+    KW class optim::detail::AdamBase<T, backend::cpu>;                                                                        \
     KW class nn::Linear<T, backend::cpu>;                                                                                     \
     KW class nn::LayerNorm<T, backend::cpu>;                                                                                  \
     KW class nn::Embedding<T, backend::cpu>;                                                                                  \
