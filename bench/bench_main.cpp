@@ -12,6 +12,7 @@
 //
 // Run it through scripts/bench (OMP_NUM_THREADS, the OpenBLAS library path, JSON output and
 // the ratio tables of scripts/bench_ratios.py).
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -46,18 +47,25 @@ Tensorf random_tensor(const depthlab::Shape& shape, std::uint64_t seed) {
 // ------------------------------------------------------------------ memory
 /// The memory of one benchmark: on construction the allocator's cache is emptied and both
 /// peaks are reset (the process's resident peak through /proc/self/clear_refs); report()
-/// sets peak_rss_MiB (whole process: code, oneDNN, the cache) and tensor_peak_MiB (CPU
-/// tensors live at once).
+/// sets peak_rss_MiB (whole process: code, oneDNN, the cache), tensor_peak_MiB (CPU
+/// tensors live at once) and, from timing_starts() on, fresh_blocks/step: blocks the cache
+/// had to take from the system per timed step (0 in a steady state; each one costs page
+/// faults and zeroed pages inside the timing).
 struct memory_peaks {
+    using host = depthlab::memory<depthlab::backend::cpu>;
     memory_peaks() {
-        depthlab::memory<depthlab::backend::cpu>::release_cached();
+        host::release_cached();
         std::ofstream("/proc/self/clear_refs") << "5";
-        depthlab::memory<depthlab::backend::cpu>::reset_peak();
+        host::reset_peak();
     }
+    void timing_starts() { timed_from = host::system_allocations(); }
     void report(benchmark::State& state) const {
-        state.counters["peak_rss_MiB"] = depthlab::memory<depthlab::backend::cpu>::peak_rss_mib();
-        state.counters["tensor_peak_MiB"] = static_cast<double>(depthlab::memory<depthlab::backend::cpu>::peak_bytes()) / (1 << 20);
+        state.counters["peak_rss_MiB"] = host::peak_rss_mib();
+        state.counters["tensor_peak_MiB"] = static_cast<double>(host::peak_bytes()) / (1 << 20);
+        state.counters["fresh_blocks/step"] = static_cast<double>(host::system_allocations() - timed_from) /
+                                              static_cast<double>(std::max<benchmark::IterationCount>(1, state.iterations()));
     }
+    std::size_t timed_from = 0;
 };
 
 // ------------------------------------------------------------------ matmul
@@ -251,7 +259,7 @@ depthlab::nn::transformer_config layer_config(const layer_shape& l) {
 /// the input (as inside a stack), gradients reset each step.
 void bm_encoder_layer_train(benchmark::State& state, layer_shape l, depthlab::matmul_precision precision) {
     const depthlab::matmul_precision_scope scope(precision);
-    const memory_peaks memory;
+    memory_peaks memory;
     depthlab::Generator gen(1);
     depthlab::nn::EncoderLayer<float> layer(layer_config(l), gen);
     const Varf x = Varf::parameter(random_tensor({l.b, l.s, l.d}, 3));
@@ -264,6 +272,7 @@ void bm_encoder_layer_train(benchmark::State& state, layer_shape l, depthlab::ma
         benchmark::DoNotOptimize(x.grad().data());
     };
     step();  // warm-up: primitives created, allocator cache filled
+    memory.timing_starts();
     for (auto _ : state) step();
     set_layer_counters(state, l, true);
     memory.report(state);
@@ -334,7 +343,7 @@ struct act_setup {
 template <class Policy>
 void bm_act_train(benchmark::State& state, layer_shape l, double fraction, bool compact, depthlab::matmul_precision precision) {
     const depthlab::matmul_precision_scope scope(precision);
-    const memory_peaks memory;
+    memory_peaks memory;
     act_setup<Policy> su(l, fraction);
     su.enc.opt.compact = compact;
     auto step = [&] {
@@ -345,6 +354,7 @@ void bm_act_train(benchmark::State& state, layer_shape l, double fraction, bool 
         benchmark::DoNotOptimize(su.x.grad().data());
     };
     step();
+    memory.timing_starts();
     for (auto _ : state) step();
     state.counters["tokens/s"] = benchmark::Counter(l.tokens(), benchmark::Counter::kIsIterationInvariantRate);
     memory.report(state);

@@ -38,7 +38,7 @@ struct options {
     double lr = 5e-3, sop_dropout = 0, max_minutes = 0, tau = -1, halting_bias = NAN, mask_prob = 0.15, clip = 1.0, epsilon = 0.01, beta = 0.01, lambda_p = 0.2;
     std::string policy = "act", device = "cpu", precision = "auto", optimizer = "lamb";
     std::uint64_t seed = 1;
-    bool resume = false, dense = false, distributed = false;
+    bool resume = false, dense = false, distributed = false, chunk_jitter = false;
 };
 
 std::string fmt(double v, int d = 2) {
@@ -58,6 +58,7 @@ int run(options o, dist::communicator& comm) {
         data::albert_data_config dcfg;
         dcfg.max_len = o.seq_len;
         dcfg.mask_prob = o.mask_prob;
+        dcfg.chunk_jitter = o.chunk_jitter;
         if (o.mask_prob > 0.15) dcfg.max_predictions = static_cast<index_t>(std::ceil(o.mask_prob * o.seq_len)) + 1;
         const data::albert_corpus corpus = data::load_albert_corpus(o.data, dcfg);
         data::albert_sampler sampler(corpus.train, corpus.config, o.seed);
@@ -122,6 +123,7 @@ int run(options o, dist::communicator& comm) {
         halting::albert_eval final_ev;
         data::albert_data_config dev_cfg = corpus.config;
         dev_cfg.shuffle_instances = true;
+        dev_cfg.chunk_jitter = false;  // the dev set is ALBERT's chunks whatever the training flags, so runs compare
         trainer.evaluate = [&](std::int64_t step, bool final) {
             data::albert_sampler dev(corpus.dev, dev_cfg, 4242);  // the same dev batches every time
             const auto ev = halting::evaluate_albert(model, dev, final ? o.dev_batches * 4 : o.dev_batches, o.batch);
@@ -147,8 +149,8 @@ int run(options o, dist::communicator& comm) {
                     static_cast<long long>(tau_warmup), ponder_net ? (", lambda_p " + fmt(o.lambda_p, 3)).c_str() : "", halting_bias, o.sop_dropout,
                     compact ? "compact" : "dense", B::name, cpu::to_string(cpu::active_isa()), examples::precision_description(B::name).c_str(), max_threads(),
                     examples::ranks_description(comm).c_str(), static_cast<long long>(o.batch * o.accum * comm.size()));
-        std::printf("data: %lld training examples per epoch, vocab %lld\n", static_cast<long long>(sampler.epoch_size()),
-                    static_cast<long long>(corpus.config.vocab));
+        std::printf("data: %lld training examples per epoch, vocab %lld, chunk jitter %s\n", static_cast<long long>(sampler.epoch_size()),
+                    static_cast<long long>(corpus.config.vocab), o.chunk_jitter ? "on" : "off (ALBERT)");
 
         const train::fit_result fit = trainer.fit([&] {
             const auto b = sampler.next(o.batch);
@@ -176,7 +178,7 @@ int run(options o, dist::communicator& comm) {
                                              {"optimizer / peak lr / warm-up / clip", o.optimizer + " / " + fmt(o.lr, 5) + " / " + std::to_string(warmup) + " steps / " + fmt(o.clip, 2)},
                                              {"mask rate / halting bias / tau warm-up / min iterations",
                                               fmt(o.mask_prob, 2) + " / " + fmt(halting_bias, 2) + " / " + std::to_string(tau_warmup) + " steps / " + std::to_string(o.min_iters)},
-                                             {"SOP head dropout", fmt(o.sop_dropout, 2)},
+                                             {"SOP head dropout / chunk jitter", fmt(o.sop_dropout, 2) + " / " + (o.chunk_jitter ? "on" : "off")},
                                              {"training time", train::format_duration(fit.seconds)},
                                              {"GEMM precision / ISA / threads", examples::precision_description(B::name) + " / " +
                                                                                      cpu::to_string(cpu::active_isa()) + " / " + std::to_string(max_threads())},
@@ -231,6 +233,7 @@ int main(int argc, char** argv) {
         .option("lambda-p", o.lambda_p, "pondernet: the geometric prior's halting probability per iteration").range(1e-6, 1.0)
         .option("device", o.device, examples::device_help).one_of({"cpu", "cuda", "host_device"})
         .option("precision", o.precision, examples::precision_help).one_of({"auto", "f32", "bf16"})
+        .flag("chunk-jitter", o.chunk_jitter, "each epoch, close every document's first chunk at a random length, so that chunk boundaries (and SOP's sentence pairs) change between epochs (off: ALBERT's fixed boundaries)")
         .flag("dense", o.dense, "use the dense masked reference path instead of the compact one")
         .flag("resume", o.resume, "continue from <out>/checkpoint.safetensors")
         .flag("distributed", o.distributed, examples::distributed_help);

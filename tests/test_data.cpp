@@ -297,6 +297,46 @@ TEST_CASE("albert data: sentence order — labels balanced, segments really swap
     }
 }
 
+TEST_CASE("albert data: chunk_jitter regroups the sentences every epoch and drops none") {
+    const corpus c = labelled_corpus(200, 13);
+    // Fraction of epoch 1's chunks (document, first sentence) that epoch 0 also had, after
+    // checking that each epoch's chunks tile every document exactly.
+    auto shared_fraction = [&](bool jitter) {
+        albert_data_config cfg = base_config(64 * 200 + 5);
+        cfg.max_len = 64;
+        cfg.short_seq_prob = 0;  // without jitter the boundaries are then the same every epoch
+        cfg.chunk_jitter = jitter;
+        albert_sampler s(c, cfg, 21);
+        std::set<std::pair<std::int32_t, std::int32_t>> starts[2];
+        for (std::uint64_t epoch = 0; epoch < 2; ++epoch) {
+            s.set_state({21, epoch, 0});
+            std::vector<std::vector<std::pair<std::int32_t, std::int32_t>>> by_doc(static_cast<std::size_t>(c.documents()));
+            for (const albert_chunk& ch : s.chunks()) {
+                by_doc[static_cast<std::size_t>(ch.doc)].emplace_back(ch.first, ch.count);
+                starts[epoch].emplace(ch.doc, ch.first);
+            }
+            for (index_t d = 0; d < c.documents(); ++d) {
+                auto& v = by_doc[static_cast<std::size_t>(d)];
+                std::sort(v.begin(), v.end());
+                std::int32_t next = 0;
+                for (const auto& [first, count] : v) {
+                    CHECK(first == next);
+                    next = first + count;
+                }
+                CHECK(next == c.document_sentences(d));
+            }
+        }
+        std::size_t shared = 0;
+        for (const auto& k : starts[1]) shared += starts[0].count(k);
+        return static_cast<double>(shared) / static_cast<double>(starts[1].size());
+    };
+    const double plain = shared_fraction(false), jittered = shared_fraction(true);
+    CAPTURE(plain);
+    CAPTURE(jittered);
+    CHECK(plain == 1.0);
+    CHECK(jittered < 0.8);
+}
+
 TEST_CASE("albert data: deterministic from the seed, resumable from (seed, epoch, position)") {
     const corpus c = random_corpus(6, 40);
     const albert_data_config cfg = base_config();

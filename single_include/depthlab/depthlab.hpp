@@ -7877,6 +7877,9 @@ struct memory<backend::cpu> {
     static std::size_t live_bytes() { return detail::host_block_cache::instance().live_bytes(); }
     static std::size_t peak_bytes() { return detail::host_block_cache::instance().peak_live_bytes(); }
     static void reset_peak() { detail::host_block_cache::instance().reset_peak(); }
+    /// Fresh blocks taken from the system so far: a repeating step that has reached its steady
+    /// state adds none (each one is page faults, and for a large block a zeroed huge page).
+    static std::size_t system_allocations() { return detail::host_block_cache::instance().system_allocations(); }
     /// The process's peak resident memory in MiB (VmHWM of /proc/self/status; 0 where there is
     /// none). Linux resets it when "5" is written to /proc/self/clear_refs.
     static double peak_rss_mib() {
@@ -10557,7 +10560,9 @@ Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>, Eigen::Unaligned> eigen_ve
 //  * Chunking (per document, per epoch): target = max_len - 3, or with probability
 //    short_seq_prob (0.1) a uniform length in [2, max_len - 3] — drawn once per document, as
 //    in ALBERT. Sentences are appended to a chunk until its length reaches the target or the
-//    document ends.
+//    document ends. With chunk_jitter (not ALBERT's; off by default) the first chunk of each
+//    document closes at its own uniform target in [1, target] every epoch, so the later
+//    boundaries, and the sentence pairs SOP sees, change from epoch to epoch.
 //  * Segments: A = the first a_end sentences of the chunk (a_end uniform in [1, count-1]),
 //    B = the rest. With probability swap_prob (0.5) A and B are swapped (SOP label 1).
 //    A one-sentence chunk cannot be split into sentences; single_sentence_policy says what
@@ -10698,6 +10703,12 @@ struct albert_data_config {
     double random_token_prob = 0.1;   // chosen token -> random id; the rest are kept
     double short_seq_prob = 0.1;
     double swap_prob = 0.5;
+    /// false (ALBERT): a document's chunk boundaries fall after the same sentences every epoch
+    /// (unless short_seq_prob redraws its target), so SOP sees the same sentence pairs again
+    /// and again. true (a depthlab deviation, albert_act --chunk-jitter): each epoch the
+    /// document's first chunk gets its own target, uniform in [1, target], which moves every
+    /// later boundary; no text is dropped, only regrouped.
+    bool chunk_jitter = false;
     single_sentence_policy single_sentence = single_sentence_policy::random_document;
     special_ids specials{};
     std::int64_t vocab = 0;       // required: every id of the corpus is < vocab
@@ -11097,11 +11108,13 @@ inline void mask_example(albert_example& ex, const albert_data_config& cfg, Gene
     for (const index_t d : doc_order) {
         index_t target = max_tokens;
         if (gen.uniform() < cfg.short_seq_prob) target = detail::randint(gen, 2, max_tokens);
+        // chunk_jitter: the first chunk closes at its own target, shifting all later boundaries.
+        index_t close_at = cfg.chunk_jitter ? detail::randint(gen, 1, target) : target;
         const index_t n = data.document_sentences(d);
         index_t first = 0, length = 0;
         for (index_t i = 0; i < n; ++i) {
             length += data.sentence_length(d, i);
-            if (i == n - 1 || length >= target) {
+            if (i == n - 1 || length >= close_at) {
                 const index_t count = i - first + 1;
                 const bool drop = count == 1 && (cfg.single_sentence == single_sentence_policy::skip ||
                                                  (cfg.single_sentence == single_sentence_policy::split && length < 2));
@@ -11110,6 +11123,7 @@ inline void mask_example(albert_example& ex, const albert_data_config& cfg, Gene
                                    static_cast<std::int32_t>(target)});
                 first = i + 1;
                 length = 0;
+                close_at = target;
             }
         }
     }

@@ -73,6 +73,12 @@ struct albert_data_config {
     double random_token_prob = 0.1;   // chosen token -> random id; the rest are kept
     double short_seq_prob = 0.1;
     double swap_prob = 0.5;
+    /// false (ALBERT): a document's chunk boundaries fall after the same sentences every epoch
+    /// (unless short_seq_prob redraws its target), so SOP sees the same sentence pairs again
+    /// and again. true (a depthlab deviation, albert_act --chunk-jitter): each epoch the
+    /// document's first chunk gets its own target, uniform in [1, target], which moves every
+    /// later boundary; no text is dropped, only regrouped.
+    bool chunk_jitter = false;
     single_sentence_policy single_sentence = single_sentence_policy::random_document;
     special_ids specials{};
     std::int64_t vocab = 0;       // required: every id of the corpus is < vocab

@@ -10,7 +10,9 @@
 //  * Chunking (per document, per epoch): target = max_len - 3, or with probability
 //    short_seq_prob (0.1) a uniform length in [2, max_len - 3] — drawn once per document, as
 //    in ALBERT. Sentences are appended to a chunk until its length reaches the target or the
-//    document ends.
+//    document ends. With chunk_jitter (not ALBERT's; off by default) the first chunk of each
+//    document closes at its own uniform target in [1, target] every epoch, so the later
+//    boundaries, and the sentence pairs SOP sees, change from epoch to epoch.
 //  * Segments: A = the first a_end sentences of the chunk (a_end uniform in [1, count-1]),
 //    B = the rest. With probability swap_prob (0.5) A and B are swapped (SOP label 1).
 //    A one-sentence chunk cannot be split into sentences; single_sentence_policy says what

@@ -257,11 +257,13 @@ inline void mask_example(albert_example& ex, const albert_data_config& cfg, Gene
     for (const index_t d : doc_order) {
         index_t target = max_tokens;
         if (gen.uniform() < cfg.short_seq_prob) target = detail::randint(gen, 2, max_tokens);
+        // chunk_jitter: the first chunk closes at its own target, shifting all later boundaries.
+        index_t close_at = cfg.chunk_jitter ? detail::randint(gen, 1, target) : target;
         const index_t n = data.document_sentences(d);
         index_t first = 0, length = 0;
         for (index_t i = 0; i < n; ++i) {
             length += data.sentence_length(d, i);
-            if (i == n - 1 || length >= target) {
+            if (i == n - 1 || length >= close_at) {
                 const index_t count = i - first + 1;
                 const bool drop = count == 1 && (cfg.single_sentence == single_sentence_policy::skip ||
                                                  (cfg.single_sentence == single_sentence_policy::split && length < 2));
@@ -270,6 +272,7 @@ inline void mask_example(albert_example& ex, const albert_data_config& cfg, Gene
                                    static_cast<std::int32_t>(target)});
                 first = i + 1;
                 length = 0;
+                close_at = target;
             }
         }
     }

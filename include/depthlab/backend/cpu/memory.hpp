@@ -86,6 +86,9 @@ struct memory<backend::cpu> {
     static std::size_t live_bytes() { return detail::host_block_cache::instance().live_bytes(); }
     static std::size_t peak_bytes() { return detail::host_block_cache::instance().peak_live_bytes(); }
     static void reset_peak() { detail::host_block_cache::instance().reset_peak(); }
+    /// Fresh blocks taken from the system so far: a repeating step that has reached its steady
+    /// state adds none (each one is page faults, and for a large block a zeroed huge page).
+    static std::size_t system_allocations() { return detail::host_block_cache::instance().system_allocations(); }
     /// The process's peak resident memory in MiB (VmHWM of /proc/self/status; 0 where there is
     /// none). Linux resets it when "5" is written to /proc/self/clear_refs.
     static double peak_rss_mib() {
