@@ -5,11 +5,13 @@
 // optimisers, the training loop, the autodiff ops and the analyses' templates (snapshots,
 // criticality, the default module list of a seq2seq model) for float and double on the CPU are
 // then compiled once, in the depthlab_compiled library (src/compiled/), not in every
-// translation unit that uses them. Members defined inside a class body are inline and may
-// still be compiled where they are used (the compiler wants them for inlining), and member
-// templates (Trainer::fit, which takes the batch callable) are instantiated by their users;
-// the ops with their backward closures and the classes' out-of-line work are what move into
-// the library. See README "Compile time" for the measured effect.
+// translation unit that uses them. Members defined inside a class body are inline, and an
+// `extern template` does not stop the compiler from instantiating and optimising them where
+// they are used (it wants them for inlining), together with everything they call. So the
+// heavy members of the listed classes (constructors that build a model, forward passes, the
+// training loop, optimiser steps, checkpoint I/O) are defined outside their class bodies:
+// not inline, they stay in the library. Small accessors stay in the class, to be inlined.
+// See README "Compile time" for the measured effect.
 //
 // The one list serves both sides: DEPTHLAB_COMMON_INSTANTIATIONS(extern template, T) here,
 // DEPTHLAB_COMMON_INSTANTIATIONS(template, T) in the library.
@@ -75,6 +77,7 @@
     KW std::vector<analysis::module_ref> analysis::default_modules<nn::Seq2SeqTransformer<T, backend::cpu>>(                 \
         nn::Seq2SeqTransformer<T, backend::cpu>&, std::optional<bool>);                                                      \
     KW class nn::Module<T, backend::cpu>;                                                                                     \
+    KW class optim::Optimizer<T, backend::cpu>;                                                                               \
     KW class optim::detail::AdamBase<T, backend::cpu>;                                                                        \
     KW class nn::Linear<T, backend::cpu>;                                                                                     \
     KW class nn::LayerNorm<T, backend::cpu>;                                                                                  \
@@ -92,6 +95,7 @@
     KW class optim::Adam<T, backend::cpu>;                                                                                    \
     KW class optim::AdamW<T, backend::cpu>;                                                                                   \
     KW class optim::Lamb<T, backend::cpu>;                                                                                    \
+    KW class train::checkpointer<T, backend::cpu>;                                                                             \
     KW class train::Trainer<T, backend::cpu>;                                                                                 \
     }
 

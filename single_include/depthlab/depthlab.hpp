@@ -2898,40 +2898,11 @@ Tensor<T, B> sinusoidal_positions(index_t max_len, index_t D) {
 template <class T, class B = backend::cpu>
 class Seq2SeqTransformer : public Module<T, B> {
 public:
-    explicit Seq2SeqTransformer(const seq2seq_config& c, std::uint64_t seed = 0)
-        : cfg(c), gen_(seed), positions_(sinusoidal_positions<T, B>(c.max_len, c.layer.dim)) {
-        const index_t D = c.layer.dim;
-        const double std_emb = std::pow(static_cast<double>(D), -0.5);
-        src_embed = &this->register_module("src_embed", std::make_unique<Embedding<T, B>>(c.src_vocab, D, gen_, std_emb));
-        if (c.share_embeddings) {
-            DEPTHLAB_CHECK(c.src_vocab == c.tgt_vocab, usage_error, "Seq2SeqTransformer: shared embeddings need one vocabulary (",
-                           c.src_vocab, " vs ", c.tgt_vocab, ")");
-            tgt_embed = src_embed;
-        } else {
-            tgt_embed = &this->register_module("tgt_embed", std::make_unique<Embedding<T, B>>(c.tgt_vocab, D, gen_, std_emb));
-        }
-        encoder = &this->register_module("encoder", std::make_unique<Stack<EncoderLayer<T, B>, untied, T, B>>(c.encoder_layers, c.layer, gen_));
-        decoder = &this->register_module("decoder", std::make_unique<Stack<DecoderLayer<T, B>, untied, T, B>>(c.decoder_layers, c.layer, gen_));
-        if (c.layer.norm_first) {
-            encoder_norm = &this->register_module("encoder_norm", std::make_unique<LayerNorm<T, B>>(D, c.layer.ln_eps));
-            decoder_norm = &this->register_module("decoder_norm", std::make_unique<LayerNorm<T, B>>(D, c.layer.ln_eps));
-        }
-        if (!c.tie_output)
-            output = &this->register_module("output_projection", std::make_unique<Linear<T, B>>(D, c.tgt_vocab, gen_, c.layer.init, false));
-    }
+    explicit Seq2SeqTransformer(const seq2seq_config& c, std::uint64_t seed = 0);
     /// Source ids (B*Ts) -> memory (B, Ts, D).
-    Var<T, B> encode(const token_batch& src) const {
-        Var<T, B> x = embed(*src_embed, src);
-        x = encoder->forward(-1, x, padding_mask<T, B>(src.lengths, src.length));
-        return encoder_norm ? (*encoder_norm)(x) : x;
-    }
+    Var<T, B> encode(const token_batch& src) const;
     /// Target input ids (B*Tt, starting with BOS) -> logits (B, Tt, V_tgt).
-    Var<T, B> decode(const Var<T, B>& memory, const token_batch& src, const token_batch& tgt_in) const {
-        Var<T, B> y = embed(*tgt_embed, tgt_in);
-        y = decoder->forward(-1, y, memory, causal_padding_mask<T, B>(tgt_in.lengths, tgt_in.length),
-                             padding_mask<T, B>(src.lengths, src.length));
-        return output_logits(y);
-    }
+    Var<T, B> decode(const Var<T, B>& memory, const token_batch& src, const token_batch& tgt_in) const;
     /// Target ids of ONE position `t` for N rows (incremental decoding): sqrt(D) *
     /// embedding + position t, dropout as in decode -> (N, 1, D).
     Var<T, B> embed_target_at(std::span<const std::int64_t> ids, index_t t) const {
@@ -2968,6 +2939,46 @@ private:
     mutable Generator gen_;
     Tensor<T, B> positions_;
 };
+
+// Defined outside the class body, so not inline: under DEPTHLAB_COMPILED a program calls the
+// library's copy instead of compiling it again (include/depthlab/compiled.hpp).
+template <class T, class B>
+Seq2SeqTransformer<T, B>::Seq2SeqTransformer(const seq2seq_config& c, std::uint64_t seed)
+    : cfg(c), gen_(seed), positions_(sinusoidal_positions<T, B>(c.max_len, c.layer.dim)) {
+    const index_t D = c.layer.dim;
+    const double std_emb = std::pow(static_cast<double>(D), -0.5);
+    src_embed = &this->register_module("src_embed", std::make_unique<Embedding<T, B>>(c.src_vocab, D, gen_, std_emb));
+    if (c.share_embeddings) {
+        DEPTHLAB_CHECK(c.src_vocab == c.tgt_vocab, usage_error, "Seq2SeqTransformer: shared embeddings need one vocabulary (",
+                       c.src_vocab, " vs ", c.tgt_vocab, ")");
+        tgt_embed = src_embed;
+    } else {
+        tgt_embed = &this->register_module("tgt_embed", std::make_unique<Embedding<T, B>>(c.tgt_vocab, D, gen_, std_emb));
+    }
+    encoder = &this->register_module("encoder", std::make_unique<Stack<EncoderLayer<T, B>, untied, T, B>>(c.encoder_layers, c.layer, gen_));
+    decoder = &this->register_module("decoder", std::make_unique<Stack<DecoderLayer<T, B>, untied, T, B>>(c.decoder_layers, c.layer, gen_));
+    if (c.layer.norm_first) {
+        encoder_norm = &this->register_module("encoder_norm", std::make_unique<LayerNorm<T, B>>(D, c.layer.ln_eps));
+        decoder_norm = &this->register_module("decoder_norm", std::make_unique<LayerNorm<T, B>>(D, c.layer.ln_eps));
+    }
+    if (!c.tie_output)
+        output = &this->register_module("output_projection", std::make_unique<Linear<T, B>>(D, c.tgt_vocab, gen_, c.layer.init, false));
+}
+
+template <class T, class B>
+Var<T, B> Seq2SeqTransformer<T, B>::encode(const token_batch& src) const {
+    Var<T, B> x = embed(*src_embed, src);
+    x = encoder->forward(-1, x, padding_mask<T, B>(src.lengths, src.length));
+    return encoder_norm ? (*encoder_norm)(x) : x;
+}
+
+template <class T, class B>
+Var<T, B> Seq2SeqTransformer<T, B>::decode(const Var<T, B>& memory, const token_batch& src, const token_batch& tgt_in) const {
+    Var<T, B> y = embed(*tgt_embed, tgt_in);
+    y = decoder->forward(-1, y, memory, causal_padding_mask<T, B>(tgt_in.lengths, tgt_in.length),
+                         padding_mask<T, B>(src.lengths, src.length));
+    return output_logits(y);
+}
 
 }  // namespace depthlab::nn
 // ---- end depthlab/nn/models.hpp ----
@@ -3675,29 +3686,7 @@ public:
 
     /// One update of every parameter whose gradient is defined. Everything is checked
     /// (shapes, contiguity) before anything is modified.
-    void step() {
-        for (const Param& p : params_) {
-            if (!p.var.grad().defined()) continue;
-            const tensor_type& w = p.var.value();
-            const tensor_type& g = p.var.grad();
-            DEPTHLAB_CHECK(g.shape() == w.shape(), shape_error, type(), ".step: gradient of '", p.name, "' has shape ", g.shape(),
-                           " but the parameter has shape ", w.shape());
-            DEPTHLAB_CHECK(w.is_contiguous() && g.is_contiguous(), usage_error, type(), ".step: parameter '", p.name,
-                           "' or its gradient is not contiguous");
-            for (std::size_t k = 0; k < p.slots.size(); ++k)
-                DEPTHLAB_CHECK(!p.slots[k].defined() || p.slots[k].shape() == w.shape(), shape_error, type(), ".step: parameter '",
-                               p.name, "' now has shape ", w.shape(), " but its state '", slot_names()[k], "' has shape ",
-                               p.slots[k].shape());
-        }
-        no_grad guard;
-        ++step_count_;
-        for (std::size_t i = 0; i < params_.size(); ++i) {
-            Param& p = params_[i];
-            if (!p.var.grad().defined()) continue;
-            ++p.steps;
-            update(i, lr_, groups_[p.group].weight_decay);
-        }
-    }
+    void step();
     /// Leaves every gradient undefined (the next backward() starts afresh).
     void zero_grad() {
         for (Param& p : params_) p.var.zero_grad();
@@ -3724,28 +3713,11 @@ public:
 
     /// "<type>.<slot>.<parameter>" for every parameter that has been updated at least once.
     /// The tensors share storage with the live state: write or clone them before the next step().
-    [[nodiscard]] state_tensor_list state_tensors() const {
-        state_tensor_list out;
-        const auto slots = slot_names();
-        for (const Param& p : params_) {
-            if (p.steps == 0) continue;
-            for (std::size_t k = 0; k < slots.size(); ++k) out.emplace_back(type() + "." + slots[k] + "." + p.name, p.slots[k]);
-        }
-        return out;
-    }
+    [[nodiscard]] state_tensor_list state_tensors() const;
     /// Exact scalars: "optimizer" (the type), "step", "lr" (shortest round-trip decimal),
     /// "<type>.step.<parameter>" for every updated parameter, and "<type>.hparam.<name>"
     /// (informational: load_state ignores them; the constructed optimiser's settings win).
-    [[nodiscard]] state_scalar_map state_scalars() const {
-        state_scalar_map out;
-        out["optimizer"] = type();
-        out["step"] = std::to_string(step_count_);
-        out["lr"] = detail::format_double(lr_);
-        for (const Param& p : params_)
-            if (p.steps > 0) out[type() + ".step." + p.name] = std::to_string(p.steps);
-        for (const auto& [k, v] : hyperparameters()) out[type() + ".hparam." + k] = detail::format_double(v);
-        return out;
-    }
+    [[nodiscard]] state_scalar_map state_scalars() const;
     /// Restores what state_tensors()/state_scalars() exported. Checks, before changing
     /// anything: the optimiser type, every scalar, that every tensor name is a known slot of
     /// a known parameter with the parameter's shape, that each updated parameter has all
@@ -3753,82 +3725,7 @@ public:
     /// negative one turns the parameter NaN at the next step). Throws usage_error (names,
     /// scalars), shape_error (shapes) or io_error (values: corrupt state) naming the
     /// culprit; `origin` (e.g. the checkpoint's path) is named in every message.
-    void load_state(const state_tensor_list& tensors, const state_scalar_map& scalars, std::string_view origin = {}) {
-        const std::string where = origin.empty() ? type() + ".load_state: "
-                                                 : depthlab::detail::cat(type(), ".load_state (", origin, "): ");
-        const auto scalar = [&](const std::string& key) -> const std::string& {
-            const auto it = scalars.find(key);
-            DEPTHLAB_CHECK(it != scalars.end(), usage_error, where, "missing scalar '", key, "'");
-            return it->second;
-        };
-        const std::string& kind = scalar("optimizer");
-        DEPTHLAB_CHECK(kind == type(), usage_error, where, "the state belongs to a '", kind, "' optimiser, not '", type(), "'");
-        std::int64_t step = 0;
-        DEPTHLAB_CHECK(detail::parse_number(scalar("step"), step) && step >= 0, usage_error, where, "scalar 'step' = '",
-                       scalar("step"), "' is not a step count");
-        double lr = 0;
-        DEPTHLAB_CHECK(detail::parse_number(scalar("lr"), lr) && std::isfinite(lr) && lr >= 0, usage_error, where, "scalar 'lr' = '",
-                       scalar("lr"), "' is not a learning rate");
-
-        const std::string step_prefix = type() + ".step.", hparam_prefix = type() + ".hparam.";
-        std::vector<std::int64_t> steps(params_.size(), 0);
-        for (const auto& [key, value] : scalars) {
-            if (key == "optimizer" || key == "step" || key == "lr" || key.starts_with(hparam_prefix)) continue;
-            DEPTHLAB_CHECK(key.starts_with(step_prefix), usage_error, where, "unknown scalar '", key, "'");
-            const std::string name = key.substr(step_prefix.size());
-            const std::size_t i = find_param(name);
-            DEPTHLAB_CHECK(i < params_.size(), usage_error, where, "scalar '", key, "' names no parameter of this optimiser");
-            std::int64_t s = 0;
-            DEPTHLAB_CHECK(detail::parse_number(value, s) && s >= 1 && s <= step, usage_error, where, "scalar '", key, "' = '", value,
-                           "' is not a step count in [1, ", step, "]");
-            steps[i] = s;
-        }
-
-        const auto slots = slot_names();
-        const std::string tensor_prefix = type() + ".";
-        std::vector<std::vector<const tensor_type*>> found(params_.size(), std::vector<const tensor_type*>(slots.size(), nullptr));
-        for (const auto& [key, t] : tensors) {
-            DEPTHLAB_CHECK(key.starts_with(tensor_prefix), usage_error, where, "tensor '", key, "' is not '", type(),
-                           ".<slot>.<parameter>'");
-            const std::string rest = key.substr(tensor_prefix.size());
-            const std::size_t dot = rest.find('.');
-            const std::string slot = dot == std::string::npos ? rest : rest.substr(0, dot);
-            const auto sk = std::find(slots.begin(), slots.end(), slot);
-            DEPTHLAB_CHECK(dot != std::string::npos && sk != slots.end(), usage_error, where, "tensor '", key, "': '", slot,
-                           "' is not a state slot of ", type());
-            const std::string name = rest.substr(dot + 1);
-            const std::size_t i = find_param(name);
-            DEPTHLAB_CHECK(i < params_.size(), usage_error, where, "tensor '", key, "' names no parameter of this optimiser");
-            const auto k = static_cast<std::size_t>(sk - slots.begin());
-            DEPTHLAB_CHECK(found[i][k] == nullptr, usage_error, where, "tensor '", key, "' appears twice");
-            DEPTHLAB_CHECK(t.defined(), usage_error, where, "tensor '", key, "' is undefined");
-            DEPTHLAB_CHECK(t.shape() == params_[i].var.value().shape(), shape_error, where, "tensor '", key, "' has shape ", t.shape(),
-                           " but parameter '", name, "' has shape ", params_[i].var.value().shape());
-            DEPTHLAB_CHECK(steps[i] > 0, usage_error, where, "tensor '", key, "' given but scalar '", step_prefix, name,
-                           "' (the parameter's step count) is missing");
-            check_state_values(where, key, t, slot_is_nonnegative(k));
-            found[i][k] = &t;
-        }
-        for (std::size_t i = 0; i < params_.size(); ++i)
-            for (std::size_t k = 0; k < slots.size(); ++k)
-                DEPTHLAB_CHECK(steps[i] == 0 || found[i][k] != nullptr, usage_error, where, "missing tensor '", tensor_prefix,
-                               slots[k], ".", params_[i].name, "' (parameter '", params_[i].name, "' has taken ", steps[i],
-                               " steps)");
-
-        // All checked: apply.
-        for (std::size_t i = 0; i < params_.size(); ++i) {
-            Param& p = params_[i];
-            p.steps = steps[i];
-            p.slots.assign(slots.size(), tensor_type());
-            if (steps[i] == 0) continue;
-            for (std::size_t k = 0; k < slots.size(); ++k) {
-                p.slots[k] = tensor_type::empty(found[i][k]->shape());
-                p.slots[k].copy_(*found[i][k]);
-            }
-        }
-        step_count_ = step;
-        lr_ = lr;
-    }
+    void load_state(const state_tensor_list& tensors, const state_scalar_map& scalars, std::string_view origin = {});
 
 protected:
     /// True for state slots that can only hold values >= 0 (Adam's and LAMB's second moments).
@@ -3838,28 +3735,7 @@ protected:
     /// weight decay. Throws usage_error on an empty list, an undefined Var, a repeated
     /// name, or bad lr / weight decay.
     Optimizer(const named_parameters<T, B>& params, double lr, double weight_decay, const name_predicate& exclude_from_decay,
-              const std::string& type_name) {
-        DEPTHLAB_CHECK(!params.empty(), usage_error, type_name, ": empty parameter list");
-        DEPTHLAB_CHECK(std::isfinite(lr) && lr >= 0, usage_error, type_name, ": learning rate must be finite and >= 0, got ", lr);
-        DEPTHLAB_CHECK(std::isfinite(weight_decay) && weight_decay >= 0, usage_error, type_name,
-                       ": weight decay must be finite and >= 0, got ", weight_decay);
-        lr_ = lr;
-        groups_ = {ParamGroup{"decay", weight_decay, {}}, ParamGroup{"no_decay", 0.0, {}}};
-        std::unordered_set<const void*> seen_nodes;
-        std::set<std::string> seen_names;
-        for (const auto& [name, var] : params) {
-            DEPTHLAB_CHECK(var.defined(), usage_error, type_name, ": parameter '", name, "' is an undefined Var");
-            DEPTHLAB_CHECK(seen_names.insert(name).second, usage_error, type_name, ": parameter name '", name, "' appears twice");
-            if (!seen_nodes.insert(var.node_ptr().get()).second) continue;  // the same Var under another name
-            Param p;
-            p.name = name;
-            p.var = var;
-            p.decay_excluded = exclude_from_decay ? exclude_from_decay(name) : false;
-            p.group = p.decay_excluded ? 1 : 0;
-            groups_[p.group].params.push_back(params_.size());
-            params_.push_back(std::move(p));
-        }
-    }
+              const std::string& type_name);
 
     /// Updates params()[i] (its gradient is defined and checked; its step count already
     /// incremented) with the current learning rate and its group's weight decay.
@@ -3897,6 +3773,159 @@ private:
     double lr_ = 0;
     std::int64_t step_count_ = 0;
 };
+
+// Defined outside the class body, so not inline: under DEPTHLAB_COMPILED a program calls the
+// library's copy instead of compiling it again (include/depthlab/compiled.hpp).
+template <class T, class B>
+void Optimizer<T, B>::step() {
+    for (const Param& p : params_) {
+        if (!p.var.grad().defined()) continue;
+        const tensor_type& w = p.var.value();
+        const tensor_type& g = p.var.grad();
+        DEPTHLAB_CHECK(g.shape() == w.shape(), shape_error, type(), ".step: gradient of '", p.name, "' has shape ", g.shape(),
+                       " but the parameter has shape ", w.shape());
+        DEPTHLAB_CHECK(w.is_contiguous() && g.is_contiguous(), usage_error, type(), ".step: parameter '", p.name,
+                       "' or its gradient is not contiguous");
+        for (std::size_t k = 0; k < p.slots.size(); ++k)
+            DEPTHLAB_CHECK(!p.slots[k].defined() || p.slots[k].shape() == w.shape(), shape_error, type(), ".step: parameter '",
+                           p.name, "' now has shape ", w.shape(), " but its state '", slot_names()[k], "' has shape ",
+                           p.slots[k].shape());
+    }
+    no_grad guard;
+    ++step_count_;
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+        Param& p = params_[i];
+        if (!p.var.grad().defined()) continue;
+        ++p.steps;
+        update(i, lr_, groups_[p.group].weight_decay);
+    }
+}
+
+template <class T, class B>
+void Optimizer<T, B>::load_state(const state_tensor_list& tensors, const state_scalar_map& scalars, std::string_view origin) {
+    const std::string where = origin.empty() ? type() + ".load_state: "
+                                             : depthlab::detail::cat(type(), ".load_state (", origin, "): ");
+    const auto scalar = [&](const std::string& key) -> const std::string& {
+        const auto it = scalars.find(key);
+        DEPTHLAB_CHECK(it != scalars.end(), usage_error, where, "missing scalar '", key, "'");
+        return it->second;
+    };
+    const std::string& kind = scalar("optimizer");
+    DEPTHLAB_CHECK(kind == type(), usage_error, where, "the state belongs to a '", kind, "' optimiser, not '", type(), "'");
+    std::int64_t step = 0;
+    DEPTHLAB_CHECK(detail::parse_number(scalar("step"), step) && step >= 0, usage_error, where, "scalar 'step' = '",
+                   scalar("step"), "' is not a step count");
+    double lr = 0;
+    DEPTHLAB_CHECK(detail::parse_number(scalar("lr"), lr) && std::isfinite(lr) && lr >= 0, usage_error, where, "scalar 'lr' = '",
+                   scalar("lr"), "' is not a learning rate");
+
+    const std::string step_prefix = type() + ".step.", hparam_prefix = type() + ".hparam.";
+    std::vector<std::int64_t> steps(params_.size(), 0);
+    for (const auto& [key, value] : scalars) {
+        if (key == "optimizer" || key == "step" || key == "lr" || key.starts_with(hparam_prefix)) continue;
+        DEPTHLAB_CHECK(key.starts_with(step_prefix), usage_error, where, "unknown scalar '", key, "'");
+        const std::string name = key.substr(step_prefix.size());
+        const std::size_t i = find_param(name);
+        DEPTHLAB_CHECK(i < params_.size(), usage_error, where, "scalar '", key, "' names no parameter of this optimiser");
+        std::int64_t s = 0;
+        DEPTHLAB_CHECK(detail::parse_number(value, s) && s >= 1 && s <= step, usage_error, where, "scalar '", key, "' = '", value,
+                       "' is not a step count in [1, ", step, "]");
+        steps[i] = s;
+    }
+
+    const auto slots = slot_names();
+    const std::string tensor_prefix = type() + ".";
+    std::vector<std::vector<const tensor_type*>> found(params_.size(), std::vector<const tensor_type*>(slots.size(), nullptr));
+    for (const auto& [key, t] : tensors) {
+        DEPTHLAB_CHECK(key.starts_with(tensor_prefix), usage_error, where, "tensor '", key, "' is not '", type(),
+                       ".<slot>.<parameter>'");
+        const std::string rest = key.substr(tensor_prefix.size());
+        const std::size_t dot = rest.find('.');
+        const std::string slot = dot == std::string::npos ? rest : rest.substr(0, dot);
+        const auto sk = std::find(slots.begin(), slots.end(), slot);
+        DEPTHLAB_CHECK(dot != std::string::npos && sk != slots.end(), usage_error, where, "tensor '", key, "': '", slot,
+                       "' is not a state slot of ", type());
+        const std::string name = rest.substr(dot + 1);
+        const std::size_t i = find_param(name);
+        DEPTHLAB_CHECK(i < params_.size(), usage_error, where, "tensor '", key, "' names no parameter of this optimiser");
+        const auto k = static_cast<std::size_t>(sk - slots.begin());
+        DEPTHLAB_CHECK(found[i][k] == nullptr, usage_error, where, "tensor '", key, "' appears twice");
+        DEPTHLAB_CHECK(t.defined(), usage_error, where, "tensor '", key, "' is undefined");
+        DEPTHLAB_CHECK(t.shape() == params_[i].var.value().shape(), shape_error, where, "tensor '", key, "' has shape ", t.shape(),
+                       " but parameter '", name, "' has shape ", params_[i].var.value().shape());
+        DEPTHLAB_CHECK(steps[i] > 0, usage_error, where, "tensor '", key, "' given but scalar '", step_prefix, name,
+                       "' (the parameter's step count) is missing");
+        check_state_values(where, key, t, slot_is_nonnegative(k));
+        found[i][k] = &t;
+    }
+    for (std::size_t i = 0; i < params_.size(); ++i)
+        for (std::size_t k = 0; k < slots.size(); ++k)
+            DEPTHLAB_CHECK(steps[i] == 0 || found[i][k] != nullptr, usage_error, where, "missing tensor '", tensor_prefix,
+                           slots[k], ".", params_[i].name, "' (parameter '", params_[i].name, "' has taken ", steps[i],
+                           " steps)");
+
+    // All checked: apply.
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+        Param& p = params_[i];
+        p.steps = steps[i];
+        p.slots.assign(slots.size(), tensor_type());
+        if (steps[i] == 0) continue;
+        for (std::size_t k = 0; k < slots.size(); ++k) {
+            p.slots[k] = tensor_type::empty(found[i][k]->shape());
+            p.slots[k].copy_(*found[i][k]);
+        }
+    }
+    step_count_ = step;
+    lr_ = lr;
+}
+
+template <class T, class B>
+Optimizer<T, B>::Optimizer(const named_parameters<T, B>& params, double lr, double weight_decay, const name_predicate& exclude_from_decay,
+                           const std::string& type_name) {
+    DEPTHLAB_CHECK(!params.empty(), usage_error, type_name, ": empty parameter list");
+    DEPTHLAB_CHECK(std::isfinite(lr) && lr >= 0, usage_error, type_name, ": learning rate must be finite and >= 0, got ", lr);
+    DEPTHLAB_CHECK(std::isfinite(weight_decay) && weight_decay >= 0, usage_error, type_name,
+                   ": weight decay must be finite and >= 0, got ", weight_decay);
+    lr_ = lr;
+    groups_ = {ParamGroup{"decay", weight_decay, {}}, ParamGroup{"no_decay", 0.0, {}}};
+    std::unordered_set<const void*> seen_nodes;
+    std::set<std::string> seen_names;
+    for (const auto& [name, var] : params) {
+        DEPTHLAB_CHECK(var.defined(), usage_error, type_name, ": parameter '", name, "' is an undefined Var");
+        DEPTHLAB_CHECK(seen_names.insert(name).second, usage_error, type_name, ": parameter name '", name, "' appears twice");
+        if (!seen_nodes.insert(var.node_ptr().get()).second) continue;  // the same Var under another name
+        Param p;
+        p.name = name;
+        p.var = var;
+        p.decay_excluded = exclude_from_decay ? exclude_from_decay(name) : false;
+        p.group = p.decay_excluded ? 1 : 0;
+        groups_[p.group].params.push_back(params_.size());
+        params_.push_back(std::move(p));
+    }
+}
+
+template <class T, class B>
+typename Optimizer<T, B>::state_scalar_map Optimizer<T, B>::state_scalars() const {
+    state_scalar_map out;
+    out["optimizer"] = type();
+    out["step"] = std::to_string(step_count_);
+    out["lr"] = detail::format_double(lr_);
+    for (const Param& p : params_)
+        if (p.steps > 0) out[type() + ".step." + p.name] = std::to_string(p.steps);
+    for (const auto& [k, v] : hyperparameters()) out[type() + ".hparam." + k] = detail::format_double(v);
+    return out;
+}
+
+template <class T, class B>
+typename Optimizer<T, B>::state_tensor_list Optimizer<T, B>::state_tensors() const {
+    state_tensor_list out;
+    const auto slots = slot_names();
+    for (const Param& p : params_) {
+        if (p.steps == 0) continue;
+        for (std::size_t k = 0; k < slots.size(); ++k) out.emplace_back(type() + "." + slots[k] + "." + p.name, p.slots[k]);
+    }
+    return out;
+}
 
 }  // namespace depthlab::optim
 // ---- end depthlab/optim/optimizer.hpp ----
@@ -4014,14 +4043,7 @@ protected:
     [[nodiscard]] bool slot_is_nonnegative(std::size_t slot) const override { return slot == 1; }  // v
 
     AdamBase(const named_parameters<T, B>& params, double lr, double beta1, double beta2, double eps, double weight_decay,
-             const name_predicate& exclude, bool decoupled)
-        : base(params, lr, weight_decay, exclude, decoupled ? "adamw" : "adam"),
-          beta1_(beta1), beta2_(beta2), eps_(eps), weight_decay_(weight_decay), decoupled_(decoupled) {
-        const char* name = decoupled ? "adamw" : "adam";
-        DEPTHLAB_CHECK(beta1 >= 0 && beta1 < 1, usage_error, name, ": beta1 must be in [0, 1), got ", beta1);
-        DEPTHLAB_CHECK(beta2 >= 0 && beta2 < 1, usage_error, name, ": beta2 must be in [0, 1), got ", beta2);
-        DEPTHLAB_CHECK(std::isfinite(eps) && eps >= 0, usage_error, name, ": eps must be finite and >= 0, got ", eps);
-    }
+             const name_predicate& exclude, bool decoupled);
 
     void update(std::size_t i, double lr, double weight_decay) override {
         auto& p = this->param(i);
@@ -4039,6 +4061,20 @@ private:
     double beta1_, beta2_, eps_, weight_decay_;
     bool decoupled_;
 };
+
+// Defined outside the class body, so not inline: under DEPTHLAB_COMPILED a program calls the
+// library's copy instead of compiling it again (include/depthlab/compiled.hpp).
+template <class T, class B>
+AdamBase<T, B>::AdamBase(const named_parameters<T, B>& params, double lr, double beta1, double beta2, double eps, double weight_decay,
+                         const name_predicate& exclude, bool decoupled)
+    : base(params, lr, weight_decay, exclude, decoupled ? "adamw" : "adam"),
+      beta1_(beta1), beta2_(beta2), eps_(eps), weight_decay_(weight_decay), decoupled_(decoupled) {
+    const char* name = decoupled ? "adamw" : "adam";
+    DEPTHLAB_CHECK(beta1 >= 0 && beta1 < 1, usage_error, name, ": beta1 must be in [0, 1), got ", beta1);
+    DEPTHLAB_CHECK(beta2 >= 0 && beta2 < 1, usage_error, name, ": beta2 must be in [0, 1), got ", beta2);
+    DEPTHLAB_CHECK(std::isfinite(eps) && eps >= 0, usage_error, name, ": eps must be finite and >= 0, got ", eps);
+}
+
 }  // namespace detail
 
 template <class T, class B = backend::cpu>
@@ -4401,27 +4437,10 @@ class Snapshot {
 public:
     Snapshot() = default;
     /// Copies of every parameter of m.
-    explicit Snapshot(const Module<T, B>& m) {
-        for (auto& [name, p] : m.named_parameters()) {
-            index_.emplace(name, tensors_.size());
-            tensors_.emplace_back(name, p.value().clone());
-        }
-    }
+    explicit Snapshot(const Module<T, B>& m);
     /// Copies of saved tensors (e.g. θ⁰ read from a checkpoint) for the parameters of m: one
     /// tensor per parameter, by name, with its shape; io_error naming the first that is not.
-    Snapshot(const Module<T, B>& m, const std::vector<std::pair<std::string, Tensor<T, B>>>& saved) {
-        std::unordered_map<std::string, const Tensor<T, B>*> by_name;
-        for (const auto& [name, t] : saved) by_name.emplace(name, &t);
-        for (auto& [name, p] : m.named_parameters()) {
-            const auto it = by_name.find(name);
-            DEPTHLAB_CHECK(it != by_name.end(), io_error, "Snapshot: no saved tensor for parameter '", name, "'");
-            DEPTHLAB_CHECK(it->second->shape() == p.value().shape(), io_error, "Snapshot: saved '", name, "' has shape ", it->second->shape(),
-                           ", the parameter ", p.value().shape());
-            index_.emplace(name, tensors_.size());
-            tensors_.emplace_back(name, it->second->clone());
-        }
-        DEPTHLAB_CHECK(saved.size() == tensors_.size(), io_error, "Snapshot: ", saved.size(), " saved tensors for ", tensors_.size(), " parameters");
-    }
+    Snapshot(const Module<T, B>& m, const std::vector<std::pair<std::string, Tensor<T, B>>>& saved);
     [[nodiscard]] const std::vector<std::pair<std::string, Tensor<T, B>>>& tensors() const { return tensors_; }
     [[nodiscard]] const Tensor<T, B>& at(const std::string& name) const {
         auto it = index_.find(name);
@@ -4435,33 +4454,61 @@ public:
 
     /// For the parameters under `prefix` (all when empty): θ = (1 − α) a + α b.
     /// Parameters outside the prefix are left untouched. α = 0 gives a, α = 1 gives b exactly.
-    static void interpolate(Module<T, B>& m, const Snapshot& a, const Snapshot& b, double alpha, const std::string& prefix = "") {
-        std::size_t matched = 0;
-        for (auto& [name, p] : m.named_parameters()) {
-            if (!is_under(name, prefix)) continue;
-            ++matched;
-            const Tensor<T, B>& ta = a.at(name);
-            const Tensor<T, B>& tb = b.at(name);
-            DEPTHLAB_CHECK(ta.shape() == p.value().shape() && tb.shape() == p.value().shape(), shape_error, "Snapshot: parameter '",
-                           name, "' has shape ", p.value().shape(), ", snapshots hold ", ta.shape(), " and ", tb.shape());
-            Tensor<T, B>& dst = p.value();
-            const index_t n = dst.numel();
-            if (alpha == 0.0) {
-                dst.copy_(ta);
-            } else if (alpha == 1.0) {
-                dst.copy_(tb);
-            } else {
-                primitives<B>::axpby(n, static_cast<T>(1.0 - alpha), ta.data(), T(0), dst.data());
-                primitives<B>::axpby(n, static_cast<T>(alpha), tb.data(), T(1), dst.data());
-            }
-        }
-        DEPTHLAB_CHECK(matched > 0, error, "Snapshot: no parameter under '", prefix, "'");
-    }
+    static void interpolate(Module<T, B>& m, const Snapshot& a, const Snapshot& b, double alpha, const std::string& prefix = "");
 
 private:
     std::vector<std::pair<std::string, Tensor<T, B>>> tensors_;
     std::unordered_map<std::string, std::size_t> index_;
 };
+
+// Defined outside the class body, so not inline: under DEPTHLAB_COMPILED a program calls the
+// library's copy instead of compiling it again (include/depthlab/compiled.hpp).
+template <class T, class B>
+Snapshot<T, B>::Snapshot(const Module<T, B>& m) {
+    for (auto& [name, p] : m.named_parameters()) {
+        index_.emplace(name, tensors_.size());
+        tensors_.emplace_back(name, p.value().clone());
+    }
+}
+
+template <class T, class B>
+Snapshot<T, B>::Snapshot(const Module<T, B>& m, const std::vector<std::pair<std::string, Tensor<T, B>>>& saved) {
+    std::unordered_map<std::string, const Tensor<T, B>*> by_name;
+    for (const auto& [name, t] : saved) by_name.emplace(name, &t);
+    for (auto& [name, p] : m.named_parameters()) {
+        const auto it = by_name.find(name);
+        DEPTHLAB_CHECK(it != by_name.end(), io_error, "Snapshot: no saved tensor for parameter '", name, "'");
+        DEPTHLAB_CHECK(it->second->shape() == p.value().shape(), io_error, "Snapshot: saved '", name, "' has shape ", it->second->shape(),
+                       ", the parameter ", p.value().shape());
+        index_.emplace(name, tensors_.size());
+        tensors_.emplace_back(name, it->second->clone());
+    }
+    DEPTHLAB_CHECK(saved.size() == tensors_.size(), io_error, "Snapshot: ", saved.size(), " saved tensors for ", tensors_.size(), " parameters");
+}
+
+template <class T, class B>
+void Snapshot<T, B>::interpolate(Module<T, B>& m, const Snapshot& a, const Snapshot& b, double alpha, const std::string& prefix) {
+    std::size_t matched = 0;
+    for (auto& [name, p] : m.named_parameters()) {
+        if (!is_under(name, prefix)) continue;
+        ++matched;
+        const Tensor<T, B>& ta = a.at(name);
+        const Tensor<T, B>& tb = b.at(name);
+        DEPTHLAB_CHECK(ta.shape() == p.value().shape() && tb.shape() == p.value().shape(), shape_error, "Snapshot: parameter '",
+                       name, "' has shape ", p.value().shape(), ", snapshots hold ", ta.shape(), " and ", tb.shape());
+        Tensor<T, B>& dst = p.value();
+        const index_t n = dst.numel();
+        if (alpha == 0.0) {
+            dst.copy_(ta);
+        } else if (alpha == 1.0) {
+            dst.copy_(tb);
+        } else {
+            primitives<B>::axpby(n, static_cast<T>(1.0 - alpha), ta.data(), T(0), dst.data());
+            primitives<B>::axpby(n, static_cast<T>(alpha), tb.data(), T(1), dst.data());
+        }
+    }
+    DEPTHLAB_CHECK(matched > 0, error, "Snapshot: no parameter under '", prefix, "'");
+}
 
 }  // namespace depthlab::nn
 // ---- end depthlab/nn/snapshot.hpp ----
@@ -5797,32 +5844,10 @@ struct act_state {
 template <class T, class B = backend::cpu, class Policy = act>
 class ActEncoder : public nn::Module<T, B> {
 public:
-    ActEncoder(const nn::transformer_config& cfg, Generator& gen, act_options opt = {}) : opt(opt), cfg_(cfg) {
-        layer = &this->register_module("shared", std::make_unique<nn::EncoderLayer<T, B>>(cfg, gen));
-        halting_unit = &this->register_module("halting", std::make_unique<nn::Linear<T, B>>(cfg.dim, 1, gen, nn::init_scheme::bert));
-        // p = sigmoid(w·y + b): w ~ N(0, 0.02), b = 0 (the paper) or 1 (Graves)
-        const T policy_bias = std::is_same_v<Policy, act_graves> ? T(1) : T(0);
-        halting_unit->bias.value().fill_(std::isnan(opt.halting_bias) ? policy_bias : static_cast<T>(opt.halting_bias));
-    }
+    ActEncoder(const nn::transformer_config& cfg, Generator& gen, act_options opt = {});
 
     /// x: (B, T, H) embeddings; lengths: real tokens per sequence.
-    act_result<T, B> operator()(const Var<T, B>& x, const std::vector<index_t>& lengths) const {
-        const Shape& sx = x.shape();
-        DEPTHLAB_CHECK(sx.rank() == 3 && static_cast<index_t>(lengths.size()) == sx[0], shape_error, "ActEncoder: input ", sx, " with ",
-                       lengths.size(), " lengths");
-        DEPTHLAB_CHECK(opt.max_iterations >= 1 && opt.epsilon > 0 && opt.epsilon < 1, usage_error, "ActEncoder: max_iterations ",
-                       opt.max_iterations, ", epsilon ", opt.epsilon);
-        if constexpr (std::is_same_v<Policy, act>) {
-            if (opt.compact && compact_applies()) return compact_forward(x, lengths);
-        }
-        if constexpr (std::is_same_v<Policy, pondernet>) {
-            DEPTHLAB_CHECK(opt.lambda_p > 0 && opt.lambda_p < 1, usage_error, "ActEncoder<pondernet>: lambda_p must lie in (0, 1), got ",
-                           opt.lambda_p);
-            return pondernet_forward(x, lengths);
-        } else {
-            return dense_forward(x, lengths);
-        }
-    }
+    act_result<T, B> operator()(const Var<T, B>& x, const std::vector<index_t>& lengths) const;
 
     act_options opt;
     nn::EncoderLayer<T, B>* layer;
@@ -6160,6 +6185,37 @@ private:
 
     nn::transformer_config cfg_;
 };
+
+// Defined outside the class body, so not inline: under DEPTHLAB_COMPILED a program calls the
+// library's copy instead of compiling it again (include/depthlab/compiled.hpp).
+template <class T, class B, class Policy>
+ActEncoder<T, B, Policy>::ActEncoder(const nn::transformer_config& cfg, Generator& gen, act_options opt)
+    : opt(opt), cfg_(cfg) {
+    layer = &this->register_module("shared", std::make_unique<nn::EncoderLayer<T, B>>(cfg, gen));
+    halting_unit = &this->register_module("halting", std::make_unique<nn::Linear<T, B>>(cfg.dim, 1, gen, nn::init_scheme::bert));
+    // p = sigmoid(w·y + b): w ~ N(0, 0.02), b = 0 (the paper) or 1 (Graves)
+    const T policy_bias = std::is_same_v<Policy, act_graves> ? T(1) : T(0);
+    halting_unit->bias.value().fill_(std::isnan(opt.halting_bias) ? policy_bias : static_cast<T>(opt.halting_bias));
+}
+
+template <class T, class B, class Policy>
+act_result<T, B> ActEncoder<T, B, Policy>::operator()(const Var<T, B>& x, const std::vector<index_t>& lengths) const {
+    const Shape& sx = x.shape();
+    DEPTHLAB_CHECK(sx.rank() == 3 && static_cast<index_t>(lengths.size()) == sx[0], shape_error, "ActEncoder: input ", sx, " with ",
+                   lengths.size(), " lengths");
+    DEPTHLAB_CHECK(opt.max_iterations >= 1 && opt.epsilon > 0 && opt.epsilon < 1, usage_error, "ActEncoder: max_iterations ",
+                   opt.max_iterations, ", epsilon ", opt.epsilon);
+    if constexpr (std::is_same_v<Policy, act>) {
+        if (opt.compact && compact_applies()) return compact_forward(x, lengths);
+    }
+    if constexpr (std::is_same_v<Policy, pondernet>) {
+        DEPTHLAB_CHECK(opt.lambda_p > 0 && opt.lambda_p < 1, usage_error, "ActEncoder<pondernet>: lambda_p must lie in (0, 1), got ",
+                       opt.lambda_p);
+        return pondernet_forward(x, lengths);
+    } else {
+        return dense_forward(x, lengths);
+    }
+}
 
 }  // namespace depthlab::halting
 // ---- end depthlab/halting/act.hpp ----
@@ -8322,6 +8378,18 @@ void gemm(const gemm_args& g, float alpha, const In* a, const In* b, float beta,
 
 }  // namespace onednn
 #endif
+/// k = 0, an empty sum: C = beta C, or the bias broadcast over the rows (gemm_bias).
+template <class T>
+void gemm_empty_k(const gemm_args& g, T beta, T* c, const T* bias) {
+    for (index_t j = 0; j < g.batch2; ++j)
+        for (index_t i = 0; i < g.batch; ++i) {
+            T* c0 = c + j * g.stride_c2 + i * g.stride_c;
+            for (index_t r = 0; r < g.m; ++r) {
+                T* row = c0 + r * g.ldc;
+                for (index_t col = 0; col < g.n; ++col) row[col] = bias ? bias[col] : beta == T(0) ? T(0) : beta * row[col];
+            }
+        }
+}
 
 /// One GEMM, by oneDNN (float, or bf16 inputs with a float output) or Eigen; `serial`:
 /// planned and run on one thread (some oneDNN implementations and Eigen choose their
@@ -8342,13 +8410,15 @@ void gemm_backend(const gemm_args& g, T alpha, const In* a, const In* b, T beta,
     } else {
 #if defined(DEPTHLAB_HAVE_ONEDNN)
         if constexpr (std::is_same_v<T, float>) {
-            if (g.k > 0) {
-                onednn::gemm(g, alpha, a, b, beta, c, serial, bias);
-                return;
-            }
-        }
+            // (an `else` branch of its own: Eigen's float product, 1-2 s of compile time in
+            // every translation unit, is then never instantiated when oneDNN does the work)
+            if (g.k > 0) onednn::gemm(g, alpha, a, b, beta, c, serial, bias);
+            else gemm_empty_k(g, beta, c, bias);
+        } else
 #endif
-        gemm_eigen(g, alpha, a, b, beta, c, bias);
+        {
+            gemm_eigen(g, alpha, a, b, beta, c, bias);
+        }
     }
 }
 
@@ -10531,11 +10601,13 @@ Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>, Eigen::Unaligned> eigen_ve
 // optimisers, the training loop, the autodiff ops and the analyses' templates (snapshots,
 // criticality, the default module list of a seq2seq model) for float and double on the CPU are
 // then compiled once, in the depthlab_compiled library (src/compiled/), not in every
-// translation unit that uses them. Members defined inside a class body are inline and may
-// still be compiled where they are used (the compiler wants them for inlining), and member
-// templates (Trainer::fit, which takes the batch callable) are instantiated by their users;
-// the ops with their backward closures and the classes' out-of-line work are what move into
-// the library. See README "Compile time" for the measured effect.
+// translation unit that uses them. Members defined inside a class body are inline, and an
+// `extern template` does not stop the compiler from instantiating and optimising them where
+// they are used (it wants them for inlining), together with everything they call. So the
+// heavy members of the listed classes (constructors that build a model, forward passes, the
+// training loop, optimiser steps, checkpoint I/O) are defined outside their class bodies:
+// not inline, they stay in the library. Small accessors stay in the class, to be inlined.
+// See README "Compile time" for the measured effect.
 //
 // The one list serves both sides: DEPTHLAB_COMMON_INSTANTIATIONS(extern template, T) here,
 // DEPTHLAB_COMMON_INSTANTIATIONS(template, T) in the library.
@@ -11329,15 +11401,7 @@ struct albert_losses {
 template <class T, class B = backend::cpu, class Policy = act>
 class ActAlbert : public nn::Module<T, B> {
 public:
-    ActAlbert(const nn::albert_config& c, act_options opt, std::uint64_t seed = 0) : cfg(c), gen_(seed) {
-        embeddings = &this->register_module("embeddings", std::make_unique<nn::AlbertEmbeddings<T, B>>(c, gen_));
-        encoder = &this->register_module("encoder", std::make_unique<ActEncoder<T, B, Policy>>(c.layer, gen_, opt));
-        mlm_dense = &this->register_module("mlm.dense", std::make_unique<nn::Linear<T, B>>(c.layer.dim, c.embed, gen_, c.layer.init));
-        mlm_norm = &this->register_module("mlm.norm", std::make_unique<nn::LayerNorm<T, B>>(c.embed, c.layer.ln_eps));
-        mlm_bias = this->register_parameter("mlm.bias", Tensor<T, B>::zeros({c.vocab}));
-        pooler = &this->register_module("pooler", std::make_unique<nn::Linear<T, B>>(c.layer.dim, c.layer.dim, gen_, c.layer.init));
-        sop = &this->register_module("sop_classifier", std::make_unique<nn::Linear<T, B>>(c.layer.dim, 2, gen_, c.layer.init));
-    }
+    ActAlbert(const nn::albert_config& c, act_options opt, std::uint64_t seed = 0);
     /// Hidden states, ponder cost and the halting record of a batch.
     act_result<T, B> encode(const nn::token_batch& b) const { return (*encoder)((*embeddings)(b), b.lengths); }
     Var<T, B> mlm_logits(const Var<T, B>& hidden, std::span<const std::int64_t> positions) const {
@@ -11349,35 +11413,7 @@ public:
     }
 
     /// The pretraining losses of a batch; the caller weighs ponder by τ (β for PonderNet).
-    albert_losses<T, B> losses(const data::albert_batch& b) const {
-        albert_losses<T, B> l;
-        l.encoded = encode(b.tokens);
-        if constexpr (std::is_same_v<Policy, pondernet>) {
-            // PonderNet's reconstruction term: Σ_n p^n_t L(y^n_t) for every predicted token
-            // (MLM) and every [CLS] (SOP), averaged like the plain losses
-            const index_t Bn = b.size(), Tt = b.tokens.length, M = b.predictions();
-            std::vector<std::int64_t> cls(static_cast<std::size_t>(Bn));
-            for (index_t i = 0; i < Bn; ++i) cls[i] = i * Tt;
-            const auto weight_at = [&](const Var<T, B>& p, std::span<const std::int64_t> rows) {
-                return reshape(gather_rows(reshape(p, {Bn * Tt, 1}), rows), {static_cast<index_t>(rows.size())});
-            };
-            for (std::size_t n = 0; n < l.encoded.states.size(); ++n) {
-                const auto& y = l.encoded.states[n];
-                const auto& p = l.encoded.halt_prob[n];
-                const auto mlm_n = sum(mul(weight_at(p, b.mlm_positions), cross_entropy_rows(mlm_logits(y, b.mlm_positions), b.mlm_labels)));
-                const auto sop_n = sum(mul(weight_at(p, cls), cross_entropy_rows(sop_logits(y), b.sop_labels)));
-                accumulate(l.mlm, mlm_n);
-                accumulate(l.sop, sop_n);
-            }
-            l.mlm = scale(l.mlm, T(1) / static_cast<T>(std::max<index_t>(M, 1)));
-            l.sop = scale(l.sop, T(1) / static_cast<T>(Bn));
-        } else {
-            l.mlm = cross_entropy(mlm_logits(l.encoded.hidden, b.mlm_positions), b.mlm_labels);
-            l.sop = cross_entropy(sop_logits(l.encoded.hidden), b.sop_labels);
-        }
-        l.ponder = l.encoded.ponder;
-        return l;
-    }
+    albert_losses<T, B> losses(const data::albert_batch& b) const;
 
     nn::albert_config cfg;
     nn::AlbertEmbeddings<T, B>* embeddings;
@@ -11392,6 +11428,51 @@ public:
 private:
     mutable Generator gen_;  // mutable: the const forward passes draw dropout masks from it (as the layers do through their pointer)
 };
+
+// Defined outside the class body, so not inline: under DEPTHLAB_COMPILED a program calls the
+// library's copy instead of compiling it again (include/depthlab/compiled.hpp).
+template <class T, class B, class Policy>
+ActAlbert<T, B, Policy>::ActAlbert(const nn::albert_config& c, act_options opt, std::uint64_t seed)
+    : cfg(c), gen_(seed) {
+    embeddings = &this->register_module("embeddings", std::make_unique<nn::AlbertEmbeddings<T, B>>(c, gen_));
+    encoder = &this->register_module("encoder", std::make_unique<ActEncoder<T, B, Policy>>(c.layer, gen_, opt));
+    mlm_dense = &this->register_module("mlm.dense", std::make_unique<nn::Linear<T, B>>(c.layer.dim, c.embed, gen_, c.layer.init));
+    mlm_norm = &this->register_module("mlm.norm", std::make_unique<nn::LayerNorm<T, B>>(c.embed, c.layer.ln_eps));
+    mlm_bias = this->register_parameter("mlm.bias", Tensor<T, B>::zeros({c.vocab}));
+    pooler = &this->register_module("pooler", std::make_unique<nn::Linear<T, B>>(c.layer.dim, c.layer.dim, gen_, c.layer.init));
+    sop = &this->register_module("sop_classifier", std::make_unique<nn::Linear<T, B>>(c.layer.dim, 2, gen_, c.layer.init));
+}
+
+template <class T, class B, class Policy>
+albert_losses<T, B> ActAlbert<T, B, Policy>::losses(const data::albert_batch& b) const {
+    albert_losses<T, B> l;
+    l.encoded = encode(b.tokens);
+    if constexpr (std::is_same_v<Policy, pondernet>) {
+        // PonderNet's reconstruction term: Σ_n p^n_t L(y^n_t) for every predicted token
+        // (MLM) and every [CLS] (SOP), averaged like the plain losses
+        const index_t Bn = b.size(), Tt = b.tokens.length, M = b.predictions();
+        std::vector<std::int64_t> cls(static_cast<std::size_t>(Bn));
+        for (index_t i = 0; i < Bn; ++i) cls[i] = i * Tt;
+        const auto weight_at = [&](const Var<T, B>& p, std::span<const std::int64_t> rows) {
+            return reshape(gather_rows(reshape(p, {Bn * Tt, 1}), rows), {static_cast<index_t>(rows.size())});
+        };
+        for (std::size_t n = 0; n < l.encoded.states.size(); ++n) {
+            const auto& y = l.encoded.states[n];
+            const auto& p = l.encoded.halt_prob[n];
+            const auto mlm_n = sum(mul(weight_at(p, b.mlm_positions), cross_entropy_rows(mlm_logits(y, b.mlm_positions), b.mlm_labels)));
+            const auto sop_n = sum(mul(weight_at(p, cls), cross_entropy_rows(sop_logits(y), b.sop_labels)));
+            accumulate(l.mlm, mlm_n);
+            accumulate(l.sop, sop_n);
+        }
+        l.mlm = scale(l.mlm, T(1) / static_cast<T>(std::max<index_t>(M, 1)));
+        l.sop = scale(l.sop, T(1) / static_cast<T>(Bn));
+    } else {
+        l.mlm = cross_entropy(mlm_logits(l.encoded.hidden, b.mlm_positions), b.mlm_labels);
+        l.sop = cross_entropy(sop_logits(l.encoded.hidden), b.sop_labels);
+    }
+    l.ponder = l.encoded.ponder;
+    return l;
+}
 
 }  // namespace depthlab::halting
 // ---- end depthlab/halting/act_albert.hpp ----
@@ -11790,7 +11871,9 @@ namespace detail {
 /// NUL byte (C APIs and PyTorch's loader stop there) and the reserved "__metadata__" are out.
 inline const char* invalid_tensor_name(std::string_view name) {
     if (name.empty()) return "an empty tensor name";
-    if (name.find('\0') != std::string_view::npos) return "a tensor name with a NUL byte";
+    // (a loop, not string_view::find: g++ 12 warns about find's memchr bound once this is inlined)
+    for (const char c : name)
+        if (c == '\0') return "a tensor name with a NUL byte";
     if (name == "__metadata__") return "'__metadata__', which is reserved for metadata, as a tensor name";
     return nullptr;
 }
@@ -12684,66 +12767,14 @@ public:
 
     /// Writes the checkpoint atomically. A non-finite parameter or state tensor is refused
     /// (numeric_error) and the file on disk, the last good checkpoint, is left as it was.
-    void save(const nn::Module<T, B>& model, const optim::Optimizer<T, B>* opt, std::int64_t step) const {
-        DEPTHLAB_CHECK(step >= 0, usage_error, "checkpointer::save: step ", step, " < 0");
-        const std::vector<std::uint64_t> ranks_rng = gather_generators();
-        if (comm_ && !comm_->is_root()) return;
-        io::training_state<T, B> st;
-        st.metadata = metadata_;
-        if (opt) st.add_section("optim", opt->state_tensors(), opt->state_scalars());
-        for (const auto& s : sections_) st.add_section(s.name, s.save());
-        st.set_u64("step", static_cast<std::uint64_t>(step));
-        for (const auto& [name, g] : generators_) st.set_generator("rng." + name, *g);
-        for (int r = 1; comm_ && r < comm_->size(); ++r)
-            for (std::size_t i = 0; i < generators_.size(); ++i) {
-                const std::string key = rank_key(generators_[i].first, r);
-                const std::size_t at = 2 * (static_cast<std::size_t>(r) * generators_.size() + i);
-                st.set_u64(key + ".seed", ranks_rng[at]);
-                st.set_u64(key + ".offset", ranks_rng[at + 1]);
-            }
-        for (const auto& s : streams_)
-            for (const auto& [k, v] : s.save()) st.metadata[s.name + "." + k] = v;
-        io::save_checkpoint(path_, model, st);
-    }
+    void save(const nn::Module<T, B>& model, const optim::Optimizer<T, B>* opt, std::int64_t step) const;
     /// Reads `path` (default: this checkpointer's) into the model, the optimiser (if given),
     /// every tracked generator, stream and section, and metadata(); returns the step. Throws
     /// io_error naming the file and the first missing or bad key. The parameters are checked
     /// in full before the model changes, and so is the optimiser state before the optimiser
     /// changes; a failure after the parameters loaded (a bad optimiser state, a missing
     /// stream) leaves the model loaded: treat the objects as unusable and stop.
-    std::int64_t load(nn::Module<T, B>& model, optim::Optimizer<T, B>* opt, const std::string& path = {}) {
-        const std::string& from = path.empty() ? path_ : path;
-        const io::training_state<T, B> st = io::load_checkpoint(from, model);
-        if (opt) opt->load_state(st.section_tensors("optim"), st.section_metadata("optim"), from);
-        for (const auto& s : sections_) {
-            const auto ts = st.section_tensors(s.name);
-            DEPTHLAB_CHECK(!ts.empty(), io_error, from, ": no tensors of section '", s.name, "'");
-            s.restore(ts);
-        }
-        const int rank = comm_ ? comm_->rank() : 0;
-        for (const auto& [name, g] : generators_) {
-            const std::string own = rank_key(name, rank);
-            if (rank > 0 && st.metadata.count(own + ".seed")) {
-                st.restore_generator(own, *g);
-            } else {
-                st.restore_generator("rng." + name, *g);
-                if (rank > 0) dist::own_stream_per_rank(*g, *comm_);  // (a file from fewer ranks: a stream of its own all the same)
-            }
-        }
-        for (const auto& s : streams_) {
-            const io::metadata_map m = st.section_metadata(s.name);
-            DEPTHLAB_CHECK(!m.empty(), io_error, from, ": no metadata '", s.name, ".*' (the stream's position)");
-            try {
-                s.restore(m);
-            } catch (const io_error& e) {
-                throw io_error(depthlab::detail::cat(from, ": ", e.what()));
-            }
-        }
-        metadata_.clear();  // the free metadata: everything this class does not write itself
-        for (const auto& [k, v] : st.metadata)
-            if (!owned(k)) metadata_.emplace(k, v);
-        return static_cast<std::int64_t>(st.get_u64("step"));
-    }
+    std::int64_t load(nn::Module<T, B>& model, optim::Optimizer<T, B>* opt, const std::string& path = {});
 
 private:
     static std::string rank_key(const std::string& name, int rank) { return "rng." + name + ".rank" + std::to_string(rank); }
@@ -12789,6 +12820,66 @@ private:
     std::vector<section> sections_;
     std::vector<std::string> claimed_;
 };
+
+// Defined outside the class body, so not inline: under DEPTHLAB_COMPILED a program calls the
+// library's copy instead of compiling it again (include/depthlab/compiled.hpp).
+template <class T, class B>
+void checkpointer<T, B>::save(const nn::Module<T, B>& model, const optim::Optimizer<T, B>* opt, std::int64_t step) const {
+    DEPTHLAB_CHECK(step >= 0, usage_error, "checkpointer::save: step ", step, " < 0");
+    const std::vector<std::uint64_t> ranks_rng = gather_generators();
+    if (comm_ && !comm_->is_root()) return;
+    io::training_state<T, B> st;
+    st.metadata = metadata_;
+    if (opt) st.add_section("optim", opt->state_tensors(), opt->state_scalars());
+    for (const auto& s : sections_) st.add_section(s.name, s.save());
+    st.set_u64("step", static_cast<std::uint64_t>(step));
+    for (const auto& [name, g] : generators_) st.set_generator("rng." + name, *g);
+    for (int r = 1; comm_ && r < comm_->size(); ++r)
+        for (std::size_t i = 0; i < generators_.size(); ++i) {
+            const std::string key = rank_key(generators_[i].first, r);
+            const std::size_t at = 2 * (static_cast<std::size_t>(r) * generators_.size() + i);
+            st.set_u64(key + ".seed", ranks_rng[at]);
+            st.set_u64(key + ".offset", ranks_rng[at + 1]);
+        }
+    for (const auto& s : streams_)
+        for (const auto& [k, v] : s.save()) st.metadata[s.name + "." + k] = v;
+    io::save_checkpoint(path_, model, st);
+}
+
+template <class T, class B>
+std::int64_t checkpointer<T, B>::load(nn::Module<T, B>& model, optim::Optimizer<T, B>* opt, const std::string& path) {
+    const std::string& from = path.empty() ? path_ : path;
+    const io::training_state<T, B> st = io::load_checkpoint(from, model);
+    if (opt) opt->load_state(st.section_tensors("optim"), st.section_metadata("optim"), from);
+    for (const auto& s : sections_) {
+        const auto ts = st.section_tensors(s.name);
+        DEPTHLAB_CHECK(!ts.empty(), io_error, from, ": no tensors of section '", s.name, "'");
+        s.restore(ts);
+    }
+    const int rank = comm_ ? comm_->rank() : 0;
+    for (const auto& [name, g] : generators_) {
+        const std::string own = rank_key(name, rank);
+        if (rank > 0 && st.metadata.count(own + ".seed")) {
+            st.restore_generator(own, *g);
+        } else {
+            st.restore_generator("rng." + name, *g);
+            if (rank > 0) dist::own_stream_per_rank(*g, *comm_);  // (a file from fewer ranks: a stream of its own all the same)
+        }
+    }
+    for (const auto& s : streams_) {
+        const io::metadata_map m = st.section_metadata(s.name);
+        DEPTHLAB_CHECK(!m.empty(), io_error, from, ": no metadata '", s.name, ".*' (the stream's position)");
+        try {
+            s.restore(m);
+        } catch (const io_error& e) {
+            throw io_error(depthlab::detail::cat(from, ": ", e.what()));
+        }
+    }
+    metadata_.clear();  // the free metadata: everything this class does not write itself
+    for (const auto& [k, v] : st.metadata)
+        if (!owned(k)) metadata_.emplace(k, v);
+    return static_cast<std::int64_t>(st.get_u64("step"));
+}
 
 }  // namespace depthlab::train
 // ---- end depthlab/train/checkpointer.hpp ----
@@ -12889,123 +12980,13 @@ public:
 
     /// With options().resume, loads <out>/checkpoint.safetensors into everything tracked and
     /// returns the step it holds (else 0, and a fresh run's metrics.jsonl starts empty).
-    std::int64_t restore() {
-        if (!o_.resume) return step_;
-        DEPTHLAB_CHECK(std::filesystem::exists(ckpt_.path()), io_error, "trainer: resume: no checkpoint at ", ckpt_.path());
-        step_ = ckpt_.load(model_, &opt_);
-        last_saved_ = step_;
-        restored_ = true;
-        if (is_root()) {
-            std::printf("resumed from %s at step %lld\n", ckpt_.path().c_str(), static_cast<long long>(step_));
-            const auto& m = ckpt_.metadata();
-            const auto was = [&](const char* k) { const auto it = m.find(k); return it == m.end() ? std::string() : it->second; };
-            if (!was("dist.ranks").empty() &&
-                (was("dist.ranks") != std::to_string(comm_->size()) || was("dist.accumulate") != std::to_string(o_.accumulate)))
-                std::printf("note: the checkpoint was written by %s rank(s) x accumulate %s, this run has %d x %lld: the global batch "
-                            "and each rank's share of it change from here on\n", was("dist.ranks").c_str(), was("dist.accumulate").c_str(),
-                            comm_->size(), static_cast<long long>(o_.accumulate));
-        }
-        return step_;
-    }
+    std::int64_t restore();
     /// Writes the checkpoint now (no-op without an output directory). Collective in a
     /// data-parallel run (rank 0 writes, with every rank's tracked generators).
-    void save() {
-        if (ckpt_.path().empty()) return;
-        ckpt_.metadata()["dist.ranks"] = std::to_string(comm_->size());  // (a resume on other ranks says so)
-        ckpt_.metadata()["dist.accumulate"] = std::to_string(o_.accumulate);
-        ckpt_.save(model_, &opt_, step_);
-        last_saved_ = step_;
-    }
+    void save();
 
     /// Trains up to options().steps; `next` gives one micro-batch (forward pass included).
-    fit_result fit(const std::function<micro_batch<T, B>()>& next) {
-        const dist::shard_of shard = this->shard();
-        DEPTHLAB_CHECK(shard.world == 1 || skip, usage_error, "trainer: a data-parallel run (", shard.world,
-                       " ranks) needs the `skip` hook: each rank skips the micro-batches of the others");
-        if (o_.resume && !restored_) restore();
-        const auto params = dist::distinct_parameters(opt_.parameters());
-        dist::broadcast_parameters(*comm_, params);
-        fit_result r;
-        r.first_step = step_;
-        meter_.emplace(o_.steps, step_, is_root() ? metrics_path() : std::string());
-        const auto start = std::chrono::steady_clock::now();
-        const auto minutes = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / 60.0; };
-        log_values sums;
-        std::int64_t counted = 0, tokens = 0;
-        double gnorm = 0;
-        // Accumulation and data parallelism sum per-micro-batch gradients in fixed-order buckets.
-        std::optional<dist::gradient_buckets<T, B>> buckets;
-        if (shard.micro_batches() > 1) buckets.emplace(*comm_, params);
-        const double loss_scale = 1.0 / static_cast<double>(shard.micro_batches());
-        model_.train();
-        while (step_ < o_.steps) {
-            try {
-                if (before_step) before_step(step_);
-                opt_.zero_grad();
-                if (buckets) buckets->zero();
-                for (std::int64_t i = 0; i < shard.before(); ++i) skip();
-                std::string failed;  // a numeric error of this rank (distributed: every rank stops at the all-reduce)
-                for (std::int64_t a = 0; a < o_.accumulate; ++a) {
-                    try {
-                        micro_batch<T, B> mb = next();
-                        const Var<T, B> loss = buckets ? scale(mb.loss, static_cast<T>(loss_scale)) : mb.loss;
-                        loss.backward();
-                        if (buckets) buckets->add_gradients();
-                        add_means(sums, mb, counted == 0);
-                        ++counted;
-                        tokens += mb.tokens;
-                    } catch (const numeric_error& e) {
-                        if (shard.world == 1) throw;
-                        failed = depthlab::detail::cat("rank ", shard.rank, ": ", e.what());
-                        break;
-                    }
-                }
-                for (std::int64_t i = 0; i < shard.after(); ++i) skip();
-                if (buckets && buckets->finish(!failed.empty()))
-                    throw numeric_error(failed.empty() ? std::string("a non-finite value on another rank") : failed);
-                gnorm = o_.clip > 0 ? optim::clip_grad_norm(opt_.parameters(), o_.clip) : 0.0;
-                if (schedule) opt_.set_lr(schedule(step_));
-                opt_.step();
-            } catch (const numeric_error& e) {
-                throw numeric_error(depthlab::detail::cat("trainer: step ", step_ + 1, ": ", e.what(), "; training stopped",
-                                                          last_saved_ >= 0 ? depthlab::detail::cat("; the last checkpoint (step ", last_saved_, ", ",
-                                                                                                   ckpt_.path(), ") is kept")
-                                                                           : std::string()));
-            }
-            ++step_;
-            const bool out_of_time = time_is_up(minutes());
-            if (step_ % o_.log_every == 0 || step_ == o_.steps || out_of_time) {
-                all_ranks(sums, counted, tokens);
-                log_values line;
-                for (const auto& [k, v] : sums) line.emplace_back(k, v / static_cast<double>(counted));
-                if (log_extra)
-                    for (auto& kv : log_extra(step_)) line.push_back(std::move(kv));
-                if (o_.clip > 0) line.emplace_back("grad_norm", gnorm);
-                line.emplace_back("lr", opt_.lr());
-                if (is_root()) meter_->report(step_, line);
-                if (on_log) on_log(step_, line);
-                r.last_log = line;
-                sums.clear();
-                counted = 0;
-            }
-            if (o_.eval_every > 0 && step_ % o_.eval_every == 0 && step_ < o_.steps && !out_of_time) run_evaluation(false);
-            if (step_ % o_.save_every == 0 || step_ == o_.steps || out_of_time) save();
-            if (out_of_time) {
-                if (is_root())
-                    std::printf("training stopped by the time budget (%g minutes) at step %lld\n", o_.max_train_minutes,
-                                static_cast<long long>(step_));
-                r.stopped_by_time = true;
-                break;
-            }
-        }
-        all_ranks(sums, counted, tokens);  // (tokens of steps after the last line)
-        r.steps = step_;
-        r.seconds = minutes() * 60.0;
-        r.tokens_per_s = meter_->tokens_per_second();
-        run_evaluation(true);
-        model_.eval();
-        return r;
-    }
+    fit_result fit(const std::function<micro_batch<T, B>()>& next);
 
 private:
     /// Whether the time budget is spent: rank 0's clock decides for every rank (ranks that
@@ -13018,44 +12999,9 @@ private:
     }
     /// Turns this rank's sums of logged values, micro-batch count and tokens since the last
     /// line into those of every rank (in place), and counts the tokens.
-    void all_ranks(log_values& sums, std::int64_t& counted, std::int64_t& tokens) {
-        if (comm_->distributed()) {
-            std::vector<double> v;
-            for (const auto& kv : sums) v.push_back(kv.second);
-            v.push_back(static_cast<double>(counted));
-            v.push_back(static_cast<double>(tokens));
-            comm_->host_side().all_reduce(v.data(), v.size(), dist::reduce_op::sum);
-            for (std::size_t i = 0; i < sums.size(); ++i) sums[i].second = v[i];
-            counted = static_cast<std::int64_t>(v[sums.size()]);
-            tokens = static_cast<std::int64_t>(v[sums.size() + 1]);
-        }
-        meter_->add_tokens(tokens);
-        tokens = 0;
-    }
-    void add_means(log_values& sums, const micro_batch<T, B>& mb, bool first) {
-        std::size_t i = 0;
-        auto add = [&](const std::string& k, double v) {
-            if (first) sums.emplace_back(k, v);
-            else {
-                DEPTHLAB_CHECK(i < sums.size() && sums[i].first == k, usage_error, "trainer: micro-batches log different values ('", k, "')");
-                sums[i].second += v;
-            }
-            ++i;
-        };
-        for (const auto& [k, v] : mb.logged) add(k, static_cast<double>(checked_item(v)));  // the one read per value and micro-batch
-        for (const auto& [k, v] : mb.host_logged) add(k, v);
-    }
-    void run_evaluation(bool final) {
-        if (!evaluate) return;
-        model_.eval();
-        nlohmann::ordered_json rec;
-        {
-            no_grad guard;
-            rec = evaluate(step_, final);
-        }
-        if (!rec.is_null() && is_root()) meter_->record(step_, rec);
-        model_.train();
-    }
+    void all_ranks(log_values& sums, std::int64_t& counted, std::int64_t& tokens);
+    void add_means(log_values& sums, const micro_batch<T, B>& mb, bool first);
+    void run_evaluation(bool final);
 
     nn::Module<T, B>& model_;
     optim::Optimizer<T, B>& opt_;
@@ -13066,6 +13012,174 @@ private:
     std::int64_t step_ = 0, last_saved_ = -1;
     bool restored_ = false;
 };
+
+// The members below are defined outside the class body so that they are not inline: under
+// DEPTHLAB_COMPILED a program that uses Trainer<float> calls the library's copies instead of
+// instantiating and optimising the whole training loop (checkpoints, JSON, progress lines)
+// again (include/depthlab/compiled.hpp).
+
+template <class T, class B>
+std::int64_t Trainer<T, B>::restore() {
+    if (!o_.resume) return step_;
+    DEPTHLAB_CHECK(std::filesystem::exists(ckpt_.path()), io_error, "trainer: resume: no checkpoint at ", ckpt_.path());
+    step_ = ckpt_.load(model_, &opt_);
+    last_saved_ = step_;
+    restored_ = true;
+    if (is_root()) {
+        std::printf("resumed from %s at step %lld\n", ckpt_.path().c_str(), static_cast<long long>(step_));
+        const auto& m = ckpt_.metadata();
+        const auto was = [&](const char* k) { const auto it = m.find(k); return it == m.end() ? std::string() : it->second; };
+        if (!was("dist.ranks").empty() &&
+            (was("dist.ranks") != std::to_string(comm_->size()) || was("dist.accumulate") != std::to_string(o_.accumulate)))
+            std::printf("note: the checkpoint was written by %s rank(s) x accumulate %s, this run has %d x %lld: the global batch "
+                        "and each rank's share of it change from here on\n", was("dist.ranks").c_str(), was("dist.accumulate").c_str(),
+                        comm_->size(), static_cast<long long>(o_.accumulate));
+    }
+    return step_;
+}
+
+template <class T, class B>
+void Trainer<T, B>::save() {
+    if (ckpt_.path().empty()) return;
+    ckpt_.metadata()["dist.ranks"] = std::to_string(comm_->size());  // (a resume on other ranks says so)
+    ckpt_.metadata()["dist.accumulate"] = std::to_string(o_.accumulate);
+    ckpt_.save(model_, &opt_, step_);
+    last_saved_ = step_;
+}
+
+template <class T, class B>
+fit_result Trainer<T, B>::fit(const std::function<micro_batch<T, B>()>& next) {
+    const dist::shard_of shard = this->shard();
+    DEPTHLAB_CHECK(shard.world == 1 || skip, usage_error, "trainer: a data-parallel run (", shard.world,
+                   " ranks) needs the `skip` hook: each rank skips the micro-batches of the others");
+    if (o_.resume && !restored_) restore();
+    const auto params = dist::distinct_parameters(opt_.parameters());
+    dist::broadcast_parameters(*comm_, params);
+    fit_result r;
+    r.first_step = step_;
+    meter_.emplace(o_.steps, step_, is_root() ? metrics_path() : std::string());
+    const auto start = std::chrono::steady_clock::now();
+    const auto minutes = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / 60.0; };
+    log_values sums;
+    std::int64_t counted = 0, tokens = 0;
+    double gnorm = 0;
+    // Accumulation and data parallelism sum per-micro-batch gradients in fixed-order buckets.
+    std::optional<dist::gradient_buckets<T, B>> buckets;
+    if (shard.micro_batches() > 1) buckets.emplace(*comm_, params);
+    const double loss_scale = 1.0 / static_cast<double>(shard.micro_batches());
+    model_.train();
+    while (step_ < o_.steps) {
+        try {
+            if (before_step) before_step(step_);
+            opt_.zero_grad();
+            if (buckets) buckets->zero();
+            for (std::int64_t i = 0; i < shard.before(); ++i) skip();
+            std::string failed;  // a numeric error of this rank (distributed: every rank stops at the all-reduce)
+            for (std::int64_t a = 0; a < o_.accumulate; ++a) {
+                try {
+                    micro_batch<T, B> mb = next();
+                    const Var<T, B> loss = buckets ? scale(mb.loss, static_cast<T>(loss_scale)) : mb.loss;
+                    loss.backward();
+                    if (buckets) buckets->add_gradients();
+                    add_means(sums, mb, counted == 0);
+                    ++counted;
+                    tokens += mb.tokens;
+                } catch (const numeric_error& e) {
+                    if (shard.world == 1) throw;
+                    failed = depthlab::detail::cat("rank ", shard.rank, ": ", e.what());
+                    break;
+                }
+            }
+            for (std::int64_t i = 0; i < shard.after(); ++i) skip();
+            if (buckets && buckets->finish(!failed.empty()))
+                throw numeric_error(failed.empty() ? std::string("a non-finite value on another rank") : failed);
+            gnorm = o_.clip > 0 ? optim::clip_grad_norm(opt_.parameters(), o_.clip) : 0.0;
+            if (schedule) opt_.set_lr(schedule(step_));
+            opt_.step();
+        } catch (const numeric_error& e) {
+            throw numeric_error(depthlab::detail::cat("trainer: step ", step_ + 1, ": ", e.what(), "; training stopped",
+                                                      last_saved_ >= 0 ? depthlab::detail::cat("; the last checkpoint (step ", last_saved_, ", ",
+                                                                                               ckpt_.path(), ") is kept")
+                                                                       : std::string()));
+        }
+        ++step_;
+        const bool out_of_time = time_is_up(minutes());
+        if (step_ % o_.log_every == 0 || step_ == o_.steps || out_of_time) {
+            all_ranks(sums, counted, tokens);
+            log_values line;
+            for (const auto& [k, v] : sums) line.emplace_back(k, v / static_cast<double>(counted));
+            if (log_extra)
+                for (auto& kv : log_extra(step_)) line.push_back(std::move(kv));
+            if (o_.clip > 0) line.emplace_back("grad_norm", gnorm);
+            line.emplace_back("lr", opt_.lr());
+            if (is_root()) meter_->report(step_, line);
+            if (on_log) on_log(step_, line);
+            r.last_log = line;
+            sums.clear();
+            counted = 0;
+        }
+        if (o_.eval_every > 0 && step_ % o_.eval_every == 0 && step_ < o_.steps && !out_of_time) run_evaluation(false);
+        if (step_ % o_.save_every == 0 || step_ == o_.steps || out_of_time) save();
+        if (out_of_time) {
+            if (is_root())
+                std::printf("training stopped by the time budget (%g minutes) at step %lld\n", o_.max_train_minutes,
+                            static_cast<long long>(step_));
+            r.stopped_by_time = true;
+            break;
+        }
+    }
+    all_ranks(sums, counted, tokens);  // (tokens of steps after the last line)
+    r.steps = step_;
+    r.seconds = minutes() * 60.0;
+    r.tokens_per_s = meter_->tokens_per_second();
+    run_evaluation(true);
+    model_.eval();
+    return r;
+}
+
+template <class T, class B>
+void Trainer<T, B>::all_ranks(log_values& sums, std::int64_t& counted, std::int64_t& tokens) {
+    if (comm_->distributed()) {
+        std::vector<double> v;
+        for (const auto& kv : sums) v.push_back(kv.second);
+        v.push_back(static_cast<double>(counted));
+        v.push_back(static_cast<double>(tokens));
+        comm_->host_side().all_reduce(v.data(), v.size(), dist::reduce_op::sum);
+        for (std::size_t i = 0; i < sums.size(); ++i) sums[i].second = v[i];
+        counted = static_cast<std::int64_t>(v[sums.size()]);
+        tokens = static_cast<std::int64_t>(v[sums.size() + 1]);
+    }
+    meter_->add_tokens(tokens);
+    tokens = 0;
+}
+
+template <class T, class B>
+void Trainer<T, B>::add_means(log_values& sums, const micro_batch<T, B>& mb, bool first) {
+    std::size_t i = 0;
+    auto add = [&](const std::string& k, double v) {
+        if (first) sums.emplace_back(k, v);
+        else {
+            DEPTHLAB_CHECK(i < sums.size() && sums[i].first == k, usage_error, "trainer: micro-batches log different values ('", k, "')");
+            sums[i].second += v;
+        }
+        ++i;
+    };
+    for (const auto& [k, v] : mb.logged) add(k, static_cast<double>(checked_item(v)));  // the one read per value and micro-batch
+    for (const auto& [k, v] : mb.host_logged) add(k, v);
+}
+
+template <class T, class B>
+void Trainer<T, B>::run_evaluation(bool final) {
+    if (!evaluate) return;
+    model_.eval();
+    nlohmann::ordered_json rec;
+    {
+        no_grad guard;
+        rec = evaluate(step_, final);
+    }
+    if (!rec.is_null() && is_root()) meter_->record(step_, rec);
+    model_.train();
+}
 
 }  // namespace depthlab::train
 // ---- end depthlab/train/trainer.hpp ----
@@ -13116,6 +13230,7 @@ private:
     KW std::vector<analysis::module_ref> analysis::default_modules<nn::Seq2SeqTransformer<T, backend::cpu>>(                 \
         nn::Seq2SeqTransformer<T, backend::cpu>&, std::optional<bool>);                                                      \
     KW class nn::Module<T, backend::cpu>;                                                                                     \
+    KW class optim::Optimizer<T, backend::cpu>;                                                                               \
     KW class optim::detail::AdamBase<T, backend::cpu>;                                                                        \
     KW class nn::Linear<T, backend::cpu>;                                                                                     \
     KW class nn::LayerNorm<T, backend::cpu>;                                                                                  \
@@ -13133,6 +13248,7 @@ private:
     KW class optim::Adam<T, backend::cpu>;                                                                                    \
     KW class optim::AdamW<T, backend::cpu>;                                                                                   \
     KW class optim::Lamb<T, backend::cpu>;                                                                                    \
+    KW class train::checkpointer<T, backend::cpu>;                                                                             \
     KW class train::Trainer<T, backend::cpu>;                                                                                 \
     }
 

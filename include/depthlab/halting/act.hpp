@@ -169,32 +169,10 @@ struct act_state {
 template <class T, class B = backend::cpu, class Policy = act>
 class ActEncoder : public nn::Module<T, B> {
 public:
-    ActEncoder(const nn::transformer_config& cfg, Generator& gen, act_options opt = {}) : opt(opt), cfg_(cfg) {
-        layer = &this->register_module("shared", std::make_unique<nn::EncoderLayer<T, B>>(cfg, gen));
-        halting_unit = &this->register_module("halting", std::make_unique<nn::Linear<T, B>>(cfg.dim, 1, gen, nn::init_scheme::bert));
-        // p = sigmoid(w·y + b): w ~ N(0, 0.02), b = 0 (the paper) or 1 (Graves)
-        const T policy_bias = std::is_same_v<Policy, act_graves> ? T(1) : T(0);
-        halting_unit->bias.value().fill_(std::isnan(opt.halting_bias) ? policy_bias : static_cast<T>(opt.halting_bias));
-    }
+    ActEncoder(const nn::transformer_config& cfg, Generator& gen, act_options opt = {});
 
     /// x: (B, T, H) embeddings; lengths: real tokens per sequence.
-    act_result<T, B> operator()(const Var<T, B>& x, const std::vector<index_t>& lengths) const {
-        const Shape& sx = x.shape();
-        DEPTHLAB_CHECK(sx.rank() == 3 && static_cast<index_t>(lengths.size()) == sx[0], shape_error, "ActEncoder: input ", sx, " with ",
-                       lengths.size(), " lengths");
-        DEPTHLAB_CHECK(opt.max_iterations >= 1 && opt.epsilon > 0 && opt.epsilon < 1, usage_error, "ActEncoder: max_iterations ",
-                       opt.max_iterations, ", epsilon ", opt.epsilon);
-        if constexpr (std::is_same_v<Policy, act>) {
-            if (opt.compact && compact_applies()) return compact_forward(x, lengths);
-        }
-        if constexpr (std::is_same_v<Policy, pondernet>) {
-            DEPTHLAB_CHECK(opt.lambda_p > 0 && opt.lambda_p < 1, usage_error, "ActEncoder<pondernet>: lambda_p must lie in (0, 1), got ",
-                           opt.lambda_p);
-            return pondernet_forward(x, lengths);
-        } else {
-            return dense_forward(x, lengths);
-        }
-    }
+    act_result<T, B> operator()(const Var<T, B>& x, const std::vector<index_t>& lengths) const;
 
     act_options opt;
     nn::EncoderLayer<T, B>* layer;
@@ -532,5 +510,36 @@ private:
 
     nn::transformer_config cfg_;
 };
+
+// Defined outside the class body, so not inline: under DEPTHLAB_COMPILED a program calls the
+// library's copy instead of compiling it again (include/depthlab/compiled.hpp).
+template <class T, class B, class Policy>
+ActEncoder<T, B, Policy>::ActEncoder(const nn::transformer_config& cfg, Generator& gen, act_options opt)
+    : opt(opt), cfg_(cfg) {
+    layer = &this->register_module("shared", std::make_unique<nn::EncoderLayer<T, B>>(cfg, gen));
+    halting_unit = &this->register_module("halting", std::make_unique<nn::Linear<T, B>>(cfg.dim, 1, gen, nn::init_scheme::bert));
+    // p = sigmoid(w·y + b): w ~ N(0, 0.02), b = 0 (the paper) or 1 (Graves)
+    const T policy_bias = std::is_same_v<Policy, act_graves> ? T(1) : T(0);
+    halting_unit->bias.value().fill_(std::isnan(opt.halting_bias) ? policy_bias : static_cast<T>(opt.halting_bias));
+}
+
+template <class T, class B, class Policy>
+act_result<T, B> ActEncoder<T, B, Policy>::operator()(const Var<T, B>& x, const std::vector<index_t>& lengths) const {
+    const Shape& sx = x.shape();
+    DEPTHLAB_CHECK(sx.rank() == 3 && static_cast<index_t>(lengths.size()) == sx[0], shape_error, "ActEncoder: input ", sx, " with ",
+                   lengths.size(), " lengths");
+    DEPTHLAB_CHECK(opt.max_iterations >= 1 && opt.epsilon > 0 && opt.epsilon < 1, usage_error, "ActEncoder: max_iterations ",
+                   opt.max_iterations, ", epsilon ", opt.epsilon);
+    if constexpr (std::is_same_v<Policy, act>) {
+        if (opt.compact && compact_applies()) return compact_forward(x, lengths);
+    }
+    if constexpr (std::is_same_v<Policy, pondernet>) {
+        DEPTHLAB_CHECK(opt.lambda_p > 0 && opt.lambda_p < 1, usage_error, "ActEncoder<pondernet>: lambda_p must lie in (0, 1), got ",
+                       opt.lambda_p);
+        return pondernet_forward(x, lengths);
+    } else {
+        return dense_forward(x, lengths);
+    }
+}
 
 }  // namespace depthlab::halting

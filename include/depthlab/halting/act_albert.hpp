@@ -51,15 +51,7 @@ struct albert_losses {
 template <class T, class B = backend::cpu, class Policy = act>
 class ActAlbert : public nn::Module<T, B> {
 public:
-    ActAlbert(const nn::albert_config& c, act_options opt, std::uint64_t seed = 0) : cfg(c), gen_(seed) {
-        embeddings = &this->register_module("embeddings", std::make_unique<nn::AlbertEmbeddings<T, B>>(c, gen_));
-        encoder = &this->register_module("encoder", std::make_unique<ActEncoder<T, B, Policy>>(c.layer, gen_, opt));
-        mlm_dense = &this->register_module("mlm.dense", std::make_unique<nn::Linear<T, B>>(c.layer.dim, c.embed, gen_, c.layer.init));
-        mlm_norm = &this->register_module("mlm.norm", std::make_unique<nn::LayerNorm<T, B>>(c.embed, c.layer.ln_eps));
-        mlm_bias = this->register_parameter("mlm.bias", Tensor<T, B>::zeros({c.vocab}));
-        pooler = &this->register_module("pooler", std::make_unique<nn::Linear<T, B>>(c.layer.dim, c.layer.dim, gen_, c.layer.init));
-        sop = &this->register_module("sop_classifier", std::make_unique<nn::Linear<T, B>>(c.layer.dim, 2, gen_, c.layer.init));
-    }
+    ActAlbert(const nn::albert_config& c, act_options opt, std::uint64_t seed = 0);
     /// Hidden states, ponder cost and the halting record of a batch.
     act_result<T, B> encode(const nn::token_batch& b) const { return (*encoder)((*embeddings)(b), b.lengths); }
     Var<T, B> mlm_logits(const Var<T, B>& hidden, std::span<const std::int64_t> positions) const {
@@ -71,35 +63,7 @@ public:
     }
 
     /// The pretraining losses of a batch; the caller weighs ponder by τ (β for PonderNet).
-    albert_losses<T, B> losses(const data::albert_batch& b) const {
-        albert_losses<T, B> l;
-        l.encoded = encode(b.tokens);
-        if constexpr (std::is_same_v<Policy, pondernet>) {
-            // PonderNet's reconstruction term: Σ_n p^n_t L(y^n_t) for every predicted token
-            // (MLM) and every [CLS] (SOP), averaged like the plain losses
-            const index_t Bn = b.size(), Tt = b.tokens.length, M = b.predictions();
-            std::vector<std::int64_t> cls(static_cast<std::size_t>(Bn));
-            for (index_t i = 0; i < Bn; ++i) cls[i] = i * Tt;
-            const auto weight_at = [&](const Var<T, B>& p, std::span<const std::int64_t> rows) {
-                return reshape(gather_rows(reshape(p, {Bn * Tt, 1}), rows), {static_cast<index_t>(rows.size())});
-            };
-            for (std::size_t n = 0; n < l.encoded.states.size(); ++n) {
-                const auto& y = l.encoded.states[n];
-                const auto& p = l.encoded.halt_prob[n];
-                const auto mlm_n = sum(mul(weight_at(p, b.mlm_positions), cross_entropy_rows(mlm_logits(y, b.mlm_positions), b.mlm_labels)));
-                const auto sop_n = sum(mul(weight_at(p, cls), cross_entropy_rows(sop_logits(y), b.sop_labels)));
-                accumulate(l.mlm, mlm_n);
-                accumulate(l.sop, sop_n);
-            }
-            l.mlm = scale(l.mlm, T(1) / static_cast<T>(std::max<index_t>(M, 1)));
-            l.sop = scale(l.sop, T(1) / static_cast<T>(Bn));
-        } else {
-            l.mlm = cross_entropy(mlm_logits(l.encoded.hidden, b.mlm_positions), b.mlm_labels);
-            l.sop = cross_entropy(sop_logits(l.encoded.hidden), b.sop_labels);
-        }
-        l.ponder = l.encoded.ponder;
-        return l;
-    }
+    albert_losses<T, B> losses(const data::albert_batch& b) const;
 
     nn::albert_config cfg;
     nn::AlbertEmbeddings<T, B>* embeddings;
@@ -114,5 +78,50 @@ public:
 private:
     mutable Generator gen_;  // mutable: the const forward passes draw dropout masks from it (as the layers do through their pointer)
 };
+
+// Defined outside the class body, so not inline: under DEPTHLAB_COMPILED a program calls the
+// library's copy instead of compiling it again (include/depthlab/compiled.hpp).
+template <class T, class B, class Policy>
+ActAlbert<T, B, Policy>::ActAlbert(const nn::albert_config& c, act_options opt, std::uint64_t seed)
+    : cfg(c), gen_(seed) {
+    embeddings = &this->register_module("embeddings", std::make_unique<nn::AlbertEmbeddings<T, B>>(c, gen_));
+    encoder = &this->register_module("encoder", std::make_unique<ActEncoder<T, B, Policy>>(c.layer, gen_, opt));
+    mlm_dense = &this->register_module("mlm.dense", std::make_unique<nn::Linear<T, B>>(c.layer.dim, c.embed, gen_, c.layer.init));
+    mlm_norm = &this->register_module("mlm.norm", std::make_unique<nn::LayerNorm<T, B>>(c.embed, c.layer.ln_eps));
+    mlm_bias = this->register_parameter("mlm.bias", Tensor<T, B>::zeros({c.vocab}));
+    pooler = &this->register_module("pooler", std::make_unique<nn::Linear<T, B>>(c.layer.dim, c.layer.dim, gen_, c.layer.init));
+    sop = &this->register_module("sop_classifier", std::make_unique<nn::Linear<T, B>>(c.layer.dim, 2, gen_, c.layer.init));
+}
+
+template <class T, class B, class Policy>
+albert_losses<T, B> ActAlbert<T, B, Policy>::losses(const data::albert_batch& b) const {
+    albert_losses<T, B> l;
+    l.encoded = encode(b.tokens);
+    if constexpr (std::is_same_v<Policy, pondernet>) {
+        // PonderNet's reconstruction term: Σ_n p^n_t L(y^n_t) for every predicted token
+        // (MLM) and every [CLS] (SOP), averaged like the plain losses
+        const index_t Bn = b.size(), Tt = b.tokens.length, M = b.predictions();
+        std::vector<std::int64_t> cls(static_cast<std::size_t>(Bn));
+        for (index_t i = 0; i < Bn; ++i) cls[i] = i * Tt;
+        const auto weight_at = [&](const Var<T, B>& p, std::span<const std::int64_t> rows) {
+            return reshape(gather_rows(reshape(p, {Bn * Tt, 1}), rows), {static_cast<index_t>(rows.size())});
+        };
+        for (std::size_t n = 0; n < l.encoded.states.size(); ++n) {
+            const auto& y = l.encoded.states[n];
+            const auto& p = l.encoded.halt_prob[n];
+            const auto mlm_n = sum(mul(weight_at(p, b.mlm_positions), cross_entropy_rows(mlm_logits(y, b.mlm_positions), b.mlm_labels)));
+            const auto sop_n = sum(mul(weight_at(p, cls), cross_entropy_rows(sop_logits(y), b.sop_labels)));
+            accumulate(l.mlm, mlm_n);
+            accumulate(l.sop, sop_n);
+        }
+        l.mlm = scale(l.mlm, T(1) / static_cast<T>(std::max<index_t>(M, 1)));
+        l.sop = scale(l.sop, T(1) / static_cast<T>(Bn));
+    } else {
+        l.mlm = cross_entropy(mlm_logits(l.encoded.hidden, b.mlm_positions), b.mlm_labels);
+        l.sop = cross_entropy(sop_logits(l.encoded.hidden), b.sop_labels);
+    }
+    l.ponder = l.encoded.ponder;
+    return l;
+}
 
 }  // namespace depthlab::halting

@@ -192,40 +192,11 @@ Tensor<T, B> sinusoidal_positions(index_t max_len, index_t D) {
 template <class T, class B = backend::cpu>
 class Seq2SeqTransformer : public Module<T, B> {
 public:
-    explicit Seq2SeqTransformer(const seq2seq_config& c, std::uint64_t seed = 0)
-        : cfg(c), gen_(seed), positions_(sinusoidal_positions<T, B>(c.max_len, c.layer.dim)) {
-        const index_t D = c.layer.dim;
-        const double std_emb = std::pow(static_cast<double>(D), -0.5);
-        src_embed = &this->register_module("src_embed", std::make_unique<Embedding<T, B>>(c.src_vocab, D, gen_, std_emb));
-        if (c.share_embeddings) {
-            DEPTHLAB_CHECK(c.src_vocab == c.tgt_vocab, usage_error, "Seq2SeqTransformer: shared embeddings need one vocabulary (",
-                           c.src_vocab, " vs ", c.tgt_vocab, ")");
-            tgt_embed = src_embed;
-        } else {
-            tgt_embed = &this->register_module("tgt_embed", std::make_unique<Embedding<T, B>>(c.tgt_vocab, D, gen_, std_emb));
-        }
-        encoder = &this->register_module("encoder", std::make_unique<Stack<EncoderLayer<T, B>, untied, T, B>>(c.encoder_layers, c.layer, gen_));
-        decoder = &this->register_module("decoder", std::make_unique<Stack<DecoderLayer<T, B>, untied, T, B>>(c.decoder_layers, c.layer, gen_));
-        if (c.layer.norm_first) {
-            encoder_norm = &this->register_module("encoder_norm", std::make_unique<LayerNorm<T, B>>(D, c.layer.ln_eps));
-            decoder_norm = &this->register_module("decoder_norm", std::make_unique<LayerNorm<T, B>>(D, c.layer.ln_eps));
-        }
-        if (!c.tie_output)
-            output = &this->register_module("output_projection", std::make_unique<Linear<T, B>>(D, c.tgt_vocab, gen_, c.layer.init, false));
-    }
+    explicit Seq2SeqTransformer(const seq2seq_config& c, std::uint64_t seed = 0);
     /// Source ids (B*Ts) -> memory (B, Ts, D).
-    Var<T, B> encode(const token_batch& src) const {
-        Var<T, B> x = embed(*src_embed, src);
-        x = encoder->forward(-1, x, padding_mask<T, B>(src.lengths, src.length));
-        return encoder_norm ? (*encoder_norm)(x) : x;
-    }
+    Var<T, B> encode(const token_batch& src) const;
     /// Target input ids (B*Tt, starting with BOS) -> logits (B, Tt, V_tgt).
-    Var<T, B> decode(const Var<T, B>& memory, const token_batch& src, const token_batch& tgt_in) const {
-        Var<T, B> y = embed(*tgt_embed, tgt_in);
-        y = decoder->forward(-1, y, memory, causal_padding_mask<T, B>(tgt_in.lengths, tgt_in.length),
-                             padding_mask<T, B>(src.lengths, src.length));
-        return output_logits(y);
-    }
+    Var<T, B> decode(const Var<T, B>& memory, const token_batch& src, const token_batch& tgt_in) const;
     /// Target ids of ONE position `t` for N rows (incremental decoding): sqrt(D) *
     /// embedding + position t, dropout as in decode -> (N, 1, D).
     Var<T, B> embed_target_at(std::span<const std::int64_t> ids, index_t t) const {
@@ -262,5 +233,45 @@ private:
     mutable Generator gen_;
     Tensor<T, B> positions_;
 };
+
+// Defined outside the class body, so not inline: under DEPTHLAB_COMPILED a program calls the
+// library's copy instead of compiling it again (include/depthlab/compiled.hpp).
+template <class T, class B>
+Seq2SeqTransformer<T, B>::Seq2SeqTransformer(const seq2seq_config& c, std::uint64_t seed)
+    : cfg(c), gen_(seed), positions_(sinusoidal_positions<T, B>(c.max_len, c.layer.dim)) {
+    const index_t D = c.layer.dim;
+    const double std_emb = std::pow(static_cast<double>(D), -0.5);
+    src_embed = &this->register_module("src_embed", std::make_unique<Embedding<T, B>>(c.src_vocab, D, gen_, std_emb));
+    if (c.share_embeddings) {
+        DEPTHLAB_CHECK(c.src_vocab == c.tgt_vocab, usage_error, "Seq2SeqTransformer: shared embeddings need one vocabulary (",
+                       c.src_vocab, " vs ", c.tgt_vocab, ")");
+        tgt_embed = src_embed;
+    } else {
+        tgt_embed = &this->register_module("tgt_embed", std::make_unique<Embedding<T, B>>(c.tgt_vocab, D, gen_, std_emb));
+    }
+    encoder = &this->register_module("encoder", std::make_unique<Stack<EncoderLayer<T, B>, untied, T, B>>(c.encoder_layers, c.layer, gen_));
+    decoder = &this->register_module("decoder", std::make_unique<Stack<DecoderLayer<T, B>, untied, T, B>>(c.decoder_layers, c.layer, gen_));
+    if (c.layer.norm_first) {
+        encoder_norm = &this->register_module("encoder_norm", std::make_unique<LayerNorm<T, B>>(D, c.layer.ln_eps));
+        decoder_norm = &this->register_module("decoder_norm", std::make_unique<LayerNorm<T, B>>(D, c.layer.ln_eps));
+    }
+    if (!c.tie_output)
+        output = &this->register_module("output_projection", std::make_unique<Linear<T, B>>(D, c.tgt_vocab, gen_, c.layer.init, false));
+}
+
+template <class T, class B>
+Var<T, B> Seq2SeqTransformer<T, B>::encode(const token_batch& src) const {
+    Var<T, B> x = embed(*src_embed, src);
+    x = encoder->forward(-1, x, padding_mask<T, B>(src.lengths, src.length));
+    return encoder_norm ? (*encoder_norm)(x) : x;
+}
+
+template <class T, class B>
+Var<T, B> Seq2SeqTransformer<T, B>::decode(const Var<T, B>& memory, const token_batch& src, const token_batch& tgt_in) const {
+    Var<T, B> y = embed(*tgt_embed, tgt_in);
+    y = decoder->forward(-1, y, memory, causal_padding_mask<T, B>(tgt_in.lengths, tgt_in.length),
+                         padding_mask<T, B>(src.lengths, src.length));
+    return output_logits(y);
+}
 
 }  // namespace depthlab::nn

@@ -47,14 +47,7 @@ protected:
     [[nodiscard]] bool slot_is_nonnegative(std::size_t slot) const override { return slot == 1; }  // v
 
     AdamBase(const named_parameters<T, B>& params, double lr, double beta1, double beta2, double eps, double weight_decay,
-             const name_predicate& exclude, bool decoupled)
-        : base(params, lr, weight_decay, exclude, decoupled ? "adamw" : "adam"),
-          beta1_(beta1), beta2_(beta2), eps_(eps), weight_decay_(weight_decay), decoupled_(decoupled) {
-        const char* name = decoupled ? "adamw" : "adam";
-        DEPTHLAB_CHECK(beta1 >= 0 && beta1 < 1, usage_error, name, ": beta1 must be in [0, 1), got ", beta1);
-        DEPTHLAB_CHECK(beta2 >= 0 && beta2 < 1, usage_error, name, ": beta2 must be in [0, 1), got ", beta2);
-        DEPTHLAB_CHECK(std::isfinite(eps) && eps >= 0, usage_error, name, ": eps must be finite and >= 0, got ", eps);
-    }
+             const name_predicate& exclude, bool decoupled);
 
     void update(std::size_t i, double lr, double weight_decay) override {
         auto& p = this->param(i);
@@ -72,6 +65,20 @@ private:
     double beta1_, beta2_, eps_, weight_decay_;
     bool decoupled_;
 };
+
+// Defined outside the class body, so not inline: under DEPTHLAB_COMPILED a program calls the
+// library's copy instead of compiling it again (include/depthlab/compiled.hpp).
+template <class T, class B>
+AdamBase<T, B>::AdamBase(const named_parameters<T, B>& params, double lr, double beta1, double beta2, double eps, double weight_decay,
+                         const name_predicate& exclude, bool decoupled)
+    : base(params, lr, weight_decay, exclude, decoupled ? "adamw" : "adam"),
+      beta1_(beta1), beta2_(beta2), eps_(eps), weight_decay_(weight_decay), decoupled_(decoupled) {
+    const char* name = decoupled ? "adamw" : "adam";
+    DEPTHLAB_CHECK(beta1 >= 0 && beta1 < 1, usage_error, name, ": beta1 must be in [0, 1), got ", beta1);
+    DEPTHLAB_CHECK(beta2 >= 0 && beta2 < 1, usage_error, name, ": beta2 must be in [0, 1), got ", beta2);
+    DEPTHLAB_CHECK(std::isfinite(eps) && eps >= 0, usage_error, name, ": eps must be finite and >= 0, got ", eps);
+}
+
 }  // namespace detail
 
 template <class T, class B = backend::cpu>

@@ -122,29 +122,7 @@ public:
 
     /// One update of every parameter whose gradient is defined. Everything is checked
     /// (shapes, contiguity) before anything is modified.
-    void step() {
-        for (const Param& p : params_) {
-            if (!p.var.grad().defined()) continue;
-            const tensor_type& w = p.var.value();
-            const tensor_type& g = p.var.grad();
-            DEPTHLAB_CHECK(g.shape() == w.shape(), shape_error, type(), ".step: gradient of '", p.name, "' has shape ", g.shape(),
-                           " but the parameter has shape ", w.shape());
-            DEPTHLAB_CHECK(w.is_contiguous() && g.is_contiguous(), usage_error, type(), ".step: parameter '", p.name,
-                           "' or its gradient is not contiguous");
-            for (std::size_t k = 0; k < p.slots.size(); ++k)
-                DEPTHLAB_CHECK(!p.slots[k].defined() || p.slots[k].shape() == w.shape(), shape_error, type(), ".step: parameter '",
-                               p.name, "' now has shape ", w.shape(), " but its state '", slot_names()[k], "' has shape ",
-                               p.slots[k].shape());
-        }
-        no_grad guard;
-        ++step_count_;
-        for (std::size_t i = 0; i < params_.size(); ++i) {
-            Param& p = params_[i];
-            if (!p.var.grad().defined()) continue;
-            ++p.steps;
-            update(i, lr_, groups_[p.group].weight_decay);
-        }
-    }
+    void step();
     /// Leaves every gradient undefined (the next backward() starts afresh).
     void zero_grad() {
         for (Param& p : params_) p.var.zero_grad();
@@ -171,28 +149,11 @@ public:
 
     /// "<type>.<slot>.<parameter>" for every parameter that has been updated at least once.
     /// The tensors share storage with the live state: write or clone them before the next step().
-    [[nodiscard]] state_tensor_list state_tensors() const {
-        state_tensor_list out;
-        const auto slots = slot_names();
-        for (const Param& p : params_) {
-            if (p.steps == 0) continue;
-            for (std::size_t k = 0; k < slots.size(); ++k) out.emplace_back(type() + "." + slots[k] + "." + p.name, p.slots[k]);
-        }
-        return out;
-    }
+    [[nodiscard]] state_tensor_list state_tensors() const;
     /// Exact scalars: "optimizer" (the type), "step", "lr" (shortest round-trip decimal),
     /// "<type>.step.<parameter>" for every updated parameter, and "<type>.hparam.<name>"
     /// (informational: load_state ignores them; the constructed optimiser's settings win).
-    [[nodiscard]] state_scalar_map state_scalars() const {
-        state_scalar_map out;
-        out["optimizer"] = type();
-        out["step"] = std::to_string(step_count_);
-        out["lr"] = detail::format_double(lr_);
-        for (const Param& p : params_)
-            if (p.steps > 0) out[type() + ".step." + p.name] = std::to_string(p.steps);
-        for (const auto& [k, v] : hyperparameters()) out[type() + ".hparam." + k] = detail::format_double(v);
-        return out;
-    }
+    [[nodiscard]] state_scalar_map state_scalars() const;
     /// Restores what state_tensors()/state_scalars() exported. Checks, before changing
     /// anything: the optimiser type, every scalar, that every tensor name is a known slot of
     /// a known parameter with the parameter's shape, that each updated parameter has all
@@ -200,82 +161,7 @@ public:
     /// negative one turns the parameter NaN at the next step). Throws usage_error (names,
     /// scalars), shape_error (shapes) or io_error (values: corrupt state) naming the
     /// culprit; `origin` (e.g. the checkpoint's path) is named in every message.
-    void load_state(const state_tensor_list& tensors, const state_scalar_map& scalars, std::string_view origin = {}) {
-        const std::string where = origin.empty() ? type() + ".load_state: "
-                                                 : depthlab::detail::cat(type(), ".load_state (", origin, "): ");
-        const auto scalar = [&](const std::string& key) -> const std::string& {
-            const auto it = scalars.find(key);
-            DEPTHLAB_CHECK(it != scalars.end(), usage_error, where, "missing scalar '", key, "'");
-            return it->second;
-        };
-        const std::string& kind = scalar("optimizer");
-        DEPTHLAB_CHECK(kind == type(), usage_error, where, "the state belongs to a '", kind, "' optimiser, not '", type(), "'");
-        std::int64_t step = 0;
-        DEPTHLAB_CHECK(detail::parse_number(scalar("step"), step) && step >= 0, usage_error, where, "scalar 'step' = '",
-                       scalar("step"), "' is not a step count");
-        double lr = 0;
-        DEPTHLAB_CHECK(detail::parse_number(scalar("lr"), lr) && std::isfinite(lr) && lr >= 0, usage_error, where, "scalar 'lr' = '",
-                       scalar("lr"), "' is not a learning rate");
-
-        const std::string step_prefix = type() + ".step.", hparam_prefix = type() + ".hparam.";
-        std::vector<std::int64_t> steps(params_.size(), 0);
-        for (const auto& [key, value] : scalars) {
-            if (key == "optimizer" || key == "step" || key == "lr" || key.starts_with(hparam_prefix)) continue;
-            DEPTHLAB_CHECK(key.starts_with(step_prefix), usage_error, where, "unknown scalar '", key, "'");
-            const std::string name = key.substr(step_prefix.size());
-            const std::size_t i = find_param(name);
-            DEPTHLAB_CHECK(i < params_.size(), usage_error, where, "scalar '", key, "' names no parameter of this optimiser");
-            std::int64_t s = 0;
-            DEPTHLAB_CHECK(detail::parse_number(value, s) && s >= 1 && s <= step, usage_error, where, "scalar '", key, "' = '", value,
-                           "' is not a step count in [1, ", step, "]");
-            steps[i] = s;
-        }
-
-        const auto slots = slot_names();
-        const std::string tensor_prefix = type() + ".";
-        std::vector<std::vector<const tensor_type*>> found(params_.size(), std::vector<const tensor_type*>(slots.size(), nullptr));
-        for (const auto& [key, t] : tensors) {
-            DEPTHLAB_CHECK(key.starts_with(tensor_prefix), usage_error, where, "tensor '", key, "' is not '", type(),
-                           ".<slot>.<parameter>'");
-            const std::string rest = key.substr(tensor_prefix.size());
-            const std::size_t dot = rest.find('.');
-            const std::string slot = dot == std::string::npos ? rest : rest.substr(0, dot);
-            const auto sk = std::find(slots.begin(), slots.end(), slot);
-            DEPTHLAB_CHECK(dot != std::string::npos && sk != slots.end(), usage_error, where, "tensor '", key, "': '", slot,
-                           "' is not a state slot of ", type());
-            const std::string name = rest.substr(dot + 1);
-            const std::size_t i = find_param(name);
-            DEPTHLAB_CHECK(i < params_.size(), usage_error, where, "tensor '", key, "' names no parameter of this optimiser");
-            const auto k = static_cast<std::size_t>(sk - slots.begin());
-            DEPTHLAB_CHECK(found[i][k] == nullptr, usage_error, where, "tensor '", key, "' appears twice");
-            DEPTHLAB_CHECK(t.defined(), usage_error, where, "tensor '", key, "' is undefined");
-            DEPTHLAB_CHECK(t.shape() == params_[i].var.value().shape(), shape_error, where, "tensor '", key, "' has shape ", t.shape(),
-                           " but parameter '", name, "' has shape ", params_[i].var.value().shape());
-            DEPTHLAB_CHECK(steps[i] > 0, usage_error, where, "tensor '", key, "' given but scalar '", step_prefix, name,
-                           "' (the parameter's step count) is missing");
-            check_state_values(where, key, t, slot_is_nonnegative(k));
-            found[i][k] = &t;
-        }
-        for (std::size_t i = 0; i < params_.size(); ++i)
-            for (std::size_t k = 0; k < slots.size(); ++k)
-                DEPTHLAB_CHECK(steps[i] == 0 || found[i][k] != nullptr, usage_error, where, "missing tensor '", tensor_prefix,
-                               slots[k], ".", params_[i].name, "' (parameter '", params_[i].name, "' has taken ", steps[i],
-                               " steps)");
-
-        // All checked: apply.
-        for (std::size_t i = 0; i < params_.size(); ++i) {
-            Param& p = params_[i];
-            p.steps = steps[i];
-            p.slots.assign(slots.size(), tensor_type());
-            if (steps[i] == 0) continue;
-            for (std::size_t k = 0; k < slots.size(); ++k) {
-                p.slots[k] = tensor_type::empty(found[i][k]->shape());
-                p.slots[k].copy_(*found[i][k]);
-            }
-        }
-        step_count_ = step;
-        lr_ = lr;
-    }
+    void load_state(const state_tensor_list& tensors, const state_scalar_map& scalars, std::string_view origin = {});
 
 protected:
     /// True for state slots that can only hold values >= 0 (Adam's and LAMB's second moments).
@@ -285,28 +171,7 @@ protected:
     /// weight decay. Throws usage_error on an empty list, an undefined Var, a repeated
     /// name, or bad lr / weight decay.
     Optimizer(const named_parameters<T, B>& params, double lr, double weight_decay, const name_predicate& exclude_from_decay,
-              const std::string& type_name) {
-        DEPTHLAB_CHECK(!params.empty(), usage_error, type_name, ": empty parameter list");
-        DEPTHLAB_CHECK(std::isfinite(lr) && lr >= 0, usage_error, type_name, ": learning rate must be finite and >= 0, got ", lr);
-        DEPTHLAB_CHECK(std::isfinite(weight_decay) && weight_decay >= 0, usage_error, type_name,
-                       ": weight decay must be finite and >= 0, got ", weight_decay);
-        lr_ = lr;
-        groups_ = {ParamGroup{"decay", weight_decay, {}}, ParamGroup{"no_decay", 0.0, {}}};
-        std::unordered_set<const void*> seen_nodes;
-        std::set<std::string> seen_names;
-        for (const auto& [name, var] : params) {
-            DEPTHLAB_CHECK(var.defined(), usage_error, type_name, ": parameter '", name, "' is an undefined Var");
-            DEPTHLAB_CHECK(seen_names.insert(name).second, usage_error, type_name, ": parameter name '", name, "' appears twice");
-            if (!seen_nodes.insert(var.node_ptr().get()).second) continue;  // the same Var under another name
-            Param p;
-            p.name = name;
-            p.var = var;
-            p.decay_excluded = exclude_from_decay ? exclude_from_decay(name) : false;
-            p.group = p.decay_excluded ? 1 : 0;
-            groups_[p.group].params.push_back(params_.size());
-            params_.push_back(std::move(p));
-        }
-    }
+              const std::string& type_name);
 
     /// Updates params()[i] (its gradient is defined and checked; its step count already
     /// incremented) with the current learning rate and its group's weight decay.
@@ -344,5 +209,158 @@ private:
     double lr_ = 0;
     std::int64_t step_count_ = 0;
 };
+
+// Defined outside the class body, so not inline: under DEPTHLAB_COMPILED a program calls the
+// library's copy instead of compiling it again (include/depthlab/compiled.hpp).
+template <class T, class B>
+void Optimizer<T, B>::step() {
+    for (const Param& p : params_) {
+        if (!p.var.grad().defined()) continue;
+        const tensor_type& w = p.var.value();
+        const tensor_type& g = p.var.grad();
+        DEPTHLAB_CHECK(g.shape() == w.shape(), shape_error, type(), ".step: gradient of '", p.name, "' has shape ", g.shape(),
+                       " but the parameter has shape ", w.shape());
+        DEPTHLAB_CHECK(w.is_contiguous() && g.is_contiguous(), usage_error, type(), ".step: parameter '", p.name,
+                       "' or its gradient is not contiguous");
+        for (std::size_t k = 0; k < p.slots.size(); ++k)
+            DEPTHLAB_CHECK(!p.slots[k].defined() || p.slots[k].shape() == w.shape(), shape_error, type(), ".step: parameter '",
+                           p.name, "' now has shape ", w.shape(), " but its state '", slot_names()[k], "' has shape ",
+                           p.slots[k].shape());
+    }
+    no_grad guard;
+    ++step_count_;
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+        Param& p = params_[i];
+        if (!p.var.grad().defined()) continue;
+        ++p.steps;
+        update(i, lr_, groups_[p.group].weight_decay);
+    }
+}
+
+template <class T, class B>
+void Optimizer<T, B>::load_state(const state_tensor_list& tensors, const state_scalar_map& scalars, std::string_view origin) {
+    const std::string where = origin.empty() ? type() + ".load_state: "
+                                             : depthlab::detail::cat(type(), ".load_state (", origin, "): ");
+    const auto scalar = [&](const std::string& key) -> const std::string& {
+        const auto it = scalars.find(key);
+        DEPTHLAB_CHECK(it != scalars.end(), usage_error, where, "missing scalar '", key, "'");
+        return it->second;
+    };
+    const std::string& kind = scalar("optimizer");
+    DEPTHLAB_CHECK(kind == type(), usage_error, where, "the state belongs to a '", kind, "' optimiser, not '", type(), "'");
+    std::int64_t step = 0;
+    DEPTHLAB_CHECK(detail::parse_number(scalar("step"), step) && step >= 0, usage_error, where, "scalar 'step' = '",
+                   scalar("step"), "' is not a step count");
+    double lr = 0;
+    DEPTHLAB_CHECK(detail::parse_number(scalar("lr"), lr) && std::isfinite(lr) && lr >= 0, usage_error, where, "scalar 'lr' = '",
+                   scalar("lr"), "' is not a learning rate");
+
+    const std::string step_prefix = type() + ".step.", hparam_prefix = type() + ".hparam.";
+    std::vector<std::int64_t> steps(params_.size(), 0);
+    for (const auto& [key, value] : scalars) {
+        if (key == "optimizer" || key == "step" || key == "lr" || key.starts_with(hparam_prefix)) continue;
+        DEPTHLAB_CHECK(key.starts_with(step_prefix), usage_error, where, "unknown scalar '", key, "'");
+        const std::string name = key.substr(step_prefix.size());
+        const std::size_t i = find_param(name);
+        DEPTHLAB_CHECK(i < params_.size(), usage_error, where, "scalar '", key, "' names no parameter of this optimiser");
+        std::int64_t s = 0;
+        DEPTHLAB_CHECK(detail::parse_number(value, s) && s >= 1 && s <= step, usage_error, where, "scalar '", key, "' = '", value,
+                       "' is not a step count in [1, ", step, "]");
+        steps[i] = s;
+    }
+
+    const auto slots = slot_names();
+    const std::string tensor_prefix = type() + ".";
+    std::vector<std::vector<const tensor_type*>> found(params_.size(), std::vector<const tensor_type*>(slots.size(), nullptr));
+    for (const auto& [key, t] : tensors) {
+        DEPTHLAB_CHECK(key.starts_with(tensor_prefix), usage_error, where, "tensor '", key, "' is not '", type(),
+                       ".<slot>.<parameter>'");
+        const std::string rest = key.substr(tensor_prefix.size());
+        const std::size_t dot = rest.find('.');
+        const std::string slot = dot == std::string::npos ? rest : rest.substr(0, dot);
+        const auto sk = std::find(slots.begin(), slots.end(), slot);
+        DEPTHLAB_CHECK(dot != std::string::npos && sk != slots.end(), usage_error, where, "tensor '", key, "': '", slot,
+                       "' is not a state slot of ", type());
+        const std::string name = rest.substr(dot + 1);
+        const std::size_t i = find_param(name);
+        DEPTHLAB_CHECK(i < params_.size(), usage_error, where, "tensor '", key, "' names no parameter of this optimiser");
+        const auto k = static_cast<std::size_t>(sk - slots.begin());
+        DEPTHLAB_CHECK(found[i][k] == nullptr, usage_error, where, "tensor '", key, "' appears twice");
+        DEPTHLAB_CHECK(t.defined(), usage_error, where, "tensor '", key, "' is undefined");
+        DEPTHLAB_CHECK(t.shape() == params_[i].var.value().shape(), shape_error, where, "tensor '", key, "' has shape ", t.shape(),
+                       " but parameter '", name, "' has shape ", params_[i].var.value().shape());
+        DEPTHLAB_CHECK(steps[i] > 0, usage_error, where, "tensor '", key, "' given but scalar '", step_prefix, name,
+                       "' (the parameter's step count) is missing");
+        check_state_values(where, key, t, slot_is_nonnegative(k));
+        found[i][k] = &t;
+    }
+    for (std::size_t i = 0; i < params_.size(); ++i)
+        for (std::size_t k = 0; k < slots.size(); ++k)
+            DEPTHLAB_CHECK(steps[i] == 0 || found[i][k] != nullptr, usage_error, where, "missing tensor '", tensor_prefix,
+                           slots[k], ".", params_[i].name, "' (parameter '", params_[i].name, "' has taken ", steps[i],
+                           " steps)");
+
+    // All checked: apply.
+    for (std::size_t i = 0; i < params_.size(); ++i) {
+        Param& p = params_[i];
+        p.steps = steps[i];
+        p.slots.assign(slots.size(), tensor_type());
+        if (steps[i] == 0) continue;
+        for (std::size_t k = 0; k < slots.size(); ++k) {
+            p.slots[k] = tensor_type::empty(found[i][k]->shape());
+            p.slots[k].copy_(*found[i][k]);
+        }
+    }
+    step_count_ = step;
+    lr_ = lr;
+}
+
+template <class T, class B>
+Optimizer<T, B>::Optimizer(const named_parameters<T, B>& params, double lr, double weight_decay, const name_predicate& exclude_from_decay,
+                           const std::string& type_name) {
+    DEPTHLAB_CHECK(!params.empty(), usage_error, type_name, ": empty parameter list");
+    DEPTHLAB_CHECK(std::isfinite(lr) && lr >= 0, usage_error, type_name, ": learning rate must be finite and >= 0, got ", lr);
+    DEPTHLAB_CHECK(std::isfinite(weight_decay) && weight_decay >= 0, usage_error, type_name,
+                   ": weight decay must be finite and >= 0, got ", weight_decay);
+    lr_ = lr;
+    groups_ = {ParamGroup{"decay", weight_decay, {}}, ParamGroup{"no_decay", 0.0, {}}};
+    std::unordered_set<const void*> seen_nodes;
+    std::set<std::string> seen_names;
+    for (const auto& [name, var] : params) {
+        DEPTHLAB_CHECK(var.defined(), usage_error, type_name, ": parameter '", name, "' is an undefined Var");
+        DEPTHLAB_CHECK(seen_names.insert(name).second, usage_error, type_name, ": parameter name '", name, "' appears twice");
+        if (!seen_nodes.insert(var.node_ptr().get()).second) continue;  // the same Var under another name
+        Param p;
+        p.name = name;
+        p.var = var;
+        p.decay_excluded = exclude_from_decay ? exclude_from_decay(name) : false;
+        p.group = p.decay_excluded ? 1 : 0;
+        groups_[p.group].params.push_back(params_.size());
+        params_.push_back(std::move(p));
+    }
+}
+
+template <class T, class B>
+typename Optimizer<T, B>::state_scalar_map Optimizer<T, B>::state_scalars() const {
+    state_scalar_map out;
+    out["optimizer"] = type();
+    out["step"] = std::to_string(step_count_);
+    out["lr"] = detail::format_double(lr_);
+    for (const Param& p : params_)
+        if (p.steps > 0) out[type() + ".step." + p.name] = std::to_string(p.steps);
+    for (const auto& [k, v] : hyperparameters()) out[type() + ".hparam." + k] = detail::format_double(v);
+    return out;
+}
+
+template <class T, class B>
+typename Optimizer<T, B>::state_tensor_list Optimizer<T, B>::state_tensors() const {
+    state_tensor_list out;
+    const auto slots = slot_names();
+    for (const Param& p : params_) {
+        if (p.steps == 0) continue;
+        for (std::size_t k = 0; k < slots.size(); ++k) out.emplace_back(type() + "." + slots[k] + "." + p.name, p.slots[k]);
+    }
+    return out;
+}
 
 }  // namespace depthlab::optim

@@ -100,66 +100,14 @@ public:
 
     /// Writes the checkpoint atomically. A non-finite parameter or state tensor is refused
     /// (numeric_error) and the file on disk, the last good checkpoint, is left as it was.
-    void save(const nn::Module<T, B>& model, const optim::Optimizer<T, B>* opt, std::int64_t step) const {
-        DEPTHLAB_CHECK(step >= 0, usage_error, "checkpointer::save: step ", step, " < 0");
-        const std::vector<std::uint64_t> ranks_rng = gather_generators();
-        if (comm_ && !comm_->is_root()) return;
-        io::training_state<T, B> st;
-        st.metadata = metadata_;
-        if (opt) st.add_section("optim", opt->state_tensors(), opt->state_scalars());
-        for (const auto& s : sections_) st.add_section(s.name, s.save());
-        st.set_u64("step", static_cast<std::uint64_t>(step));
-        for (const auto& [name, g] : generators_) st.set_generator("rng." + name, *g);
-        for (int r = 1; comm_ && r < comm_->size(); ++r)
-            for (std::size_t i = 0; i < generators_.size(); ++i) {
-                const std::string key = rank_key(generators_[i].first, r);
-                const std::size_t at = 2 * (static_cast<std::size_t>(r) * generators_.size() + i);
-                st.set_u64(key + ".seed", ranks_rng[at]);
-                st.set_u64(key + ".offset", ranks_rng[at + 1]);
-            }
-        for (const auto& s : streams_)
-            for (const auto& [k, v] : s.save()) st.metadata[s.name + "." + k] = v;
-        io::save_checkpoint(path_, model, st);
-    }
+    void save(const nn::Module<T, B>& model, const optim::Optimizer<T, B>* opt, std::int64_t step) const;
     /// Reads `path` (default: this checkpointer's) into the model, the optimiser (if given),
     /// every tracked generator, stream and section, and metadata(); returns the step. Throws
     /// io_error naming the file and the first missing or bad key. The parameters are checked
     /// in full before the model changes, and so is the optimiser state before the optimiser
     /// changes; a failure after the parameters loaded (a bad optimiser state, a missing
     /// stream) leaves the model loaded: treat the objects as unusable and stop.
-    std::int64_t load(nn::Module<T, B>& model, optim::Optimizer<T, B>* opt, const std::string& path = {}) {
-        const std::string& from = path.empty() ? path_ : path;
-        const io::training_state<T, B> st = io::load_checkpoint(from, model);
-        if (opt) opt->load_state(st.section_tensors("optim"), st.section_metadata("optim"), from);
-        for (const auto& s : sections_) {
-            const auto ts = st.section_tensors(s.name);
-            DEPTHLAB_CHECK(!ts.empty(), io_error, from, ": no tensors of section '", s.name, "'");
-            s.restore(ts);
-        }
-        const int rank = comm_ ? comm_->rank() : 0;
-        for (const auto& [name, g] : generators_) {
-            const std::string own = rank_key(name, rank);
-            if (rank > 0 && st.metadata.count(own + ".seed")) {
-                st.restore_generator(own, *g);
-            } else {
-                st.restore_generator("rng." + name, *g);
-                if (rank > 0) dist::own_stream_per_rank(*g, *comm_);  // (a file from fewer ranks: a stream of its own all the same)
-            }
-        }
-        for (const auto& s : streams_) {
-            const io::metadata_map m = st.section_metadata(s.name);
-            DEPTHLAB_CHECK(!m.empty(), io_error, from, ": no metadata '", s.name, ".*' (the stream's position)");
-            try {
-                s.restore(m);
-            } catch (const io_error& e) {
-                throw io_error(depthlab::detail::cat(from, ": ", e.what()));
-            }
-        }
-        metadata_.clear();  // the free metadata: everything this class does not write itself
-        for (const auto& [k, v] : st.metadata)
-            if (!owned(k)) metadata_.emplace(k, v);
-        return static_cast<std::int64_t>(st.get_u64("step"));
-    }
+    std::int64_t load(nn::Module<T, B>& model, optim::Optimizer<T, B>* opt, const std::string& path = {});
 
 private:
     static std::string rank_key(const std::string& name, int rank) { return "rng." + name + ".rank" + std::to_string(rank); }
@@ -205,5 +153,65 @@ private:
     std::vector<section> sections_;
     std::vector<std::string> claimed_;
 };
+
+// Defined outside the class body, so not inline: under DEPTHLAB_COMPILED a program calls the
+// library's copy instead of compiling it again (include/depthlab/compiled.hpp).
+template <class T, class B>
+void checkpointer<T, B>::save(const nn::Module<T, B>& model, const optim::Optimizer<T, B>* opt, std::int64_t step) const {
+    DEPTHLAB_CHECK(step >= 0, usage_error, "checkpointer::save: step ", step, " < 0");
+    const std::vector<std::uint64_t> ranks_rng = gather_generators();
+    if (comm_ && !comm_->is_root()) return;
+    io::training_state<T, B> st;
+    st.metadata = metadata_;
+    if (opt) st.add_section("optim", opt->state_tensors(), opt->state_scalars());
+    for (const auto& s : sections_) st.add_section(s.name, s.save());
+    st.set_u64("step", static_cast<std::uint64_t>(step));
+    for (const auto& [name, g] : generators_) st.set_generator("rng." + name, *g);
+    for (int r = 1; comm_ && r < comm_->size(); ++r)
+        for (std::size_t i = 0; i < generators_.size(); ++i) {
+            const std::string key = rank_key(generators_[i].first, r);
+            const std::size_t at = 2 * (static_cast<std::size_t>(r) * generators_.size() + i);
+            st.set_u64(key + ".seed", ranks_rng[at]);
+            st.set_u64(key + ".offset", ranks_rng[at + 1]);
+        }
+    for (const auto& s : streams_)
+        for (const auto& [k, v] : s.save()) st.metadata[s.name + "." + k] = v;
+    io::save_checkpoint(path_, model, st);
+}
+
+template <class T, class B>
+std::int64_t checkpointer<T, B>::load(nn::Module<T, B>& model, optim::Optimizer<T, B>* opt, const std::string& path) {
+    const std::string& from = path.empty() ? path_ : path;
+    const io::training_state<T, B> st = io::load_checkpoint(from, model);
+    if (opt) opt->load_state(st.section_tensors("optim"), st.section_metadata("optim"), from);
+    for (const auto& s : sections_) {
+        const auto ts = st.section_tensors(s.name);
+        DEPTHLAB_CHECK(!ts.empty(), io_error, from, ": no tensors of section '", s.name, "'");
+        s.restore(ts);
+    }
+    const int rank = comm_ ? comm_->rank() : 0;
+    for (const auto& [name, g] : generators_) {
+        const std::string own = rank_key(name, rank);
+        if (rank > 0 && st.metadata.count(own + ".seed")) {
+            st.restore_generator(own, *g);
+        } else {
+            st.restore_generator("rng." + name, *g);
+            if (rank > 0) dist::own_stream_per_rank(*g, *comm_);  // (a file from fewer ranks: a stream of its own all the same)
+        }
+    }
+    for (const auto& s : streams_) {
+        const io::metadata_map m = st.section_metadata(s.name);
+        DEPTHLAB_CHECK(!m.empty(), io_error, from, ": no metadata '", s.name, ".*' (the stream's position)");
+        try {
+            s.restore(m);
+        } catch (const io_error& e) {
+            throw io_error(depthlab::detail::cat(from, ": ", e.what()));
+        }
+    }
+    metadata_.clear();  // the free metadata: everything this class does not write itself
+    for (const auto& [k, v] : st.metadata)
+        if (!owned(k)) metadata_.emplace(k, v);
+    return static_cast<std::int64_t>(st.get_u64("step"));
+}
 
 }  // namespace depthlab::train

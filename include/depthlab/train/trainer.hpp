@@ -147,123 +147,13 @@ public:
 
     /// With options().resume, loads <out>/checkpoint.safetensors into everything tracked and
     /// returns the step it holds (else 0, and a fresh run's metrics.jsonl starts empty).
-    std::int64_t restore() {
-        if (!o_.resume) return step_;
-        DEPTHLAB_CHECK(std::filesystem::exists(ckpt_.path()), io_error, "trainer: resume: no checkpoint at ", ckpt_.path());
-        step_ = ckpt_.load(model_, &opt_);
-        last_saved_ = step_;
-        restored_ = true;
-        if (is_root()) {
-            std::printf("resumed from %s at step %lld\n", ckpt_.path().c_str(), static_cast<long long>(step_));
-            const auto& m = ckpt_.metadata();
-            const auto was = [&](const char* k) { const auto it = m.find(k); return it == m.end() ? std::string() : it->second; };
-            if (!was("dist.ranks").empty() &&
-                (was("dist.ranks") != std::to_string(comm_->size()) || was("dist.accumulate") != std::to_string(o_.accumulate)))
-                std::printf("note: the checkpoint was written by %s rank(s) x accumulate %s, this run has %d x %lld: the global batch "
-                            "and each rank's share of it change from here on\n", was("dist.ranks").c_str(), was("dist.accumulate").c_str(),
-                            comm_->size(), static_cast<long long>(o_.accumulate));
-        }
-        return step_;
-    }
+    std::int64_t restore();
     /// Writes the checkpoint now (no-op without an output directory). Collective in a
     /// data-parallel run (rank 0 writes, with every rank's tracked generators).
-    void save() {
-        if (ckpt_.path().empty()) return;
-        ckpt_.metadata()["dist.ranks"] = std::to_string(comm_->size());  // (a resume on other ranks says so)
-        ckpt_.metadata()["dist.accumulate"] = std::to_string(o_.accumulate);
-        ckpt_.save(model_, &opt_, step_);
-        last_saved_ = step_;
-    }
+    void save();
 
     /// Trains up to options().steps; `next` gives one micro-batch (forward pass included).
-    fit_result fit(const std::function<micro_batch<T, B>()>& next) {
-        const dist::shard_of shard = this->shard();
-        DEPTHLAB_CHECK(shard.world == 1 || skip, usage_error, "trainer: a data-parallel run (", shard.world,
-                       " ranks) needs the `skip` hook: each rank skips the micro-batches of the others");
-        if (o_.resume && !restored_) restore();
-        const auto params = dist::distinct_parameters(opt_.parameters());
-        dist::broadcast_parameters(*comm_, params);
-        fit_result r;
-        r.first_step = step_;
-        meter_.emplace(o_.steps, step_, is_root() ? metrics_path() : std::string());
-        const auto start = std::chrono::steady_clock::now();
-        const auto minutes = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / 60.0; };
-        log_values sums;
-        std::int64_t counted = 0, tokens = 0;
-        double gnorm = 0;
-        // Accumulation and data parallelism sum per-micro-batch gradients in fixed-order buckets.
-        std::optional<dist::gradient_buckets<T, B>> buckets;
-        if (shard.micro_batches() > 1) buckets.emplace(*comm_, params);
-        const double loss_scale = 1.0 / static_cast<double>(shard.micro_batches());
-        model_.train();
-        while (step_ < o_.steps) {
-            try {
-                if (before_step) before_step(step_);
-                opt_.zero_grad();
-                if (buckets) buckets->zero();
-                for (std::int64_t i = 0; i < shard.before(); ++i) skip();
-                std::string failed;  // a numeric error of this rank (distributed: every rank stops at the all-reduce)
-                for (std::int64_t a = 0; a < o_.accumulate; ++a) {
-                    try {
-                        micro_batch<T, B> mb = next();
-                        const Var<T, B> loss = buckets ? scale(mb.loss, static_cast<T>(loss_scale)) : mb.loss;
-                        loss.backward();
-                        if (buckets) buckets->add_gradients();
-                        add_means(sums, mb, counted == 0);
-                        ++counted;
-                        tokens += mb.tokens;
-                    } catch (const numeric_error& e) {
-                        if (shard.world == 1) throw;
-                        failed = depthlab::detail::cat("rank ", shard.rank, ": ", e.what());
-                        break;
-                    }
-                }
-                for (std::int64_t i = 0; i < shard.after(); ++i) skip();
-                if (buckets && buckets->finish(!failed.empty()))
-                    throw numeric_error(failed.empty() ? std::string("a non-finite value on another rank") : failed);
-                gnorm = o_.clip > 0 ? optim::clip_grad_norm(opt_.parameters(), o_.clip) : 0.0;
-                if (schedule) opt_.set_lr(schedule(step_));
-                opt_.step();
-            } catch (const numeric_error& e) {
-                throw numeric_error(depthlab::detail::cat("trainer: step ", step_ + 1, ": ", e.what(), "; training stopped",
-                                                          last_saved_ >= 0 ? depthlab::detail::cat("; the last checkpoint (step ", last_saved_, ", ",
-                                                                                                   ckpt_.path(), ") is kept")
-                                                                           : std::string()));
-            }
-            ++step_;
-            const bool out_of_time = time_is_up(minutes());
-            if (step_ % o_.log_every == 0 || step_ == o_.steps || out_of_time) {
-                all_ranks(sums, counted, tokens);
-                log_values line;
-                for (const auto& [k, v] : sums) line.emplace_back(k, v / static_cast<double>(counted));
-                if (log_extra)
-                    for (auto& kv : log_extra(step_)) line.push_back(std::move(kv));
-                if (o_.clip > 0) line.emplace_back("grad_norm", gnorm);
-                line.emplace_back("lr", opt_.lr());
-                if (is_root()) meter_->report(step_, line);
-                if (on_log) on_log(step_, line);
-                r.last_log = line;
-                sums.clear();
-                counted = 0;
-            }
-            if (o_.eval_every > 0 && step_ % o_.eval_every == 0 && step_ < o_.steps && !out_of_time) run_evaluation(false);
-            if (step_ % o_.save_every == 0 || step_ == o_.steps || out_of_time) save();
-            if (out_of_time) {
-                if (is_root())
-                    std::printf("training stopped by the time budget (%g minutes) at step %lld\n", o_.max_train_minutes,
-                                static_cast<long long>(step_));
-                r.stopped_by_time = true;
-                break;
-            }
-        }
-        all_ranks(sums, counted, tokens);  // (tokens of steps after the last line)
-        r.steps = step_;
-        r.seconds = minutes() * 60.0;
-        r.tokens_per_s = meter_->tokens_per_second();
-        run_evaluation(true);
-        model_.eval();
-        return r;
-    }
+    fit_result fit(const std::function<micro_batch<T, B>()>& next);
 
 private:
     /// Whether the time budget is spent: rank 0's clock decides for every rank (ranks that
@@ -276,44 +166,9 @@ private:
     }
     /// Turns this rank's sums of logged values, micro-batch count and tokens since the last
     /// line into those of every rank (in place), and counts the tokens.
-    void all_ranks(log_values& sums, std::int64_t& counted, std::int64_t& tokens) {
-        if (comm_->distributed()) {
-            std::vector<double> v;
-            for (const auto& kv : sums) v.push_back(kv.second);
-            v.push_back(static_cast<double>(counted));
-            v.push_back(static_cast<double>(tokens));
-            comm_->host_side().all_reduce(v.data(), v.size(), dist::reduce_op::sum);
-            for (std::size_t i = 0; i < sums.size(); ++i) sums[i].second = v[i];
-            counted = static_cast<std::int64_t>(v[sums.size()]);
-            tokens = static_cast<std::int64_t>(v[sums.size() + 1]);
-        }
-        meter_->add_tokens(tokens);
-        tokens = 0;
-    }
-    void add_means(log_values& sums, const micro_batch<T, B>& mb, bool first) {
-        std::size_t i = 0;
-        auto add = [&](const std::string& k, double v) {
-            if (first) sums.emplace_back(k, v);
-            else {
-                DEPTHLAB_CHECK(i < sums.size() && sums[i].first == k, usage_error, "trainer: micro-batches log different values ('", k, "')");
-                sums[i].second += v;
-            }
-            ++i;
-        };
-        for (const auto& [k, v] : mb.logged) add(k, static_cast<double>(checked_item(v)));  // the one read per value and micro-batch
-        for (const auto& [k, v] : mb.host_logged) add(k, v);
-    }
-    void run_evaluation(bool final) {
-        if (!evaluate) return;
-        model_.eval();
-        nlohmann::ordered_json rec;
-        {
-            no_grad guard;
-            rec = evaluate(step_, final);
-        }
-        if (!rec.is_null() && is_root()) meter_->record(step_, rec);
-        model_.train();
-    }
+    void all_ranks(log_values& sums, std::int64_t& counted, std::int64_t& tokens);
+    void add_means(log_values& sums, const micro_batch<T, B>& mb, bool first);
+    void run_evaluation(bool final);
 
     nn::Module<T, B>& model_;
     optim::Optimizer<T, B>& opt_;
@@ -324,5 +179,173 @@ private:
     std::int64_t step_ = 0, last_saved_ = -1;
     bool restored_ = false;
 };
+
+// The members below are defined outside the class body so that they are not inline: under
+// DEPTHLAB_COMPILED a program that uses Trainer<float> calls the library's copies instead of
+// instantiating and optimising the whole training loop (checkpoints, JSON, progress lines)
+// again (include/depthlab/compiled.hpp).
+
+template <class T, class B>
+std::int64_t Trainer<T, B>::restore() {
+    if (!o_.resume) return step_;
+    DEPTHLAB_CHECK(std::filesystem::exists(ckpt_.path()), io_error, "trainer: resume: no checkpoint at ", ckpt_.path());
+    step_ = ckpt_.load(model_, &opt_);
+    last_saved_ = step_;
+    restored_ = true;
+    if (is_root()) {
+        std::printf("resumed from %s at step %lld\n", ckpt_.path().c_str(), static_cast<long long>(step_));
+        const auto& m = ckpt_.metadata();
+        const auto was = [&](const char* k) { const auto it = m.find(k); return it == m.end() ? std::string() : it->second; };
+        if (!was("dist.ranks").empty() &&
+            (was("dist.ranks") != std::to_string(comm_->size()) || was("dist.accumulate") != std::to_string(o_.accumulate)))
+            std::printf("note: the checkpoint was written by %s rank(s) x accumulate %s, this run has %d x %lld: the global batch "
+                        "and each rank's share of it change from here on\n", was("dist.ranks").c_str(), was("dist.accumulate").c_str(),
+                        comm_->size(), static_cast<long long>(o_.accumulate));
+    }
+    return step_;
+}
+
+template <class T, class B>
+void Trainer<T, B>::save() {
+    if (ckpt_.path().empty()) return;
+    ckpt_.metadata()["dist.ranks"] = std::to_string(comm_->size());  // (a resume on other ranks says so)
+    ckpt_.metadata()["dist.accumulate"] = std::to_string(o_.accumulate);
+    ckpt_.save(model_, &opt_, step_);
+    last_saved_ = step_;
+}
+
+template <class T, class B>
+fit_result Trainer<T, B>::fit(const std::function<micro_batch<T, B>()>& next) {
+    const dist::shard_of shard = this->shard();
+    DEPTHLAB_CHECK(shard.world == 1 || skip, usage_error, "trainer: a data-parallel run (", shard.world,
+                   " ranks) needs the `skip` hook: each rank skips the micro-batches of the others");
+    if (o_.resume && !restored_) restore();
+    const auto params = dist::distinct_parameters(opt_.parameters());
+    dist::broadcast_parameters(*comm_, params);
+    fit_result r;
+    r.first_step = step_;
+    meter_.emplace(o_.steps, step_, is_root() ? metrics_path() : std::string());
+    const auto start = std::chrono::steady_clock::now();
+    const auto minutes = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / 60.0; };
+    log_values sums;
+    std::int64_t counted = 0, tokens = 0;
+    double gnorm = 0;
+    // Accumulation and data parallelism sum per-micro-batch gradients in fixed-order buckets.
+    std::optional<dist::gradient_buckets<T, B>> buckets;
+    if (shard.micro_batches() > 1) buckets.emplace(*comm_, params);
+    const double loss_scale = 1.0 / static_cast<double>(shard.micro_batches());
+    model_.train();
+    while (step_ < o_.steps) {
+        try {
+            if (before_step) before_step(step_);
+            opt_.zero_grad();
+            if (buckets) buckets->zero();
+            for (std::int64_t i = 0; i < shard.before(); ++i) skip();
+            std::string failed;  // a numeric error of this rank (distributed: every rank stops at the all-reduce)
+            for (std::int64_t a = 0; a < o_.accumulate; ++a) {
+                try {
+                    micro_batch<T, B> mb = next();
+                    const Var<T, B> loss = buckets ? scale(mb.loss, static_cast<T>(loss_scale)) : mb.loss;
+                    loss.backward();
+                    if (buckets) buckets->add_gradients();
+                    add_means(sums, mb, counted == 0);
+                    ++counted;
+                    tokens += mb.tokens;
+                } catch (const numeric_error& e) {
+                    if (shard.world == 1) throw;
+                    failed = depthlab::detail::cat("rank ", shard.rank, ": ", e.what());
+                    break;
+                }
+            }
+            for (std::int64_t i = 0; i < shard.after(); ++i) skip();
+            if (buckets && buckets->finish(!failed.empty()))
+                throw numeric_error(failed.empty() ? std::string("a non-finite value on another rank") : failed);
+            gnorm = o_.clip > 0 ? optim::clip_grad_norm(opt_.parameters(), o_.clip) : 0.0;
+            if (schedule) opt_.set_lr(schedule(step_));
+            opt_.step();
+        } catch (const numeric_error& e) {
+            throw numeric_error(depthlab::detail::cat("trainer: step ", step_ + 1, ": ", e.what(), "; training stopped",
+                                                      last_saved_ >= 0 ? depthlab::detail::cat("; the last checkpoint (step ", last_saved_, ", ",
+                                                                                               ckpt_.path(), ") is kept")
+                                                                       : std::string()));
+        }
+        ++step_;
+        const bool out_of_time = time_is_up(minutes());
+        if (step_ % o_.log_every == 0 || step_ == o_.steps || out_of_time) {
+            all_ranks(sums, counted, tokens);
+            log_values line;
+            for (const auto& [k, v] : sums) line.emplace_back(k, v / static_cast<double>(counted));
+            if (log_extra)
+                for (auto& kv : log_extra(step_)) line.push_back(std::move(kv));
+            if (o_.clip > 0) line.emplace_back("grad_norm", gnorm);
+            line.emplace_back("lr", opt_.lr());
+            if (is_root()) meter_->report(step_, line);
+            if (on_log) on_log(step_, line);
+            r.last_log = line;
+            sums.clear();
+            counted = 0;
+        }
+        if (o_.eval_every > 0 && step_ % o_.eval_every == 0 && step_ < o_.steps && !out_of_time) run_evaluation(false);
+        if (step_ % o_.save_every == 0 || step_ == o_.steps || out_of_time) save();
+        if (out_of_time) {
+            if (is_root())
+                std::printf("training stopped by the time budget (%g minutes) at step %lld\n", o_.max_train_minutes,
+                            static_cast<long long>(step_));
+            r.stopped_by_time = true;
+            break;
+        }
+    }
+    all_ranks(sums, counted, tokens);  // (tokens of steps after the last line)
+    r.steps = step_;
+    r.seconds = minutes() * 60.0;
+    r.tokens_per_s = meter_->tokens_per_second();
+    run_evaluation(true);
+    model_.eval();
+    return r;
+}
+
+template <class T, class B>
+void Trainer<T, B>::all_ranks(log_values& sums, std::int64_t& counted, std::int64_t& tokens) {
+    if (comm_->distributed()) {
+        std::vector<double> v;
+        for (const auto& kv : sums) v.push_back(kv.second);
+        v.push_back(static_cast<double>(counted));
+        v.push_back(static_cast<double>(tokens));
+        comm_->host_side().all_reduce(v.data(), v.size(), dist::reduce_op::sum);
+        for (std::size_t i = 0; i < sums.size(); ++i) sums[i].second = v[i];
+        counted = static_cast<std::int64_t>(v[sums.size()]);
+        tokens = static_cast<std::int64_t>(v[sums.size() + 1]);
+    }
+    meter_->add_tokens(tokens);
+    tokens = 0;
+}
+
+template <class T, class B>
+void Trainer<T, B>::add_means(log_values& sums, const micro_batch<T, B>& mb, bool first) {
+    std::size_t i = 0;
+    auto add = [&](const std::string& k, double v) {
+        if (first) sums.emplace_back(k, v);
+        else {
+            DEPTHLAB_CHECK(i < sums.size() && sums[i].first == k, usage_error, "trainer: micro-batches log different values ('", k, "')");
+            sums[i].second += v;
+        }
+        ++i;
+    };
+    for (const auto& [k, v] : mb.logged) add(k, static_cast<double>(checked_item(v)));  // the one read per value and micro-batch
+    for (const auto& [k, v] : mb.host_logged) add(k, v);
+}
+
+template <class T, class B>
+void Trainer<T, B>::run_evaluation(bool final) {
+    if (!evaluate) return;
+    model_.eval();
+    nlohmann::ordered_json rec;
+    {
+        no_grad guard;
+        rec = evaluate(step_, final);
+    }
+    if (!rec.is_null() && is_root()) meter_->record(step_, rec);
+    model_.train();
+}
 
 }  // namespace depthlab::train

@@ -247,6 +247,18 @@ void gemm(const gemm_args& g, float alpha, const In* a, const In* b, float beta,
 
 }  // namespace onednn
 #endif
+/// k = 0, an empty sum: C = beta C, or the bias broadcast over the rows (gemm_bias).
+template <class T>
+void gemm_empty_k(const gemm_args& g, T beta, T* c, const T* bias) {
+    for (index_t j = 0; j < g.batch2; ++j)
+        for (index_t i = 0; i < g.batch; ++i) {
+            T* c0 = c + j * g.stride_c2 + i * g.stride_c;
+            for (index_t r = 0; r < g.m; ++r) {
+                T* row = c0 + r * g.ldc;
+                for (index_t col = 0; col < g.n; ++col) row[col] = bias ? bias[col] : beta == T(0) ? T(0) : beta * row[col];
+            }
+        }
+}
 
 /// One GEMM, by oneDNN (float, or bf16 inputs with a float output) or Eigen; `serial`:
 /// planned and run on one thread (some oneDNN implementations and Eigen choose their
@@ -267,13 +279,15 @@ void gemm_backend(const gemm_args& g, T alpha, const In* a, const In* b, T beta,
     } else {
 #if defined(DEPTHLAB_HAVE_ONEDNN)
         if constexpr (std::is_same_v<T, float>) {
-            if (g.k > 0) {
-                onednn::gemm(g, alpha, a, b, beta, c, serial, bias);
-                return;
-            }
-        }
+            // (an `else` branch of its own: Eigen's float product, 1-2 s of compile time in
+            // every translation unit, is then never instantiated when oneDNN does the work)
+            if (g.k > 0) onednn::gemm(g, alpha, a, b, beta, c, serial, bias);
+            else gemm_empty_k(g, beta, c, bias);
+        } else
 #endif
-        gemm_eigen(g, alpha, a, b, beta, c, bias);
+        {
+            gemm_eigen(g, alpha, a, b, beta, c, bias);
+        }
     }
 }
 
