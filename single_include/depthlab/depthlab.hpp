@@ -2811,15 +2811,7 @@ Var<T, B> albert_sop_logits(const Var<T, B>& hidden, const Linear<T, B>& pooler,
 template <class T, class B = backend::cpu, class Tying = tied>
 class Albert : public Module<T, B> {
 public:
-    explicit Albert(const albert_config& c, std::uint64_t seed = 0) : cfg(c), gen_(seed) {
-        embeddings = &this->register_module("embeddings", std::make_unique<AlbertEmbeddings<T, B>>(c, gen_));
-        encoder = &this->register_module("encoder", std::make_unique<Stack<EncoderLayer<T, B>, Tying, T, B>>(c.depth, c.layer, gen_));
-        mlm_dense = &this->register_module("mlm.dense", std::make_unique<Linear<T, B>>(c.layer.dim, c.embed, gen_, c.layer.init));
-        mlm_norm = &this->register_module("mlm.norm", std::make_unique<LayerNorm<T, B>>(c.embed, c.layer.ln_eps));
-        mlm_bias = this->register_parameter("mlm.bias", Tensor<T, B>::zeros({c.vocab}));
-        pooler = &this->register_module("pooler", std::make_unique<Linear<T, B>>(c.layer.dim, c.layer.dim, gen_, c.layer.init));
-        sop = &this->register_module("sop_classifier", std::make_unique<Linear<T, B>>(c.layer.dim, 2, gen_, c.layer.init));
-    }
+    explicit Albert(const albert_config& c, std::uint64_t seed = 0);
     /// Hidden states (B, T, H) after `iterations` layers (default: the configured depth).
     Var<T, B> encode(const token_batch& b, int iterations = -1) const {
         return encoder->forward(iterations, (*embeddings)(b), padding_mask<T, B>(b.lengths, b.length));
@@ -2848,6 +2840,19 @@ public:
 private:
     mutable Generator gen_;  // mutable: the const forward passes draw dropout masks from it (as the layers do through their pointer)
 };
+
+// Defined outside the class body, so not inline: under DEPTHLAB_COMPILED a program calls the
+// library's copy instead of compiling it again (include/depthlab/compiled.hpp).
+template <class T, class B, class Tying>
+Albert<T, B, Tying>::Albert(const albert_config& c, std::uint64_t seed) : cfg(c), gen_(seed) {
+    embeddings = &this->register_module("embeddings", std::make_unique<AlbertEmbeddings<T, B>>(c, gen_));
+    encoder = &this->register_module("encoder", std::make_unique<Stack<EncoderLayer<T, B>, Tying, T, B>>(c.depth, c.layer, gen_));
+    mlm_dense = &this->register_module("mlm.dense", std::make_unique<Linear<T, B>>(c.layer.dim, c.embed, gen_, c.layer.init));
+    mlm_norm = &this->register_module("mlm.norm", std::make_unique<LayerNorm<T, B>>(c.embed, c.layer.ln_eps));
+    mlm_bias = this->register_parameter("mlm.bias", Tensor<T, B>::zeros({c.vocab}));
+    pooler = &this->register_module("pooler", std::make_unique<Linear<T, B>>(c.layer.dim, c.layer.dim, gen_, c.layer.init));
+    sop = &this->register_module("sop_classifier", std::make_unique<Linear<T, B>>(c.layer.dim, 2, gen_, c.layer.init));
+}
 
 // ------------------------------------------------------------------ encoder-decoder
 struct seq2seq_config {
@@ -4138,14 +4143,7 @@ class Lamb : public Optimizer<T, B> {
     using base = Optimizer<T, B>;
 
 public:
-    Lamb(const named_parameters<T, B>& params, LambOptions opt = {})
-        : base(params, opt.lr, opt.weight_decay, opt.exclude_from_weight_decay, "lamb"), opt_(std::move(opt)) {
-        DEPTHLAB_CHECK(opt_.beta1 >= 0 && opt_.beta1 < 1, usage_error, "lamb: beta1 must be in [0, 1), got ", opt_.beta1);
-        DEPTHLAB_CHECK(opt_.beta2 >= 0 && opt_.beta2 < 1, usage_error, "lamb: beta2 must be in [0, 1), got ", opt_.beta2);
-        DEPTHLAB_CHECK(std::isfinite(opt_.eps) && opt_.eps >= 0, usage_error, "lamb: eps must be finite and >= 0, got ", opt_.eps);
-        for (const auto& p : this->params())
-            adapt_.push_back(opt_.exclude_from_adaptation ? !opt_.exclude_from_adaptation(p.name) : !p.decay_excluded);
-    }
+    Lamb(const named_parameters<T, B>& params, LambOptions opt = {});
 
     [[nodiscard]] std::string type() const override { return "lamb"; }
     [[nodiscard]] std::vector<std::string> slot_names() const override { return {"m", "v"}; }
@@ -4193,6 +4191,18 @@ private:
     std::vector<bool> adapt_;
     std::vector<Tensor<double, B>> norms_;  // per parameter: {||w||^2, ||u||^2} of its last update
 };
+
+// Defined outside the class body, so not inline: under DEPTHLAB_COMPILED a program calls the
+// library's copy instead of compiling it again (include/depthlab/compiled.hpp).
+template <class T, class B>
+Lamb<T, B>::Lamb(const named_parameters<T, B>& params, LambOptions opt)
+    : base(params, opt.lr, opt.weight_decay, opt.exclude_from_weight_decay, "lamb"), opt_(std::move(opt)) {
+    DEPTHLAB_CHECK(opt_.beta1 >= 0 && opt_.beta1 < 1, usage_error, "lamb: beta1 must be in [0, 1), got ", opt_.beta1);
+    DEPTHLAB_CHECK(opt_.beta2 >= 0 && opt_.beta2 < 1, usage_error, "lamb: beta2 must be in [0, 1), got ", opt_.beta2);
+    DEPTHLAB_CHECK(std::isfinite(opt_.eps) && opt_.eps >= 0, usage_error, "lamb: eps must be finite and >= 0, got ", opt_.eps);
+    for (const auto& p : this->params())
+        adapt_.push_back(opt_.exclude_from_adaptation ? !opt_.exclude_from_adaptation(p.name) : !p.decay_excluded);
+}
 
 }  // namespace depthlab::optim
 // ---- end depthlab/optim/lamb.hpp ----

@@ -44,14 +44,7 @@ class Lamb : public Optimizer<T, B> {
     using base = Optimizer<T, B>;
 
 public:
-    Lamb(const named_parameters<T, B>& params, LambOptions opt = {})
-        : base(params, opt.lr, opt.weight_decay, opt.exclude_from_weight_decay, "lamb"), opt_(std::move(opt)) {
-        DEPTHLAB_CHECK(opt_.beta1 >= 0 && opt_.beta1 < 1, usage_error, "lamb: beta1 must be in [0, 1), got ", opt_.beta1);
-        DEPTHLAB_CHECK(opt_.beta2 >= 0 && opt_.beta2 < 1, usage_error, "lamb: beta2 must be in [0, 1), got ", opt_.beta2);
-        DEPTHLAB_CHECK(std::isfinite(opt_.eps) && opt_.eps >= 0, usage_error, "lamb: eps must be finite and >= 0, got ", opt_.eps);
-        for (const auto& p : this->params())
-            adapt_.push_back(opt_.exclude_from_adaptation ? !opt_.exclude_from_adaptation(p.name) : !p.decay_excluded);
-    }
+    Lamb(const named_parameters<T, B>& params, LambOptions opt = {});
 
     [[nodiscard]] std::string type() const override { return "lamb"; }
     [[nodiscard]] std::vector<std::string> slot_names() const override { return {"m", "v"}; }
@@ -99,5 +92,17 @@ private:
     std::vector<bool> adapt_;
     std::vector<Tensor<double, B>> norms_;  // per parameter: {||w||^2, ||u||^2} of its last update
 };
+
+// Defined outside the class body, so not inline: under DEPTHLAB_COMPILED a program calls the
+// library's copy instead of compiling it again (include/depthlab/compiled.hpp).
+template <class T, class B>
+Lamb<T, B>::Lamb(const named_parameters<T, B>& params, LambOptions opt)
+    : base(params, opt.lr, opt.weight_decay, opt.exclude_from_weight_decay, "lamb"), opt_(std::move(opt)) {
+    DEPTHLAB_CHECK(opt_.beta1 >= 0 && opt_.beta1 < 1, usage_error, "lamb: beta1 must be in [0, 1), got ", opt_.beta1);
+    DEPTHLAB_CHECK(opt_.beta2 >= 0 && opt_.beta2 < 1, usage_error, "lamb: beta2 must be in [0, 1), got ", opt_.beta2);
+    DEPTHLAB_CHECK(std::isfinite(opt_.eps) && opt_.eps >= 0, usage_error, "lamb: eps must be finite and >= 0, got ", opt_.eps);
+    for (const auto& p : this->params())
+        adapt_.push_back(opt_.exclude_from_adaptation ? !opt_.exclude_from_adaptation(p.name) : !p.decay_excluded);
+}
 
 }  // namespace depthlab::optim
