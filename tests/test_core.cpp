@@ -409,6 +409,22 @@ TEST_CASE("matmul: empty batches and empty inner dimensions") {
     CHECK(r.value().to_vector() == std::vector<float>(24, 0.0f));
 }
 
+// k = 0 (an empty sum) in float does not reach Eigen when oneDNN is there (cpu::gemm_empty_k):
+// the bias is broadcast, beta scales C, beta 0 clears it.
+TEST_CASE("gemm: an empty inner dimension in float gives the bias, beta C or zeros") {
+    const float bias[3] = {1.0f, -2.0f, 0.5f};
+    std::vector<float> c(6, 7.0f);
+    cpu::gemm_bias(gemm_args{false, false, 2, 3, 0, 1, 3, 3}, static_cast<const float*>(nullptr),
+                   static_cast<const float*>(nullptr), bias, c.data());
+    CHECK(c == std::vector<float>{1.0f, -2.0f, 0.5f, 1.0f, -2.0f, 0.5f});
+    cpu::gemm(gemm_args{false, false, 2, 3, 0, 1, 3, 3}, 1.0f, static_cast<const float*>(nullptr),
+              static_cast<const float*>(nullptr), 2.0f, c.data());
+    CHECK(c == std::vector<float>{2.0f, -4.0f, 1.0f, 2.0f, -4.0f, 1.0f});
+    cpu::gemm(gemm_args{false, false, 2, 3, 0, 1, 3, 3}, 1.0f, static_cast<const float*>(nullptr),
+              static_cast<const float*>(nullptr), 0.0f, c.data());
+    CHECK(c == std::vector<float>(6, 0.0f));
+}
+
 TEST_CASE("autodiff: tied weights accumulate, DAGs, retain_grad, no_grad") {
     Generator gen(9);
     using V = Var<double>;
