@@ -8185,8 +8185,21 @@ using depthlab::gemm_args;
 using depthlab::check_gemm;
 using depthlab::check_gemm_bias;
 
-/// Eigen path: any scalar type; batches in parallel when they are many and small. A bias
-/// (gemm_bias: alpha 1, beta 0) is written into C first and the product accumulated on it.
+/// One C matrix made ready for a product to be accumulated on it: the bias in every row
+/// (gemm_bias: alpha 1, beta 0), else beta C (cleared when beta is 0: C may hold garbage).
+/// With k = 0 (an empty sum) this is the whole product.
+template <class T>
+void gemm_prepare_c(const gemm_args& g, T beta, T* c, const T* bias) {
+    for (index_t r = 0; r < g.m; ++r) {
+        T* row = c + r * g.ldc;
+        if (bias) std::copy(bias, bias + g.n, row);
+        else if (beta == T(0)) std::fill(row, row + g.n, T(0));
+        else if (beta != T(1))
+            for (index_t col = 0; col < g.n; ++col) row[col] *= beta;
+    }
+}
+
+/// Eigen path: any scalar type; batches in parallel when they are many and small.
 template <class T>
 void gemm_eigen(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c, const T* bias = nullptr) {
     using Mat = Eigen::Matrix<T, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
@@ -8199,11 +8212,9 @@ void gemm_eigen(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* 
         T* c0 = c + j * g.stride_c2;
         const CMap A(a0 + i * g.stride_a, g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, Eigen::OuterStride<>(g.lda));
         const CMap Bm(b0 + i * g.stride_b, g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, Eigen::OuterStride<>(g.ldb));
-        MMap C(c0 + i * g.stride_c, g.m, g.n, Eigen::OuterStride<>(g.ldc));
-        if (bias) C.rowwise() = Eigen::Map<const Eigen::Matrix<T, 1, Eigen::Dynamic>>(bias, g.n);
-        else if (beta == T(0)) C.setZero();
-        else if (beta != T(1)) C *= beta;
+        gemm_prepare_c(g, beta, c0 + i * g.stride_c, bias);
         if (g.k == 0) return;
+        MMap C(c0 + i * g.stride_c, g.m, g.n, Eigen::OuterStride<>(g.ldc));
         if (!g.trans_a && !g.trans_b) C.noalias() += alpha * (A * Bm);
         else if (g.trans_a && !g.trans_b) C.noalias() += alpha * (A.transpose() * Bm);
         else if (!g.trans_a && g.trans_b) C.noalias() += alpha * (A * Bm.transpose());
@@ -8388,17 +8399,11 @@ void gemm(const gemm_args& g, float alpha, const In* a, const In* b, float beta,
 
 }  // namespace onednn
 #endif
-/// k = 0, an empty sum: C = beta C, or the bias broadcast over the rows (gemm_bias).
+/// k = 0, an empty sum: every C matrix of the batch made ready (gemm_prepare_c) and no more.
 template <class T>
 void gemm_empty_k(const gemm_args& g, T beta, T* c, const T* bias) {
     for (index_t j = 0; j < g.batch2; ++j)
-        for (index_t i = 0; i < g.batch; ++i) {
-            T* c0 = c + j * g.stride_c2 + i * g.stride_c;
-            for (index_t r = 0; r < g.m; ++r) {
-                T* row = c0 + r * g.ldc;
-                for (index_t col = 0; col < g.n; ++col) row[col] = bias ? bias[col] : beta == T(0) ? T(0) : beta * row[col];
-            }
-        }
+        for (index_t i = 0; i < g.batch; ++i) gemm_prepare_c(g, beta, c + j * g.stride_c2 + i * g.stride_c, bias);
 }
 
 /// One GEMM, by oneDNN (float, or bf16 inputs with a float output) or Eigen; `serial`:
@@ -13023,10 +13028,8 @@ private:
     bool restored_ = false;
 };
 
-// The members below are defined outside the class body so that they are not inline: under
-// DEPTHLAB_COMPILED a program that uses Trainer<float> calls the library's copies instead of
-// instantiating and optimising the whole training loop (checkpoints, JSON, progress lines)
-// again (include/depthlab/compiled.hpp).
+// Defined outside the class body, so not inline: under DEPTHLAB_COMPILED a program calls the
+// library's copy instead of compiling it again (include/depthlab/compiled.hpp).
 
 template <class T, class B>
 std::int64_t Trainer<T, B>::restore() {

@@ -180,10 +180,8 @@ private:
     bool restored_ = false;
 };
 
-// The members below are defined outside the class body so that they are not inline: under
-// DEPTHLAB_COMPILED a program that uses Trainer<float> calls the library's copies instead of
-// instantiating and optimising the whole training loop (checkpoints, JSON, progress lines)
-// again (include/depthlab/compiled.hpp).
+// Defined outside the class body, so not inline: under DEPTHLAB_COMPILED a program calls the
+// library's copy instead of compiling it again (include/depthlab/compiled.hpp).
 
 template <class T, class B>
 std::int64_t Trainer<T, B>::restore() {
