@@ -38,13 +38,19 @@ struct options {
     double lr = 5e-3, sop_dropout = 0, max_minutes = 0, tau = -1, halting_bias = NAN, mask_prob = 0.15, clip = 1.0, epsilon = 0.01, beta = 0.01, lambda_p = 0.2;
     std::string policy = "act", device = "cpu", precision = "auto", optimizer = "lamb";
     std::uint64_t seed = 1;
-    bool resume = false, dense = false, distributed = false, chunk_jitter = false;
+    bool resume = false, dense = false, distributed = false, chunk_jitter = false, schedule_by_time = false;
 };
 
 std::string fmt(double v, int d = 2) {
     char b[32];
     std::snprintf(b, sizeof b, "%.*f", d, v);
     return b;
+}
+
+/// What the warm-up, τ ramp and decay run over (train::trainer_options::schedule_by_time).
+std::string schedule_span(const options& o) {
+    if (!o.schedule_by_time) return std::to_string(o.steps) + " steps";
+    return std::to_string(o.steps) + " steps or " + fmt(o.max_minutes, 1) + " minutes, whichever ends first";
 }
 
 }  // namespace
@@ -93,8 +99,8 @@ int run(options o, dist::communicator& comm) {
 
         // ---- the training loop (train::Trainer: accumulation, clipping, logs, checkpoints, resume)
         train::Trainer<float, B> trainer(model, *opt, {.steps = o.steps, .accumulate = o.accum, .clip = o.clip, .log_every = o.log_every,
-                                                       .eval_every = o.eval_every, .save_every = o.save_every, .max_train_minutes = o.max_minutes, .out = o.out,
-                                                       .resume = o.resume, .comm = &comm});
+                                                       .eval_every = o.eval_every, .save_every = o.save_every, .max_train_minutes = o.max_minutes,
+                                                       .schedule_by_time = o.schedule_by_time, .out = o.out, .resume = o.resume, .comm = &comm});
         trainer.skip = [&] { (void)sampler.next(o.batch); };  // (another rank's micro-batch)
         auto& ckpt = trainer.checkpoint();
         ckpt.track("sampler", sampler);
@@ -151,6 +157,7 @@ int run(options o, dist::communicator& comm) {
                     examples::ranks_description(comm).c_str(), static_cast<long long>(o.batch * o.accum * comm.size()));
         std::printf("data: %lld training examples per epoch, vocab %lld, chunk jitter %s\n", static_cast<long long>(sampler.epoch_size()),
                     static_cast<long long>(corpus.config.vocab), o.chunk_jitter ? "on" : "off (ALBERT)");
+        std::printf("schedule: warm-up, tau ramp and linear decay over %s\n", schedule_span(o).c_str());
 
         const train::fit_result fit = trainer.fit([&] {
             const auto b = sampler.next(o.batch);
@@ -179,6 +186,7 @@ int run(options o, dist::communicator& comm) {
                                              {"mask rate / halting bias / tau warm-up / min iterations",
                                               fmt(o.mask_prob, 2) + " / " + fmt(halting_bias, 2) + " / " + std::to_string(tau_warmup) + " steps / " + std::to_string(o.min_iters)},
                                              {"SOP head dropout / chunk jitter", fmt(o.sop_dropout, 2) + " / " + (o.chunk_jitter ? "on" : "off")},
+                                             {"schedule spans", schedule_span(o)},
                                              {"training time", train::format_duration(fit.seconds)},
                                              {"GEMM precision / ISA / threads", examples::precision_description(B::name) + " / " +
                                                                                      cpu::to_string(cpu::active_isa()) + " / " + std::to_string(max_threads())},
@@ -227,13 +235,14 @@ int main(int argc, char** argv) {
         .option("eval-every", o.eval_every, "steps between dev evaluations").range<std::int64_t>(0, 1000000000)
         .option("dev-batches", o.dev_batches, "dev batches per evaluation").range<std::int64_t>(1, 1 << 20)
         .option("save-every", o.save_every, "steps between checkpoints").range<std::int64_t>(1, 1000000000)
-        .option("max-minutes", o.max_minutes, "stop after this much training time, then evaluate and report (0: no limit; the learning-rate schedule still spans --steps)").range(0.0, 1e6)
+        .option("max-minutes", o.max_minutes, "stop after this much training time, then evaluate and report (0: no limit; the schedule still spans --steps unless --schedule-by-time)").range(0.0, 1e6)
         .option("policy", o.policy, "halting: act (the paper) | pondernet | act_graves | act_ut | fixed (N_max iterations)").one_of({"act", "pondernet", "act_graves", "act_ut", "fixed"})
         .option("beta", o.beta, "pondernet: weight of KL(p || geometric prior), used instead of tau").range(0.0, 1e3)
         .option("lambda-p", o.lambda_p, "pondernet: the geometric prior's halting probability per iteration").range(1e-6, 1.0)
         .option("device", o.device, examples::device_help).one_of({"cpu", "cuda", "host_device"})
         .option("precision", o.precision, examples::precision_help).one_of({"auto", "f32", "bf16"})
         .flag("chunk-jitter", o.chunk_jitter, "each epoch, close every document's first chunk at a random length, so that chunk boundaries (and SOP's sentence pairs) change between epochs (off: ALBERT's fixed boundaries)")
+        .flag("schedule-by-time", o.schedule_by_time, "warm-up, tau ramp and learning-rate decay advance with the training time as well as the steps, so that they end with --max-minutes on a machine slower than --steps assumed (the run then takes fewer steps)").needs("max-minutes")
         .flag("dense", o.dense, "use the dense masked reference path instead of the compact one")
         .flag("resume", o.resume, "continue from <out>/checkpoint.safetensors")
         .flag("distributed", o.distributed, examples::distributed_help);

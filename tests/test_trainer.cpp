@@ -141,6 +141,51 @@ TEST_CASE("trainer: the time budget stops after the step that crosses it, and sa
     CHECK(logged_steps(dir.str() + "/metrics.jsonl") == std::vector<std::int64_t>{1, 1});  // the progress line and the evaluation
 }
 
+TEST_CASE("trainer: schedule_by_time hands the hooks max(steps done, the time budget's share of the steps)") {
+    const auto seen_by_hooks = [](train::trainer_options o) {
+        regression r;
+        auto t = r.trainer(std::move(o));
+        std::vector<std::int64_t> scheduled, before;
+        t.schedule = [&](std::int64_t s) { scheduled.push_back(s); return 1e-3; };
+        t.before_step = [&](std::int64_t s) { before.push_back(s); };
+        t.fit([&] { return r.next(); });
+        CHECK(scheduled == before);  // both hooks see the same position
+        return scheduled;
+    };
+    // A budget spent at once: the schedule is at its end (step 1000 of 1000) from the first step.
+    CHECK(seen_by_hooks({.steps = 1000, .log_every = 100, .max_train_minutes = 1e-12, .schedule_by_time = true}) ==
+          std::vector<std::int64_t>{1000});
+    // Without schedule_by_time the same budget leaves the hooks on the step count.
+    CHECK(seen_by_hooks({.steps = 1000, .log_every = 100, .max_train_minutes = 1e-12}) == std::vector<std::int64_t>{0});
+    // A budget far from spent: the steps lead.
+    CHECK(seen_by_hooks({.steps = 3, .log_every = 100, .max_train_minutes = 1e6, .schedule_by_time = true}) ==
+          std::vector<std::int64_t>{0, 1, 2});
+}
+
+TEST_CASE("trainer: the time budget counts the minutes of the run a resume continues") {
+    scratch dir;
+    {
+        regression first;
+        auto t = first.trainer({.steps = 4, .log_every = 2, .save_every = 4, .out = dir.str()});
+        t.fit([&] { return first.next(); });
+        CHECK(t.minutes_trained() > 0);
+    }
+    regression probe;
+    train::checkpointer<float> reader(dir.str() + "/checkpoint.safetensors");
+    CHECK(reader.load(probe.model, nullptr) == 4);
+    REQUIRE(reader.metadata().count("train.minutes") == 1);
+    const double before = std::stod(reader.metadata().at("train.minutes"));
+    CHECK(before > 0);
+    // A budget smaller than what the first run already trained: the resumed run stops after one step.
+    regression resumed;
+    auto t = resumed.trainer({.steps = 100, .log_every = 1, .save_every = 100, .max_train_minutes = before / 2, .out = dir.str(), .resume = true});
+    const auto res = t.fit([&] { return resumed.next(); });
+    CHECK(res.stopped_by_time);
+    CHECK(res.first_step == 4);
+    CHECK(res.steps == 5);
+    CHECK(t.minutes_trained() > before);
+}
+
 TEST_CASE("trainer: bad options and bad tracking are usage errors") {
     regression r;
     CHECK_THROWS_AS(r.trainer({.log_every = 0}), usage_error);
@@ -149,6 +194,7 @@ TEST_CASE("trainer: bad options and bad tracking are usage errors") {
     CHECK_THROWS_AS(r.trainer({.clip = -1}), usage_error);
     CHECK_THROWS_AS(r.trainer({.max_train_minutes = std::nan("")}), usage_error);
     CHECK_THROWS_AS(r.trainer({.resume = true}), usage_error);  // nowhere to resume from
+    CHECK_THROWS_AS(r.trainer({.schedule_by_time = true}), usage_error);  // no time budget to schedule by
     scratch dir;
     fs::create_directories(dir.path);
     std::ofstream(dir.str() + "/file") << "x";

@@ -42,6 +42,11 @@ public:
     }
     /// The last option's value must be one of `names`.
     cli& one_of(std::vector<std::string> names) { return check(CLI::IsMember(std::move(names))); }
+    /// The last option may only be given together with --`other` (declared before it).
+    cli& needs(const std::string& other) {
+        last_->needs("--" + other);
+        return *this;
+    }
     /// The last option (a std::vector) takes comma-separated values: --rewind-k 0,2,4.
     cli& list() {
         last_->delimiter(',');

@@ -2,6 +2,7 @@
 // Progress of a long run, the way a PyTorch / Hugging Face user expects it: one line per
 // report with step, loss parts, tokens/s, elapsed time and ETA, and the same record as a
 // JSON line (metrics.jsonl) for plots.
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -91,6 +92,9 @@ public:
             DEPTHLAB_CHECK(jsonl_.good(), io_error, "progress_meter: cannot open ", jsonl_path, " for writing");
         }
     }
+    /// A time budget that ends the run `seconds` after construction: the ETA is then the
+    /// sooner of the steps' and the budget's end.
+    void set_deadline(double seconds) { deadline_ = seconds; }
     /// Counts tokens processed (for tokens/s).
     void add_tokens(std::int64_t n) { tokens_ += n; }
 
@@ -98,7 +102,9 @@ public:
     void report(std::int64_t step, const std::vector<std::pair<std::string, double>>& values, std::FILE* out = stdout) {
         const double elapsed = std::chrono::duration<double>(clock::now() - start_).count();
         const double done = static_cast<double>(step - first_);
-        const double eta = done > 0 ? elapsed / done * static_cast<double>(total_ - step) : -1;
+        double eta = done > 0 ? elapsed / done * static_cast<double>(total_ - step) : -1;
+        if (deadline_ > 0) eta = eta < 0 ? deadline_ - elapsed : std::min(eta, deadline_ - elapsed);
+        eta = eta < 0 && done > 0 ? 0 : eta;
         const double tps = elapsed > 0 ? static_cast<double>(tokens_) / elapsed : 0;
         std::ostringstream line;
         line << "step " << step << "/" << total_;
@@ -142,6 +148,7 @@ private:
     }
     std::int64_t total_, first_;
     std::int64_t tokens_ = 0;
+    double deadline_ = 0;  // seconds after start_ (0: none)
     clock::time_point start_;
     std::ofstream jsonl_;
 };

@@ -63,7 +63,13 @@ struct trainer_options {
     std::int64_t log_every = 50;     // steps between progress lines
     std::int64_t eval_every = 0;     // steps between evaluations (0: only at the end)
     std::int64_t save_every = 500;   // steps between checkpoints (and one at the end)
-    double max_train_minutes = 0;    // stop (and save) after this much training time (0: no limit)
+    double max_train_minutes = 0;    // stop (and save) after this much training time, resumes included (0: no limit)
+    // With max_train_minutes: the `schedule` and `before_step` hooks see the schedule's position
+    // max(steps done, steps × minutes trained / max_train_minutes) instead of the steps done, so
+    // that a warm-up, ramp or decay written over `steps` ends with the time budget on a machine
+    // slower than planned (and with `steps` on a faster one). The step count that `steps`
+    // fixes then depends on the machine's speed; the schedule's shape does not.
+    bool schedule_by_time = false;
     std::string out = {};            // directory of metrics.jsonl and checkpoint.safetensors ("": none)
     bool resume = false;             // continue from <out>/checkpoint.safetensors
     dist::communicator* comm = nullptr;  // the ranks of a data-parallel run (null: this process alone)
@@ -79,6 +85,8 @@ struct trainer_options {
         DEPTHLAB_CHECK(std::isfinite(max_train_minutes) && max_train_minutes >= 0, usage_error, "trainer: max_train_minutes ",
                        max_train_minutes, " is not a finite number >= 0");
         DEPTHLAB_CHECK(!resume || !out.empty(), usage_error, "trainer: resume needs an output directory");
+        DEPTHLAB_CHECK(!schedule_by_time || max_train_minutes > 0, usage_error,
+                       "trainer: schedule_by_time needs a time budget (max_train_minutes > 0)");
     }
 };
 
@@ -116,9 +124,10 @@ public:
     }
 
     // ---- hooks (all optional) ----
-    /// The learning rate of the step about to be taken, given the steps done so far.
+    /// The learning rate of the step about to be taken, given the steps done so far (with
+    /// trainer_options::schedule_by_time, the schedule's position: see there).
     std::function<double(std::int64_t steps_done)> schedule;
-    /// Called before each step (e.g. a loss weight that warms up).
+    /// Called before each step (e.g. a loss weight that warms up), given what `schedule` is given.
     std::function<void(std::int64_t steps_done)> before_step;
     /// Values appended to each progress line after the means (e.g. the current τ, the epoch).
     std::function<log_values(std::int64_t step)> log_extra;
@@ -136,6 +145,14 @@ public:
     [[nodiscard]] checkpointer<T, B>& checkpoint() { return ckpt_; }
     [[nodiscard]] const trainer_options& options() const { return o_; }
     [[nodiscard]] std::int64_t step() const { return step_; }
+    /// Minutes of training so far, those of the runs this one resumed included.
+    [[nodiscard]] double minutes_trained() const { return minutes_; }
+    /// What the `schedule` and `before_step` hooks are given now (trainer_options::schedule_by_time).
+    [[nodiscard]] std::int64_t schedule_step() const {
+        if (!o_.schedule_by_time) return step_;
+        const double by_time = static_cast<double>(o_.steps) * std::min(1.0, minutes_ / o_.max_train_minutes);
+        return std::max(step_, static_cast<std::int64_t>(by_time));
+    }
     [[nodiscard]] std::string metrics_path() const { return o_.out.empty() ? std::string() : o_.out + "/metrics.jsonl"; }
     /// The progress meter of the current fit() (for records of one's own; null outside fit).
     [[nodiscard]] progress_meter* meter() { return meter_ ? &*meter_ : nullptr; }
@@ -177,6 +194,7 @@ private:
     checkpointer<T, B> ckpt_;
     std::optional<progress_meter> meter_;
     std::int64_t step_ = 0, last_saved_ = -1;
+    double minutes_ = 0;  // of training, resumes included (saved as the checkpoint's train.minutes)
     bool restored_ = false;
 };
 
@@ -189,6 +207,8 @@ std::int64_t Trainer<T, B>::restore() {
     DEPTHLAB_CHECK(std::filesystem::exists(ckpt_.path()), io_error, "trainer: resume: no checkpoint at ", ckpt_.path());
     step_ = ckpt_.load(model_, &opt_);
     last_saved_ = step_;
+    const auto minutes = ckpt_.metadata().find("train.minutes");  // (absent in checkpoints of older versions)
+    minutes_ = minutes == ckpt_.metadata().end() ? 0.0 : std::stod(minutes->second);
     restored_ = true;
     if (is_root()) {
         std::printf("resumed from %s at step %lld\n", ckpt_.path().c_str(), static_cast<long long>(step_));
@@ -208,6 +228,7 @@ void Trainer<T, B>::save() {
     if (ckpt_.path().empty()) return;
     ckpt_.metadata()["dist.ranks"] = std::to_string(comm_->size());  // (a resume on other ranks says so)
     ckpt_.metadata()["dist.accumulate"] = std::to_string(o_.accumulate);
+    ckpt_.metadata()["train.minutes"] = depthlab::detail::cat(minutes_);
     ckpt_.save(model_, &opt_, step_);
     last_saved_ = step_;
 }
@@ -224,7 +245,10 @@ fit_result Trainer<T, B>::fit(const std::function<micro_batch<T, B>()>& next) {
     r.first_step = step_;
     meter_.emplace(o_.steps, step_, is_root() ? metrics_path() : std::string());
     const auto start = std::chrono::steady_clock::now();
-    const auto minutes = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / 60.0; };
+    const double minutes_before = minutes_;
+    if (o_.max_train_minutes > 0) meter_->set_deadline(std::max(0.0, o_.max_train_minutes - minutes_before) * 60.0);
+    const auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+    const auto clock = [&] { minutes_ = minutes_before + seconds() / 60.0; };
     log_values sums;
     std::int64_t counted = 0, tokens = 0;
     double gnorm = 0;
@@ -235,7 +259,8 @@ fit_result Trainer<T, B>::fit(const std::function<micro_batch<T, B>()>& next) {
     model_.train();
     while (step_ < o_.steps) {
         try {
-            if (before_step) before_step(step_);
+            clock();
+            if (before_step) before_step(schedule_step());
             opt_.zero_grad();
             if (buckets) buckets->zero();
             for (std::int64_t i = 0; i < shard.before(); ++i) skip();
@@ -259,7 +284,7 @@ fit_result Trainer<T, B>::fit(const std::function<micro_batch<T, B>()>& next) {
             if (buckets && buckets->finish(!failed.empty()))
                 throw numeric_error(failed.empty() ? std::string("a non-finite value on another rank") : failed);
             gnorm = o_.clip > 0 ? optim::clip_grad_norm(opt_.parameters(), o_.clip) : 0.0;
-            if (schedule) opt_.set_lr(schedule(step_));
+            if (schedule) opt_.set_lr(schedule(schedule_step()));
             opt_.step();
         } catch (const numeric_error& e) {
             throw numeric_error(depthlab::detail::cat("trainer: step ", step_ + 1, ": ", e.what(), "; training stopped",
@@ -268,7 +293,8 @@ fit_result Trainer<T, B>::fit(const std::function<micro_batch<T, B>()>& next) {
                                                                        : std::string()));
         }
         ++step_;
-        const bool out_of_time = time_is_up(minutes());
+        clock();
+        const bool out_of_time = time_is_up(minutes_);
         if (step_ % o_.log_every == 0 || step_ == o_.steps || out_of_time) {
             all_ranks(sums, counted, tokens);
             log_values line;
@@ -295,7 +321,7 @@ fit_result Trainer<T, B>::fit(const std::function<micro_batch<T, B>()>& next) {
     }
     all_ranks(sums, counted, tokens);  // (tokens of steps after the last line)
     r.steps = step_;
-    r.seconds = minutes() * 60.0;
+    r.seconds = seconds();
     r.tokens_per_s = meter_->tokens_per_second();
     run_evaluation(true);
     model_.eval();
