@@ -235,7 +235,7 @@ int main(int argc, char** argv) {
         .option("eval-every", o.eval_every, "steps between dev evaluations").range<std::int64_t>(0, 1000000000)
         .option("dev-batches", o.dev_batches, "dev batches per evaluation").range<std::int64_t>(1, 1 << 20)
         .option("save-every", o.save_every, "steps between checkpoints").range<std::int64_t>(1, 1000000000)
-        .option("max-minutes", o.max_minutes, "stop after this much training time, then evaluate and report (0: no limit; the schedule still spans --steps unless --schedule-by-time)").range(0.0, 1e6)
+        .option("max-minutes", o.max_minutes, "stop after this much training time (those before a --resume included), then evaluate and report (0: no limit; the schedule still spans --steps unless --schedule-by-time)").range(0.0, 1e6)
         .option("policy", o.policy, "halting: act (the paper) | pondernet | act_graves | act_ut | fixed (N_max iterations)").one_of({"act", "pondernet", "act_graves", "act_ut", "fixed"})
         .option("beta", o.beta, "pondernet: weight of KL(p || geometric prior), used instead of tau").range(0.0, 1e3)
         .option("lambda-p", o.lambda_p, "pondernet: the geometric prior's halting probability per iteration").range(1e-6, 1.0)

@@ -384,7 +384,7 @@ int main(int argc, char** argv) {
         .option("ff", o.ff, "feed-forward width (0: the preset's)").range<std::int64_t>(0, 1 << 18)
         .option("dropout", o.dropout, "dropout (< 0: the preset's)").range(-1.0, 0.99)
         .option("steps", o.steps, "optimiser steps").range<std::int64_t>(0, 1000000000)
-        .option("max-train-minutes", o.max_train_minutes, "stop training after this many minutes (0: no limit)").range(0.0, 1e7)
+        .option("max-train-minutes", o.max_train_minutes, "stop training after this many minutes of training, those before a --resume included (0: no limit)").range(0.0, 1e7)
         .option("accum", o.accum, "batches per step (gradient accumulation; under mpirun, per rank)").range<std::int64_t>(1, 1 << 16)
         .option("max-tokens", o.max_tokens, "padded tokens per batch: sentences x max(src, tgt) length").range<std::int64_t>(1, 1 << 24)
         .option("max-train-len", o.max_train_len, "training pairs with a side longer than this many tokens are dropped (counted)").range<std::int64_t>(1, 4096)

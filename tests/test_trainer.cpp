@@ -166,7 +166,7 @@ TEST_CASE("trainer: the time budget counts the minutes of the run a resume conti
     scratch dir;
     {
         regression first;
-        auto t = first.trainer({.steps = 4, .log_every = 2, .save_every = 4, .out = dir.str()});
+        auto t = first.trainer({.steps = 4, .log_every = 2, .save_every = 4, .max_train_minutes = 1e6, .out = dir.str()});
         t.fit([&] { return first.next(); });
         CHECK(t.minutes_trained() > 0);
     }
@@ -184,6 +184,15 @@ TEST_CASE("trainer: the time budget counts the minutes of the run a resume conti
     CHECK(res.first_step == 4);
     CHECK(res.steps == 5);
     CHECK(t.minutes_trained() > before);
+
+    // Without a budget nothing time-dependent is saved: the same run writes the same bytes.
+    scratch plain;
+    regression unbudgeted;
+    auto u = unbudgeted.trainer({.steps = 2, .log_every = 2, .save_every = 2, .out = plain.str()});
+    u.fit([&] { return unbudgeted.next(); });
+    train::checkpointer<float> plain_reader(plain.str() + "/checkpoint.safetensors");
+    CHECK(plain_reader.load(probe.model, nullptr) == 2);
+    CHECK(plain_reader.metadata().count("train.minutes") == 0);
 }
 
 TEST_CASE("trainer: bad options and bad tracking are usage errors") {

@@ -14,7 +14,9 @@
 // See README "Compile time" for the measured effect.
 //
 // The one list serves both sides: DEPTHLAB_COMMON_INSTANTIATIONS(extern template, T) here,
-// DEPTHLAB_COMMON_INSTANTIATIONS(template, T) in the library.
+// DEPTHLAB_COMMON_INSTANTIATIONS(template, T) in the library. Non-template functions that
+// pull in heavy code (the safetensors reader and writer, with the JSON parser) use the
+// switch of core/out_of_line.hpp instead: src/compiled/out_of_line.cpp defines them once.
 #include "depthlab/analysis/modules.hpp"
 #include "depthlab/analysis/scores.hpp"
 #include "depthlab/autodiff/attention.hpp"
@@ -22,6 +24,7 @@
 #include "depthlab/backend/cpu/cpu.hpp"
 #include "depthlab/halting/act.hpp"
 #include "depthlab/halting/act_albert.hpp"
+#include "depthlab/io/config.hpp"
 #include "depthlab/nn/classification.hpp"
 #include "depthlab/nn/models.hpp"
 #include "depthlab/nn/snapshot.hpp"
@@ -99,7 +102,21 @@
     KW class train::Trainer<T, backend::cpu>;                                                                                 \
     }
 
+// The model configurations' metadata I/O (io/config.hpp), one config type C at a time.
+#define DEPTHLAB_CONFIG_INSTANTIATIONS(KW, C)                                                          \
+    namespace depthlab::io {                                                                          \
+    KW void save_config<C>(metadata_map&, const std::string&, const C&);                              \
+    KW void load_config<C>(const metadata_map&, const std::string&, C&);                              \
+    KW C load_config<C>(const metadata_map&, const std::string&);                                     \
+    }
+#define DEPTHLAB_ALL_CONFIG_INSTANTIATIONS(KW)                     \
+    DEPTHLAB_CONFIG_INSTANTIATIONS(KW, nn::transformer_config)     \
+    DEPTHLAB_CONFIG_INSTANTIATIONS(KW, nn::seq2seq_config)         \
+    DEPTHLAB_CONFIG_INSTANTIATIONS(KW, nn::albert_config)          \
+    DEPTHLAB_CONFIG_INSTANTIATIONS(KW, halting::act_options)
+
 #if defined(DEPTHLAB_COMPILED) && !defined(DEPTHLAB_COMPILED_LIBRARY)
 DEPTHLAB_COMMON_INSTANTIATIONS(extern template, float)
 DEPTHLAB_COMMON_INSTANTIATIONS(extern template, double)
+DEPTHLAB_ALL_CONFIG_INSTANTIATIONS(extern template)
 #endif

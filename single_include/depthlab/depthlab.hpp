@@ -5354,6 +5354,30 @@ private:
 
 #include <nlohmann/json.hpp>
 
+// ---- begin depthlab/core/out_of_line.hpp ----
+// Non-template functions that the compiled mode keeps out of the programs that use them
+// (include/depthlab/compiled.hpp does that for templates, with `extern template`; a plain
+// inline function has no such switch). A header declares such a function in its class, and
+// defines it after the class inside `#if DEPTHLAB_DEFINE_OUT_OF_LINE`, marked
+// DEPTHLAB_OUT_OF_LINE:
+//   - header-only (the default): defined in every translation unit, inline;
+//   - DEPTHLAB_COMPILED (a program linking depthlab::compiled) and the library's template
+//     files (DEPTHLAB_COMPILED_LIBRARY): declared only; the linker takes the library's copy;
+//   - DEPTHLAB_COMPILED_OUT_OF_LINE (src/compiled/out_of_line.cpp alone): defined once,
+//     not inline.
+// Worth it for functions that pull in heavy templates of another library (the JSON parser of
+// the safetensors reader: ~1.5 s of every program that opens a checkpoint).
+#if defined(DEPTHLAB_COMPILED_OUT_OF_LINE)
+#define DEPTHLAB_DEFINE_OUT_OF_LINE 1
+#define DEPTHLAB_OUT_OF_LINE
+#elif defined(DEPTHLAB_COMPILED) || defined(DEPTHLAB_COMPILED_LIBRARY)
+#define DEPTHLAB_DEFINE_OUT_OF_LINE 0
+#define DEPTHLAB_OUT_OF_LINE
+#else
+#define DEPTHLAB_DEFINE_OUT_OF_LINE 1
+#define DEPTHLAB_OUT_OF_LINE inline
+#endif
+// ---- end depthlab/core/out_of_line.hpp ----
 // ---- begin depthlab/io/atomic_file.hpp ----
 // Atomic file writes: a file is either its old content or its complete new content, never
 // a mix, whatever happens during the write (an exception, a full disk, kill -9, power loss).
@@ -5570,49 +5594,22 @@ inline std::string format_duration(double seconds) {
 /// the rest: later steps, and lines that are not a JSON object with an integer "step" (the
 /// torn last line of a killed run). Rewritten atomically (temporary file, fsync, rename);
 /// a missing file is left missing. Returns the number of records dropped.
-inline std::size_t truncate_jsonl(const std::string& path, std::int64_t last_step) {
-    std::ifstream in(path);
-    if (!in.is_open()) return 0;
-    std::string kept, line;
-    std::size_t dropped = 0;
-    while (std::getline(in, line)) {
-        const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-        const bool keep = j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<std::int64_t>() <= last_step;
-        if (keep) kept += line + "\n";
-        else ++dropped;
-    }
-    in.close();
-    if (dropped == 0) return 0;
-    io::write_file_atomically(path, kept);
-    return dropped;
-}
+std::size_t truncate_jsonl(const std::string& path, std::int64_t last_step);
 
 /// The records of a metrics.jsonl, for plots and summaries: series(key) is every
 /// (step, value) where the record has a number under key, in file order. A missing file
 /// reads as no records; lines that are not JSON objects with an integer "step" are skipped.
 struct metrics_log {
     std::vector<nlohmann::json> records;
-    [[nodiscard]] std::vector<std::pair<std::int64_t, double>> series(const std::string& key) const {
-        std::vector<std::pair<std::int64_t, double>> out;
-        for (const auto& j : records)
-            if (j.contains(key) && j[key].is_number()) out.emplace_back(j["step"].get<std::int64_t>(), j[key].get<double>());
-        return out;
-    }
+    [[nodiscard]] std::vector<std::pair<std::int64_t, double>> series(const std::string& key) const;
     /// The value of key in the last record that has it; `fallback` when none has.
     [[nodiscard]] double last(const std::string& key, double fallback = 0) const {
         const auto s = series(key);
         return s.empty() ? fallback : s.back().second;
     }
 };
-inline metrics_log read_metrics_log(const std::string& path) {
-    metrics_log log;
-    std::ifstream in(path);
-    for (std::string line; std::getline(in, line);) {
-        auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-        if (j.is_object() && j.contains("step") && j["step"].is_number_integer()) log.records.push_back(std::move(j));
-    }
-    return log;
-}
+/// Reads a metrics.jsonl (see metrics_log).
+metrics_log read_metrics_log(const std::string& path);
 
 class progress_meter {
 public:
@@ -5635,39 +5632,10 @@ public:
     void add_tokens(std::int64_t n) { tokens_ += n; }
 
     /// Prints one line and appends one JSON record: step, the named values, rates, times.
-    void report(std::int64_t step, const std::vector<std::pair<std::string, double>>& values, std::FILE* out = stdout) {
-        const double elapsed = std::chrono::duration<double>(clock::now() - start_).count();
-        const double done = static_cast<double>(step - first_);
-        double eta = done > 0 ? elapsed / done * static_cast<double>(total_ - step) : -1;
-        if (deadline_ > 0) eta = eta < 0 ? deadline_ - elapsed : std::min(eta, deadline_ - elapsed);
-        eta = eta < 0 && done > 0 ? 0 : eta;
-        const double tps = elapsed > 0 ? static_cast<double>(tokens_) / elapsed : 0;
-        std::ostringstream line;
-        line << "step " << step << "/" << total_;
-        for (const auto& [k, v] : values) line << "  " << k << " " << std::setprecision(4) << std::fixed << v;
-        line << "  " << std::setprecision(0) << std::fixed << tps << " tok/s  elapsed " << format_duration(elapsed) << "  ETA "
-             << format_duration(eta);
-        std::fprintf(out, "%s\n", line.str().c_str());
-        std::fflush(out);
-        if (jsonl_.is_open()) {
-            nlohmann::ordered_json j;
-            j["step"] = step;
-            for (const auto& [k, v] : values) j[k] = v;  // NaN and inf become null (JSON has neither)
-            j["tokens_per_s"] = tps;
-            j["elapsed_s"] = elapsed;
-            write_record(j);
-        }
-    }
+    void report(std::int64_t step, const std::vector<std::pair<std::string, double>>& values, std::FILE* out = stdout);
     /// Appends one record {"step": step, fields...} to metrics.jsonl without printing (e.g.
     /// an evaluation's nested tables); fields must be a JSON object.
-    void record(std::int64_t step, const nlohmann::ordered_json& fields) {
-        DEPTHLAB_CHECK(fields.is_object(), usage_error, "progress_meter::record: fields must be a JSON object, got ", fields.type_name());
-        if (!jsonl_.is_open()) return;
-        nlohmann::ordered_json j;
-        j["step"] = step;
-        for (const auto& [k, v] : fields.items()) j[k] = v;
-        write_record(j);
-    }
+    void record(std::int64_t step, const nlohmann::ordered_json& fields);
     [[nodiscard]] double elapsed_seconds() const { return std::chrono::duration<double>(clock::now() - start_).count(); }
     /// Tokens counted by add_tokens per second since construction.
     [[nodiscard]] double tokens_per_second() const {
@@ -5677,17 +5645,90 @@ public:
 
 private:
     using clock = std::chrono::steady_clock;
-    void write_record(const nlohmann::ordered_json& j) {
-        jsonl_ << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";  // invalid UTF-8 in a key: U+FFFD
-        jsonl_.flush();
-        DEPTHLAB_CHECK(jsonl_.good(), io_error, "progress_meter: write to metrics.jsonl failed");
-    }
+    void write_record(const nlohmann::ordered_json& j);
     std::int64_t total_, first_;
     std::int64_t tokens_ = 0;
     double deadline_ = 0;  // seconds after start_ (0: none)
     clock::time_point start_;
     std::ofstream jsonl_;
 };
+
+// Defined outside their classes: under DEPTHLAB_COMPILED a program links the library's copies
+// and does not compile the JSON parser and serializer again (include/depthlab/core/out_of_line.hpp).
+#if DEPTHLAB_DEFINE_OUT_OF_LINE
+DEPTHLAB_OUT_OF_LINE std::size_t truncate_jsonl(const std::string& path, std::int64_t last_step) {
+    std::ifstream in(path);
+    if (!in.is_open()) return 0;
+    std::string kept, line;
+    std::size_t dropped = 0;
+    while (std::getline(in, line)) {
+        const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+        const bool keep = j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<std::int64_t>() <= last_step;
+        if (keep) kept += line + "\n";
+        else ++dropped;
+    }
+    in.close();
+    if (dropped == 0) return 0;
+    io::write_file_atomically(path, kept);
+    return dropped;
+}
+
+DEPTHLAB_OUT_OF_LINE std::vector<std::pair<std::int64_t, double>> metrics_log::series(const std::string& key) const {
+    std::vector<std::pair<std::int64_t, double>> out;
+    for (const auto& j : records)
+        if (j.contains(key) && j[key].is_number()) out.emplace_back(j["step"].get<std::int64_t>(), j[key].get<double>());
+    return out;
+}
+
+DEPTHLAB_OUT_OF_LINE metrics_log read_metrics_log(const std::string& path) {
+    metrics_log log;
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) {
+        auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+        if (j.is_object() && j.contains("step") && j["step"].is_number_integer()) log.records.push_back(std::move(j));
+    }
+    return log;
+}
+
+DEPTHLAB_OUT_OF_LINE void progress_meter::report(std::int64_t step, const std::vector<std::pair<std::string, double>>& values, std::FILE* out) {
+    const double elapsed = std::chrono::duration<double>(clock::now() - start_).count();
+    const double done = static_cast<double>(step - first_);
+    double eta = done > 0 ? elapsed / done * static_cast<double>(total_ - step) : -1;
+    if (deadline_ > 0) eta = eta < 0 ? deadline_ - elapsed : std::min(eta, deadline_ - elapsed);
+    eta = eta < 0 && done > 0 ? 0 : eta;
+    const double tps = elapsed > 0 ? static_cast<double>(tokens_) / elapsed : 0;
+    std::ostringstream line;
+    line << "step " << step << "/" << total_;
+    for (const auto& [k, v] : values) line << "  " << k << " " << std::setprecision(4) << std::fixed << v;
+    line << "  " << std::setprecision(0) << std::fixed << tps << " tok/s  elapsed " << format_duration(elapsed) << "  ETA "
+         << format_duration(eta);
+    std::fprintf(out, "%s\n", line.str().c_str());
+    std::fflush(out);
+    if (jsonl_.is_open()) {
+        nlohmann::ordered_json j;
+        j["step"] = step;
+        for (const auto& [k, v] : values) j[k] = v;  // NaN and inf become null (JSON has neither)
+        j["tokens_per_s"] = tps;
+        j["elapsed_s"] = elapsed;
+        write_record(j);
+    }
+}
+
+DEPTHLAB_OUT_OF_LINE void progress_meter::record(std::int64_t step, const nlohmann::ordered_json& fields) {
+    DEPTHLAB_CHECK(fields.is_object(), usage_error, "progress_meter::record: fields must be a JSON object, got ", fields.type_name());
+    if (!jsonl_.is_open()) return;
+    nlohmann::ordered_json j;
+    j["step"] = step;
+    for (const auto& [k, v] : fields.items()) j[k] = v;
+    write_record(j);
+}
+
+DEPTHLAB_OUT_OF_LINE void progress_meter::write_record(const nlohmann::ordered_json& j) {
+    jsonl_ << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";  // invalid UTF-8 in a key: U+FFFD
+    jsonl_.flush();
+    DEPTHLAB_CHECK(jsonl_.good(), io_error, "progress_meter: write to metrics.jsonl failed");
+}
+#endif  // DEPTHLAB_DEFINE_OUT_OF_LINE
 
 }  // namespace depthlab::train
 // ---- end depthlab/train/progress.hpp ----
@@ -10632,7 +10673,9 @@ Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>, Eigen::Unaligned> eigen_ve
 // See README "Compile time" for the measured effect.
 //
 // The one list serves both sides: DEPTHLAB_COMMON_INSTANTIATIONS(extern template, T) here,
-// DEPTHLAB_COMMON_INSTANTIATIONS(template, T) in the library.
+// DEPTHLAB_COMMON_INSTANTIATIONS(template, T) in the library. Non-template functions that
+// pull in heavy code (the safetensors reader and writer, with the JSON parser) use the
+// switch of core/out_of_line.hpp instead: src/compiled/out_of_line.cpp defines them once.
 // ---- begin depthlab/halting/act_albert.hpp ----
 // ACT-ALBERT (../shared/papers.md §A): ALBERT's factorised embeddings, one tied layer iterated
 // with per-token halting (halting::ActEncoder), the MLM head tied to the token embedding and
@@ -11498,6 +11541,713 @@ albert_losses<T, B> ActAlbert<T, B, Policy>::losses(const data::albert_batch& b)
 
 }  // namespace depthlab::halting
 // ---- end depthlab/halting/act_albert.hpp ----
+// ---- begin depthlab/io/config.hpp ----
+// Model configurations in checkpoint metadata, complete: every field of transformer_config,
+// seq2seq_config, albert_config and act_options is written as "<prefix><field>" (nested
+// configs as "<prefix><field>.<subfield>"), numbers exactly, enums by name, and read back
+// strictly (a missing or malformed key is an io_error naming it). So a checkpoint rebuilds
+// its model without flags:
+//
+//     io::save_config(st.metadata, "config.", cfg);            // when saving
+//     auto cfg = io::load_config<nn::seq2seq_config>(file.metadata(), "config.");
+//
+// Each config's fields are listed once, in config_fields() below; the same list writes and
+// reads, and tests/test_trainer.cpp checks the round trip (and the size of each struct, so
+// that a new field cannot be forgotten here).
+#include <charconv>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <type_traits>
+
+// ---- begin depthlab/io/safetensors.hpp ----
+// safetensors: the tensor file format of Hugging Face / PyTorch checkpoints.
+//
+//   [8 bytes]  N, little-endian u64: length of the header
+//   [N bytes]  UTF-8 JSON object, padded with spaces to a multiple of 8 bytes:
+//                {"__metadata__": {"key": "value", ...},              (optional, strings only)
+//                 "name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}, ...}
+//   [rest]     the data: every tensor row-major, little-endian, at [begin, end) counted
+//              from the first byte after the header. The tensors cover the data section
+//              exactly: no overlap, no hole, nothing after the last one.
+//
+// Writing (safetensors_writer, save_safetensors) is atomic (io/atomic_file.hpp): `path`
+// either keeps its old content or has the complete new one; on failure io_error is thrown
+// and no temporary is left, and a temporary left by a killed writer is removed next time.
+//
+// Reading (safetensors_file) validates the whole header when the file is opened (sizes,
+// JSON, every entry, every offset) and throws io_error naming the file and the tensor; the
+// data is read on demand with pread. Loading converts F32 <-> F64 on request, nothing else.
+// POSIX only (open/pread/fsync/rename); the host must be little-endian.
+#include <algorithm>
+#include <atomic>
+#include <bit>
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <map>
+#include <set>
+#include <tuple>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+
+namespace depthlab::io {
+
+static_assert(std::endian::native == std::endian::little, "depthlab::io reads and writes safetensors on little-endian hosts only");
+
+using metadata_map = std::map<std::string, std::string>;
+
+/// One tensor of a safetensors header. `begin`/`end` are byte offsets into the data section.
+struct tensor_entry {
+    std::string dtype;
+    Shape shape;
+    std::uint64_t begin = 0, end = 0;
+};
+
+// ---------------------------------------------------------------------------------------
+// dtypes
+// ---------------------------------------------------------------------------------------
+
+/// The safetensors dtype of a C++ element type (F32, F64, I64, I32, ...).
+template <class T>
+struct dtype_of;
+template <> struct dtype_of<float> { static constexpr const char* name = "F32"; };
+template <> struct dtype_of<double> { static constexpr const char* name = "F64"; };
+template <> struct dtype_of<std::int64_t> { static constexpr const char* name = "I64"; };
+template <> struct dtype_of<std::int32_t> { static constexpr const char* name = "I32"; };
+template <> struct dtype_of<std::int16_t> { static constexpr const char* name = "I16"; };
+template <> struct dtype_of<std::int8_t> { static constexpr const char* name = "I8"; };
+template <> struct dtype_of<std::uint64_t> { static constexpr const char* name = "U64"; };
+template <> struct dtype_of<std::uint32_t> { static constexpr const char* name = "U32"; };
+template <> struct dtype_of<std::uint16_t> { static constexpr const char* name = "U16"; };
+template <> struct dtype_of<std::uint8_t> { static constexpr const char* name = "U8"; };
+
+/// Bytes per element of a safetensors dtype, 0 if the dtype is unknown. Every dtype of the
+/// format is known (so that files holding e.g. BF16 tensors open and their other tensors
+/// load), though only those with a dtype_of<> can be loaded.
+inline std::size_t dtype_size(const std::string& dtype) {
+    static const std::map<std::string, std::size_t, std::less<>> sizes = {
+        {"BOOL", 1}, {"U8", 1}, {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"I16", 2}, {"U16", 2}, {"F16", 2},
+        {"BF16", 2}, {"I32", 4}, {"U32", 4}, {"F32", 4},     {"F64", 8},     {"I64", 8}, {"U64", 8}};
+    const auto it = sizes.find(dtype);
+    return it == sizes.end() ? 0 : it->second;
+}
+
+// ---------------------------------------------------------------------------------------
+// Writing
+// ---------------------------------------------------------------------------------------
+
+/// Produces the bytes of one tensor into the sink; must give exactly the declared size.
+using byte_producer = std::function<void(const byte_sink&)>;
+
+namespace detail {
+/// Why `name` cannot be a tensor name, or nullptr if it can. One rule for the writer and
+/// the reader, so that every file depthlab opens could be written again: an empty name, a
+/// NUL byte (C APIs and PyTorch's loader stop there) and the reserved "__metadata__" are out.
+inline const char* invalid_tensor_name(std::string_view name) {
+    if (name.empty()) return "an empty tensor name";
+    // (a loop, not string_view::find: g++ 12 warns about find's memchr bound once this is inlined)
+    for (const char c : name)
+        if (c == '\0') return "a tensor name with a NUL byte";
+    if (name == "__metadata__") return "'__metadata__', which is reserved for metadata, as a tensor name";
+    return nullptr;
+}
+/// A name printable in an error message: NUL and other control bytes as \xNN.
+inline std::string printable_name(std::string_view name) {
+    std::string out;
+    for (const char c : name) {
+        const auto u = static_cast<unsigned char>(c);
+        if (u < 0x20 || u == 0x7f) {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\x%02x", u);
+            out += buf;
+        } else {
+            out += c;
+        }
+    }
+    return out;
+}
+}  // namespace detail
+
+/// Collects named tensors and metadata, then writes them atomically with write(path).
+/// Tensors are held by handle (shared storage): their values are read during write().
+class safetensors_writer {
+public:
+    /// Adds a tensor (float, double, int64, or another type with a dtype_of<>).
+    template <class T, class B>
+    void add(const std::string& name, const Tensor<T, B>& t) {
+        DEPTHLAB_CHECK(t.defined(), usage_error, "safetensors_writer: tensor '", name, "' is undefined");
+        const Tensor<T, B> held = t;
+        add_raw(name, dtype_of<T>::name, t.shape(), [held](const byte_sink& put) {
+            if constexpr (B::host_accessible) {
+                const Tensor<T, B> c = held.contiguous();
+                put(c.data(), static_cast<std::size_t>(c.numel()) * sizeof(T));
+            } else {
+                const std::vector<T> v = held.to_vector();
+                put(v.data(), v.size() * sizeof(T));
+            }
+        });
+    }
+    /// Adds a tensor whose bytes come from `produce` during write(). It must put exactly
+    /// shape.numel() * dtype_size(dtype) bytes (checked); an exception it throws aborts the
+    /// write (the target is left untouched). Also the hook the tests use to fail midway.
+    void add_raw(const std::string& name, const std::string& dtype, const Shape& shape, byte_producer produce) {
+        const char* bad = detail::invalid_tensor_name(name);
+        DEPTHLAB_CHECK(bad == nullptr, usage_error, "safetensors_writer: '", detail::printable_name(name), "' is ", bad);
+        DEPTHLAB_CHECK(names_.insert(name).second, usage_error, "safetensors_writer: duplicate tensor name '", name, "'");
+        const std::size_t size = dtype_size(dtype);
+        DEPTHLAB_CHECK(size != 0, usage_error, "safetensors_writer: tensor '", name, "' has unknown dtype '", dtype, "'");
+        DEPTHLAB_CHECK(shape.is_concrete(), usage_error, "safetensors_writer: tensor '", name, "' has shape ", shape,
+                       " with an inferred extent");
+        records_.push_back({name, dtype, shape, static_cast<std::uint64_t>(shape.numel()) * size, std::move(produce)});
+    }
+    void set_metadata(metadata_map m) { metadata_ = std::move(m); }
+    void add_metadata(const std::string& key, const std::string& value) { metadata_[key] = value; }
+    [[nodiscard]] const metadata_map& metadata() const { return metadata_; }
+    [[nodiscard]] std::size_t size() const { return records_.size(); }
+
+    /// The header JSON (without the length field), padded with spaces so that its length
+    /// is a multiple of 8. Offsets follow the order in which tensors were added.
+    [[nodiscard]] std::string header() const;
+
+    /// Writes the file atomically (see the top of this header). Throws io_error naming
+    /// `path` on failure, after removing the temporary file; `path` is then untouched.
+    void write(const std::string& path) const;
+
+private:
+    struct record {
+        std::string name, dtype;
+        Shape shape;
+        std::uint64_t bytes;
+        byte_producer produce;
+    };
+    std::vector<record> records_;
+    std::set<std::string> names_;
+    metadata_map metadata_;
+};
+
+// Defined outside the class: under DEPTHLAB_COMPILED a program links the library's copy and
+// does not compile the JSON serializer again (include/depthlab/core/out_of_line.hpp).
+#if DEPTHLAB_DEFINE_OUT_OF_LINE
+DEPTHLAB_OUT_OF_LINE std::string safetensors_writer::header() const {
+    nlohmann::ordered_json h = nlohmann::ordered_json::object();
+    if (!metadata_.empty()) {
+        nlohmann::ordered_json m = nlohmann::ordered_json::object();
+        for (const auto& [k, v] : metadata_) m[k] = v;
+        h["__metadata__"] = std::move(m);
+    }
+    std::uint64_t offset = 0;
+    for (const record& r : records_) {
+        nlohmann::ordered_json e = nlohmann::ordered_json::object();
+        e["dtype"] = r.dtype;
+        e["shape"] = std::vector<index_t>(r.shape.begin(), r.shape.end());
+        e["data_offsets"] = {offset, offset + r.bytes};
+        offset += r.bytes;
+        h[r.name] = std::move(e);
+    }
+    std::string s;
+    try {
+        s = h.dump();
+    } catch (const nlohmann::json::exception& e) {  // invalid UTF-8 in a name or in metadata
+        throw usage_error(depthlab::detail::cat("safetensors_writer: cannot encode the header: ", e.what()));
+    }
+    s.append((8 - s.size() % 8) % 8, ' ');
+    return s;
+}
+
+DEPTHLAB_OUT_OF_LINE void safetensors_writer::write(const std::string& path) const {
+    const std::string head = header();
+    write_atomically(path, "save_safetensors", [&](const byte_sink& put) {
+        unsigned char len[8];
+        for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(static_cast<std::uint64_t>(head.size()) >> (8 * i));
+        put(len, 8);
+        put(head.data(), head.size());
+        for (const record& r : records_) {
+            std::uint64_t got = 0;
+            const byte_sink sink = [&](const void* data, std::size_t n) {
+                DEPTHLAB_CHECK(got + n <= r.bytes, io_error, "tensor '", r.name, "': producer gave more than the ", r.bytes,
+                               " bytes of shape ", r.shape, " ", r.dtype);
+                put(data, n);
+                got += n;
+            };
+            r.produce(sink);
+            DEPTHLAB_CHECK(got == r.bytes, io_error, "tensor '", r.name, "': producer gave ", got, " bytes, shape ", r.shape, " ",
+                           r.dtype, " needs ", r.bytes);
+        }
+    });
+}
+#endif  // DEPTHLAB_DEFINE_OUT_OF_LINE
+
+/// Writes named tensors of one element type (plus metadata) atomically.
+template <class T, class B>
+void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor<T, B>>>& tensors,
+                      const metadata_map& metadata = {}) {
+    safetensors_writer w;
+    for (const auto& [name, t] : tensors) w.add(name, t);
+    w.set_metadata(metadata);
+    w.write(path);
+}
+
+/// A host tensor of one of the three checkpoint dtypes.
+using any_tensor = std::variant<Tensor<float>, Tensor<double>, Tensor<std::int64_t>>;
+
+/// Writes named tensors of mixed dtypes (F32, F64, I64) plus metadata atomically.
+inline void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, any_tensor>>& tensors,
+                             const metadata_map& metadata = {}) {
+    safetensors_writer w;
+    for (const auto& [name, t] : tensors) std::visit([&, &n = name](const auto& x) { w.add(n, x); }, t);
+    w.set_metadata(metadata);
+    w.write(path);
+}
+
+// ---------------------------------------------------------------------------------------
+// Reading
+// ---------------------------------------------------------------------------------------
+
+/// An open safetensors file whose header has been fully validated. Errors are io_error
+/// with messages `checkpoint <path>: ...` that name the tensor at fault. The file stays
+/// open (a file replaced by an atomic save keeps being read consistently); data is read
+/// with pread, so const methods may be called from several threads.
+class safetensors_file {
+public:
+    /// Headers above this size are refused (the reference implementation's limit).
+    static constexpr std::uint64_t max_header_bytes = 100'000'000;
+
+    /// Opens `path` and validates its header; throws io_error naming the file (and the tensor).
+    explicit safetensors_file(std::string path);
+    safetensors_file(const safetensors_file&) = delete;
+    safetensors_file& operator=(const safetensors_file&) = delete;
+    safetensors_file(safetensors_file&& o) noexcept
+        : path_(std::move(o.path_)), fd_(std::exchange(o.fd_, -1)), file_size_(o.file_size_), data_start_(o.data_start_),
+          entries_(std::move(o.entries_)), order_(std::move(o.order_)), metadata_(std::move(o.metadata_)) {}
+    safetensors_file& operator=(safetensors_file&& o) noexcept {
+        if (this != &o) {
+            if (fd_ >= 0) ::close(fd_);
+            path_ = std::move(o.path_);
+            fd_ = std::exchange(o.fd_, -1);
+            file_size_ = o.file_size_;
+            data_start_ = o.data_start_;
+            entries_ = std::move(o.entries_);
+            order_ = std::move(o.order_);
+            metadata_ = std::move(o.metadata_);
+        }
+        return *this;
+    }
+    ~safetensors_file() {
+        if (fd_ >= 0) ::close(fd_);
+    }
+
+    [[nodiscard]] const std::string& path() const { return path_; }
+    /// Tensor names in the order of their data in the file.
+    [[nodiscard]] const std::vector<std::string>& names() const { return order_; }
+    [[nodiscard]] bool contains(const std::string& name) const { return entries_.count(name) != 0; }
+    /// The header entry of a tensor; throws io_error if the file has no such tensor.
+    [[nodiscard]] const tensor_entry& entry(const std::string& name) const;
+    [[nodiscard]] const metadata_map& metadata() const { return metadata_; }
+    /// Byte offset of the data section in the file (8 + header length).
+    [[nodiscard]] std::uint64_t data_start() const { return data_start_; }
+
+    /// The raw little-endian bytes of a tensor.
+    [[nodiscard]] std::vector<unsigned char> read_bytes(const std::string& name) const {
+        const tensor_entry& e = entry(name);
+        std::vector<unsigned char> v(static_cast<std::size_t>(e.end - e.begin));
+        read_at(data_start_ + e.begin, v.data(), v.size(), name);
+        return v;
+    }
+
+    /// A tensor as Tensor<T, B>. The dtype must be T's, except that F32 and F64 convert into
+    /// each other; anything else (e.g. I64 into float) throws io_error.
+    template <class T, class B = backend::cpu>
+    [[nodiscard]] Tensor<T, B> load(const std::string& name) const {
+        const tensor_entry& e = entry(name);
+        const std::string want = dtype_of<T>::name;
+        if (e.shape.numel() == 0 && (e.dtype == want || (std::is_floating_point_v<T> && (e.dtype == "F32" || e.dtype == "F64"))))
+            return Tensor<T, B>::empty(e.shape);  // nothing to read (and no null pointer to copy from)
+        if (e.dtype == want) return Tensor<T, B>::from(e.shape, read_values<T>(name, e));
+        if constexpr (std::is_floating_point_v<T>) {
+            if (e.dtype == "F32" || e.dtype == "F64") {
+                std::vector<T> v;
+                if (e.dtype == "F32") {
+                    const std::vector<float> src = read_values<float>(name, e);
+                    v.assign(src.begin(), src.end());
+                } else {
+                    const std::vector<double> src = read_values<double>(name, e);
+                    v.reserve(src.size());
+                    for (double x : src) v.push_back(static_cast<T>(x));
+                }
+                return Tensor<T, B>::from(e.shape, v);
+            }
+        }
+        fail("tensor '", name, "' is ", e.dtype, ", cannot load it as ", want, " (only F32 <-> F64 convert)");
+    }
+
+    /// Loads a tensor into an existing one of the same shape, in place (dst keeps its
+    /// storage, so every handle on it sees the new values). dst is only written once the
+    /// whole tensor has been read.
+    template <class T, class B>
+    void load_into(const std::string& name, Tensor<T, B>& dst) const {
+        const tensor_entry& e = entry(name);
+        if (!(e.shape == dst.shape())) fail("tensor '", name, "' has shape ", e.shape, ", model expects ", dst.shape());
+        dst.copy_(load<T, B>(name));
+    }
+
+private:
+    template <class... A>
+    [[noreturn]] void fail(A&&... parts) const {
+        throw io_error(depthlab::detail::cat("checkpoint ", path_, ": ", std::forward<A>(parts)...));
+    }
+
+
+    void read_at(std::uint64_t offset, void* dst, std::size_t n, const std::string& what) const;
+    void parse();
+    tensor_entry parse_entry(const std::string& name, const nlohmann::json& v, std::uint64_t data_size) const;
+
+    template <class T>
+    std::vector<T> read_values(const std::string& name, const tensor_entry& e) const {
+        std::vector<T> v(static_cast<std::size_t>(e.shape.numel()));
+        read_at(data_start_ + e.begin, v.data(), v.size() * sizeof(T), "tensor '" + name + "'");
+        return v;
+    }
+
+
+
+    std::string path_;
+    int fd_ = -1;
+    std::uint64_t file_size_ = 0, data_start_ = 0;
+    std::map<std::string, tensor_entry> entries_;
+    std::vector<std::string> order_;
+    metadata_map metadata_;
+};
+
+// Defined outside the class: under DEPTHLAB_COMPILED a program links the library's copy and
+// does not compile the JSON parser again (include/depthlab/core/out_of_line.hpp).
+#if DEPTHLAB_DEFINE_OUT_OF_LINE
+DEPTHLAB_OUT_OF_LINE safetensors_file::safetensors_file(std::string path) : path_(std::move(path)) {
+    fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) fail("cannot open: ", detail::errno_text(errno));
+    try {
+        parse();
+    } catch (...) {
+        ::close(fd_);
+        fd_ = -1;
+        throw;
+    }
+}
+
+DEPTHLAB_OUT_OF_LINE const tensor_entry& safetensors_file::entry(const std::string& name) const {
+    const auto it = entries_.find(name);
+    if (it == entries_.end()) {
+        std::string have;
+        std::size_t shown = 0;
+        for (const std::string& n : order_) {
+            if (shown++ == 16) {
+                have += ", ...";
+                break;
+            }
+            have += (have.empty() ? "" : ", ") + n;
+        }
+        fail("no tensor named '", name, "' (the file has ", order_.size(), ": ", have, ")");
+    }
+    return it->second;
+}
+
+DEPTHLAB_OUT_OF_LINE void safetensors_file::read_at(std::uint64_t offset, void* dst, std::size_t n, const std::string& what) const {
+    auto* p = static_cast<unsigned char*>(dst);
+    while (n > 0) {
+        const ::ssize_t got = ::pread(fd_, p, std::min<std::size_t>(n, std::size_t{1} << 30), static_cast<::off_t>(offset));
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) fail("reading ", what, ": ", detail::errno_text(errno));
+        if (got == 0) fail("reading ", what, ": unexpected end of file at byte ", offset, " (the file shrank after it was opened?)");
+        p += got;
+        n -= static_cast<std::size_t>(got);
+        offset += static_cast<std::uint64_t>(got);
+    }
+}
+
+DEPTHLAB_OUT_OF_LINE void safetensors_file::parse() {
+    struct ::stat st {};
+    if (::fstat(fd_, &st) != 0) fail("cannot stat: ", detail::errno_text(errno));
+    if (!S_ISREG(st.st_mode)) fail("not a regular file");
+    file_size_ = static_cast<std::uint64_t>(st.st_size);
+    if (file_size_ < 8)
+        fail("file is ", file_size_, " bytes, shorter than the 8-byte header length field (truncated, or not safetensors)");
+    unsigned char len[8];
+    read_at(0, len, 8, "the header length");
+    std::uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = (n << 8) | len[i];
+    if (n > file_size_ - 8)
+        fail("header length ", n, " exceeds the ", file_size_ - 8,
+             " bytes that follow the length field (truncated, or not a safetensors file)");
+    if (n > max_header_bytes) fail("header length ", n, " is above the ", max_header_bytes, "-byte limit");
+    data_start_ = 8 + n;
+    const std::uint64_t data_size = file_size_ - data_start_;
+    std::string text(static_cast<std::size_t>(n), '\0');
+    read_at(8, text.data(), text.size(), "the header");
+
+    // nlohmann stops at a NUL byte as if the input ended there; JSON text has none.
+    if (const std::size_t nul = text.find('\0'); nul != std::string::npos)
+        fail("invalid JSON header (", n, " bytes): NUL byte at offset ", nul, " (wrong header length?)");
+    // Parse, refusing duplicate keys (nlohmann would keep the last one silently).
+    std::vector<std::set<std::string>> keys;
+    const auto on_event = [&](int, nlohmann::json::parse_event_t ev, nlohmann::json& parsed) {
+        using ev_t = nlohmann::json::parse_event_t;
+        if (ev == ev_t::object_start) keys.emplace_back();
+        if (ev == ev_t::object_end && !keys.empty()) keys.pop_back();
+        if (ev == ev_t::key && !keys.empty() && parsed.is_string() && !keys.back().insert(parsed.get<std::string>()).second)
+            fail("invalid header: duplicate key '", parsed.get<std::string>(), "'");
+        return true;
+    };
+    nlohmann::json h;
+    try {
+        h = nlohmann::json::parse(text, on_event);
+    } catch (const nlohmann::json::exception& e) {
+        fail("invalid JSON header (", n, " bytes): ", e.what());
+    }
+    if (!h.is_object()) fail("invalid header: a JSON ", h.type_name(), ", not an object");
+
+    for (auto it = h.begin(); it != h.end(); ++it) {
+        const std::string& name = it.key();
+        const nlohmann::json& v = it.value();
+        if (name == "__metadata__") {
+            if (!v.is_object()) fail("'__metadata__' is a JSON ", v.type_name(), ", not an object");
+            for (auto m = v.begin(); m != v.end(); ++m) {
+                if (!m.value().is_string())
+                    fail("metadata '", m.key(), "' is a JSON ", m.value().type_name(), ", not a string");
+                metadata_[m.key()] = m.value().get<std::string>();
+            }
+            continue;
+        }
+        if (const char* bad = detail::invalid_tensor_name(name))
+            fail("invalid header: '", detail::printable_name(name), "' is ", bad);
+        entries_[name] = parse_entry(name, v, data_size);
+    }
+
+    // The tensors must tile the data section: no overlap, no hole, no trailing bytes.
+    std::vector<std::pair<const std::string*, const tensor_entry*>> sorted;
+    for (const auto& [name, e] : entries_) sorted.emplace_back(&name, &e);
+    std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
+        return std::tie(a.second->begin, a.second->end, *a.first) < std::tie(b.second->begin, b.second->end, *b.first);
+    });
+    std::uint64_t pos = 0;
+    const std::string* prev = nullptr;
+    for (const auto& [name, e] : sorted) {
+        if (e->begin < pos)
+            fail("tensor '", *name, "': data_offsets [", e->begin, ", ", e->end, "] overlap tensor '", *prev,
+                 "' (which ends at ", pos, ")");
+        if (e->begin > pos)
+            fail("tensor '", *name, "': data_offsets [", e->begin, ", ", e->end, "] leave bytes [", pos, ", ", e->begin,
+                 ") of the data section unused");
+        pos = e->end;
+        prev = name;
+        order_.push_back(*name);
+    }
+    if (pos != data_size)
+        fail("the data section has ", data_size, " bytes but the tensors cover only ", pos, " (", data_size - pos,
+             " trailing bytes)");
+}
+
+DEPTHLAB_OUT_OF_LINE tensor_entry safetensors_file::parse_entry(const std::string& name, const nlohmann::json& v,
+                                                               std::uint64_t data_size) const {
+    if (!v.is_object()) fail("tensor '", name, "': header entry is a JSON ", v.type_name(), ", not an object");
+    tensor_entry e;
+    const auto dtype = v.find("dtype");
+    if (dtype == v.end()) fail("tensor '", name, "': header entry has no 'dtype'");
+    if (!dtype->is_string()) fail("tensor '", name, "': 'dtype' is not a string");
+    e.dtype = dtype->get<std::string>();
+    const std::size_t item = dtype_size(e.dtype);
+    if (item == 0) fail("tensor '", name, "': unknown dtype '", e.dtype, "'");
+
+    const auto shape = v.find("shape");
+    if (shape == v.end()) fail("tensor '", name, "': header entry has no 'shape'");
+    if (!shape->is_array()) fail("tensor '", name, "': 'shape' is not an array");
+    if (shape->size() > static_cast<std::size_t>(Shape::max_rank))
+        fail("tensor '", name, "': shape has rank ", shape->size(), ", depthlab supports at most ", Shape::max_rank);
+    std::uint64_t bytes = item;
+    bool overflow = false;
+    for (const auto& d : *shape) {
+        if (!d.is_number_unsigned() || d.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<index_t>::max()))
+            fail("tensor '", name, "': shape ", shape->dump(), " has an extent that is not a non-negative integer");
+        const auto x = d.get<std::uint64_t>();
+        overflow = overflow || __builtin_mul_overflow(bytes, x, &bytes);
+        e.shape.push_back(static_cast<index_t>(x));
+    }
+    if (overflow) fail("tensor '", name, "': shape ", e.shape, " is too large");
+
+    const auto offsets = v.find("data_offsets");
+    if (offsets == v.end()) fail("tensor '", name, "': header entry has no 'data_offsets'");
+    if (!offsets->is_array() || offsets->size() != 2 || !(*offsets)[0].is_number_unsigned() ||
+        !(*offsets)[1].is_number_unsigned())
+        fail("tensor '", name, "': data_offsets ", offsets->dump(), " is not a pair of non-negative integers");
+    e.begin = (*offsets)[0].get<std::uint64_t>();
+    e.end = (*offsets)[1].get<std::uint64_t>();
+    if (e.begin > e.end) fail("tensor '", name, "': data_offsets [", e.begin, ", ", e.end, "] end before they begin");
+    if (e.end > data_size)
+        fail("tensor '", name, "': data_offsets [", e.begin, ", ", e.end, "] run past the end of the data section (",
+             data_size, " bytes; truncated file?)");
+    if (e.end - e.begin != bytes)
+        fail("tensor '", name, "': data_offsets [", e.begin, ", ", e.end, "] span ", e.end - e.begin, " bytes, but shape ",
+             e.shape, " of ", e.dtype, " needs ", bytes);
+    return e;
+}
+#endif  // DEPTHLAB_DEFINE_OUT_OF_LINE
+
+}  // namespace depthlab::io
+// ---- end depthlab/io/safetensors.hpp ----
+
+namespace depthlab::io {
+
+// ---- the field lists (C is the config or const config) ----
+template <class C, class F>
+    requires std::same_as<std::remove_const_t<C>, nn::transformer_config>
+void config_fields(C& c, F&& f) {
+    f("dim", c.dim);
+    f("heads", c.heads);
+    f("ff_dim", c.ff_dim);
+    f("activation", c.act);
+    f("dropout", c.dropout);
+    f("attention_dropout", c.attention_dropout);
+    f("norm_first", c.norm_first);
+    f("ln_eps", c.ln_eps);
+    f("init", c.init);
+}
+template <class C, class F>
+    requires std::same_as<std::remove_const_t<C>, nn::seq2seq_config>
+void config_fields(C& c, F&& f) {
+    f("src_vocab", c.src_vocab);
+    f("tgt_vocab", c.tgt_vocab);
+    f("share_embeddings", c.share_embeddings);
+    f("tie_output", c.tie_output);
+    f("encoder_layers", c.encoder_layers);
+    f("decoder_layers", c.decoder_layers);
+    f("max_len", c.max_len);
+    f("layer", c.layer);
+}
+template <class C, class F>
+    requires std::same_as<std::remove_const_t<C>, nn::albert_config>
+void config_fields(C& c, F&& f) {
+    f("vocab", c.vocab);
+    f("embed", c.embed);
+    f("max_len", c.max_len);
+    f("segments", c.segments);
+    f("depth", c.depth);
+    f("layer", c.layer);
+    f("sop_dropout", c.sop_dropout);
+}
+template <class C, class F>
+    requires std::same_as<std::remove_const_t<C>, halting::act_options>
+void config_fields(C& c, F&& f) {
+    f("max_iterations", c.max_iterations);
+    f("epsilon", c.epsilon);
+    f("min_iterations", c.min_iterations);
+    f("compact", c.compact);
+    f("fixed_point_trace", c.fixed_point_trace);
+    f("lambda_p", c.lambda_p);
+    f("halting_bias", c.halting_bias);
+}
+
+namespace detail {
+template <class V>
+concept config_struct = requires(V& v) { config_fields(v, [](const char*, auto&) {}); };
+
+template <class E>
+struct enum_names;
+template <>
+struct enum_names<nn::activation> {
+    static constexpr const char* names[] = {"gelu", "relu", "gelu_erf"};
+};
+template <>
+struct enum_names<nn::init_scheme> {
+    static constexpr const char* names[] = {"pytorch", "bert", "xavier"};
+};
+template <>
+struct enum_names<halting::act_options::trace> {
+    static constexpr const char* names[] = {"never", "eval_only", "always"};
+};
+
+template <class V>
+std::string to_text(const V& v) {
+    if constexpr (std::is_enum_v<V>) {
+        return enum_names<V>::names[static_cast<std::size_t>(v)];
+    } else if constexpr (std::is_same_v<V, bool>) {
+        return v ? "true" : "false";
+    } else {
+        char buf[64];
+        const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);  // shortest exact form
+        (void)ec;
+        return std::string(buf, end);
+    }
+}
+template <class V>
+void from_text(const std::string& key, const std::string& s, V& v) {
+    if constexpr (std::is_enum_v<V>) {
+        const auto& names = enum_names<V>::names;
+        for (std::size_t i = 0; i < std::size(names); ++i)
+            if (s == names[i]) {
+                v = static_cast<V>(i);
+                return;
+            }
+        throw io_error(depthlab::detail::cat("config: '", key, "' = '", s, "' is not one of the names of its kind"));
+    } else if constexpr (std::is_same_v<V, bool>) {
+        DEPTHLAB_CHECK(s == "true" || s == "false", io_error, "config: '", key, "' = '", s, "' is not true or false");
+        v = s == "true";
+    } else {
+        const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+        DEPTHLAB_CHECK(!s.empty() && ec == std::errc() && end == s.data() + s.size(), io_error, "config: '", key, "' = '", s,
+                       "' is not a valid ", std::is_floating_point_v<V> ? "number" : "integer");
+    }
+}
+}  // namespace detail
+
+/// Writes every field of config `c` into `md` under `prefix` (e.g. "config.").
+template <detail::config_struct C>
+void save_config(metadata_map& md, const std::string& prefix, const C& c) {
+    config_fields(c, [&](const char* name, const auto& v) {
+        using V = std::remove_cvref_t<decltype(v)>;
+        if constexpr (detail::config_struct<V>) save_config(md, prefix + name + ".", v);
+        else md[prefix + name] = detail::to_text(v);
+    });
+}
+/// Reads every field of a C from `md` under `prefix`; throws io_error naming the first
+/// missing or malformed key.
+template <detail::config_struct C>
+void load_config(const metadata_map& md, const std::string& prefix, C& c) {
+    config_fields(c, [&](const char* name, auto& v) {
+        using V = std::remove_cvref_t<decltype(v)>;
+        if constexpr (detail::config_struct<V>) {
+            load_config(md, prefix + name + ".", v);
+        } else {
+            const auto it = md.find(prefix + name);
+            DEPTHLAB_CHECK(it != md.end(), io_error, "config: no '", prefix + name,
+                           "' in the metadata (a checkpoint from an older version, or not a model checkpoint)");
+            detail::from_text(prefix + name, it->second, v);
+        }
+    });
+}
+template <detail::config_struct C>
+[[nodiscard]] C load_config(const metadata_map& md, const std::string& prefix) {
+    C c;
+    load_config(md, prefix, c);
+    return c;
+}
+
+}  // namespace depthlab::io
+// ---- end depthlab/io/config.hpp ----
 // ---- begin depthlab/train/trainer.hpp ----
 // train::Trainer: the loop a research user writes every time, once. Per step: zero the
 // gradients, run `accumulate` micro-batches (backward on loss / accumulate), clip by global
@@ -11791,530 +12541,6 @@ private:
 #include <utility>
 #include <vector>
 
-// ---- begin depthlab/io/safetensors.hpp ----
-// safetensors: the tensor file format of Hugging Face / PyTorch checkpoints.
-//
-//   [8 bytes]  N, little-endian u64: length of the header
-//   [N bytes]  UTF-8 JSON object, padded with spaces to a multiple of 8 bytes:
-//                {"__metadata__": {"key": "value", ...},              (optional, strings only)
-//                 "name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}, ...}
-//   [rest]     the data: every tensor row-major, little-endian, at [begin, end) counted
-//              from the first byte after the header. The tensors cover the data section
-//              exactly: no overlap, no hole, nothing after the last one.
-//
-// Writing (safetensors_writer, save_safetensors) is atomic (io/atomic_file.hpp): `path`
-// either keeps its old content or has the complete new one; on failure io_error is thrown
-// and no temporary is left, and a temporary left by a killed writer is removed next time.
-//
-// Reading (safetensors_file) validates the whole header when the file is opened (sizes,
-// JSON, every entry, every offset) and throws io_error naming the file and the tensor; the
-// data is read on demand with pread. Loading converts F32 <-> F64 on request, nothing else.
-// POSIX only (open/pread/fsync/rename); the host must be little-endian.
-#include <algorithm>
-#include <atomic>
-#include <bit>
-#include <cerrno>
-#include <cstdint>
-#include <cstdio>
-#include <cstring>
-#include <functional>
-#include <limits>
-#include <map>
-#include <set>
-#include <tuple>
-#include <string>
-#include <string_view>
-#include <type_traits>
-#include <utility>
-#include <variant>
-#include <vector>
-
-#include <dirent.h>
-#include <fcntl.h>
-#include <sys/file.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <nlohmann/json.hpp>
-
-
-namespace depthlab::io {
-
-static_assert(std::endian::native == std::endian::little, "depthlab::io reads and writes safetensors on little-endian hosts only");
-
-using metadata_map = std::map<std::string, std::string>;
-
-/// One tensor of a safetensors header. `begin`/`end` are byte offsets into the data section.
-struct tensor_entry {
-    std::string dtype;
-    Shape shape;
-    std::uint64_t begin = 0, end = 0;
-};
-
-// ---------------------------------------------------------------------------------------
-// dtypes
-// ---------------------------------------------------------------------------------------
-
-/// The safetensors dtype of a C++ element type (F32, F64, I64, I32, ...).
-template <class T>
-struct dtype_of;
-template <> struct dtype_of<float> { static constexpr const char* name = "F32"; };
-template <> struct dtype_of<double> { static constexpr const char* name = "F64"; };
-template <> struct dtype_of<std::int64_t> { static constexpr const char* name = "I64"; };
-template <> struct dtype_of<std::int32_t> { static constexpr const char* name = "I32"; };
-template <> struct dtype_of<std::int16_t> { static constexpr const char* name = "I16"; };
-template <> struct dtype_of<std::int8_t> { static constexpr const char* name = "I8"; };
-template <> struct dtype_of<std::uint64_t> { static constexpr const char* name = "U64"; };
-template <> struct dtype_of<std::uint32_t> { static constexpr const char* name = "U32"; };
-template <> struct dtype_of<std::uint16_t> { static constexpr const char* name = "U16"; };
-template <> struct dtype_of<std::uint8_t> { static constexpr const char* name = "U8"; };
-
-/// Bytes per element of a safetensors dtype, 0 if the dtype is unknown. Every dtype of the
-/// format is known (so that files holding e.g. BF16 tensors open and their other tensors
-/// load), though only those with a dtype_of<> can be loaded.
-inline std::size_t dtype_size(const std::string& dtype) {
-    static const std::map<std::string, std::size_t, std::less<>> sizes = {
-        {"BOOL", 1}, {"U8", 1}, {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"I16", 2}, {"U16", 2}, {"F16", 2},
-        {"BF16", 2}, {"I32", 4}, {"U32", 4}, {"F32", 4},     {"F64", 8},     {"I64", 8}, {"U64", 8}};
-    const auto it = sizes.find(dtype);
-    return it == sizes.end() ? 0 : it->second;
-}
-
-// ---------------------------------------------------------------------------------------
-// Writing
-// ---------------------------------------------------------------------------------------
-
-/// Produces the bytes of one tensor into the sink; must give exactly the declared size.
-using byte_producer = std::function<void(const byte_sink&)>;
-
-namespace detail {
-/// Why `name` cannot be a tensor name, or nullptr if it can. One rule for the writer and
-/// the reader, so that every file depthlab opens could be written again: an empty name, a
-/// NUL byte (C APIs and PyTorch's loader stop there) and the reserved "__metadata__" are out.
-inline const char* invalid_tensor_name(std::string_view name) {
-    if (name.empty()) return "an empty tensor name";
-    // (a loop, not string_view::find: g++ 12 warns about find's memchr bound once this is inlined)
-    for (const char c : name)
-        if (c == '\0') return "a tensor name with a NUL byte";
-    if (name == "__metadata__") return "'__metadata__', which is reserved for metadata, as a tensor name";
-    return nullptr;
-}
-/// A name printable in an error message: NUL and other control bytes as \xNN.
-inline std::string printable_name(std::string_view name) {
-    std::string out;
-    for (const char c : name) {
-        const auto u = static_cast<unsigned char>(c);
-        if (u < 0x20 || u == 0x7f) {
-            char buf[8];
-            std::snprintf(buf, sizeof buf, "\\x%02x", u);
-            out += buf;
-        } else {
-            out += c;
-        }
-    }
-    return out;
-}
-}  // namespace detail
-
-/// Collects named tensors and metadata, then writes them atomically with write(path).
-/// Tensors are held by handle (shared storage): their values are read during write().
-class safetensors_writer {
-public:
-    /// Adds a tensor (float, double, int64, or another type with a dtype_of<>).
-    template <class T, class B>
-    void add(const std::string& name, const Tensor<T, B>& t) {
-        DEPTHLAB_CHECK(t.defined(), usage_error, "safetensors_writer: tensor '", name, "' is undefined");
-        const Tensor<T, B> held = t;
-        add_raw(name, dtype_of<T>::name, t.shape(), [held](const byte_sink& put) {
-            if constexpr (B::host_accessible) {
-                const Tensor<T, B> c = held.contiguous();
-                put(c.data(), static_cast<std::size_t>(c.numel()) * sizeof(T));
-            } else {
-                const std::vector<T> v = held.to_vector();
-                put(v.data(), v.size() * sizeof(T));
-            }
-        });
-    }
-    /// Adds a tensor whose bytes come from `produce` during write(). It must put exactly
-    /// shape.numel() * dtype_size(dtype) bytes (checked); an exception it throws aborts the
-    /// write (the target is left untouched). Also the hook the tests use to fail midway.
-    void add_raw(const std::string& name, const std::string& dtype, const Shape& shape, byte_producer produce) {
-        const char* bad = detail::invalid_tensor_name(name);
-        DEPTHLAB_CHECK(bad == nullptr, usage_error, "safetensors_writer: '", detail::printable_name(name), "' is ", bad);
-        DEPTHLAB_CHECK(names_.insert(name).second, usage_error, "safetensors_writer: duplicate tensor name '", name, "'");
-        const std::size_t size = dtype_size(dtype);
-        DEPTHLAB_CHECK(size != 0, usage_error, "safetensors_writer: tensor '", name, "' has unknown dtype '", dtype, "'");
-        DEPTHLAB_CHECK(shape.is_concrete(), usage_error, "safetensors_writer: tensor '", name, "' has shape ", shape,
-                       " with an inferred extent");
-        records_.push_back({name, dtype, shape, static_cast<std::uint64_t>(shape.numel()) * size, std::move(produce)});
-    }
-    void set_metadata(metadata_map m) { metadata_ = std::move(m); }
-    void add_metadata(const std::string& key, const std::string& value) { metadata_[key] = value; }
-    [[nodiscard]] const metadata_map& metadata() const { return metadata_; }
-    [[nodiscard]] std::size_t size() const { return records_.size(); }
-
-    /// The header JSON (without the length field), padded with spaces so that its length
-    /// is a multiple of 8. Offsets follow the order in which tensors were added.
-    [[nodiscard]] std::string header() const {
-        nlohmann::ordered_json h = nlohmann::ordered_json::object();
-        if (!metadata_.empty()) {
-            nlohmann::ordered_json m = nlohmann::ordered_json::object();
-            for (const auto& [k, v] : metadata_) m[k] = v;
-            h["__metadata__"] = std::move(m);
-        }
-        std::uint64_t offset = 0;
-        for (const record& r : records_) {
-            nlohmann::ordered_json e = nlohmann::ordered_json::object();
-            e["dtype"] = r.dtype;
-            e["shape"] = std::vector<index_t>(r.shape.begin(), r.shape.end());
-            e["data_offsets"] = {offset, offset + r.bytes};
-            offset += r.bytes;
-            h[r.name] = std::move(e);
-        }
-        std::string s;
-        try {
-            s = h.dump();
-        } catch (const nlohmann::json::exception& e) {  // invalid UTF-8 in a name or in metadata
-            throw usage_error(depthlab::detail::cat("safetensors_writer: cannot encode the header: ", e.what()));
-        }
-        s.append((8 - s.size() % 8) % 8, ' ');
-        return s;
-    }
-
-    /// Writes the file atomically (see the top of this header). Throws io_error naming
-    /// `path` on failure, after removing the temporary file; `path` is then untouched.
-    void write(const std::string& path) const {
-        const std::string head = header();
-        write_atomically(path, "save_safetensors", [&](const byte_sink& put) {
-            unsigned char len[8];
-            for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(static_cast<std::uint64_t>(head.size()) >> (8 * i));
-            put(len, 8);
-            put(head.data(), head.size());
-            for (const record& r : records_) {
-                std::uint64_t got = 0;
-                const byte_sink sink = [&](const void* data, std::size_t n) {
-                    DEPTHLAB_CHECK(got + n <= r.bytes, io_error, "tensor '", r.name, "': producer gave more than the ", r.bytes,
-                                   " bytes of shape ", r.shape, " ", r.dtype);
-                    put(data, n);
-                    got += n;
-                };
-                r.produce(sink);
-                DEPTHLAB_CHECK(got == r.bytes, io_error, "tensor '", r.name, "': producer gave ", got, " bytes, shape ", r.shape, " ",
-                               r.dtype, " needs ", r.bytes);
-            }
-        });
-    }
-
-private:
-    struct record {
-        std::string name, dtype;
-        Shape shape;
-        std::uint64_t bytes;
-        byte_producer produce;
-    };
-    std::vector<record> records_;
-    std::set<std::string> names_;
-    metadata_map metadata_;
-};
-
-/// Writes named tensors of one element type (plus metadata) atomically.
-template <class T, class B>
-void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor<T, B>>>& tensors,
-                      const metadata_map& metadata = {}) {
-    safetensors_writer w;
-    for (const auto& [name, t] : tensors) w.add(name, t);
-    w.set_metadata(metadata);
-    w.write(path);
-}
-
-/// A host tensor of one of the three checkpoint dtypes.
-using any_tensor = std::variant<Tensor<float>, Tensor<double>, Tensor<std::int64_t>>;
-
-/// Writes named tensors of mixed dtypes (F32, F64, I64) plus metadata atomically.
-inline void save_safetensors(const std::string& path, const std::vector<std::pair<std::string, any_tensor>>& tensors,
-                             const metadata_map& metadata = {}) {
-    safetensors_writer w;
-    for (const auto& [name, t] : tensors) std::visit([&, &n = name](const auto& x) { w.add(n, x); }, t);
-    w.set_metadata(metadata);
-    w.write(path);
-}
-
-// ---------------------------------------------------------------------------------------
-// Reading
-// ---------------------------------------------------------------------------------------
-
-/// An open safetensors file whose header has been fully validated. Errors are io_error
-/// with messages `checkpoint <path>: ...` that name the tensor at fault. The file stays
-/// open (a file replaced by an atomic save keeps being read consistently); data is read
-/// with pread, so const methods may be called from several threads.
-class safetensors_file {
-public:
-    /// Headers above this size are refused (the reference implementation's limit).
-    static constexpr std::uint64_t max_header_bytes = 100'000'000;
-
-    explicit safetensors_file(std::string path) : path_(std::move(path)) {
-        fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-        if (fd_ < 0) fail("cannot open: ", detail::errno_text(errno));
-        try {
-            parse();
-        } catch (...) {
-            ::close(fd_);
-            fd_ = -1;
-            throw;
-        }
-    }
-    safetensors_file(const safetensors_file&) = delete;
-    safetensors_file& operator=(const safetensors_file&) = delete;
-    safetensors_file(safetensors_file&& o) noexcept
-        : path_(std::move(o.path_)), fd_(std::exchange(o.fd_, -1)), file_size_(o.file_size_), data_start_(o.data_start_),
-          entries_(std::move(o.entries_)), order_(std::move(o.order_)), metadata_(std::move(o.metadata_)) {}
-    safetensors_file& operator=(safetensors_file&& o) noexcept {
-        if (this != &o) {
-            if (fd_ >= 0) ::close(fd_);
-            path_ = std::move(o.path_);
-            fd_ = std::exchange(o.fd_, -1);
-            file_size_ = o.file_size_;
-            data_start_ = o.data_start_;
-            entries_ = std::move(o.entries_);
-            order_ = std::move(o.order_);
-            metadata_ = std::move(o.metadata_);
-        }
-        return *this;
-    }
-    ~safetensors_file() {
-        if (fd_ >= 0) ::close(fd_);
-    }
-
-    [[nodiscard]] const std::string& path() const { return path_; }
-    /// Tensor names in the order of their data in the file.
-    [[nodiscard]] const std::vector<std::string>& names() const { return order_; }
-    [[nodiscard]] bool contains(const std::string& name) const { return entries_.count(name) != 0; }
-    /// The header entry of a tensor; throws io_error if the file has no such tensor.
-    [[nodiscard]] const tensor_entry& entry(const std::string& name) const {
-        const auto it = entries_.find(name);
-        if (it == entries_.end()) {
-            std::string have;
-            std::size_t shown = 0;
-            for (const std::string& n : order_) {
-                if (shown++ == 16) {
-                    have += ", ...";
-                    break;
-                }
-                have += (have.empty() ? "" : ", ") + n;
-            }
-            fail("no tensor named '", name, "' (the file has ", order_.size(), ": ", have, ")");
-        }
-        return it->second;
-    }
-    [[nodiscard]] const metadata_map& metadata() const { return metadata_; }
-    /// Byte offset of the data section in the file (8 + header length).
-    [[nodiscard]] std::uint64_t data_start() const { return data_start_; }
-
-    /// The raw little-endian bytes of a tensor.
-    [[nodiscard]] std::vector<unsigned char> read_bytes(const std::string& name) const {
-        const tensor_entry& e = entry(name);
-        std::vector<unsigned char> v(static_cast<std::size_t>(e.end - e.begin));
-        read_at(data_start_ + e.begin, v.data(), v.size(), name);
-        return v;
-    }
-
-    /// A tensor as Tensor<T, B>. The dtype must be T's, except that F32 and F64 convert into
-    /// each other; anything else (e.g. I64 into float) throws io_error.
-    template <class T, class B = backend::cpu>
-    [[nodiscard]] Tensor<T, B> load(const std::string& name) const {
-        const tensor_entry& e = entry(name);
-        const std::string want = dtype_of<T>::name;
-        if (e.shape.numel() == 0 && (e.dtype == want || (std::is_floating_point_v<T> && (e.dtype == "F32" || e.dtype == "F64"))))
-            return Tensor<T, B>::empty(e.shape);  // nothing to read (and no null pointer to copy from)
-        if (e.dtype == want) return Tensor<T, B>::from(e.shape, read_values<T>(name, e));
-        if constexpr (std::is_floating_point_v<T>) {
-            if (e.dtype == "F32" || e.dtype == "F64") {
-                std::vector<T> v;
-                if (e.dtype == "F32") {
-                    const std::vector<float> src = read_values<float>(name, e);
-                    v.assign(src.begin(), src.end());
-                } else {
-                    const std::vector<double> src = read_values<double>(name, e);
-                    v.reserve(src.size());
-                    for (double x : src) v.push_back(static_cast<T>(x));
-                }
-                return Tensor<T, B>::from(e.shape, v);
-            }
-        }
-        fail("tensor '", name, "' is ", e.dtype, ", cannot load it as ", want, " (only F32 <-> F64 convert)");
-    }
-
-    /// Loads a tensor into an existing one of the same shape, in place (dst keeps its
-    /// storage, so every handle on it sees the new values). dst is only written once the
-    /// whole tensor has been read.
-    template <class T, class B>
-    void load_into(const std::string& name, Tensor<T, B>& dst) const {
-        const tensor_entry& e = entry(name);
-        if (!(e.shape == dst.shape())) fail("tensor '", name, "' has shape ", e.shape, ", model expects ", dst.shape());
-        dst.copy_(load<T, B>(name));
-    }
-
-private:
-    template <class... A>
-    [[noreturn]] void fail(A&&... parts) const {
-        throw io_error(depthlab::detail::cat("checkpoint ", path_, ": ", std::forward<A>(parts)...));
-    }
-
-    void read_at(std::uint64_t offset, void* dst, std::size_t n, const std::string& what) const {
-        auto* p = static_cast<unsigned char*>(dst);
-        while (n > 0) {
-            const ::ssize_t got = ::pread(fd_, p, std::min<std::size_t>(n, std::size_t{1} << 30), static_cast<::off_t>(offset));
-            if (got < 0 && errno == EINTR) continue;
-            if (got < 0) fail("reading ", what, ": ", detail::errno_text(errno));
-            if (got == 0) fail("reading ", what, ": unexpected end of file at byte ", offset, " (the file shrank after it was opened?)");
-            p += got;
-            n -= static_cast<std::size_t>(got);
-            offset += static_cast<std::uint64_t>(got);
-        }
-    }
-
-    template <class T>
-    std::vector<T> read_values(const std::string& name, const tensor_entry& e) const {
-        std::vector<T> v(static_cast<std::size_t>(e.shape.numel()));
-        read_at(data_start_ + e.begin, v.data(), v.size() * sizeof(T), "tensor '" + name + "'");
-        return v;
-    }
-
-    void parse() {
-        struct ::stat st {};
-        if (::fstat(fd_, &st) != 0) fail("cannot stat: ", detail::errno_text(errno));
-        if (!S_ISREG(st.st_mode)) fail("not a regular file");
-        file_size_ = static_cast<std::uint64_t>(st.st_size);
-        if (file_size_ < 8)
-            fail("file is ", file_size_, " bytes, shorter than the 8-byte header length field (truncated, or not safetensors)");
-        unsigned char len[8];
-        read_at(0, len, 8, "the header length");
-        std::uint64_t n = 0;
-        for (int i = 7; i >= 0; --i) n = (n << 8) | len[i];
-        if (n > file_size_ - 8)
-            fail("header length ", n, " exceeds the ", file_size_ - 8,
-                 " bytes that follow the length field (truncated, or not a safetensors file)");
-        if (n > max_header_bytes) fail("header length ", n, " is above the ", max_header_bytes, "-byte limit");
-        data_start_ = 8 + n;
-        const std::uint64_t data_size = file_size_ - data_start_;
-        std::string text(static_cast<std::size_t>(n), '\0');
-        read_at(8, text.data(), text.size(), "the header");
-
-        // nlohmann stops at a NUL byte as if the input ended there; JSON text has none.
-        if (const std::size_t nul = text.find('\0'); nul != std::string::npos)
-            fail("invalid JSON header (", n, " bytes): NUL byte at offset ", nul, " (wrong header length?)");
-        // Parse, refusing duplicate keys (nlohmann would keep the last one silently).
-        std::vector<std::set<std::string>> keys;
-        const auto on_event = [&](int, nlohmann::json::parse_event_t ev, nlohmann::json& parsed) {
-            using ev_t = nlohmann::json::parse_event_t;
-            if (ev == ev_t::object_start) keys.emplace_back();
-            if (ev == ev_t::object_end && !keys.empty()) keys.pop_back();
-            if (ev == ev_t::key && !keys.empty() && parsed.is_string() && !keys.back().insert(parsed.get<std::string>()).second)
-                fail("invalid header: duplicate key '", parsed.get<std::string>(), "'");
-            return true;
-        };
-        nlohmann::json h;
-        try {
-            h = nlohmann::json::parse(text, on_event);
-        } catch (const nlohmann::json::exception& e) {
-            fail("invalid JSON header (", n, " bytes): ", e.what());
-        }
-        if (!h.is_object()) fail("invalid header: a JSON ", h.type_name(), ", not an object");
-
-        for (auto it = h.begin(); it != h.end(); ++it) {
-            const std::string& name = it.key();
-            const nlohmann::json& v = it.value();
-            if (name == "__metadata__") {
-                if (!v.is_object()) fail("'__metadata__' is a JSON ", v.type_name(), ", not an object");
-                for (auto m = v.begin(); m != v.end(); ++m) {
-                    if (!m.value().is_string())
-                        fail("metadata '", m.key(), "' is a JSON ", m.value().type_name(), ", not a string");
-                    metadata_[m.key()] = m.value().get<std::string>();
-                }
-                continue;
-            }
-            if (const char* bad = detail::invalid_tensor_name(name))
-                fail("invalid header: '", detail::printable_name(name), "' is ", bad);
-            entries_[name] = parse_entry(name, v, data_size);
-        }
-
-        // The tensors must tile the data section: no overlap, no hole, no trailing bytes.
-        std::vector<std::pair<const std::string*, const tensor_entry*>> sorted;
-        for (const auto& [name, e] : entries_) sorted.emplace_back(&name, &e);
-        std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
-            return std::tie(a.second->begin, a.second->end, *a.first) < std::tie(b.second->begin, b.second->end, *b.first);
-        });
-        std::uint64_t pos = 0;
-        const std::string* prev = nullptr;
-        for (const auto& [name, e] : sorted) {
-            if (e->begin < pos)
-                fail("tensor '", *name, "': data_offsets [", e->begin, ", ", e->end, "] overlap tensor '", *prev,
-                     "' (which ends at ", pos, ")");
-            if (e->begin > pos)
-                fail("tensor '", *name, "': data_offsets [", e->begin, ", ", e->end, "] leave bytes [", pos, ", ", e->begin,
-                     ") of the data section unused");
-            pos = e->end;
-            prev = name;
-            order_.push_back(*name);
-        }
-        if (pos != data_size)
-            fail("the data section has ", data_size, " bytes but the tensors cover only ", pos, " (", data_size - pos,
-                 " trailing bytes)");
-    }
-
-    tensor_entry parse_entry(const std::string& name, const nlohmann::json& v, std::uint64_t data_size) const {
-        if (!v.is_object()) fail("tensor '", name, "': header entry is a JSON ", v.type_name(), ", not an object");
-        tensor_entry e;
-        const auto dtype = v.find("dtype");
-        if (dtype == v.end()) fail("tensor '", name, "': header entry has no 'dtype'");
-        if (!dtype->is_string()) fail("tensor '", name, "': 'dtype' is not a string");
-        e.dtype = dtype->get<std::string>();
-        const std::size_t item = dtype_size(e.dtype);
-        if (item == 0) fail("tensor '", name, "': unknown dtype '", e.dtype, "'");
-
-        const auto shape = v.find("shape");
-        if (shape == v.end()) fail("tensor '", name, "': header entry has no 'shape'");
-        if (!shape->is_array()) fail("tensor '", name, "': 'shape' is not an array");
-        if (shape->size() > static_cast<std::size_t>(Shape::max_rank))
-            fail("tensor '", name, "': shape has rank ", shape->size(), ", depthlab supports at most ", Shape::max_rank);
-        std::uint64_t bytes = item;
-        bool overflow = false;
-        for (const auto& d : *shape) {
-            if (!d.is_number_unsigned() || d.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<index_t>::max()))
-                fail("tensor '", name, "': shape ", shape->dump(), " has an extent that is not a non-negative integer");
-            const auto x = d.get<std::uint64_t>();
-            overflow = overflow || __builtin_mul_overflow(bytes, x, &bytes);
-            e.shape.push_back(static_cast<index_t>(x));
-        }
-        if (overflow) fail("tensor '", name, "': shape ", e.shape, " is too large");
-
-        const auto offsets = v.find("data_offsets");
-        if (offsets == v.end()) fail("tensor '", name, "': header entry has no 'data_offsets'");
-        if (!offsets->is_array() || offsets->size() != 2 || !(*offsets)[0].is_number_unsigned() ||
-            !(*offsets)[1].is_number_unsigned())
-            fail("tensor '", name, "': data_offsets ", offsets->dump(), " is not a pair of non-negative integers");
-        e.begin = (*offsets)[0].get<std::uint64_t>();
-        e.end = (*offsets)[1].get<std::uint64_t>();
-        if (e.begin > e.end) fail("tensor '", name, "': data_offsets [", e.begin, ", ", e.end, "] end before they begin");
-        if (e.end > data_size)
-            fail("tensor '", name, "': data_offsets [", e.begin, ", ", e.end, "] run past the end of the data section (",
-                 data_size, " bytes; truncated file?)");
-        if (e.end - e.begin != bytes)
-            fail("tensor '", name, "': data_offsets [", e.begin, ", ", e.end, "] span ", e.end - e.begin, " bytes, but shape ",
-                 e.shape, " of ", e.dtype, " needs ", bytes);
-        return e;
-    }
-
-    std::string path_;
-    int fd_ = -1;
-    std::uint64_t file_size_ = 0, data_start_ = 0;
-    std::map<std::string, tensor_entry> entries_;
-    std::vector<std::string> order_;
-    metadata_map metadata_;
-};
-
-}  // namespace depthlab::io
-// ---- end depthlab/io/safetensors.hpp ----
 
 namespace depthlab::io {
 
@@ -12563,164 +12789,6 @@ training_state<T, B> load_checkpoint(const std::string& path, nn::Module<T, B>& 
 
 }  // namespace depthlab::io
 // ---- end depthlab/io/checkpoint.hpp ----
-// ---- begin depthlab/io/config.hpp ----
-// Model configurations in checkpoint metadata, complete: every field of transformer_config,
-// seq2seq_config, albert_config and act_options is written as "<prefix><field>" (nested
-// configs as "<prefix><field>.<subfield>"), numbers exactly, enums by name, and read back
-// strictly (a missing or malformed key is an io_error naming it). So a checkpoint rebuilds
-// its model without flags:
-//
-//     io::save_config(st.metadata, "config.", cfg);            // when saving
-//     auto cfg = io::load_config<nn::seq2seq_config>(file.metadata(), "config.");
-//
-// Each config's fields are listed once, in config_fields() below; the same list writes and
-// reads, and tests/test_trainer.cpp checks the round trip (and the size of each struct, so
-// that a new field cannot be forgotten here).
-#include <charconv>
-#include <cstdint>
-#include <string>
-#include <string_view>
-#include <type_traits>
-
-
-namespace depthlab::io {
-
-// ---- the field lists (C is the config or const config) ----
-template <class C, class F>
-    requires std::same_as<std::remove_const_t<C>, nn::transformer_config>
-void config_fields(C& c, F&& f) {
-    f("dim", c.dim);
-    f("heads", c.heads);
-    f("ff_dim", c.ff_dim);
-    f("activation", c.act);
-    f("dropout", c.dropout);
-    f("attention_dropout", c.attention_dropout);
-    f("norm_first", c.norm_first);
-    f("ln_eps", c.ln_eps);
-    f("init", c.init);
-}
-template <class C, class F>
-    requires std::same_as<std::remove_const_t<C>, nn::seq2seq_config>
-void config_fields(C& c, F&& f) {
-    f("src_vocab", c.src_vocab);
-    f("tgt_vocab", c.tgt_vocab);
-    f("share_embeddings", c.share_embeddings);
-    f("tie_output", c.tie_output);
-    f("encoder_layers", c.encoder_layers);
-    f("decoder_layers", c.decoder_layers);
-    f("max_len", c.max_len);
-    f("layer", c.layer);
-}
-template <class C, class F>
-    requires std::same_as<std::remove_const_t<C>, nn::albert_config>
-void config_fields(C& c, F&& f) {
-    f("vocab", c.vocab);
-    f("embed", c.embed);
-    f("max_len", c.max_len);
-    f("segments", c.segments);
-    f("depth", c.depth);
-    f("layer", c.layer);
-    f("sop_dropout", c.sop_dropout);
-}
-template <class C, class F>
-    requires std::same_as<std::remove_const_t<C>, halting::act_options>
-void config_fields(C& c, F&& f) {
-    f("max_iterations", c.max_iterations);
-    f("epsilon", c.epsilon);
-    f("min_iterations", c.min_iterations);
-    f("compact", c.compact);
-    f("fixed_point_trace", c.fixed_point_trace);
-    f("lambda_p", c.lambda_p);
-    f("halting_bias", c.halting_bias);
-}
-
-namespace detail {
-template <class V>
-concept config_struct = requires(V& v) { config_fields(v, [](const char*, auto&) {}); };
-
-template <class E>
-struct enum_names;
-template <>
-struct enum_names<nn::activation> {
-    static constexpr const char* names[] = {"gelu", "relu", "gelu_erf"};
-};
-template <>
-struct enum_names<nn::init_scheme> {
-    static constexpr const char* names[] = {"pytorch", "bert", "xavier"};
-};
-template <>
-struct enum_names<halting::act_options::trace> {
-    static constexpr const char* names[] = {"never", "eval_only", "always"};
-};
-
-template <class V>
-std::string to_text(const V& v) {
-    if constexpr (std::is_enum_v<V>) {
-        return enum_names<V>::names[static_cast<std::size_t>(v)];
-    } else if constexpr (std::is_same_v<V, bool>) {
-        return v ? "true" : "false";
-    } else {
-        char buf[64];
-        const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);  // shortest exact form
-        (void)ec;
-        return std::string(buf, end);
-    }
-}
-template <class V>
-void from_text(const std::string& key, const std::string& s, V& v) {
-    if constexpr (std::is_enum_v<V>) {
-        const auto& names = enum_names<V>::names;
-        for (std::size_t i = 0; i < std::size(names); ++i)
-            if (s == names[i]) {
-                v = static_cast<V>(i);
-                return;
-            }
-        throw io_error(depthlab::detail::cat("config: '", key, "' = '", s, "' is not one of the names of its kind"));
-    } else if constexpr (std::is_same_v<V, bool>) {
-        DEPTHLAB_CHECK(s == "true" || s == "false", io_error, "config: '", key, "' = '", s, "' is not true or false");
-        v = s == "true";
-    } else {
-        const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-        DEPTHLAB_CHECK(!s.empty() && ec == std::errc() && end == s.data() + s.size(), io_error, "config: '", key, "' = '", s,
-                       "' is not a valid ", std::is_floating_point_v<V> ? "number" : "integer");
-    }
-}
-}  // namespace detail
-
-/// Writes every field of config `c` into `md` under `prefix` (e.g. "config.").
-template <detail::config_struct C>
-void save_config(metadata_map& md, const std::string& prefix, const C& c) {
-    config_fields(c, [&](const char* name, const auto& v) {
-        using V = std::remove_cvref_t<decltype(v)>;
-        if constexpr (detail::config_struct<V>) save_config(md, prefix + name + ".", v);
-        else md[prefix + name] = detail::to_text(v);
-    });
-}
-/// Reads every field of a C from `md` under `prefix`; throws io_error naming the first
-/// missing or malformed key.
-template <detail::config_struct C>
-void load_config(const metadata_map& md, const std::string& prefix, C& c) {
-    config_fields(c, [&](const char* name, auto& v) {
-        using V = std::remove_cvref_t<decltype(v)>;
-        if constexpr (detail::config_struct<V>) {
-            load_config(md, prefix + name + ".", v);
-        } else {
-            const auto it = md.find(prefix + name);
-            DEPTHLAB_CHECK(it != md.end(), io_error, "config: no '", prefix + name,
-                           "' in the metadata (a checkpoint from an older version, or not a model checkpoint)");
-            detail::from_text(prefix + name, it->second, v);
-        }
-    });
-}
-template <detail::config_struct C>
-[[nodiscard]] C load_config(const metadata_map& md, const std::string& prefix) {
-    C c;
-    load_config(md, prefix, c);
-    return c;
-}
-
-}  // namespace depthlab::io
-// ---- end depthlab/io/config.hpp ----
 
 namespace depthlab::train {
 
@@ -12918,7 +12986,7 @@ struct trainer_options {
     std::int64_t log_every = 50;     // steps between progress lines
     std::int64_t eval_every = 0;     // steps between evaluations (0: only at the end)
     std::int64_t save_every = 500;   // steps between checkpoints (and one at the end)
-    double max_train_minutes = 0;    // stop (and save) after this much training time, resumes included (0: no limit)
+    double max_train_minutes = 0;    // stop (and save) after this much training time, the minutes of budgeted runs resumed included (0: no limit)
     // With max_train_minutes: the `schedule` and `before_step` hooks see the schedule's position
     // max(steps done, steps × minutes trained / max_train_minutes) instead of the steps done, so
     // that a warm-up, ramp or decay written over `steps` ends with the time budget on a machine
@@ -13028,6 +13096,13 @@ public:
     fit_result fit(const std::function<micro_batch<T, B>()>& next);
 
 private:
+    /// schedule_step() as rank 0 has it: with schedule_by_time every rank's clock differs, and
+    /// ranks that took different learning rates would no longer hold the same parameters.
+    std::int64_t agreed_schedule_step() {
+        std::int64_t s = schedule_step();
+        if (o_.schedule_by_time && comm_->distributed()) comm_->host_side().broadcast(&s, 1, 0);
+        return s;
+    }
     /// Whether the time budget is spent: rank 0's clock decides for every rank (ranks that
     /// stopped at different steps would wait for each other in the next all-reduce).
     bool time_is_up(double minutes_so_far) {
@@ -13049,7 +13124,7 @@ private:
     checkpointer<T, B> ckpt_;
     std::optional<progress_meter> meter_;
     std::int64_t step_ = 0, last_saved_ = -1;
-    double minutes_ = 0;  // of training, resumes included (saved as the checkpoint's train.minutes)
+    double minutes_ = 0;  // of training, resumes included (saved as the checkpoint's train.minutes under a time budget)
     bool restored_ = false;
 };
 
@@ -13062,8 +13137,13 @@ std::int64_t Trainer<T, B>::restore() {
     DEPTHLAB_CHECK(std::filesystem::exists(ckpt_.path()), io_error, "trainer: resume: no checkpoint at ", ckpt_.path());
     step_ = ckpt_.load(model_, &opt_);
     last_saved_ = step_;
-    const auto minutes = ckpt_.metadata().find("train.minutes");  // (absent in checkpoints of older versions)
-    minutes_ = minutes == ckpt_.metadata().end() ? 0.0 : std::stod(minutes->second);
+    if (ckpt_.metadata().count("train.minutes")) {  // (absent in checkpoints of older versions)
+        io::training_state<T, B> st;
+        st.metadata = ckpt_.metadata();
+        minutes_ = st.get_double("train.minutes");
+        DEPTHLAB_CHECK(std::isfinite(minutes_) && minutes_ >= 0, io_error, "trainer: resume: ", ckpt_.path(), " has train.minutes ",
+                       minutes_, ", not a finite number >= 0");
+    }
     restored_ = true;
     if (is_root()) {
         std::printf("resumed from %s at step %lld\n", ckpt_.path().c_str(), static_cast<long long>(step_));
@@ -13083,7 +13163,11 @@ void Trainer<T, B>::save() {
     if (ckpt_.path().empty()) return;
     ckpt_.metadata()["dist.ranks"] = std::to_string(comm_->size());  // (a resume on other ranks says so)
     ckpt_.metadata()["dist.accumulate"] = std::to_string(o_.accumulate);
-    ckpt_.metadata()["train.minutes"] = depthlab::detail::cat(minutes_);
+    if (o_.max_train_minutes > 0) {  // (only under a budget: without one, the same run writes the same bytes)
+        io::training_state<T, B> st;
+        st.set_double("train.minutes", minutes_);  // (exact: the shortest form that reads back the same)
+        ckpt_.metadata()["train.minutes"] = st.metadata.at("train.minutes");
+    }
     ckpt_.save(model_, &opt_, step_);
     last_saved_ = step_;
 }
@@ -13115,7 +13199,8 @@ fit_result Trainer<T, B>::fit(const std::function<micro_batch<T, B>()>& next) {
     while (step_ < o_.steps) {
         try {
             clock();
-            if (before_step) before_step(schedule_step());
+            const std::int64_t scheduled = agreed_schedule_step();
+            if (before_step) before_step(scheduled);
             opt_.zero_grad();
             if (buckets) buckets->zero();
             for (std::int64_t i = 0; i < shard.before(); ++i) skip();
@@ -13139,7 +13224,7 @@ fit_result Trainer<T, B>::fit(const std::function<micro_batch<T, B>()>& next) {
             if (buckets && buckets->finish(!failed.empty()))
                 throw numeric_error(failed.empty() ? std::string("a non-finite value on another rank") : failed);
             gnorm = o_.clip > 0 ? optim::clip_grad_norm(opt_.parameters(), o_.clip) : 0.0;
-            if (schedule) opt_.set_lr(schedule(schedule_step()));
+            if (schedule) opt_.set_lr(schedule(scheduled));
             opt_.step();
         } catch (const numeric_error& e) {
             throw numeric_error(depthlab::detail::cat("trainer: step ", step_ + 1, ": ", e.what(), "; training stopped",
@@ -13298,9 +13383,23 @@ void Trainer<T, B>::run_evaluation(bool final) {
     KW class train::Trainer<T, backend::cpu>;                                                                                 \
     }
 
+// The model configurations' metadata I/O (io/config.hpp), one config type C at a time.
+#define DEPTHLAB_CONFIG_INSTANTIATIONS(KW, C)                                                          \
+    namespace depthlab::io {                                                                          \
+    KW void save_config<C>(metadata_map&, const std::string&, const C&);                              \
+    KW void load_config<C>(const metadata_map&, const std::string&, C&);                              \
+    KW C load_config<C>(const metadata_map&, const std::string&);                                     \
+    }
+#define DEPTHLAB_ALL_CONFIG_INSTANTIATIONS(KW)                     \
+    DEPTHLAB_CONFIG_INSTANTIATIONS(KW, nn::transformer_config)     \
+    DEPTHLAB_CONFIG_INSTANTIATIONS(KW, nn::seq2seq_config)         \
+    DEPTHLAB_CONFIG_INSTANTIATIONS(KW, nn::albert_config)          \
+    DEPTHLAB_CONFIG_INSTANTIATIONS(KW, halting::act_options)
+
 #if defined(DEPTHLAB_COMPILED) && !defined(DEPTHLAB_COMPILED_LIBRARY)
 DEPTHLAB_COMMON_INSTANTIATIONS(extern template, float)
 DEPTHLAB_COMMON_INSTANTIATIONS(extern template, double)
+DEPTHLAB_ALL_CONFIG_INSTANTIATIONS(extern template)
 #endif
 // ---- end depthlab/compiled.hpp ----
 // ---- begin depthlab/data/translation.hpp ----

@@ -46,6 +46,7 @@
 
 #include "depthlab/backend/cpu/cpu.hpp"  // Tensor<T> defaults to the CPU backend
 #include "depthlab/core/error.hpp"
+#include "depthlab/core/out_of_line.hpp"
 #include "depthlab/core/shape.hpp"
 #include "depthlab/core/tensor.hpp"
 #include "depthlab/io/atomic_file.hpp"
@@ -167,55 +168,11 @@ public:
 
     /// The header JSON (without the length field), padded with spaces so that its length
     /// is a multiple of 8. Offsets follow the order in which tensors were added.
-    [[nodiscard]] std::string header() const {
-        nlohmann::ordered_json h = nlohmann::ordered_json::object();
-        if (!metadata_.empty()) {
-            nlohmann::ordered_json m = nlohmann::ordered_json::object();
-            for (const auto& [k, v] : metadata_) m[k] = v;
-            h["__metadata__"] = std::move(m);
-        }
-        std::uint64_t offset = 0;
-        for (const record& r : records_) {
-            nlohmann::ordered_json e = nlohmann::ordered_json::object();
-            e["dtype"] = r.dtype;
-            e["shape"] = std::vector<index_t>(r.shape.begin(), r.shape.end());
-            e["data_offsets"] = {offset, offset + r.bytes};
-            offset += r.bytes;
-            h[r.name] = std::move(e);
-        }
-        std::string s;
-        try {
-            s = h.dump();
-        } catch (const nlohmann::json::exception& e) {  // invalid UTF-8 in a name or in metadata
-            throw usage_error(depthlab::detail::cat("safetensors_writer: cannot encode the header: ", e.what()));
-        }
-        s.append((8 - s.size() % 8) % 8, ' ');
-        return s;
-    }
+    [[nodiscard]] std::string header() const;
 
     /// Writes the file atomically (see the top of this header). Throws io_error naming
     /// `path` on failure, after removing the temporary file; `path` is then untouched.
-    void write(const std::string& path) const {
-        const std::string head = header();
-        write_atomically(path, "save_safetensors", [&](const byte_sink& put) {
-            unsigned char len[8];
-            for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(static_cast<std::uint64_t>(head.size()) >> (8 * i));
-            put(len, 8);
-            put(head.data(), head.size());
-            for (const record& r : records_) {
-                std::uint64_t got = 0;
-                const byte_sink sink = [&](const void* data, std::size_t n) {
-                    DEPTHLAB_CHECK(got + n <= r.bytes, io_error, "tensor '", r.name, "': producer gave more than the ", r.bytes,
-                                   " bytes of shape ", r.shape, " ", r.dtype);
-                    put(data, n);
-                    got += n;
-                };
-                r.produce(sink);
-                DEPTHLAB_CHECK(got == r.bytes, io_error, "tensor '", r.name, "': producer gave ", got, " bytes, shape ", r.shape, " ",
-                               r.dtype, " needs ", r.bytes);
-            }
-        });
-    }
+    void write(const std::string& path) const;
 
 private:
     struct record {
@@ -228,6 +185,58 @@ private:
     std::set<std::string> names_;
     metadata_map metadata_;
 };
+
+// Defined outside the class: under DEPTHLAB_COMPILED a program links the library's copy and
+// does not compile the JSON serializer again (include/depthlab/core/out_of_line.hpp).
+#if DEPTHLAB_DEFINE_OUT_OF_LINE
+DEPTHLAB_OUT_OF_LINE std::string safetensors_writer::header() const {
+    nlohmann::ordered_json h = nlohmann::ordered_json::object();
+    if (!metadata_.empty()) {
+        nlohmann::ordered_json m = nlohmann::ordered_json::object();
+        for (const auto& [k, v] : metadata_) m[k] = v;
+        h["__metadata__"] = std::move(m);
+    }
+    std::uint64_t offset = 0;
+    for (const record& r : records_) {
+        nlohmann::ordered_json e = nlohmann::ordered_json::object();
+        e["dtype"] = r.dtype;
+        e["shape"] = std::vector<index_t>(r.shape.begin(), r.shape.end());
+        e["data_offsets"] = {offset, offset + r.bytes};
+        offset += r.bytes;
+        h[r.name] = std::move(e);
+    }
+    std::string s;
+    try {
+        s = h.dump();
+    } catch (const nlohmann::json::exception& e) {  // invalid UTF-8 in a name or in metadata
+        throw usage_error(depthlab::detail::cat("safetensors_writer: cannot encode the header: ", e.what()));
+    }
+    s.append((8 - s.size() % 8) % 8, ' ');
+    return s;
+}
+
+DEPTHLAB_OUT_OF_LINE void safetensors_writer::write(const std::string& path) const {
+    const std::string head = header();
+    write_atomically(path, "save_safetensors", [&](const byte_sink& put) {
+        unsigned char len[8];
+        for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(static_cast<std::uint64_t>(head.size()) >> (8 * i));
+        put(len, 8);
+        put(head.data(), head.size());
+        for (const record& r : records_) {
+            std::uint64_t got = 0;
+            const byte_sink sink = [&](const void* data, std::size_t n) {
+                DEPTHLAB_CHECK(got + n <= r.bytes, io_error, "tensor '", r.name, "': producer gave more than the ", r.bytes,
+                               " bytes of shape ", r.shape, " ", r.dtype);
+                put(data, n);
+                got += n;
+            };
+            r.produce(sink);
+            DEPTHLAB_CHECK(got == r.bytes, io_error, "tensor '", r.name, "': producer gave ", got, " bytes, shape ", r.shape, " ",
+                           r.dtype, " needs ", r.bytes);
+        }
+    });
+}
+#endif  // DEPTHLAB_DEFINE_OUT_OF_LINE
 
 /// Writes named tensors of one element type (plus metadata) atomically.
 template <class T, class B>
@@ -264,17 +273,8 @@ public:
     /// Headers above this size are refused (the reference implementation's limit).
     static constexpr std::uint64_t max_header_bytes = 100'000'000;
 
-    explicit safetensors_file(std::string path) : path_(std::move(path)) {
-        fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
-        if (fd_ < 0) fail("cannot open: ", detail::errno_text(errno));
-        try {
-            parse();
-        } catch (...) {
-            ::close(fd_);
-            fd_ = -1;
-            throw;
-        }
-    }
+    /// Opens `path` and validates its header; throws io_error naming the file (and the tensor).
+    explicit safetensors_file(std::string path);
     safetensors_file(const safetensors_file&) = delete;
     safetensors_file& operator=(const safetensors_file&) = delete;
     safetensors_file(safetensors_file&& o) noexcept
@@ -302,22 +302,7 @@ public:
     [[nodiscard]] const std::vector<std::string>& names() const { return order_; }
     [[nodiscard]] bool contains(const std::string& name) const { return entries_.count(name) != 0; }
     /// The header entry of a tensor; throws io_error if the file has no such tensor.
-    [[nodiscard]] const tensor_entry& entry(const std::string& name) const {
-        const auto it = entries_.find(name);
-        if (it == entries_.end()) {
-            std::string have;
-            std::size_t shown = 0;
-            for (const std::string& n : order_) {
-                if (shown++ == 16) {
-                    have += ", ...";
-                    break;
-                }
-                have += (have.empty() ? "" : ", ") + n;
-            }
-            fail("no tensor named '", name, "' (the file has ", order_.size(), ": ", have, ")");
-        }
-        return it->second;
-    }
+    [[nodiscard]] const tensor_entry& entry(const std::string& name) const;
     [[nodiscard]] const metadata_map& metadata() const { return metadata_; }
     /// Byte offset of the data section in the file (8 + header length).
     [[nodiscard]] std::uint64_t data_start() const { return data_start_; }
@@ -372,18 +357,10 @@ private:
         throw io_error(depthlab::detail::cat("checkpoint ", path_, ": ", std::forward<A>(parts)...));
     }
 
-    void read_at(std::uint64_t offset, void* dst, std::size_t n, const std::string& what) const {
-        auto* p = static_cast<unsigned char*>(dst);
-        while (n > 0) {
-            const ::ssize_t got = ::pread(fd_, p, std::min<std::size_t>(n, std::size_t{1} << 30), static_cast<::off_t>(offset));
-            if (got < 0 && errno == EINTR) continue;
-            if (got < 0) fail("reading ", what, ": ", detail::errno_text(errno));
-            if (got == 0) fail("reading ", what, ": unexpected end of file at byte ", offset, " (the file shrank after it was opened?)");
-            p += got;
-            n -= static_cast<std::size_t>(got);
-            offset += static_cast<std::uint64_t>(got);
-        }
-    }
+
+    void read_at(std::uint64_t offset, void* dst, std::size_t n, const std::string& what) const;
+    void parse();
+    tensor_entry parse_entry(const std::string& name, const nlohmann::json& v, std::uint64_t data_size) const;
 
     template <class T>
     std::vector<T> read_values(const std::string& name, const tensor_entry& e) const {
@@ -392,130 +369,7 @@ private:
         return v;
     }
 
-    void parse() {
-        struct ::stat st {};
-        if (::fstat(fd_, &st) != 0) fail("cannot stat: ", detail::errno_text(errno));
-        if (!S_ISREG(st.st_mode)) fail("not a regular file");
-        file_size_ = static_cast<std::uint64_t>(st.st_size);
-        if (file_size_ < 8)
-            fail("file is ", file_size_, " bytes, shorter than the 8-byte header length field (truncated, or not safetensors)");
-        unsigned char len[8];
-        read_at(0, len, 8, "the header length");
-        std::uint64_t n = 0;
-        for (int i = 7; i >= 0; --i) n = (n << 8) | len[i];
-        if (n > file_size_ - 8)
-            fail("header length ", n, " exceeds the ", file_size_ - 8,
-                 " bytes that follow the length field (truncated, or not a safetensors file)");
-        if (n > max_header_bytes) fail("header length ", n, " is above the ", max_header_bytes, "-byte limit");
-        data_start_ = 8 + n;
-        const std::uint64_t data_size = file_size_ - data_start_;
-        std::string text(static_cast<std::size_t>(n), '\0');
-        read_at(8, text.data(), text.size(), "the header");
 
-        // nlohmann stops at a NUL byte as if the input ended there; JSON text has none.
-        if (const std::size_t nul = text.find('\0'); nul != std::string::npos)
-            fail("invalid JSON header (", n, " bytes): NUL byte at offset ", nul, " (wrong header length?)");
-        // Parse, refusing duplicate keys (nlohmann would keep the last one silently).
-        std::vector<std::set<std::string>> keys;
-        const auto on_event = [&](int, nlohmann::json::parse_event_t ev, nlohmann::json& parsed) {
-            using ev_t = nlohmann::json::parse_event_t;
-            if (ev == ev_t::object_start) keys.emplace_back();
-            if (ev == ev_t::object_end && !keys.empty()) keys.pop_back();
-            if (ev == ev_t::key && !keys.empty() && parsed.is_string() && !keys.back().insert(parsed.get<std::string>()).second)
-                fail("invalid header: duplicate key '", parsed.get<std::string>(), "'");
-            return true;
-        };
-        nlohmann::json h;
-        try {
-            h = nlohmann::json::parse(text, on_event);
-        } catch (const nlohmann::json::exception& e) {
-            fail("invalid JSON header (", n, " bytes): ", e.what());
-        }
-        if (!h.is_object()) fail("invalid header: a JSON ", h.type_name(), ", not an object");
-
-        for (auto it = h.begin(); it != h.end(); ++it) {
-            const std::string& name = it.key();
-            const nlohmann::json& v = it.value();
-            if (name == "__metadata__") {
-                if (!v.is_object()) fail("'__metadata__' is a JSON ", v.type_name(), ", not an object");
-                for (auto m = v.begin(); m != v.end(); ++m) {
-                    if (!m.value().is_string())
-                        fail("metadata '", m.key(), "' is a JSON ", m.value().type_name(), ", not a string");
-                    metadata_[m.key()] = m.value().get<std::string>();
-                }
-                continue;
-            }
-            if (const char* bad = detail::invalid_tensor_name(name))
-                fail("invalid header: '", detail::printable_name(name), "' is ", bad);
-            entries_[name] = parse_entry(name, v, data_size);
-        }
-
-        // The tensors must tile the data section: no overlap, no hole, no trailing bytes.
-        std::vector<std::pair<const std::string*, const tensor_entry*>> sorted;
-        for (const auto& [name, e] : entries_) sorted.emplace_back(&name, &e);
-        std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
-            return std::tie(a.second->begin, a.second->end, *a.first) < std::tie(b.second->begin, b.second->end, *b.first);
-        });
-        std::uint64_t pos = 0;
-        const std::string* prev = nullptr;
-        for (const auto& [name, e] : sorted) {
-            if (e->begin < pos)
-                fail("tensor '", *name, "': data_offsets [", e->begin, ", ", e->end, "] overlap tensor '", *prev,
-                     "' (which ends at ", pos, ")");
-            if (e->begin > pos)
-                fail("tensor '", *name, "': data_offsets [", e->begin, ", ", e->end, "] leave bytes [", pos, ", ", e->begin,
-                     ") of the data section unused");
-            pos = e->end;
-            prev = name;
-            order_.push_back(*name);
-        }
-        if (pos != data_size)
-            fail("the data section has ", data_size, " bytes but the tensors cover only ", pos, " (", data_size - pos,
-                 " trailing bytes)");
-    }
-
-    tensor_entry parse_entry(const std::string& name, const nlohmann::json& v, std::uint64_t data_size) const {
-        if (!v.is_object()) fail("tensor '", name, "': header entry is a JSON ", v.type_name(), ", not an object");
-        tensor_entry e;
-        const auto dtype = v.find("dtype");
-        if (dtype == v.end()) fail("tensor '", name, "': header entry has no 'dtype'");
-        if (!dtype->is_string()) fail("tensor '", name, "': 'dtype' is not a string");
-        e.dtype = dtype->get<std::string>();
-        const std::size_t item = dtype_size(e.dtype);
-        if (item == 0) fail("tensor '", name, "': unknown dtype '", e.dtype, "'");
-
-        const auto shape = v.find("shape");
-        if (shape == v.end()) fail("tensor '", name, "': header entry has no 'shape'");
-        if (!shape->is_array()) fail("tensor '", name, "': 'shape' is not an array");
-        if (shape->size() > static_cast<std::size_t>(Shape::max_rank))
-            fail("tensor '", name, "': shape has rank ", shape->size(), ", depthlab supports at most ", Shape::max_rank);
-        std::uint64_t bytes = item;
-        bool overflow = false;
-        for (const auto& d : *shape) {
-            if (!d.is_number_unsigned() || d.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<index_t>::max()))
-                fail("tensor '", name, "': shape ", shape->dump(), " has an extent that is not a non-negative integer");
-            const auto x = d.get<std::uint64_t>();
-            overflow = overflow || __builtin_mul_overflow(bytes, x, &bytes);
-            e.shape.push_back(static_cast<index_t>(x));
-        }
-        if (overflow) fail("tensor '", name, "': shape ", e.shape, " is too large");
-
-        const auto offsets = v.find("data_offsets");
-        if (offsets == v.end()) fail("tensor '", name, "': header entry has no 'data_offsets'");
-        if (!offsets->is_array() || offsets->size() != 2 || !(*offsets)[0].is_number_unsigned() ||
-            !(*offsets)[1].is_number_unsigned())
-            fail("tensor '", name, "': data_offsets ", offsets->dump(), " is not a pair of non-negative integers");
-        e.begin = (*offsets)[0].get<std::uint64_t>();
-        e.end = (*offsets)[1].get<std::uint64_t>();
-        if (e.begin > e.end) fail("tensor '", name, "': data_offsets [", e.begin, ", ", e.end, "] end before they begin");
-        if (e.end > data_size)
-            fail("tensor '", name, "': data_offsets [", e.begin, ", ", e.end, "] run past the end of the data section (",
-                 data_size, " bytes; truncated file?)");
-        if (e.end - e.begin != bytes)
-            fail("tensor '", name, "': data_offsets [", e.begin, ", ", e.end, "] span ", e.end - e.begin, " bytes, but shape ",
-                 e.shape, " of ", e.dtype, " needs ", bytes);
-        return e;
-    }
 
     std::string path_;
     int fd_ = -1;
@@ -524,5 +378,177 @@ private:
     std::vector<std::string> order_;
     metadata_map metadata_;
 };
+
+// Defined outside the class: under DEPTHLAB_COMPILED a program links the library's copy and
+// does not compile the JSON parser again (include/depthlab/core/out_of_line.hpp).
+#if DEPTHLAB_DEFINE_OUT_OF_LINE
+DEPTHLAB_OUT_OF_LINE safetensors_file::safetensors_file(std::string path) : path_(std::move(path)) {
+    fd_ = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd_ < 0) fail("cannot open: ", detail::errno_text(errno));
+    try {
+        parse();
+    } catch (...) {
+        ::close(fd_);
+        fd_ = -1;
+        throw;
+    }
+}
+
+DEPTHLAB_OUT_OF_LINE const tensor_entry& safetensors_file::entry(const std::string& name) const {
+    const auto it = entries_.find(name);
+    if (it == entries_.end()) {
+        std::string have;
+        std::size_t shown = 0;
+        for (const std::string& n : order_) {
+            if (shown++ == 16) {
+                have += ", ...";
+                break;
+            }
+            have += (have.empty() ? "" : ", ") + n;
+        }
+        fail("no tensor named '", name, "' (the file has ", order_.size(), ": ", have, ")");
+    }
+    return it->second;
+}
+
+DEPTHLAB_OUT_OF_LINE void safetensors_file::read_at(std::uint64_t offset, void* dst, std::size_t n, const std::string& what) const {
+    auto* p = static_cast<unsigned char*>(dst);
+    while (n > 0) {
+        const ::ssize_t got = ::pread(fd_, p, std::min<std::size_t>(n, std::size_t{1} << 30), static_cast<::off_t>(offset));
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) fail("reading ", what, ": ", detail::errno_text(errno));
+        if (got == 0) fail("reading ", what, ": unexpected end of file at byte ", offset, " (the file shrank after it was opened?)");
+        p += got;
+        n -= static_cast<std::size_t>(got);
+        offset += static_cast<std::uint64_t>(got);
+    }
+}
+
+DEPTHLAB_OUT_OF_LINE void safetensors_file::parse() {
+    struct ::stat st {};
+    if (::fstat(fd_, &st) != 0) fail("cannot stat: ", detail::errno_text(errno));
+    if (!S_ISREG(st.st_mode)) fail("not a regular file");
+    file_size_ = static_cast<std::uint64_t>(st.st_size);
+    if (file_size_ < 8)
+        fail("file is ", file_size_, " bytes, shorter than the 8-byte header length field (truncated, or not safetensors)");
+    unsigned char len[8];
+    read_at(0, len, 8, "the header length");
+    std::uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = (n << 8) | len[i];
+    if (n > file_size_ - 8)
+        fail("header length ", n, " exceeds the ", file_size_ - 8,
+             " bytes that follow the length field (truncated, or not a safetensors file)");
+    if (n > max_header_bytes) fail("header length ", n, " is above the ", max_header_bytes, "-byte limit");
+    data_start_ = 8 + n;
+    const std::uint64_t data_size = file_size_ - data_start_;
+    std::string text(static_cast<std::size_t>(n), '\0');
+    read_at(8, text.data(), text.size(), "the header");
+
+    // nlohmann stops at a NUL byte as if the input ended there; JSON text has none.
+    if (const std::size_t nul = text.find('\0'); nul != std::string::npos)
+        fail("invalid JSON header (", n, " bytes): NUL byte at offset ", nul, " (wrong header length?)");
+    // Parse, refusing duplicate keys (nlohmann would keep the last one silently).
+    std::vector<std::set<std::string>> keys;
+    const auto on_event = [&](int, nlohmann::json::parse_event_t ev, nlohmann::json& parsed) {
+        using ev_t = nlohmann::json::parse_event_t;
+        if (ev == ev_t::object_start) keys.emplace_back();
+        if (ev == ev_t::object_end && !keys.empty()) keys.pop_back();
+        if (ev == ev_t::key && !keys.empty() && parsed.is_string() && !keys.back().insert(parsed.get<std::string>()).second)
+            fail("invalid header: duplicate key '", parsed.get<std::string>(), "'");
+        return true;
+    };
+    nlohmann::json h;
+    try {
+        h = nlohmann::json::parse(text, on_event);
+    } catch (const nlohmann::json::exception& e) {
+        fail("invalid JSON header (", n, " bytes): ", e.what());
+    }
+    if (!h.is_object()) fail("invalid header: a JSON ", h.type_name(), ", not an object");
+
+    for (auto it = h.begin(); it != h.end(); ++it) {
+        const std::string& name = it.key();
+        const nlohmann::json& v = it.value();
+        if (name == "__metadata__") {
+            if (!v.is_object()) fail("'__metadata__' is a JSON ", v.type_name(), ", not an object");
+            for (auto m = v.begin(); m != v.end(); ++m) {
+                if (!m.value().is_string())
+                    fail("metadata '", m.key(), "' is a JSON ", m.value().type_name(), ", not a string");
+                metadata_[m.key()] = m.value().get<std::string>();
+            }
+            continue;
+        }
+        if (const char* bad = detail::invalid_tensor_name(name))
+            fail("invalid header: '", detail::printable_name(name), "' is ", bad);
+        entries_[name] = parse_entry(name, v, data_size);
+    }
+
+    // The tensors must tile the data section: no overlap, no hole, no trailing bytes.
+    std::vector<std::pair<const std::string*, const tensor_entry*>> sorted;
+    for (const auto& [name, e] : entries_) sorted.emplace_back(&name, &e);
+    std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
+        return std::tie(a.second->begin, a.second->end, *a.first) < std::tie(b.second->begin, b.second->end, *b.first);
+    });
+    std::uint64_t pos = 0;
+    const std::string* prev = nullptr;
+    for (const auto& [name, e] : sorted) {
+        if (e->begin < pos)
+            fail("tensor '", *name, "': data_offsets [", e->begin, ", ", e->end, "] overlap tensor '", *prev,
+                 "' (which ends at ", pos, ")");
+        if (e->begin > pos)
+            fail("tensor '", *name, "': data_offsets [", e->begin, ", ", e->end, "] leave bytes [", pos, ", ", e->begin,
+                 ") of the data section unused");
+        pos = e->end;
+        prev = name;
+        order_.push_back(*name);
+    }
+    if (pos != data_size)
+        fail("the data section has ", data_size, " bytes but the tensors cover only ", pos, " (", data_size - pos,
+             " trailing bytes)");
+}
+
+DEPTHLAB_OUT_OF_LINE tensor_entry safetensors_file::parse_entry(const std::string& name, const nlohmann::json& v,
+                                                               std::uint64_t data_size) const {
+    if (!v.is_object()) fail("tensor '", name, "': header entry is a JSON ", v.type_name(), ", not an object");
+    tensor_entry e;
+    const auto dtype = v.find("dtype");
+    if (dtype == v.end()) fail("tensor '", name, "': header entry has no 'dtype'");
+    if (!dtype->is_string()) fail("tensor '", name, "': 'dtype' is not a string");
+    e.dtype = dtype->get<std::string>();
+    const std::size_t item = dtype_size(e.dtype);
+    if (item == 0) fail("tensor '", name, "': unknown dtype '", e.dtype, "'");
+
+    const auto shape = v.find("shape");
+    if (shape == v.end()) fail("tensor '", name, "': header entry has no 'shape'");
+    if (!shape->is_array()) fail("tensor '", name, "': 'shape' is not an array");
+    if (shape->size() > static_cast<std::size_t>(Shape::max_rank))
+        fail("tensor '", name, "': shape has rank ", shape->size(), ", depthlab supports at most ", Shape::max_rank);
+    std::uint64_t bytes = item;
+    bool overflow = false;
+    for (const auto& d : *shape) {
+        if (!d.is_number_unsigned() || d.get<std::uint64_t>() > static_cast<std::uint64_t>(std::numeric_limits<index_t>::max()))
+            fail("tensor '", name, "': shape ", shape->dump(), " has an extent that is not a non-negative integer");
+        const auto x = d.get<std::uint64_t>();
+        overflow = overflow || __builtin_mul_overflow(bytes, x, &bytes);
+        e.shape.push_back(static_cast<index_t>(x));
+    }
+    if (overflow) fail("tensor '", name, "': shape ", e.shape, " is too large");
+
+    const auto offsets = v.find("data_offsets");
+    if (offsets == v.end()) fail("tensor '", name, "': header entry has no 'data_offsets'");
+    if (!offsets->is_array() || offsets->size() != 2 || !(*offsets)[0].is_number_unsigned() ||
+        !(*offsets)[1].is_number_unsigned())
+        fail("tensor '", name, "': data_offsets ", offsets->dump(), " is not a pair of non-negative integers");
+    e.begin = (*offsets)[0].get<std::uint64_t>();
+    e.end = (*offsets)[1].get<std::uint64_t>();
+    if (e.begin > e.end) fail("tensor '", name, "': data_offsets [", e.begin, ", ", e.end, "] end before they begin");
+    if (e.end > data_size)
+        fail("tensor '", name, "': data_offsets [", e.begin, ", ", e.end, "] run past the end of the data section (",
+             data_size, " bytes; truncated file?)");
+    if (e.end - e.begin != bytes)
+        fail("tensor '", name, "': data_offsets [", e.begin, ", ", e.end, "] span ", e.end - e.begin, " bytes, but shape ",
+             e.shape, " of ", e.dtype, " needs ", bytes);
+    return e;
+}
+#endif  // DEPTHLAB_DEFINE_OUT_OF_LINE
 
 }  // namespace depthlab::io

@@ -63,7 +63,7 @@ struct trainer_options {
     std::int64_t log_every = 50;     // steps between progress lines
     std::int64_t eval_every = 0;     // steps between evaluations (0: only at the end)
     std::int64_t save_every = 500;   // steps between checkpoints (and one at the end)
-    double max_train_minutes = 0;    // stop (and save) after this much training time, resumes included (0: no limit)
+    double max_train_minutes = 0;    // stop (and save) after this much training time, the minutes of budgeted runs resumed included (0: no limit)
     // With max_train_minutes: the `schedule` and `before_step` hooks see the schedule's position
     // max(steps done, steps × minutes trained / max_train_minutes) instead of the steps done, so
     // that a warm-up, ramp or decay written over `steps` ends with the time budget on a machine
@@ -173,6 +173,13 @@ public:
     fit_result fit(const std::function<micro_batch<T, B>()>& next);
 
 private:
+    /// schedule_step() as rank 0 has it: with schedule_by_time every rank's clock differs, and
+    /// ranks that took different learning rates would no longer hold the same parameters.
+    std::int64_t agreed_schedule_step() {
+        std::int64_t s = schedule_step();
+        if (o_.schedule_by_time && comm_->distributed()) comm_->host_side().broadcast(&s, 1, 0);
+        return s;
+    }
     /// Whether the time budget is spent: rank 0's clock decides for every rank (ranks that
     /// stopped at different steps would wait for each other in the next all-reduce).
     bool time_is_up(double minutes_so_far) {
@@ -194,7 +201,7 @@ private:
     checkpointer<T, B> ckpt_;
     std::optional<progress_meter> meter_;
     std::int64_t step_ = 0, last_saved_ = -1;
-    double minutes_ = 0;  // of training, resumes included (saved as the checkpoint's train.minutes)
+    double minutes_ = 0;  // of training, resumes included (saved as the checkpoint's train.minutes under a time budget)
     bool restored_ = false;
 };
 
@@ -207,8 +214,13 @@ std::int64_t Trainer<T, B>::restore() {
     DEPTHLAB_CHECK(std::filesystem::exists(ckpt_.path()), io_error, "trainer: resume: no checkpoint at ", ckpt_.path());
     step_ = ckpt_.load(model_, &opt_);
     last_saved_ = step_;
-    const auto minutes = ckpt_.metadata().find("train.minutes");  // (absent in checkpoints of older versions)
-    minutes_ = minutes == ckpt_.metadata().end() ? 0.0 : std::stod(minutes->second);
+    if (ckpt_.metadata().count("train.minutes")) {  // (absent in checkpoints of older versions)
+        io::training_state<T, B> st;
+        st.metadata = ckpt_.metadata();
+        minutes_ = st.get_double("train.minutes");
+        DEPTHLAB_CHECK(std::isfinite(minutes_) && minutes_ >= 0, io_error, "trainer: resume: ", ckpt_.path(), " has train.minutes ",
+                       minutes_, ", not a finite number >= 0");
+    }
     restored_ = true;
     if (is_root()) {
         std::printf("resumed from %s at step %lld\n", ckpt_.path().c_str(), static_cast<long long>(step_));
@@ -228,7 +240,11 @@ void Trainer<T, B>::save() {
     if (ckpt_.path().empty()) return;
     ckpt_.metadata()["dist.ranks"] = std::to_string(comm_->size());  // (a resume on other ranks says so)
     ckpt_.metadata()["dist.accumulate"] = std::to_string(o_.accumulate);
-    ckpt_.metadata()["train.minutes"] = depthlab::detail::cat(minutes_);
+    if (o_.max_train_minutes > 0) {  // (only under a budget: without one, the same run writes the same bytes)
+        io::training_state<T, B> st;
+        st.set_double("train.minutes", minutes_);  // (exact: the shortest form that reads back the same)
+        ckpt_.metadata()["train.minutes"] = st.metadata.at("train.minutes");
+    }
     ckpt_.save(model_, &opt_, step_);
     last_saved_ = step_;
 }
@@ -260,7 +276,8 @@ fit_result Trainer<T, B>::fit(const std::function<micro_batch<T, B>()>& next) {
     while (step_ < o_.steps) {
         try {
             clock();
-            if (before_step) before_step(schedule_step());
+            const std::int64_t scheduled = agreed_schedule_step();
+            if (before_step) before_step(scheduled);
             opt_.zero_grad();
             if (buckets) buckets->zero();
             for (std::int64_t i = 0; i < shard.before(); ++i) skip();
@@ -284,7 +301,7 @@ fit_result Trainer<T, B>::fit(const std::function<micro_batch<T, B>()>& next) {
             if (buckets && buckets->finish(!failed.empty()))
                 throw numeric_error(failed.empty() ? std::string("a non-finite value on another rank") : failed);
             gnorm = o_.clip > 0 ? optim::clip_grad_norm(opt_.parameters(), o_.clip) : 0.0;
-            if (schedule) opt_.set_lr(schedule(schedule_step()));
+            if (schedule) opt_.set_lr(schedule(scheduled));
             opt_.step();
         } catch (const numeric_error& e) {
             throw numeric_error(depthlab::detail::cat("trainer: step ", step_ + 1, ": ", e.what(), "; training stopped",
