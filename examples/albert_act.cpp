@@ -52,6 +52,14 @@ std::string schedule_span(const options& o) {
     if (!o.schedule_by_time) return std::to_string(o.steps) + " steps";
     return std::to_string(o.steps) + " steps or " + fmt(o.max_minutes, 1) + " minutes, whichever ends first";
 }
+/// A length of the schedule (a warm-up): "n steps", and the same share of the time budget
+/// under --schedule-by-time.
+std::string schedule_length(const options& o, std::int64_t n) {
+    std::string s = std::to_string(n) + " steps";
+    if (o.schedule_by_time && o.steps > 0)
+        s += " or " + fmt(o.max_minutes * static_cast<double>(n) / static_cast<double>(o.steps), 1) + " minutes";
+    return s;
+}
 
 }  // namespace
 
@@ -149,10 +157,10 @@ int run(options o, dist::communicator& comm) {
         trainer.restore();
 
         const bool compact = std::is_same_v<Policy, halting::act> && !o.dense;
-        std::printf("albert_act: preset %s, policy %s, %lld parameters, N_max %d, %s %g (warm-up %lld steps)%s, halting bias %g, SOP head dropout %g, %s path; "
+        std::printf("albert_act: preset %s, policy %s, %lld parameters, N_max %d, %s %g (warm-up %s)%s, halting bias %g, SOP head dropout %g, %s path; "
                     "device %s, ISA %s, precision %s, %d threads, %s (global batch %lld)\n",
                     o.preset.c_str(), Policy::name, static_cast<long long>(model.parameter_count()), n_max, ponder_net ? "beta" : "tau", tau,
-                    static_cast<long long>(tau_warmup), ponder_net ? (", lambda_p " + fmt(o.lambda_p, 3)).c_str() : "", halting_bias, o.sop_dropout,
+                    schedule_length(o, tau_warmup).c_str(), ponder_net ? (", lambda_p " + fmt(o.lambda_p, 3)).c_str() : "", halting_bias, o.sop_dropout,
                     compact ? "compact" : "dense", B::name, cpu::to_string(cpu::active_isa()), examples::precision_description(B::name).c_str(), max_threads(),
                     examples::ranks_description(comm).c_str(), static_cast<long long>(o.batch * o.accum * comm.size()));
         std::printf("data: %lld training examples per epoch, vocab %lld, chunk jitter %s\n", static_cast<long long>(sampler.epoch_size()),
@@ -182,9 +190,9 @@ int run(options o, dist::communicator& comm) {
                                              {ponder_net ? "N_max / beta / epsilon" : "N_max / tau / epsilon",
                                               std::to_string(n_max) + " / " + fmt(tau, 6) + " / " + fmt(o.epsilon, 3)},
                                              {"batch x accumulation x length", std::to_string(o.batch) + " x " + std::to_string(o.accum) + " x " + std::to_string(o.seq_len)},
-                                             {"optimizer / peak lr / warm-up / clip", o.optimizer + " / " + fmt(o.lr, 5) + " / " + std::to_string(warmup) + " steps / " + fmt(o.clip, 2)},
+                                             {"optimizer / peak lr / warm-up / clip", o.optimizer + " / " + fmt(o.lr, 5) + " / " + schedule_length(o, warmup) + " / " + fmt(o.clip, 2)},
                                              {"mask rate / halting bias / tau warm-up / min iterations",
-                                              fmt(o.mask_prob, 2) + " / " + fmt(halting_bias, 2) + " / " + std::to_string(tau_warmup) + " steps / " + std::to_string(o.min_iters)},
+                                              fmt(o.mask_prob, 2) + " / " + fmt(halting_bias, 2) + " / " + schedule_length(o, tau_warmup) + " / " + std::to_string(o.min_iters)},
                                              {"SOP head dropout / chunk jitter", fmt(o.sop_dropout, 2) + " / " + (o.chunk_jitter ? "on" : "off")},
                                              {"schedule spans", schedule_span(o)},
                                              {"training time", train::format_duration(fit.seconds)},
