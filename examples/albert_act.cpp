@@ -47,13 +47,8 @@ std::string fmt(double v, int d = 2) {
     return b;
 }
 
-/// What the warm-up, τ ramp and decay run over (train::trainer_options::schedule_by_time).
-std::string schedule_span(const options& o) {
-    if (!o.schedule_by_time) return std::to_string(o.steps) + " steps";
-    return std::to_string(o.steps) + " steps or " + fmt(o.max_minutes, 1) + " minutes, whichever ends first";
-}
-/// A length of the schedule (a warm-up): "n steps", and the same share of the time budget
-/// under --schedule-by-time.
+/// A length of the schedule (a warm-up, the whole): "n steps", and the same share of the time
+/// budget under --schedule-by-time (train::trainer_options::schedule_by_time).
 std::string schedule_length(const options& o, std::int64_t n) {
     std::string s = std::to_string(n) + " steps";
     if (o.schedule_by_time && o.steps > 0)
@@ -165,7 +160,7 @@ int run(options o, dist::communicator& comm) {
                     examples::ranks_description(comm).c_str(), static_cast<long long>(o.batch * o.accum * comm.size()));
         std::printf("data: %lld training examples per epoch, vocab %lld, chunk jitter %s\n", static_cast<long long>(sampler.epoch_size()),
                     static_cast<long long>(corpus.config.vocab), o.chunk_jitter ? "on" : "off (ALBERT)");
-        std::printf("schedule: warm-up, tau ramp and linear decay over %s\n", schedule_span(o).c_str());
+        std::printf("schedule: warm-up, tau ramp and linear decay over %s\n", (schedule_length(o, o.steps) + (o.schedule_by_time ? ", whichever ends first" : "")).c_str());
 
         const train::fit_result fit = trainer.fit([&] {
             const auto b = sampler.next(o.batch);
@@ -194,7 +189,7 @@ int run(options o, dist::communicator& comm) {
                                              {"mask rate / halting bias / tau warm-up / min iterations",
                                               fmt(o.mask_prob, 2) + " / " + fmt(halting_bias, 2) + " / " + schedule_length(o, tau_warmup) + " / " + std::to_string(o.min_iters)},
                                              {"SOP head dropout / chunk jitter", fmt(o.sop_dropout, 2) + " / " + (o.chunk_jitter ? "on" : "off")},
-                                             {"schedule spans", schedule_span(o)},
+                                             {"schedule spans", schedule_length(o, o.steps)},
                                              {"training time", train::format_duration(fit.seconds)},
                                              {"GEMM precision / ISA / threads", examples::precision_description(B::name) + " / " +
                                                                                      cpu::to_string(cpu::active_isa()) + " / " + std::to_string(max_threads())},

@@ -5694,8 +5694,10 @@ DEPTHLAB_OUT_OF_LINE void progress_meter::report(std::int64_t step, const std::v
     const double elapsed = std::chrono::duration<double>(clock::now() - start_).count();
     const double done = static_cast<double>(step - first_);
     double eta = done > 0 ? elapsed / done * static_cast<double>(total_ - step) : -1;
-    if (deadline_ > 0) eta = eta < 0 ? deadline_ - elapsed : std::min(eta, deadline_ - elapsed);
-    eta = eta < 0 && done > 0 ? 0 : eta;
+    if (deadline_ > 0) {
+        const double left = std::max(0.0, deadline_ - elapsed);
+        eta = eta < 0 ? left : std::min(eta, left);
+    }
     const double tps = elapsed > 0 ? static_cast<double>(tokens_) / elapsed : 0;
     std::ostringstream line;
     line << "step " << step << "/" << total_;
@@ -13137,10 +13139,8 @@ std::int64_t Trainer<T, B>::restore() {
     DEPTHLAB_CHECK(std::filesystem::exists(ckpt_.path()), io_error, "trainer: resume: no checkpoint at ", ckpt_.path());
     step_ = ckpt_.load(model_, &opt_);
     last_saved_ = step_;
-    if (ckpt_.metadata().count("train.minutes")) {  // (absent in checkpoints of older versions)
-        io::training_state<T, B> st;
-        st.metadata = ckpt_.metadata();
-        minutes_ = st.get_double("train.minutes");
+    if (const auto it = ckpt_.metadata().find("train.minutes"); it != ckpt_.metadata().end()) {  // (absent: older or unbudgeted)
+        io::detail::from_text(it->first, it->second, minutes_);  // (io_error naming the key if it is not a number)
         DEPTHLAB_CHECK(std::isfinite(minutes_) && minutes_ >= 0, io_error, "trainer: resume: ", ckpt_.path(), " has train.minutes ",
                        minutes_, ", not a finite number >= 0");
     }
@@ -13163,11 +13163,8 @@ void Trainer<T, B>::save() {
     if (ckpt_.path().empty()) return;
     ckpt_.metadata()["dist.ranks"] = std::to_string(comm_->size());  // (a resume on other ranks says so)
     ckpt_.metadata()["dist.accumulate"] = std::to_string(o_.accumulate);
-    if (o_.max_train_minutes > 0) {  // (only under a budget: without one, the same run writes the same bytes)
-        io::training_state<T, B> st;
-        st.set_double("train.minutes", minutes_);  // (exact: the shortest form that reads back the same)
-        ckpt_.metadata()["train.minutes"] = st.metadata.at("train.minutes");
-    }
+    if (o_.max_train_minutes > 0)  // (only under a budget: without one, the same run writes the same bytes)
+        ckpt_.metadata()["train.minutes"] = io::detail::to_text(minutes_);  // (exact: the shortest form that reads back the same)
     ckpt_.save(model_, &opt_, step_);
     last_saved_ = step_;
 }

@@ -135,8 +135,10 @@ DEPTHLAB_OUT_OF_LINE void progress_meter::report(std::int64_t step, const std::v
     const double elapsed = std::chrono::duration<double>(clock::now() - start_).count();
     const double done = static_cast<double>(step - first_);
     double eta = done > 0 ? elapsed / done * static_cast<double>(total_ - step) : -1;
-    if (deadline_ > 0) eta = eta < 0 ? deadline_ - elapsed : std::min(eta, deadline_ - elapsed);
-    eta = eta < 0 && done > 0 ? 0 : eta;
+    if (deadline_ > 0) {
+        const double left = std::max(0.0, deadline_ - elapsed);
+        eta = eta < 0 ? left : std::min(eta, left);
+    }
     const double tps = elapsed > 0 ? static_cast<double>(tokens_) / elapsed : 0;
     std::ostringstream line;
     line << "step " << step << "/" << total_;

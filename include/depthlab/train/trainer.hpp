@@ -48,6 +48,7 @@
 #include "depthlab/nn/module.hpp"
 #include "depthlab/optim/clip.hpp"
 #include "depthlab/optim/optimizer.hpp"
+#include "depthlab/io/config.hpp"  // (io::detail::to_text / from_text: train.minutes)
 #include "depthlab/train/checkpointer.hpp"
 #include "depthlab/train/progress.hpp"
 
@@ -214,10 +215,8 @@ std::int64_t Trainer<T, B>::restore() {
     DEPTHLAB_CHECK(std::filesystem::exists(ckpt_.path()), io_error, "trainer: resume: no checkpoint at ", ckpt_.path());
     step_ = ckpt_.load(model_, &opt_);
     last_saved_ = step_;
-    if (ckpt_.metadata().count("train.minutes")) {  // (absent in checkpoints of older versions)
-        io::training_state<T, B> st;
-        st.metadata = ckpt_.metadata();
-        minutes_ = st.get_double("train.minutes");
+    if (const auto it = ckpt_.metadata().find("train.minutes"); it != ckpt_.metadata().end()) {  // (absent: older or unbudgeted)
+        io::detail::from_text(it->first, it->second, minutes_);  // (io_error naming the key if it is not a number)
         DEPTHLAB_CHECK(std::isfinite(minutes_) && minutes_ >= 0, io_error, "trainer: resume: ", ckpt_.path(), " has train.minutes ",
                        minutes_, ", not a finite number >= 0");
     }
@@ -240,11 +239,8 @@ void Trainer<T, B>::save() {
     if (ckpt_.path().empty()) return;
     ckpt_.metadata()["dist.ranks"] = std::to_string(comm_->size());  // (a resume on other ranks says so)
     ckpt_.metadata()["dist.accumulate"] = std::to_string(o_.accumulate);
-    if (o_.max_train_minutes > 0) {  // (only under a budget: without one, the same run writes the same bytes)
-        io::training_state<T, B> st;
-        st.set_double("train.minutes", minutes_);  // (exact: the shortest form that reads back the same)
-        ckpt_.metadata()["train.minutes"] = st.metadata.at("train.minutes");
-    }
+    if (o_.max_train_minutes > 0)  // (only under a budget: without one, the same run writes the same bytes)
+        ckpt_.metadata()["train.minutes"] = io::detail::to_text(minutes_);  // (exact: the shortest form that reads back the same)
     ckpt_.save(model_, &opt_, step_);
     last_saved_ = step_;
 }
