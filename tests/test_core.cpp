@@ -390,6 +390,49 @@ TEST_CASE("autodiff: gradients written by their first GEMM ignore what their buf
     for (float v : clean[2]) CHECK(v == 33.0f);
 }
 
+// The elementwise backwards that cover their parent whole (add, mul, scale, reshape,
+// interpolate_rows) write the first gradient to arrive the same way.
+TEST_CASE("autodiff: gradients written by their first elementwise backward ignore what their buffer held") {
+    Generator gen(14);
+    const auto a0 = Tensor<float>::randn({33, 20}, gen), b0 = Tensor<float>::randn({33, 20}, gen);
+    const auto w0 = Tensor<float>::randn({33}, gen), v0 = Tensor<float>::randn({20}, gen);
+    const auto grads = [&] {
+        auto a = Var<float>::parameter(a0.clone()), b = Var<float>::parameter(b0.clone());
+        auto w = Var<float>::parameter(w0.clone()), v = Var<float>::parameter(v0.clone());
+        // a and b reach the loss by several ops each (one by both arguments): the first
+        // gradient to arrive is written, the others added
+        const auto loss = sum(mul(a, b)) + sum(scale(a, 3.0f)) + sum(reshape(b, {660})) + sum(interpolate_rows(a, b, w)) +
+                          sum(add(a, a)) + sum(interpolate_rows(b, b, w)) + sum(mul(a, v));
+        loss.backward();
+        return std::vector<std::vector<float>>{a.grad().to_vector(), b.grad().to_vector(), w.grad().to_vector(), v.grad().to_vector()};
+    };
+    const auto clean = grads();
+    {
+        std::vector<Tensor<float>> poison;  // blocks of the gradients' sizes, full of NaN, back into the cache
+        for (int i = 0; i < 12; ++i) poison.push_back(Tensor<float>::full({33, 20}, std::numeric_limits<float>::quiet_NaN()));
+        poison.push_back(Tensor<float>::full({33}, std::numeric_limits<float>::quiet_NaN()));
+        poison.push_back(Tensor<float>::full({20}, std::numeric_limits<float>::quiet_NaN()));
+    }
+    const auto again = grads();
+    CHECK(again == clean);
+    // closed forms: da = b + 3 + (1 - w_r) + 2 + v_c, db = a + 1 + w_r + 1, dw_r = sum_c (b - a), dv_c = sum_r a
+    for (index_t r = 0; r < 33; ++r) {
+        double diff = 0;
+        for (index_t c = 0; c < 20; ++c) {
+            const std::size_t i = static_cast<std::size_t>(r * 20 + c);
+            CHECK(clean[0][i] == doctest::Approx(b0(r, c) + 3 + (1 - w0(r)) + 2 + v0(c)).epsilon(1e-5));
+            CHECK(clean[1][i] == doctest::Approx(a0(r, c) + 1 + w0(r) + 1).epsilon(1e-5));
+            diff += b0(r, c) - a0(r, c);
+        }
+        CHECK(clean[2][static_cast<std::size_t>(r)] == doctest::Approx(diff).epsilon(1e-4));
+    }
+    for (index_t c = 0; c < 20; ++c) {
+        double col = 0;
+        for (index_t r = 0; r < 33; ++r) col += a0(r, c);
+        CHECK(clean[3][static_cast<std::size_t>(c)] == doctest::Approx(col).epsilon(1e-4));
+    }
+}
+
 // matmul's batch is the batched operand's leading extents: an empty batch gives an empty
 // result and zero gradients (it once became a batch of 1 and wrote past the result), and an
 // empty inner dimension gives zeros.

@@ -174,6 +174,27 @@ std::vector<op_case<B>> all_cases() {
                              [=](const inputs_t& x) { return bin_ref(x, true); }));
     c.push_back(make_case<B>("mul broadcast", op_kind::mul, {{{2, 3, 4}}, {{4}}}, [](const auto& v) { return mul(v[0], v[1]); },
                              [=](const inputs_t& x) { return bin_ref(x, true); }));
+    // One input reaching an op by both arguments, or by two ops: its gradient is written by
+    // the first backward to arrive (into an unfilled buffer) and added to by the next.
+    c.push_back(make_case<B>("add, one input twice", op_kind::add, {{{2, 3, 4}}}, [](const auto& v) { return v[0] + v[0]; },
+                             [](const inputs_t& x) {
+                                 vec y = x[0];
+                                 for (double& e : y) e *= 2;
+                                 return y;
+                             }));
+    c.push_back(make_case<B>("mul, one input twice", op_kind::mul, {{{2, 3, 4}}}, [](const auto& v) { return v[0] * v[0]; },
+                             [](const inputs_t& x) {
+                                 vec y = x[0];
+                                 for (double& e : y) e *= e;
+                                 return y;
+                             }));
+    c.push_back(make_case<B>("the input times its reshaped half", op_kind::mul, {{{2, 6}}},
+                             [](const auto& v) { return scale(reshape(reshape(v[0], {3, 4}), {2, 6}), scalar_of<decltype(v)>(0.5)) * v[0]; },
+                             [](const inputs_t& x) {
+                                 vec y = x[0];
+                                 for (double& e : y) e = 0.5 * e * e;
+                                 return y;
+                             }));
     c.push_back(make_case<B>("bias", op_kind::bias, {{{3, 5}}, {{5}}}, [](const auto& v) { return bias(v[0], v[1]); },
                              [=](const inputs_t& x) { return bin_ref(x, false); }));
     c.push_back(make_case<B>("scale", op_kind::scale, {{{3, 5}}},
@@ -434,6 +455,23 @@ std::vector<op_case<B>> all_cases() {
                              [](const inputs_t& x) {
                                  vec y(x[0].size());
                                  for (std::size_t i = 0; i < y.size(); ++i) y[i] = x[0][i] * x[1][i / 19];
+                                 return y;
+                             }));
+    c.push_back(make_case<B>("interpolate_rows", op_kind::interpolate_rows, {{{4, 19}}, {{4, 19}}, {{4}}},
+                             [](const auto& v) { return interpolate_rows(v[0], v[1], v[2]); },
+                             [](const inputs_t& x) {
+                                 vec y(x[0].size());
+                                 for (std::size_t i = 0; i < y.size(); ++i) y[i] = x[0][i] + x[2][i / 19] * (x[1][i] - x[0][i]);
+                                 return y;
+                             }));
+    c.push_back(make_case<B>("interpolate_rows, one input at both ends", op_kind::interpolate_rows, {{{3, 5}}, {{3}}},
+                             [](const auto& v) { return interpolate_rows(v[0], v[0], v[1]); },
+                             [](const inputs_t& x) { return x[0]; }));
+    c.push_back(make_case<B>("interpolate_rows towards a scaled copy", op_kind::interpolate_rows, {{{3, 5}}, {{3}}},
+                             [](const auto& v) { return interpolate_rows(v[0], scale(v[0], scalar_of<decltype(v)>(2)), v[1]); },
+                             [](const inputs_t& x) {
+                                 vec y(x[0].size());
+                                 for (std::size_t i = 0; i < y.size(); ++i) y[i] = x[0][i] * (1 + x[1][i / 5]);
                                  return y;
                              }));
     c.push_back(make_case<B>("row_update", op_kind::row_update, {{{5, 3}}, {{2, 3}}},

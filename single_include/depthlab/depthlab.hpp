@@ -759,7 +759,7 @@ namespace depthlab {
     X(leaf) X(matmul) X(linear) X(add) X(mul) X(scale) X(bias) X(gelu) X(gelu_erf) X(relu) X(tanh) X(sigmoid) \
     X(log_sigmoid) X(softmax) X(log_softmax) X(cross_entropy) X(layer_norm) X(dropout) X(embedding) X(concat) \
     X(split) X(slice) X(reshape) X(transpose) X(gather_rows) X(scatter_rows) X(sum) X(mean) X(mse) X(attention)\
-    X(ragged_attention) X(scale_rows) X(row_update)
+    X(ragged_attention) X(scale_rows) X(interpolate_rows) X(row_update)
 
 enum class op_kind : int {
 #define DEPTHLAB_OP_ENUM(name) name,
@@ -982,11 +982,12 @@ T* parent_grad(Node<T, B>& nd, std::size_t i) {
     auto& p = *nd.parents[i];
     return p.requires_grad ? p.grad_buffer().data() : nullptr;
 }
-/// Where a backward that writes *every element* of parent i's gradient in one call (a GEMM)
-/// puts it: the first gradient to reach the parent is written (beta 0) into a buffer never
-/// zero-filled, later ones are accumulated (beta 1). data is nullptr when the parent takes
-/// no gradient. Keep it alive until the write is done: if an exception leaves its scope
-/// first, a buffer it created is dropped again, so no half-written gradient stays behind.
+/// Where a backward that writes *every element* of parent i's gradient in one call (a GEMM,
+/// an elementwise copy or product) puts it: the first gradient to reach the parent is
+/// written (beta 0) into a buffer never zero-filled, later ones are accumulated (beta 1).
+/// data is nullptr when the parent takes no gradient. Keep it alive until the write is done:
+/// if an exception leaves its scope first, a buffer it created is dropped again, so no
+/// half-written gradient stays behind.
 template <class T, class B>
 class grad_out {
 public:
@@ -1279,19 +1280,24 @@ Var<T, B> broadcast_binary(op_kind op, const char* name, const Var<T, B>& a, con
     if (is_mul) P::mul_row_vector(rows, cols, A.data(), Bv.data(), Y.data());
     else P::add_row_vector(rows, cols, A.data(), Bv.data(), Y.data());
     return make_result<T, B>(op, std::move(Y), {a, b}, [=](Node<T, B>& nd) {
+        // A gradient of a's shape covers its parent whole: the first to arrive is written
+        // into an unfilled buffer (gX.beta 0), later ones are added; a broadcast b's row sums
+        // accumulate into a zero-filled one.
         const T* dY = nd.grad.data();
-        if (T* dA = parent_grad(nd, 0)) {
-            if (is_mul) P::mul_row_vector_acc(rows, cols, dY, Bv.data(), dA);
-            else P::axpby(n, T(1), dY, T(1), dA);
+        if (const auto gA = parent_grad_out(nd, 0); T* dA = gA.data) {
+            if (!is_mul) P::axpby(n, T(1), dY, gA.beta, dA);
+            else if (gA.beta == T(0)) P::mul_row_vector(rows, cols, dY, Bv.data(), dA);
+            else P::mul_row_vector_acc(rows, cols, dY, Bv.data(), dA);
         }
-        if (T* dB = parent_grad(nd, 1)) {
-            if (is_mul) {
-                if (same) P::mul_acc(n, dY, A.data(), dB);
-                else P::sum_rows_mul_acc(rows, cols, dY, A.data(), dB);
-            } else {
-                if (same) P::axpby(n, T(1), dY, T(1), dB);
-                else P::sum_rows_acc(rows, cols, dY, dB);
+        if (same) {
+            if (const auto gB = parent_grad_out(nd, 1); T* dB = gB.data) {
+                if (!is_mul) P::axpby(n, T(1), dY, gB.beta, dB);
+                else if (gB.beta == T(0)) P::mul(n, dY, A.data(), dB);
+                else P::mul_acc(n, dY, A.data(), dB);
             }
+        } else if (T* dB = parent_grad(nd, 1)) {
+            if (is_mul) P::sum_rows_mul_acc(rows, cols, dY, A.data(), dB);
+            else P::sum_rows_acc(rows, cols, dY, dB);
         }
     });
 }
@@ -1325,7 +1331,7 @@ Var<T, B> scale(const Var<T, B>& x, T s) {
     P::axpby(X.numel(), s, X.data(), T(0), Y.data());
     const index_t n = X.numel();
     return detail::make_result<T, B>(op_kind::scale, std::move(Y), {x}, [=](Node<T, B>& nd) {
-        if (T* dX = detail::parent_grad(nd, 0)) P::axpby(n, s, nd.grad.data(), T(1), dX);
+        if (const auto gX = detail::parent_grad_out(nd, 0); T* dX = gX.data) P::axpby(n, s, nd.grad.data(), gX.beta, dX);
     });
 }
 
@@ -1702,6 +1708,30 @@ Var<T, B> scale_rows(const Var<T, B>& x, const Var<T, B>& w) {
         P::scale_rows_bwd(rows, cols, X.data(), Wt.data(), nd.grad.data(), detail::parent_grad(nd, 0), detail::parent_grad(nd, 1));
     });
 }
+/// y[r] = a[r] + w[r] (b[r] - a[r]) for a, b: (N, C), w: (N): a per-row interpolation, ACT's
+/// state update s + w (y - s) as one op (one pass each way, where add / scale_rows / scale
+/// made four).
+template <class T, class B>
+Var<T, B> interpolate_rows(const Var<T, B>& a, const Var<T, B>& b, const Var<T, B>& w) {
+    using P = primitives<B>;
+    const Shape& sa = a.shape();
+    DEPTHLAB_CHECK(sa.rank() == 2 && b.shape() == sa && w.shape() == Shape{sa[0]}, shape_error, "interpolate_rows: a ", sa, ", b ",
+                   b.shape(), " and weights ", w.shape(), " (expected (N, C), (N, C) and (N,))");
+    const index_t rows = sa[0], cols = sa[1];
+    const auto A = detail::contiguous_value(a);
+    const auto Bv = detail::contiguous_value(b);
+    const auto Wt = detail::contiguous_value(w);
+    auto Y = Tensor<T, B>::empty(sa);
+    P::interpolate_rows(rows, cols, A.data(), Bv.data(), Wt.data(), Y.data());
+    return detail::make_result<T, B>(op_kind::interpolate_rows, std::move(Y), {a, b, w}, [=](Node<T, B>& nd) {
+        // a's and b's gradients cover them whole: the first to arrive is written, not added
+        // (a and b the same node: a's write comes first, b's adds to it)
+        const auto gA = detail::parent_grad_out(nd, 0);
+        const auto gB = detail::parent_grad_out(nd, 1);
+        P::interpolate_rows_bwd(rows, cols, A.data(), Bv.data(), Wt.data(), nd.grad.data(), gA.data, gA.beta, gB.data, gB.beta,
+                                detail::parent_grad(nd, 2));
+    });
+}
 
 /// Embedding lookup: table (V, E), ids (n,) on the device, of shape `ids_shape` ->
 /// ids_shape + (E).
@@ -1761,7 +1791,8 @@ Var<T, B> reshape(const Var<T, B>& x, const Shape& s) {
     const Shape in = x.shape();
     auto Y = x.value().contiguous().reshape(out);
     return detail::make_result<T, B>(op_kind::reshape, std::move(Y), {x}, [=](Node<T, B>& nd) {
-        if (T* dX = detail::parent_grad(nd, 0)) primitives<B>::axpby(in.numel(), T(1), nd.grad.data(), T(1), dX);
+        if (const auto gX = detail::parent_grad_out(nd, 0); T* dX = gX.data)
+            primitives<B>::axpby(in.numel(), T(1), nd.grad.data(), gX.beta, dX);
     });
 }
 /// Pieces of the given sizes along an axis (sizes must add up to the extent).
@@ -6041,7 +6072,7 @@ private:
                     const V contrib = scale_rows(y, w);
                     accumulate(out, contrib);
                 } else {
-                    s_next = add(s, scale_rows(add(y, scale(s, T(-1))), w));  // w·y + (1 − w)·s
+                    s_next = interpolate_rows(s, y, w);  // w·y + (1 − w)·s
                     if constexpr (std::is_same_v<Policy, act_ut>) {
                         // tokens halted before this iteration keep being transformed
                         std::vector<std::int64_t> halted;
@@ -6192,7 +6223,7 @@ private:
             const V p = reshape(sigmoid((*halting_unit)(y)), {nr});
             const step_masks m = st.step(p.value().to_vector(), idx, n);
             const V w = halting_step(p, cum_run, r_run, m);
-            const V s_new = add(s_run, scale_rows(add(y, scale(s_run, T(-1))), w));
+            const V s_new = interpolate_rows(s_run, y, w);
             record_cosine(rec, [&] { return s_run.value(); }, [&] { return s_new.value(); }, idx);
             // tokens that stop here (halted, or out of iterations): their final state and R
             std::vector<std::int64_t> stop;
@@ -9126,6 +9157,20 @@ static T sum(index_t n, const T* x) {
     for_each_vec(n, [&](index_t i, int m) { acc = acc + V::load(x + i, m); });
     return acc.reduce_add();
 }
+// y = a + w (b - a)
+static void lerp(index_t n, const T* a, const T* b, T w, T* y) {
+    const V vw = V::set1(w);
+    for_each_vec(n, [&](index_t i, int m) {
+        const V va = V::load(a + i, m);
+        V::fma(vw, V::load(b + i, m) - va, va).store(y + i, m);
+    });
+}
+// <x, b - a>, the difference taken first (b and a close: no cancellation of two large dots)
+static T dot_diff(index_t n, const T* x, const T* b, const T* a) {
+    V acc = V::zero();
+    for_each_vec(n, [&](index_t i, int m) { acc = V::fma(V::load(x + i, m), V::load(b + i, m) - V::load(a + i, m), acc); });
+    return acc.reduce_add();
+}
 static T dot(index_t n, const T* a, const T* b) {
     V acc = V::zero();
     for_each_vec(n, [&](index_t i, int m) { acc = V::fma(V::load(a + i, m), V::load(b + i, m), acc); });
@@ -9382,6 +9427,20 @@ static void sigmoid_bwd(index_t n, const T* y, const T* dy, T* dx) {
 static T sum(index_t n, const T* x) {
     V acc = V::zero();
     for_each_vec(n, [&](index_t i, int m) { acc = acc + V::load(x + i, m); });
+    return acc.reduce_add();
+}
+// y = a + w (b - a)
+static void lerp(index_t n, const T* a, const T* b, T w, T* y) {
+    const V vw = V::set1(w);
+    for_each_vec(n, [&](index_t i, int m) {
+        const V va = V::load(a + i, m);
+        V::fma(vw, V::load(b + i, m) - va, va).store(y + i, m);
+    });
+}
+// <x, b - a>, the difference taken first (b and a close: no cancellation of two large dots)
+static T dot_diff(index_t n, const T* x, const T* b, const T* a) {
+    V acc = V::zero();
+    for_each_vec(n, [&](index_t i, int m) { acc = V::fma(V::load(x + i, m), V::load(b + i, m) - V::load(a + i, m), acc); });
     return acc.reduce_add();
 }
 static T dot(index_t n, const T* a, const T* b) {
@@ -9644,6 +9703,20 @@ static T sum(index_t n, const T* x) {
     for_each_vec(n, [&](index_t i, int m) { acc = acc + V::load(x + i, m); });
     return acc.reduce_add();
 }
+// y = a + w (b - a)
+static void lerp(index_t n, const T* a, const T* b, T w, T* y) {
+    const V vw = V::set1(w);
+    for_each_vec(n, [&](index_t i, int m) {
+        const V va = V::load(a + i, m);
+        V::fma(vw, V::load(b + i, m) - va, va).store(y + i, m);
+    });
+}
+// <x, b - a>, the difference taken first (b and a close: no cancellation of two large dots)
+static T dot_diff(index_t n, const T* x, const T* b, const T* a) {
+    V acc = V::zero();
+    for_each_vec(n, [&](index_t i, int m) { acc = V::fma(V::load(x + i, m), V::load(b + i, m) - V::load(a + i, m), acc); });
+    return acc.reduce_add();
+}
 static T dot(index_t n, const T* a, const T* b) {
     V acc = V::zero();
     for_each_vec(n, [&](index_t i, int m) { acc = V::fma(V::load(a + i, m), V::load(b + i, m), acc); });
@@ -9902,6 +9975,20 @@ static void sigmoid_bwd(index_t n, const T* y, const T* dy, T* dx) {
 static T sum(index_t n, const T* x) {
     V acc = V::zero();
     for_each_vec(n, [&](index_t i, int m) { acc = acc + V::load(x + i, m); });
+    return acc.reduce_add();
+}
+// y = a + w (b - a)
+static void lerp(index_t n, const T* a, const T* b, T w, T* y) {
+    const V vw = V::set1(w);
+    for_each_vec(n, [&](index_t i, int m) {
+        const V va = V::load(a + i, m);
+        V::fma(vw, V::load(b + i, m) - va, va).store(y + i, m);
+    });
+}
+// <x, b - a>, the difference taken first (b and a close: no cancellation of two large dots)
+static T dot_diff(index_t n, const T* x, const T* b, const T* a) {
+    V acc = V::zero();
+    for_each_vec(n, [&](index_t i, int m) { acc = V::fma(V::load(x + i, m), V::load(b + i, m) - V::load(a + i, m), acc); });
     return acc.reduce_add();
 }
 static T dot(index_t n, const T* a, const T* b) {
@@ -10194,6 +10281,25 @@ struct host_primitives {
         rowwise<T>(rows, cols, [&]<class K>(index_t r) {
             if (dx) K::axpby(cols, w[r], dy + r * cols, T(1), dx + r * cols);
             if (dw) dw[r] += K::dot(cols, dy + r * cols, x + r * cols);
+        });
+    }
+
+    // y[r] = a[r] + w[r] (b[r] - a[r])   (ACT's state update s + w (y - s), one pass)
+    template <class T>
+    static void interpolate_rows(index_t rows, index_t cols, const T* a, const T* b, const T* w, T* y) {
+        rowwise<T>(rows, cols, [&]<class K>(index_t r) { K::lerp(cols, a + r * cols, b + r * cols, w[r], y + r * cols); });
+    }
+    // da[r] = (1 - w[r]) dy[r] + beta_a da[r],  db[r] = w[r] dy[r] + beta_b db[r]  (beta 0 never
+    // reads; a null pointer is skipped; da before db, so da == db sums both),
+    // dw[r] += <dy[r], b[r] - a[r]> (dw may be null)
+    template <class T>
+    static void interpolate_rows_bwd(index_t rows, index_t cols, const T* a, const T* b, const T* w, const T* dy, T* da, T beta_a,
+                                     T* db, T beta_b, T* dw) {
+        rowwise<T>(rows, cols, [&]<class K>(index_t r) {
+            const index_t o = r * cols;
+            if (da) K::axpby(cols, T(1) - w[r], dy + o, beta_a, da + o);
+            if (db) K::axpby(cols, w[r], dy + o, beta_b, db + o);
+            if (dw) dw[r] += K::dot_diff(cols, dy + o, b + o, a + o);
         });
     }
 

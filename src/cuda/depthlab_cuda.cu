@@ -67,6 +67,8 @@ void memory<backend::cuda>::upload_bytes(void* dst, const void* src, std::size_t
     DEPTHLAB_CUDA_INSTANTIATE(sum_rows_mul_acc, T) \
     DEPTHLAB_CUDA_INSTANTIATE(scale_rows, T) \
     DEPTHLAB_CUDA_INSTANTIATE(scale_rows_bwd, T) \
+    DEPTHLAB_CUDA_INSTANTIATE(interpolate_rows, T) \
+    DEPTHLAB_CUDA_INSTANTIATE(interpolate_rows_bwd, T) \
     DEPTHLAB_CUDA_INSTANTIATE(gelu_fwd, T) \
     DEPTHLAB_CUDA_INSTANTIATE(gelu_bwd, T) \
     DEPTHLAB_CUDA_INSTANTIATE(gelu_erf_fwd, T) \

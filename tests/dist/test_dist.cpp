@@ -6,6 +6,7 @@
 //     every rank ends with the same parameters;
 //   * a data-parallel run interrupted and resumed ends where a straight one ends, on every
 //     rank, each rank's own generator included;
+//   * with schedule_by_time every rank follows rank 0's clock;
 //   * failure: a killed rank or a hung one ends the job with an error (tests/dist/failure.cmake
 //     drives the cases whose names start with "failure:").
 #define DOCTEST_CONFIG_IMPLEMENT
@@ -325,6 +326,38 @@ TEST_CASE("data parallel on a device backend: the buckets stage device gradients
         primitives<backend::host_device>::fill(p.value().numel(), static_cast<float>(w.rank()), const_cast<float*>(p.value().data()));
     dist::broadcast_parameters(w, dist::distinct_parameters(layer.named_parameters()));
     for (const auto& [name, p] : layer.named_parameters()) CHECK(p.value().to_vector() == std::vector<float>(static_cast<std::size_t>(p.value().numel()), 0.0f));
+}
+
+TEST_CASE("data parallel: schedule_by_time gives every rank rank 0's schedule position, so the ranks stay in step") {
+    // Each rank's own position, steps x minutes / budget, follows its own clock; with a huge
+    // `steps` and a budget of seconds, clocks read microseconds apart give positions hundreds
+    // apart. A learning rate that follows the position then differs between ranks
+    // unless every rank takes rank 0's.
+    auto& w = world();
+    albert_run run(6);
+    const std::int64_t steps = 1'000'000'000;
+    train::Trainer<float> t(run.model, run.lamb,
+                            {.steps = steps, .log_every = 1000, .max_train_minutes = 0.05, .schedule_by_time = true, .comm = &w});
+    t.skip = [&] { (void)run.sampler.next(8); };
+    std::vector<std::int64_t> agreed, own;
+    t.before_step = [&](std::int64_t s) {
+        agreed.push_back(s);
+        own.push_back(t.schedule_step());
+    };
+    t.schedule = [&](std::int64_t s) { return 2e-3 * (1.0 - static_cast<double>(s) / static_cast<double>(steps)); };
+    const auto r = t.fit([&] {
+        const data::albert_batch b = run.sampler.next(8);
+        const auto l = run.model.losses(b);
+        return train::micro_batch<float>{.loss = add(l.mlm, l.sop), .logged = {{"mlm", l.mlm}}};
+    });
+    REQUIRE(r.stopped_by_time);
+    REQUIRE(!agreed.empty());
+    std::vector<std::uint32_t> words;
+    for (std::int64_t s : agreed) words.insert(words.end(), {static_cast<std::uint32_t>(s), static_cast<std::uint32_t>(s >> 32)});
+    CHECK(same_on_every_rank(words));
+    CHECK(same_on_every_rank(parameter_bits(run.model)));
+    if (w.is_root()) CHECK(own == agreed);
+    else CHECK(own != agreed);  // (the test's premise: this rank's clock alone would have led elsewhere)
 }
 
 TEST_CASE("data parallel: a non-finite loss on one rank stops every rank at the same step, with an error") {

@@ -201,11 +201,12 @@ T* parent_grad(Node<T, B>& nd, std::size_t i) {
     auto& p = *nd.parents[i];
     return p.requires_grad ? p.grad_buffer().data() : nullptr;
 }
-/// Where a backward that writes *every element* of parent i's gradient in one call (a GEMM)
-/// puts it: the first gradient to reach the parent is written (beta 0) into a buffer never
-/// zero-filled, later ones are accumulated (beta 1). data is nullptr when the parent takes
-/// no gradient. Keep it alive until the write is done: if an exception leaves its scope
-/// first, a buffer it created is dropped again, so no half-written gradient stays behind.
+/// Where a backward that writes *every element* of parent i's gradient in one call (a GEMM,
+/// an elementwise copy or product) puts it: the first gradient to reach the parent is
+/// written (beta 0) into a buffer never zero-filled, later ones are accumulated (beta 1).
+/// data is nullptr when the parent takes no gradient. Keep it alive until the write is done:
+/// if an exception leaves its scope first, a buffer it created is dropped again, so no
+/// half-written gradient stays behind.
 template <class T, class B>
 class grad_out {
 public:

@@ -306,7 +306,7 @@ private:
                     const V contrib = scale_rows(y, w);
                     accumulate(out, contrib);
                 } else {
-                    s_next = add(s, scale_rows(add(y, scale(s, T(-1))), w));  // w·y + (1 − w)·s
+                    s_next = interpolate_rows(s, y, w);  // w·y + (1 − w)·s
                     if constexpr (std::is_same_v<Policy, act_ut>) {
                         // tokens halted before this iteration keep being transformed
                         std::vector<std::int64_t> halted;
@@ -457,7 +457,7 @@ private:
             const V p = reshape(sigmoid((*halting_unit)(y)), {nr});
             const step_masks m = st.step(p.value().to_vector(), idx, n);
             const V w = halting_step(p, cum_run, r_run, m);
-            const V s_new = add(s_run, scale_rows(add(y, scale(s_run, T(-1))), w));
+            const V s_new = interpolate_rows(s_run, y, w);
             record_cosine(rec, [&] { return s_run.value(); }, [&] { return s_new.value(); }, idx);
             // tokens that stop here (halted, or out of iterations): their final state and R
             std::vector<std::int64_t> stop;

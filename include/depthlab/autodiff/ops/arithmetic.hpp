@@ -159,19 +159,24 @@ Var<T, B> broadcast_binary(op_kind op, const char* name, const Var<T, B>& a, con
     if (is_mul) P::mul_row_vector(rows, cols, A.data(), Bv.data(), Y.data());
     else P::add_row_vector(rows, cols, A.data(), Bv.data(), Y.data());
     return make_result<T, B>(op, std::move(Y), {a, b}, [=](Node<T, B>& nd) {
+        // A gradient of a's shape covers its parent whole: the first to arrive is written
+        // into an unfilled buffer (gX.beta 0), later ones are added; a broadcast b's row sums
+        // accumulate into a zero-filled one.
         const T* dY = nd.grad.data();
-        if (T* dA = parent_grad(nd, 0)) {
-            if (is_mul) P::mul_row_vector_acc(rows, cols, dY, Bv.data(), dA);
-            else P::axpby(n, T(1), dY, T(1), dA);
+        if (const auto gA = parent_grad_out(nd, 0); T* dA = gA.data) {
+            if (!is_mul) P::axpby(n, T(1), dY, gA.beta, dA);
+            else if (gA.beta == T(0)) P::mul_row_vector(rows, cols, dY, Bv.data(), dA);
+            else P::mul_row_vector_acc(rows, cols, dY, Bv.data(), dA);
         }
-        if (T* dB = parent_grad(nd, 1)) {
-            if (is_mul) {
-                if (same) P::mul_acc(n, dY, A.data(), dB);
-                else P::sum_rows_mul_acc(rows, cols, dY, A.data(), dB);
-            } else {
-                if (same) P::axpby(n, T(1), dY, T(1), dB);
-                else P::sum_rows_acc(rows, cols, dY, dB);
+        if (same) {
+            if (const auto gB = parent_grad_out(nd, 1); T* dB = gB.data) {
+                if (!is_mul) P::axpby(n, T(1), dY, gB.beta, dB);
+                else if (gB.beta == T(0)) P::mul(n, dY, A.data(), dB);
+                else P::mul_acc(n, dY, A.data(), dB);
             }
+        } else if (T* dB = parent_grad(nd, 1)) {
+            if (is_mul) P::sum_rows_mul_acc(rows, cols, dY, A.data(), dB);
+            else P::sum_rows_acc(rows, cols, dY, dB);
         }
     });
 }
@@ -205,7 +210,7 @@ Var<T, B> scale(const Var<T, B>& x, T s) {
     P::axpby(X.numel(), s, X.data(), T(0), Y.data());
     const index_t n = X.numel();
     return detail::make_result<T, B>(op_kind::scale, std::move(Y), {x}, [=](Node<T, B>& nd) {
-        if (T* dX = detail::parent_grad(nd, 0)) P::axpby(n, s, nd.grad.data(), T(1), dX);
+        if (const auto gX = detail::parent_grad_out(nd, 0); T* dX = gX.data) P::axpby(n, s, nd.grad.data(), gX.beta, dX);
     });
 }
 

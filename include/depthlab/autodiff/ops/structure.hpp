@@ -143,6 +143,30 @@ Var<T, B> scale_rows(const Var<T, B>& x, const Var<T, B>& w) {
         P::scale_rows_bwd(rows, cols, X.data(), Wt.data(), nd.grad.data(), detail::parent_grad(nd, 0), detail::parent_grad(nd, 1));
     });
 }
+/// y[r] = a[r] + w[r] (b[r] - a[r]) for a, b: (N, C), w: (N): a per-row interpolation, ACT's
+/// state update s + w (y - s) as one op (one pass each way, where add / scale_rows / scale
+/// made four).
+template <class T, class B>
+Var<T, B> interpolate_rows(const Var<T, B>& a, const Var<T, B>& b, const Var<T, B>& w) {
+    using P = primitives<B>;
+    const Shape& sa = a.shape();
+    DEPTHLAB_CHECK(sa.rank() == 2 && b.shape() == sa && w.shape() == Shape{sa[0]}, shape_error, "interpolate_rows: a ", sa, ", b ",
+                   b.shape(), " and weights ", w.shape(), " (expected (N, C), (N, C) and (N,))");
+    const index_t rows = sa[0], cols = sa[1];
+    const auto A = detail::contiguous_value(a);
+    const auto Bv = detail::contiguous_value(b);
+    const auto Wt = detail::contiguous_value(w);
+    auto Y = Tensor<T, B>::empty(sa);
+    P::interpolate_rows(rows, cols, A.data(), Bv.data(), Wt.data(), Y.data());
+    return detail::make_result<T, B>(op_kind::interpolate_rows, std::move(Y), {a, b, w}, [=](Node<T, B>& nd) {
+        // a's and b's gradients cover them whole: the first to arrive is written, not added
+        // (a and b the same node: a's write comes first, b's adds to it)
+        const auto gA = detail::parent_grad_out(nd, 0);
+        const auto gB = detail::parent_grad_out(nd, 1);
+        P::interpolate_rows_bwd(rows, cols, A.data(), Bv.data(), Wt.data(), nd.grad.data(), gA.data, gA.beta, gB.data, gB.beta,
+                                detail::parent_grad(nd, 2));
+    });
+}
 
 /// Embedding lookup: table (V, E), ids (n,) on the device, of shape `ids_shape` ->
 /// ids_shape + (E).
@@ -202,7 +226,8 @@ Var<T, B> reshape(const Var<T, B>& x, const Shape& s) {
     const Shape in = x.shape();
     auto Y = x.value().contiguous().reshape(out);
     return detail::make_result<T, B>(op_kind::reshape, std::move(Y), {x}, [=](Node<T, B>& nd) {
-        if (T* dX = detail::parent_grad(nd, 0)) primitives<B>::axpby(in.numel(), T(1), nd.grad.data(), T(1), dX);
+        if (const auto gX = detail::parent_grad_out(nd, 0); T* dX = gX.data)
+            primitives<B>::axpby(in.numel(), T(1), nd.grad.data(), gX.beta, dX);
     });
 }
 /// Pieces of the given sizes along an axis (sizes must add up to the extent).

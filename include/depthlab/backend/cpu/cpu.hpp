@@ -176,6 +176,25 @@ struct host_primitives {
         });
     }
 
+    // y[r] = a[r] + w[r] (b[r] - a[r])   (ACT's state update s + w (y - s), one pass)
+    template <class T>
+    static void interpolate_rows(index_t rows, index_t cols, const T* a, const T* b, const T* w, T* y) {
+        rowwise<T>(rows, cols, [&]<class K>(index_t r) { K::lerp(cols, a + r * cols, b + r * cols, w[r], y + r * cols); });
+    }
+    // da[r] = (1 - w[r]) dy[r] + beta_a da[r],  db[r] = w[r] dy[r] + beta_b db[r]  (beta 0 never
+    // reads; a null pointer is skipped; da before db, so da == db sums both),
+    // dw[r] += <dy[r], b[r] - a[r]> (dw may be null)
+    template <class T>
+    static void interpolate_rows_bwd(index_t rows, index_t cols, const T* a, const T* b, const T* w, const T* dy, T* da, T beta_a,
+                                     T* db, T beta_b, T* dw) {
+        rowwise<T>(rows, cols, [&]<class K>(index_t r) {
+            const index_t o = r * cols;
+            if (da) K::axpby(cols, T(1) - w[r], dy + o, beta_a, da + o);
+            if (db) K::axpby(cols, w[r], dy + o, beta_b, db + o);
+            if (dw) dw[r] += K::dot_diff(cols, dy + o, b + o, a + o);
+        });
+    }
+
     // ---- activations: forward from x, backward accumulates into dx ----
     template <class T> static void gelu_fwd(index_t n, const T* x, T* y) {
         chunked<T>(n, [&]<class K>(index_t o, index_t m) { K::gelu_fwd(m, x + o, y + o); });

@@ -129,6 +129,20 @@ static T sum(index_t n, const T* x) {
     for_each_vec(n, [&](index_t i, int m) { acc = acc + V::load(x + i, m); });
     return acc.reduce_add();
 }
+// y = a + w (b - a)
+static void lerp(index_t n, const T* a, const T* b, T w, T* y) {
+    const V vw = V::set1(w);
+    for_each_vec(n, [&](index_t i, int m) {
+        const V va = V::load(a + i, m);
+        V::fma(vw, V::load(b + i, m) - va, va).store(y + i, m);
+    });
+}
+// <x, b - a>, the difference taken first (b and a close: no cancellation of two large dots)
+static T dot_diff(index_t n, const T* x, const T* b, const T* a) {
+    V acc = V::zero();
+    for_each_vec(n, [&](index_t i, int m) { acc = V::fma(V::load(x + i, m), V::load(b + i, m) - V::load(a + i, m), acc); });
+    return acc.reduce_add();
+}
 static T dot(index_t n, const T* a, const T* b) {
     V acc = V::zero();
     for_each_vec(n, [&](index_t i, int m) { acc = V::fma(V::load(a + i, m), V::load(b + i, m), acc); });

@@ -106,6 +106,11 @@ struct primitives<backend::cuda> {
     static void scale_rows(index_t rows, index_t cols, const T* x, const T* w, T* y);
     template <class T>
     static void scale_rows_bwd(index_t rows, index_t cols, const T* x, const T* w, const T* dy, T* dx, T* dw);
+    template <class T>
+    static void interpolate_rows(index_t rows, index_t cols, const T* a, const T* b, const T* w, T* y);
+    template <class T>
+    static void interpolate_rows_bwd(index_t rows, index_t cols, const T* a, const T* b, const T* w, const T* dy, T* da, T beta_a,
+                                     T* db, T beta_b, T* dw);
 
     // ---- activations ----
     template <class T>

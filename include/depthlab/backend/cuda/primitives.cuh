@@ -156,6 +156,34 @@ void primitives<backend::cuda>::scale_rows_bwd(index_t rows, index_t cols, const
 }
 
 template <class T>
+void primitives<backend::cuda>::interpolate_rows(index_t rows, index_t cols, const T* a, const T* b, const T* w, T* y) {
+    cuda::for_each(rows * cols, [=] __device__(index_t i) { y[i] = a[i] + w[i / cols] * (b[i] - a[i]); }, "interpolate_rows");
+}
+
+template <class T>
+void primitives<backend::cuda>::interpolate_rows_bwd(index_t rows, index_t cols, const T* a, const T* b, const T* w, const T* dy, T* da,
+                                                     T beta_a, T* db, T beta_b, T* dw) {
+    // (beta 0 never reads the gradient: a fresh buffer may hold anything, NaN included)
+    if (da)
+        cuda::for_each(rows * cols, [=] __device__(index_t i) {
+            const T g = (T(1) - w[i / cols]) * dy[i];
+            da[i] = beta_a == T(0) ? g : g + beta_a * da[i];
+        }, "interpolate_rows_bwd (da)");
+    if (db)
+        cuda::for_each(rows * cols, [=] __device__(index_t i) {
+            const T g = w[i / cols] * dy[i];
+            db[i] = beta_b == T(0) ? g : g + beta_b * db[i];
+        }, "interpolate_rows_bwd (db)");
+    if (dw)
+        cuda::for_each_row(rows, [=] __device__(index_t r) {
+            T s = T(0);
+            for (index_t c = threadIdx.x; c < cols; c += blockDim.x) s += dy[r * cols + c] * (b[r * cols + c] - a[r * cols + c]);
+            s = cuda::block_sum(s);
+            if (threadIdx.x == 0) dw[r] += s;
+        }, "interpolate_rows_bwd (dw)");
+}
+
+template <class T>
 void primitives<backend::cuda>::gelu_fwd(index_t n, const T* x, T* y) {
     cuda::for_each(n, [=] __device__(index_t i) { y[i] = elementwise::gelu(x[i]); }, "gelu_fwd");
 }
