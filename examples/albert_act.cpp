@@ -146,6 +146,7 @@ int run(options o, dist::communicator& comm) {
                         static_cast<long long>(step), ev.mlm_acc, ev.sop_acc, ev.stats.mean_iterations("all"),
                         ev.stats.mean_iterations("unmasked"), ev.stats.mean_iterations("mask_to_mask"), ev.stats.mean_iterations("cls"),
                         ev.stats.mean_iterations("sep"));
+            std::fflush(stdout);  // (a log redirected to a file shows it now, not at the next progress line)
             if (final) final_ev = ev;
             return j;
         };
@@ -161,6 +162,7 @@ int run(options o, dist::communicator& comm) {
         std::printf("data: %lld training examples per epoch, vocab %lld, chunk jitter %s\n", static_cast<long long>(sampler.epoch_size()),
                     static_cast<long long>(corpus.config.vocab), o.chunk_jitter ? "on" : "off (ALBERT)");
         std::printf("schedule: warm-up, tau ramp and linear decay over %s\n", (schedule_length(o, o.steps) + (o.schedule_by_time ? ", whichever ends first" : "")).c_str());
+        std::fflush(stdout);
 
         const train::fit_result fit = trainer.fit([&] {
             const auto b = sampler.next(o.batch);
