@@ -6837,8 +6837,9 @@ public:
         progress_event e{stage_, i + 1, n, module, count_, elapsed, i > 0 ? elapsed / static_cast<double>(i) * static_cast<double>(n - i) : -1};
         if (o_.progress) o_.progress(e);
         if (o_.print_progress) {
+            // (no line may start with the word `module`: nvcc reads it as a C++20 module declaration)
             std::fprintf(stderr, "%s: %s %zu of %zu (%s), %zu evaluations, elapsed %s, ETA %s\n", stage_.c_str(), unit_, e.index, e.total,
-                         module.c_str(), e.evaluations, train::format_duration(elapsed).c_str(),
+                         e.module.c_str(), e.evaluations, train::format_duration(elapsed).c_str(),
                          e.eta_s < 0 ? "?" : train::format_duration(e.eta_s).c_str());
             std::fflush(stderr);
         }
