@@ -160,7 +160,7 @@ Var<T, B> broadcast_binary(op_kind op, const char* name, const Var<T, B>& a, con
     else P::add_row_vector(rows, cols, A.data(), Bv.data(), Y.data());
     return make_result<T, B>(op, std::move(Y), {a, b}, [=](Node<T, B>& nd) {
         // A gradient of a's shape covers its parent whole: the first to arrive is written
-        // into an unfilled buffer (gX.beta 0), later ones are added; a broadcast b's row sums
+        // into an unfilled buffer (beta 0), later ones are added; a broadcast b's row sums
         // accumulate into a zero-filled one.
         const T* dY = nd.grad.data();
         if (const auto gA = parent_grad_out(nd, 0); T* dA = gA.data) {
