@@ -356,6 +356,15 @@ TEST_CASE_TEMPLATE("GEMM with a bias epilogue: every path writes the product plu
                          Contains("gemm_bias: one product (batch 1), got batch 2"), shape_error);
 }
 
+/// Hands blocks of these shapes, full of NaN, back to the cache: the next allocations of those
+/// sizes start with NaN, so a backward that reads a buffer it should only write shows.
+namespace {
+void fill_cache_with_nan(const std::vector<Shape>& shapes) {
+    std::vector<Tensor<float>> blocks;
+    for (const auto& shape : shapes) blocks.push_back(Tensor<float>::full(shape, std::numeric_limits<float>::quiet_NaN()));
+}
+}  // namespace
+
 // A GEMM that produces a gradient first writes it (beta 0) into a buffer that was never
 // zero-filled: a cached block that held NaN must not leak into the gradients.
 TEST_CASE("autodiff: gradients written by their first GEMM ignore what their buffer held") {
@@ -370,12 +379,7 @@ TEST_CASE("autodiff: gradients written by their first GEMM ignore what their buf
         return std::vector<std::vector<float>>{x.grad().to_vector(), w.grad().to_vector(), b.grad().to_vector(), m.grad().to_vector()};
     };
     const auto clean = grads();
-    {
-        // blocks of the gradients' sizes, full of NaN, back into the cache
-        std::vector<Tensor<float>> poison;
-        for (const auto& shape : {Shape{33, 20}, Shape{40, 20}, Shape{33, 20}, Shape{40, 20}})
-            poison.push_back(Tensor<float>::full(shape, std::numeric_limits<float>::quiet_NaN()));
-    }
+    fill_cache_with_nan({{33, 20}, {40, 20}, {33, 20}, {40, 20}});
     const auto again = grads();
     CHECK(again == clean);
     // against the closed forms: dx = 1 W (rows of column sums of W), dW = 1^T x, dm = 2 * 1 m (sum over rows, twice)
@@ -407,12 +411,9 @@ TEST_CASE("autodiff: gradients written by their first elementwise backward ignor
         return std::vector<std::vector<float>>{a.grad().to_vector(), b.grad().to_vector(), w.grad().to_vector(), v.grad().to_vector()};
     };
     const auto clean = grads();
-    {
-        std::vector<Tensor<float>> poison;  // blocks of the gradients' sizes, full of NaN, back into the cache
-        for (int i = 0; i < 12; ++i) poison.push_back(Tensor<float>::full({33, 20}, std::numeric_limits<float>::quiet_NaN()));
-        poison.push_back(Tensor<float>::full({33}, std::numeric_limits<float>::quiet_NaN()));
-        poison.push_back(Tensor<float>::full({20}, std::numeric_limits<float>::quiet_NaN()));
-    }
+    std::vector<Shape> shapes(12, Shape{33, 20});
+    shapes.insert(shapes.end(), {Shape{33}, Shape{20}});
+    fill_cache_with_nan(shapes);
     const auto again = grads();
     CHECK(again == clean);
     // closed forms: da = b + 3 + (1 - w_r) + 2 + v_c, db = a + 1 + w_r + 1, dw_r = sum_c (b - a), dv_c = sum_r a
