@@ -18,8 +18,6 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include <depthlab/depthlab.hpp>
 #include <depthlab/report/act_albert.hpp>
 
@@ -116,18 +114,10 @@ int run(options o, dist::communicator& comm) {
         double tau_now = 0;
         trainer.before_step = [&](std::int64_t done) { tau_now = halting::ponder_weight(tau, tau_warmup, done); };
         trainer.log_extra = [&](std::int64_t) { return train::log_values{{"tau", tau_now}}; };
-        bool warned = false;
+        halting::collapse_watch collapse;
         trainer.on_log = [&](std::int64_t, const train::log_values& line) {
-            const auto it = std::find_if(line.begin(), line.end(), [](const auto& kv) { return kv.first == "mean_N"; });
-            const double mean_n = it->second;  // logged by every micro-batch below
-            if (mean_n < 1.05 && !warned) {
-                std::printf("warning: halting collapse — mean iterations %.3f: every token halts at the first iteration, and with R = 1 "
-                            "no gradient reaches the halting unit. Remedies: --tau-warmup (longer), --halting-bias -2, --min-iters 2, "
-                            "a smaller --tau.\n", mean_n);
-                warned = true;
-            } else if (mean_n >= 1.05) {
-                warned = false;
-            }
+            const auto mean_n = std::find_if(line.begin(), line.end(), [](const auto& kv) { return kv.first == "mean_N"; });  // (logged below)
+            if (const std::string warning = collapse.check(mean_n->second); !warning.empty()) std::printf("%s\n", warning.c_str());
         };
         halting::albert_eval final_ev;
         data::albert_data_config dev_cfg = corpus.config;
@@ -136,19 +126,10 @@ int run(options o, dist::communicator& comm) {
         trainer.evaluate = [&](std::int64_t step, bool final) {
             data::albert_sampler dev(corpus.dev, dev_cfg, 4242);  // the same dev batches every time
             const auto ev = halting::evaluate_albert(model, dev, final ? o.dev_batches * 4 : o.dev_batches, o.batch);
-            nlohmann::ordered_json j;
-            j["dev_mlm_acc"] = ev.mlm_acc;
-            j["dev_sop_acc"] = ev.sop_acc;
-            j["dev_mlm_loss"] = ev.mlm_loss;
-            j["dev_mean_N"] = ev.stats.mean_iterations("all");
-            for (const auto& c : ev.stats.ordered_names()) j["dev_halting"][c] = ev.stats.mean_iterations(c);
-            std::printf("  dev @ %lld: MLM acc %.1f%%  SOP acc %.1f%%  mean N: all %.2f unmasked %.2f [MASK]->[MASK] %.2f [CLS] %.2f [SEP] %.2f\n",
-                        static_cast<long long>(step), ev.mlm_acc, ev.sop_acc, ev.stats.mean_iterations("all"),
-                        ev.stats.mean_iterations("unmasked"), ev.stats.mean_iterations("mask_to_mask"), ev.stats.mean_iterations("cls"),
-                        ev.stats.mean_iterations("sep"));
+            std::printf("  dev @ %lld: %s\n", static_cast<long long>(step), halting::summary(ev).c_str());
             std::fflush(stdout);  // (a log redirected to a file shows it now, not at the next progress line)
             if (final) final_ev = ev;
-            return j;
+            return halting::to_json(ev);
         };
         trainer.restore();
 

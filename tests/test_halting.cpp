@@ -462,3 +462,34 @@ TEST_CASE("halting statistics: categories counted right, padding excluded, CSVs"
     bad.N[1] = 0;
     CHECK_THROWS_AS(st.add(bad, cat), error);
 }
+
+TEST_CASE("dev evaluation record and line; the halting-collapse warning comes once per collapse") {
+    halting_record rec;
+    rec.batch = 1;
+    rec.length = 3;
+    rec.N = {4, 1, 2};  // CLS, MASK, SEP
+    rec.R = {0.0, 0.5, 0.5};
+    using C = data::token_category;
+    albert_eval ev;
+    ev.mlm_acc = 23.84;
+    ev.sop_acc = 64.4;
+    ev.mlm_loss = 5.25;
+    ev.stats.add(rec, {static_cast<std::uint8_t>(C::cls), static_cast<std::uint8_t>(C::mask_to_mask), static_cast<std::uint8_t>(C::sep)});
+    const auto j = to_json(ev);
+    CHECK(j["dev_mlm_acc"] == 23.84);
+    CHECK(j["dev_sop_acc"] == 64.4);
+    CHECK(j["dev_mlm_loss"] == 5.25);
+    CHECK(j["dev_mean_N"].get<double>() == doctest::Approx(7.0 / 3));
+    CHECK(j["dev_halting"]["cls"] == 4.0);
+    CHECK(j["dev_halting"].begin().key() == "all");  // the paper's order
+    CHECK(summary(ev) == "MLM acc 23.8%  SOP acc 64.4%  mean N: all 2.33 unmasked nan [MASK]->[MASK] 1.00 [CLS] 4.00 [SEP] 2.00");
+
+    collapse_watch watch;
+    CHECK(watch.check(2.5).empty());
+    const std::string w = watch.check(1.01);
+    CHECK(w.find("halting collapse") != std::string::npos);
+    CHECK(w.find("1.010") != std::string::npos);
+    CHECK(watch.check(1.0).empty());   // still collapsed: said once
+    CHECK(watch.check(1.8).empty());   // recovered
+    CHECK(!watch.check(1.02).empty()); // a new collapse is reported again
+}

@@ -16590,6 +16590,8 @@ private:
 #include <type_traits>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 
 namespace depthlab::halting {
 
@@ -16744,6 +16746,52 @@ albert_eval evaluate_albert(const Model& model, data::albert_sampler& dev, std::
     r.sop_acc = sop_acc.percent();
     return r;
 }
+
+/// The metrics log's record of a dev evaluation: dev_mlm_acc, dev_sop_acc, dev_mlm_loss,
+/// dev_mean_N and dev_halting (mean iterations per category, the paper's first).
+inline nlohmann::ordered_json to_json(const albert_eval& ev) {
+    nlohmann::ordered_json j;
+    j["dev_mlm_acc"] = ev.mlm_acc;
+    j["dev_sop_acc"] = ev.sop_acc;
+    j["dev_mlm_loss"] = ev.mlm_loss;
+    j["dev_mean_N"] = ev.stats.mean_iterations("all");
+    for (const auto& c : ev.stats.ordered_names()) j["dev_halting"][c] = ev.stats.mean_iterations(c);
+    return j;
+}
+
+/// A dev evaluation in one progress line: accuracies and the mean iterations of the
+/// categories the paper's finding is about.
+inline std::string summary(const albert_eval& ev) {
+    char line[256];
+    const auto n = [&](const char* c) { return ev.stats.mean_iterations(c); };
+    std::snprintf(line, sizeof line, "MLM acc %.1f%%  SOP acc %.1f%%  mean N: all %.2f unmasked %.2f [MASK]->[MASK] %.2f [CLS] %.2f [SEP] %.2f",
+                  ev.mlm_acc, ev.sop_acc, n("all"), n("unmasked"), n("mask_to_mask"), n("cls"), n("sep"));
+    return line;
+}
+
+/// Watches the mean iterations of training batches for a halting collapse: every token halting
+/// at its first iteration, where R = 1 and no gradient reaches the halting unit, so the model
+/// cannot leave it. check() returns the warning (with remedies) when a collapse begins, and
+/// nothing while it lasts or after it ends, so a log gets one line per collapse.
+class collapse_watch {
+public:
+    static constexpr double threshold = 1.05;  // mean iterations below this: collapsed
+    [[nodiscard]] std::string check(double mean_iterations) {
+        const bool collapsed = mean_iterations < threshold;
+        const bool begins = collapsed && !collapsed_;
+        collapsed_ = collapsed;
+        if (!begins) return {};
+        char line[320];
+        std::snprintf(line, sizeof line,
+                      "warning: halting collapse — mean iterations %.3f: every token halts at the first iteration, and with R = 1 no gradient "
+                      "reaches the halting unit. Remedies: --tau-warmup (longer), --halting-bias -2, --min-iters 2, a smaller --tau.",
+                      mean_iterations);
+        return line;
+    }
+
+private:
+    bool collapsed_ = false;
+};
 
 /// Simoulin & Crabbé (2021), dev set at the end of pretraining (../shared/papers.md §A.1):
 /// mean iterations per category and MLM/SOP accuracy (%) for N_max 6, 12, 24.
