@@ -140,7 +140,7 @@ int run(options o, dist::communicator& comm) {
                     schedule_length(o, tau_warmup).c_str(), ponder_net ? (", lambda_p " + fmt(o.lambda_p, 3)).c_str() : "", halting_bias, o.sop_dropout,
                     compact ? "compact" : "dense", B::name, cpu::to_string(cpu::active_isa()), examples::precision_description(B::name).c_str(), max_threads(),
                     examples::ranks_description(comm).c_str(), static_cast<long long>(o.batch * o.accum * comm.size()));
-        std::printf("data: %lld training examples per epoch, vocab %lld, chunk jitter %s\n", static_cast<long long>(sampler.epoch_size()),
+        std::printf("data: %s, %lld training examples per epoch, vocab %lld, chunk jitter %s\n", o.data.c_str(), static_cast<long long>(sampler.epoch_size()),
                     static_cast<long long>(corpus.config.vocab), o.chunk_jitter ? "on" : "off (ALBERT)");
         std::printf("schedule: warm-up, tau ramp and linear decay over %s\n", (schedule_length(o, o.steps) + (o.schedule_by_time ? ", whichever ends first" : "")).c_str());
         std::fflush(stdout);
@@ -161,6 +161,7 @@ int run(options o, dist::communicator& comm) {
         final_ev.stats.write_fixed_point_csv(o.out + "/fixed_point.csv");
         report::act_albert_report({.subtitle = "depthlab reproduction of Simoulin & Crabbé (2021), preset " + o.preset,
                                    .setup = {{"steps", std::to_string(fit.steps)},
+                                             {"data (its tokenizer: spm.model)", o.data},
                                              {"model", "H " + std::to_string(cfg.layer.dim) + ", " + std::to_string(cfg.layer.heads) + " heads, FF " +
                                                            std::to_string(cfg.layer.ff_dim) + ", E " + std::to_string(cfg.embed) + ", vocab " + std::to_string(cfg.vocab)},
                                              {"halting policy", o.policy + (ponder_net ? " (beta " + fmt(o.beta, 4) + ", lambda_p " + fmt(o.lambda_p, 3) +
