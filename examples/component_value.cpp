@@ -167,17 +167,11 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
         };
         const auto detokenize = [&](std::span<const std::int64_t> ids) { return tok.decode(ids); };
         nn::translator<float, B> trans(model, detokenize);
-        const auto bleu = [&](const nn::translation_set& s, const nn::search_options& so) { return metrics::corpus_bleu(trans.translate(s, so), s.references).score; };
-        const auto bleu_all_ranks = [&](const nn::translation_set& s, const nn::search_options& so) {  // decoding split across ranks
-            return metrics::corpus_bleu(trans.translate(s, so, comm), s.references).score;
-        };
         const nn::translation_set dev_set = set("dev", dev, 0, 1);
         trainer.evaluate = [&](std::int64_t, bool) {
-            const auto t = clock_type::now();
-            const auto hyps = trans.translate(dev_set, {}, comm);
-            const double b = metrics::corpus_bleu(hyps, dev_set.references).score;
-            std::printf("  dev BLEU %.2f: \"%s\" -> \"%s\" (ref \"%s\")\n", b, dev.src[0].c_str(), hyps[0].c_str(), dev.tgt[0].c_str());
-            return nlohmann::ordered_json{{"dev_bleu", b}, {"dev_seconds", seconds_since(t)}};
+            const auto d = trans.score(dev_set, {}, &comm);
+            std::printf("  dev BLEU %.2f: \"%s\" -> \"%s\" (ref \"%s\")\n", d.bleu, dev.src[0].c_str(), d.hypotheses[0].c_str(), dev.tgt[0].c_str());
+            return nlohmann::ordered_json{{"dev_bleu", d.bleu}, {"dev_seconds", d.seconds}};
         };
         train::fit_result fit;
         if (!o.checkpoint.empty()) {
@@ -192,24 +186,20 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
 
         // ---- baseline BLEU, greedy and beam
         const nn::translation_set test_set = set("test", test, 0, 1), test_beam = set("test-beam", test, 0, o.beam);
-        const nn::search_options greedy, beam{.beam = static_cast<int>(o.beam), .alpha = o.alpha};
-        auto t = clock_type::now();
-        const double bleu_greedy = bleu_all_ranks(test_set, greedy), s_greedy = seconds_since(t);
-        t = clock_type::now();
-        const auto test_hyps = trans.translate(o.beam > 1 ? test_beam : test_set, o.beam > 1 ? beam : greedy, comm);
-        const double bleu_beam = metrics::corpus_bleu(test_hyps, test_set.references).score, s_beam = seconds_since(t);
-        const double chrf = metrics::corpus_chrf(test_hyps, test_set.references).score;
+        const nn::translation_score greedy = trans.score(test_set, {}, &comm),
+                                    beam = o.beam > 1 ? trans.score(test_beam, {.beam = static_cast<int>(o.beam), .alpha = o.alpha}, &comm) : greedy;
         std::string hyp_lines;
-        for (const auto& h : test_hyps) hyp_lines += h + "\n";
+        for (const auto& h : beam.hypotheses) hyp_lines += h + "\n";
         if (comm.is_root()) io::write_file_atomically(o.out + "/test_hypotheses.txt", hyp_lines);
         std::printf("test BLEU (%zu sentences, %zu sources cut at %lld tokens): greedy %.2f (%.1fs), beam %lld %.2f (%.1fs); chrF %.2f\n", test_set.size(),
-                    test_set.truncated, static_cast<long long>(o.max_source_len), bleu_greedy, s_greedy, static_cast<long long>(o.beam), bleu_beam, s_beam, chrf);
-        for (std::size_t i = 0; i < 3 && i < test_hyps.size(); ++i)
-            std::printf("  \"%s\"\n   -> \"%s\"\n  ref \"%s\"\n", test.src[i].c_str(), test_hyps[i].c_str(), test.tgt[i].c_str());
+                    test_set.truncated, static_cast<long long>(o.max_source_len), greedy.bleu, greedy.seconds, static_cast<long long>(o.beam), beam.bleu,
+                    beam.seconds, beam.chrf);
+        for (std::size_t i = 0; i < 3 && i < beam.hypotheses.size(); ++i)
+            std::printf("  \"%s\"\n   -> \"%s\"\n  ref \"%s\"\n", test.src[i].c_str(), beam.hypotheses[i].c_str(), test.tgt[i].c_str());
         nlohmann::json summary{{"command", command_line}, {"git_commit", examples::git_commit}, {"model", nn::describe(cfg)}, {"preset", o.preset},
                                {"languages", info.src + "-" + info.tgt}, {"parameters", model.parameter_count()}, {"steps", fit.steps},
                                {"train_seconds", fit.seconds}, {"stopped_by_time", fit.stopped_by_time}, {"threads", max_threads()},
-                               {"test_sentences", test_set.size()}, {"test_bleu_greedy", bleu_greedy}, {"test_bleu_beam", bleu_beam}, {"test_chrf", chrf},
+                               {"test_sentences", test_set.size()}, {"test_bleu_greedy", greedy.bleu}, {"test_bleu_beam", beam.bleu}, {"test_chrf", beam.chrf},
                                {"beam", o.beam}, {"length_penalty", "gnmt alpha " + std::to_string(o.alpha)}};
         const auto write_summary = [&] {
             if (comm.is_root()) io::write_file_atomically(o.out + "/summary.json", summary.dump(2) + "\n");
@@ -223,47 +213,12 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
         // ---- the analyses, with BLEU on the first --eval-sentences test sentences as the metric
         const nn::translation_set analysis_set = set("analysis", test, static_cast<std::size_t>(o.eval_sentences), o.analysis_beam);
         const nn::search_options metric_search{.beam = static_cast<int>(o.analysis_beam), .alpha = o.alpha};
-        analysis::timed_metric metric([&] { return bleu(analysis_set, metric_search); });
-        const auto modules = analysis::default_modules(model);
+        analysis::timed_metric metric([&] { return trans.score(analysis_set, metric_search).bleu; });
         const nn::Snapshot<float, B> thetaf(model);
-        const analysis::run_options run{.progress = {}, .print_progress = comm.is_root()};
-        const auto t_an = clock_type::now();
         const double base = metric();
         std::printf("analysis metric: BLEU of %s decoding on the first %zu test sentences = %.2f (%.2fs per evaluation)\n",
                     o.analysis_beam > 1 ? "beam" : "greedy", analysis_set.size(), base, metric.seconds());
         summary.update({{"analysis_sentences", analysis_set.size()}, {"analysis_beam", o.analysis_beam}, {"analysis_base_bleu", base}});
-
-        const analysis::contribution_options copt{.clip_fraction = o.clip_fraction,
-                                                  .clip = o.no_clip ? std::optional(std::numeric_limits<double>::infinity()) : std::nullopt,
-                                                  .base = base, .run = run};
-        analysis::stopwatch phase;
-        const auto contrib = analysis::contribution(comm, modules, metric, copt);  // (the modules split across ranks)
-        const double s_contrib = phase.lap("contribution");
-        if (comm.is_root()) analysis::write_csv(o.out + "/contribution.csv", contrib);
-        const auto drops = analysis::unclipped_drops(contrib);
-        std::printf("contribution: %zu modules in %s; clip C = %.3f, largest drop %.3f BLEU (unclipped)%s\n", modules.size(),
-                    train::format_duration(s_contrib).c_str(), contrib.clip, *std::max_element(drops.begin(), drops.end()), contrib.all_zero ? " (ALL ZERO)" : "");
-
-        const analysis::criticality_options kopt{.epsilon = o.epsilon, .method = o.search == "grid" ? analysis::search_method::grid : analysis::search_method::bisection,
-                                                 .grid_steps = static_cast<int>(o.grid_steps), .tolerance = o.tolerance,
-                                                 .max_evaluations = static_cast<int>(o.max_evaluations), .base = base, .run = run};
-        const auto crit = analysis::criticality(comm, model, modules, theta0, thetaf, metric, kopt);
-        const double s_crit = phase.lap("criticality");
-        if (!comm.is_root()) return 0;  // pruning, rewinding and the outputs: rank 0
-        analysis::write_csv(o.out + "/criticality.csv", crit);
-        analysis::write_trace_csv(o.out + "/criticality_trace.csv", crit);
-        const double rho = analysis::rank_correlation(contrib, crit);
-        std::printf("criticality (%s): %zu evaluations in %s\nSpearman rank correlation contribution vs criticality: %.3f\n", o.search.c_str(),
-                    crit.evaluations, train::format_duration(s_crit).c_str(), rho);
-
-        // pruning and rewinding rank by the score, ties broken by the unclipped BLEU drop
-        const auto rank_c = analysis::importance_ranks(contrib), rank_k = analysis::importance_ranks(crit);
-        const int K = static_cast<int>(std::min<std::int64_t>(o.prune_max_k, static_cast<std::int64_t>(modules.size())));
-        const auto prune_c = analysis::pruning_curve(model, modules, rank_c, metric, K, run);
-        const auto prune_k = analysis::pruning_curve(model, modules, rank_k, metric, K, run);
-        phase.lap("pruning");
-        analysis::write_csv(o.out + "/pruning.csv", prune_c);
-        analysis::write_csv(o.out + "/pruning_criticality.csv", prune_k);
 
         const double ft_lr = o.rewind_lr > 0 ? o.rewind_lr : schedule.lr(std::max<std::int64_t>(fit.steps, 1));
         const auto finetune = [&](int k) {  // fresh Adam, the same batches for every k, a short warm-up
@@ -276,14 +231,17 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
             std::fprintf(stderr, "rewinding: k=%d fine-tuned %lld steps at lr %.2e, mean loss %.3f\n", k, static_cast<long long>(o.rewind_steps), ft_lr,
                          r.last_log.front().second);
         };
-        std::vector<analysis::rewinding_point> rewound;
-        if (!o.rewind_k.empty() && o.rewind_steps > 0)
-            rewound = analysis::rewinding_curve(static_cast<nn::Module<float, B>&>(model), modules, o.rank_by == "contribution" ? rank_c : rank_k, o.rewind_k,
-                                                theta0, thetaf, metric, finetune, run);
-        phase.lap("rewinding");
-        model.eval();
+        const analysis::study_result study = analysis::run_component_value_study(
+            comm, model, analysis::default_modules(model), theta0, thetaf, metric, finetune,
+            {.contribution = {.clip_fraction = o.clip_fraction, .clip = o.no_clip ? std::optional(std::numeric_limits<double>::infinity()) : std::nullopt,
+                              .base = base},
+             .criticality = {.epsilon = o.epsilon, .method = o.search == "grid" ? analysis::search_method::grid : analysis::search_method::bisection,
+                             .grid_steps = static_cast<int>(o.grid_steps), .tolerance = o.tolerance, .max_evaluations = static_cast<int>(o.max_evaluations)},
+             .run = {.progress = {}, .print_progress = comm.is_root()}, .prune_max_k = static_cast<int>(o.prune_max_k),
+             .rewind_by_criticality = o.rank_by == "criticality", .rewind_k = o.rewind_steps > 0 ? o.rewind_k : std::vector<int>{}, .out = o.out,
+             .metric_name = "BLEU"});
+        if (!study.complete) return 0;  // pruning, rewinding and the outputs: rank 0
         trans.invalidate();
-        analysis::write_csv(o.out + "/rewinding.csv", rewound);
         // --shallow-checkpoint: a model with fewer decoder layers, trained separately with the same recipe
         std::string shallow_note;
         if (!o.shallow_checkpoint.empty()) {
@@ -295,7 +253,7 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
             const auto steps = io::load_checkpoint(o.shallow_checkpoint, shallow).get_u64("step");
             shallow.eval();
             nn::translator<float, B> st(shallow, detokenize);
-            const double b = metrics::corpus_bleu(st.translate(analysis_set, metric_search), analysis_set.references).score;
+            const double b = st.score(analysis_set, metric_search).bleu;
             std::printf("shallow comparison: %s, %lld parameters, %llu steps: BLEU %.2f on the analysis sentences\n", nn::describe(sc).c_str(),
                         static_cast<long long>(shallow.parameter_count()), static_cast<unsigned long long>(steps), b);
             summary.update({{"shallow_bleu", b}, {"shallow_parameters", shallow.parameter_count()}, {"shallow_steps", steps},
@@ -304,23 +262,22 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
                            std::to_string(shallow.parameter_count()) + " parameters), trained with the same recipe for " + std::to_string(steps) +
                            " steps (the full model: " + std::to_string(fit.steps) + "): BLEU " + fixed(b) + " on the analysis sentences.";
         }
-        const double s_analyses = seconds_since(t_an);
 
         // ---- summary.json and report.html
         const auto log = train::read_metrics_log(loaded.empty() ? o.out + "/metrics.jsonl"
                                                                 : (std::filesystem::path(o.checkpoint).parent_path() / "metrics.jsonl").string());
         const double train_seconds = loaded.empty() ? fit.seconds : log.last("elapsed_s");
-        for (const auto& [name, seconds] : phase.phases()) summary[name + "_seconds"] = seconds;
-        summary.update({{"criticality_search", o.search}, {"analyses_seconds", s_analyses}, {"metric_calls", metric.calls()},
+        for (const auto& [name, seconds] : study.phase_seconds) summary[name + "_seconds"] = seconds;
+        summary.update({{"criticality_search", o.search}, {"analyses_seconds", study.seconds()}, {"metric_calls", metric.calls()},
                         {"metric_seconds", metric.seconds()}, {"encoder_runs", trans.encoder_runs()}, {"encoder_reuses", trans.encoder_reuses()},
-                        {"spearman", std::isnan(rho) ? nlohmann::json(nullptr) : nlohmann::json(rho)}, {"total_seconds", seconds_since(t_start)},
+                        {"spearman", std::isnan(study.spearman) ? nlohmann::json(nullptr) : nlohmann::json(study.spearman)}, {"total_seconds", seconds_since(t_start)},
                         {"train_tokens_per_s", log.last("tokens_per_s")}});
         if (const auto d = log.series("dev_bleu"); !d.empty()) summary["final_dev_bleu"] = d.back().second;
         write_summary();
 
         std::vector<std::pair<std::string, std::string>> times{{"time: training", train::format_duration(train_seconds)},
-                                                               {"time: baseline BLEU", train::format_duration(s_greedy + s_beam)}};
-        for (const auto& [name, seconds] : phase.phases()) times.emplace_back("time: " + name, train::format_duration(seconds));
+                                                               {"time: baseline BLEU", train::format_duration(greedy.seconds + (o.beam > 1 ? beam.seconds : 0))}};
+        for (const auto& [name, seconds] : study.phase_seconds) times.emplace_back("time: " + name, train::format_duration(seconds));
         times.insert(times.end(), {{"metric evaluations", std::to_string(metric.calls()) + ", " + fixed(metric.seconds() / std::max<std::size_t>(metric.calls(), 1), 2) +
                                                               " s each on average"},
                                    {"encoder outputs reused", std::to_string(trans.encoder_reuses()) + " of " +
@@ -330,8 +287,8 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
         const report::html_page page = report::component_value_report({
             .title = "The value of Transformer components: " + info.src + "→" + info.tgt + (info.source.empty() ? "" : " (" + info.source + ")"),
             .subtitle = "Wang & Tu (COLING 2020) reproduced with depthlab · " + nn::describe(cfg),
-            .note = base >= 10 ? "" : "Baseline BLEU " + fixed(base) + " on the analysis sentences (test BLEU " + fixed(bleu_beam) + "): a weak baseline. "
-                                      "Every score below is a drop of at most C = " + fixed(contrib.clip, 3) + " BLEU, close to the noise of " + sentences +
+            .note = base >= 10 ? "" : "Baseline BLEU " + fixed(base) + " on the analysis sentences (test BLEU " + fixed(beam.bleu) + "): a weak baseline. "
+                                      "Every score below is a drop of at most C = " + fixed(study.contribution.clip, 3) + " BLEU, close to the noise of " + sentences +
                                       "; read the heat maps as indicative, not as a replication.",
             .baseline = {{"model", nn::describe(cfg)},
                          {"parameters", std::to_string(model.parameter_count())},
@@ -340,9 +297,9 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
                          {"training speed", fixed(log.last("tokens_per_s"), 0) + " target tokens/s, " + std::to_string(max_threads()) + " thread(s)"},
                          {"batch", std::to_string(o.max_tokens) + " padded tokens; Adam (0.9, 0.98), lr " + fixed(o.lr, 4) + ", inverse-sqrt warm-up " +
                                        std::to_string(o.warmup) + "; label smoothing " + fixed(o.label_smoothing, 2)},
-                         {"test BLEU, greedy", fixed(bleu_greedy) + " (" + std::to_string(test_set.size()) + " sentences)"},
-                         {"test BLEU, beam " + std::to_string(o.beam), fixed(bleu_beam) + " (GNMT length penalty α " + fixed(o.alpha, 1) + ")"},
-                         {"test chrF", fixed(chrf)},
+                         {"test BLEU, greedy", fixed(greedy.bleu) + " (" + std::to_string(test_set.size()) + " sentences)"},
+                         {"test BLEU, beam " + std::to_string(o.beam), fixed(beam.bleu) + " (GNMT length penalty α " + fixed(o.alpha, 1) + ")"},
+                         {"test chrF", fixed(beam.chrf)},
                          {"analysis metric", "BLEU of " + (o.analysis_beam > 1 ? "beam " + std::to_string(o.analysis_beam) : std::string("greedy")) +
                                                  " decoding on the first " + sentences + ": " + fixed(base)}},
             .baseline_caption = "Model and baseline (sacreBLEU-style corpus BLEU, 13a tokenisation, on detokenised output)",
@@ -351,9 +308,9 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
                         "Label-smoothed cross-entropy per target token, averaged over each logging interval.", std::nullopt, false},
                        {"dev_bleu", "dev BLEU (greedy)", "Dev BLEU during training", std::to_string(dev_set.size()) + " dev sentences, greedy decoding", "BLEU",
                         "Dev BLEU over training.", 0.0, true}},
-            .contribution = &contrib, .criticality = &crit, .criticality_options = kopt,
+            .study = &study,
             .encoder_layers = cfg.encoder_layers, .decoder_layers = cfg.decoder_layers,
-            .pruning_by_contribution = &prune_c, .pruning_by_criticality = &prune_k, .pruning_note = shallow_note, .rewinding = &rewound,
+            .pruning_note = shallow_note,
             .rewinding_how = "The k least important modules (by " + o.rank_by + ") are reset to θ⁰, then the whole model is fine-tuned for " +
                              std::to_string(o.rewind_steps) + " steps (fresh Adam, lr " + sci(ft_lr) +
                              " after a short warm-up; same batches as training). k = 0 is the control: the same fine-tuning without rewinding.",

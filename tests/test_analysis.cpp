@@ -15,6 +15,7 @@
 #include "harness.hpp"
 
 #include "depthlab/analysis/component_value.hpp"
+#include "depthlab/analysis/pipeline.hpp"
 
 using namespace depthlab;
 using namespace depthlab::nn;
@@ -485,6 +486,75 @@ TEST_CASE("component value: pruning curve (k = 0 is the baseline) and rewinding"
     CHECK(curve[1].metric_before_finetune < 0);
     CHECK(curve[2].modules.size() == 3);
     CHECK(f.pristine());
+}
+
+TEST_CASE("component value study: one call equals the analyses one by one, writes each CSV as its analysis ends") {
+    cv_fixture f;
+    const auto mods = default_modules(f.model);
+    const metric_fn metric = [&] { return f.neg_mse(); };
+    const auto dir = std::filesystem::temp_directory_path() / "depthlab_test_study";
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    study_options o{.prune_max_k = 3, .rewind_k = {0, 2}, .out = dir.string(), .print = false};
+    o.contribution.clip = std::numeric_limits<double>::infinity();
+    o.criticality.epsilon = 0.05;
+    std::vector<int> tuned_k;
+    const auto finetune = [&](int k) {
+        tuned_k.push_back(k);
+        f.model.train();            // as a trainer would; the study puts the model back in eval mode
+        f.thetaf.restore(f.model);  // a perfect fine-tuning
+    };
+    const auto r = run_component_value_study(dist::local(), f.model, mods, f.theta0, f.thetaf, metric, finetune, o);
+
+    // the same numbers as the analyses called by hand, in the paper's order
+    const auto c = contribution(mods, metric, o.contribution);
+    const auto k = criticality(f.model, mods, f.theta0, f.thetaf, metric, o.criticality);
+    CHECK(r.complete);
+    CHECK(r.base == c.base);
+    CHECK(r.contribution.scores() == c.scores());
+    CHECK(r.criticality.scores() == k.scores());
+    CHECK(r.spearman == rank_correlation(c, k));
+    const auto pc = pruning_curve(f.model, mods, importance_ranks(c), metric, 3), pk = pruning_curve(f.model, mods, importance_ranks(k), metric, 3);
+    REQUIRE(r.pruning_by_contribution.curve.size() == 4);
+    REQUIRE(r.pruning_by_criticality.curve.size() == 4);
+    for (std::size_t i = 0; i < 4; ++i) {
+        CHECK(r.pruning_by_contribution.curve[i].metric == pc.curve[i].metric);
+        CHECK(r.pruning_by_contribution.curve[i].modules_removed == pc.curve[i].modules_removed);
+        CHECK(r.pruning_by_criticality.curve[i].modules_removed == pk.curve[i].modules_removed);
+    }
+    CHECK(tuned_k == std::vector<int>{0, 2});
+    REQUIRE(r.rewinding.size() == 2);
+    CHECK(r.rewinding[1].modules == std::vector<std::string>(pc.curve[2].modules_removed));
+    CHECK(r.rewinding[1].metric_after_finetune == 0.0);
+    std::vector<std::string> phases;
+    for (const auto& [name, s] : r.phase_seconds) phases.push_back(name);
+    CHECK(phases == std::vector<std::string>{"contribution", "criticality", "pruning", "rewinding"});
+    CHECK(f.pristine());
+    CHECK_FALSE(f.model.is_training());
+    for (const char* name : {"contribution", "criticality", "criticality_trace", "pruning", "pruning_criticality", "rewinding"})
+        CHECK_MESSAGE(std::filesystem::exists(dir / (std::string(name) + ".csv")), name);
+
+    // a failure in criticality keeps contribution.csv, and the model is left as it was found
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    int calls = 0;
+    const int contribution_calls = 1 + static_cast<int>(mods.size());  // the baseline, then one per module
+    const metric_fn breaks_later = [&] {
+        if (++calls > contribution_calls) throw std::runtime_error("metric broke");
+        return f.neg_mse();
+    };
+    CHECK_THROWS_WITH_AS(run_component_value_study(dist::local(), f.model, mods, f.theta0, f.thetaf, breaks_later, finetune, o), Contains("metric broke"),
+                         std::runtime_error);
+    CHECK(std::filesystem::exists(dir / "contribution.csv"));
+    CHECK_FALSE(std::filesystem::exists(dir / "criticality.csv"));
+    CHECK(f.pristine());
+    std::filesystem::remove_all(dir);
+
+    // bad input is named
+    CHECK_THROWS_WITH_AS(run_component_value_study(dist::local(), f.model, mods, f.theta0, f.thetaf, metric, {}, o),
+                         Contains("rewind_k given without a fine-tuning function"), usage_error);
+    CHECK_THROWS_WITH_AS(run_component_value_study(dist::local(), f.model, {}, f.theta0, f.thetaf, metric, finetune, o), Contains("no modules"),
+                         usage_error);
 }
 
 TEST_CASE("component value: the model is restored when the metric throws") {

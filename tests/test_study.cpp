@@ -1,5 +1,5 @@
-// What the examples used to hold and the library now does: nn::translator and its encoder
-// cache, translation sets, translation data folders (meta.json, repeats, a second corpus),
+// What the examples used to hold and the library now does: nn::translator, its encoder
+// cache and its BLEU/chrF scoring, translation sets, translation data folders (meta.json, repeats, a second corpus),
 // analysis/study.hpp (ranking with ties, unclipped drops, grids, the paper's findings with
 // tied verdicts, the timed metric), io::csv_writer, train::metrics_log, snapshots from saved
 // tensors, presets.
@@ -71,6 +71,11 @@ TEST_CASE("translation sets: sorted by source length, hypotheses back in the cal
         CHECK(trans.encoder_runs() == 1);
         CHECK(trans.translate(set, {}) == first);  // nothing changed: the encoder outputs are reused
         CHECK(trans.encoder_reuses() == 1);
+        const nn::translation_score sc = trans.score(set, {});  // translate() scored against the references
+        CHECK(sc.hypotheses == first);
+        CHECK(sc.bleu == metrics::corpus_bleu(first, set.references).score);
+        CHECK(sc.chrf == metrics::corpus_chrf(first, set.references).score);
+        CHECK(sc.seconds >= 0);
         // a decoder change keeps the cache; an encoder parameter (the final norm of a pre-LN
         // model included) or an ablated encoder sub-layer forces a new encoder run
         model.parameter("decoder.0.feed_forward.linear1.bias").value().fill_(0.5);

@@ -23,5 +23,6 @@
 #include "depthlab/halting/analysis.hpp"
 #include "depthlab/nn/translator.hpp"
 #include "depthlab/analysis/study.hpp"
+#include "depthlab/analysis/pipeline.hpp"
 #include "depthlab/report/component_value.hpp"
 #include "depthlab/report/act_albert.hpp"

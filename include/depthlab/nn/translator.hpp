@@ -18,6 +18,7 @@
 //   parameters (one download each on a device), far less than encoding.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -31,6 +32,8 @@
 #include "depthlab/data/translation.hpp"
 #include "depthlab/dist/communicator.hpp"
 #include "depthlab/dist/gather.hpp"
+#include "depthlab/metrics/bleu.hpp"
+#include "depthlab/metrics/chrf.hpp"
 #include "depthlab/nn/decoding.hpp"
 #include "depthlab/nn/models.hpp"
 #include "depthlab/nn/transformer.hpp"
@@ -107,6 +110,14 @@ translation_set make_translation_set(std::string name, const data::parallel_text
     return make_translation_set(std::move(name), sources, {text.tgt.begin(), text.tgt.begin() + static_cast<std::ptrdiff_t>(n)}, o);
 }
 
+/// A translation_set translated and scored against its references.
+struct translation_score {
+    std::vector<std::string> hypotheses;  // detokenised, in the order of the references
+    double bleu = 0;                      // corpus BLEU (sacreBLEU's defaults: 13a tokenisation, exponential smoothing)
+    double chrf = 0;                      // corpus chrF (character 6-grams, beta 2)
+    double seconds = 0;                   // decoding time
+};
+
 /// Translates translation_sets with a Seq2SeqTransformer, reusing encoder outputs (above).
 template <class T, class B = backend::cpu>
 class translator {
@@ -142,6 +153,15 @@ public:
         std::vector<std::string> out(set.size());
         for (std::size_t k = 0; k + 1 < all.size(); k += 2) out[std::stoull(all[k])] = all[k + 1];
         return out;
+    }
+    /// translate() scored against set.references; with `comm`, decoded by its ranks together.
+    translation_score score(const translation_set& set, const search_options& o, dist::communicator* comm = nullptr) {
+        const auto t0 = std::chrono::steady_clock::now();
+        translation_score s{comm ? translate(set, o, *comm) : translate(set, o)};
+        s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        s.bleu = metrics::corpus_bleu(s.hypotheses, set.references).score;
+        s.chrf = metrics::corpus_chrf(s.hypotheses, set.references).score;
+        return s;
     }
     /// The hypotheses themselves (tokens and scores), in the order of set.references.
     std::vector<hypothesis> hypotheses(const translation_set& set, const search_options& o) {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "depthlab/analysis/component_value.hpp"
+#include "depthlab/analysis/pipeline.hpp"
 #include "depthlab/analysis/study.hpp"
 #include "depthlab/report/html.hpp"
 #include "depthlab/train/progress.hpp"
@@ -219,14 +220,9 @@ struct component_value_run {
     std::string baseline_caption{};
     train::metrics_log log{};                                        // training curves come from it
     std::vector<curve_spec> curves{};
-    const analysis::contribution_result* contribution = nullptr;
-    const analysis::criticality_result* criticality = nullptr;
-    analysis::criticality_options criticality_options{};
+    const analysis::study_result* study = nullptr;                   // analysis::run_component_value_study; null: no analyses
     int encoder_layers = 0, decoder_layers = 0;
-    const analysis::pruning_result* pruning_by_contribution = nullptr;
-    const analysis::pruning_result* pruning_by_criticality = nullptr;
     std::string pruning_note{};                                      // e.g. a shallower model trained for comparison
-    const std::vector<analysis::rewinding_point>* rewinding = nullptr;
     std::string rewinding_how{};                                     // how the modules were rewound and fine-tuned
     std::vector<std::pair<std::string, std::string>> run_details{};  // "Where the time went"
     std::string command{}, provenance{};
@@ -245,17 +241,17 @@ inline html_page component_value_report(const component_value_run& r) {
             page.figure(line_chart({step_series(c.legend, points)},
                                    {.title = c.title, .subtitle = c.subtitle, .x_label = "step", .y_label = c.y_label, .y_min = c.y_min, .markers = c.markers}),
                         c.caption);
-    if (r.contribution) contribution_section(page, *r.contribution, r.labels);
-    if (r.criticality) criticality_section(page, *r.criticality, r.criticality_options, r.labels);
-    if (r.contribution && r.criticality) {
-        rank_agreement_figure(page, *r.contribution, *r.criticality);
-        findings_section(page, *r.contribution, *r.criticality, r.encoder_layers, r.decoder_layers);
+    if (const analysis::study_result* st = r.study) {
+        contribution_section(page, st->contribution, r.labels);
+        criticality_section(page, st->criticality, st->criticality_options, r.labels);
+        rank_agreement_figure(page, st->contribution, st->criticality);
+        findings_section(page, st->contribution, st->criticality, r.encoder_layers, r.decoder_layers);
+        if (st->complete) {
+            pruning_section(page, st->pruning_by_contribution, st->pruning_by_criticality, r.labels);
+            if (!r.pruning_note.empty()) page.paragraph(r.pruning_note);
+            if (!st->rewinding.empty()) rewinding_section(page, st->rewinding, st->contribution.base, r.rewinding_how, r.labels);
+        }
     }
-    if (r.pruning_by_contribution && r.pruning_by_criticality) {
-        pruning_section(page, *r.pruning_by_contribution, *r.pruning_by_criticality, r.labels);
-        if (!r.pruning_note.empty()) page.paragraph(r.pruning_note);
-    }
-    if (r.rewinding && r.contribution) rewinding_section(page, *r.rewinding, r.contribution->base, r.rewinding_how, r.labels);
     page.section("Run details");
     page.key_values(r.run_details, "Where the time went");
     if (!r.command.empty()) page.preformatted(r.command);
