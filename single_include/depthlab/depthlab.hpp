@@ -8579,13 +8579,19 @@ void gemm_k_grouped(const gemm_args& g, T alpha, const In* a, const In* b, T bet
 // thread each, the tiles in parallel. A library left to split the rows itself splits them
 // by the thread count, and its row-tail kernels round differently from its main kernels.
 // Tiles rather than finer blocks: each tile re-packs its panel of B.
+// An odd tile count leaves a thread of an even team idle for the last tile (3 tiles on 2
+// threads run at 75%, 1 tile at 50%): the compact ACT path's late iterations, with a few
+// hundred running tokens, are such products. So an odd grid gets one more row of tiles
+// where the rows stay >= min_tile_rows (still a function of m and n only).
 inline constexpr index_t max_tiles = 8;
+inline constexpr index_t min_tile_rows = 32;
 struct tile_grid {
     index_t rows, cols;  // tiles along m and along n
 };
 inline tile_grid tiles_of(const gemm_args& g) {
-    const index_t rows = std::clamp<index_t>(g.m / 128, 1, max_tiles);
+    index_t rows = std::clamp<index_t>(g.m / 128, 1, max_tiles);
     const index_t cols = std::clamp<index_t>(g.n / 256, 1, max_tiles / rows);
+    if ((rows * cols) % 2 == 1 && (rows + 1) * cols <= max_tiles && g.m / (rows + 1) >= min_tile_rows) ++rows;
     return {rows, cols};
 }
 template <class T, class In>
@@ -9242,6 +9248,14 @@ static void log_softmax_bwd_row(index_t n, const T* y, const T* dy, T* dx) {
         (V::load(dx + i, m) + g).store(dx + i, m);
     });
 }
+// dx += g * (exp(x - lse) - uniform): one row of the cross-entropy gradient w.r.t. logits,
+// softmax(x) recomputed from the stored logsumexp (the one-hot part is the caller's)
+static void cross_entropy_grad_row(index_t n, const T* x, T lse, T g, T uniform, T* dx) {
+    const V vl = V::set1(lse), vg = V::set1(g), vu = V::set1(uniform);
+    for_each_vec(n, [&](index_t i, int m) {
+        V::fma(vg, vexp(V::load(x + i, m) - vl) - vu, V::load(dx + i, m)).store(dx + i, m);
+    });
+}
 // y = (x - mean) * rstd * gamma + beta; stores mean and rstd for the backward pass.
 static void layernorm_row(index_t n, const T* x, const T* gamma, const T* beta, T eps, T* y, T* mean_out, T* rstd_out) {
     const T mean = sum(n, x) / static_cast<T>(n);
@@ -9512,6 +9526,14 @@ static void log_softmax_bwd_row(index_t n, const T* y, const T* dy, T* dx) {
     for_each_vec(n, [&](index_t i, int m) {
         const V g = V::load(dy + i, m) - vexp(V::load(y + i, m)) * s;
         (V::load(dx + i, m) + g).store(dx + i, m);
+    });
+}
+// dx += g * (exp(x - lse) - uniform): one row of the cross-entropy gradient w.r.t. logits,
+// softmax(x) recomputed from the stored logsumexp (the one-hot part is the caller's)
+static void cross_entropy_grad_row(index_t n, const T* x, T lse, T g, T uniform, T* dx) {
+    const V vl = V::set1(lse), vg = V::set1(g), vu = V::set1(uniform);
+    for_each_vec(n, [&](index_t i, int m) {
+        V::fma(vg, vexp(V::load(x + i, m) - vl) - vu, V::load(dx + i, m)).store(dx + i, m);
     });
 }
 // y = (x - mean) * rstd * gamma + beta; stores mean and rstd for the backward pass.
@@ -9788,6 +9810,14 @@ static void log_softmax_bwd_row(index_t n, const T* y, const T* dy, T* dx) {
         (V::load(dx + i, m) + g).store(dx + i, m);
     });
 }
+// dx += g * (exp(x - lse) - uniform): one row of the cross-entropy gradient w.r.t. logits,
+// softmax(x) recomputed from the stored logsumexp (the one-hot part is the caller's)
+static void cross_entropy_grad_row(index_t n, const T* x, T lse, T g, T uniform, T* dx) {
+    const V vl = V::set1(lse), vg = V::set1(g), vu = V::set1(uniform);
+    for_each_vec(n, [&](index_t i, int m) {
+        V::fma(vg, vexp(V::load(x + i, m) - vl) - vu, V::load(dx + i, m)).store(dx + i, m);
+    });
+}
 // y = (x - mean) * rstd * gamma + beta; stores mean and rstd for the backward pass.
 static void layernorm_row(index_t n, const T* x, const T* gamma, const T* beta, T eps, T* y, T* mean_out, T* rstd_out) {
     const T mean = sum(n, x) / static_cast<T>(n);
@@ -10060,6 +10090,14 @@ static void log_softmax_bwd_row(index_t n, const T* y, const T* dy, T* dx) {
     for_each_vec(n, [&](index_t i, int m) {
         const V g = V::load(dy + i, m) - vexp(V::load(y + i, m)) * s;
         (V::load(dx + i, m) + g).store(dx + i, m);
+    });
+}
+// dx += g * (exp(x - lse) - uniform): one row of the cross-entropy gradient w.r.t. logits,
+// softmax(x) recomputed from the stored logsumexp (the one-hot part is the caller's)
+static void cross_entropy_grad_row(index_t n, const T* x, T lse, T g, T uniform, T* dx) {
+    const V vl = V::set1(lse), vg = V::set1(g), vu = V::set1(uniform);
+    for_each_vec(n, [&](index_t i, int m) {
+        V::fma(vg, vexp(V::load(x + i, m) - vl) - vu, V::load(dx + i, m)).store(dx + i, m);
     });
 }
 // y = (x - mean) * rstd * gamma + beta; stores mean and rstd for the backward pass.
@@ -10506,8 +10544,7 @@ struct host_primitives {
             const T* x = logits + r * V;
             T* d = dlogits + r * V;
             const T gr = g_scale ? g[r * g_stride] * g_scale[0] : g[r * g_stride];
-            const T l = lse[r], uniform = smoothing / static_cast<T>(V);
-            for (index_t j = 0; j < V; ++j) d[j] += gr * (std::exp(x[j] - l) - uniform);
+            K::cross_entropy_grad_row(V, x, lse[r], gr, smoothing / static_cast<T>(V), d);
             d[t] -= gr * (T(1) - smoothing);
         });
     }

@@ -397,8 +397,7 @@ struct host_primitives {
             const T* x = logits + r * V;
             T* d = dlogits + r * V;
             const T gr = g_scale ? g[r * g_stride] * g_scale[0] : g[r * g_stride];
-            const T l = lse[r], uniform = smoothing / static_cast<T>(V);
-            for (index_t j = 0; j < V; ++j) d[j] += gr * (std::exp(x[j] - l) - uniform);
+            K::cross_entropy_grad_row(V, x, lse[r], gr, smoothing / static_cast<T>(V), d);
             d[t] -= gr * (T(1) - smoothing);
         });
     }

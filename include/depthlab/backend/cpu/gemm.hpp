@@ -356,13 +356,19 @@ void gemm_k_grouped(const gemm_args& g, T alpha, const In* a, const In* b, T bet
 // thread each, the tiles in parallel. A library left to split the rows itself splits them
 // by the thread count, and its row-tail kernels round differently from its main kernels.
 // Tiles rather than finer blocks: each tile re-packs its panel of B.
+// An odd tile count leaves a thread of an even team idle for the last tile (3 tiles on 2
+// threads run at 75%, 1 tile at 50%): the compact ACT path's late iterations, with a few
+// hundred running tokens, are such products. So an odd grid gets one more row of tiles
+// where the rows stay >= min_tile_rows (still a function of m and n only).
 inline constexpr index_t max_tiles = 8;
+inline constexpr index_t min_tile_rows = 32;
 struct tile_grid {
     index_t rows, cols;  // tiles along m and along n
 };
 inline tile_grid tiles_of(const gemm_args& g) {
-    const index_t rows = std::clamp<index_t>(g.m / 128, 1, max_tiles);
+    index_t rows = std::clamp<index_t>(g.m / 128, 1, max_tiles);
     const index_t cols = std::clamp<index_t>(g.n / 256, 1, max_tiles / rows);
+    if ((rows * cols) % 2 == 1 && (rows + 1) * cols <= max_tiles && g.m / (rows + 1) >= min_tile_rows) ++rows;
     return {rows, cols};
 }
 template <class T, class In>

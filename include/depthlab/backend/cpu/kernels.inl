@@ -213,6 +213,14 @@ static void log_softmax_bwd_row(index_t n, const T* y, const T* dy, T* dx) {
         (V::load(dx + i, m) + g).store(dx + i, m);
     });
 }
+// dx += g * (exp(x - lse) - uniform): one row of the cross-entropy gradient w.r.t. logits,
+// softmax(x) recomputed from the stored logsumexp (the one-hot part is the caller's)
+static void cross_entropy_grad_row(index_t n, const T* x, T lse, T g, T uniform, T* dx) {
+    const V vl = V::set1(lse), vg = V::set1(g), vu = V::set1(uniform);
+    for_each_vec(n, [&](index_t i, int m) {
+        V::fma(vg, vexp(V::load(x + i, m) - vl) - vu, V::load(dx + i, m)).store(dx + i, m);
+    });
+}
 // y = (x - mean) * rstd * gamma + beta; stores mean and rstd for the backward pass.
 static void layernorm_row(index_t n, const T* x, const T* gamma, const T* beta, T eps, T* y, T* mean_out, T* rstd_out) {
     const T mean = sum(n, x) / static_cast<T>(n);
