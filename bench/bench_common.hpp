@@ -31,6 +31,10 @@ inline const std::vector<mm_shape>& matmul_shapes() {
 inline constexpr std::int64_t gelu_n = 1048576;
 inline constexpr std::int64_t softmax_rows = 4096, softmax_cols = 128;
 inline constexpr std::int64_t layernorm_rows = 4096, layernorm_cols = 512;
+// Cross-entropy forward + backward: the MLM loss of an albert_act step (batch 32 of 64
+// tokens, 20% masked = 410 rows) over the 8 000-piece vocabulary, mean over rows.
+inline constexpr std::int64_t cross_entropy_rows = 410, cross_entropy_classes = 8000;
+inline std::int64_t cross_entropy_target(std::int64_t row) { return (row * 7919) % cross_entropy_classes; }
 
 // Bytes each kernel moves per call (float): input read + output written; layer norm also
 // reads gamma/beta and writes the per-row mean and rstd.
@@ -39,6 +43,8 @@ inline double softmax_bytes() { return 2.0 * 4.0 * softmax_rows * softmax_cols; 
 inline double layernorm_bytes() {
     return 4.0 * (2.0 * layernorm_rows * layernorm_cols + 2.0 * layernorm_cols + 2.0 * layernorm_rows);
 }
+/// Forward reads the logits; backward reads them again and writes their gradient.
+inline double cross_entropy_bytes() { return 3.0 * 4.0 * cross_entropy_rows * cross_entropy_classes; }
 
 /// GFLOP/s: `flops` per iteration, reported per second (of real time with UseRealTime).
 inline void set_gflops(benchmark::State& state, double flops) {

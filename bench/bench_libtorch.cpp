@@ -7,6 +7,7 @@
 //   softmax/libtorch/RxC         at::_softmax_out over the last axis
 //   layernorm/libtorch/RxC       at::native_layer_norm (allocates its three results; its
 //                                out= variant is a functional call plus a copy in 1.13)
+//   cross_entropy/libtorch/RxC   at::cross_entropy_loss (mean) forward + autograd backward
 #include <string>
 #include <utility>
 #include <vector>
@@ -112,6 +113,20 @@ void bm_layernorm(benchmark::State& state) {
     set_gbytes(state, layernorm_bytes());
 }
 
+void bm_cross_entropy(benchmark::State& state) {
+    const at::Tensor logits = random_tensor({cross_entropy_rows, cross_entropy_classes}).set_requires_grad(true);
+    const at::Tensor targets = at::empty({cross_entropy_rows}, at::kLong);
+    for (std::int64_t r = 0; r < cross_entropy_rows; ++r) targets[r] = cross_entropy_target(r);
+    auto step = [&] {
+        logits.mutable_grad() = at::Tensor();
+        at::cross_entropy_loss(logits, targets).backward();
+        benchmark::DoNotOptimize(logits.grad().data_ptr<float>());
+    };
+    step();
+    for (auto _ : state) step();
+    set_gbytes(state, cross_entropy_bytes());
+}
+
 std::string one_line(std::string s) {
     for (char& ch : s)
         if (ch == '\n') ch = ';';
@@ -139,6 +154,11 @@ std::vector<std::pair<std::string, std::string>> register_libtorch_benchmarks(in
         ->Unit(benchmark::kMicrosecond);
     benchmark::RegisterBenchmark(("layernorm/libtorch/" + std::to_string(layernorm_rows) + "x" + std::to_string(layernorm_cols)).c_str(),
                                  bm_layernorm)
+        ->UseRealTime()
+        ->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(
+        ("cross_entropy/libtorch/" + std::to_string(cross_entropy_rows) + "x" + std::to_string(cross_entropy_classes)).c_str(),
+        bm_cross_entropy)
         ->UseRealTime()
         ->Unit(benchmark::kMicrosecond);
 

@@ -9,6 +9,7 @@
 //   matmul/onednn/MxKxN              a raw oneDNN matmul primitive made once, preallocated output
 //   matmul/libtorch/MxKxN            at::mm_out (bench_libtorch.cpp)
 //   gelu|softmax|layernorm/<isa>/... the CPU primitives with the ISA path forced
+//   cross_entropy/<isa>/RxC          the loss op forward + backward, ISA path forced
 //
 // Run it through scripts/bench (OMP_NUM_THREADS, the OpenBLAS library path, JSON output and
 // the ratio tables of scripts/bench_ratios.py).
@@ -226,6 +227,24 @@ void bm_layernorm(benchmark::State& state, dcpu::isa path) {
     set_gbytes(state, layernorm_bytes());
 }
 
+/// The cross-entropy op as a loss is used: forward (mean over rows) and backward into the
+/// logits, whose gradient is dropped before each step (as torch's is in its twin).
+void bm_cross_entropy(benchmark::State& state, dcpu::isa path) {
+    if (!usable(state, path)) return;
+    const dcpu::isa_scope scope(path);
+    const Varf logits = Varf::parameter(random_tensor({cross_entropy_rows, cross_entropy_classes}, 6));
+    std::vector<std::int64_t> targets(static_cast<std::size_t>(cross_entropy_rows));
+    for (std::int64_t r = 0; r < cross_entropy_rows; ++r) targets[static_cast<std::size_t>(r)] = cross_entropy_target(r);
+    auto step = [&] {
+        logits.zero_grad();
+        depthlab::cross_entropy(logits, std::span<const std::int64_t>(targets)).backward();
+        benchmark::DoNotOptimize(logits.grad().data());
+    };
+    step();
+    for (auto _ : state) step();
+    set_gbytes(state, cross_entropy_bytes());
+}
+
 // ------------------------------------------------------------------ device counters
 using hd = depthlab::backend::host_device;
 /// Runs `step` once on backend::host_device after a warm-up run and reports its kernel
@@ -429,11 +448,15 @@ void register_depthlab_benchmarks() {
     const std::string gelu_shape = std::to_string(gelu_n);
     const std::string softmax_shape = std::to_string(softmax_rows) + "x" + std::to_string(softmax_cols);
     const std::string layernorm_shape = std::to_string(layernorm_rows) + "x" + std::to_string(layernorm_cols);
+    const std::string cross_entropy_shape = std::to_string(cross_entropy_rows) + "x" + std::to_string(cross_entropy_classes);
     for (const dcpu::isa path : all_isas) {
         const std::string isa = dcpu::to_string(path);
         benchmark::RegisterBenchmark(("gelu/" + isa + "/" + gelu_shape).c_str(), bm_gelu, path)->UseRealTime()->Unit(benchmark::kMicrosecond);
         benchmark::RegisterBenchmark(("softmax/" + isa + "/" + softmax_shape).c_str(), bm_softmax, path)->UseRealTime()->Unit(benchmark::kMicrosecond);
         benchmark::RegisterBenchmark(("layernorm/" + isa + "/" + layernorm_shape).c_str(), bm_layernorm, path)
+            ->UseRealTime()
+            ->Unit(benchmark::kMicrosecond);
+        benchmark::RegisterBenchmark(("cross_entropy/" + isa + "/" + cross_entropy_shape).c_str(), bm_cross_entropy, path)
             ->UseRealTime()
             ->Unit(benchmark::kMicrosecond);
     }
