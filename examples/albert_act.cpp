@@ -32,7 +32,7 @@ namespace {
 struct options {
     std::string preset = "tiny", data = ".data/english", out = "runs/albert_act";
     std::int64_t steps = 2000, batch = 32, accum = 1, seq_len = 128, warmup = -1, log_every = 25, eval_every = 250, dev_batches = 8,
-                 save_every = 500, hidden = 0, heads = 0, ff = 0, embed = 128, max_iters = 0, tau_warmup = -1, min_iters = 0;
+                 save_every = 500, hidden = 0, heads = 0, ff = 0, embed = 128, max_iters = 0, tau_warmup = -1, min_iters = 0, profile_steps = 0;
     double lr = 5e-3, sop_dropout = 0, max_minutes = 0, tau = -1, halting_bias = NAN, mask_prob = 0.15, clip = 1.0, epsilon = 0.01, beta = 0.01, lambda_p = 0.2;
     std::string policy = "act", device = "cpu", precision = "auto", optimizer = "lamb";
     std::uint64_t seed = 1;
@@ -101,7 +101,8 @@ int run(options o, dist::communicator& comm) {
         // ---- the training loop (train::Trainer: accumulation, clipping, logs, checkpoints, resume)
         train::Trainer<float, B> trainer(model, *opt, {.steps = o.steps, .accumulate = o.accum, .clip = o.clip, .log_every = o.log_every,
                                                        .eval_every = o.eval_every, .save_every = o.save_every, .max_train_minutes = o.max_minutes,
-                                                       .schedule_by_time = o.schedule_by_time, .out = o.out, .resume = o.resume, .comm = &comm});
+                                                       .schedule_by_time = o.schedule_by_time, .out = o.out, .resume = o.resume, .comm = &comm,
+                                                       .profile_steps = o.profile_steps});
         trainer.skip = [&] { (void)sampler.next(o.batch); };  // (another rank's micro-batch)
         auto& ckpt = trainer.checkpoint();
         ckpt.track("sampler", sampler);
@@ -222,6 +223,7 @@ int main(int argc, char** argv) {
         .option("eval-every", o.eval_every, "steps between dev evaluations").range<std::int64_t>(0, 1000000000)
         .option("dev-batches", o.dev_batches, "dev batches per evaluation").range<std::int64_t>(1, 1 << 20)
         .option("save-every", o.save_every, "steps between checkpoints").range<std::int64_t>(1, 1000000000)
+        .option("profile-steps", o.profile_steps, "time every op of this many steps (after 5 warm-up steps), print the table and write <out>/profile.csv (0: off)").range<std::int64_t>(0, 1000000)
         .option("max-minutes", o.max_minutes, "stop after this much training time (those before a --resume included), then evaluate and report (0: no limit; the schedule still spans --steps unless --schedule-by-time)").range(0.0, 1e6)
         .option("policy", o.policy, "halting: act (the paper) | pondernet | act_graves | act_ut | fixed (N_max iterations)").one_of({"act", "pondernet", "act_graves", "act_ut", "fixed"})
         .option("beta", o.beta, "pondernet: weight of KL(p || geometric prior), used instead of tau").range(0.0, 1e3)

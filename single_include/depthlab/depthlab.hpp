@@ -803,6 +803,200 @@ inline const char* op_name(op_kind k) {
 #include <utility>
 #include <vector>
 
+// ---- begin depthlab/autodiff/profiler.hpp ----
+// Where the time of a step goes, op by op: the op table of torch.profiler, coarse and cheap.
+//
+//   {
+//       depthlab::op_profiler prof;             // active on this thread while it lives
+//       auto loss = model.loss(batch);          // each op result: its forward time
+//       loss.backward();                        // each node's backward function: its backward time
+//       depthlab::profile_mark("optimizer");    // the time since the last event, under a label
+//       opt.step();
+//       std::fputs(prof.table().c_str(), stdout);
+//   }
+//
+// A line is an op kind in one phase and, when the op reads a parameter (a leaf that takes
+// gradients), the shape of the first one: each linear layer of a model gets its own line
+// ("linear [1024, 256]"), and a weight-tied layer one line for all its uses.
+//
+// The ops are coarse (a linear layer is one op, GEMM and bias included), so the clock is read
+// at op boundaries only. A forward op is charged the wall time since the previous event (the
+// previous op's result, a mark, or the profiler's start): its own work plus any host code
+// run just before it, so code between ops is either marked by the caller (profile_mark; the
+// trainer and the data samplers mark theirs) or lands on the next op. A backward function is
+// charged its own run, with the release of what its op saved. Work that other threads do for
+// an op (OpenMP, oneDNN) is inside its wall time. On a GPU backend the times are the host's
+// (launches, synchronisations), not the kernels'.
+//
+// Without an active profiler an op pays one thread-local load and a null test.
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+
+namespace depthlab {
+
+class op_profiler {
+public:
+    using clock = std::chrono::steady_clock;
+    /// One line of the table: an op kind in one phase, or a marked label.
+    struct row {
+        std::string name;   // op_name(kind) [+ " [parameter shape]"], or the label given to profile_mark
+        std::string phase;  // "forward", "backward" or "other" (marks)
+        std::int64_t calls = 0;
+        double seconds = 0;
+    };
+
+    /// Becomes this thread's active profiler; the one it replaces is active again after it.
+    op_profiler() : outer_(slot()), start_(clock::now()), last_(start_) { slot() = this; }
+    ~op_profiler() { slot() = outer_; }
+    op_profiler(const op_profiler&) = delete;
+    op_profiler& operator=(const op_profiler&) = delete;
+
+    /// This thread's active profiler, or null.
+    [[nodiscard]] static op_profiler* active() { return slot(); }
+
+    /// Charges the time since the last event to `label`.
+    void mark(std::string_view label) {
+        if (!paused_) charge(other(label));
+    }
+    /// Until resume(), nothing is charged (an evaluation, a checkpoint: not part of a step).
+    void pause() { paused_ = true; }
+    void resume() {
+        paused_ = false;
+        last_ = clock::now();
+    }
+
+    // ---- hooks: make_result (every op result) and Var::backward; `parameter`: the shape of
+    // the first parameter the op reads (empty: none)
+    void forward_done(op_kind k, std::span<const std::int64_t> parameter = {}) {
+        if (!in_backward_ && !paused_) charge(op_slot(k, false, parameter));  // (ops a backward function runs are part of it)
+    }
+    void backward_begins() {
+        mark("(host code before backward)");
+        in_backward_ = true;
+    }
+    void backward_done(op_kind k, std::span<const std::int64_t> parameter = {}) {
+        if (!paused_) charge(op_slot(k, true, parameter));
+    }
+    void backward_ends() { in_backward_ = false; }
+
+    /// Every charged line, the longest first.
+    [[nodiscard]] std::vector<row> rows() const {
+        std::vector<row> out;
+        for (const auto& [key, s] : ops_) {
+            std::string name = op_name(key.op);
+            if (key.rank > 0) {
+                name += " [";
+                for (int i = 0; i < key.rank; ++i) name += (i ? ", " : "") + std::to_string(key.dims[static_cast<std::size_t>(i)]);
+                name += "]";
+            }
+            out.push_back({std::move(name), key.backward ? "backward" : "forward", s.calls, s.seconds});
+        }
+        for (const auto& [label, s] : others_) out.push_back({label, "other", s.calls, s.seconds});
+        std::stable_sort(out.begin(), out.end(), [](const row& a, const row& b) { return a.seconds > b.seconds; });
+        return out;
+    }
+    /// The time charged to some line (events up to the last one).
+    [[nodiscard]] double seconds() const {
+        double s = 0;
+        for (const auto& r : rows()) s += r.seconds;
+        return s;
+    }
+    /// Wall time since the profiler started.
+    [[nodiscard]] double wall_seconds() const { return std::chrono::duration<double>(clock::now() - start_).count(); }
+
+    /// The table as text: per line calls, milliseconds per step (`steps` steps profiled) and
+    /// the share of the charged time; the `top` longest lines (0: all), the rest summed.
+    [[nodiscard]] std::string table(std::int64_t steps = 1, std::size_t top = 0) const {
+        const std::vector<row> all = rows();
+        const double total = seconds(), per = 1e3 / static_cast<double>(std::max<std::int64_t>(steps, 1));
+        std::string out;
+        char line[192];
+        std::snprintf(line, sizeof line, "  %-32s %-8s %9s %10s %6s\n", "op / label", "phase", "calls", "ms/step", "share");
+        out += line;
+        double rest = 0;
+        std::int64_t rest_lines = 0;
+        for (std::size_t i = 0; i < all.size(); ++i) {
+            if (top > 0 && i >= top) {
+                rest += all[i].seconds;
+                ++rest_lines;
+                continue;
+            }
+            std::snprintf(line, sizeof line, "  %-32.32s %-8s %9lld %10.3f %5.1f%%\n", all[i].name.c_str(), all[i].phase.c_str(),
+                          static_cast<long long>(all[i].calls), all[i].seconds * per, total > 0 ? 100.0 * all[i].seconds / total : 0.0);
+            out += line;
+        }
+        if (rest_lines > 0) {
+            std::snprintf(line, sizeof line, "  %-32s %-8s %9s %10.3f %5.1f%%\n", ("(" + std::to_string(rest_lines) + " more lines)").c_str(), "", "",
+                          rest * per, total > 0 ? 100.0 * rest / total : 0.0);
+            out += line;
+        }
+        std::snprintf(line, sizeof line, "  %-32s %-8s %9s %10.3f\n", "total", "", "", total * per);
+        return out + line;
+    }
+
+private:
+    struct slot_time {
+        double seconds = 0;
+        std::int64_t calls = 0;
+    };
+    static op_profiler*& slot() {
+        thread_local op_profiler* p = nullptr;
+        return p;
+    }
+    struct op_key {
+        op_kind op;
+        bool backward;
+        int rank;
+        std::array<std::int64_t, 8> dims;
+        bool operator<(const op_key& o) const {
+            if (op != o.op) return op < o.op;
+            if (backward != o.backward) return backward < o.backward;
+            if (rank != o.rank) return rank < o.rank;
+            return dims < o.dims;
+        }
+    };
+    slot_time& op_slot(op_kind k, bool backward, std::span<const std::int64_t> parameter) {
+        op_key key{k, backward, static_cast<int>(std::min<std::size_t>(parameter.size(), 8)), {}};
+        std::copy_n(parameter.begin(), key.rank, key.dims.begin());
+        return ops_[key];
+    }
+    slot_time& other(std::string_view label) {
+        for (auto& [l, s] : others_)
+            if (l == label) return s;
+        return others_.emplace_back(std::string(label), slot_time{}).second;
+    }
+    void charge(slot_time& s) {
+        if (paused_) return;
+        const clock::time_point now = clock::now();
+        s.seconds += std::chrono::duration<double>(now - last_).count();
+        ++s.calls;
+        last_ = now;
+    }
+
+    op_profiler* outer_;
+    clock::time_point start_, last_;
+    bool in_backward_ = false, paused_ = false;
+    std::map<op_key, slot_time> ops_;
+    std::vector<std::pair<std::string, slot_time>> others_;
+};
+
+/// Charges the time since the last event to `label` in this thread's active profiler (if any).
+inline void profile_mark(std::string_view label) {
+    if (op_profiler* p = op_profiler::active()) p->mark(label);
+}
+
+}  // namespace depthlab
+// ---- end depthlab/autodiff/profiler.hpp ----
 
 namespace depthlab {
 
@@ -851,6 +1045,17 @@ struct Node {
         return grad;
     }
 };
+
+namespace detail {
+/// What names an op's line in an op_profiler: a parameter (a leaf that takes gradients) or a
+/// slice, reshape or transpose of one (the query block of a packed QKV weight).
+template <class T, class B>
+bool profiled_parameter(const Node<T, B>& n, int depth = 0) {
+    if (n.op == op_kind::leaf) return n.requires_grad;
+    const bool view = n.op == op_kind::slice || n.op == op_kind::reshape || n.op == op_kind::transpose;
+    return view && depth < 3 && n.parents.size() == 1 && n.parents[0] && profiled_parameter(*n.parents[0], depth + 1);
+}
+}  // namespace detail
 
 template <class T, class B = backend::cpu>
 class Var {
@@ -918,6 +1123,8 @@ private:
         check_same_shape("backward(seed)", seed, value());
         DEPTHLAB_CHECK(requires_grad(), usage_error, "backward: output of ", op_name(op()),
                        " does not depend on any parameter (or was computed under no_grad)");
+        op_profiler* const prof = op_profiler::active();
+        const profiled_backward profiled(prof);
         const std::vector<node_type*> order = topological_order();
         for (auto it = order.rbegin(); it != order.rend(); ++it) {  // from the output down: names the first freed node
             const node_type* nd = *it;
@@ -926,6 +1133,7 @@ private:
                            "backward(depthlab::retain_graph)");
         }
         node().grad_buffer().add_(seed);
+        if (prof) prof->mark("backward: graph walk");
         for (auto it = order.rbegin(); it != order.rend(); ++it) {
             node_type& nd = **it;
             if (nd.backward && nd.grad.defined()) nd.backward(nd);
@@ -935,8 +1143,30 @@ private:
                 nd.backward = nullptr;  // releases what the op saved for its backward
                 nd.freed = true;
             }
+            if (prof) profile_backward(*prof, nd);
         }
     }
+    /// Charges a node's backward function to its op and first parameter (op_profiler).
+    static void profile_backward(op_profiler& prof, const node_type& nd) {
+        for (const auto& p : nd.parents)
+            if (p && detail::profiled_parameter(*p)) {
+                prof.backward_done(nd.op, {p->value.shape().begin(), p->value.shape().end()});
+                return;
+            }
+        prof.backward_done(nd.op);
+    }
+    /// The profiler's view of one backward(): ops that backward functions run are theirs.
+    struct profiled_backward {
+        op_profiler* prof;
+        explicit profiled_backward(op_profiler* p) : prof(p) {
+            if (prof) prof->backward_begins();
+        }
+        ~profiled_backward() {
+            if (prof) prof->backward_ends();
+        }
+        profiled_backward(const profiled_backward&) = delete;
+        profiled_backward& operator=(const profiled_backward&) = delete;
+    };
 
     // Post-order DFS over nodes that require grad (iterative: graphs can be deep).
     std::vector<node_type*> topological_order() const {
@@ -965,6 +1195,11 @@ namespace detail {
 /// gradient and grad mode is on; otherwise a plain constant.
 template <class T, class B, class F>
 Var<T, B> make_result(op_kind op, Tensor<T, B> value, std::vector<Var<T, B>> inputs, F&& backward) {
+    if (op_profiler* prof = op_profiler::active()) {  // (the op's work is done)
+        const auto param = std::find_if(inputs.begin(), inputs.end(), [](const Var<T, B>& v) { return profiled_parameter(v.node()); });
+        if (param == inputs.end()) prof->forward_done(op);
+        else prof->forward_done(op, {param->shape().begin(), param->shape().end()});
+    }
     Var<T, B> out(std::move(value));
     const bool needs = grad_enabled() && std::any_of(inputs.begin(), inputs.end(), [](const Var<T, B>& v) { return v.requires_grad(); });
     auto& nd = out.node();
@@ -11522,7 +11757,9 @@ public:
             if (position_ >= chunks_.size()) start_epoch(epoch_ + 1);
             ex.push_back(example(static_cast<index_t>(position_++), stats));
         }
-        return collate(ex, cfg_.pad_to_max_len ? cfg_.max_len : 0, cfg_.specials.pad);
+        albert_batch b = collate(ex, cfg_.pad_to_max_len ? cfg_.max_len : 0, cfg_.specials.pad);
+        profile_mark("data: albert_sampler::next");
+        return b;
     }
     /// Example `i` of the current epoch (pure: does not move the sampler).
     [[nodiscard]] albert_example example(index_t i, masking_stats* stats = nullptr) const {
@@ -12432,6 +12669,7 @@ template <detail::config_struct C>
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -13142,6 +13380,10 @@ struct trainer_options {
     std::string out = {};            // directory of metrics.jsonl and checkpoint.safetensors ("": none)
     bool resume = false;             // continue from <out>/checkpoint.safetensors
     dist::communicator* comm = nullptr;  // the ranks of a data-parallel run (null: this process alone)
+    // Time every op of this many steps (op_profiler), from the 6th step of a fit on (after the
+    // warm-up: primitives planned, the allocator's cache filled), then print the table and
+    // write <out>/profile.csv. Evaluations and checkpoints in those steps are left out. 0: off.
+    std::int64_t profile_steps = 0;
 
     /// Throws usage_error naming the first bad field.
     void validate() const {
@@ -13156,6 +13398,7 @@ struct trainer_options {
         DEPTHLAB_CHECK(!resume || !out.empty(), usage_error, "trainer: resume needs an output directory");
         DEPTHLAB_CHECK(!schedule_by_time || max_train_minutes > 0, usage_error,
                        "trainer: schedule_by_time needs a time budget (max_train_minutes > 0)");
+        DEPTHLAB_CHECK(profile_steps >= 0, usage_error, "trainer: profile_steps ", profile_steps, " < 0");
     }
 };
 
@@ -13262,6 +13505,8 @@ private:
     void all_ranks(log_values& sums, std::int64_t& counted, std::int64_t& tokens);
     void add_means(log_values& sums, const micro_batch<T, B>& mb, bool first);
     void run_evaluation(bool final);
+    /// Prints the table of a profile of `steps` steps (rank 0) and writes <out>/profile.csv.
+    void report_profile(const op_profiler& prof, std::int64_t first, std::int64_t steps) const;
 
     nn::Module<T, B>& model_;
     optim::Optimizer<T, B>& opt_;
@@ -13336,8 +13581,16 @@ fit_result Trainer<T, B>::fit(const std::function<micro_batch<T, B>()>& next) {
     std::optional<dist::gradient_buckets<T, B>> buckets;
     if (shard.micro_batches() > 1) buckets.emplace(*comm_, params);
     const double loss_scale = 1.0 / static_cast<double>(shard.micro_batches());
+    // trainer_options::profile_steps: the profiled steps start after 5 warm-up steps
+    std::optional<op_profiler> profiler;
+    std::int64_t profiled = 0;
+    const std::int64_t profile_from = r.first_step + 5;
+    const auto mark = [&](std::string_view label) {
+        if (profiler) profiler->mark(label);
+    };
     model_.train();
     while (step_ < o_.steps) {
+        if (o_.profile_steps > 0 && step_ == profile_from) profiler.emplace();
         try {
             clock();
             const std::int64_t scheduled = agreed_schedule_step();
@@ -13345,14 +13598,19 @@ fit_result Trainer<T, B>::fit(const std::function<micro_batch<T, B>()>& next) {
             opt_.zero_grad();
             if (buckets) buckets->zero();
             for (std::int64_t i = 0; i < shard.before(); ++i) skip();
+            mark("trainer: schedule and zero_grad");
             std::string failed;  // a numeric error of this rank (distributed: every rank stops at the all-reduce)
             for (std::int64_t a = 0; a < o_.accumulate; ++a) {
                 try {
                     micro_batch<T, B> mb = next();
                     const Var<T, B> loss = buckets ? scale(mb.loss, static_cast<T>(loss_scale)) : mb.loss;
                     loss.backward();
-                    if (buckets) buckets->add_gradients();
+                    if (buckets) {
+                        buckets->add_gradients();
+                        mark("trainer: gradient buckets");
+                    }
                     add_means(sums, mb, counted == 0);
+                    mark("trainer: logged values read");
                     ++counted;
                     tokens += mb.tokens;
                 } catch (const numeric_error& e) {
@@ -13364,9 +13622,12 @@ fit_result Trainer<T, B>::fit(const std::function<micro_batch<T, B>()>& next) {
             for (std::int64_t i = 0; i < shard.after(); ++i) skip();
             if (buckets && buckets->finish(!failed.empty()))
                 throw numeric_error(failed.empty() ? std::string("a non-finite value on another rank") : failed);
+            if (buckets) mark("trainer: gradient all-reduce");
             gnorm = o_.clip > 0 ? optim::clip_grad_norm(opt_.parameters(), o_.clip) : 0.0;
+            mark("optimizer: clip_grad_norm");
             if (schedule) opt_.set_lr(schedule(scheduled));
             opt_.step();
+            mark("optimizer: step");
         } catch (const numeric_error& e) {
             throw numeric_error(depthlab::detail::cat("trainer: step ", step_ + 1, ": ", e.what(), "; training stopped",
                                                       last_saved_ >= 0 ? depthlab::detail::cat("; the last checkpoint (step ", last_saved_, ", ",
@@ -13390,8 +13651,17 @@ fit_result Trainer<T, B>::fit(const std::function<micro_batch<T, B>()>& next) {
             sums.clear();
             counted = 0;
         }
+        mark("trainer: progress line");
+        if (profiler) profiler->pause();  // (evaluations and checkpoints are not part of a step)
         if (o_.eval_every > 0 && step_ % o_.eval_every == 0 && step_ < o_.steps && !out_of_time) run_evaluation(false);
         if (step_ % o_.save_every == 0 || step_ == o_.steps || out_of_time) save();
+        if (profiler) {
+            profiler->resume();
+            if (++profiled == o_.profile_steps) {
+                report_profile(*profiler, profile_from, profiled);
+                profiler.reset();
+            }
+        }
         if (out_of_time) {
             if (is_root())
                 std::printf("training stopped by the time budget (%g minutes) at step %lld\n", o_.max_train_minutes,
@@ -13401,6 +13671,10 @@ fit_result Trainer<T, B>::fit(const std::function<micro_batch<T, B>()>& next) {
         }
     }
     all_ranks(sums, counted, tokens);  // (tokens of steps after the last line)
+    if (profiler) report_profile(*profiler, profile_from, profiled);  // (the fit ended inside the window)
+    else if (o_.profile_steps > 0 && profiled == 0 && is_root())
+        std::printf("profile: nothing profiled (the fit ran %lld steps; profiling starts after 5)\n", static_cast<long long>(step_ - r.first_step));
+    profiler.reset();
     r.steps = step_;
     r.seconds = seconds();
     r.tokens_per_s = meter_->tokens_per_second();
@@ -13438,6 +13712,21 @@ void Trainer<T, B>::add_means(log_values& sums, const micro_batch<T, B>& mb, boo
     };
     for (const auto& [k, v] : mb.logged) add(k, static_cast<double>(checked_item(v)));  // the one read per value and micro-batch
     for (const auto& [k, v] : mb.host_logged) add(k, v);
+}
+
+template <class T, class B>
+void Trainer<T, B>::report_profile(const op_profiler& prof, std::int64_t first, std::int64_t steps) const {
+    if (!is_root() || steps <= 0) return;
+    const double charged = prof.seconds();
+    std::printf("profile of steps %lld-%lld (rank 0): %.2f ms per step, evaluations and checkpoints left out\n%s",
+                static_cast<long long>(first + 1), static_cast<long long>(first + steps), 1e3 * charged / static_cast<double>(steps),
+                prof.table(steps, 25).c_str());
+    if (o_.out.empty()) return;
+    io::csv_writer csv({"name", "phase", "calls", "seconds", "ms_per_step", "share"});
+    for (const auto& row : prof.rows())
+        csv.row(row.name, row.phase, row.calls, row.seconds, 1e3 * row.seconds / static_cast<double>(steps), charged > 0 ? row.seconds / charged : 0.0);
+    csv.write(o_.out + "/profile.csv");
+    std::printf("profile: %s/profile.csv\n", o_.out.c_str());
 }
 
 template <class T, class B>
@@ -13885,7 +14174,9 @@ public:
     }
     [[nodiscard]] seq2seq_batch next() {
         if (next_ >= plan_.size()) new_epoch();
-        return batcher_->make_batch(plan_[next_++]);
+        seq2seq_batch b = batcher_->make_batch(plan_[next_++]);
+        profile_mark("data: translation_stream::next");
+        return b;
     }
     [[nodiscard]] std::uint64_t epoch() const { return epoch_; }
     [[nodiscard]] stream_state state() const { return {epoch_seed_, epoch_offset_, next_, epoch_}; }

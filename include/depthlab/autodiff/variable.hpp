@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "depthlab/autodiff/op_kind.hpp"
+#include "depthlab/autodiff/profiler.hpp"
 #include "depthlab/core/error.hpp"
 #include "depthlab/core/tensor.hpp"
 
@@ -70,6 +71,17 @@ struct Node {
         return grad;
     }
 };
+
+namespace detail {
+/// What names an op's line in an op_profiler: a parameter (a leaf that takes gradients) or a
+/// slice, reshape or transpose of one (the query block of a packed QKV weight).
+template <class T, class B>
+bool profiled_parameter(const Node<T, B>& n, int depth = 0) {
+    if (n.op == op_kind::leaf) return n.requires_grad;
+    const bool view = n.op == op_kind::slice || n.op == op_kind::reshape || n.op == op_kind::transpose;
+    return view && depth < 3 && n.parents.size() == 1 && n.parents[0] && profiled_parameter(*n.parents[0], depth + 1);
+}
+}  // namespace detail
 
 template <class T, class B = backend::cpu>
 class Var {
@@ -137,6 +149,8 @@ private:
         check_same_shape("backward(seed)", seed, value());
         DEPTHLAB_CHECK(requires_grad(), usage_error, "backward: output of ", op_name(op()),
                        " does not depend on any parameter (or was computed under no_grad)");
+        op_profiler* const prof = op_profiler::active();
+        const profiled_backward profiled(prof);
         const std::vector<node_type*> order = topological_order();
         for (auto it = order.rbegin(); it != order.rend(); ++it) {  // from the output down: names the first freed node
             const node_type* nd = *it;
@@ -145,6 +159,7 @@ private:
                            "backward(depthlab::retain_graph)");
         }
         node().grad_buffer().add_(seed);
+        if (prof) prof->mark("backward: graph walk");
         for (auto it = order.rbegin(); it != order.rend(); ++it) {
             node_type& nd = **it;
             if (nd.backward && nd.grad.defined()) nd.backward(nd);
@@ -154,8 +169,30 @@ private:
                 nd.backward = nullptr;  // releases what the op saved for its backward
                 nd.freed = true;
             }
+            if (prof) profile_backward(*prof, nd);
         }
     }
+    /// Charges a node's backward function to its op and first parameter (op_profiler).
+    static void profile_backward(op_profiler& prof, const node_type& nd) {
+        for (const auto& p : nd.parents)
+            if (p && detail::profiled_parameter(*p)) {
+                prof.backward_done(nd.op, {p->value.shape().begin(), p->value.shape().end()});
+                return;
+            }
+        prof.backward_done(nd.op);
+    }
+    /// The profiler's view of one backward(): ops that backward functions run are theirs.
+    struct profiled_backward {
+        op_profiler* prof;
+        explicit profiled_backward(op_profiler* p) : prof(p) {
+            if (prof) prof->backward_begins();
+        }
+        ~profiled_backward() {
+            if (prof) prof->backward_ends();
+        }
+        profiled_backward(const profiled_backward&) = delete;
+        profiled_backward& operator=(const profiled_backward&) = delete;
+    };
 
     // Post-order DFS over nodes that require grad (iterative: graphs can be deep).
     std::vector<node_type*> topological_order() const {
@@ -184,6 +221,11 @@ namespace detail {
 /// gradient and grad mode is on; otherwise a plain constant.
 template <class T, class B, class F>
 Var<T, B> make_result(op_kind op, Tensor<T, B> value, std::vector<Var<T, B>> inputs, F&& backward) {
+    if (op_profiler* prof = op_profiler::active()) {  // (the op's work is done)
+        const auto param = std::find_if(inputs.begin(), inputs.end(), [](const Var<T, B>& v) { return profiled_parameter(v.node()); });
+        if (param == inputs.end()) prof->forward_done(op);
+        else prof->forward_done(op, {param->shape().begin(), param->shape().end()});
+    }
     Var<T, B> out(std::move(value));
     const bool needs = grad_enabled() && std::any_of(inputs.begin(), inputs.end(), [](const Var<T, B>& v) { return v.requires_grad(); });
     auto& nd = out.node();

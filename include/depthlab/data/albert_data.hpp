@@ -58,6 +58,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "depthlab/autodiff/profiler.hpp"
 #include "depthlab/core/error.hpp"
 #include "depthlab/core/rng.hpp"
 // cpu.hpp first: autodiff/ops.hpp (via models.hpp) uses row_broadcast from it without
@@ -173,7 +174,9 @@ public:
             if (position_ >= chunks_.size()) start_epoch(epoch_ + 1);
             ex.push_back(example(static_cast<index_t>(position_++), stats));
         }
-        return collate(ex, cfg_.pad_to_max_len ? cfg_.max_len : 0, cfg_.specials.pad);
+        albert_batch b = collate(ex, cfg_.pad_to_max_len ? cfg_.max_len : 0, cfg_.specials.pad);
+        profile_mark("data: albert_sampler::next");
+        return b;
     }
     /// Example `i` of the current epoch (pure: does not move the sampler).
     [[nodiscard]] albert_example example(index_t i, masking_stats* stats = nullptr) const {

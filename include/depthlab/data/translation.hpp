@@ -30,6 +30,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "depthlab/autodiff/profiler.hpp"
 #include "depthlab/core/error.hpp"
 #include "depthlab/core/rng.hpp"
 // synthetic.hpp (seq2seq_batch) pulls in the model headers, which need the backend first.
@@ -345,7 +346,9 @@ public:
     }
     [[nodiscard]] seq2seq_batch next() {
         if (next_ >= plan_.size()) new_epoch();
-        return batcher_->make_batch(plan_[next_++]);
+        seq2seq_batch b = batcher_->make_batch(plan_[next_++]);
+        profile_mark("data: translation_stream::next");
+        return b;
     }
     [[nodiscard]] std::uint64_t epoch() const { return epoch_; }
     [[nodiscard]] stream_state state() const { return {epoch_seed_, epoch_offset_, next_, epoch_}; }

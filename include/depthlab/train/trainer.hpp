@@ -36,6 +36,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -49,6 +50,7 @@
 #include "depthlab/optim/clip.hpp"
 #include "depthlab/optim/optimizer.hpp"
 #include "depthlab/io/config.hpp"  // (io::detail::to_text / from_text: train.minutes)
+#include "depthlab/io/csv.hpp"
 #include "depthlab/train/checkpointer.hpp"
 #include "depthlab/train/progress.hpp"
 
@@ -74,6 +76,10 @@ struct trainer_options {
     std::string out = {};            // directory of metrics.jsonl and checkpoint.safetensors ("": none)
     bool resume = false;             // continue from <out>/checkpoint.safetensors
     dist::communicator* comm = nullptr;  // the ranks of a data-parallel run (null: this process alone)
+    // Time every op of this many steps (op_profiler), from the 6th step of a fit on (after the
+    // warm-up: primitives planned, the allocator's cache filled), then print the table and
+    // write <out>/profile.csv. Evaluations and checkpoints in those steps are left out. 0: off.
+    std::int64_t profile_steps = 0;
 
     /// Throws usage_error naming the first bad field.
     void validate() const {
@@ -88,6 +94,7 @@ struct trainer_options {
         DEPTHLAB_CHECK(!resume || !out.empty(), usage_error, "trainer: resume needs an output directory");
         DEPTHLAB_CHECK(!schedule_by_time || max_train_minutes > 0, usage_error,
                        "trainer: schedule_by_time needs a time budget (max_train_minutes > 0)");
+        DEPTHLAB_CHECK(profile_steps >= 0, usage_error, "trainer: profile_steps ", profile_steps, " < 0");
     }
 };
 
@@ -194,6 +201,8 @@ private:
     void all_ranks(log_values& sums, std::int64_t& counted, std::int64_t& tokens);
     void add_means(log_values& sums, const micro_batch<T, B>& mb, bool first);
     void run_evaluation(bool final);
+    /// Prints the table of a profile of `steps` steps (rank 0) and writes <out>/profile.csv.
+    void report_profile(const op_profiler& prof, std::int64_t first, std::int64_t steps) const;
 
     nn::Module<T, B>& model_;
     optim::Optimizer<T, B>& opt_;
@@ -268,8 +277,16 @@ fit_result Trainer<T, B>::fit(const std::function<micro_batch<T, B>()>& next) {
     std::optional<dist::gradient_buckets<T, B>> buckets;
     if (shard.micro_batches() > 1) buckets.emplace(*comm_, params);
     const double loss_scale = 1.0 / static_cast<double>(shard.micro_batches());
+    // trainer_options::profile_steps: the profiled steps start after 5 warm-up steps
+    std::optional<op_profiler> profiler;
+    std::int64_t profiled = 0;
+    const std::int64_t profile_from = r.first_step + 5;
+    const auto mark = [&](std::string_view label) {
+        if (profiler) profiler->mark(label);
+    };
     model_.train();
     while (step_ < o_.steps) {
+        if (o_.profile_steps > 0 && step_ == profile_from) profiler.emplace();
         try {
             clock();
             const std::int64_t scheduled = agreed_schedule_step();
@@ -277,14 +294,19 @@ fit_result Trainer<T, B>::fit(const std::function<micro_batch<T, B>()>& next) {
             opt_.zero_grad();
             if (buckets) buckets->zero();
             for (std::int64_t i = 0; i < shard.before(); ++i) skip();
+            mark("trainer: schedule and zero_grad");
             std::string failed;  // a numeric error of this rank (distributed: every rank stops at the all-reduce)
             for (std::int64_t a = 0; a < o_.accumulate; ++a) {
                 try {
                     micro_batch<T, B> mb = next();
                     const Var<T, B> loss = buckets ? scale(mb.loss, static_cast<T>(loss_scale)) : mb.loss;
                     loss.backward();
-                    if (buckets) buckets->add_gradients();
+                    if (buckets) {
+                        buckets->add_gradients();
+                        mark("trainer: gradient buckets");
+                    }
                     add_means(sums, mb, counted == 0);
+                    mark("trainer: logged values read");
                     ++counted;
                     tokens += mb.tokens;
                 } catch (const numeric_error& e) {
@@ -296,9 +318,12 @@ fit_result Trainer<T, B>::fit(const std::function<micro_batch<T, B>()>& next) {
             for (std::int64_t i = 0; i < shard.after(); ++i) skip();
             if (buckets && buckets->finish(!failed.empty()))
                 throw numeric_error(failed.empty() ? std::string("a non-finite value on another rank") : failed);
+            if (buckets) mark("trainer: gradient all-reduce");
             gnorm = o_.clip > 0 ? optim::clip_grad_norm(opt_.parameters(), o_.clip) : 0.0;
+            mark("optimizer: clip_grad_norm");
             if (schedule) opt_.set_lr(schedule(scheduled));
             opt_.step();
+            mark("optimizer: step");
         } catch (const numeric_error& e) {
             throw numeric_error(depthlab::detail::cat("trainer: step ", step_ + 1, ": ", e.what(), "; training stopped",
                                                       last_saved_ >= 0 ? depthlab::detail::cat("; the last checkpoint (step ", last_saved_, ", ",
@@ -322,8 +347,17 @@ fit_result Trainer<T, B>::fit(const std::function<micro_batch<T, B>()>& next) {
             sums.clear();
             counted = 0;
         }
+        mark("trainer: progress line");
+        if (profiler) profiler->pause();  // (evaluations and checkpoints are not part of a step)
         if (o_.eval_every > 0 && step_ % o_.eval_every == 0 && step_ < o_.steps && !out_of_time) run_evaluation(false);
         if (step_ % o_.save_every == 0 || step_ == o_.steps || out_of_time) save();
+        if (profiler) {
+            profiler->resume();
+            if (++profiled == o_.profile_steps) {
+                report_profile(*profiler, profile_from, profiled);
+                profiler.reset();
+            }
+        }
         if (out_of_time) {
             if (is_root())
                 std::printf("training stopped by the time budget (%g minutes) at step %lld\n", o_.max_train_minutes,
@@ -333,6 +367,10 @@ fit_result Trainer<T, B>::fit(const std::function<micro_batch<T, B>()>& next) {
         }
     }
     all_ranks(sums, counted, tokens);  // (tokens of steps after the last line)
+    if (profiler) report_profile(*profiler, profile_from, profiled);  // (the fit ended inside the window)
+    else if (o_.profile_steps > 0 && profiled == 0 && is_root())
+        std::printf("profile: nothing profiled (the fit ran %lld steps; profiling starts after 5)\n", static_cast<long long>(step_ - r.first_step));
+    profiler.reset();
     r.steps = step_;
     r.seconds = seconds();
     r.tokens_per_s = meter_->tokens_per_second();
@@ -370,6 +408,21 @@ void Trainer<T, B>::add_means(log_values& sums, const micro_batch<T, B>& mb, boo
     };
     for (const auto& [k, v] : mb.logged) add(k, static_cast<double>(checked_item(v)));  // the one read per value and micro-batch
     for (const auto& [k, v] : mb.host_logged) add(k, v);
+}
+
+template <class T, class B>
+void Trainer<T, B>::report_profile(const op_profiler& prof, std::int64_t first, std::int64_t steps) const {
+    if (!is_root() || steps <= 0) return;
+    const double charged = prof.seconds();
+    std::printf("profile of steps %lld-%lld (rank 0): %.2f ms per step, evaluations and checkpoints left out\n%s",
+                static_cast<long long>(first + 1), static_cast<long long>(first + steps), 1e3 * charged / static_cast<double>(steps),
+                prof.table(steps, 25).c_str());
+    if (o_.out.empty()) return;
+    io::csv_writer csv({"name", "phase", "calls", "seconds", "ms_per_step", "share"});
+    for (const auto& row : prof.rows())
+        csv.row(row.name, row.phase, row.calls, row.seconds, 1e3 * row.seconds / static_cast<double>(steps), charged > 0 ? row.seconds / charged : 0.0);
+    csv.write(o_.out + "/profile.csv");
+    std::printf("profile: %s/profile.csv\n", o_.out.c_str());
 }
 
 template <class T, class B>
