@@ -497,6 +497,29 @@ TEST_CASE("autodiff: tied weights accumulate, DAGs, retain_grad, no_grad") {
     CHECK_THROWS_WITH_AS(h2.backward(), Contains("needs a scalar output or an explicit seed, got shape (3, 4)"), shape_error);
 }
 
+TEST_CASE("autodiff: reshape hands its gradient buffer to its input only when nothing else holds it") {
+    Generator gen(4);
+    using V = Var<double>;
+    auto x = V::parameter(Tensor<double>::randn({2, 6}, gen));
+    const auto w = Tensor<double>::randn({3, 4}, gen);
+    // the only gradient x gets comes through the reshape: handed over, in x's shape
+    sum(mul(reshape(x, {3, 4}), V::constant(w))).backward();
+    CHECK(x.grad().shape() == Shape{2, 6});
+    CHECK(x.grad().to_vector() == w.to_vector());
+    // a retained gradient of the reshape stays its own: x's is a separate buffer
+    x.zero_grad();
+    auto r = reshape(x, {3, 4});
+    r.retain_grad();
+    sum(mul(r, V::constant(w))).backward();
+    CHECK(!x.grad().shares_storage(r.grad()));
+    x.grad().fill_(0.0);
+    CHECK(r.grad().to_vector() == w.to_vector());
+    // x used directly too: both gradients add up, whichever reaches x first
+    x.zero_grad();
+    sum(add(mul(reshape(x, {3, 4}), V::constant(w)), reshape(scale(x, 2.0), {3, 4}))).backward();
+    for (std::size_t i = 0; i < 12; ++i) CHECK(x.grad().to_vector()[i] == doctest::Approx(w.to_vector()[i] + 2.0));
+}
+
 TEST_CASE("autodiff: a second backward through a freed graph is an error; retain_graph keeps it") {
     Generator gen(3);
     using V = Var<double>;
