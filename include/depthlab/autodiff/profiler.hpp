@@ -104,7 +104,8 @@ public:
     /// The time charged to some line (events up to the last one).
     [[nodiscard]] double seconds() const {
         double s = 0;
-        for (const auto& r : rows()) s += r.seconds;
+        for (const auto& [key, t] : ops_) s += t.seconds;
+        for (const auto& [label, t] : others_) s += t.seconds;
         return s;
     }
     /// Wall time since the profiler started.

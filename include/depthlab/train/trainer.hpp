@@ -36,7 +36,6 @@
 #include <functional>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -277,13 +276,11 @@ fit_result Trainer<T, B>::fit(const std::function<micro_batch<T, B>()>& next) {
     std::optional<dist::gradient_buckets<T, B>> buckets;
     if (shard.micro_batches() > 1) buckets.emplace(*comm_, params);
     const double loss_scale = 1.0 / static_cast<double>(shard.micro_batches());
-    // trainer_options::profile_steps: the profiled steps start after 5 warm-up steps
+    // trainer_options::profile_steps: the profiled steps start after 5 warm-up steps; while
+    // the profiler lives it is this thread's active one, so profile_mark reaches it
     std::optional<op_profiler> profiler;
     std::int64_t profiled = 0;
     const std::int64_t profile_from = r.first_step + 5;
-    const auto mark = [&](std::string_view label) {
-        if (profiler) profiler->mark(label);
-    };
     model_.train();
     while (step_ < o_.steps) {
         if (o_.profile_steps > 0 && step_ == profile_from) profiler.emplace();
@@ -294,7 +291,7 @@ fit_result Trainer<T, B>::fit(const std::function<micro_batch<T, B>()>& next) {
             opt_.zero_grad();
             if (buckets) buckets->zero();
             for (std::int64_t i = 0; i < shard.before(); ++i) skip();
-            mark("trainer: schedule and zero_grad");
+            profile_mark("trainer: schedule and zero_grad");
             std::string failed;  // a numeric error of this rank (distributed: every rank stops at the all-reduce)
             for (std::int64_t a = 0; a < o_.accumulate; ++a) {
                 try {
@@ -303,10 +300,10 @@ fit_result Trainer<T, B>::fit(const std::function<micro_batch<T, B>()>& next) {
                     loss.backward();
                     if (buckets) {
                         buckets->add_gradients();
-                        mark("trainer: gradient buckets");
+                        profile_mark("trainer: gradient buckets");
                     }
                     add_means(sums, mb, counted == 0);
-                    mark("trainer: logged values read");
+                    profile_mark("trainer: logged values read");
                     ++counted;
                     tokens += mb.tokens;
                 } catch (const numeric_error& e) {
@@ -318,12 +315,12 @@ fit_result Trainer<T, B>::fit(const std::function<micro_batch<T, B>()>& next) {
             for (std::int64_t i = 0; i < shard.after(); ++i) skip();
             if (buckets && buckets->finish(!failed.empty()))
                 throw numeric_error(failed.empty() ? std::string("a non-finite value on another rank") : failed);
-            if (buckets) mark("trainer: gradient all-reduce");
+            if (buckets) profile_mark("trainer: gradient all-reduce");
             gnorm = o_.clip > 0 ? optim::clip_grad_norm(opt_.parameters(), o_.clip) : 0.0;
-            mark("optimizer: clip_grad_norm");
+            profile_mark("optimizer: clip_grad_norm");
             if (schedule) opt_.set_lr(schedule(scheduled));
             opt_.step();
-            mark("optimizer: step");
+            profile_mark("optimizer: step");
         } catch (const numeric_error& e) {
             throw numeric_error(depthlab::detail::cat("trainer: step ", step_ + 1, ": ", e.what(), "; training stopped",
                                                       last_saved_ >= 0 ? depthlab::detail::cat("; the last checkpoint (step ", last_saved_, ", ",
@@ -347,7 +344,7 @@ fit_result Trainer<T, B>::fit(const std::function<micro_batch<T, B>()>& next) {
             sums.clear();
             counted = 0;
         }
-        mark("trainer: progress line");
+        profile_mark("trainer: progress line");
         if (profiler) profiler->pause();  // (evaluations and checkpoints are not part of a step)
         if (o_.eval_every > 0 && step_ % o_.eval_every == 0 && step_ < o_.steps && !out_of_time) run_evaluation(false);
         if (step_ % o_.save_every == 0 || step_ == o_.steps || out_of_time) save();
