@@ -2,6 +2,7 @@
 // ponder gradient, and the equivalence of the compact path (running tokens only, cached
 // keys/values) with the dense masked reference — values and every gradient.
 #include <cmath>
+#include <limits>
 #include <map>
 #include <vector>
 
@@ -107,32 +108,48 @@ run_out run(ActEncoder<T>& enc, const Tensor<T>& x0, const std::vector<index_t>&
 
 TEST_CASE_TEMPLATE("ACT: the compact path equals the dense masked reference (values and gradients)", T, double, float) {
     const double rtol = std::is_same_v<T, double> ? 1e-9 : 2e-4, atol = std::is_same_v<T, double> ? 1e-11 : 2e-5;
-    for (std::uint64_t seed : {1u, 2u, 3u}) {
-        CAPTURE(seed);
-        Generator gen(seed);
-        act_options opt;
-        opt.max_iterations = 6;
-        ActEncoder<T> enc(small_layer(), gen, opt);
-        spread_halting(enc, seed == 3 ? 0.5 : -1.0, seed + 100);
-        const std::vector<index_t> lengths{7, 4, 1};
-        const auto x0 = Tensor<T>::randn({3, 7, 16}, gen);
-        const run_out dense = run(enc, x0, lengths, false);
-        const run_out compact = run(enc, x0, lengths, true);
-        CHECK(dense.rec.N == compact.rec.N);
-        check_close("R", compact.rec.R, dense.rec.R, rtol, atol);
-        check_close("hidden", compact.hidden, dense.hidden, rtol, atol);
-        check_close("ponder", compact.ponder, dense.ponder, rtol, atol);
-        for (auto& [name, g] : dense.grads) check_close("gradient of " + name, compact.grads.at(name), g, rtol, atol);
-        // padding never runs
-        for (index_t b = 0; b < 3; ++b)
-            for (index_t t = lengths[b]; t < 7; ++t) CHECK(dense.rec.N[b * 7 + t] == 0);
-        // the batch covers several halting iterations
-        std::map<int, int> hist;
-        for (int n : dense.rec.N)
-            if (n > 0) ++hist[n];
-        MESSAGE("seed ", seed, ": ", hist.size(), " distinct halting iterations");
-        CHECK(hist.size() >= 3);
-    }
+    // Padded batches (the running rows are gathered from the start), and full ones, where
+    // every token runs the first iterations and the compact path takes the rows as they are
+    // (no gather, no partial key/value update, no scatter into the attention's block); with
+    // a bias of -30 nobody halts early, so every token stops at N_max in the same iteration.
+    struct layout {
+        std::vector<index_t> lengths;
+        double bias;  // (NaN: the seed's spread, below)
+    };
+    const double spread = std::numeric_limits<double>::quiet_NaN();
+    for (const layout& l : {layout{{7, 4, 1}, spread}, layout{{7, 7, 7}, spread}, layout{{7, 7, 7}, -30.0}})
+        for (std::uint64_t seed : {1u, 2u, 3u}) {
+            CAPTURE(seed);
+            CAPTURE(l.lengths[1]);
+            CAPTURE(l.bias);
+            Generator gen(seed);
+            act_options opt;
+            opt.max_iterations = 6;
+            ActEncoder<T> enc(small_layer(), gen, opt);
+            spread_halting(enc, std::isnan(l.bias) ? (seed == 3 ? 0.5 : -1.0) : l.bias, seed + 100);
+            const std::vector<index_t>& lengths = l.lengths;
+            const auto x0 = Tensor<T>::randn({3, 7, 16}, gen);
+            const run_out dense = run(enc, x0, lengths, false);
+            const run_out compact = run(enc, x0, lengths, true);
+            CHECK(dense.rec.N == compact.rec.N);
+            check_close("R", compact.rec.R, dense.rec.R, rtol, atol);
+            check_close("hidden", compact.hidden, dense.hidden, rtol, atol);
+            check_close("ponder", compact.ponder, dense.ponder, rtol, atol);
+            for (auto& [name, g] : dense.grads) check_close("gradient of " + name, compact.grads.at(name), g, rtol, atol);
+            // padding never runs
+            for (index_t b = 0; b < 3; ++b)
+                for (index_t t = lengths[b]; t < 7; ++t) CHECK(dense.rec.N[b * 7 + t] == 0);
+            std::map<int, int> hist;
+            for (int n : dense.rec.N)
+                if (n > 0) ++hist[n];
+            if (std::isnan(l.bias)) {  // the batch covers several halting iterations
+                MESSAGE("seed ", seed, ": ", hist.size(), " distinct halting iterations");
+                CHECK(hist.size() >= 3);
+            } else {
+                CHECK(hist.size() == 1);
+                CHECK(hist.begin()->first == 6);
+            }
+        }
 }
 
 TEST_CASE("ACT: the default options train with dropout and pre-LN (the dense path runs where the compact one does not apply)") {

@@ -423,23 +423,19 @@ std::vector<op_case<B>> all_cases() {
             return attention_ref(x[0], 12, 0, x[1], 24, 0, x[1], 24, 12, 2, 3, 4, 12, 3,
                                  [&](index_t, index_t, index_t i, index_t j) { return attn_causal[i * 4 + j]; });
         }));
-    // ragged attention: 3 sequences of 4 positions with 2, 0 and 3 queries, 3/2/4 real keys
-    const std::vector<index_t> rq_off{0, 2, 2, 5}, rk_len{3, 2, 4};
-    c.push_back(make_case<B>(
-        "ragged_attention", op_kind::ragged_attention, {{{5, 8}}, {{12, 16}}},
-        [=](const auto& v) {
-            using T = scalar_of<decltype(v)>;
-            using Bk = typename std::decay_t<decltype(v[0].value())>::backend_type;
-            return ragged_attention<T, Bk>({v[0], 0}, rq_off, {v[1], 0}, {v[1], 8}, 4, rk_len, 8, 2);
-        },
-        [=](const inputs_t& x) {
-            vec out(5 * 8, 0.0);
-            for (index_t b = 0; b < 3; ++b)
-                for (index_t i = rq_off[b]; i < rq_off[b + 1]; ++i)
+    // ragged attention, T_ = 4 positions per sequence, 2 heads of 4: queries (Nq, 8), packed
+    // [k | v] (B * 4, 16). Three layouts: uneven query counts (the queries are scattered into
+    // a padded block); equal counts with some keys missing, and every query of full
+    // sequences (the rows already are the block: no copies; the latter also without a mask).
+    const auto ragged_ref = [](std::vector<index_t> q_off, std::vector<index_t> k_len) {
+        return [=](const inputs_t& x) {
+            vec out(static_cast<std::size_t>(q_off.back()) * 8, 0.0);
+            for (std::size_t b = 0; b + 1 < q_off.size(); ++b)
+                for (index_t i = q_off[b]; i < q_off[b + 1]; ++i)
                     for (index_t h = 0; h < 2; ++h) {
-                        vec s(static_cast<std::size_t>(rk_len[b]));
+                        vec s(static_cast<std::size_t>(k_len[b]));
                         double mx = -INFINITY, z = 0;
-                        for (index_t j = 0; j < rk_len[b]; ++j) {
+                        for (index_t j = 0; j < k_len[b]; ++j) {
                             double d = 0;
                             for (index_t e = 0; e < 4; ++e) d += x[0][i * 8 + h * 4 + e] * x[1][(b * 4 + j) * 16 + h * 4 + e];
                             s[j] = d / 2.0;
@@ -447,10 +443,29 @@ std::vector<op_case<B>> all_cases() {
                         }
                         for (double& e : s) z += (e = std::exp(e - mx));
                         for (index_t e = 0; e < 4; ++e)
-                            for (index_t j = 0; j < rk_len[b]; ++j) out[i * 8 + h * 4 + e] += s[j] / z * x[1][(b * 4 + j) * 16 + 8 + h * 4 + e];
+                            for (index_t j = 0; j < k_len[b]; ++j) out[i * 8 + h * 4 + e] += s[j] / z * x[1][(b * 4 + j) * 16 + 8 + h * 4 + e];
                     }
             return out;
-        }));
+        };
+    };
+    struct ragged_layout {
+        std::string name;
+        std::vector<index_t> q_off, k_len;
+    };
+    for (const ragged_layout& l : std::vector<ragged_layout>{{"ragged_attention", {0, 2, 2, 5}, {3, 2, 4}},
+                                                             {"ragged_attention, equal query counts", {0, 2, 4, 6}, {3, 2, 4}},
+                                                             {"ragged_attention, every query of full sequences", {0, 4, 8}, {4, 4}}}) {
+        const std::vector<index_t> q_off = l.q_off, k_len = l.k_len;  // (copies the lambdas capture)
+        const index_t nq = q_off.back(), nb = static_cast<index_t>(k_len.size());
+        c.push_back(make_case<B>(
+            l.name, op_kind::ragged_attention, {{{nq, 8}}, {{nb * 4, 16}}},
+            [=](const auto& v) {
+                using T = scalar_of<decltype(v)>;
+                using Bk = typename std::decay_t<decltype(v[0].value())>::backend_type;
+                return ragged_attention<T, Bk>({v[0], 0}, q_off, {v[1], 0}, {v[1], 8}, 4, k_len, 8, 2);
+            },
+            ragged_ref(q_off, k_len)));
+    }
     c.push_back(make_case<B>("scale_rows", op_kind::scale_rows, {{{4, 19}}, {{4}}}, [](const auto& v) { return scale_rows(v[0], v[1]); },
                              [](const inputs_t& x) {
                                  vec y(x[0].size());

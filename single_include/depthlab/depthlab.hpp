@@ -2176,6 +2176,7 @@ Var<T, B> operator*(const Var<T, B>& a, const Var<T, B>& b) { return mul(a, b); 
 // batched GEMMs (outer batch = sequences, inner batch = heads), and the output is written
 // in (B, Tq, H*dh) layout: no head split/merge copies, no transposes. q, k and v may be
 // column ranges of one packed projection (self-attention: [q | k | v] = x W_qkv^T).
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -2302,7 +2303,8 @@ Var<T, B> attention(const projection_slice<T, B>& q, const projection_slice<T, B
 /// Implementation: the queries are scattered into a (B, M, Wq) block, M = the largest query
 /// count rounded up to a multiple of 8 (few distinct GEMM shapes, so oneDNN primitives are
 /// reused), and the batched attention runs on it with a key padding mask; the result rows
-/// are gathered back. Only this attention core pays for the padding — the projections and
+/// are gathered back. When every sequence has the same number of queries the rows are that
+/// block already, and neither copy is made. Only this attention core pays for the padding — the projections and
 /// the feed-forward around it run on the compact rows.
 template <class T, class B>
 Var<T, B> ragged_attention(const projection_slice<T, B>& q, const std::vector<index_t>& q_offsets, const projection_slice<T, B>& k,
@@ -2323,18 +2325,28 @@ Var<T, B> ragged_attention(const projection_slice<T, B>& q, const std::vector<in
                        nb, " queries and ", key_lengths[b], " keys (of at most ", T_, ")");
         M = std::max(M, nb);
     }
-    M = std::max<index_t>(1, (M + 7) / 8 * 8);
-    std::vector<std::int64_t> slot(static_cast<std::size_t>(sq[0]));  // query row -> row of the (B, M) block
-    for (index_t b = 0; b < Bn; ++b)
-        for (index_t i = q_offsets[b]; i < q_offsets[b + 1]; ++i) slot[i] = b * M + (i - q_offsets[b]);
-    const auto slots = detail::upload_ids<B>(slot);  // one upload for the scatter and the gather
-    const Var<T, B> q_block = reshape(scatter_rows(q.src, slots, Bn * M), {Bn, M, sq[1]});
     const Var<T, B> k3 = reshape(k.src, {Bn, T_, sk.back()});
     const Var<T, B> v3 = k.src.node_ptr() == v.src.node_ptr() ? k3 : reshape(v.src, {Bn, T_, sv.back()});
-    std::vector<index_t> lengths(key_lengths.begin(), key_lengths.end());
-    const Var<T, B> out = attention<T, B>({q_block, q.offset}, {k3, k.offset}, {v3, v.offset}, dim, {.heads = heads},
-                                          key_padding_mask<T, B>(lengths, T_));
-    Var<T, B> rows = gather_rows(reshape(out, {Bn * M, dim}), slots);
+    const bool all_keys = std::all_of(key_lengths.begin(), key_lengths.end(), [&](index_t l) { return l == T_; });
+    const Tensor<T, B> key_mask = all_keys ? Tensor<T, B>{} : key_padding_mask<T, B>(key_lengths, T_);
+    const auto attend = [&](const Var<T, B>& q_block) {  // (Bn, M, Wq) -> (Bn * M, dim)
+        const index_t m = q_block.shape()[1];
+        return reshape(attention<T, B>({q_block, q.offset}, {k3, k.offset}, {v3, v.offset}, dim, {.heads = heads}, key_mask),
+                       {Bn * m, dim});
+    };
+    Var<T, B> rows;
+    if (Bn > 0 && sq[0] == Bn * M) {
+        // every sequence has M queries (all tokens still running, as in an adaptive encoder's
+        // first iterations): the rows already are the (B, M) block, so nothing moves
+        rows = attend(reshape(q.src, {Bn, M, sq[1]}));
+    } else {
+        M = std::max<index_t>(1, (M + 7) / 8 * 8);
+        std::vector<std::int64_t> slot(static_cast<std::size_t>(sq[0]));  // query row -> row of the (B, M) block
+        for (index_t b = 0; b < Bn; ++b)
+            for (index_t i = q_offsets[b]; i < q_offsets[b + 1]; ++i) slot[i] = b * M + (i - q_offsets[b]);
+        const auto slots = detail::upload_ids<B>(slot);  // one upload for the scatter and the gather
+        rows = gather_rows(attend(reshape(scatter_rows(q.src, slots, Bn * M), {Bn, M, sq[1]})), slots);
+    }
     rows.node().op = op_kind::ragged_attention;
     return rows;
 }
@@ -6448,17 +6460,22 @@ private:
             const index_t nr = static_cast<index_t>(idx.size());
             rec.running_per_iteration.push_back(nr);
             rec.iterations = n;
+            // (a gather of every row, or an update of every row, is a copy for nothing: while
+            // all tokens run, as in the first iterations, the rows are taken as they are)
             V s_run, cum_run, r_run;
             if (prev.empty()) {
-                s_run = gather_rows(s, idx);
-                cum_run = gather_rows(cum, idx);
-                r_run = gather_rows(R, idx);
+                const bool all = nr == Bn * Tt;
+                s_run = all ? s : gather_rows(s, idx);
+                cum_run = all ? cum : gather_rows(cum, idx);
+                r_run = all ? R : gather_rows(R, idx);
             } else {
-                KV = row_update(KV, prev, linear(s_prev, w_kv, b_kv));
-                const std::vector<std::int64_t> local = positions_within(prev, idx);
-                s_run = gather_rows(s_prev, local);
-                cum_run = gather_rows(cum_prev, local);
-                r_run = gather_rows(r_prev, local);
+                const V kv_prev = linear(s_prev, w_kv, b_kv);
+                KV = static_cast<index_t>(prev.size()) == Bn * Tt ? kv_prev : row_update(KV, prev, kv_prev);
+                const bool same = idx.size() == prev.size();  // nobody stopped: the same rows
+                const std::vector<std::int64_t> local = same ? std::vector<std::int64_t>{} : positions_within(prev, idx);
+                s_run = same ? s_prev : gather_rows(s_prev, local);
+                cum_run = same ? cum_prev : gather_rows(cum_prev, local);
+                r_run = same ? r_prev : gather_rows(r_prev, local);
             }
             const V q = linear(s_run, w_q, b_q);
             const V a = (*attn.out_proj)(ragged_attention<T, B>({q, 0}, q_off, {KV, 0}, {KV, H}, Tt, lengths, H, cfg_.heads));
@@ -6490,7 +6507,9 @@ private:
         finish_record(rec, st);
         rec.compact = true;
         if (!done_rows.empty()) {
-            s = row_update(s, done_rows, s_done.size() == 1 ? s_done[0] : concat(s_done, 0));
+            // every token stopped in the same iteration: its states, in row order, are the result
+            const bool all_at_once = s_done.size() == 1 && static_cast<index_t>(done_rows.size()) == Bn * Tt;
+            s = all_at_once ? s_done[0] : row_update(s, done_rows, s_done.size() == 1 ? s_done[0] : concat(s_done, 0));
             R = r_done.size() == 1 ? r_done[0] : concat(r_done, 0);  // only its sum is used
         }
         return {reshape(s, {Bn, Tt, H}), ponder_cost(R, rec), std::move(rec), {}, {}};

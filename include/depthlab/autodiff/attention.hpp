@@ -5,6 +5,7 @@
 // batched GEMMs (outer batch = sequences, inner batch = heads), and the output is written
 // in (B, Tq, H*dh) layout: no head split/merge copies, no transposes. q, k and v may be
 // column ranges of one packed projection (self-attention: [q | k | v] = x W_qkv^T).
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -132,7 +133,8 @@ Var<T, B> attention(const projection_slice<T, B>& q, const projection_slice<T, B
 /// Implementation: the queries are scattered into a (B, M, Wq) block, M = the largest query
 /// count rounded up to a multiple of 8 (few distinct GEMM shapes, so oneDNN primitives are
 /// reused), and the batched attention runs on it with a key padding mask; the result rows
-/// are gathered back. Only this attention core pays for the padding — the projections and
+/// are gathered back. When every sequence has the same number of queries the rows are that
+/// block already, and neither copy is made. Only this attention core pays for the padding — the projections and
 /// the feed-forward around it run on the compact rows.
 template <class T, class B>
 Var<T, B> ragged_attention(const projection_slice<T, B>& q, const std::vector<index_t>& q_offsets, const projection_slice<T, B>& k,
@@ -153,18 +155,28 @@ Var<T, B> ragged_attention(const projection_slice<T, B>& q, const std::vector<in
                        nb, " queries and ", key_lengths[b], " keys (of at most ", T_, ")");
         M = std::max(M, nb);
     }
-    M = std::max<index_t>(1, (M + 7) / 8 * 8);
-    std::vector<std::int64_t> slot(static_cast<std::size_t>(sq[0]));  // query row -> row of the (B, M) block
-    for (index_t b = 0; b < Bn; ++b)
-        for (index_t i = q_offsets[b]; i < q_offsets[b + 1]; ++i) slot[i] = b * M + (i - q_offsets[b]);
-    const auto slots = detail::upload_ids<B>(slot);  // one upload for the scatter and the gather
-    const Var<T, B> q_block = reshape(scatter_rows(q.src, slots, Bn * M), {Bn, M, sq[1]});
     const Var<T, B> k3 = reshape(k.src, {Bn, T_, sk.back()});
     const Var<T, B> v3 = k.src.node_ptr() == v.src.node_ptr() ? k3 : reshape(v.src, {Bn, T_, sv.back()});
-    std::vector<index_t> lengths(key_lengths.begin(), key_lengths.end());
-    const Var<T, B> out = attention<T, B>({q_block, q.offset}, {k3, k.offset}, {v3, v.offset}, dim, {.heads = heads},
-                                          key_padding_mask<T, B>(lengths, T_));
-    Var<T, B> rows = gather_rows(reshape(out, {Bn * M, dim}), slots);
+    const bool all_keys = std::all_of(key_lengths.begin(), key_lengths.end(), [&](index_t l) { return l == T_; });
+    const Tensor<T, B> key_mask = all_keys ? Tensor<T, B>{} : key_padding_mask<T, B>(key_lengths, T_);
+    const auto attend = [&](const Var<T, B>& q_block) {  // (Bn, M, Wq) -> (Bn * M, dim)
+        const index_t m = q_block.shape()[1];
+        return reshape(attention<T, B>({q_block, q.offset}, {k3, k.offset}, {v3, v.offset}, dim, {.heads = heads}, key_mask),
+                       {Bn * m, dim});
+    };
+    Var<T, B> rows;
+    if (Bn > 0 && sq[0] == Bn * M) {
+        // every sequence has M queries (all tokens still running, as in an adaptive encoder's
+        // first iterations): the rows already are the (B, M) block, so nothing moves
+        rows = attend(reshape(q.src, {Bn, M, sq[1]}));
+    } else {
+        M = std::max<index_t>(1, (M + 7) / 8 * 8);
+        std::vector<std::int64_t> slot(static_cast<std::size_t>(sq[0]));  // query row -> row of the (B, M) block
+        for (index_t b = 0; b < Bn; ++b)
+            for (index_t i = q_offsets[b]; i < q_offsets[b + 1]; ++i) slot[i] = b * M + (i - q_offsets[b]);
+        const auto slots = detail::upload_ids<B>(slot);  // one upload for the scatter and the gather
+        rows = gather_rows(attend(reshape(scatter_rows(q.src, slots, Bn * M), {Bn, M, sq[1]})), slots);
+    }
     rows.node().op = op_kind::ragged_attention;
     return rows;
 }

@@ -439,17 +439,22 @@ private:
             const index_t nr = static_cast<index_t>(idx.size());
             rec.running_per_iteration.push_back(nr);
             rec.iterations = n;
+            // (a gather of every row, or an update of every row, is a copy for nothing: while
+            // all tokens run, as in the first iterations, the rows are taken as they are)
             V s_run, cum_run, r_run;
             if (prev.empty()) {
-                s_run = gather_rows(s, idx);
-                cum_run = gather_rows(cum, idx);
-                r_run = gather_rows(R, idx);
+                const bool all = nr == Bn * Tt;
+                s_run = all ? s : gather_rows(s, idx);
+                cum_run = all ? cum : gather_rows(cum, idx);
+                r_run = all ? R : gather_rows(R, idx);
             } else {
-                KV = row_update(KV, prev, linear(s_prev, w_kv, b_kv));
-                const std::vector<std::int64_t> local = positions_within(prev, idx);
-                s_run = gather_rows(s_prev, local);
-                cum_run = gather_rows(cum_prev, local);
-                r_run = gather_rows(r_prev, local);
+                const V kv_prev = linear(s_prev, w_kv, b_kv);
+                KV = static_cast<index_t>(prev.size()) == Bn * Tt ? kv_prev : row_update(KV, prev, kv_prev);
+                const bool same = idx.size() == prev.size();  // nobody stopped: the same rows
+                const std::vector<std::int64_t> local = same ? std::vector<std::int64_t>{} : positions_within(prev, idx);
+                s_run = same ? s_prev : gather_rows(s_prev, local);
+                cum_run = same ? cum_prev : gather_rows(cum_prev, local);
+                r_run = same ? r_prev : gather_rows(r_prev, local);
             }
             const V q = linear(s_run, w_q, b_q);
             const V a = (*attn.out_proj)(ragged_attention<T, B>({q, 0}, q_off, {KV, 0}, {KV, H}, Tt, lengths, H, cfg_.heads));
@@ -481,7 +486,9 @@ private:
         finish_record(rec, st);
         rec.compact = true;
         if (!done_rows.empty()) {
-            s = row_update(s, done_rows, s_done.size() == 1 ? s_done[0] : concat(s_done, 0));
+            // every token stopped in the same iteration: its states, in row order, are the result
+            const bool all_at_once = s_done.size() == 1 && static_cast<index_t>(done_rows.size()) == Bn * Tt;
+            s = all_at_once ? s_done[0] : row_update(s, done_rows, s_done.size() == 1 ? s_done[0] : concat(s_done, 0));
             R = r_done.size() == 1 ? r_done[0] : concat(r_done, 0);  // only its sum is used
         }
         return {reshape(s, {Bn, Tt, H}), ponder_cost(R, rec), std::move(rec), {}, {}};
