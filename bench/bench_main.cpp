@@ -10,10 +10,14 @@
 //   matmul/libtorch/MxKxN            at::mm_out (bench_libtorch.cpp)
 //   gelu|softmax|layernorm/<isa>/... the CPU primitives with the ISA path forced
 //   cross_entropy/<isa>/RxC          the loss op forward + backward, ISA path forced
+//   act_encoder_train/interleaved/.. the compact, masked and fixed-depth ACT steps in turn, each
+//                                    timed apart: their ratios free of the machine's drift
 //
 // Run it through scripts/bench (OMP_NUM_THREADS, the OpenBLAS library path, JSON output and
 // the ratio tables of scripts/bench_ratios.py).
 #include <algorithm>
+#include <array>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -393,6 +397,42 @@ void bm_act_train(benchmark::State& state, layer_shape l, double fraction, bool 
         std::is_same_v<Policy, depthlab::halting::fixed> ? double(act_max_iterations) : su.mean_iterations;
 }
 
+/// The compact, the masked and the fixed-depth step in turn, each timed on its own. These
+/// machines drift by 10-15% within minutes, so separate benchmarks of the three see different
+/// speeds; here every ratio comes from steps run within a second of one another.
+void bm_act_interleaved(benchmark::State& state, layer_shape l, double fraction) {
+    namespace h = depthlab::halting;
+    act_setup<h::act> su(l, fraction);
+    act_setup<h::fixed> fx(l, 1.0);
+    const auto step = [](auto& s, bool compact) {
+        s.enc.opt.compact = compact;
+        s.enc.zero_grad();
+        s.x.zero_grad();
+        auto r = s.enc(s.x, s.lengths);
+        depthlab::add(depthlab::sum(r.hidden), r.ponder).backward();
+        benchmark::DoNotOptimize(s.x.grad().data());
+    };
+    std::array<double, 3> seconds{};  // compact, masked, fixed
+    const auto timed = [&](std::size_t i, auto&& run) {
+        const auto t0 = std::chrono::steady_clock::now();
+        run();
+        seconds[i] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    };
+    step(su, true), step(su, false), step(fx, false);  // warm-up: primitives, the allocator's cache
+    for (auto _ : state) {
+        timed(0, [&] { step(su, true); });
+        timed(1, [&] { step(su, false); });
+        timed(2, [&] { step(fx, false); });
+    }
+    const double n = static_cast<double>(state.iterations());
+    state.counters["compact_ms"] = seconds[0] / n * 1e3;
+    state.counters["masked_ms"] = seconds[1] / n * 1e3;
+    state.counters["fixed_ms"] = seconds[2] / n * 1e3;
+    state.counters["masked_over_compact"] = seconds[1] / seconds[0];
+    state.counters["compact_over_fixed"] = seconds[0] / seconds[2];
+    state.counters["mean_iterations"] = su.mean_iterations;
+}
+
 // ------------------------------------------------------------------ registration, context
 void register_depthlab_benchmarks() {
     const auto f32 = depthlab::matmul_precision::f32, bf16 = depthlab::matmul_precision::bf16;
@@ -414,6 +454,10 @@ void register_depthlab_benchmarks() {
                 ->Unit(benchmark::kMillisecond);
             benchmark::RegisterBenchmark(("act_encoder_train/depthlab_bf16/" + shape + tag).c_str(), bm_act_train<h::act>, l, f, true,
                                          bf16)
+                ->UseRealTime()
+                ->Unit(benchmark::kMillisecond);
+            benchmark::RegisterBenchmark(("act_encoder_train/interleaved/" + shape + tag).c_str(), bm_act_interleaved, l, f)
+                ->Iterations(8)
                 ->UseRealTime()
                 ->Unit(benchmark::kMillisecond);
         }

@@ -11,12 +11,17 @@ GB/s counter (else 1/real_time); with --benchmark_repetitions the median is used
 Each group prints every impl's throughput, then ratios row / column: depthlab's impls (and
 the ISA paths scalar/avx2/avx512 of the memory-bound kernels) against every other impl,
 and each ISA path against scalar. A ratio above 1 means the row is faster.
+
+act_encoder_train/interleaved/... runs three steps in turn (compact, masked, fixed depth)
+and reports their times and ratios as counters: those print as their own table, since
+their real time is a sum of the three.
 """
 import json
 import sys
 from collections import OrderedDict
 
 ISAS = ("scalar", "avx2", "avx512")
+INTERLEAVED_COUNTERS = ("mean_iterations", "compact_ms", "masked_ms", "fixed_ms", "masked_over_compact", "compact_over_fixed")
 RATE_COUNTERS = ("GFLOP/s", "GB/s")
 
 
@@ -60,11 +65,40 @@ def load(path):
     return data.get("context", {}), results, skipped
 
 
+def is_interleaved(name):
+    parts = name.split("/")
+    return len(parts) >= 3 and parts[1] == "interleaved"
+
+
+def interleaved_counters(path):
+    """run name -> its counters (the median aggregate, else the first run)."""
+    with open(path, encoding="utf-8") as f:
+        data = json.load(f)
+    out = OrderedDict()
+    for e in data.get("benchmarks", []):
+        name = e.get("run_name") or e.get("name", "")
+        if not is_interleaved(name) or e.get("error_occurred"):
+            continue
+        if e.get("run_type") == "aggregate" and e.get("aggregate_name") != "median":
+            continue
+        if name not in out or e.get("run_type") == "aggregate":
+            out[name] = {k: float(e[k]) for k in INTERLEAVED_COUNTERS if k in e}
+    return out
+
+
+def print_interleaved(counters):
+    print("interleaved steps (times in ms; goals: masked / compact >= 1.5 at 60%, compact / fixed <= mean/N_max + 0.10)")
+    print(f"  {'run':<58} " + " ".join(f"{k:>19}" for k in INTERLEAVED_COUNTERS))
+    for name, c in counters.items():
+        print(f"  {name.split('/')[2]:<58} " + " ".join(f"{c.get(k, float('nan')):19.3f}" for k in INTERLEAVED_COUNTERS))
+    print()
+
+
 def group(results):
     parsed = []
     for name, (unit, value) in results.items():
         parts = name.split("/")
-        if len(parts) < 3:
+        if len(parts) < 3 or is_interleaved(name):
             continue
         parsed.append((parts[0], parts[1], parts[2], unit, value))
     whats = {p[0] for p in parsed}
@@ -124,11 +158,14 @@ def main(argv):
         print(f"skipped: {name}: {msg}")
     print()
     groups = group(results)
-    if not groups:
+    if not groups and not any(is_interleaved(n) for n in results):
         print("bench_ratios: no successful <what>/<impl>/<shape> runs in", path)
         return 1
     for (what, shape), g in groups.items():
         print_group(what, shape, g)
+    counters = interleaved_counters(path)
+    if counters:
+        print_interleaved(counters)
     return 0
 
 
