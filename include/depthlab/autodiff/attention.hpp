@@ -133,9 +133,9 @@ Var<T, B> attention(const projection_slice<T, B>& q, const projection_slice<T, B
 /// Implementation: the queries are scattered into a (B, M, Wq) block, M = the largest query
 /// count rounded up to a multiple of 8 (few distinct GEMM shapes, so oneDNN primitives are
 /// reused), and the batched attention runs on it with a key padding mask; the result rows
-/// are gathered back. When every sequence has the same number of queries the rows are that
-/// block already, and neither copy is made. Only this attention core pays for the padding — the projections and
-/// the feed-forward around it run on the compact rows.
+/// are gathered back. Only this attention core pays for the padding — the projections and
+/// the feed-forward around it run on the compact rows. When every sequence has the same
+/// number of queries, the rows already are that block and neither copy is made.
 template <class T, class B>
 Var<T, B> ragged_attention(const projection_slice<T, B>& q, const std::vector<index_t>& q_offsets, const projection_slice<T, B>& k,
                            const projection_slice<T, B>& v, index_t T_, const std::vector<index_t>& key_lengths, index_t dim, int heads) {
@@ -165,7 +165,7 @@ Var<T, B> ragged_attention(const projection_slice<T, B>& q, const std::vector<in
                        {Bn * m, dim});
     };
     Var<T, B> rows;
-    if (Bn > 0 && sq[0] == Bn * M) {
+    if (M > 0 && sq[0] == Bn * M) {
         // every sequence has M queries (all tokens still running, as in an adaptive encoder's
         // first iterations): the rows already are the (B, M) block, so nothing moves
         rows = attend(reshape(q.src, {Bn, M, sq[1]}));
