@@ -363,22 +363,26 @@ struct act_setup {
     }
 };
 
+/// One training step of the encoder: forward, backward of sum(hidden) + ponder into every
+/// parameter and the input, gradients reset each step.
+template <class Setup>
+void act_train_step(Setup& su) {
+    su.enc.zero_grad();
+    su.x.zero_grad();
+    auto r = su.enc(su.x, su.lengths);
+    depthlab::add(depthlab::sum(r.hidden), r.ponder).backward();
+    benchmark::DoNotOptimize(su.x.grad().data());
+}
+
 template <class Policy>
 void bm_act_train(benchmark::State& state, layer_shape l, double fraction, bool compact, depthlab::matmul_precision precision) {
     const depthlab::matmul_precision_scope scope(precision);
     memory_peaks memory;
     act_setup<Policy> su(l, fraction);
     su.enc.opt.compact = compact;
-    auto step = [&] {
-        su.enc.zero_grad();
-        su.x.zero_grad();
-        auto r = su.enc(su.x, su.lengths);
-        depthlab::add(depthlab::sum(r.hidden), r.ponder).backward();
-        benchmark::DoNotOptimize(su.x.grad().data());
-    };
-    step();
+    act_train_step(su);
     memory.timing_starts();
-    for (auto _ : state) step();
+    for (auto _ : state) act_train_step(su);
     state.counters["tokens/s"] = benchmark::Counter(l.tokens(), benchmark::Counter::kIsIterationInvariantRate);
     memory.report(state);
     {
@@ -406,11 +410,7 @@ void bm_act_interleaved(benchmark::State& state, layer_shape l, double fraction)
     act_setup<h::fixed> fx(l, 1.0);
     const auto step = [](auto& s, bool compact) {
         s.enc.opt.compact = compact;
-        s.enc.zero_grad();
-        s.x.zero_grad();
-        auto r = s.enc(s.x, s.lengths);
-        depthlab::add(depthlab::sum(r.hidden), r.ponder).backward();
-        benchmark::DoNotOptimize(s.x.grad().data());
+        act_train_step(s);
     };
     std::array<double, 3> seconds{};  // compact, masked, fixed
     const auto timed = [&](std::size_t i, auto&& run) {
@@ -418,7 +418,10 @@ void bm_act_interleaved(benchmark::State& state, layer_shape l, double fraction)
         run();
         seconds[i] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     };
-    step(su, true), step(su, false), step(fx, false);  // warm-up: primitives, the allocator's cache
+    // warm-up: primitives, the allocator's cache
+    step(su, true);
+    step(su, false);
+    step(fx, false);
     for (auto _ : state) {
         timed(0, [&] { step(su, true); });
         timed(1, [&] { step(su, false); });

@@ -37,9 +37,12 @@ def throughput(entry):
     return "1/time", (1.0 / t if t > 0 else 0.0)
 
 
-def load(path):
+def read(path):
     with open(path, encoding="utf-8") as f:
-        data = json.load(f)
+        return json.load(f)
+
+
+def load(data):
     runs = OrderedDict()  # run name -> list of entries (iterations) / dict of aggregates
     skipped = OrderedDict()  # run name -> error message (e.g. an ISA this CPU lacks)
     for e in data.get("benchmarks", []):
@@ -70,10 +73,8 @@ def is_interleaved(name):
     return len(parts) >= 3 and parts[1] == "interleaved"
 
 
-def interleaved_counters(path):
+def interleaved_counters(data):
     """run name -> its counters (the median aggregate, else the first run)."""
-    with open(path, encoding="utf-8") as f:
-        data = json.load(f)
     out = OrderedDict()
     for e in data.get("benchmarks", []):
         name = e.get("run_name") or e.get("name", "")
@@ -144,7 +145,8 @@ def print_group(what, shape, g):
 def main(argv):
     path = argv[1] if len(argv) > 1 else "build/bench.json"
     try:
-        context, results, skipped = load(path)
+        data = read(path)
+        context, results, skipped = load(data)
     except (OSError, json.JSONDecodeError) as err:
         print(f"bench_ratios: cannot read {path}: {err}", file=sys.stderr)
         return 1
@@ -163,7 +165,7 @@ def main(argv):
         return 1
     for (what, shape), g in groups.items():
         print_group(what, shape, g)
-    counters = interleaved_counters(path)
+    counters = interleaved_counters(data)
     if counters:
         print_interleaved(counters)
     return 0

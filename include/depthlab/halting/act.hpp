@@ -441,21 +441,18 @@ private:
             rec.iterations = n;
             // (a gather of every row, or an update of every row, is a copy for nothing: while
             // all tokens run, as in the first iterations, the rows are taken as they are)
-            V s_run, cum_run, r_run;
-            if (prev.empty()) {
-                const bool all = nr == Bn * Tt;
-                s_run = all ? s : gather_rows(s, idx);
-                cum_run = all ? cum : gather_rows(cum, idx);
-                r_run = all ? R : gather_rows(R, idx);
-            } else {
+            const bool first = prev.empty();
+            if (!first) {
                 const V kv_prev = linear(s_prev, w_kv, b_kv);
                 KV = static_cast<index_t>(prev.size()) == Bn * Tt ? kv_prev : row_update(KV, prev, kv_prev);
-                const bool same = idx.size() == prev.size();  // nobody stopped: the same rows
-                const std::vector<std::int64_t> local = same ? std::vector<std::int64_t>{} : positions_within(prev, idx);
-                s_run = same ? s_prev : gather_rows(s_prev, local);
-                cum_run = same ? cum_prev : gather_rows(cum_prev, local);
-                r_run = same ? r_prev : gather_rows(r_prev, local);
             }
+            const V &s_src = first ? s : s_prev, &cum_src = first ? cum : cum_prev, &r_src = first ? R : r_prev;
+            const bool every = nr == s_src.shape()[0];  // every row of the source runs, in order
+            // (cum_run and r_run are updated by halting_step below)
+            const std::vector<std::int64_t> rows = every ? std::vector<std::int64_t>{} : first ? idx : positions_within(prev, idx);
+            const V s_run = every ? s_src : gather_rows(s_src, rows);
+            V cum_run = every ? cum_src : gather_rows(cum_src, rows);
+            V r_run = every ? r_src : gather_rows(r_src, rows);
             const V q = linear(s_run, w_q, b_q);
             const V a = (*attn.out_proj)(ragged_attention<T, B>({q, 0}, q_off, {KV, 0}, {KV, H}, Tt, lengths, H, cfg_.heads));
             const V y = run_rest_of_layer(s_run, a);
