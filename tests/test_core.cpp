@@ -234,20 +234,34 @@ TEST_CASE("matmul precision: parse, scope, preferred") {
     MESSAGE("native bf16 on this CPU: ", std::string(cpu_has_native_bf16() ? "yes" : "no"));
 }
 
+/// The k-groups of a single product's fixed grid (1: output tiles only).
+static index_t grid_k_groups(const gemm_args& g) {
+    const cpu::tile_grid t = cpu::tiles_of(g);
+    return cpu::k_groups_of(g, t.rows * t.cols);
+}
+
 // bf16 precision: every float GEMM shape class (batched and strided, broadcast, transposed,
 // tiled, k-grouped) equals the exact product of the bf16-rounded operands up to f32
-// accumulation, and differs from the f32 product by what the rounding explains.
+// accumulation, and differs from the f32 product by what the rounding explains; products
+// with a vector operand stay f32.
 TEST_CASE("GEMM bf16: bf16-rounded operands, f32 accumulation, on every path") {
     struct shape_case {
         const char* name;
         gemm_args g;
     };
-    // (m, n, k, lda, ldb, ldc, batch, stride a/b/c) with padding; k-grouped: k >= 256, k >= 2 max(m, n); tiled: m >= 128
+    // (m, n, k, lda, ldb, ldc, batch, stride a/b/c) with padding; k-grouped: k >= 2 min_group_k, k >= 2 max(m, n);
+    // tiled: m >= 128
     const std::vector<shape_case> cases{
         {"batched, padded, B shared", {false, false, 5, 7, 9, 11, 8, 10, 3, 5 * 11, 0, 5 * 10}},
         {"A^T B^T", {true, true, 6, 5, 8, 7, 9, 5, 1, 0, 0, 0}},
         {"tiled", {false, true, 260, 40, 24, 24, 24, 40, 1, 0, 0, 0}},
-        {"k-grouped", {true, false, 16, 12, 600, 16, 12, 12, 1, 0, 0, 0}},
+        {"k-grouped", {true, false, 16, 12, 4500, 16, 12, 12, 1, 0, 0, 0}},
+        {"k-grouped tiles, padded", {true, false, 300, 12, 6300, 301, 14, 13, 1, 0, 0, 0}},
+        {"k-grouped, larger output", {true, false, 80, 60, 4200, 80, 60, 60, 1, 0, 0, 0}},
+        // vector operands stay f32 (cpu::vector_product)
+        {"vector: n = 1", {false, true, 300, 1, 256, 256, 256, 1, 1, 0, 0, 0}},
+        {"vector: m = 1, k-grouped", {true, false, 1, 256, 2000, 1, 256, 256, 1, 0, 0, 0}},
+        {"outer product: k = 1", {false, false, 300, 256, 1, 1, 256, 256, 1, 0, 0, 0}},
         {"outer batch", {false, false, 4, 6, 8, 8, 6, 6, 2, 32, 48, 24, 3, 64, 96, 48}},
     };
     Generator gen(9);
@@ -255,6 +269,7 @@ TEST_CASE("GEMM bf16: bf16-rounded operands, f32 accumulation, on every path") {
         const std::string name = sc.name;
         CAPTURE(name);
         const gemm_args& g = sc.g;
+        if (name.starts_with("k-grouped")) REQUIRE(grid_k_groups(g) > 1);  // (the path really runs)
         const index_t nb = g.batch * g.batch2;
         const auto extent = [&](index_t rows, index_t ld, index_t s, index_t s2) {
             return (g.batch2 - 1) * s2 + (g.batch - 1) * s + rows * ld;
@@ -291,6 +306,10 @@ TEST_CASE("GEMM bf16: bf16-rounded operands, f32 accumulation, on every path") {
                     worst_f32 = std::max(worst_f32, std::abs(got - (alpha * exact + base)) / scale);
                 }
         }
+        if (cpu::vector_product(g)) {
+            CHECK(worst_f32 < 1e-6);  // not rounded: an f32 product
+            continue;
+        }
         CHECK(worst_rounded < 1e-5);  // f32 accumulation of the exact bf16 products
         CHECK(worst_f32 > 1e-4);      // and the operands really were rounded (f32 would be ~1e-7)
         CHECK(worst_f32 < 1e-2);      // by no more than bf16's 2^-8
@@ -309,7 +328,8 @@ TEST_CASE_TEMPLATE("GEMM with a bias epilogue: every path writes the product plu
         {"small, padded", {false, true, 5, 7, 9, 9, 9, 10}},
         {"A^T B", {true, false, 6, 5, 8, 6, 5, 5}},
         {"tiled", {false, true, 300, 600, 24, 24, 24, 600}},
-        {"k-grouped", {true, false, 16, 12, 600, 16, 12, 12}},
+        {"k-grouped", {true, false, 16, 12, 4500, 16, 12, 12}},
+        {"k-grouped tiles, padded", {true, false, 300, 12, 6300, 301, 14, 13}},
     };
     const T nan = std::numeric_limits<T>::quiet_NaN();
     Generator gen(11);
@@ -320,6 +340,7 @@ TEST_CASE_TEMPLATE("GEMM with a bias epilogue: every path writes the product plu
             CAPTURE(name);
             CAPTURE(bf16);
             const gemm_args& g = bc.g;
+            if (name.starts_with("k-grouped")) REQUIRE(grid_k_groups(g) > 1);
             const auto A = Tensor<T>::randn({(g.trans_a ? g.k : g.m) * g.lda}, gen);
             const auto Bm = Tensor<T>::randn({(g.trans_b ? g.n : g.k) * g.ldb}, gen);
             const auto bias = Tensor<T>::randn({g.n}, gen);

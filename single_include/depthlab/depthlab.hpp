@@ -8635,7 +8635,7 @@ public:
     }
     /// Primitive for this shape: created on first use, then reused (creation costs far more
     /// than a small matmul). Thread-safe.
-    /// serial: a primitive planned for one thread (see gemm_k_grouped), cached apart;
+    /// serial: a primitive planned for one thread (see gemm_fixed_grid), cached apart;
     /// bf16: inputs in bf16 (output f32), cached apart; bias: a bias epilogue (an f32 row
     /// vector added to every row of C), cached apart.
     matmul_entry get(const gemm_args& g, float alpha, float beta, bool serial = false, bool bf16 = false, bool bias = false) {
@@ -8778,70 +8778,17 @@ void gemm_backend(const gemm_args& g, T alpha, const In* a, const In* b, T beta,
     }
 }
 
-// Reduction-heavy products — weight gradients, where k is the number of tokens and far
-// exceeds m and n — are where GEMM libraries split k across threads (too few output tiles
-// to go round), so that the bits of the result depend on the thread count. For those
-// depthlab splits k itself into a fixed number of groups (k_groups: a constant, never the
-// thread count), computes each group's product on one thread (the groups in parallel), and
-// adds the groups in order: the same bits for any OMP_NUM_THREADS. The cost is one (m, n)
-// buffer per group and one pass over them (a few % of the product for training shapes).
-inline constexpr index_t k_groups = 8;
-inline bool reduction_heavy(const gemm_args& g) {
-    return g.batch == 1 && g.batch2 == 1 && g.k >= 256 && g.k >= 2 * std::max(g.m, g.n);
-}
-template <class T, class In>
-void gemm_k_grouped(const gemm_args& g, T alpha, const In* a, const In* b, T beta, T* c, const T* bias = nullptr) {
-    const std::size_t mn = static_cast<std::size_t>(g.m * g.n);
-    const auto parts = memory<backend::cpu>::template allocate<T>(mn * static_cast<std::size_t>(k_groups));
-    T* const part = parts.get();
-    const auto group_args = [&](index_t i, index_t& k0) {
-        k0 = g.k * i / k_groups;
-        gemm_args s = g;
-        s.k = g.k * (i + 1) / k_groups - k0;
-        s.ldc = g.n;
-        return s;
-    };
-#if defined(DEPTHLAB_HAVE_ONEDNN)
-    if constexpr (std::is_same_v<T, float>) {  // plan the (at most two) group shapes before the parallel region
-        index_t k0 = 0;
-        for (index_t i : {index_t{0}, k_groups - 1})
-            (void)onednn::primitive_cache::instance().get(group_args(i, k0), 1.0f, 0.0f, true, bf16_inputs<In>);
-    }
-#endif
-    parallel_for(k_groups, 1, [&](index_t i0, index_t i1) {
-        for (index_t i = i0; i < i1; ++i) {
-            index_t k0 = 0;
-            const gemm_args s = group_args(i, k0);
-            const In* ai = g.trans_a ? a + k0 * g.lda : a + k0;  // op(A)'s columns k0.. : rows of A^T, columns of A
-            const In* bi = g.trans_b ? b + k0 : b + k0 * g.ldb;  // op(B)'s rows k0..
-            gemm_backend(s, T(1), ai, bi, T(0), part + static_cast<std::size_t>(i) * mn, true);
-        }
-    });
-    // c = alpha * (sum of the groups, in order) + beta * c   (beta == 0 never reads c), + bias
-    parallel_for(g.m, std::max<index_t>(1, (index_t{1} << 15) / std::max<index_t>(g.n, 1)), [&](index_t r0, index_t r1) {
-        for (index_t r = r0; r < r1; ++r) {
-            T* sum = part + r * g.n;  // group 0's row accumulates the others, in group order
-            for (index_t i = 1; i < k_groups; ++i) {
-                const T* p = part + static_cast<std::size_t>(i) * mn + r * g.n;
-                for (index_t j = 0; j < g.n; ++j) sum[j] += p[j];
-            }
-            T* out = c + r * g.ldc;
-            if (bias) for (index_t j = 0; j < g.n; ++j) out[j] = sum[j] + bias[j];  // (alpha 1, beta 0)
-            else if (beta == T(0)) for (index_t j = 0; j < g.n; ++j) out[j] = alpha * sum[j];
-            else for (index_t j = 0; j < g.n; ++j) out[j] = alpha * sum[j] + beta * out[j];
-        }
-    });
-}
-
-// Every other single product is cut into a fixed grid of output tiles (a function of m and
-// n only: at most 8 tiles, rows in blocks of >= 128, columns of >= 256) computed on one
-// thread each, the tiles in parallel. A library left to split the rows itself splits them
-// by the thread count, and its row-tail kernels round differently from its main kernels.
-// Tiles rather than finer blocks: each tile re-packs its panel of B.
-// An odd tile count leaves a thread of an even team idle for the last tile (3 tiles on 2
-// threads run at 75%, 1 tile at 50%): the compact ACT path's late iterations, with a few
-// hundred running tokens, are such products. So an odd grid gets one more row of tiles
-// where the rows stay >= min_tile_rows (still a function of m and n only).
+// Every single product is cut into a fixed grid of tasks, each computed on one thread, the
+// tasks in parallel. The grid is a function of the product's shape only, never of the thread
+// count: a library left to split a product itself splits its rows (and, for weight gradients,
+// the k-sum) by the thread count, its row-tail kernels round differently from its main
+// kernels, and the bits of the result then depend on OMP_NUM_THREADS.
+//
+// Output tiles: at most 8, rows in blocks of >= 128, columns of >= 256. Tiles rather than
+// finer blocks: each tile re-packs its panel of B. An odd tile count leaves a thread of an
+// even team idle for the last tile (3 tiles on 2 threads run at 75%, 1 tile at 50%): the
+// compact ACT path's late iterations, with a few hundred running tokens, are such products.
+// So an odd grid gets one more row of tiles where the rows stay >= min_tile_rows.
 inline constexpr index_t max_tiles = 8;
 inline constexpr index_t min_tile_rows = 32;
 struct tile_grid {
@@ -8853,32 +8800,81 @@ inline tile_grid tiles_of(const gemm_args& g) {
     if ((rows * cols) % 2 == 1 && (rows + 1) * cols <= max_tiles && g.m / (rows + 1) >= min_tile_rows) ++rows;
     return {rows, cols};
 }
+
+// k-groups: weight gradients, where k is the number of tokens and far exceeds m and n, can
+// have too few output tiles to keep many cores busy; there k is also cut into groups, each
+// group's product goes to an (m, n) buffer of its own, and the groups are added in order.
+// A group writes and re-reads its whole output, so groups are kept long: at least
+// min_group_k, except for small outputs (a halting unit's (1, d) weight gradient: a
+// memory-bound product whose buffers cost nothing), where they are at least
+// min_small_group_k. On 2 cores (AMD EPYC, AVX-512, bf16) one tile's full k beat 8 k-groups
+// of the same product by 1.2-2.9x at 512-1536 tokens, the compact ACT step's sizes, and by
+// 7-30% at 2048-4096 (throwaway probe, 2026-12-04); groups of >= 2048 keep the many-core
+// case parallel.
+inline constexpr index_t min_group_k = 2048;
+inline constexpr index_t min_small_group_k = 256;
+inline constexpr index_t small_output = 4096;  // m * n
+inline index_t k_groups_of(const gemm_args& g, index_t tiles) {
+    if (g.k < 2 * std::max(g.m, g.n)) return 1;
+    const index_t min_k = g.m * g.n <= small_output ? min_small_group_k : min_group_k;
+    return std::clamp<index_t>(g.k / min_k, 1, std::max<index_t>(1, max_tiles / tiles));
+}
+
 template <class T, class In>
-void gemm_tiled(const gemm_args& g, T alpha, const In* a, const In* b, T beta, T* c, const T* bias = nullptr) {
+void gemm_fixed_grid(const gemm_args& g, T alpha, const In* a, const In* b, T beta, T* c, const T* bias = nullptr) {
     const tile_grid t = tiles_of(g);
-    const auto tile = [&](index_t i, index_t& m0, index_t& n0) {
-        const index_t r = i / t.cols, q = i % t.cols;
-        m0 = g.m * r / t.rows;
-        n0 = g.n * q / t.cols;
-        gemm_args s = g;
-        s.m = g.m * (r + 1) / t.rows - m0;
-        s.n = g.n * (q + 1) / t.cols - n0;
-        return s;
+    const index_t tiles = t.rows * t.cols, groups = k_groups_of(g, tiles);
+    const std::size_t mn = static_cast<std::size_t>(g.m * g.n);
+    std::shared_ptr<T> parts;  // (groups > 1) group i's product at i * mn, ld n
+    if (groups > 1) parts = memory<backend::cpu>::template allocate<T>(mn * static_cast<std::size_t>(groups));
+    struct task_at {
+        gemm_args s;
+        index_t m0, n0, k0, group;
+    };
+    const auto task = [&](index_t i) {
+        const index_t group = i / tiles, r = (i % tiles) / t.cols, q = i % t.cols;
+        task_at w{g, g.m * r / t.rows, g.n * q / t.cols, g.k * group / groups, group};
+        w.s.m = g.m * (r + 1) / t.rows - w.m0;
+        w.s.n = g.n * (q + 1) / t.cols - w.n0;
+        w.s.k = g.k * (group + 1) / groups - w.k0;
+        if (groups > 1) w.s.ldc = g.n;
+        return w;
     };
 #if defined(DEPTHLAB_HAVE_ONEDNN)
-    if constexpr (std::is_same_v<T, float>) {  // plan the (at most four) tile shapes before the parallel region
-        index_t m0 = 0, n0 = 0;
-        for (index_t i : {index_t{0}, t.cols - 1, (t.rows - 1) * t.cols, t.rows * t.cols - 1})
-            (void)onednn::primitive_cache::instance().get(tile(i, m0, n0), alpha, beta, true, bf16_inputs<In>, bias != nullptr);
+    if constexpr (std::is_same_v<T, float>) {  // plan the (at most eight) task shapes before the parallel region
+        for (index_t group : {index_t{0}, groups - 1})
+            for (index_t i : {index_t{0}, t.cols - 1, (t.rows - 1) * t.cols, tiles - 1}) {
+                const gemm_args s = task(group * tiles + i).s;
+                if (groups > 1) (void)onednn::primitive_cache::instance().get(s, 1.0f, 0.0f, true, bf16_inputs<In>);
+                else (void)onednn::primitive_cache::instance().get(s, alpha, beta, true, bf16_inputs<In>, bias != nullptr);
+            }
     }
 #endif
-    parallel_for(t.rows * t.cols, 1, [&](index_t i0, index_t i1) {
+    parallel_for(tiles * groups, 1, [&](index_t i0, index_t i1) {
         for (index_t i = i0; i < i1; ++i) {
-            index_t m0 = 0, n0 = 0;
-            const gemm_args s = tile(i, m0, n0);
-            const In* ai = g.trans_a ? a + m0 : a + m0 * g.lda;  // op(A)'s rows m0..
-            const In* bi = g.trans_b ? b + n0 * g.ldb : b + n0;  // op(B)'s columns n0..
-            gemm_backend(s, alpha, ai, bi, beta, c + m0 * g.ldc + n0, true, bias ? bias + n0 : nullptr);
+            const task_at w = task(i);
+            const In* ai = g.trans_a ? a + w.k0 * g.lda + w.m0 : a + w.m0 * g.lda + w.k0;  // op(A)[m0.., k0..]
+            const In* bi = g.trans_b ? b + w.n0 * g.ldb + w.k0 : b + w.k0 * g.ldb + w.n0;  // op(B)[k0.., n0..]
+            if (groups == 1)
+                gemm_backend(w.s, alpha, ai, bi, beta, c + w.m0 * g.ldc + w.n0, true, bias ? bias + w.n0 : nullptr);
+            else
+                gemm_backend(w.s, T(1), ai, bi, T(0), parts.get() + static_cast<std::size_t>(w.group) * mn + w.m0 * g.n + w.n0, true);
+        }
+    });
+    if (groups == 1) return;
+    // c = alpha * (sum of the groups, in order) + beta * c   (beta == 0 never reads c), + bias
+    T* const part = parts.get();
+    parallel_for(g.m, std::max<index_t>(1, (index_t{1} << 15) / std::max<index_t>(g.n, 1)), [&](index_t r0, index_t r1) {
+        for (index_t r = r0; r < r1; ++r) {
+            T* sum = part + r * g.n;  // group 0's row accumulates the others, in group order
+            for (index_t i = 1; i < groups; ++i) {
+                const T* p = part + static_cast<std::size_t>(i) * mn + r * g.n;
+                for (index_t j = 0; j < g.n; ++j) sum[j] += p[j];
+            }
+            T* out = c + r * g.ldc;
+            if (bias) for (index_t j = 0; j < g.n; ++j) out[j] = sum[j] + bias[j];  // (alpha 1, beta 0)
+            else if (beta == T(0)) for (index_t j = 0; j < g.n; ++j) out[j] = alpha * sum[j];
+            else for (index_t j = 0; j < g.n; ++j) out[j] = alpha * sum[j] + beta * out[j];
         }
     });
 }
@@ -8888,8 +8884,7 @@ void gemm_tiled(const gemm_args& g, T alpha, const In* a, const In* b, T beta, T
 template <class T, class In>
 void gemm_dispatch(const gemm_args& g, T alpha, const In* a, const In* b, T beta, T* c, const T* bias = nullptr) {
     if (g.batch != 1 || g.batch2 != 1 || g.k == 0) gemm_backend(g, alpha, a, b, beta, c, false, bias);
-    else if (reduction_heavy(g)) gemm_k_grouped(g, alpha, a, b, beta, c, bias);
-    else gemm_tiled(g, alpha, a, b, beta, c, bias);
+    else gemm_fixed_grid(g, alpha, a, b, beta, c, bias);
 }
 
 /// The stored layouts of op(A) and op(B) of g.
@@ -8924,13 +8919,19 @@ inline void gemm_bf16(const gemm_args& g, float alpha, const float* a, const flo
     run(static_cast<float*>(nullptr));  // bf16 values held in floats
 }
 
+/// Products with a vector operand (m, n or k of 1: a halting unit's projection, its weight
+/// gradient, an outer product) stay f32 under bf16 precision. They are bound by memory, not
+/// by multiplies, so bf16 would not speed them up: its packing pass would only read the
+/// operand once more and round it.
+inline bool vector_product(const gemm_args& g) { return g.m == 1 || g.n == 1 || g.k == 1; }
+
 /// gemm and gemm_bias: checks, bf16 packing, then the fixed-grid dispatch.
 template <class T>
 void gemm_checked(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c, const T* bias) {
     check_gemm(g);
     if (g.m == 0 || g.n == 0) return;
     if constexpr (std::is_same_v<T, float>) {
-        if (g.k > 0 && active_matmul_precision() == matmul_precision::bf16) {
+        if (g.k > 0 && active_matmul_precision() == matmul_precision::bf16 && !vector_product(g)) {
             gemm_bf16(g, alpha, a, b, beta, c, bias);
             return;
         }
