@@ -696,6 +696,7 @@ TEST_CASE("oneDNN primitive cache: bounded, least recently used evicted, results
     const std::size_t saved = cache.capacity();
     cache.set_capacity(4);
     Generator gen(3);
+    const std::size_t made_before = cache.made();
     // ten shapes, twice: every product stays right while the cache holds at most four
     for (int round = 0; round < 2; ++round)
         for (index_t m = 1; m <= 10; ++m) {
@@ -709,6 +710,15 @@ TEST_CASE("oneDNN primitive cache: bounded, least recently used evicted, results
                 }
             CHECK(cache.size() <= 4);
         }
+    CHECK(cache.made() - made_before == 20);  // ten shapes cycling through four entries: every product made anew
+    // with room for all ten, the second round makes none
+    cache.set_capacity(64);
+    const std::size_t made_roomy = cache.made();
+    for (int round = 0; round < 2; ++round)
+        for (index_t m = 11; m <= 20; ++m)
+            (void)matmul(Var<float>::constant(Tensor<float>::randn({m, 7}, gen)), Var<float>::constant(Tensor<float>::randn({7, 5}, gen)));
+    CHECK(cache.made() - made_roomy == 10);
+    CHECK(cache.making_seconds() > 0);
     cache.set_capacity(saved);
 }
 #endif

@@ -64,12 +64,20 @@ int on_device(const std::string& device, const char* program, Job&& job) {
     return 2;
 }
 
-/// One line on memory: the process's peak RSS and the CPU tensors' peak working set.
+/// One line on memory: the process's peak RSS and the CPU tensors' peak working set; with
+/// oneDNN, a second on the GEMM primitives made (a cache too small for a run's shapes shows
+/// as many made, each costing a JIT compilation).
 inline std::string memory_summary() {
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "memory: peak RSS %.0f MiB; CPU tensors at most %.0f MiB at once",
-                  depthlab::memory<depthlab::backend::cpu>::peak_rss_mib(),
-                  static_cast<double>(depthlab::memory<depthlab::backend::cpu>::peak_bytes()) / (1 << 20));
+    char buf[320];
+    int n = std::snprintf(buf, sizeof buf, "memory: peak RSS %.0f MiB; CPU tensors at most %.0f MiB at once",
+                          depthlab::memory<depthlab::backend::cpu>::peak_rss_mib(),
+                          static_cast<double>(depthlab::memory<depthlab::backend::cpu>::peak_bytes()) / (1 << 20));
+#if defined(DEPTHLAB_HAVE_ONEDNN)
+    const auto& cache = depthlab::cpu::onednn::primitive_cache::instance();
+    if (cache.made() > 0 && n > 0 && n < static_cast<int>(sizeof buf))
+        std::snprintf(buf + n, sizeof buf - static_cast<std::size_t>(n), "\nGEMM primitives: %zu made in %.1f s (cache of %zu)", cache.made(),
+                      cache.making_seconds(), cache.capacity());
+#endif
     return buf;
 }
 

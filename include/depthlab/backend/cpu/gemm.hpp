@@ -5,7 +5,7 @@
 // gemm_bias (a linear layer, one product): C = op(A) * op(B) + 1 bias^T, the bias added by
 // oneDNN as it writes C rather than pre-filled into C and accumulated on.
 // float goes through a oneDNN matmul primitive created once per shape and kept in a
-// least-recently-used cache (DEPTHLAB_GEMM_CACHE entries, default 1024: shapes that change
+// least-recently-used cache (DEPTHLAB_GEMM_CACHE entries, default 8192: shapes that change
 // every batch must not pile up primitives without bound);
 // double (the gradient-check precision) and builds without oneDNN go through Eigen.
 // Under matmul_precision::bf16 (backend/precision.hpp) float operands are packed into dense
@@ -14,6 +14,7 @@
 // order (slowly: there is no bf16 GEMM in Eigen).
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <list>
@@ -166,11 +167,14 @@ public:
             order_.splice(order_.begin(), order_, it->second.second);  // now the most recent
             return it->second.first;
         }
+        const auto t0 = std::chrono::steady_clock::now();
         matmul_entry e = [&] {
             if (!serial) return create(g, alpha, beta, bf16, bias);
             const scoped_num_threads one(1);  // oneDNN plans its work split for the threads it sees now
             return create(g, alpha, beta, bf16, bias);
         }();
+        ++made_;
+        making_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         order_.push_front(key);
         map_.emplace(key, std::make_pair(e, order_.begin()));
         evict_over_capacity();
@@ -181,6 +185,15 @@ public:
         return map_.size();
     }
     [[nodiscard]] std::size_t capacity() const { return capacity_; }
+    /// Primitives created so far (every miss) and the seconds their creation took.
+    [[nodiscard]] std::size_t made() const {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return made_;
+    }
+    [[nodiscard]] double making_seconds() const {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return making_seconds_;
+    }
     void set_capacity(std::size_t n) {
         std::lock_guard<std::mutex> lock(mutex_);
         capacity_ = std::max<std::size_t>(1, n);
@@ -218,7 +231,15 @@ private:
         return matmul_entry{dnnl::matmul(pd), a, b, c, pd.scratchpad_desc(), bias_desc};
     }
     mutable std::mutex mutex_;
-    std::size_t capacity_ = 1024;
+    // The compact ACT step of ACT-ALBERT multiplies a different number of running rows in each
+    // iteration of each batch, so its products come in thousands of shapes (tiles and k-groups
+    // included): 3 400 after 400 deep-phase steps, most of them recurring. 1024 entries
+    // thrashed: ~40 primitives made per step, 0.4-0.5 ms each, 10-13% of the step (AMD EPYC,
+    // 2 threads, 2026-12-04: albert_act's "GEMM primitives" line, README). A primitive holds
+    // its JIT code, ~15 KB.
+    std::size_t capacity_ = 8192;
+    std::size_t made_ = 0;
+    double making_seconds_ = 0;
     std::list<matmul_key> order_;  // most recent first
     std::unordered_map<matmul_key, std::pair<matmul_entry, std::list<matmul_key>::iterator>, matmul_key_hash> map_;
 };
