@@ -15,21 +15,17 @@
 //       alone runs pruning and rewinding and writes every output
 // The recipe of docs/results/component_value is in its README.
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <limits>
+#include <optional>
 #include <string>
-#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include <depthlab/depthlab.hpp>
 #include <depthlab/data/tokenizer.hpp>
-#include <depthlab/nn/translator.hpp>
-#include <depthlab/report/component_value.hpp>
 
 #include "common/build_info.hpp"
 #include "common/cli.hpp"
@@ -37,28 +33,16 @@
 #include "common/distributed.hpp"
 
 using namespace depthlab;
-template <class B>
-using Model = nn::Seq2SeqTransformer<float, B>;
-using clock_type = std::chrono::steady_clock;
 
 namespace {
 
-double seconds_since(clock_type::time_point t0) { return std::chrono::duration<double>(clock_type::now() - t0).count(); }
-std::string fixed(double v, int decimals = 2) { return report::format_fixed(v, decimals); }
-std::string sci(double v) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.2e", v);
-    return buf;
-}
-
 struct options {
     std::string preset = "small", data = ".data/translation", out = "runs/component_value", checkpoint, device = "cpu", precision = "auto", src_lang, tgt_lang;
-    std::int64_t enc_layers = 0, dec_layers = 0, dim = 0, heads = 0, ff = 0;  // 0: the preset's
-    double dropout = -1;                                                       // < 0: the preset's
-    std::int64_t steps = 4000, max_tokens = 4096, warmup = 1000, log_every = 50, save_every = 500, dev_every = 500, dev_sentences = 200;
+    nn::seq2seq_overrides sizes;  // 0 (dropout < 0): the preset's
+    std::int64_t steps = 4000, log_every = 50, save_every = 500, dev_every = 500, dev_sentences = 200;
     std::int64_t max_train_len = 128, max_source_len = 128, main_repeat = 1, accum = 1;
-    double lr = 1e-3, clip = 1.0, label_smoothing = 0.1, max_train_minutes = 0;
-    std::uint64_t seed = 1;
+    train::translation_recipe recipe;  // lr, warm-up, max tokens, label smoothing, clip, seed
+    double max_train_minutes = 0;
     bool resume = false, with_mt = false, skip_analyses = false, no_clip = false, distributed = false;
     std::int64_t beam = 4, analysis_beam = 1, eval_sentences = 200, decode_batch = 100, grid_steps = 10, max_evaluations = 8,
                  prune_max_k = 8, rewind_steps = 200;
@@ -67,82 +51,48 @@ struct options {
     std::vector<int> rewind_k = {0, 2, 4};
 };
 
-/// The preset (nn::seq2seq_preset: tiny, small, base) with the sizes the flags override.
-nn::seq2seq_config model_config(const options& o, index_t vocab) {
-    nn::seq2seq_config c = nn::seq2seq_preset(o.preset, vocab);
-    if (o.enc_layers > 0) c.encoder_layers = static_cast<int>(o.enc_layers);
-    if (o.dec_layers > 0) c.decoder_layers = static_cast<int>(o.dec_layers);
-    if (o.dim > 0) c.layer.dim = o.dim;
-    if (o.heads > 0) c.layer.heads = static_cast<int>(o.heads);
-    if (o.ff > 0) c.layer.ff_dim = o.ff;
-    if (o.dropout >= 0) c.layer.dropout = c.layer.attention_dropout = o.dropout;
-    return c;
-}
-
-/// The label-smoothed cross-entropy of the next batch of `stream`.
-template <class B>
-train::micro_batch<float, B> translation_loss(Model<B>& model, data::translation_stream& stream, double label_smoothing) {
-    const auto b = stream.next();
-    auto loss = cross_entropy(model.decode(model.encode(b.src), b.src, b.tgt_in), b.tgt_out, -100, static_cast<float>(label_smoothing));
-    return {.loss = loss, .logged = {{"loss", loss}}, .tokens = b.target_tokens()};
-}
-/// The training recipe, saved with the checkpoint: rewinding fine-tunes the way training did.
-struct recipe {
-    double lr = 0;
-    std::int64_t warmup = 0, max_tokens = 0;
-    double label_smoothing = 0, clip = 0;
-    std::uint64_t seed = 0;
-};
-template <class R, class F>
-    requires std::same_as<std::remove_const_t<R>, recipe>
-void config_fields(R& r, F&& f) {
-    f("lr", r.lr), f("warmup", r.warmup), f("max_tokens", r.max_tokens), f("label_smoothing", r.label_smoothing), f("clip", r.clip), f("seed", r.seed);
-}
-
-optim::AdamOptions adam_options(double lr) { return {.lr = lr, .beta1 = 0.9, .beta2 = 0.98, .eps = 1e-9, .weight_decay = 0}; }
-
 }  // namespace
 
 template <class B>
 int run(options o, const std::string& command_line, dist::communicator& comm) {
     try {
-        const auto t_start = clock_type::now();
+        const analysis::stopwatch run_time;
         if (comm.is_root()) std::filesystem::create_directories(o.out);
         io::metadata_map loaded;  // --checkpoint: its config and training recipe replace the flags
         if (!o.checkpoint.empty()) {
             loaded = io::safetensors_file(o.checkpoint).metadata();
-            const auto r = io::load_config<recipe>(loaded, "train.");
-            std::tie(o.lr, o.warmup, o.max_tokens, o.label_smoothing, o.clip, o.seed) = std::tuple(r.lr, r.warmup, r.max_tokens, r.label_smoothing, r.clip, r.seed);
+            o.recipe = io::load_config<train::translation_recipe>(loaded, "train.");
         }
+        const train::translation_recipe& recipe = o.recipe;
 
         // ---- data: the language pair from meta.json unless --src-lang/--tgt-lang say otherwise
         const data::tokenizer tok(o.data + "/spm.model");
         const auto encode = [&](const std::string& text) { return tok.encode(text); };
-        const auto t0 = clock_type::now();
+        const analysis::stopwatch tokenising;
         const auto corpus = data::load_translation_corpus(o.data, encode, {.src_lang = o.src_lang, .tgt_lang = o.tgt_lang, .second_corpus = o.with_mt ? "mt" : "",
                                                                             .main_repeat = static_cast<std::size_t>(o.main_repeat),
                                                                             .dev_limit = static_cast<std::size_t>(o.dev_sentences)});
         // (references, not a structured binding: clang 14 cannot capture those in lambdas)
         const auto &info = corpus.info, &dev = corpus.dev, &test = corpus.test;
-        const data::translation_batcher batcher(corpus.train_pairs, {.max_tokens = o.max_tokens, .max_len = o.max_train_len, .window = 0});
+        const data::translation_batcher batcher(corpus.train_pairs, {.max_tokens = recipe.max_tokens, .max_len = o.max_train_len, .window = 0});
         std::printf("data: %s -> %s%s: %zu training pairs (%zu main%s%s, %zu dropped as longer than %lld tokens), %zu dev, %zu test; vocab %lld; "
                     "tokenised in %.1fs\n", info.src.c_str(), info.tgt.c_str(), info.source.empty() ? "" : (" (" + info.source + ")").c_str(),
                     batcher.size(), corpus.train.size(), o.with_mt && o.main_repeat > 1 ? (" x" + std::to_string(o.main_repeat)).c_str() : "",
                     o.with_mt ? (" + " + std::to_string(corpus.second_pairs) + " mt").c_str() : "", batcher.dropped(), static_cast<long long>(o.max_train_len),
-                    dev.size(), test.size(), static_cast<long long>(tok.vocab_size()), seconds_since(t0));
+                    dev.size(), test.size(), static_cast<long long>(tok.vocab_size()), tokenising.elapsed());
 
         // ---- model, optimiser, the trainer and what its checkpoints hold
-        const nn::seq2seq_config cfg = loaded.empty() ? model_config(o, tok.vocab_size()) : io::load_config<nn::seq2seq_config>(loaded, "config.");
+        const nn::seq2seq_config cfg = loaded.empty() ? nn::seq2seq_preset(o.preset, tok.vocab_size(), o.sizes) : io::load_config<nn::seq2seq_config>(loaded, "config.");
         DEPTHLAB_CHECK(o.max_source_len < cfg.max_len, usage_error, "--max-source-len ", o.max_source_len, " must be below the model's ", cfg.max_len, " positions");
-        Model<B> model(cfg, o.seed);
+        nn::Seq2SeqTransformer<float, B> model(cfg, recipe.seed);
         nn::Snapshot<float, B> theta0(model);  // θ⁰, right after initialisation: rewinding needs it
-        optim::Adam<float, B> adam(model.named_parameters(), adam_options(o.lr));
-        const optim::inverse_sqrt schedule(o.lr, o.warmup);
-        data::translation_stream stream(batcher, o.seed + 1);
+        optim::Adam<float, B> adam(model.named_parameters(), train::translation_adam(recipe.lr));
+        const optim::inverse_sqrt schedule(recipe.lr, recipe.warmup);
+        data::translation_stream stream(batcher, recipe.seed + 1);
         std::printf("model: %s; %lld parameters; device %s, ISA %s, precision %s, %d threads, %s\n", nn::describe(cfg).c_str(),
                     static_cast<long long>(model.parameter_count()), B::name, cpu::to_string(cpu::active_isa()), examples::precision_description(B::name).c_str(),
                     max_threads(), examples::ranks_description(comm).c_str());
-        train::Trainer<float, B> trainer(model, adam, {.steps = o.steps, .accumulate = o.accum, .clip = o.clip, .log_every = o.log_every, .eval_every = o.dev_every,
+        train::Trainer<float, B> trainer(model, adam, {.steps = o.steps, .accumulate = o.accum, .clip = recipe.clip, .log_every = o.log_every, .eval_every = o.dev_every,
                                                        .save_every = o.save_every, .max_train_minutes = o.max_train_minutes, .out = o.out, .resume = o.resume,
                                                        .comm = &comm});
         trainer.skip = [&] { (void)stream.next(); };  // (another rank's batch)
@@ -155,7 +105,7 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
         track_run(ckpt);
         ckpt.track("data", stream);
         io::save_config(ckpt.metadata(), "config.", cfg);
-        io::save_config(ckpt.metadata(), "train.", recipe{o.lr, o.warmup, o.max_tokens, o.label_smoothing, o.clip, o.seed});
+        io::save_config(ckpt.metadata(), "train.", recipe);
         ckpt.metadata()["preset"] = o.preset;
         trainer.schedule = [&](std::int64_t done) { return schedule.lr(done + 1); };
         trainer.log_extra = [&](std::int64_t) { return train::log_values{{"epoch", static_cast<double>(stream.epoch())}}; };
@@ -180,7 +130,7 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
             fit.steps = reader.load(model, nullptr);
             std::printf("loaded %s (step %lld); no training\n", o.checkpoint.c_str(), static_cast<long long>(fit.steps));
         } else {
-            fit = trainer.fit([&] { return translation_loss(model, stream, o.label_smoothing); });
+            fit = trainer.fit([&] { return train::translation_loss(model, stream, recipe.label_smoothing); });
         }
         model.eval();
 
@@ -206,7 +156,7 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
         };
         write_summary();
         if (o.skip_analyses) {
-            std::printf("--skip-analyses: done in %s\n", train::format_duration(seconds_since(t_start)).c_str());
+            std::printf("--skip-analyses: done in %s\n", train::format_duration(run_time.elapsed()).c_str());
             return 0;
         }
 
@@ -222,14 +172,8 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
 
         const double ft_lr = o.rewind_lr > 0 ? o.rewind_lr : schedule.lr(std::max<std::int64_t>(fit.steps, 1));
         const auto finetune = [&](int k) {  // fresh Adam, the same batches for every k, a short warm-up
-            optim::Adam<float, B> ft(model.named_parameters(), adam_options(ft_lr));
-            data::translation_stream batches(batcher, o.seed + 1000);
-            train::Trainer<float, B> fine_tune(model, ft, {.steps = o.rewind_steps, .clip = o.clip, .log_every = o.rewind_steps});
-            const double warm = static_cast<double>(std::clamp<std::int64_t>(o.rewind_steps / 5, 1, 50));
-            fine_tune.schedule = [&](std::int64_t done) { return ft_lr * std::min(1.0, static_cast<double>(done + 1) / warm); };
-            const auto r = fine_tune.fit([&] { return translation_loss(model, batches, o.label_smoothing); });
-            std::fprintf(stderr, "rewinding: k=%d fine-tuned %lld steps at lr %.2e, mean loss %.3f\n", k, static_cast<long long>(o.rewind_steps), ft_lr,
-                         r.last_log.front().second);
+            const double loss = train::finetune_translation(model, batcher, recipe, o.rewind_steps, ft_lr);
+            std::fprintf(stderr, "rewinding: k=%d fine-tuned %lld steps at lr %.2e, mean loss %.3f\n", k, static_cast<long long>(o.rewind_steps), ft_lr, loss);
         };
         const analysis::study_result study = analysis::run_component_value_study(
             comm, model, analysis::default_modules(model), theta0, thetaf, metric, finetune,
@@ -243,24 +187,13 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
         if (!study.complete) return 0;  // pruning, rewinding and the outputs: rank 0
         trans.invalidate();
         // --shallow-checkpoint: a model with fewer decoder layers, trained separately with the same recipe
-        std::string shallow_note;
+        std::optional<train::shallow_comparison> shallow;
         if (!o.shallow_checkpoint.empty()) {
-            const auto sc = io::load_config<nn::seq2seq_config>(io::safetensors_file(o.shallow_checkpoint).metadata(), "config.");
-            DEPTHLAB_CHECK(sc.decoder_layers < cfg.decoder_layers && sc.encoder_layers == cfg.encoder_layers && sc.layer.dim == cfg.layer.dim &&
-                               sc.src_vocab == cfg.src_vocab, usage_error, "--shallow-checkpoint ", o.shallow_checkpoint,
-                           ": expected the same model with fewer decoder layers, got ", nn::describe(sc), " against ", nn::describe(cfg));
-            Model<B> shallow(sc, o.seed);
-            const auto steps = io::load_checkpoint(o.shallow_checkpoint, shallow).get_u64("step");
-            shallow.eval();
-            nn::translator<float, B> st(shallow, detokenize);
-            const double b = st.score(analysis_set, metric_search).bleu;
-            std::printf("shallow comparison: %s, %lld parameters, %llu steps: BLEU %.2f on the analysis sentences\n", nn::describe(sc).c_str(),
-                        static_cast<long long>(shallow.parameter_count()), static_cast<unsigned long long>(steps), b);
-            summary.update({{"shallow_bleu", b}, {"shallow_parameters", shallow.parameter_count()}, {"shallow_steps", steps},
-                            {"shallow_fewer_decoder_layers", cfg.decoder_layers - sc.decoder_layers}});
-            shallow_note = "A model with " + std::to_string(cfg.decoder_layers - sc.decoder_layers) + " fewer decoder layers (" +
-                           std::to_string(shallow.parameter_count()) + " parameters), trained with the same recipe for " + std::to_string(steps) +
-                           " steps (the full model: " + std::to_string(fit.steps) + "): BLEU " + fixed(b) + " on the analysis sentences.";
+            shallow = train::compare_shallow_checkpoint<float, B>(o.shallow_checkpoint, cfg, analysis_set, detokenize, metric_search, recipe.seed);
+            std::printf("shallow comparison: %s, %lld parameters, %llu steps: BLEU %.2f on the analysis sentences\n", nn::describe(shallow->config).c_str(),
+                        static_cast<long long>(shallow->parameters), static_cast<unsigned long long>(shallow->steps), shallow->bleu);
+            summary.update({{"shallow_bleu", shallow->bleu}, {"shallow_parameters", shallow->parameters}, {"shallow_steps", shallow->steps},
+                            {"shallow_fewer_decoder_layers", shallow->fewer_decoder_layers}});
         }
 
         // ---- summary.json and report.html
@@ -270,55 +203,26 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
         for (const auto& [name, seconds] : study.phase_seconds) summary[name + "_seconds"] = seconds;
         summary.update({{"criticality_search", o.search}, {"analyses_seconds", study.seconds()}, {"metric_calls", metric.calls()},
                         {"metric_seconds", metric.seconds()}, {"encoder_runs", trans.encoder_runs()}, {"encoder_reuses", trans.encoder_reuses()},
-                        {"spearman", std::isnan(study.spearman) ? nlohmann::json(nullptr) : nlohmann::json(study.spearman)}, {"total_seconds", seconds_since(t_start)},
+                        {"spearman", std::isnan(study.spearman) ? nlohmann::json(nullptr) : nlohmann::json(study.spearman)}, {"total_seconds", run_time.elapsed()},
                         {"train_tokens_per_s", log.last("tokens_per_s")}});
         if (const auto d = log.series("dev_bleu"); !d.empty()) summary["final_dev_bleu"] = d.back().second;
         write_summary();
 
-        std::vector<std::pair<std::string, std::string>> times{{"time: training", train::format_duration(train_seconds)},
-                                                               {"time: baseline BLEU", train::format_duration(greedy.seconds + (o.beam > 1 ? beam.seconds : 0))}};
-        for (const auto& [name, seconds] : study.phase_seconds) times.emplace_back("time: " + name, train::format_duration(seconds));
-        times.insert(times.end(), {{"metric evaluations", std::to_string(metric.calls()) + ", " + fixed(metric.seconds() / std::max<std::size_t>(metric.calls(), 1), 2) +
-                                                              " s each on average"},
-                                   {"encoder outputs reused", std::to_string(trans.encoder_reuses()) + " of " +
-                                                                  std::to_string(trans.encoder_reuses() + trans.encoder_runs()) + " translations"},
-                                   {"total", train::format_duration(seconds_since(t_start))}});
-        const std::string sentences = std::to_string(analysis_set.size()) + " test sentences";
-        const report::html_page page = report::component_value_report({
-            .title = "The value of Transformer components: " + info.src + "→" + info.tgt + (info.source.empty() ? "" : " (" + info.source + ")"),
-            .subtitle = "Wang & Tu (COLING 2020) reproduced with depthlab · " + nn::describe(cfg),
-            .note = base >= 10 ? "" : "Baseline BLEU " + fixed(base) + " on the analysis sentences (test BLEU " + fixed(beam.bleu) + "): a weak baseline. "
-                                      "Every score below is a drop of at most C = " + fixed(study.contribution.clip, 3) + " BLEU, close to the noise of " + sentences +
-                                      "; read the heat maps as indicative, not as a replication.",
-            .baseline = {{"model", nn::describe(cfg)},
-                         {"parameters", std::to_string(model.parameter_count())},
-                         {"training", std::to_string(fit.steps) + " steps in " + train::format_duration(train_seconds) +
-                                          (loaded.empty() ? (fit.stopped_by_time ? " (stopped by the time limit)" : "") : " (loaded from " + o.checkpoint + ")")},
-                         {"training speed", fixed(log.last("tokens_per_s"), 0) + " target tokens/s, " + std::to_string(max_threads()) + " thread(s)"},
-                         {"batch", std::to_string(o.max_tokens) + " padded tokens; Adam (0.9, 0.98), lr " + fixed(o.lr, 4) + ", inverse-sqrt warm-up " +
-                                       std::to_string(o.warmup) + "; label smoothing " + fixed(o.label_smoothing, 2)},
-                         {"test BLEU, greedy", fixed(greedy.bleu) + " (" + std::to_string(test_set.size()) + " sentences)"},
-                         {"test BLEU, beam " + std::to_string(o.beam), fixed(beam.bleu) + " (GNMT length penalty α " + fixed(o.alpha, 1) + ")"},
-                         {"test chrF", fixed(beam.chrf)},
-                         {"analysis metric", "BLEU of " + (o.analysis_beam > 1 ? "beam " + std::to_string(o.analysis_beam) : std::string("greedy")) +
-                                                 " decoding on the first " + sentences + ": " + fixed(base)}},
-            .baseline_caption = "Model and baseline (sacreBLEU-style corpus BLEU, 13a tokenisation, on detokenised output)",
-            .log = log,
-            .curves = {{"loss", "training loss (label-smoothed)", "Training loss", "", "loss",
-                        "Label-smoothed cross-entropy per target token, averaged over each logging interval.", std::nullopt, false},
-                       {"dev_bleu", "dev BLEU (greedy)", "Dev BLEU during training", std::to_string(dev_set.size()) + " dev sentences, greedy decoding", "BLEU",
-                        "Dev BLEU over training.", 0.0, true}},
-            .study = &study,
-            .encoder_layers = cfg.encoder_layers, .decoder_layers = cfg.decoder_layers,
-            .pruning_note = shallow_note,
-            .rewinding_how = "The k least important modules (by " + o.rank_by + ") are reset to θ⁰, then the whole model is fine-tuned for " +
-                             std::to_string(o.rewind_steps) + " steps (fresh Adam, lr " + sci(ft_lr) +
-                             " after a short warm-up; same batches as training). k = 0 is the control: the same fine-tuning without rewinding.",
-            .run_details = times, .command = command_line, .provenance = std::string("examples/component_value, git ") + examples::git_commit,
-            .labels = {.metric = "BLEU", .measured_on = sentences, .post_ln = !cfg.layer.norm_first}});
+        const report::html_page page = report::translation_study_report(
+            {.src = info.src, .tgt = info.tgt, .corpus = info.source, .model = nn::describe(cfg), .encoder_layers = cfg.encoder_layers,
+             .decoder_layers = cfg.decoder_layers, .post_ln = !cfg.layer.norm_first, .parameters = model.parameter_count(), .steps = fit.steps,
+             .train_seconds = train_seconds, .stopped_by_time = fit.stopped_by_time, .checkpoint = o.checkpoint, .tokens_per_s = log.last("tokens_per_s"),
+             .threads = max_threads(), .recipe = recipe, .test_sentences = test_set.size(), .dev_sentences = dev_set.size(),
+             .analysis_sentences = analysis_set.size(), .greedy_bleu = greedy.bleu, .beam_bleu = beam.bleu, .chrf = beam.chrf,
+             .baseline_seconds = greedy.seconds + (o.beam > 1 ? beam.seconds : 0), .beam = static_cast<int>(o.beam),
+             .analysis_beam = static_cast<int>(o.analysis_beam), .alpha = o.alpha, .analysis_bleu = base, .shallow = shallow, .rank_by = o.rank_by,
+             .rewind_steps = o.rewind_steps, .finetune_lr = ft_lr, .metric_calls = metric.calls(), .encoder_runs = trans.encoder_runs(),
+             .encoder_reuses = trans.encoder_reuses(), .metric_seconds = metric.seconds(), .total_seconds = run_time.elapsed(),
+             .command = command_line, .provenance = std::string("examples/component_value, git ") + examples::git_commit},
+            log, &study);
         page.write(o.out + "/report.html");
         std::printf("wrote %s/{contribution,criticality,criticality_trace,pruning,pruning_criticality,rewinding}.csv, summary.json, report.html in %s\n",
-                    o.out.c_str(), train::format_duration(seconds_since(t_start)).c_str());
+                    o.out.c_str(), train::format_duration(run_time.elapsed()).c_str());
         return 0;
     } catch (const std::exception& e) {
         dist::fail(comm, "component_value", e);
@@ -334,23 +238,23 @@ int main(int argc, char** argv) {
                        "2+2 layers, d 128, FF 512 (smoke runs); small = 3+3, d 256, FF 1024 (trains on 2 cores); base = the paper's\n"
                        "6+6, d 512, 8 heads, FF 2048. All: dropout 0.1, post-LN, ReLU, joint vocabulary shared and tied to the output.");
     args.option("preset", o.preset, "model size: tiny | small | base").one_of({"tiny", "small", "base"})
-        .option("enc-layers", o.enc_layers, "encoder layers (0: the preset's)").range<std::int64_t>(0, 256)
-        .option("dec-layers", o.dec_layers, "decoder layers (0: the preset's)").range<std::int64_t>(0, 256)
-        .option("dim", o.dim, "model width (0: the preset's)").range<std::int64_t>(0, 1 << 16)
-        .option("heads", o.heads, "attention heads (0: the preset's)").range<std::int64_t>(0, 1024)
-        .option("ff", o.ff, "feed-forward width (0: the preset's)").range<std::int64_t>(0, 1 << 18)
-        .option("dropout", o.dropout, "dropout (< 0: the preset's)").range(-1.0, 0.99)
+        .option("enc-layers", o.sizes.encoder_layers, "encoder layers (0: the preset's)").range<std::int64_t>(0, 256)
+        .option("dec-layers", o.sizes.decoder_layers, "decoder layers (0: the preset's)").range<std::int64_t>(0, 256)
+        .option("dim", o.sizes.dim, "model width (0: the preset's)").range<std::int64_t>(0, 1 << 16)
+        .option("heads", o.sizes.heads, "attention heads (0: the preset's)").range<std::int64_t>(0, 1024)
+        .option("ff", o.sizes.ff_dim, "feed-forward width (0: the preset's)").range<std::int64_t>(0, 1 << 18)
+        .option("dropout", o.sizes.dropout, "dropout (< 0: the preset's)").range(-1.0, 0.99)
         .option("steps", o.steps, "optimiser steps").range<std::int64_t>(0, 1000000000)
         .option("max-train-minutes", o.max_train_minutes, "stop training after this many minutes of training, those before a --resume included (0: no limit)").range(0.0, 1e7)
         .option("accum", o.accum, "batches per step (gradient accumulation; under mpirun, per rank)").range<std::int64_t>(1, 1 << 16)
-        .option("max-tokens", o.max_tokens, "padded tokens per batch: sentences x max(src, tgt) length").range<std::int64_t>(1, 1 << 24)
+        .option("max-tokens", o.recipe.max_tokens, "padded tokens per batch: sentences x max(src, tgt) length").range<std::int64_t>(1, 1 << 24)
         .option("max-train-len", o.max_train_len, "training pairs with a side longer than this many tokens are dropped (counted)").range<std::int64_t>(1, 4096)
         .option("max-source-len", o.max_source_len, "test and dev sources are cut to this many tokens (counted)").range<std::int64_t>(1, 4096)
-        .option("lr", o.lr, "peak learning rate").positive()
-        .option("warmup", o.warmup, "warm-up steps of the inverse-square-root schedule").range<std::int64_t>(1, 1000000000)
-        .option("clip", o.clip, "gradient clipping by global norm (0: off)").range(0.0, 1e6)
-        .option("label-smoothing", o.label_smoothing, "label smoothing").range(0.0, 0.99)
-        .option("seed", o.seed, "random seed (model init, data order, dropout)")
+        .option("lr", o.recipe.lr, "peak learning rate").positive()
+        .option("warmup", o.recipe.warmup, "warm-up steps of the inverse-square-root schedule").range<std::int64_t>(1, 1000000000)
+        .option("clip", o.recipe.clip, "gradient clipping by global norm (0: off)").range(0.0, 1e6)
+        .option("label-smoothing", o.recipe.label_smoothing, "label smoothing").range(0.0, 0.99)
+        .option("seed", o.recipe.seed, "random seed (model init, data order, dropout)")
         .option("data", o.data, "folder with {train,dev,test}.{src,tgt}, spm.model and meta.json (scripts/prepare-parallel)")
         .option("src-lang", o.src_lang, "source language, the file extension (default: meta.json's \"src\", else en)")
         .option("tgt-lang", o.tgt_lang, "target language (default: meta.json's \"tgt\", else de)")

@@ -190,6 +190,7 @@ TEST_CASE("study: a timed metric counts its calls through every copy") {
     (void)w.lap();
     REQUIRE(w.phases().size() == 1);
     CHECK(w.phases()[0].first == "a");
+    CHECK(w.elapsed() >= w.phases()[0].second);  // since construction, laps included
     CHECK_THROWS_AS(analysis::timed_metric(analysis::metric_fn{}), usage_error);
 }
 
@@ -233,10 +234,58 @@ TEST_CASE("snapshots from saved tensors; presets and descriptions") {
     CHECK(base.encoder_layers == 6);
     CHECK(nn::describe(nn::seq2seq_preset("small", 8000)) == "3+3 layers, d 256, 4 heads, FF 1024, dropout 0.1, vocab 8000 (joint, shared + tied)");
     CHECK_THROWS_WITH_AS(nn::seq2seq_preset("huge", 1), Contains("'huge' is not one of tiny, small, base"), usage_error);
+    const auto sized = nn::seq2seq_preset("small", 8000, {.decoder_layers = 1, .heads = 8, .dropout = 0.0});
+    CHECK(nn::describe(sized) == "3+1 layers, d 256, 8 heads, FF 1024, dropout 0, vocab 8000 (joint, shared + tied)");
+    CHECK(sized.layer.attention_dropout == 0.0);
+    CHECK(nn::describe(nn::seq2seq_preset("small", 8000, {})) == nn::describe(nn::seq2seq_preset("small", 8000)));
     const auto a = halting::act_albert_preset("small", 30000, 128);
     CHECK(a.act.max_iterations == 12);
     CHECK(a.model.depth == 12);
     CHECK(a.tau == 5e-4);
     CHECK(a.model.layer.dropout == 0.0);
     CHECK_THROWS_AS(halting::act_albert_preset("x", 1, 8), usage_error);
+}
+
+TEST_CASE("translation recipe: saved and loaded by name; the shallower-model check; the study's report") {
+    const train::translation_recipe r{.lr = 2e-3, .warmup = 77, .max_tokens = 512, .label_smoothing = 0.2, .clip = 0.5, .seed = 9};
+    io::metadata_map meta;
+    io::save_config(meta, "train.", r);
+    CHECK(meta.at("train.warmup") == "77");
+    const auto back = io::load_config<train::translation_recipe>(meta, "train.");
+    CHECK(back.lr == r.lr);
+    CHECK(back.warmup == 77);
+    CHECK(back.max_tokens == 512);
+    CHECK(back.label_smoothing == 0.2);
+    CHECK(back.clip == 0.5);
+    CHECK(back.seed == 9);
+    const auto adam = train::translation_adam(1e-3);
+    CHECK(adam.beta2 == 0.98);
+    CHECK(adam.eps == 1e-9);
+
+    // a checkpoint of the same model (not shallower) is refused, naming both
+    depthlab_test::temp_dir dir("shallow");
+    nn::Seq2SeqTransformer<float> model(small_model(false), 1);
+    const std::string path = (dir.path / "same.safetensors").string();
+    io::training_state<float> st;
+    io::save_config(st.metadata, "config.", small_model(false));
+    st.set_u64("step", 3);
+    io::save_checkpoint(path, model, st);
+    const std::vector<std::vector<std::int64_t>> sources{char_ids("ab")};
+    const nn::translation_set set = nn::make_translation_set("t", sources, {"ab"});
+    CHECK_THROWS_WITH_AS((train::compare_shallow_checkpoint<float, backend::cpu>(path, small_model(false), set, [](std::span<const std::int64_t>) {
+                             return std::string("x");
+                         }, {}, 1)),
+                         Contains("expected the same model with fewer decoder layers, got 1+1 layers"), usage_error);
+
+    // the report: baseline rows from the run's facts; without a study, no analysis sections
+    const report::html_page page = report::translation_study_report(
+        {.src = "en", .tgt = "de", .corpus = "Ding", .model = "1+1 layers", .parameters = 1234, .steps = 50, .train_seconds = 61,
+         .recipe = r, .test_sentences = 7, .greedy_bleu = 12.5, .beam_bleu = 13.25, .chrf = 40, .beam = 4, .analysis_bleu = 11},
+        train::metrics_log{}, nullptr);
+    const std::string html = page.html();
+    CHECK(html.find("The value of Transformer components: en→de (Ding)") != std::string::npos);
+    CHECK(html.find("50 steps in") != std::string::npos);
+    CHECK(html.find("512 padded tokens; Adam (0.9, 0.98), lr 0.0020, inverse-sqrt warm-up 77; label smoothing 0.20") != std::string::npos);
+    CHECK(html.find("13.25 (GNMT length penalty") != std::string::npos);
+    CHECK(html.find("Contribution") == std::string::npos);
 }

@@ -22,6 +22,7 @@
 #include "depthlab/halting/act_albert.hpp"
 #include "depthlab/halting/analysis.hpp"
 #include "depthlab/nn/translator.hpp"
+#include "depthlab/train/translation.hpp"
 #include "depthlab/analysis/study.hpp"
 #include "depthlab/analysis/pipeline.hpp"
 #include "depthlab/report/component_value.hpp"

@@ -3163,6 +3163,22 @@ inline seq2seq_config seq2seq_preset(const std::string& name, index_t vocab) {
     else DEPTHLAB_CHECK(name == "base", usage_error, "seq2seq_preset: '", name, "' is not one of tiny, small, base");
     return c;
 }
+/// Sizes that replace a preset's: 0 (a negative dropout) keeps the preset's.
+struct seq2seq_overrides {
+    index_t encoder_layers = 0, decoder_layers = 0, dim = 0, heads = 0, ff_dim = 0;
+    double dropout = -1;  // every sub-layer's and the attention weights'
+};
+/// The preset with the sizes `o` sets (e.g. from command-line flags).
+inline seq2seq_config seq2seq_preset(const std::string& name, index_t vocab, const seq2seq_overrides& o) {
+    seq2seq_config c = seq2seq_preset(name, vocab);
+    if (o.encoder_layers > 0) c.encoder_layers = static_cast<int>(o.encoder_layers);
+    if (o.decoder_layers > 0) c.decoder_layers = static_cast<int>(o.decoder_layers);
+    if (o.dim > 0) c.layer.dim = o.dim;
+    if (o.heads > 0) c.layer.heads = static_cast<int>(o.heads);
+    if (o.ff_dim > 0) c.layer.ff_dim = o.ff_dim;
+    if (o.dropout >= 0) c.layer.dropout = c.layer.attention_dropout = o.dropout;
+    return c;
+}
 /// "3+3 layers, d 256, 4 heads, FF 1024, dropout 0.1, vocab 8000 (joint, shared + tied)"
 inline std::string describe(const seq2seq_config& c) {
     std::ostringstream os;
@@ -7961,7 +7977,7 @@ inline void write_trace_csv(const std::string& path, const criticality_result& r
 // gemm_bias (a linear layer, one product): C = op(A) * op(B) + 1 bias^T, the bias added by
 // oneDNN as it writes C rather than pre-filled into C and accumulated on.
 // float goes through a oneDNN matmul primitive created once per shape and kept in a
-// least-recently-used cache (DEPTHLAB_GEMM_CACHE entries, default 1024: shapes that change
+// least-recently-used cache (DEPTHLAB_GEMM_CACHE entries, default 8192: shapes that change
 // every batch must not pile up primitives without bound);
 // double (the gradient-check precision) and builds without oneDNN go through Eigen.
 // Under matmul_precision::bf16 (backend/precision.hpp) float operands are packed into dense
@@ -7970,6 +7986,7 @@ inline void write_trace_csv(const std::string& path, const criticality_result& r
 // order (slowly: there is no bf16 GEMM in Eigen).
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <list>
@@ -8648,11 +8665,14 @@ public:
             order_.splice(order_.begin(), order_, it->second.second);  // now the most recent
             return it->second.first;
         }
+        const auto t0 = std::chrono::steady_clock::now();
         matmul_entry e = [&] {
             if (!serial) return create(g, alpha, beta, bf16, bias);
             const scoped_num_threads one(1);  // oneDNN plans its work split for the threads it sees now
             return create(g, alpha, beta, bf16, bias);
         }();
+        ++made_;
+        making_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         order_.push_front(key);
         map_.emplace(key, std::make_pair(e, order_.begin()));
         evict_over_capacity();
@@ -8663,6 +8683,15 @@ public:
         return map_.size();
     }
     [[nodiscard]] std::size_t capacity() const { return capacity_; }
+    /// Primitives created so far (every miss) and the seconds their creation took.
+    [[nodiscard]] std::size_t made() const {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return made_;
+    }
+    [[nodiscard]] double making_seconds() const {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return making_seconds_;
+    }
     void set_capacity(std::size_t n) {
         std::lock_guard<std::mutex> lock(mutex_);
         capacity_ = std::max<std::size_t>(1, n);
@@ -8700,7 +8729,15 @@ private:
         return matmul_entry{dnnl::matmul(pd), a, b, c, pd.scratchpad_desc(), bias_desc};
     }
     mutable std::mutex mutex_;
-    std::size_t capacity_ = 1024;
+    // The compact ACT step of ACT-ALBERT multiplies a different number of running rows in each
+    // iteration of each batch, so its products come in thousands of shapes (tiles and k-groups
+    // included): 3 400 after 400 deep-phase steps, most of them recurring. 1024 entries
+    // thrashed: ~40 primitives made per step, 0.4-0.5 ms each, 10-13% of the step (AMD EPYC,
+    // 2 threads, 2026-12-04: albert_act's "GEMM primitives" line, README). A primitive holds
+    // its JIT code, ~15 KB.
+    std::size_t capacity_ = 8192;
+    std::size_t made_ = 0;
+    double making_seconds_ = 0;
     std::list<matmul_key> order_;  // most recent first
     std::unordered_map<matmul_key, std::pair<matmul_entry, std::list<matmul_key>::iterator>, matmul_key_hash> map_;
 };
@@ -17394,6 +17431,105 @@ private:
 
 }  // namespace depthlab::nn
 // ---- end depthlab/nn/translator.hpp ----
+// ---- begin depthlab/train/translation.hpp ----
+// The translation model's training recipe (Vaswani et al. 2017, as Wang & Tu 2020 trained
+// it): Adam (0.9, 0.98, eps 1e-9), an inverse-square-root warm-up, label-smoothed
+// cross-entropy over batches of padded tokens. The recipe is saved in a checkpoint's
+// metadata (io::save_config(meta, "train.", recipe)), so that a run that loads the
+// checkpoint — rewinding's fine-tuning — trains the way the training run did. And the
+// component-value study's comparison of pruning with a shallower model trained apart.
+//
+//   optim::Adam<float, B> adam(model.named_parameters(), train::translation_adam(recipe.lr));
+//   trainer.fit([&] { return train::translation_loss(model, stream, recipe.label_smoothing); });
+#include <algorithm>
+#include <concepts>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+
+namespace depthlab::train {
+
+/// What a translation model was trained with.
+struct translation_recipe {
+    double lr = 1e-3;
+    std::int64_t warmup = 1000, max_tokens = 4096;
+    double label_smoothing = 0.1, clip = 1.0;
+    std::uint64_t seed = 1;
+};
+/// The fields of translation_recipe by name (io::save_config / load_config).
+template <class R, class F>
+    requires std::same_as<std::remove_const_t<R>, translation_recipe>
+void config_fields(R& r, F&& f) {
+    f("lr", r.lr);
+    f("warmup", r.warmup);
+    f("max_tokens", r.max_tokens);
+    f("label_smoothing", r.label_smoothing);
+    f("clip", r.clip);
+    f("seed", r.seed);
+}
+
+/// Adam as the Transformer paper sets it: betas (0.9, 0.98), eps 1e-9, no weight decay.
+inline optim::AdamOptions translation_adam(double lr) { return {.lr = lr, .beta1 = 0.9, .beta2 = 0.98, .eps = 1e-9, .weight_decay = 0}; }
+
+/// The label-smoothed cross-entropy of the next batch of `stream` (padding ignored), logged
+/// as "loss", with the batch's target tokens for tokens/s.
+template <class T, class B>
+micro_batch<T, B> translation_loss(nn::Seq2SeqTransformer<T, B>& model, data::translation_stream& stream, double label_smoothing) {
+    const auto b = stream.next();
+    auto loss = cross_entropy(model.decode(model.encode(b.src), b.src, b.tgt_in), b.tgt_out, -100, static_cast<T>(label_smoothing));
+    return {.loss = loss, .logged = {{"loss", loss}}, .tokens = b.target_tokens()};
+}
+
+/// Rewinding's fine-tuning: `steps` steps of a fresh Adam at `lr` after a short linear
+/// warm-up (a fifth of the steps, at most 50), clipped as the recipe, on the same batches
+/// at every call (a stream seeded with recipe.seed + 1000), so that runs that rewind different
+/// modules differ only in what they rewound. Returns the mean training loss of the steps.
+template <class T, class B>
+double finetune_translation(nn::Seq2SeqTransformer<T, B>& model, const data::translation_batcher& batcher, const translation_recipe& recipe,
+                            std::int64_t steps, double lr) {
+    optim::Adam<T, B> adam(model.named_parameters(), translation_adam(lr));
+    data::translation_stream batches(batcher, recipe.seed + 1000);
+    Trainer<T, B> fine_tune(model, adam, {.steps = steps, .clip = recipe.clip, .log_every = steps});
+    const double warm = static_cast<double>(std::clamp<std::int64_t>(steps / 5, 1, 50));
+    fine_tune.schedule = [&](std::int64_t done) { return lr * std::min(1.0, static_cast<double>(done + 1) / warm); };
+    return fine_tune.fit([&] { return translation_loss(model, batches, recipe.label_smoothing); }).last_log.front().second;
+}
+
+/// A model with fewer decoder layers, trained apart with the same recipe: the paper's
+/// baseline for pruning decoder modules. Its BLEU on the analysis sentences.
+struct shallow_comparison {
+    nn::seq2seq_config config;
+    std::int64_t parameters = 0;
+    std::uint64_t steps = 0;
+    int fewer_decoder_layers = 0;
+    double bleu = 0;
+};
+/// Loads the checkpoint at `path`, which must hold `full`'s model with fewer decoder layers
+/// (else usage_error naming both), and scores it on `set`.
+template <class T, class B>
+shallow_comparison compare_shallow_checkpoint(const std::string& path, const nn::seq2seq_config& full, const nn::translation_set& set,
+                                              const typename nn::translator<T, B>::detokenizer& detokenize, const nn::search_options& search,
+                                              std::uint64_t seed) {
+    shallow_comparison r;
+    r.config = io::load_config<nn::seq2seq_config>(io::safetensors_file(path).metadata(), "config.");
+    const nn::seq2seq_config& sc = r.config;
+    DEPTHLAB_CHECK(sc.decoder_layers < full.decoder_layers && sc.encoder_layers == full.encoder_layers && sc.layer.dim == full.layer.dim &&
+                       sc.src_vocab == full.src_vocab,
+                   usage_error, "--shallow-checkpoint ", path, ": expected the same model with fewer decoder layers, got ", nn::describe(sc),
+                   " against ", nn::describe(full));
+    nn::Seq2SeqTransformer<T, B> shallow(sc, seed);
+    r.steps = io::load_checkpoint(path, shallow).get_u64("step");
+    shallow.eval();
+    nn::translator<T, B> scorer(shallow, detokenize);
+    r.bleu = scorer.score(set, search).bleu;
+    r.parameters = shallow.parameter_count();
+    r.fewer_decoder_layers = full.decoder_layers - sc.decoder_layers;
+    return r;
+}
+
+}  // namespace depthlab::train
+// ---- end depthlab/train/translation.hpp ----
 // ---- begin depthlab/analysis/study.hpp ----
 // What a study does around the analyses of analysis/component_value.hpp: count and time
 // its metric, rank the modules with a tie-break, group the scores by type and layer, and
@@ -17449,9 +17585,11 @@ private:
 };
 
 /// Seconds per phase: lap(name) returns the time since construction or the previous lap
-/// and records it under name; phases() lists them in order.
+/// and records it under name; phases() lists them in order; elapsed() is the time since
+/// construction.
 class stopwatch {
 public:
+    [[nodiscard]] double elapsed() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
     double lap(const std::string& name = {}) {
         const auto now = std::chrono::steady_clock::now();
         const double s = std::chrono::duration<double>(now - last_).count();
@@ -17462,7 +17600,7 @@ public:
     [[nodiscard]] const std::vector<std::pair<std::string, double>>& phases() const { return phases_; }
 
 private:
-    std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+    std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), last_ = start_;
     std::vector<std::pair<std::string, double>> phases_;
 };
 
@@ -18039,6 +18177,98 @@ inline html_page component_value_report(const component_value_run& r) {
     if (!r.command.empty()) page.preformatted(r.command);
     if (!r.provenance.empty()) page.provenance(r.provenance);
     return page;
+}
+
+/// A translation run of the study (examples/component_value) as translation_study_report
+/// shows it: the model, how it was trained (or loaded), its baseline scores and where the
+/// time went. Fields in the order a caller fills them.
+struct translation_run {
+    std::string src, tgt, corpus;  // the language pair; the corpus's name (may be empty)
+    std::string model;             // nn::describe(config)
+    int encoder_layers = 0, decoder_layers = 0;
+    bool post_ln = true;
+    std::int64_t parameters = 0, steps = 0;
+    double train_seconds = 0;
+    bool stopped_by_time = false;
+    std::string checkpoint{};  // loaded from here instead of trained (empty: trained in this run)
+    double tokens_per_s = 0;
+    int threads = 1;
+    train::translation_recipe recipe{};
+    std::size_t test_sentences = 0, dev_sentences = 0, analysis_sentences = 0;
+    double greedy_bleu = 0, beam_bleu = 0, chrf = 0, baseline_seconds = 0;  // test set; baseline_seconds: both decodings
+    int beam = 1, analysis_beam = 1;
+    double alpha = 0.6;         // GNMT length penalty
+    double analysis_bleu = 0;   // the metric on the analysis sentences, unablated
+    std::optional<train::shallow_comparison> shallow{};
+    std::string rank_by = "contribution";  // rewinding's ranking
+    std::int64_t rewind_steps = 0;
+    double finetune_lr = 0;
+    std::size_t metric_calls = 0, encoder_runs = 0, encoder_reuses = 0;
+    double metric_seconds = 0, total_seconds = 0;
+    std::string command{}, provenance{};
+};
+
+/// The component-value report of a translation run: component_value_report with BLEU as
+/// the metric, the model and its baseline, the training curves (loss, dev BLEU) of `log`.
+inline html_page translation_study_report(const translation_run& r, const train::metrics_log& log, const analysis::study_result* study) {
+    using detail::fixed;
+    using train::format_duration;
+    const std::string sentences = std::to_string(r.analysis_sentences) + " test sentences";
+    char lr_text[32];
+    std::snprintf(lr_text, sizeof lr_text, "%.2e", r.finetune_lr);
+    std::vector<std::pair<std::string, std::string>> times{{"time: training", format_duration(r.train_seconds)},
+                                                           {"time: baseline BLEU", format_duration(r.baseline_seconds)}};
+    if (study)
+        for (const auto& [name, seconds] : study->phase_seconds) times.emplace_back("time: " + name, format_duration(seconds));
+    times.insert(times.end(), {{"metric evaluations", std::to_string(r.metric_calls) + ", " +
+                                                          fixed(r.metric_seconds / static_cast<double>(std::max<std::size_t>(r.metric_calls, 1)), 2) +
+                                                          " s each on average"},
+                               {"encoder outputs reused",
+                                std::to_string(r.encoder_reuses) + " of " + std::to_string(r.encoder_reuses + r.encoder_runs) + " translations"},
+                               {"total", format_duration(r.total_seconds)}});
+    std::string pruning_note;
+    if (r.shallow)
+        pruning_note = "A model with " + std::to_string(r.shallow->fewer_decoder_layers) + " fewer decoder layers (" +
+                       std::to_string(r.shallow->parameters) + " parameters), trained with the same recipe for " + std::to_string(r.shallow->steps) +
+                       " steps (the full model: " + std::to_string(r.steps) + "): BLEU " + fixed(r.shallow->bleu) + " on the analysis sentences.";
+    const train::translation_recipe& t = r.recipe;
+    return component_value_report({
+        .title = "The value of Transformer components: " + r.src + "→" + r.tgt + (r.corpus.empty() ? "" : " (" + r.corpus + ")"),
+        .subtitle = "Wang & Tu (COLING 2020) reproduced with depthlab · " + r.model,
+        .note = r.analysis_bleu >= 10 || !study
+                    ? ""
+                    : "Baseline BLEU " + fixed(r.analysis_bleu) + " on the analysis sentences (test BLEU " + fixed(r.beam_bleu) +
+                          "): a weak baseline. Every score below is a drop of at most C = " + fixed(study->contribution.clip, 3) +
+                          " BLEU, close to the noise of " + sentences + "; read the heat maps as indicative, not as a replication.",
+        .baseline = {{"model", r.model},
+                     {"parameters", std::to_string(r.parameters)},
+                     {"training", std::to_string(r.steps) + " steps in " + format_duration(r.train_seconds) +
+                                      (r.checkpoint.empty() ? (r.stopped_by_time ? " (stopped by the time limit)" : "") : " (loaded from " + r.checkpoint + ")")},
+                     {"training speed", fixed(r.tokens_per_s, 0) + " target tokens/s, " + std::to_string(r.threads) + " thread(s)"},
+                     {"batch", std::to_string(t.max_tokens) + " padded tokens; Adam (0.9, 0.98), lr " + fixed(t.lr, 4) + ", inverse-sqrt warm-up " +
+                                   std::to_string(t.warmup) + "; label smoothing " + fixed(t.label_smoothing, 2)},
+                     {"test BLEU, greedy", fixed(r.greedy_bleu) + " (" + std::to_string(r.test_sentences) + " sentences)"},
+                     {"test BLEU, beam " + std::to_string(r.beam), fixed(r.beam_bleu) + " (GNMT length penalty α " + fixed(r.alpha, 1) + ")"},
+                     {"test chrF", fixed(r.chrf)},
+                     {"analysis metric", "BLEU of " + (r.analysis_beam > 1 ? "beam " + std::to_string(r.analysis_beam) : std::string("greedy")) +
+                                             " decoding on the first " + sentences + ": " + fixed(r.analysis_bleu)}},
+        .baseline_caption = "Model and baseline (sacreBLEU-style corpus BLEU, 13a tokenisation, on detokenised output)",
+        .log = log,
+        .curves = {{"loss", "training loss (label-smoothed)", "Training loss", "", "loss",
+                    "Label-smoothed cross-entropy per target token, averaged over each logging interval.", std::nullopt, false},
+                   {"dev_bleu", "dev BLEU (greedy)", "Dev BLEU during training", std::to_string(r.dev_sentences) + " dev sentences, greedy decoding", "BLEU",
+                    "Dev BLEU over training.", 0.0, true}},
+        .study = study,
+        .encoder_layers = r.encoder_layers,
+        .decoder_layers = r.decoder_layers,
+        .pruning_note = pruning_note,
+        .rewinding_how = "The k least important modules (by " + r.rank_by + ") are reset to θ⁰, then the whole model is fine-tuned for " +
+                         std::to_string(r.rewind_steps) + " steps (fresh Adam, lr " + lr_text +
+                         " after a short warm-up; same batches as training). k = 0 is the control: the same fine-tuning without rewinding.",
+        .run_details = times,
+        .command = r.command,
+        .provenance = r.provenance,
+        .labels = {.metric = "BLEU", .measured_on = sentences, .post_ln = r.post_ln}});
 }
 
 }  // namespace depthlab::report

@@ -55,9 +55,11 @@ private:
 };
 
 /// Seconds per phase: lap(name) returns the time since construction or the previous lap
-/// and records it under name; phases() lists them in order.
+/// and records it under name; phases() lists them in order; elapsed() is the time since
+/// construction.
 class stopwatch {
 public:
+    [[nodiscard]] double elapsed() const { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count(); }
     double lap(const std::string& name = {}) {
         const auto now = std::chrono::steady_clock::now();
         const double s = std::chrono::duration<double>(now - last_).count();
@@ -68,7 +70,7 @@ public:
     [[nodiscard]] const std::vector<std::pair<std::string, double>>& phases() const { return phases_; }
 
 private:
-    std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+    std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now(), last_ = start_;
     std::vector<std::pair<std::string, double>> phases_;
 };
 

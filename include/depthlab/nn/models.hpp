@@ -171,6 +171,22 @@ inline seq2seq_config seq2seq_preset(const std::string& name, index_t vocab) {
     else DEPTHLAB_CHECK(name == "base", usage_error, "seq2seq_preset: '", name, "' is not one of tiny, small, base");
     return c;
 }
+/// Sizes that replace a preset's: 0 (a negative dropout) keeps the preset's.
+struct seq2seq_overrides {
+    index_t encoder_layers = 0, decoder_layers = 0, dim = 0, heads = 0, ff_dim = 0;
+    double dropout = -1;  // every sub-layer's and the attention weights'
+};
+/// The preset with the sizes `o` sets (e.g. from command-line flags).
+inline seq2seq_config seq2seq_preset(const std::string& name, index_t vocab, const seq2seq_overrides& o) {
+    seq2seq_config c = seq2seq_preset(name, vocab);
+    if (o.encoder_layers > 0) c.encoder_layers = static_cast<int>(o.encoder_layers);
+    if (o.decoder_layers > 0) c.decoder_layers = static_cast<int>(o.decoder_layers);
+    if (o.dim > 0) c.layer.dim = o.dim;
+    if (o.heads > 0) c.layer.heads = static_cast<int>(o.heads);
+    if (o.ff_dim > 0) c.layer.ff_dim = o.ff_dim;
+    if (o.dropout >= 0) c.layer.dropout = c.layer.attention_dropout = o.dropout;
+    return c;
+}
 /// "3+3 layers, d 256, 4 heads, FF 1024, dropout 0.1, vocab 8000 (joint, shared + tied)"
 inline std::string describe(const seq2seq_config& c) {
     std::ostringstream os;

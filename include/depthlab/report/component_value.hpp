@@ -23,6 +23,7 @@
 #include "depthlab/analysis/study.hpp"
 #include "depthlab/report/html.hpp"
 #include "depthlab/train/progress.hpp"
+#include "depthlab/train/translation.hpp"
 
 namespace depthlab::report {
 
@@ -257,6 +258,98 @@ inline html_page component_value_report(const component_value_run& r) {
     if (!r.command.empty()) page.preformatted(r.command);
     if (!r.provenance.empty()) page.provenance(r.provenance);
     return page;
+}
+
+/// A translation run of the study (examples/component_value) as translation_study_report
+/// shows it: the model, how it was trained (or loaded), its baseline scores and where the
+/// time went. Fields in the order a caller fills them.
+struct translation_run {
+    std::string src, tgt, corpus;  // the language pair; the corpus's name (may be empty)
+    std::string model;             // nn::describe(config)
+    int encoder_layers = 0, decoder_layers = 0;
+    bool post_ln = true;
+    std::int64_t parameters = 0, steps = 0;
+    double train_seconds = 0;
+    bool stopped_by_time = false;
+    std::string checkpoint{};  // loaded from here instead of trained (empty: trained in this run)
+    double tokens_per_s = 0;
+    int threads = 1;
+    train::translation_recipe recipe{};
+    std::size_t test_sentences = 0, dev_sentences = 0, analysis_sentences = 0;
+    double greedy_bleu = 0, beam_bleu = 0, chrf = 0, baseline_seconds = 0;  // test set; baseline_seconds: both decodings
+    int beam = 1, analysis_beam = 1;
+    double alpha = 0.6;         // GNMT length penalty
+    double analysis_bleu = 0;   // the metric on the analysis sentences, unablated
+    std::optional<train::shallow_comparison> shallow{};
+    std::string rank_by = "contribution";  // rewinding's ranking
+    std::int64_t rewind_steps = 0;
+    double finetune_lr = 0;
+    std::size_t metric_calls = 0, encoder_runs = 0, encoder_reuses = 0;
+    double metric_seconds = 0, total_seconds = 0;
+    std::string command{}, provenance{};
+};
+
+/// The component-value report of a translation run: component_value_report with BLEU as
+/// the metric, the model and its baseline, the training curves (loss, dev BLEU) of `log`.
+inline html_page translation_study_report(const translation_run& r, const train::metrics_log& log, const analysis::study_result* study) {
+    using detail::fixed;
+    using train::format_duration;
+    const std::string sentences = std::to_string(r.analysis_sentences) + " test sentences";
+    char lr_text[32];
+    std::snprintf(lr_text, sizeof lr_text, "%.2e", r.finetune_lr);
+    std::vector<std::pair<std::string, std::string>> times{{"time: training", format_duration(r.train_seconds)},
+                                                           {"time: baseline BLEU", format_duration(r.baseline_seconds)}};
+    if (study)
+        for (const auto& [name, seconds] : study->phase_seconds) times.emplace_back("time: " + name, format_duration(seconds));
+    times.insert(times.end(), {{"metric evaluations", std::to_string(r.metric_calls) + ", " +
+                                                          fixed(r.metric_seconds / static_cast<double>(std::max<std::size_t>(r.metric_calls, 1)), 2) +
+                                                          " s each on average"},
+                               {"encoder outputs reused",
+                                std::to_string(r.encoder_reuses) + " of " + std::to_string(r.encoder_reuses + r.encoder_runs) + " translations"},
+                               {"total", format_duration(r.total_seconds)}});
+    std::string pruning_note;
+    if (r.shallow)
+        pruning_note = "A model with " + std::to_string(r.shallow->fewer_decoder_layers) + " fewer decoder layers (" +
+                       std::to_string(r.shallow->parameters) + " parameters), trained with the same recipe for " + std::to_string(r.shallow->steps) +
+                       " steps (the full model: " + std::to_string(r.steps) + "): BLEU " + fixed(r.shallow->bleu) + " on the analysis sentences.";
+    const train::translation_recipe& t = r.recipe;
+    return component_value_report({
+        .title = "The value of Transformer components: " + r.src + "→" + r.tgt + (r.corpus.empty() ? "" : " (" + r.corpus + ")"),
+        .subtitle = "Wang & Tu (COLING 2020) reproduced with depthlab · " + r.model,
+        .note = r.analysis_bleu >= 10 || !study
+                    ? ""
+                    : "Baseline BLEU " + fixed(r.analysis_bleu) + " on the analysis sentences (test BLEU " + fixed(r.beam_bleu) +
+                          "): a weak baseline. Every score below is a drop of at most C = " + fixed(study->contribution.clip, 3) +
+                          " BLEU, close to the noise of " + sentences + "; read the heat maps as indicative, not as a replication.",
+        .baseline = {{"model", r.model},
+                     {"parameters", std::to_string(r.parameters)},
+                     {"training", std::to_string(r.steps) + " steps in " + format_duration(r.train_seconds) +
+                                      (r.checkpoint.empty() ? (r.stopped_by_time ? " (stopped by the time limit)" : "") : " (loaded from " + r.checkpoint + ")")},
+                     {"training speed", fixed(r.tokens_per_s, 0) + " target tokens/s, " + std::to_string(r.threads) + " thread(s)"},
+                     {"batch", std::to_string(t.max_tokens) + " padded tokens; Adam (0.9, 0.98), lr " + fixed(t.lr, 4) + ", inverse-sqrt warm-up " +
+                                   std::to_string(t.warmup) + "; label smoothing " + fixed(t.label_smoothing, 2)},
+                     {"test BLEU, greedy", fixed(r.greedy_bleu) + " (" + std::to_string(r.test_sentences) + " sentences)"},
+                     {"test BLEU, beam " + std::to_string(r.beam), fixed(r.beam_bleu) + " (GNMT length penalty α " + fixed(r.alpha, 1) + ")"},
+                     {"test chrF", fixed(r.chrf)},
+                     {"analysis metric", "BLEU of " + (r.analysis_beam > 1 ? "beam " + std::to_string(r.analysis_beam) : std::string("greedy")) +
+                                             " decoding on the first " + sentences + ": " + fixed(r.analysis_bleu)}},
+        .baseline_caption = "Model and baseline (sacreBLEU-style corpus BLEU, 13a tokenisation, on detokenised output)",
+        .log = log,
+        .curves = {{"loss", "training loss (label-smoothed)", "Training loss", "", "loss",
+                    "Label-smoothed cross-entropy per target token, averaged over each logging interval.", std::nullopt, false},
+                   {"dev_bleu", "dev BLEU (greedy)", "Dev BLEU during training", std::to_string(r.dev_sentences) + " dev sentences, greedy decoding", "BLEU",
+                    "Dev BLEU over training.", 0.0, true}},
+        .study = study,
+        .encoder_layers = r.encoder_layers,
+        .decoder_layers = r.decoder_layers,
+        .pruning_note = pruning_note,
+        .rewinding_how = "The k least important modules (by " + r.rank_by + ") are reset to θ⁰, then the whole model is fine-tuned for " +
+                         std::to_string(r.rewind_steps) + " steps (fresh Adam, lr " + lr_text +
+                         " after a short warm-up; same batches as training). k = 0 is the control: the same fine-tuning without rewinding.",
+        .run_details = times,
+        .command = r.command,
+        .provenance = r.provenance,
+        .labels = {.metric = "BLEU", .measured_on = sentences, .post_ln = r.post_ln}});
 }
 
 }  // namespace depthlab::report
