@@ -12,6 +12,8 @@
 //   cross_entropy/<isa>/RxC          the loss op forward + backward, ISA path forced
 //   act_encoder_train/interleaved/.. the compact, masked and fixed-depth ACT steps in turn, each
 //                                    timed apart: their ratios free of the machine's drift
+//                                    (DEPTHLAB_BENCH_PROFILE=K: then K steps of each under
+//                                    an op_profiler, the op tables on stderr)
 //
 // Run it through scripts/bench (OMP_NUM_THREADS, the OpenBLAS library path, JSON output and
 // the ratio tables of scripts/bench_ratios.py).
@@ -426,6 +428,21 @@ void bm_act_interleaved(benchmark::State& state, layer_shape l, double fraction)
         timed(0, [&] { step(su, true); });
         timed(1, [&] { step(su, false); });
         timed(2, [&] { step(fx, false); });
+    }
+    // DEPTHLAB_BENCH_PROFILE=K: after the timing, K more steps of each kind under an
+    // op_profiler, their op tables on stderr (where the compact step's time goes against the
+    // masked one's; the profiler's clock reads are outside the timed steps)
+    if (const char* e = std::getenv("DEPTHLAB_BENCH_PROFILE"); e != nullptr && std::atoi(e) > 0) {
+        const int steps = std::atoi(e);
+        const auto profile = [&](const char* name, auto& s, bool compact, double mean_iterations) {
+            depthlab::op_profiler prof;
+            for (int i = 0; i < steps; ++i) step(s, compact);
+            std::fprintf(stderr, "act_encoder_train/interleaved at %.0f%%, %s step (mean %.2f iterations): %.2f ms per step\n%s", 100 * fraction, name,
+                         mean_iterations, 1e3 * prof.seconds() / steps, prof.table(steps, 30).c_str());
+        };
+        profile("compact", su, true, su.mean_iterations);
+        profile("masked", su, false, su.mean_iterations);
+        profile("fixed-depth", fx, false, double(act_max_iterations));
     }
     const double n = static_cast<double>(state.iterations());
     state.counters["compact_ms"] = seconds[0] / n * 1e3;

@@ -131,6 +131,7 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
             std::printf("loaded %s (step %lld); no training\n", o.checkpoint.c_str(), static_cast<long long>(fit.steps));
         } else {
             fit = trainer.fit([&] { return train::translation_loss(model, stream, recipe.label_smoothing); });
+            if (comm.is_root()) std::printf("%s\n", examples::memory_summary().c_str());
         }
         model.eval();
 

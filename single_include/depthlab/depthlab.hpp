@@ -7977,7 +7977,7 @@ inline void write_trace_csv(const std::string& path, const criticality_result& r
 // gemm_bias (a linear layer, one product): C = op(A) * op(B) + 1 bias^T, the bias added by
 // oneDNN as it writes C rather than pre-filled into C and accumulated on.
 // float goes through a oneDNN matmul primitive created once per shape and kept in a
-// least-recently-used cache (DEPTHLAB_GEMM_CACHE entries, default 8192: shapes that change
+// least-recently-used cache (DEPTHLAB_GEMM_CACHE entries, default 4096: shapes that change
 // every batch must not pile up primitives without bound);
 // double (the gradient-check precision) and builds without oneDNN go through Eigen.
 // Under matmul_precision::bf16 (backend/precision.hpp) float operands are packed into dense
@@ -8733,9 +8733,11 @@ private:
     // iteration of each batch, so its products come in thousands of shapes (tiles and k-groups
     // included): 3 400 after 400 deep-phase steps, most of them recurring. 1024 entries
     // thrashed: ~40 primitives made per step, 0.4-0.5 ms each, 10-13% of the step (AMD EPYC,
-    // 2 threads, 2026-12-04: albert_act's "GEMM primitives" line, README). A primitive holds
-    // its JIT code, ~15 KB.
-    std::size_t capacity_ = 8192;
+    // 2 threads, 2026-12-04: albert_act's "GEMM primitives" line, README). 4096 entries made as
+    // few there. A primitive holds its JIT code and kernels, ~40 KB resident: at 8192 entries
+    // `scripts/demo`, whose shallower model meets even more row counts, peaked at 1031 MiB
+    // (10 157 made), against 726 MiB with 1024 entries; at 4096 see the README.
+    std::size_t capacity_ = 4096;
     std::size_t made_ = 0;
     double making_seconds_ = 0;
     std::list<matmul_key> order_;  // most recent first
