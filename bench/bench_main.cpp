@@ -432,8 +432,8 @@ void bm_act_interleaved(benchmark::State& state, layer_shape l, double fraction)
     // DEPTHLAB_BENCH_PROFILE=K: after the timing, K more steps of each kind under an
     // op_profiler, their op tables on stderr (where the compact step's time goes against the
     // masked one's; the profiler's clock reads are outside the timed steps)
-    if (const char* e = std::getenv("DEPTHLAB_BENCH_PROFILE"); e != nullptr && std::atoi(e) > 0) {
-        const int steps = std::atoi(e);
+    const char* profile_env = std::getenv("DEPTHLAB_BENCH_PROFILE");
+    if (const int steps = profile_env ? std::atoi(profile_env) : 0; steps > 0) {
         const auto profile = [&](const char* name, auto& s, bool compact, double mean_iterations) {
             depthlab::op_profiler prof;
             for (int i = 0; i < steps; ++i) step(s, compact);
