@@ -116,15 +116,21 @@ TEST_CASE_TEMPLATE("ACT: the compact path equals the dense masked reference (val
         std::vector<index_t> lengths;
         double bias;  // (NaN: the seed's spread, below)
     };
+    // row_quantum pads each iteration's rows with halted tokens (and, at first, padding
+    // positions) up to a multiple of it: 1 pads nothing, 4 and 16 (the default) pad most
+    // iterations of these 21-token batches, 16 up to every row.
     const double spread = std::numeric_limits<double>::quiet_NaN();
+    for (int quantum : {1, 4, 16})
     for (const layout& l : {layout{{7, 4, 1}, spread}, layout{{7, 7, 7}, spread}, layout{{7, 7, 7}, -30.0}})
         for (std::uint64_t seed : {1u, 2u, 3u}) {
+            CAPTURE(quantum);
             CAPTURE(seed);
             CAPTURE(l.lengths[1]);
             CAPTURE(l.bias);
             Generator gen(seed);
             act_options opt;
             opt.max_iterations = 6;
+            opt.row_quantum = quantum;
             ActEncoder<T> enc(small_layer(), gen, opt);
             spread_halting(enc, std::isnan(l.bias) ? (seed == 3 ? 0.5 : -1.0) : l.bias, seed + 100);
             const std::vector<index_t>& lengths = l.lengths;

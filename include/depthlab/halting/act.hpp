@@ -82,6 +82,14 @@ struct act_options {
     // of the halting unit p = sigmoid(w·y + b); negative: more iterations at first. NaN: the
     // policy's (0 as the paper, 1 for act_graves)
     double halting_bias = std::numeric_limits<double>::quiet_NaN();
+    // compact path: each iteration's row set is padded with halted tokens (whose w is 0, so
+    // their states stay as they are and nothing about them changes: exact, as the dense path
+    // computing every token) up to a multiple of row_quantum rows. The GEMMs then meet
+    // N/row_quantum row counts instead of N, so the GEMM primitive cache holds them all: with
+    // exact counts (1) an hour of ACT-ALBERT compiled 183 185 primitives (89 s) in a cache of
+    // 4096 (README, "GEMM shapes of the compact path"). The padding costs < row_quantum rows
+    // of the layer's work per iteration.
+    int row_quantum = 16;
 };
 
 /// The ponder-cost weight at a step: tau ramped up linearly from 0 over warmup_steps (the
@@ -432,16 +440,22 @@ private:
         std::vector<std::int64_t> done_rows;
         std::vector<V> s_done, r_done;
         for (int n = 1; n <= opt.max_iterations && st.any_running(); ++n) {
-            const std::vector<std::int64_t> idx = running_rows(st);  // sorted: grouped by sequence
+            const bool first = prev.empty();
+            const std::vector<std::int64_t> running = running_rows(st);  // sorted: grouped by sequence
+            rec.running_per_iteration.push_back(static_cast<index_t>(running.size()));
+            rec.iterations = n;
+            // the rows this iteration computes: the running ones, padded with halted rows of the
+            // source (the previous iteration's rows, or all rows at first) to a multiple of
+            // opt.row_quantum; live[j]: idx[j] runs
+            const std::vector<std::int64_t> idx = padded_rows(running, first ? all_rows(Bn * Tt) : prev, Tt, Bn);
+            std::vector<char> live(idx.size());
+            for (std::size_t j = 0; j < idx.size(); ++j) live[j] = st.running[static_cast<std::size_t>(idx[j])];
             std::vector<index_t> q_off(static_cast<std::size_t>(Bn + 1), 0);
             for (std::int64_t i : idx) ++q_off[static_cast<std::size_t>(i / Tt) + 1];
             for (index_t b = 0; b < Bn; ++b) q_off[b + 1] += q_off[b];
             const index_t nr = static_cast<index_t>(idx.size());
-            rec.running_per_iteration.push_back(nr);
-            rec.iterations = n;
             // (a gather of every row, or an update of every row, is a copy for nothing: while
             // all tokens run, as in the first iterations, the rows are taken as they are)
-            const bool first = prev.empty();
             if (!first) {
                 const V kv_prev = linear(s_prev, w_kv, b_kv);
                 KV = static_cast<index_t>(prev.size()) == Bn * Tt ? kv_prev : row_update(KV, prev, kv_prev);
@@ -457,14 +471,17 @@ private:
             const V a = (*attn.out_proj)(ragged_attention<T, B>({q, 0}, q_off, {KV, 0}, {KV, H}, Tt, lengths, H, cfg_.heads));
             const V y = run_rest_of_layer(s_run, a);
             const V p = reshape(sigmoid((*halting_unit)(y)), {nr});
-            const step_masks m = st.step(p.value().to_vector(), idx, n);
+            const step_masks m = st.step(p.value().to_vector(), idx, n);  // (padding rows: masks 0, so w 0)
             const V w = halting_step(p, cum_run, r_run, m);
             const V s_new = interpolate_rows(s_run, y, w);
             record_cosine(rec, [&] { return s_run.value(); }, [&] { return s_new.value(); }, idx);
+            if (tracing() && idx.size() != running.size())  // padding rows did not run
+                for (std::size_t j = 0; j < idx.size(); ++j)
+                    if (!live[j]) rec.cosine.back()[static_cast<std::size_t>(idx[j])] = std::numeric_limits<double>::quiet_NaN();
             // tokens that stop here (halted, or out of iterations): their final state and R
             std::vector<std::int64_t> stop;
             for (std::size_t j = 0; j < idx.size(); ++j)
-                if (m.new_halt[j] > T(0) || n == opt.max_iterations) {
+                if (m.new_halt[j] > T(0) || (n == opt.max_iterations && live[j])) {
                     stop.push_back(static_cast<std::int64_t>(j));
                     done_rows.push_back(idx[j]);
                 }
@@ -489,6 +506,39 @@ private:
             R = r_done.size() == 1 ? r_done[0] : concat(r_done, 0);  // only its sum is used
         }
         return {reshape(s, {Bn, Tt, H}), ponder_cost(R, rec), std::move(rec), {}, {}};
+    }
+    static std::vector<std::int64_t> all_rows(index_t n) {
+        std::vector<std::int64_t> rows(static_cast<std::size_t>(n));
+        for (index_t i = 0; i < n; ++i) rows[static_cast<std::size_t>(i)] = i;
+        return rows;
+    }
+    /// `running` (sorted, ⊆ source) plus rows of `source` that do not run, up to the next
+    /// multiple of opt.row_quantum (at most all of `source`), sorted. Each padding row goes to
+    /// the sequence with the fewest rows so far: the attention pads every sequence's queries
+    /// to the longest one's count, which padding rows spread thin leave unchanged.
+    std::vector<std::int64_t> padded_rows(const std::vector<std::int64_t>& running, const std::vector<std::int64_t>& source, index_t Tt,
+                                          index_t Bn) const {
+        const auto q = static_cast<std::size_t>(std::max(1, opt.row_quantum));
+        const std::size_t target = std::min(source.size(), (running.size() + q - 1) / q * q);
+        if (target <= running.size()) return running;
+        std::vector<std::vector<std::int64_t>> spare(static_cast<std::size_t>(Bn));  // per sequence, in order
+        std::vector<std::size_t> count(static_cast<std::size_t>(Bn), 0), taken(static_cast<std::size_t>(Bn), 0);
+        for (std::int64_t i : running) ++count[static_cast<std::size_t>(i / Tt)];
+        std::size_t k = 0;
+        for (std::int64_t i : source) {
+            if (k < running.size() && running[k] == i) ++k;
+            else spare[static_cast<std::size_t>(i / Tt)].push_back(i);
+        }
+        std::vector<std::int64_t> rows = running;
+        while (rows.size() < target) {
+            std::size_t best = spare.size();
+            for (std::size_t b = 0; b < spare.size(); ++b)
+                if (taken[b] < spare[b].size() && (best == spare.size() || count[b] < count[best])) best = b;
+            rows.push_back(spare[best][taken[best]++]);
+            ++count[best];
+        }
+        std::sort(rows.begin(), rows.end());
+        return rows;
     }
     /// Positions of `sub` inside `super` (both sorted, sub ⊆ super).
     static std::vector<std::int64_t> positions_within(const std::vector<std::int64_t>& super, const std::vector<std::int64_t>& sub) {
