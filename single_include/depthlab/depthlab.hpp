@@ -12656,6 +12656,7 @@ void config_fields(C& c, F&& f) {
     f("fixed_point_trace", c.fixed_point_trace);
     f("lambda_p", c.lambda_p);
     f("halting_bias", c.halting_bias);
+    // (row_quantum is not saved: an execution choice of the compact path, exact either way)
 }
 
 namespace detail {
