@@ -515,7 +515,7 @@ private:
     /// `running` (sorted, ⊆ source) plus rows of `source` that do not run, up to the next
     /// multiple of opt.row_quantum (at most all of `source`), sorted. Each padding row goes to
     /// the sequence with the fewest rows so far: the attention pads every sequence's queries
-    /// to the longest one's count, which padding rows spread thin leave unchanged.
+    /// to the longest one's count, which then grows only once every sequence has reached it.
     std::vector<std::int64_t> padded_rows(const std::vector<std::int64_t>& running, const std::vector<std::int64_t>& source, index_t Tt,
                                           index_t Bn) const {
         const auto q = static_cast<std::size_t>(std::max(1, opt.row_quantum));
