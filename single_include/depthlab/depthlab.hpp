@@ -6119,13 +6119,13 @@ struct act_options {
     // of the halting unit p = sigmoid(w·y + b); negative: more iterations at first. NaN: the
     // policy's (0 as the paper, 1 for act_graves)
     double halting_bias = std::numeric_limits<double>::quiet_NaN();
-    // compact path: each iteration's row set is padded with halted tokens (whose w is 0, so
-    // their states stay as they are and nothing about them changes: exact, as the dense path
-    // computing every token) up to a multiple of row_quantum rows. The GEMMs then meet
-    // N/row_quantum row counts instead of N, so the GEMM primitive cache holds them all: with
-    // exact counts (1) an hour of ACT-ALBERT compiled 183 185 primitives (89 s) in a cache of
-    // 4096 (README, "GEMM shapes of the compact path"). The padding costs < row_quantum rows
-    // of the layer's work per iteration.
+    // compact path: each iteration's row set is padded with tokens that do not run (halted
+    // ones, or padding positions; their w is 0, so their states stay as they are and nothing
+    // about them changes: exact, as the dense path computing every token) up to a multiple of
+    // row_quantum rows. The GEMMs then meet 1/row_quantum of the row counts, so far fewer
+    // primitives are compiled: with exact counts (1) an hour of ACT-ALBERT compiled 183 185
+    // (89 s) in a cache of 4096, and a resumed minute ~3 700 where 16 makes 890 (README, "GEMM
+    // shapes of the compact path"). The padding costs < row_quantum rows per iteration.
     int row_quantum = 16;
 };
 
@@ -6551,8 +6551,8 @@ private:
     }
     /// `running` (sorted, ⊆ source) plus rows of `source` that do not run, up to the next
     /// multiple of opt.row_quantum (at most all of `source`), sorted. Each padding row goes to
-    /// the sequence with the fewest rows so far: the attention pads every sequence's queries
-    /// to the longest one's count, which then grows only once every sequence has reached it.
+    /// the sequence with the fewest rows so far that has a spare one: the attention pads every
+    /// sequence's queries to the longest one's count, which this keeps as low as the spares allow.
     std::vector<std::int64_t> padded_rows(const std::vector<std::int64_t>& running, const std::vector<std::int64_t>& source, index_t Tt,
                                           index_t Bn) const {
         const auto q = static_cast<std::size_t>(std::max(1, opt.row_quantum));
@@ -8788,7 +8788,7 @@ private:
     // entries `scripts/demo`, whose shallower model meets even more row counts, peaked at
     // 1031 MiB (726 MiB at 1024), over its 1 GiB goal; at 4096, 848 MiB with the same results.
     // A whole hour at 4096 still thrashed (183 185 made, 89 s), so the compact path now pads
-    // its row counts to multiples of act_options::row_quantum (16): 1/16 of the shapes.
+    // its row counts to multiples of act_options::row_quantum (16): 1/16 of the row counts.
     std::size_t capacity_ = 4096;
     std::size_t made_ = 0;
     double making_seconds_ = 0;

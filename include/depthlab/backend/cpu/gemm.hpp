@@ -240,7 +240,7 @@ private:
     // entries `scripts/demo`, whose shallower model meets even more row counts, peaked at
     // 1031 MiB (726 MiB at 1024), over its 1 GiB goal; at 4096, 848 MiB with the same results.
     // A whole hour at 4096 still thrashed (183 185 made, 89 s), so the compact path now pads
-    // its row counts to multiples of act_options::row_quantum (16): 1/16 of the shapes.
+    // its row counts to multiples of act_options::row_quantum (16): 1/16 of the row counts.
     std::size_t capacity_ = 4096;
     std::size_t made_ = 0;
     double making_seconds_ = 0;
