@@ -6483,10 +6483,8 @@ private:
             rec.iterations = n;
             // the rows this iteration computes: the running ones, padded with halted rows of the
             // source (the previous iteration's rows, or all rows at first) to a multiple of
-            // opt.row_quantum; live[j]: idx[j] runs
-            const std::vector<std::int64_t> idx = padded_rows(running, first ? all_rows(Bn * Tt) : prev, Tt, Bn);
-            std::vector<char> live(idx.size());
-            for (std::size_t j = 0; j < idx.size(); ++j) live[j] = st.running[static_cast<std::size_t>(idx[j])];
+            // opt.row_quantum
+            const std::vector<std::int64_t> idx = padded_rows(running, first ? nullptr : &prev, Bn, Tt);
             std::vector<index_t> q_off(static_cast<std::size_t>(Bn + 1), 0);
             for (std::int64_t i : idx) ++q_off[static_cast<std::size_t>(i / Tt) + 1];
             for (index_t b = 0; b < Bn; ++b) q_off[b + 1] += q_off[b];
@@ -6509,16 +6507,17 @@ private:
             const V y = run_rest_of_layer(s_run, a);
             const V p = reshape(sigmoid((*halting_unit)(y)), {nr});
             const step_masks m = st.step(p.value().to_vector(), idx, n);  // (padding rows: masks 0, so w 0)
+            const auto ran = [&](std::size_t j) { return m.new_halt[j] > T(0) || m.running_after[j] > T(0); };
             const V w = halting_step(p, cum_run, r_run, m);
             const V s_new = interpolate_rows(s_run, y, w);
             record_cosine(rec, [&] { return s_run.value(); }, [&] { return s_new.value(); }, idx);
             if (tracing() && idx.size() != running.size())  // padding rows did not run
                 for (std::size_t j = 0; j < idx.size(); ++j)
-                    if (!live[j]) rec.cosine.back()[static_cast<std::size_t>(idx[j])] = std::numeric_limits<double>::quiet_NaN();
+                    if (!ran(j)) rec.cosine.back()[static_cast<std::size_t>(idx[j])] = std::numeric_limits<double>::quiet_NaN();
             // tokens that stop here (halted, or out of iterations): their final state and R
             std::vector<std::int64_t> stop;
             for (std::size_t j = 0; j < idx.size(); ++j)
-                if (m.new_halt[j] > T(0) || (n == opt.max_iterations && live[j])) {
+                if (m.new_halt[j] > T(0) || (n == opt.max_iterations && ran(j))) {
                     stop.push_back(static_cast<std::int64_t>(j));
                     done_rows.push_back(idx[j]);
                 }
@@ -6544,25 +6543,23 @@ private:
         }
         return {reshape(s, {Bn, Tt, H}), ponder_cost(R, rec), std::move(rec), {}, {}};
     }
-    static std::vector<std::int64_t> all_rows(index_t n) {
-        std::vector<std::int64_t> rows(static_cast<std::size_t>(n));
-        for (index_t i = 0; i < n; ++i) rows[static_cast<std::size_t>(i)] = i;
-        return rows;
-    }
-    /// `running` (sorted, ⊆ source) plus rows of `source` that do not run, up to the next
-    /// multiple of opt.row_quantum (at most all of `source`), sorted. Each padding row goes to
-    /// the sequence with the fewest rows so far that has a spare one: the attention pads every
-    /// sequence's queries to the longest one's count, which this keeps as low as the spares allow.
-    std::vector<std::int64_t> padded_rows(const std::vector<std::int64_t>& running, const std::vector<std::int64_t>& source, index_t Tt,
-                                          index_t Bn) const {
+    /// `running` (sorted, ⊆ source) plus rows of `source` (sorted; null: every row, 0..Bn·Tt)
+    /// that do not run, up to the next multiple of opt.row_quantum (at most all of the source),
+    /// sorted. Each padding row goes to the sequence with the fewest rows so far that has a
+    /// spare one: the attention pads every sequence's queries to the longest one's count, which
+    /// this keeps as low as the spares allow.
+    std::vector<std::int64_t> padded_rows(const std::vector<std::int64_t>& running, const std::vector<std::int64_t>* source, index_t Bn,
+                                          index_t Tt) const {
         const auto q = static_cast<std::size_t>(std::max(1, opt.row_quantum));
-        const std::size_t target = std::min(source.size(), (running.size() + q - 1) / q * q);
+        const std::size_t source_rows = source ? source->size() : static_cast<std::size_t>(Bn * Tt);
+        const std::size_t target = std::min(source_rows, (running.size() + q - 1) / q * q);
         if (target <= running.size()) return running;
         std::vector<std::vector<std::int64_t>> spare(static_cast<std::size_t>(Bn));  // per sequence, in order
         std::vector<std::size_t> count(static_cast<std::size_t>(Bn), 0), taken(static_cast<std::size_t>(Bn), 0);
         for (std::int64_t i : running) ++count[static_cast<std::size_t>(i / Tt)];
         std::size_t k = 0;
-        for (std::int64_t i : source) {
+        for (std::size_t s = 0; s < source_rows; ++s) {
+            const std::int64_t i = source ? (*source)[s] : static_cast<std::int64_t>(s);
             if (k < running.size() && running[k] == i) ++k;
             else spare[static_cast<std::size_t>(i / Tt)].push_back(i);
         }
