@@ -33,7 +33,7 @@ struct options {
     std::string preset = "tiny", data = ".data/english", out = "runs/albert_act";
     std::int64_t steps = 2000, batch = 32, accum = 1, seq_len = 128, warmup = -1, log_every = 25, eval_every = 250, dev_batches = 8,
                  save_every = 500, hidden = 0, heads = 0, ff = 0, embed = 128, max_iters = 0, tau_warmup = -1, min_iters = 0, profile_steps = 0;
-    double lr = 5e-3, sop_dropout = 0, max_minutes = 0, tau = -1, halting_bias = NAN, mask_prob = 0.15, clip = 1.0, epsilon = 0.01, beta = 0.01, lambda_p = 0.2;
+    double lr = 5e-3, weight_decay = 0.01, sop_dropout = 0, max_minutes = 0, tau = -1, halting_bias = NAN, mask_prob = 0.15, clip = 1.0, epsilon = 0.01, beta = 0.01, lambda_p = 0.2;
     std::string policy = "act", device = "cpu", precision = "auto", optimizer = "lamb";
     std::uint64_t seed = 1;
     bool resume = false, dense = false, distributed = false, chunk_jitter = false, schedule_by_time = false;
@@ -92,10 +92,10 @@ int run(options o, dist::communicator& comm) {
         if (ponder_net) tau = o.beta;  // the ponder term is the KL, weighted by β
         halting::ActAlbert<float, B, Policy> model(cfg, aopt, o.seed);
         const double halting_bias = model.encoder->halting_unit->bias.value().item();
-        // LAMB as the paper (ALBERT's optimiser); AdamW (decay 0.01) to compare at small batches
+        // LAMB as the paper (ALBERT's optimiser); AdamW to compare at small batches; both decay weights by 0.01 unless told
         std::unique_ptr<optim::Optimizer<float, B>> opt;
-        if (o.optimizer == "adamw") opt = std::make_unique<optim::AdamW<float, B>>(model.named_parameters(), optim::AdamWOptions{.lr = o.lr, .weight_decay = 0.01});
-        else opt = std::make_unique<optim::Lamb<float, B>>(model.named_parameters(), optim::LambOptions{.lr = o.lr});
+        if (o.optimizer == "adamw") opt = std::make_unique<optim::AdamW<float, B>>(model.named_parameters(), optim::AdamWOptions{.lr = o.lr, .weight_decay = o.weight_decay});
+        else opt = std::make_unique<optim::Lamb<float, B>>(model.named_parameters(), optim::LambOptions{.lr = o.lr, .weight_decay = o.weight_decay});
         const optim::warmup_linear schedule(o.lr, warmup, o.steps);
 
         // ---- the training loop (train::Trainer: accumulation, clipping, logs, checkpoints, resume)
@@ -143,6 +143,7 @@ int run(options o, dist::communicator& comm) {
                     examples::ranks_description(comm).c_str(), static_cast<long long>(o.batch * o.accum * comm.size()));
         std::printf("data: %s, %lld training examples per epoch, vocab %lld, chunk jitter %s\n", o.data.c_str(), static_cast<long long>(sampler.epoch_size()),
                     static_cast<long long>(corpus.config.vocab), o.chunk_jitter ? "on" : "off (ALBERT)");
+        std::printf("optimizer: %s, peak lr %g, weight decay %g (norms and biases excluded), clip %g\n", o.optimizer.c_str(), o.lr, o.weight_decay, o.clip);
         std::printf("schedule: warm-up, tau ramp and linear decay over %s\n", (schedule_length(o, o.steps) + (o.schedule_by_time ? ", whichever ends first" : "")).c_str());
         std::fflush(stdout);
 
@@ -170,7 +171,8 @@ int run(options o, dist::communicator& comm) {
                                              {ponder_net ? "N_max / beta / epsilon" : "N_max / tau / epsilon",
                                               std::to_string(n_max) + " / " + fmt(tau, 6) + " / " + fmt(o.epsilon, 3)},
                                              {"batch x accumulation x length", std::to_string(o.batch) + " x " + std::to_string(o.accum) + " x " + std::to_string(o.seq_len)},
-                                             {"optimizer / peak lr / warm-up / clip", o.optimizer + " / " + fmt(o.lr, 5) + " / " + schedule_length(o, warmup) + " / " + fmt(o.clip, 2)},
+                                             {"optimizer / peak lr / warm-up / clip / weight decay",
+                                              o.optimizer + " / " + fmt(o.lr, 5) + " / " + schedule_length(o, warmup) + " / " + fmt(o.clip, 2) + " / " + fmt(o.weight_decay, 4)},
                                              {"mask rate / halting bias / tau warm-up / min iterations",
                                               fmt(o.mask_prob, 2) + " / " + fmt(halting_bias, 2) + " / " + schedule_length(o, tau_warmup) + " / " + std::to_string(o.min_iters)},
                                              {"SOP head dropout / chunk jitter", fmt(o.sop_dropout, 2) + " / " + (o.chunk_jitter ? "on" : "off")},
@@ -215,7 +217,8 @@ int main(int argc, char** argv) {
         .option("mask-prob", o.mask_prob, "MLM masking rate (0.15; the thesis uses 0.20)").range(0.0, 1.0)
         .option("sop-dropout", o.sop_dropout, "dropout on the pooled [CLS] features before the SOP classifier (0 as ALBERT; the head only, so the compact path still runs)").range(0.0, 0.9)
         .option("lr", o.lr, "peak learning rate").positive()
-        .option("optimizer", o.optimizer, "lamb (the paper) | adamw (weight decay 0.01)").one_of({"lamb", "adamw"})
+        .option("optimizer", o.optimizer, "lamb (the paper) | adamw (decoupled weight decay)").one_of({"lamb", "adamw"})
+        .option("weight-decay", o.weight_decay, "weight decay of every weight but norms and biases (0.01 as ALBERT; larger: a deviation against overfitting)").range(0.0, 1.0)
         .option("warmup", o.warmup, "warm-up steps (negative: 10% of the steps)").range<std::int64_t>(-1, 1000000000)
         .option("clip", o.clip, "gradient clipping by global norm (0: off)").range(0.0, 1e6)
         .option("seed", o.seed, "random seed")
