@@ -92,7 +92,7 @@ int run(options o, dist::communicator& comm) {
         if (ponder_net) tau = o.beta;  // the ponder term is the KL, weighted by β
         halting::ActAlbert<float, B, Policy> model(cfg, aopt, o.seed);
         const double halting_bias = model.encoder->halting_unit->bias.value().item();
-        // LAMB as the paper (ALBERT's optimiser); AdamW to compare at small batches; both decay weights by 0.01 unless told
+        // LAMB as the paper (ALBERT's optimiser); AdamW to compare at small batches; both take --weight-decay (0.01 as ALBERT)
         std::unique_ptr<optim::Optimizer<float, B>> opt;
         if (o.optimizer == "adamw") opt = std::make_unique<optim::AdamW<float, B>>(model.named_parameters(), optim::AdamWOptions{.lr = o.lr, .weight_decay = o.weight_decay});
         else opt = std::make_unique<optim::Lamb<float, B>>(model.named_parameters(), optim::LambOptions{.lr = o.lr, .weight_decay = o.weight_decay});
