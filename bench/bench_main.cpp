@@ -438,7 +438,7 @@ void bm_act_interleaved(benchmark::State& state, layer_shape l, double fraction)
             depthlab::op_profiler prof;
             for (int i = 0; i < steps; ++i) step(s, compact);
             std::fprintf(stderr, "act_encoder_train/interleaved at %.0f%%, %s step (mean %.2f iterations): %.2f ms per step\n%s", 100 * fraction, name,
-                         mean_iterations, 1e3 * prof.seconds() / steps, prof.table(steps, 30).c_str());
+                         mean_iterations, 1e3 * prof.seconds() / steps, prof.table(steps, 60).c_str());
         };
         profile("compact", su, true, su.mean_iterations);
         profile("masked", su, false, su.mean_iterations);

@@ -32,7 +32,8 @@ namespace {
 struct options {
     std::string preset = "tiny", data = ".data/english", out = "runs/albert_act";
     std::int64_t steps = 2000, batch = 32, accum = 1, seq_len = 128, warmup = -1, log_every = 25, eval_every = 250, dev_batches = 8,
-                 save_every = 500, hidden = 0, heads = 0, ff = 0, embed = 128, max_iters = 0, tau_warmup = -1, min_iters = 0, profile_steps = 0;
+                 save_every = 500, hidden = 0, heads = 0, ff = 0, embed = 128, max_iters = 0, tau_warmup = -1, min_iters = 0, profile_steps = 0,
+                 sop_head_only_from = 0;
     double lr = 5e-3, weight_decay = 0.01, sop_dropout = 0, max_minutes = 0, tau = -1, halting_bias = NAN, mask_prob = 0.15, clip = 1.0, epsilon = 0.01, beta = 0.01, lambda_p = 0.2;
     std::string policy = "act", device = "cpu", precision = "auto", optimizer = "lamb";
     std::uint64_t seed = 1;
@@ -113,7 +114,11 @@ int run(options o, dist::communicator& comm) {
         ckpt.metadata()["preset"] = o.preset;
         trainer.schedule = [&](std::int64_t done) { return schedule.lr(done); };
         double tau_now = 0;
-        trainer.before_step = [&](std::int64_t done) { tau_now = halting::ponder_weight(tau, tau_warmup, done); };
+        bool sop_trains_encoder = true;
+        trainer.before_step = [&](std::int64_t done) {
+            tau_now = halting::ponder_weight(tau, tau_warmup, done);
+            sop_trains_encoder = o.sop_head_only_from <= 0 || done < o.sop_head_only_from;
+        };
         trainer.log_extra = [&](std::int64_t) { return train::log_values{{"tau", tau_now}}; };
         halting::collapse_watch collapse;
         trainer.on_log = [&](std::int64_t, const train::log_values& line) {
@@ -144,12 +149,15 @@ int run(options o, dist::communicator& comm) {
         std::printf("data: %s, %lld training examples per epoch, vocab %lld, chunk jitter %s\n", o.data.c_str(), static_cast<long long>(sampler.epoch_size()),
                     static_cast<long long>(corpus.config.vocab), o.chunk_jitter ? "on" : "off (ALBERT)");
         std::printf("optimizer: %s, peak lr %g, weight decay %g (norms and biases excluded), clip %g\n", o.optimizer.c_str(), o.lr, o.weight_decay, o.clip);
+        const std::string sop_gradient = o.sop_head_only_from > 0 ? "into the encoder until step " + std::to_string(o.sop_head_only_from) + ", the SOP head only from then"
+                                                                   : "into the encoder throughout (ALBERT)";
+        std::printf("losses: MLM + SOP + %s x ponder; SOP's gradient %s\n", ponder_net ? "beta" : "tau", sop_gradient.c_str());
         std::printf("schedule: warm-up, tau ramp and linear decay over %s\n", (schedule_length(o, o.steps) + (o.schedule_by_time ? ", whichever ends first" : "")).c_str());
         std::fflush(stdout);
 
         const train::fit_result fit = trainer.fit([&] {
             const auto b = sampler.next(o.batch);
-            auto losses = model.losses(b);
+            auto losses = model.losses(b, sop_trains_encoder);
             const auto& enc = losses.encoded;
             std::int64_t tokens = 0;
             for (auto l : b.tokens.lengths) tokens += l;
@@ -176,6 +184,7 @@ int run(options o, dist::communicator& comm) {
                                              {"mask rate / halting bias / tau warm-up / min iterations",
                                               fmt(o.mask_prob, 2) + " / " + fmt(halting_bias, 2) + " / " + schedule_length(o, tau_warmup) + " / " + std::to_string(o.min_iters)},
                                              {"SOP head dropout / chunk jitter", fmt(o.sop_dropout, 2) + " / " + (o.chunk_jitter ? "on" : "off")},
+                                             {"SOP's gradient", sop_gradient},
                                              {"schedule spans", schedule_length(o, o.steps)},
                                              {"training time", train::format_duration(fit.seconds)},
                                              {"GEMM precision / ISA / threads", examples::precision_description(B::name) + " / " +
@@ -216,6 +225,7 @@ int main(int argc, char** argv) {
         .option("epsilon", o.epsilon, "halting threshold 1 - epsilon").range(1e-6, 0.999)
         .option("mask-prob", o.mask_prob, "MLM masking rate (0.15; the thesis uses 0.20)").range(0.0, 1.0)
         .option("sop-dropout", o.sop_dropout, "dropout on the pooled [CLS] features before the SOP classifier (0 as ALBERT; the head only, so the compact path still runs)").range(0.0, 0.9)
+        .option("sop-head-only-from", o.sop_head_only_from, "from this step on, SOP trains its head (pooler, classifier) only: the encoder gets MLM and ponder gradients, no SOP ones (0: never, as ALBERT; a deviation against SOP's memorising the training documents)").range<std::int64_t>(0, 1000000000)
         .option("lr", o.lr, "peak learning rate").positive()
         .option("optimizer", o.optimizer, "lamb (the paper) | adamw (decoupled weight decay)").one_of({"lamb", "adamw"})
         .option("weight-decay", o.weight_decay, "weight decay of every weight but norms and biases (0.01 as ALBERT; larger: a deviation against overfitting)").range(0.0, 1.0)

@@ -3,6 +3,7 @@
 // keys/values) with the dense masked reference — values and every gradient.
 #include <cmath>
 #include <limits>
+#include <array>
 #include <map>
 #include <vector>
 
@@ -447,6 +448,42 @@ TEST_CASE("ACT-ALBERT: SOP head dropout acts in training only, scales the kept f
     CHECK(l.encoded.record.compact);  // head dropout does not push the encoder onto the dense path
     add(l.mlm, l.sop).backward();
     CHECK(model.pooler->weight.grad().defined());
+}
+
+TEST_CASE_TEMPLATE("ACT-ALBERT: with sop_trains_encoder false, SOP's loss is the same and trains its head only", Policy, act, pondernet) {
+    nn::albert_config cfg;
+    cfg.vocab = 30;
+    cfg.embed = 8;
+    cfg.max_len = 8;
+    cfg.depth = 3;
+    cfg.layer = small_layer();
+    data::albert_batch b;
+    b.tokens = {2, 6, {2, 7, 4, 9, 3, 11, 2, 5, 8, 3, 0, 0}, {0, 0, 0, 1, 1, 1, 0, 0, 1, 1, 0, 0}, {6, 4}};
+    b.mlm_positions = {1, 3, 8};
+    b.mlm_labels = {5, 17, 9};
+    b.sop_labels = {0, 1};
+    const auto sop_gradients = [&](bool trains_encoder) {
+        ActAlbert<double, backend::cpu, Policy> model(cfg, {.max_iterations = 3, .halting_bias = -1.0}, 5);
+        const auto l = model.losses(b, trains_encoder);
+        l.sop.backward();
+        const auto norm = [](const Var<double>& p) {
+            double s2 = 0;
+            if (p.grad().defined())
+                for (double g : to_double(p.grad())) s2 += g * g;
+            return std::sqrt(s2);
+        };
+        return std::array<double, 4>{l.sop.value().item(), norm(model.sop->weight) + norm(model.pooler->weight),
+                                     norm(model.embeddings->word->weight), norm(model.encoder->halting_unit->weight)};
+    };
+    const auto full = sop_gradients(true), head = sop_gradients(false);
+    CHECK(head[0] == full[0]);                          // the same forward pass
+    CHECK(head[1] == doctest::Approx(full[1]).epsilon(1e-12));  // the head learns as before
+    CHECK(full[2] > 0);
+    CHECK(head[2] == 0);  // no SOP gradient reaches the embeddings (nor the tied layer before them)
+    if (std::is_same_v<Policy, pondernet>) {  // PonderNet's SOP term also weighs by the halting probabilities
+        CHECK(full[3] > 0);
+        CHECK(head[3] == 0);
+    }
 }
 
 TEST_CASE("halting statistics: categories counted right, padding excluded, CSVs") {

@@ -11974,7 +11974,10 @@ public:
     }
 
     /// The pretraining losses of a batch; the caller weighs ponder by τ (β for PonderNet).
-    albert_losses<T, B> losses(const data::albert_batch& b) const;
+    /// sop_trains_encoder false: SOP's loss reads the encoder's output as a constant, so only
+    /// the SOP head (pooler and classifier) learns from it (a deviation from ALBERT, to stop the
+    /// encoder from memorising sentence order; albert_act --sop-head-only-from).
+    albert_losses<T, B> losses(const data::albert_batch& b, bool sop_trains_encoder = true) const;
 
     nn::albert_config cfg;
     nn::AlbertEmbeddings<T, B>* embeddings;
@@ -12005,9 +12008,10 @@ ActAlbert<T, B, Policy>::ActAlbert(const nn::albert_config& c, act_options opt, 
 }
 
 template <class T, class B, class Policy>
-albert_losses<T, B> ActAlbert<T, B, Policy>::losses(const data::albert_batch& b) const {
+albert_losses<T, B> ActAlbert<T, B, Policy>::losses(const data::albert_batch& b, bool sop_trains_encoder) const {
     albert_losses<T, B> l;
     l.encoded = encode(b.tokens);
+    const auto sop_input = [&](const Var<T, B>& y) { return sop_trains_encoder ? y : Var<T, B>::constant(y.value()); };
     if constexpr (std::is_same_v<Policy, pondernet>) {
         // PonderNet's reconstruction term: Σ_n p^n_t L(y^n_t) for every predicted token
         // (MLM) and every [CLS] (SOP), averaged like the plain losses
@@ -12021,7 +12025,7 @@ albert_losses<T, B> ActAlbert<T, B, Policy>::losses(const data::albert_batch& b)
             const auto& y = l.encoded.states[n];
             const auto& p = l.encoded.halt_prob[n];
             const auto mlm_n = sum(mul(weight_at(p, b.mlm_positions), cross_entropy_rows(mlm_logits(y, b.mlm_positions), b.mlm_labels)));
-            const auto sop_n = sum(mul(weight_at(p, cls), cross_entropy_rows(sop_logits(y), b.sop_labels)));
+            const auto sop_n = sum(mul(weight_at(sop_input(p), cls), cross_entropy_rows(sop_logits(sop_input(y)), b.sop_labels)));
             accumulate(l.mlm, mlm_n);
             accumulate(l.sop, sop_n);
         }
@@ -12029,7 +12033,7 @@ albert_losses<T, B> ActAlbert<T, B, Policy>::losses(const data::albert_batch& b)
         l.sop = scale(l.sop, T(1) / static_cast<T>(Bn));
     } else {
         l.mlm = cross_entropy(mlm_logits(l.encoded.hidden, b.mlm_positions), b.mlm_labels);
-        l.sop = cross_entropy(sop_logits(l.encoded.hidden), b.sop_labels);
+        l.sop = cross_entropy(sop_logits(sop_input(l.encoded.hidden)), b.sop_labels);
     }
     l.ponder = l.encoded.ponder;
     return l;
