@@ -149,8 +149,15 @@ int run(options o, dist::communicator& comm) {
         std::printf("data: %s, %lld training examples per epoch, vocab %lld, chunk jitter %s\n", o.data.c_str(), static_cast<long long>(sampler.epoch_size()),
                     static_cast<long long>(corpus.config.vocab), o.chunk_jitter ? "on" : "off (ALBERT)");
         std::printf("optimizer: %s, peak lr %g, weight decay %g (norms and biases excluded), clip %g\n", o.optimizer.c_str(), o.lr, o.weight_decay, o.clip);
-        const std::string sop_gradient = o.sop_head_only_from > 0 ? "into the encoder until step " + std::to_string(o.sop_head_only_from) + ", the SOP head only from then"
-                                                                   : "into the encoder throughout (ALBERT)";
+        // (the trainer hands before_step the schedule's position, so under --schedule-by-time
+        // the switch comes at the step or at the clock's share of --steps, whichever is first)
+        const std::string sop_gradient = o.sop_head_only_from > 0
+                                             ? "into the encoder for the first " + schedule_length(o, o.sop_head_only_from) +
+                                                   (o.schedule_by_time ? " (whichever ends first)" : "") + ", into the SOP head only from then"
+                                             : "into the encoder throughout (ALBERT)";
+        if (o.sop_head_only_from > o.steps)
+            std::printf("albert_act: warning: --sop-head-only-from %lld lies past --steps %lld, so SOP trains the encoder throughout\n",
+                        static_cast<long long>(o.sop_head_only_from), static_cast<long long>(o.steps));
         std::printf("losses: MLM + SOP + %s x ponder; SOP's gradient %s\n", ponder_net ? "beta" : "tau", sop_gradient.c_str());
         std::printf("schedule: warm-up, tau ramp and linear decay over %s\n", (schedule_length(o, o.steps) + (o.schedule_by_time ? ", whichever ends first" : "")).c_str());
         std::fflush(stdout);
@@ -225,7 +232,7 @@ int main(int argc, char** argv) {
         .option("epsilon", o.epsilon, "halting threshold 1 - epsilon").range(1e-6, 0.999)
         .option("mask-prob", o.mask_prob, "MLM masking rate (0.15; the thesis uses 0.20)").range(0.0, 1.0)
         .option("sop-dropout", o.sop_dropout, "dropout on the pooled [CLS] features before the SOP classifier (0 as ALBERT; the head only, so the compact path still runs)").range(0.0, 0.9)
-        .option("sop-head-only-from", o.sop_head_only_from, "from this step on, SOP trains its head (pooler, classifier) only: the encoder gets MLM and ponder gradients, no SOP ones (0: never, as ALBERT; a deviation against SOP's memorising the training documents)").range<std::int64_t>(0, 1000000000)
+        .option("sop-head-only-from", o.sop_head_only_from, "from this step on (under --schedule-by-time: this share of the schedule, by steps or by the clock, whichever comes first), SOP trains its head (pooler, classifier) only: the encoder gets MLM and ponder gradients, no SOP ones (0: never, as ALBERT; a deviation against SOP's memorising the training documents)").range<std::int64_t>(0, 1000000000)
         .option("lr", o.lr, "peak learning rate").positive()
         .option("optimizer", o.optimizer, "lamb (the paper) | adamw (decoupled weight decay)").one_of({"lamb", "adamw"})
         .option("weight-decay", o.weight_decay, "weight decay of every weight but norms and biases (0.01 as ALBERT; larger: a deviation against overfitting)").range(0.0, 1.0)
