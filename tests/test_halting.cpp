@@ -1,9 +1,9 @@
 // ACT halting: the paper's arithmetic on hand-computed cases, padding, no forced halt, the
 // ponder gradient, and the equivalence of the compact path (running tokens only, cached
 // keys/values) with the dense masked reference — values and every gradient.
+#include <array>
 #include <cmath>
 #include <limits>
-#include <array>
 #include <map>
 #include <vector>
 
@@ -67,6 +67,28 @@ nn::transformer_config small_layer() {
     c.dropout = c.attention_dropout = 0;
     c.init = nn::init_scheme::bert;
     return c;
+}
+
+/// A tiny ACT-ALBERT (vocab 30, E 8, sequences of 8) over small_layer().
+nn::albert_config tiny_albert(int depth) {
+    nn::albert_config cfg;
+    cfg.vocab = 30;
+    cfg.embed = 8;
+    cfg.max_len = 8;
+    cfg.depth = depth;
+    cfg.layer = small_layer();
+    return cfg;
+}
+
+/// Two sequences ([CLS] A [SEP] B [SEP], lengths 6 and 4, padded to 6) with three MLM targets
+/// and one SOP label each.
+data::albert_batch two_sequence_albert_batch() {
+    data::albert_batch b;
+    b.tokens = {2, 6, {2, 7, 4, 9, 3, 11, 2, 5, 8, 3, 0, 0}, {0, 0, 0, 1, 1, 1, 0, 0, 1, 1, 0, 0}, {6, 4}};
+    b.mlm_positions = {1, 3, 8};
+    b.mlm_labels = {5, 17, 9};
+    b.sop_labels = {0, 1};
+    return b;
 }
 
 /// Sets the halting unit so that p varies strongly across tokens and iterations.
@@ -364,17 +386,8 @@ TEST_CASE("PonderNet: early stop once every token halted with probability >= 1 -
 }
 
 TEST_CASE("PonderNet ALBERT losses: expectations over halting steps; all mass on step 1 gives the plain losses") {
-    nn::albert_config cfg;
-    cfg.vocab = 30;
-    cfg.embed = 8;
-    cfg.max_len = 8;
-    cfg.depth = 4;
-    cfg.layer = small_layer();
-    data::albert_batch b;
-    b.tokens = {2, 6, {2, 7, 4, 9, 3, 11, 2, 5, 8, 3, 0, 0}, {0, 0, 0, 1, 1, 1, 0, 0, 1, 1, 0, 0}, {6, 4}};
-    b.mlm_positions = {1, 3, 8};
-    b.mlm_labels = {5, 17, 9};
-    b.sop_labels = {0, 1};
+    const nn::albert_config cfg = tiny_albert(4);
+    const data::albert_batch b = two_sequence_albert_batch();
     ActAlbert<double, backend::cpu, pondernet> model(cfg, {.max_iterations = 4}, 3);
     auto& hu = *model.encoder->halting_unit;
     hu.weight.value().fill_(0.0);
@@ -406,18 +419,9 @@ TEST_CASE("PonderNet ALBERT losses: expectations over halting steps; all mass on
 }
 
 TEST_CASE("ACT-ALBERT: SOP head dropout acts in training only, scales the kept features, and leaves the compact path on") {
-    nn::albert_config cfg;
-    cfg.vocab = 30;
-    cfg.embed = 8;
-    cfg.max_len = 8;
-    cfg.depth = 3;
-    cfg.layer = small_layer();
+    nn::albert_config cfg = tiny_albert(3);
     cfg.sop_dropout = 0.5;
-    data::albert_batch b;
-    b.tokens = {2, 6, {2, 7, 4, 9, 3, 11, 2, 5, 8, 3, 0, 0}, {0, 0, 0, 1, 1, 1, 0, 0, 1, 1, 0, 0}, {6, 4}};
-    b.mlm_positions = {1, 3, 8};
-    b.mlm_labels = {5, 17, 9};
-    b.sop_labels = {0, 1};
+    const data::albert_batch b = two_sequence_albert_batch();
     ActAlbert<double> model(cfg, {.max_iterations = 3}, 5);
     model.eval();
     const auto h = model.encode(b.tokens).hidden;
@@ -451,17 +455,8 @@ TEST_CASE("ACT-ALBERT: SOP head dropout acts in training only, scales the kept f
 }
 
 TEST_CASE_TEMPLATE("ACT-ALBERT: with sop_trains_encoder false, SOP's loss is the same and trains its head only", Policy, act, pondernet) {
-    nn::albert_config cfg;
-    cfg.vocab = 30;
-    cfg.embed = 8;
-    cfg.max_len = 8;
-    cfg.depth = 3;
-    cfg.layer = small_layer();
-    data::albert_batch b;
-    b.tokens = {2, 6, {2, 7, 4, 9, 3, 11, 2, 5, 8, 3, 0, 0}, {0, 0, 0, 1, 1, 1, 0, 0, 1, 1, 0, 0}, {6, 4}};
-    b.mlm_positions = {1, 3, 8};
-    b.mlm_labels = {5, 17, 9};
-    b.sop_labels = {0, 1};
+    const nn::albert_config cfg = tiny_albert(3);
+    const data::albert_batch b = two_sequence_albert_batch();
     const auto sop_gradients = [&](bool trains_encoder) {
         ActAlbert<double, backend::cpu, Policy> model(cfg, {.max_iterations = 3, .halting_bias = -1.0}, 5);
         const auto l = model.losses(b, trains_encoder);
