@@ -34,7 +34,7 @@ struct options {
     std::int64_t steps = 2000, batch = 32, accum = 1, seq_len = 128, warmup = -1, log_every = 25, eval_every = 250, dev_batches = 8,
                  save_every = 500, hidden = 0, heads = 0, ff = 0, embed = 128, max_iters = 0, tau_warmup = -1, min_iters = 0, profile_steps = 0,
                  sop_head_only_from = 0;
-    double lr = 5e-3, weight_decay = 0.01, sop_dropout = 0, max_minutes = 0, tau = -1, halting_bias = NAN, mask_prob = 0.15, clip = 1.0, epsilon = 0.01, beta = 0.01, lambda_p = 0.2;
+    double lr = 5e-3, weight_decay = 0.01, sop_dropout = 0, sop_weight = 1, max_minutes = 0, tau = -1, halting_bias = NAN, mask_prob = 0.15, clip = 1.0, epsilon = 0.01, beta = 0.01, lambda_p = 0.2;
     std::string policy = "act", device = "cpu", precision = "auto", optimizer = "lamb";
     std::uint64_t seed = 1;
     bool resume = false, dense = false, distributed = false, chunk_jitter = false, schedule_by_time = false;
@@ -158,7 +158,8 @@ int run(options o, dist::communicator& comm) {
         if (o.sop_head_only_from > o.steps)
             std::printf("albert_act: warning: --sop-head-only-from %lld lies past --steps %lld, so SOP trains the encoder throughout\n",
                         static_cast<long long>(o.sop_head_only_from), static_cast<long long>(o.steps));
-        std::printf("losses: MLM + SOP + %s x ponder; SOP's gradient %s\n", ponder_net ? "beta" : "tau", sop_gradient.c_str());
+        const std::string sop_term = o.sop_weight == 1 ? "SOP" : fmt(o.sop_weight, 2) + " x SOP";
+        std::printf("losses: MLM + %s + %s x ponder; SOP's gradient %s\n", sop_term.c_str(), ponder_net ? "beta" : "tau", sop_gradient.c_str());
         std::printf("schedule: warm-up, tau ramp and linear decay over %s\n", (schedule_length(o, o.steps) + (o.schedule_by_time ? ", whichever ends first" : "")).c_str());
         std::fflush(stdout);
 
@@ -168,7 +169,8 @@ int run(options o, dist::communicator& comm) {
             const auto& enc = losses.encoded;
             std::int64_t tokens = 0;
             for (auto l : b.tokens.lengths) tokens += l;
-            return train::micro_batch<float, B>{.loss = add(add(losses.mlm, losses.sop), scale(enc.ponder, static_cast<float>(tau_now))),
+            return train::micro_batch<float, B>{.loss = add(add(losses.mlm, o.sop_weight == 1 ? losses.sop : scale(losses.sop, static_cast<float>(o.sop_weight))),
+                                                            scale(enc.ponder, static_cast<float>(tau_now))),
                                                 .logged = {{"mlm", losses.mlm}, {"sop", losses.sop}, {"ponder", enc.ponder}},
                                                 .host_logged = {{"mean_N", halting::mean_iterations(enc.record)}},
                                                 .tokens = tokens};
@@ -191,7 +193,7 @@ int run(options o, dist::communicator& comm) {
                                              {"mask rate / halting bias / tau warm-up / min iterations",
                                               fmt(o.mask_prob, 2) + " / " + fmt(halting_bias, 2) + " / " + schedule_length(o, tau_warmup) + " / " + std::to_string(o.min_iters)},
                                              {"SOP head dropout / chunk jitter", fmt(o.sop_dropout, 2) + " / " + (o.chunk_jitter ? "on" : "off")},
-                                             {"SOP's gradient", sop_gradient},
+                                             {"SOP's gradient / loss weight", sop_gradient + " / " + fmt(o.sop_weight, 2)},
                                              {"schedule spans", schedule_length(o, o.steps)},
                                              {"training time", train::format_duration(fit.seconds)},
                                              {"GEMM precision / ISA / threads", examples::precision_description(B::name) + " / " +
@@ -233,6 +235,7 @@ int main(int argc, char** argv) {
         .option("mask-prob", o.mask_prob, "MLM masking rate (0.15; the thesis uses 0.20)").range(0.0, 1.0)
         .option("sop-dropout", o.sop_dropout, "dropout on the pooled [CLS] features before the SOP classifier (0 as ALBERT; the head only, so the compact path still runs)").range(0.0, 0.9)
         .option("sop-head-only-from", o.sop_head_only_from, "from this step on (under --schedule-by-time: this share of the schedule, by steps or by the clock, whichever comes first), SOP trains its head (pooler, classifier) only: the encoder gets MLM and ponder gradients, no SOP ones (0: never, as ALBERT; a deviation against SOP's memorising the training documents)").range<std::int64_t>(0, 1000000000)
+        .option("sop-weight", o.sop_weight, "weight of SOP's loss in the sum with MLM's (1 as ALBERT; larger: a deviation that gives the sentence-order signal more of the shared encoder)").range(0.0, 100.0)
         .option("lr", o.lr, "peak learning rate").positive()
         .option("optimizer", o.optimizer, "lamb (the paper) | adamw (decoupled weight decay)").one_of({"lamb", "adamw"})
         .option("weight-decay", o.weight_decay, "weight decay of every weight but norms and biases (0.01 as ALBERT; larger: a deviation against overfitting)").range(0.0, 1.0)
