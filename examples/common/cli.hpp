@@ -1,14 +1,18 @@
 #pragma once
 // The examples' command lines, through CLI11 (Debian libcli11-dev): `--help` lists every flag
 // with its default; a malformed, unknown or out-of-range value is one line on stderr and exit
-// code 2. Validators apply to the option declared just before them:
+// code 2. Every floating-point value must be finite ("nan" and "inf" parse as numbers, and
+// CLI11's range and sign checks let NaN through: every comparison with it is false).
+// Validators apply to the option declared just before them:
 //
 //     args.option("heads", o.heads, "attention heads").range(1, 256)
 //         .option("lr", o.lr, "peak learning rate").positive()
 //         .option("policy", o.policy, "halting policy").one_of({"act", "pondernet"});
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -25,6 +29,7 @@ public:
     template <class V>
     cli& option(const std::string& name, V& target, const std::string& help) {
         last_ = app_.add_option("--" + name, target, help)->capture_default_str();
+        if constexpr (std::is_floating_point_v<V>) last_->check(finite());
         return *this;
     }
     cli& flag(const std::string& name, bool& target, const std::string& help) {
@@ -66,6 +71,18 @@ public:
     }
 
 private:
+    /// Rejects a value that reads as NaN or an infinity (a value that is no number at all is
+    /// left to the option's own conversion, which names it).
+    static CLI::Validator finite() {
+        return CLI::Validator(
+            [](std::string& text) -> std::string {
+                char* end = nullptr;
+                const double v = std::strtod(text.c_str(), &end);
+                if (end == text.c_str() || std::isfinite(v)) return {};
+                return "Value " + text + " is not a finite number";
+            },
+            "", "FINITE");
+    }
     cli& check(const CLI::Validator& v) {
         last_->check(v);
         return *this;
