@@ -78,7 +78,7 @@ struct memory_peaks {
 // ------------------------------------------------------------------ matmul
 depthlab::gemm_args plain_gemm(const mm_shape& s) {
     // row-major A (m, k), B (k, n), C (m, n), no transposes
-    return depthlab::gemm_args{false, false, s.m, s.n, s.k, s.k, s.n, s.n};
+    return depthlab::gemm_args{.m = s.m, .n = s.n, .k = s.k, .lda = s.k, .ldb = s.n, .ldc = s.n};
 }
 
 #if defined(DEPTHLAB_HAVE_ONEDNN)

@@ -495,22 +495,28 @@ int run(const options& o) {
 int main(int argc, char** argv) {
     options o;
     examples::cli args("albert_probe", "Probe and fine-tune a pretrained ACT-ALBERT on Brown tasks: which tasks and words use more depth.");
-    args.option("checkpoint", o.checkpoint, "albert_act's checkpoint.safetensors")
+    args.section("Model")
+        .option("checkpoint", o.checkpoint, "albert_act's checkpoint.safetensors")
+        .section("Data")
         .option("data", o.data, "directory with brown.tagged.txt, documents.tsv and spm.model (scripts/fetch-data english, scripts/train-tokenizer)")
         .option("tasks", o.tasks, "all, or a list of SentLen, WC, BShift, Tense, SubjNum, ObjNum, CoordInv, Genre").list()
+        .option("max-train", o.max_train, "training examples per task at most (after balancing)").range<std::int64_t>(2, 1 << 30)
+        .option("max-eval", o.max_eval, "dev and test examples per task at most").range<std::int64_t>(2, 1 << 30)
+        .option("seed", o.seed, "random seed (splits, probes, heads)")
+        .section("Analyses")
         .option("mode", o.mode, "probe | finetune | both").one_of({"probe", "finetune", "both"})
-        .option("out", o.out, "output directory")
+        .option("probe-epochs", o.probe_epochs, "probe training epochs").range<std::int64_t>(1, 10000)
+        .option("probe-lr", o.probe_lr, "probe learning rate").positive()
+        .flag("mlp", o.mlp, "probe with one hidden layer (256, GELU) instead of a linear map")
+        .section("Fine-tuning")
         .option("policy", o.policy, "fine-tuning halting: act (the paper) | act_graves | act_ut; a fixed-depth baseline always runs").one_of({"act", "act_graves", "act_ut"})
         .option("tau", o.tau, "ponder weights for fine-tuning, a list (the paper 5e-4; 0: no penalty, as the official runs)").list()
         .option("epochs", o.epochs, "fine-tuning epochs").range<std::int64_t>(1, 1000)
         .option("lr", o.lr, "fine-tuning peak learning rate").positive()
-        .option("probe-epochs", o.probe_epochs, "probe training epochs").range<std::int64_t>(1, 10000)
-        .option("probe-lr", o.probe_lr, "probe learning rate").positive()
-        .flag("mlp", o.mlp, "probe with one hidden layer (256, GELU) instead of a linear map")
         .option("batch", o.batch, "fine-tuning batch").range<std::int64_t>(1, 1 << 16)
-        .option("max-train", o.max_train, "training examples per task at most (after balancing)").range<std::int64_t>(2, 1 << 30)
-        .option("max-eval", o.max_eval, "dev and test examples per task at most").range<std::int64_t>(2, 1 << 30)
-        .option("seed", o.seed, "random seed (splits, probes, heads)")
+        .section("Output")
+        .option("out", o.out, "output directory")
+        .section("Device")
         .option("device", o.device, examples::device_help).one_of({"cpu", "cuda", "host_device"})
         .option("precision", o.precision, examples::precision_help).one_of({"auto", "f32", "bf16"});
     args.parse(argc, argv);
@@ -519,6 +525,7 @@ int main(int argc, char** argv) {
             std::fprintf(stderr, "albert_probe: --tau: %g is not a finite number >= 0\n", t);
             return 2;
         }
+    args.save_config(o.out);
     examples::use_precision(o.precision);
     return examples::on_device(o.device, "albert_probe", [&](auto tag) { return run<decltype(tag)>(o); });
 }

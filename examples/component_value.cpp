@@ -119,7 +119,7 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
         nn::translator<float, B> trans(model, detokenize);
         const nn::translation_set dev_set = set("dev", dev, 0, 1);
         trainer.evaluate = [&](std::int64_t, bool) {
-            const auto d = trans.score(dev_set, {}, &comm);
+            const auto d = train::score(trans, dev_set, {}, &comm);
             std::printf("  dev BLEU %.2f: \"%s\" -> \"%s\" (ref \"%s\")\n", d.bleu, dev.src[0].c_str(), d.hypotheses[0].c_str(), dev.tgt[0].c_str());
             return nlohmann::ordered_json{{"dev_bleu", d.bleu}, {"dev_seconds", d.seconds}};
         };
@@ -137,8 +137,8 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
 
         // ---- baseline BLEU, greedy and beam
         const nn::translation_set test_set = set("test", test, 0, 1), test_beam = set("test-beam", test, 0, o.beam);
-        const nn::translation_score greedy = trans.score(test_set, {}, &comm),
-                                    beam = o.beam > 1 ? trans.score(test_beam, {.beam = static_cast<int>(o.beam), .alpha = o.alpha}, &comm) : greedy;
+        const train::translation_score greedy = train::score(trans, test_set, {}, &comm),
+                                    beam = o.beam > 1 ? train::score(trans, test_beam, {.beam = static_cast<int>(o.beam), .alpha = o.alpha}, &comm) : greedy;
         std::string hyp_lines;
         for (const auto& h : beam.hypotheses) hyp_lines += h + "\n";
         if (comm.is_root()) io::write_file_atomically(o.out + "/test_hypotheses.txt", hyp_lines);
@@ -164,7 +164,7 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
         // ---- the analyses, with BLEU on the first --eval-sentences test sentences as the metric
         const nn::translation_set analysis_set = set("analysis", test, static_cast<std::size_t>(o.eval_sentences), o.analysis_beam);
         const nn::search_options metric_search{.beam = static_cast<int>(o.analysis_beam), .alpha = o.alpha};
-        analysis::timed_metric metric([&] { return trans.score(analysis_set, metric_search).bleu; });
+        analysis::timed_metric metric([&] { return train::score(trans, analysis_set, metric_search).bleu; });
         const nn::Snapshot<float, B> thetaf(model);
         const double base = metric();
         std::printf("analysis metric: BLEU of %s decoding on the first %zu test sentences = %.2f (%.2fs per evaluation)\n",
@@ -238,34 +238,35 @@ int main(int argc, char** argv) {
                        "criticality, pruning and rewinding with test BLEU as the metric; writes CSVs and report.html. Presets: tiny =\n"
                        "2+2 layers, d 128, FF 512 (smoke runs); small = 3+3, d 256, FF 1024 (trains on 2 cores); base = the paper's\n"
                        "6+6, d 512, 8 heads, FF 2048. All: dropout 0.1, post-LN, ReLU, joint vocabulary shared and tied to the output.");
-    args.option("preset", o.preset, "model size: tiny | small | base").one_of({"tiny", "small", "base"})
+    args.section("Model")
+        .option("preset", o.preset, "model size: tiny | small | base").one_of({"tiny", "small", "base"})
         .option("enc-layers", o.sizes.encoder_layers, "encoder layers (0: the preset's)").range<std::int64_t>(0, 256)
         .option("dec-layers", o.sizes.decoder_layers, "decoder layers (0: the preset's)").range<std::int64_t>(0, 256)
         .option("dim", o.sizes.dim, "model width (0: the preset's)").range<std::int64_t>(0, 1 << 16)
         .option("heads", o.sizes.heads, "attention heads (0: the preset's)").range<std::int64_t>(0, 1024)
         .option("ff", o.sizes.ff_dim, "feed-forward width (0: the preset's)").range<std::int64_t>(0, 1 << 18)
         .option("dropout", o.sizes.dropout, "dropout (< 0: the preset's)").range(-1.0, 0.99)
-        .option("steps", o.steps, "optimiser steps").range<std::int64_t>(0, 1000000000)
-        .option("max-train-minutes", o.max_train_minutes, "stop training after this many minutes of training, those before a --resume included (0: no limit)").range(0.0, 1e7)
-        .option("accum", o.accum, "batches per step (gradient accumulation; under mpirun, per rank)").range<std::int64_t>(1, 1 << 16)
-        .option("max-tokens", o.recipe.max_tokens, "padded tokens per batch: sentences x max(src, tgt) length").range<std::int64_t>(1, 1 << 24)
-        .option("max-train-len", o.max_train_len, "training pairs with a side longer than this many tokens are dropped (counted)").range<std::int64_t>(1, 4096)
-        .option("max-source-len", o.max_source_len, "test and dev sources are cut to this many tokens (counted)").range<std::int64_t>(1, 4096)
-        .option("lr", o.recipe.lr, "peak learning rate").positive()
-        .option("warmup", o.recipe.warmup, "warm-up steps of the inverse-square-root schedule").range<std::int64_t>(1, 1000000000)
-        .option("clip", o.recipe.clip, "gradient clipping by global norm (0: off)").range(0.0, 1e6)
-        .option("label-smoothing", o.recipe.label_smoothing, "label smoothing").range(0.0, 0.99)
-        .option("seed", o.recipe.seed, "random seed (model init, data order, dropout)")
+        .option("checkpoint", o.checkpoint, "load this checkpoint (its model config, θ⁰ and training recipe) instead of training")
+        .section("Data")
         .option("data", o.data, "folder with {train,dev,test}.{src,tgt}, spm.model and meta.json (scripts/prepare-parallel)")
         .option("src-lang", o.src_lang, "source language, the file extension (default: meta.json's \"src\", else en)")
         .option("tgt-lang", o.tgt_lang, "target language (default: meta.json's \"tgt\", else de)")
         .flag("with-mt", o.with_mt, "add the second corpus mt.{src,tgt} (e.g. machine-translated pairs) to the training data")
         .option("main-repeat", o.main_repeat, "with --with-mt: the main training pairs appear this many times per epoch").range<std::int64_t>(1, 1000)
-        .option("out", o.out, "output directory")
-        .option("checkpoint", o.checkpoint, "load this checkpoint (its model config, θ⁰ and training recipe) instead of training")
-        .flag("resume", o.resume, "continue training from <out>/checkpoint.safetensors up to --steps")
-        .option("log-every", o.log_every, "steps between progress lines").range<std::int64_t>(1, 1000000000)
-        .option("save-every", o.save_every, "steps between checkpoints").range<std::int64_t>(1, 1000000000)
+        .option("max-tokens", o.recipe.max_tokens, "padded tokens per batch: sentences x max(src, tgt) length").range<std::int64_t>(1, 1 << 24)
+        .option("max-train-len", o.max_train_len, "training pairs with a side longer than this many tokens are dropped (counted)").range<std::int64_t>(1, 4096)
+        .option("max-source-len", o.max_source_len, "test and dev sources are cut to this many tokens (counted)").range<std::int64_t>(1, 4096)
+        .option("seed", o.recipe.seed, "random seed (model init, data order, dropout)")
+        .section("Optimisation")
+        .option("steps", o.steps, "optimiser steps").range<std::int64_t>(0, 1000000000)
+        .option("max-minutes", o.max_train_minutes, "stop training after this many minutes of training, those before a --resume included (0: no limit)").range(0.0, 1e7)
+        .deprecated_alias("max-train-minutes", "max-minutes", o.max_train_minutes).range(0.0, 1e7)
+        .option("accum", o.accum, "batches per step (gradient accumulation; under mpirun, per rank)").range<std::int64_t>(1, 1 << 16)
+        .option("lr", o.recipe.lr, "peak learning rate").positive()
+        .option("warmup", o.recipe.warmup, "warm-up steps of the inverse-square-root schedule").range<std::int64_t>(1, 1000000000)
+        .option("clip", o.recipe.clip, "gradient clipping by global norm (0: off)").range(0.0, 1e6)
+        .option("label-smoothing", o.recipe.label_smoothing, "label smoothing").range(0.0, 0.99)
+        .section("Evaluation")
         .option("dev-every", o.dev_every, "steps between dev BLEU evaluations (0: only at the end)").range<std::int64_t>(0, 1000000000)
         .option("dev-sentences", o.dev_sentences, "dev sentences for the dev BLEU (greedy)").range<std::int64_t>(1, 1 << 24)
         .option("beam", o.beam, "beam size for the baseline test BLEU (1: greedy)").range<std::int64_t>(1, 256)
@@ -273,6 +274,7 @@ int main(int argc, char** argv) {
         .option("eval-sentences", o.eval_sentences, "test sentences for the analysis metric (BLEU)").range<std::int64_t>(1, 1 << 24)
         .option("analysis-beam", o.analysis_beam, "beam size of the analysis metric (1: greedy)").range<std::int64_t>(1, 256)
         .option("decode-batch", o.decode_batch, "rows decoded together (sentences x beam)").range<std::int64_t>(1, 1 << 20)
+        .section("Analyses")
         .flag("skip-analyses", o.skip_analyses, "stop after training and the baseline BLEU")
         .option("clip-fraction", o.clip_fraction, "contribution: each drop is clipped at C = this x baseline (the paper: 0.1)").range(1e-6, 1e6)
         .flag("no-clip", o.no_clip, "contribution: no clipping (the score is the unclipped drop, normalised)")
@@ -284,14 +286,21 @@ int main(int argc, char** argv) {
         .option("prune-max-k", o.prune_max_k, "pruning curve up to this many modules removed").range<std::int64_t>(0, 100000)
         .option("rank-by", o.rank_by, "ranking for rewinding: contribution | criticality").one_of({"contribution", "criticality"})
         .option("rewind-k", o.rewind_k, "comma-separated k for rewinding (0 = fine-tune only, the control)").list().range(0, 100000)
-        .option("rewind-steps", o.rewind_steps, "fine-tuning steps after rewinding").range<std::int64_t>(0, 1000000000)
+        .option("rewind-steps", o.rewind_steps, "fine-tuning steps after rewinding (0: rewinding without fine-tuning)").range<std::int64_t>(0, 1000000000)
         .option("rewind-lr", o.rewind_lr, "fine-tuning learning rate (0: the training schedule's last)").range(0.0, 10.0)
         .option("shallow-checkpoint", o.shallow_checkpoint, "compare pruning with this shallower model (trained separately with --dec-layers)")
+        .section("Output")
+        .option("out", o.out, "output directory")
+        .flag("resume", o.resume, "continue training from <out>/checkpoint.safetensors up to --steps")
+        .option("log-every", o.log_every, "steps between progress lines").range<std::int64_t>(1, 1000000000)
+        .option("save-every", o.save_every, "steps between checkpoints").range<std::int64_t>(1, 1000000000)
+        .section("Device")
         .option("device", o.device, examples::device_help).one_of({"cpu", "cuda", "host_device"})
         .option("precision", o.precision, examples::precision_help).one_of({"auto", "f32", "bf16"})
         .flag("distributed", o.distributed, examples::distributed_help);
     args.parse(argc, argv);
     dist::communicator& comm = examples::join("component_value", o.distributed);
+    if (comm.is_root()) args.save_config(o.out);
     std::string command_line;
     for (int i = 0; i < argc; ++i) command_line += (i ? " " : "") + std::string(argv[i]);
     examples::use_precision(o.precision);

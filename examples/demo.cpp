@@ -20,7 +20,7 @@ struct options {
     int steps = 600, hidden = 64, batch = 256;
     float lr = 0.3f;
     std::uint64_t seed = 1;
-    std::string device = "cpu";
+    std::string device = "cpu", out = "runs/demo";
 };
 
 /// The job on backend B: parameters, activations and the SGD update live there.
@@ -92,11 +92,17 @@ int run(const options& o) {
 int main(int argc, char** argv) {
     options o;
     examples::cli args("demo", "A 2-layer MLP trained with plain SGD on two interleaved spirals.");
-    args.option("steps", o.steps, "SGD steps").range(1, 1000000000)
+    args.section("Model")
         .option("hidden", o.hidden, "hidden width").range(1, 1 << 16)
+        .section("Optimisation")
+        .option("steps", o.steps, "SGD steps").range(1, 1000000000)
         .option("lr", o.lr, "learning rate").positive()
         .option("seed", o.seed, "random seed")
+        .section("Output")
+        .option("out", o.out, "output directory (config.toml)")
+        .section("Device")
         .option("device", o.device, examples::device_help).one_of({"cpu", "cuda", "host_device"});
     args.parse(argc, argv);
+    args.save_config(o.out);
     return examples::on_device(o.device, "demo", [&](auto tag) { return run<decltype(tag)>(o); });
 }

@@ -88,28 +88,34 @@ int run(const options& o, dist::communicator& comm) {
 int main(int argc, char** argv) {
     options o;
     examples::cli args("train_tiny", "Train a small encoder-decoder on sequence reversal; checkpoint and resume.");
-    args.option("steps", o.steps, "total optimiser steps").range<std::int64_t>(0, 1000000000)
+    args.section("Data")
         .option("batch", o.batch, "sequences per step").range<std::int64_t>(1, 1 << 20)
         .option("max-len", o.max_len, "longest source sequence").range<std::int64_t>(1, 4096)
         .option("vocab", o.vocab, "vocabulary size (3 ids are special)").range<std::int64_t>(4, 1 << 20)
+        .option("seed", o.seed, "random seed")
+        .section("Model")
         .option("dim", o.dim, "model width (a multiple of --heads)").range<std::int64_t>(1, 1 << 16)
         .option("ff", o.ff, "feed-forward width").range<std::int64_t>(1, 1 << 18)
         .option("layers", o.layers, "encoder and decoder layers").range<std::int64_t>(1, 256)
         .option("heads", o.heads, "attention heads").range<std::int64_t>(1, 1024)
+        .option("dropout", o.dropout, "dropout").range(0.0, 0.99)
+        .section("Optimisation")
+        .option("steps", o.steps, "total optimiser steps").range<std::int64_t>(0, 1000000000)
         .option("lr", o.lr, "peak learning rate").positive()
         .option("warmup", o.warmup, "warm-up steps (inverse square root schedule)").range<std::int64_t>(1, 1000000000)
         .option("clip", o.clip, "gradient clipping by global norm (0: off)").range(0.0, 1e6)
-        .option("dropout", o.dropout, "dropout").range(0.0, 0.99)
-        .option("seed", o.seed, "random seed")
+        .section("Output")
         .option("log-every", o.log_every, "steps between progress lines").range<std::int64_t>(1, 1000000000)
         .option("save-every", o.save_every, "steps between checkpoints").range<std::int64_t>(1, 1000000000)
         .option("out", o.out, "output directory (metrics.jsonl, checkpoint.safetensors)")
+        .flag("resume", o.resume, "continue from <out>/checkpoint.safetensors")
+        .section("Device")
         .option("device", o.device, examples::device_help).one_of({"cpu", "cuda", "host_device"})
         .option("precision", o.precision, examples::precision_help).one_of({"auto", "f32", "bf16"})
-        .flag("resume", o.resume, "continue from <out>/checkpoint.safetensors")
         .flag("distributed", o.distributed, examples::distributed_help);
     args.parse(argc, argv);
     dist::communicator& comm = examples::join("train_tiny", o.distributed);
+    if (comm.is_root()) args.save_config(o.out);
     examples::use_precision(o.precision);
     return examples::on_device(o.device, "train_tiny", [&](auto tag) { return run<decltype(tag)>(o, comm); });
 }

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "depthlab/backend/primitive_list.hpp"
 #include "harness.hpp"
 
 using namespace depthlab;
@@ -134,8 +135,9 @@ TEST_CASE_TEMPLATE("GEMM: strides, transposes, alpha/beta, batches against a loo
         auto A = Tensor<T>::randn({batch * sa}, gen), Bm = Tensor<T>::randn({batch * sb}, gen), C = Tensor<T>::randn({batch * sc}, gen);
         const auto C0 = C.to_vector();
         const T alpha = T(0.5), beta = T(2);
-        primitives<backend::cpu>::gemm<T>(gemm_args{ta, tb, M, N, K, lda, ldb, ldc, batch, sa, sb, sc}, alpha, A.data(), Bm.data(), beta,
-                                          C.data());
+        primitives<backend::cpu>::gemm<T>(gemm_args{.trans_a = ta, .trans_b = tb, .m = M, .n = N, .k = K, .lda = lda, .ldb = ldb,
+                                                    .ldc = ldc, .batch = batch, .stride_a = sa, .stride_b = sb, .stride_c = sc},
+                                          alpha, A.data(), Bm.data(), beta, C.data());
         const auto a = A.to_vector(), b = Bm.to_vector(), c = C.to_vector();
         double worst = 0;
         for (index_t i = 0; i < batch; ++i)
@@ -165,7 +167,9 @@ TEST_CASE("GEMM: per-head products on packed projections") {
     const auto packed = Tensor<float>::randn({Bn * T_ * 3 * d}, gen);  // [q | k | v]: the k slice is read
     const index_t off_k = d;
     // C (the dQ slice of a packed gradient) = alpha S k + beta C, heads of (B, T, 3d)
-    const gemm_args g{false, false, T_, dh, T_, T_, 3 * d, 3 * d, H, T_ * T_, dh, dh, Bn, H * T_ * T_, T_ * 3 * d, T_ * 3 * d};
+    const gemm_args g{.m = T_, .n = dh, .k = T_, .lda = T_, .ldb = 3 * d, .ldc = 3 * d,
+                      .batch = H, .stride_a = T_ * T_, .stride_b = dh, .stride_c = dh,
+                      .batch2 = Bn, .stride_a2 = H * T_ * T_, .stride_b2 = T_ * 3 * d, .stride_c2 = T_ * 3 * d};
     const auto reference = [&](const std::vector<float>& c0, float alpha, float beta) {
         std::vector<double> want(c0.begin(), c0.end());
         for (index_t b = 0; b < Bn; ++b)
@@ -372,7 +376,9 @@ TEST_CASE_TEMPLATE("GEMM with a bias epilogue: every path writes the product plu
         }
     auto C = Tensor<T>::zeros({2 * 4 * 4});
     const auto X = Tensor<T>::zeros({2 * 4 * 4}), bias = Tensor<T>::zeros({4});
-    CHECK_THROWS_WITH_AS(primitives<backend::cpu>::gemm_bias<T>(gemm_args{false, false, 4, 4, 4, 4, 4, 4, 2, 16, 16, 16}, X.data(),
+    CHECK_THROWS_WITH_AS(primitives<backend::cpu>::gemm_bias<T>(gemm_args{.m = 4, .n = 4, .k = 4, .lda = 4, .ldb = 4, .ldc = 4,
+                                                                          .batch = 2, .stride_a = 16, .stride_b = 16,
+                                                                          .stride_c = 16}, X.data(),
                                                                 X.data(), bias.data(), C.data()),
                          Contains("gemm_bias: one product (batch 1), got batch 2"), shape_error);
 }
@@ -479,13 +485,13 @@ TEST_CASE("matmul: empty batches and empty inner dimensions") {
 TEST_CASE("gemm: an empty inner dimension in float gives the bias, beta C or zeros") {
     const float bias[3] = {1.0f, -2.0f, 0.5f};
     std::vector<float> c(6, 7.0f);
-    cpu::gemm_bias(gemm_args{false, false, 2, 3, 0, 1, 3, 3}, static_cast<const float*>(nullptr),
+    cpu::gemm_bias(gemm_args{.m = 2, .n = 3, .k = 0, .lda = 1, .ldb = 3, .ldc = 3}, static_cast<const float*>(nullptr),
                    static_cast<const float*>(nullptr), bias, c.data());
     CHECK(c == std::vector<float>{1.0f, -2.0f, 0.5f, 1.0f, -2.0f, 0.5f});
-    cpu::gemm(gemm_args{false, false, 2, 3, 0, 1, 3, 3}, 1.0f, static_cast<const float*>(nullptr),
+    cpu::gemm(gemm_args{.m = 2, .n = 3, .k = 0, .lda = 1, .ldb = 3, .ldc = 3}, 1.0f, static_cast<const float*>(nullptr),
               static_cast<const float*>(nullptr), 2.0f, c.data());
     CHECK(c == std::vector<float>{2.0f, -4.0f, 1.0f, 2.0f, -4.0f, 1.0f});
-    cpu::gemm(gemm_args{false, false, 2, 3, 0, 1, 3, 3}, 1.0f, static_cast<const float*>(nullptr),
+    cpu::gemm(gemm_args{.m = 2, .n = 3, .k = 0, .lda = 1, .ldb = 3, .ldc = 3}, 1.0f, static_cast<const float*>(nullptr),
               static_cast<const float*>(nullptr), 0.0f, c.data());
     CHECK(c == std::vector<float>(6, 0.0f));
 }
@@ -722,3 +728,22 @@ TEST_CASE("oneDNN primitive cache: bounded, least recently used evicted, results
     cache.set_capacity(saved);
 }
 #endif
+
+// The CPU's primitives (defined in a header, host_primitives) have exactly the signatures of
+// backend/primitive_list.hpp, the list the CUDA backend is declared and instantiated from: a
+// primitive changed on one side only fails here, at compile time, not at the CUDA link.
+namespace test_core_primitive_list {
+struct listed {
+#define TEST_CORE_DECLARE(name, params) \
+    template <class T>                  \
+    static void name params;
+    DEPTHLAB_PRIMITIVES(TEST_CORE_DECLARE)
+#undef TEST_CORE_DECLARE
+};
+#define TEST_CORE_SAME_SIGNATURE(name, params)                                                                                  \
+    static_assert(std::is_same_v<decltype(&listed::name<float>), decltype(&primitives<backend::cpu>::name<float>)> &&          \
+                      std::is_same_v<decltype(&listed::name<double>), decltype(&primitives<backend::host_device>::name<double>)>, \
+                  "primitives<cpu> and backend/primitive_list.hpp differ on " #name);
+DEPTHLAB_PRIMITIVES(TEST_CORE_SAME_SIGNATURE)
+#undef TEST_CORE_SAME_SIGNATURE
+}  // namespace test_core_primitive_list

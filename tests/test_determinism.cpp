@@ -147,7 +147,8 @@ TEST_CASE("determinism: GEMM tile grids give the loop result and the same bits a
                 for (int t = 1; t <= 3; ++t) {
                     const scoped_num_threads use(t);
                     auto C = Tensor<float>::empty({M, N});
-                    primitives<backend::cpu>::gemm<float>(gemm_args{false, false, M, N, K, K, N, N}, 1.0f, A.data(), Bm.data(), 0.0f,
+                    primitives<backend::cpu>::gemm<float>(gemm_args{.m = M, .n = N, .k = K, .lda = K, .ldb = N, .ldc = N},
+                                                          1.0f, A.data(), Bm.data(), 0.0f,
                                                           C.data());
                     out[t - 1] = C.to_vector();
                 }

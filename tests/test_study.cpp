@@ -71,7 +71,7 @@ TEST_CASE("translation sets: sorted by source length, hypotheses back in the cal
         CHECK(trans.encoder_runs() == 1);
         CHECK(trans.translate(set, {}) == first);  // nothing changed: the encoder outputs are reused
         CHECK(trans.encoder_reuses() == 1);
-        const nn::translation_score sc = trans.score(set, {});  // translate() scored against the references
+        const train::translation_score sc = train::score(trans, set, {});  // translate() scored against the references
         CHECK(sc.hypotheses == first);
         CHECK(sc.bleu == metrics::corpus_bleu(first, set.references).score);
         CHECK(sc.chrf == metrics::corpus_chrf(first, set.references).score);

@@ -256,15 +256,15 @@ TEST_CASE("checkpointer: a tracked translation_stream continues exactly after a 
 }
 
 // ---- configs in checkpoint metadata ----
-// A new field must be added to io::config_fields (io/config.hpp); these sizes make the
+// A new field must be added to its struct's config_fields (next to the struct); these sizes make the
 // round trip below fail to compile until it is (update them with the field).
-static_assert(sizeof(nn::transformer_config) == 72, "transformer_config changed: add the field to io::config_fields");
-static_assert(sizeof(nn::seq2seq_config) == 112, "seq2seq_config changed: add the field to io::config_fields");
-static_assert(sizeof(nn::albert_config) == 120, "albert_config changed: add the field to io::config_fields");
+static_assert(sizeof(nn::transformer_config) == 72, "transformer_config changed: add the field to its config_fields");
+static_assert(sizeof(nn::seq2seq_config) == 112, "seq2seq_config changed: add the field to its config_fields");
+static_assert(sizeof(nn::albert_config) == 120, "albert_config changed: add the field to its config_fields");
 // (act_options::row_quantum is left out on purpose: how the compact path groups its rows on
 // this machine, not a property of the model, and exact either way; a key for it would make
 // every older checkpoint unloadable)
-static_assert(sizeof(halting::act_options) == 56, "act_options changed: add the field to io::config_fields");
+static_assert(sizeof(halting::act_options) == 56, "act_options changed: add the field to its config_fields");
 
 TEST_CASE("config: every field of every model config round-trips through checkpoint metadata") {
     nn::seq2seq_config s;

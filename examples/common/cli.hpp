@@ -1,39 +1,87 @@
 #pragma once
 // The examples' command lines, through CLI11 (Debian libcli11-dev): `--help` lists every flag
-// with its default; a malformed, unknown or out-of-range value is one line on stderr and exit
-// code 2. Every floating-point value must be finite ("nan" and "inf" parse as numbers, and
-// CLI11's range and sign checks let NaN through: every comparison with it is false).
-// Validators apply to the option declared just before them:
+// with its default, in sections; a malformed, unknown or out-of-range value is one line on
+// stderr and exit code 2. Every floating-point value must be finite ("nan" and "inf" parse as
+// numbers, and CLI11's range and sign checks let NaN through: every comparison with it is
+// false). Validators apply to the option declared just before them:
 //
-//     args.option("heads", o.heads, "attention heads").range(1, 256)
+//     args.section("Model")
+//         .option("heads", o.heads, "attention heads").range(1, 256)
+//         .section("Optimisation")
 //         .option("lr", o.lr, "peak learning rate").positive()
 //         .option("policy", o.policy, "halting policy").one_of({"act", "pondernet"});
+//
+// Reproducible runs: every program takes `--config FILE` (TOML, `key = value` with the flags'
+// names), and save_config(OUT) writes every option's resolved value to OUT/config.toml, so
+// `prog --config runs/x/config.toml --out runs/y` repeats run x. Flags on the command line
+// override the file. A config is checked as strictly as a command line: an unknown key, a
+// value of the wrong type, out of range or not finite is one line naming the key, exit 2.
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <functional>
 #include <string>
+#include <system_error>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
+#include <depthlab/io/atomic_file.hpp>
+
 namespace examples {
+
+/// Options a saved config leaves out (written as comments): where a run writes and whether it
+/// continues an earlier one describe this invocation, not what the run computes — a config
+/// that carried --out would send a repeat's outputs over the original's.
+inline bool describes_invocation(const std::string& name) { return name == "out" || name == "resume"; }
 
 class cli {
 public:
     cli(std::string program, std::string about) : program_(program), app_(std::move(about), std::move(program)) {
         app_.get_formatter()->column_width(34);
+        app_.set_config("--config", "", "read options from this TOML file (`key = value`, the flags' names; OUT/config.toml of a run "
+                                        "repeats it); flags on the command line override it")
+            ->group("Configuration");
+        app_.allow_config_extras(CLI::config_extras_mode::error);
+    }
+
+    /// The options declared from here on form this section of --help and of config.toml.
+    cli& section(std::string name) {
+        section_ = std::move(name);
+        return *this;
     }
 
     template <class V>
     cli& option(const std::string& name, V& target, const std::string& help) {
-        last_ = app_.add_option("--" + name, target, help)->capture_default_str();
+        last_ = app_.add_option("--" + name, target, help)->capture_default_str()->group(section_);
         if constexpr (std::is_floating_point_v<V>) last_->check(finite());
+        if constexpr (is_vector<V>::value) {
+            if constexpr (std::is_floating_point_v<typename V::value_type>) last_->check(finite());
+        }
+        saved_.push_back({name, section_, [&target] { return toml_value(target); }});
         return *this;
     }
     cli& flag(const std::string& name, bool& target, const std::string& help) {
-        last_ = app_.add_flag("--" + name, target, help);
+        last_ = app_.add_flag("--" + name, target, help)->group(section_);
+        saved_.push_back({name, section_, [&target] { return toml_value(target); }});
+        return *this;
+    }
+    /// A former name of an option declared before: still accepted, with a warning naming the
+    /// current one; hidden from --help and never written to config.toml. Validators after it
+    /// apply to it (repeat the option's own).
+    template <class V>
+    cli& deprecated_alias(const std::string& old_name, const std::string& name, V& target) {
+        last_ = app_.add_option("--" + old_name, target)->group("");
+        if constexpr (std::is_floating_point_v<V>) last_->check(finite());
+        last_->each([program = program_, old_name, name](const std::string&) {
+                std::fprintf(stderr, "%s: warning: --%s is deprecated, use --%s\n", program.c_str(), old_name.c_str(), name.c_str());
+            });
         return *this;
     }
     /// The last option's value must be > 0.
@@ -58,19 +106,119 @@ public:
         return *this;
     }
 
-    /// Parses argv; prints the help and exits 0 on --help, prints one line and exits 2 on an error.
+    /// Parses argv (and the --config file); prints the help and exits 0 on --help, prints one
+    /// line and exits 2 on an error.
     void parse(int argc, char** argv) {
         try {
             app_.parse(argc, argv);
         } catch (const CLI::CallForHelp& e) {
             std::exit(app_.exit(e));
+        } catch (const CLI::ConfigError& e) {
+            // CLI11 says "INI was not able to parse <key>" for a key no option has
+            std::string what = e.what();
+            const std::string prefix = "INI was not able to parse ";
+            if (what.rfind(prefix, 0) == 0) what = "unknown key '" + what.substr(prefix.size()) + "' (no such option; see --help)";
+            std::fprintf(stderr, "%s: --config %s: %s\n", program_.c_str(), config_path().c_str(), what.c_str());
+            std::exit(2);
+        } catch (const CLI::FileError& e) {
+            std::fprintf(stderr, "%s: --config: %s\n", program_.c_str(), e.what());
+            std::exit(2);
         } catch (const CLI::ParseError& e) {
-            std::fprintf(stderr, "%s: %s (see --help)\n", program_.c_str(), e.what());
+            const std::string from = config_path().empty() ? "" : " (command line or --config " + config_path() + ")";
+            std::fprintf(stderr, "%s: %s%s (see --help)\n", program_.c_str(), e.what(), from.c_str());
             std::exit(2);
         }
     }
 
+    /// The resolved options as TOML, one `key = value` line per option in declaration order,
+    /// a comment line per section; --config reads it back to the same values (floating-point
+    /// numbers in the shortest form that round-trips exactly).
+    std::string config_text() const {
+        std::string text = "# " + program_ + ": the resolved options of a run (" + program_ +
+                           " --config THIS_FILE --out DIR repeats it; flags override it)\n";
+        std::string section = "\n";
+        for (const saved_option& s : saved_) {
+            if (s.section != section) {
+                section = s.section;
+                text += "\n# ---- " + (section.empty() ? std::string("options") : section) + "\n";
+            }
+            const std::string value = s.value();
+            if (value.empty()) text += "# " + s.name + ": its default (no value to write)\n";
+            else if (describes_invocation(s.name)) text += "# " + s.name + " = " + value + "  (not applied from a config)\n";
+            else text += s.name + " = " + value + "\n";
+        }
+        return text;
+    }
+    /// Writes config_text() to <dir>/config.toml (creating dir), atomically, before the run
+    /// starts. A different config.toml already there (a run resumed with other flags) is kept
+    /// as config.previous.toml. An error is one line naming the path, exit 2.
+    void save_config(const std::string& dir) const {
+        const std::string path = dir + "/config.toml", text = config_text();
+        try {
+            std::filesystem::create_directories(dir);
+            if (std::filesystem::exists(path)) {
+                std::ifstream in(path, std::ios::binary);
+                const std::string before((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+                if (before != text) depthlab::io::write_file_atomically(dir + "/config.previous.toml", before, "keep the earlier config");
+            }
+            depthlab::io::write_file_atomically(path, text, "save the run's config");
+        } catch (const std::exception& e) {  // io_error, filesystem_error
+            std::fprintf(stderr, "%s: cannot write %s: %s\n", program_.c_str(), path.c_str(), e.what());
+            std::exit(2);
+        }
+    }
+    /// The --config file given, or "".
+    std::string config_path() const {
+        const CLI::Option* c = app_.get_config_ptr();
+        return c && c->count() > 0 ? c->as<std::string>() : std::string();
+    }
+
 private:
+    template <class V>
+    struct is_vector : std::false_type {};
+    template <class E, class A>
+    struct is_vector<std::vector<E, A>> : std::true_type {};
+
+    struct saved_option {
+        std::string name, section;
+        std::function<std::string()> value;  // "" when there is nothing a config can hold (NaN: "the default")
+    };
+
+    static std::string toml_value(const std::string& v) {
+        std::string out = "\"";
+        for (const char c : v) {
+            if (c == '"' || c == '\\') out += '\\';
+            out += c;
+        }
+        return out + "\"";
+    }
+    static std::string toml_value(bool v) { return v ? "true" : "false"; }
+    template <class N>
+        requires std::is_arithmetic_v<N>
+    static std::string toml_value(N v) {
+        if constexpr (std::is_floating_point_v<N>) {
+            if (!std::isfinite(v)) return {};
+            char buf[64];
+            const auto r = std::to_chars(buf, buf + sizeof buf, v);  // shortest exact form
+            std::string s(buf, r.ptr);
+            // a whole number keeps a decimal point or exponent, so it reads back as a float
+            if (s.find_first_of(".eE") == std::string::npos) s += ".0";
+            return s;
+        } else {
+            return std::to_string(v);
+        }
+    }
+    template <class E>
+    static std::string toml_value(const std::vector<E>& v) {
+        std::string out = "[";
+        for (std::size_t i = 0; i < v.size(); ++i) {
+            const std::string e = toml_value(static_cast<const E&>(v[i]));
+            if (e.empty()) return {};
+            out += (i ? ", " : "") + e;
+        }
+        return out + "]";
+    }
+
     /// Rejects a value that reads as NaN or an infinity (a value that is no number at all is
     /// left to the option's own conversion, which names it).
     static CLI::Validator finite() {
@@ -90,6 +238,8 @@ private:
     std::string program_;
     CLI::App app_;
     CLI::Option* last_ = nullptr;
+    std::string section_;
+    std::vector<saved_option> saved_;
 };
 
 }  // namespace examples

@@ -50,69 +50,17 @@ void memory<backend::cuda>::upload_bytes(void* dst, const void* src, std::size_t
     cuda::staging::for_this_thread().upload(dst, src, bytes);
 }
 
-// One explicit instantiation per routine and element type; the declaration's type is the
-// definition's, so a signature is written once (in cuda.hpp).
+// One explicit instantiation per routine and element type, from the list that declared them
+// (backend/primitive_list.hpp); the declaration's type is the definition's, so a signature is
+// written once.
 #define DEPTHLAB_CUDA_INSTANTIATE(name, T) template decltype(primitives<backend::cuda>::name<T>) primitives<backend::cuda>::name<T>;
-#define DEPTHLAB_CUDA_INSTANTIATE_ALL(T) \
-    DEPTHLAB_CUDA_INSTANTIATE(fill, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(copy_strided, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(add, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(mul, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(mul_acc, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(axpby, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(add_row_vector, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(mul_row_vector, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(mul_row_vector_acc, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(sum_rows_acc, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(sum_rows_mul_acc, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(scale_rows, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(scale_rows_bwd, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(interpolate_rows, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(interpolate_rows_bwd, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(gelu_fwd, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(gelu_bwd, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(gelu_erf_fwd, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(gelu_erf_bwd, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(relu_fwd, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(relu_bwd, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(tanh_fwd, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(tanh_bwd, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(sigmoid_fwd, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(sigmoid_bwd, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(log_sigmoid_fwd, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(log_sigmoid_bwd, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(sum_to, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(add_scaled_by, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(nonfinite_flag, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(softmax_fwd, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(softmax_bwd, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(log_softmax_fwd, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(log_softmax_bwd, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(layernorm_fwd, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(layernorm_bwd, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(cross_entropy_fwd, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(cross_entropy_mean, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(cross_entropy_bwd, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(gather_rows, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(gather_rows_strided, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(scatter_add_rows, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(scatter_rows_set, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(rows_axpy, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(dropout_mask, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(sgd_update, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(adam_update, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(lamb_moments, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(lamb_apply, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(sum_squares_to, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(clip_scale, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(gemm, T) \
-    DEPTHLAB_CUDA_INSTANTIATE(gemm_bias, T)
-DEPTHLAB_CUDA_INSTANTIATE_ALL(float)
-DEPTHLAB_CUDA_INSTANTIATE_ALL(double)
-// index and flag tensors are only filled and copied
-DEPTHLAB_CUDA_INSTANTIATE(fill, std::int64_t)
-DEPTHLAB_CUDA_INSTANTIATE(copy_strided, std::int64_t)
-DEPTHLAB_CUDA_INSTANTIATE(fill, std::int32_t)
-DEPTHLAB_CUDA_INSTANTIATE(copy_strided, std::int32_t)
+#define DEPTHLAB_CUDA_INSTANTIATE_FLOATING(name, params) \
+    DEPTHLAB_CUDA_INSTANTIATE(name, float)               \
+    DEPTHLAB_CUDA_INSTANTIATE(name, double)
+#define DEPTHLAB_CUDA_INSTANTIATE_INDEX(name)   \
+    DEPTHLAB_CUDA_INSTANTIATE(name, std::int64_t) \
+    DEPTHLAB_CUDA_INSTANTIATE(name, std::int32_t)
+DEPTHLAB_PRIMITIVES(DEPTHLAB_CUDA_INSTANTIATE_FLOATING)
+DEPTHLAB_INDEX_PRIMITIVES(DEPTHLAB_CUDA_INSTANTIATE_INDEX)
 
 }  // namespace depthlab

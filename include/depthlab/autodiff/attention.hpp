@@ -69,58 +69,78 @@ Var<T, B> attention(const projection_slice<T, B>& q, const projection_slice<T, B
                    ", +", dim, ") exceed sources ", sq, ", ", sk, ", ", sv);
     DEPTHLAB_CHECK(opt.dropout >= 0 && opt.dropout < 1 && (opt.dropout == 0 || gen != nullptr), usage_error,
                    "attention: dropout ", opt.dropout, " needs 0 <= p < 1 and a generator");
-    const index_t Bn = sq[0], Tq = sq[1], Tk = sk[1], H = opt.heads, dh = dim / H;
-    const index_t Wq = sq[2], Wk = sk[2], Wv = sv[2];
-    const T alpha = static_cast<T>(opt.scale > 0 ? opt.scale : 1.0 / std::sqrt(static_cast<double>(dh)));
-    const Shape score_shape{Bn, H, Tq, Tk};
-    Tensor<T, B> M;
-    const row_broadcast map = detail::mask_rows("attention", score_shape, mask, M);
+    // Sizes: Bn sequences, Tq queries and Tk keys each, `heads` heads of head_dim columns;
+    // q_width, k_width, v_width are the row widths of the tensors q, k and v are sliced from.
+    const index_t Bn = sq[0], Tq = sq[1], Tk = sk[1], heads = opt.heads, head_dim = dim / heads;
+    const index_t q_width = sq[2], k_width = sk[2], v_width = sv[2];
+    const T alpha = static_cast<T>(opt.scale > 0 ? opt.scale : 1.0 / std::sqrt(static_cast<double>(head_dim)));
+    const Shape score_shape{Bn, heads, Tq, Tk};
+    Tensor<T, B> mask_values;
+    const row_broadcast map = detail::mask_rows("attention", score_shape, mask, mask_values);
 
-    const auto Q = q.src.value().contiguous(), K = k.src.value().contiguous(), Vv = v.src.value().contiguous();
-    const T* qp = Q.data() + q.offset;
-    const T* kp = K.data() + k.offset;
-    const T* vp = Vv.data() + v.offset;
-    const index_t S = Tq * Tk;  // one head's score matrix
+    const auto q_values = q.src.value().contiguous(), k_values = k.src.value().contiguous(),
+               v_values = v.src.value().contiguous();
+    const T* qp = q_values.data() + q.offset;
+    const T* kp = k_values.data() + k.offset;
+    const T* vp = v_values.data() + v.offset;
+    const index_t score_size = Tq * Tk;  // one head's score matrix
 
-    // scores = alpha q k^T, per (sequence, head); then softmax with the mask, in place
-    auto Pm = Tensor<T, B>::empty(score_shape);
-    P::gemm(gemm_args{false, true, Tq, Tk, dh, Wq, Wk, Tk, H, dh, dh, S, Bn, Tq * Wq, Tk * Wk, H * S}, alpha, qp, kp, T(0), Pm.data());
-    P::softmax_fwd(Bn * H * Tq, Tk, Pm.data(), T(1), M.defined() ? M.data() : nullptr, map, Pm.data());
+    // The four products below share one batching: inner batch = heads (a head's columns are
+    // head_dim apart in q, k, v and the output; its score matrix score_size apart), outer
+    // batch = sequences.
+    // scores (Bn, heads, Tq, Tk) = alpha q k^T; then softmax with the mask, in place
+    auto probs = Tensor<T, B>::empty(score_shape);
+    P::gemm(gemm_args{.trans_b = true, .m = Tq, .n = Tk, .k = head_dim, .lda = q_width, .ldb = k_width, .ldc = Tk,
+                      .batch = heads, .stride_a = head_dim, .stride_b = head_dim, .stride_c = score_size,
+                      .batch2 = Bn, .stride_a2 = Tq * q_width, .stride_b2 = Tk * k_width, .stride_c2 = heads * score_size},
+            alpha, qp, kp, T(0), probs.data());
+    P::softmax_fwd(Bn * heads * Tq, Tk, probs.data(), T(1), mask_values.defined() ? mask_values.data() : nullptr, map,
+                   probs.data());
     // optional dropout on the probabilities
-    Tensor<T, B> drop, Pd = Pm;
+    Tensor<T, B> drop, probs_kept = probs;
     if (opt.dropout > 0) {
         drop = Tensor<T, B>::empty(score_shape);
         P::dropout_mask(drop.numel(), static_cast<T>(opt.dropout), *gen, gen->reserve(static_cast<std::uint64_t>(drop.numel())),
                         drop.data());
-        Pd = Tensor<T, B>::empty(score_shape);
-        P::mul(Pd.numel(), Pm.data(), drop.data(), Pd.data());
+        probs_kept = Tensor<T, B>::empty(score_shape);
+        P::mul(probs_kept.numel(), probs.data(), drop.data(), probs_kept.data());
     }
-    // out[b, :, h*dh:(h+1)*dh] = P[b, h] v[b, :, h]
-    auto O = Tensor<T, B>::empty({Bn, Tq, dim});
-    P::gemm(gemm_args{false, false, Tq, dh, Tk, Tk, Wv, dim, H, S, dh, dh, Bn, H * S, Tk * Wv, Tq * dim}, T(1), Pd.data(), vp, T(0),
-            O.data());
+    // out[b, :, h*head_dim:(h+1)*head_dim] (Bn, Tq, dim) = probs_kept[b, h] v[b, :, h]
+    auto out = Tensor<T, B>::empty({Bn, Tq, dim});
+    P::gemm(gemm_args{.m = Tq, .n = head_dim, .k = Tk, .lda = Tk, .ldb = v_width, .ldc = dim,
+                      .batch = heads, .stride_a = score_size, .stride_b = head_dim, .stride_c = head_dim,
+                      .batch2 = Bn, .stride_a2 = heads * score_size, .stride_b2 = Tk * v_width, .stride_c2 = Tq * dim},
+            T(1), probs_kept.data(), vp, T(0), out.data());
 
     const index_t qo = q.offset, ko = k.offset, vo = v.offset;
-    return detail::make_result<T, B>(op_kind::attention, std::move(O), {q.src, k.src, v.src}, [=](Node<T, B>& nd) {
-        const T* dO = nd.grad.data();
-        auto dP = Tensor<T, B>::empty(score_shape);
-        // dPd = dO v^T
-        P::gemm(gemm_args{false, true, Tq, Tk, dh, dim, Wv, Tk, H, dh, dh, S, Bn, Tq * dim, Tk * Wv, H * S}, T(1), dO, vp, T(0),
-                dP.data());
-        // dv += Pd^T dO
-        if (T* dV = detail::parent_grad(nd, 2))
-            P::gemm(gemm_args{true, false, Tk, dh, Tq, Tk, dim, Wv, H, S, dh, dh, Bn, H * S, Tq * dim, Tk * Wv}, T(1), Pd.data(), dO, T(1),
-                    dV + vo);
-        if (drop.defined()) P::mul(dP.numel(), dP.data(), drop.data(), dP.data());
-        // dS = P * (dP - <P, dP>), in place
-        P::softmax_bwd(Bn * H * Tq, Tk, Pm.data(), dP.data(), T(1), dP.data(), /*accumulate=*/false);
-        // dq += alpha dS k ; dk += alpha dS^T q
-        if (T* dQ = detail::parent_grad(nd, 0))
-            P::gemm(gemm_args{false, false, Tq, dh, Tk, Tk, Wk, Wq, H, S, dh, dh, Bn, H * S, Tk * Wk, Tq * Wq}, alpha, dP.data(), kp, T(1),
-                    dQ + qo);
-        if (T* dK = detail::parent_grad(nd, 1))
-            P::gemm(gemm_args{true, false, Tk, dh, Tq, Tk, Wq, Wk, H, S, dh, dh, Bn, H * S, Tq * Wq, Tk * Wk}, alpha, dP.data(), qp, T(1),
-                    dK + ko);
+    return detail::make_result<T, B>(op_kind::attention, std::move(out), {q.src, k.src, v.src}, [=](Node<T, B>& nd) {
+        const T* d_out = nd.grad.data();  // (Bn, Tq, dim)
+        auto d_probs = Tensor<T, B>::empty(score_shape);
+        // d_probs_kept = d_out v^T
+        P::gemm(gemm_args{.trans_b = true, .m = Tq, .n = Tk, .k = head_dim, .lda = dim, .ldb = v_width, .ldc = Tk,
+                          .batch = heads, .stride_a = head_dim, .stride_b = head_dim, .stride_c = score_size,
+                          .batch2 = Bn, .stride_a2 = Tq * dim, .stride_b2 = Tk * v_width, .stride_c2 = heads * score_size},
+                T(1), d_out, vp, T(0), d_probs.data());
+        // dv += probs_kept^T d_out
+        if (T* dv = detail::parent_grad(nd, 2))
+            P::gemm(gemm_args{.trans_a = true, .m = Tk, .n = head_dim, .k = Tq, .lda = Tk, .ldb = dim, .ldc = v_width,
+                              .batch = heads, .stride_a = score_size, .stride_b = head_dim, .stride_c = head_dim,
+                              .batch2 = Bn, .stride_a2 = heads * score_size, .stride_b2 = Tq * dim, .stride_c2 = Tk * v_width},
+                    T(1), probs_kept.data(), d_out, T(1), dv + vo);
+        if (drop.defined()) P::mul(d_probs.numel(), d_probs.data(), drop.data(), d_probs.data());
+        // d_scores = probs * (d_probs - <probs, d_probs>), in place
+        P::softmax_bwd(Bn * heads * Tq, Tk, probs.data(), d_probs.data(), T(1), d_probs.data(), /*accumulate=*/false);
+        // dq += alpha d_scores k ; dk += alpha d_scores^T q
+        if (T* dq = detail::parent_grad(nd, 0))
+            P::gemm(gemm_args{.m = Tq, .n = head_dim, .k = Tk, .lda = Tk, .ldb = k_width, .ldc = q_width,
+                              .batch = heads, .stride_a = score_size, .stride_b = head_dim, .stride_c = head_dim,
+                              .batch2 = Bn, .stride_a2 = heads * score_size, .stride_b2 = Tk * k_width, .stride_c2 = Tq * q_width},
+                    alpha, d_probs.data(), kp, T(1), dq + qo);
+        if (T* dk = detail::parent_grad(nd, 1))
+            P::gemm(gemm_args{.trans_a = true, .m = Tk, .n = head_dim, .k = Tq, .lda = Tk, .ldb = q_width, .ldc = k_width,
+                              .batch = heads, .stride_a = score_size, .stride_b = head_dim, .stride_c = head_dim,
+                              .batch2 = Bn, .stride_a2 = heads * score_size, .stride_b2 = Tq * q_width, .stride_c2 = Tk * k_width},
+                    alpha, d_probs.data(), qp, T(1), dk + ko);
     });
 }
 
@@ -130,7 +150,7 @@ Var<T, B> attention(const projection_slice<T, B>& q, const projection_slice<T, B
 /// k.src, v.src: (B * T_, W) (or (B, T_, W)), row b*T_ + t; only keys t < key_lengths[b]
 /// exist. Result: (Nq, dim).
 ///
-/// Implementation: the queries are scattered into a (B, M, Wq) block, M = the largest query
+/// Implementation: the queries are scattered into a (B, block_rows, Wq) block, block_rows = the largest query
 /// count rounded up to a multiple of 8 (few distinct GEMM shapes, so oneDNN primitives are
 /// reused), and the batched attention runs on it with a key padding mask; the result rows
 /// are gathered back. Only this attention core pays for the padding — the projections and
@@ -148,34 +168,34 @@ Var<T, B> ragged_attention(const projection_slice<T, B>& q, const std::vector<in
                    shape_error, "ragged_attention: queries ", sq, " with ", q_offsets.size(), " offsets for ", Bn, " sequences");
     DEPTHLAB_CHECK(sk.numel() / sk.back() == Bn * T_ && sv.numel() / sv.back() == Bn * T_, shape_error, "ragged_attention: keys ",
                    sk, " and values ", sv, " are not ", Bn, " sequences of ", T_, " rows");
-    index_t M = 0;
+    index_t block_rows = 0;
     for (index_t b = 0; b < Bn; ++b) {
         const index_t nb = q_offsets[b + 1] - q_offsets[b];
         DEPTHLAB_CHECK(nb >= 0 && key_lengths[b] >= 0 && key_lengths[b] <= T_, shape_error, "ragged_attention: sequence ", b, " has ",
                        nb, " queries and ", key_lengths[b], " keys (of at most ", T_, ")");
-        M = std::max(M, nb);
+        block_rows = std::max(block_rows, nb);
     }
     const Var<T, B> k3 = reshape(k.src, {Bn, T_, sk.back()});
     const Var<T, B> v3 = k.src.node_ptr() == v.src.node_ptr() ? k3 : reshape(v.src, {Bn, T_, sv.back()});
     const bool all_keys = std::all_of(key_lengths.begin(), key_lengths.end(), [&](index_t l) { return l == T_; });
     const Tensor<T, B> key_mask = all_keys ? Tensor<T, B>{} : key_padding_mask<T, B>(key_lengths, T_);
-    const auto attend = [&](const Var<T, B>& q_block) {  // (Bn, M, Wq) -> (Bn * M, dim)
-        const index_t m = q_block.shape()[1];
+    const auto attend = [&](const Var<T, B>& q_block) {  // (Bn, block_rows, Wq) -> (Bn * block_rows, dim)
+        const index_t block_rows_now = q_block.shape()[1];
         return reshape(attention<T, B>({q_block, q.offset}, {k3, k.offset}, {v3, v.offset}, dim, {.heads = heads}, key_mask),
-                       {Bn * m, dim});
+                       {Bn * block_rows_now, dim});
     };
     Var<T, B> rows;
-    if (M > 0 && sq[0] == Bn * M) {
-        // every sequence has M queries (all tokens still running, as in an adaptive encoder's
-        // first iterations): the rows already are the (B, M) block, so nothing moves
-        rows = attend(reshape(q.src, {Bn, M, sq[1]}));
+    if (block_rows > 0 && sq[0] == Bn * block_rows) {
+        // every sequence has block_rows queries (all tokens still running, as in an adaptive encoder's
+        // first iterations): the rows already are the (B, block_rows) block, so nothing moves
+        rows = attend(reshape(q.src, {Bn, block_rows, sq[1]}));
     } else {
-        M = std::max<index_t>(1, (M + 7) / 8 * 8);
-        std::vector<std::int64_t> slot(static_cast<std::size_t>(sq[0]));  // query row -> row of the (B, M) block
+        block_rows = std::max<index_t>(1, (block_rows + 7) / 8 * 8);
+        std::vector<std::int64_t> slot(static_cast<std::size_t>(sq[0]));  // query row -> row of the (B, block_rows) block
         for (index_t b = 0; b < Bn; ++b)
-            for (index_t i = q_offsets[b]; i < q_offsets[b + 1]; ++i) slot[i] = b * M + (i - q_offsets[b]);
+            for (index_t i = q_offsets[b]; i < q_offsets[b + 1]; ++i) slot[i] = b * block_rows + (i - q_offsets[b]);
         const auto slots = detail::upload_ids<B>(slot);  // one upload for the scatter and the gather
-        rows = gather_rows(attend(reshape(scatter_rows(q.src, slots, Bn * M), {Bn, M, sq[1]})), slots);
+        rows = gather_rows(attend(reshape(scatter_rows(q.src, slots, Bn * block_rows), {Bn, block_rows, sq[1]})), slots);
     }
     rows.node().op = op_kind::ragged_attention;
     return rows;

@@ -22,7 +22,7 @@
 // cpu.hpp first: autodiff/ops.hpp (via models.hpp) uses row_broadcast from it without
 // including it.
 #include "depthlab/backend/cpu/cpu.hpp"
-#include "depthlab/nn/models.hpp"  // nn::token_batch
+#include "depthlab/data/token_batch.hpp"
 
 namespace depthlab::data {
 

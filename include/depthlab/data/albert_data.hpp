@@ -64,7 +64,7 @@
 // cpu.hpp first: autodiff/ops.hpp (via models.hpp) uses row_broadcast from it without
 // including it.
 #include "depthlab/backend/cpu/cpu.hpp"
-#include "depthlab/nn/models.hpp"  // nn::token_batch
+#include "depthlab/data/token_batch.hpp"
 
 #include "depthlab/data/albert_examples.hpp"
 
@@ -74,7 +74,7 @@ namespace depthlab::data {
 
 /// A batch of ALBERT pretraining examples.
 struct albert_batch {
-    nn::token_batch tokens;                   // ids (masked), segments, lengths; padding id 0
+    token_batch tokens;                   // ids (masked), segments, lengths; padding id 0
     std::vector<std::int64_t> mlm_positions;  // flat b * T + t, ascending
     std::vector<std::int64_t> mlm_labels;     // original ids at mlm_positions
     std::vector<std::int64_t> sop_labels;     // (B): 1 = swapped / not in order

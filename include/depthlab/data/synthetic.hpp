@@ -4,13 +4,14 @@
 #include <cstdint>
 #include <vector>
 
+#include "depthlab/core/error.hpp"
 #include "depthlab/core/rng.hpp"
-#include "depthlab/nn/models.hpp"
+#include "depthlab/data/token_batch.hpp"
 
 namespace depthlab::data {
 
 struct seq2seq_batch {
-    nn::token_batch src, tgt_in;         // tgt_in = BOS + target
+    token_batch src, tgt_in;         // tgt_in = BOS + target
     std::vector<std::int64_t> tgt_out;   // target + EOS, -100 at padding (ignored by the loss)
     [[nodiscard]] std::int64_t target_tokens() const {
         std::int64_t n = 0;

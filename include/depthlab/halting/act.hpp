@@ -40,6 +40,9 @@
 // holds N_t, and R_t = p^{N_t}.
 #include <algorithm>
 #include <cmath>
+#include <concepts>
+#include <span>
+#include <type_traits>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -91,6 +94,22 @@ struct act_options {
     // shapes of the compact path"). The padding costs < row_quantum rows per iteration.
     int row_quantum = 16;
 };
+/// The names of the trace settings, in the enum's order (configs store them: io/config.hpp).
+inline constexpr const char* act_trace_names[] = {"never", "eval_only", "always"};
+constexpr std::span<const char* const> enum_names(act_options::trace) { return act_trace_names; }
+/// act_options' fields by name (io::save_config / load_config).
+template <class C, class F>
+    requires std::same_as<std::remove_const_t<C>, act_options>
+void config_fields(C& c, F&& f) {
+    f("max_iterations", c.max_iterations);
+    f("epsilon", c.epsilon);
+    f("min_iterations", c.min_iterations);
+    f("compact", c.compact);
+    f("fixed_point_trace", c.fixed_point_trace);
+    f("lambda_p", c.lambda_p);
+    f("halting_bias", c.halting_bias);
+    // (row_quantum is not saved: an execution choice of the compact path, exact either way)
+}
 
 /// The ponder-cost weight at a step: tau ramped up linearly from 0 over warmup_steps (the
 /// other remedy against collapse: the task loss shapes the states before the ponder cost

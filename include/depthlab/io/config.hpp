@@ -8,96 +8,34 @@
 //     io::save_config(st.metadata, "config.", cfg);            // when saving
 //     auto cfg = io::load_config<nn::seq2seq_config>(file.metadata(), "config.");
 //
-// Each config's fields are listed once, in config_fields() below; the same list writes and
-// reads, and tests/test_trainer.cpp checks the round trip (and the size of each struct, so
-// that a new field cannot be forgotten here).
+// Each config's fields are listed once, in a config_fields() next to the struct (found by
+// argument-dependent lookup; nn/transformer.hpp, nn/models.hpp, halting/act.hpp, the data
+// streams' states), and an enum's names in an enum_names() next to the enum; the same list
+// writes and reads, so this file needs none of the floors above it. tests/test_trainer.cpp
+// checks the round trip (and the size of each struct, so that a new field cannot be
+// forgotten in its list).
 #include <charconv>
 #include <cstdint>
 #include <string>
+#include <span>
 #include <string_view>
 #include <type_traits>
 
 #include "depthlab/core/error.hpp"
-#include "depthlab/halting/act.hpp"
 #include "depthlab/io/safetensors.hpp"  // metadata_map
-#include "depthlab/nn/models.hpp"
-#include "depthlab/nn/transformer.hpp"
 
 namespace depthlab::io {
 
-// ---- the field lists (C is the config or const config) ----
-template <class C, class F>
-    requires std::same_as<std::remove_const_t<C>, nn::transformer_config>
-void config_fields(C& c, F&& f) {
-    f("dim", c.dim);
-    f("heads", c.heads);
-    f("ff_dim", c.ff_dim);
-    f("activation", c.act);
-    f("dropout", c.dropout);
-    f("attention_dropout", c.attention_dropout);
-    f("norm_first", c.norm_first);
-    f("ln_eps", c.ln_eps);
-    f("init", c.init);
-}
-template <class C, class F>
-    requires std::same_as<std::remove_const_t<C>, nn::seq2seq_config>
-void config_fields(C& c, F&& f) {
-    f("src_vocab", c.src_vocab);
-    f("tgt_vocab", c.tgt_vocab);
-    f("share_embeddings", c.share_embeddings);
-    f("tie_output", c.tie_output);
-    f("encoder_layers", c.encoder_layers);
-    f("decoder_layers", c.decoder_layers);
-    f("max_len", c.max_len);
-    f("layer", c.layer);
-}
-template <class C, class F>
-    requires std::same_as<std::remove_const_t<C>, nn::albert_config>
-void config_fields(C& c, F&& f) {
-    f("vocab", c.vocab);
-    f("embed", c.embed);
-    f("max_len", c.max_len);
-    f("segments", c.segments);
-    f("depth", c.depth);
-    f("layer", c.layer);
-    f("sop_dropout", c.sop_dropout);
-}
-template <class C, class F>
-    requires std::same_as<std::remove_const_t<C>, halting::act_options>
-void config_fields(C& c, F&& f) {
-    f("max_iterations", c.max_iterations);
-    f("epsilon", c.epsilon);
-    f("min_iterations", c.min_iterations);
-    f("compact", c.compact);
-    f("fixed_point_trace", c.fixed_point_trace);
-    f("lambda_p", c.lambda_p);
-    f("halting_bias", c.halting_bias);
-    // (row_quantum is not saved: an execution choice of the compact path, exact either way)
-}
 
 namespace detail {
 template <class V>
 concept config_struct = requires(V& v) { config_fields(v, [](const char*, auto&) {}); };
 
-template <class E>
-struct enum_names;
-template <>
-struct enum_names<nn::activation> {
-    static constexpr const char* names[] = {"gelu", "relu", "gelu_erf"};
-};
-template <>
-struct enum_names<nn::init_scheme> {
-    static constexpr const char* names[] = {"pytorch", "bert", "xavier"};
-};
-template <>
-struct enum_names<halting::act_options::trace> {
-    static constexpr const char* names[] = {"never", "eval_only", "always"};
-};
 
 template <class V>
 std::string to_text(const V& v) {
     if constexpr (std::is_enum_v<V>) {
-        return enum_names<V>::names[static_cast<std::size_t>(v)];
+        return enum_names(v)[static_cast<std::size_t>(v)];
     } else if constexpr (std::is_same_v<V, bool>) {
         return v ? "true" : "false";
     } else {
@@ -110,7 +48,7 @@ std::string to_text(const V& v) {
 template <class V>
 void from_text(const std::string& key, const std::string& s, V& v) {
     if constexpr (std::is_enum_v<V>) {
-        const auto& names = enum_names<V>::names;
+        const auto names = enum_names(v);
         for (std::size_t i = 0; i < std::size(names); ++i)
             if (s == names[i]) {
                 v = static_cast<V>(i);

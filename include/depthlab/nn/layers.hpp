@@ -2,6 +2,9 @@
 // Basic layers: Linear, LayerNorm, Embedding. Parameter names and layouts follow PyTorch
 // (Linear.weight is (out, in)), so state dicts map one to one.
 #include <cmath>
+#include <concepts>
+#include <span>
+#include <type_traits>
 
 #include "depthlab/autodiff/ops.hpp"
 #include "depthlab/nn/module.hpp"
@@ -14,6 +17,9 @@ enum class init_scheme {
     bert,     // N(0, 0.02) weights, zero biases (BERT / ALBERT)
     xavier,   // U(-sqrt(6/(in+out)), +) weights, zero biases (Transformer base, fairseq)
 };
+/// The names of the schemes, in the enum's order (configs store them: io/config.hpp).
+inline constexpr const char* init_scheme_names[] = {"pytorch", "bert", "xavier"};
+constexpr std::span<const char* const> enum_names(init_scheme) { return init_scheme_names; }
 
 template <class T, class B = backend::cpu>
 class Linear : public Module<T, B> {

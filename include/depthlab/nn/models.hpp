@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "depthlab/data/token_batch.hpp"
 #include "depthlab/nn/transformer.hpp"
 
 namespace depthlab::nn {
@@ -27,13 +28,20 @@ struct albert_config {
     // compact path (which needs a dropout-free layer) still runs.
     double sop_dropout = 0.0;
 };
+/// albert_config's fields by name (io::save_config / load_config).
+template <class C, class F>
+    requires std::same_as<std::remove_const_t<C>, albert_config>
+void config_fields(C& c, F&& f) {
+    f("vocab", c.vocab);
+    f("embed", c.embed);
+    f("max_len", c.max_len);
+    f("segments", c.segments);
+    f("depth", c.depth);
+    f("layer", c.layer);
+    f("sop_dropout", c.sop_dropout);
+}
 
-/// A batch of token sequences: ids and segment ids (B*T, row-major) plus lengths.
-struct token_batch {
-    index_t batch = 0, length = 0;
-    std::vector<std::int64_t> ids, segments;
-    std::vector<index_t> lengths;  // real tokens per sequence; the rest is padding
-};
+using data::token_batch;  // (data/token_batch.hpp)
 
 template <class T, class B = backend::cpu>
 class AlbertEmbeddings : public Module<T, B> {
@@ -158,6 +166,19 @@ struct seq2seq_config {
     transformer_config layer{.dim = 512, .heads = 8, .ff_dim = 2048, .act = activation::relu, .dropout = 0.1,
                              .attention_dropout = 0.1, .norm_first = false, .ln_eps = 1e-5, .init = init_scheme::xavier};
 };
+/// seq2seq_config's fields by name (io::save_config / load_config).
+template <class C, class F>
+    requires std::same_as<std::remove_const_t<C>, seq2seq_config>
+void config_fields(C& c, F&& f) {
+    f("src_vocab", c.src_vocab);
+    f("tgt_vocab", c.tgt_vocab);
+    f("share_embeddings", c.share_embeddings);
+    f("tie_output", c.tie_output);
+    f("encoder_layers", c.encoder_layers);
+    f("decoder_layers", c.decoder_layers);
+    f("max_len", c.max_len);
+    f("layer", c.layer);
+}
 
 /// The encoder–decoder sizes of the component-value study over a joint vocabulary (shared
 /// embeddings tied to the output; post-LN, ReLU, Xavier init, dropout 0.1 as the paper):

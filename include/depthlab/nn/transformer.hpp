@@ -11,7 +11,10 @@
 // then its branch outputs zero and only the residual path remains — in a post-LN layer the
 // LayerNorm still normalises that path (y = LN(x)); in a pre-LN layer y = x.
 #include <cmath>
+#include <concepts>
 #include <limits>
+#include <span>
+#include <type_traits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,6 +29,9 @@ namespace depthlab::nn {
 /// default F.gelu and activation="gelu", HF BERT's "gelu"). New values go at the end (the
 /// config files store the names, io/config.hpp, in this order).
 enum class activation { gelu, relu, gelu_erf };
+/// The names of the activations, in the enum's order (configs store them: io/config.hpp).
+inline constexpr const char* activation_names[] = {"gelu", "relu", "gelu_erf"};
+constexpr std::span<const char* const> enum_names(activation) { return activation_names; }
 
 /// x through activation a.
 template <class T, class B>
@@ -58,6 +64,20 @@ struct transformer_config {
         DEPTHLAB_CHECK(ln_eps > 0, usage_error, where, ": ln_eps ", ln_eps, " must be > 0");
     }
 };
+/// transformer_config's fields by name (io::save_config / load_config).
+template <class C, class F>
+    requires std::same_as<std::remove_const_t<C>, transformer_config>
+void config_fields(C& c, F&& f) {
+    f("dim", c.dim);
+    f("heads", c.heads);
+    f("ff_dim", c.ff_dim);
+    f("activation", c.act);
+    f("dropout", c.dropout);
+    f("attention_dropout", c.attention_dropout);
+    f("norm_first", c.norm_first);
+    f("ln_eps", c.ln_eps);
+    f("init", c.init);
+}
 
 // ---- masks (additive: 0 keeps, -inf removes) ----
 /// (B, 1, 1, T) from per-sequence lengths: positions >= length are padding.
@@ -145,18 +165,25 @@ public:
         DEPTHLAB_CHECK(t >= 0 && t < sc[1], index_error, "MultiHeadAttention::step: position ", t, " outside the cache capacity ", sc[1]);
         const Var<T, B> qkv = linear(x, in_proj_weight, in_proj_bias);  // (N, 1, 3D)
         kv_cache.slice(1, t, t + 1).copy_(qkv.value().slice(2, D, 3 * D));
-        const index_t N = sx[0], cap = sc[1], Tk = t + 1, H = cfg_.heads, dh = D / H, W = 2 * D, Wq = 3 * D;
-        const T alpha = static_cast<T>(1.0 / std::sqrt(static_cast<double>(dh)));
-        // scores (N, H, 1, Tk) = alpha q_h K_h^T, per (row, head), straight out of the cache
-        auto S = Tensor<T, B>::empty({N, H, 1, Tk});
-        P::gemm(gemm_args{false, true, 1, Tk, dh, Wq, W, Tk, H, dh, dh, Tk, N, Wq, cap * W, H * Tk}, alpha, qkv.value().data(),
-                kv_cache.data(), T(0), S.data());
-        P::softmax_fwd(N * H, Tk, S.data(), T(1), static_cast<const T*>(nullptr), row_broadcast{}, S.data());
-        // out[n, 0, h*dh:(h+1)*dh] = P[n, h] V_h
-        auto O = Tensor<T, B>::empty({N, 1, D});
-        P::gemm(gemm_args{false, false, 1, dh, Tk, Tk, W, D, H, Tk, dh, dh, N, H * Tk, cap * W, D}, T(1), S.data(), kv_cache.data() + D,
-                T(0), O.data());
-        return (*out_proj)(Var<T, B>::constant(std::move(O)));
+        // rows decoded, cache capacity, keys attended, heads, head width, row widths of the
+        // cache ([K | V]) and of the packed projection ([q | k | v])
+        const index_t rows = sx[0], cap = sc[1], Tk = t + 1, heads = cfg_.heads, head_dim = D / heads, cache_width = 2 * D,
+                      qkv_width = 3 * D;
+        const T alpha = static_cast<T>(1.0 / std::sqrt(static_cast<double>(head_dim)));
+        // scores (rows, heads, 1, Tk) = alpha q_h K_h^T, per (row, head), straight out of the cache
+        auto probs = Tensor<T, B>::empty({rows, heads, 1, Tk});
+        P::gemm(gemm_args{.trans_b = true, .m = 1, .n = Tk, .k = head_dim, .lda = qkv_width, .ldb = cache_width, .ldc = Tk,
+                          .batch = heads, .stride_a = head_dim, .stride_b = head_dim, .stride_c = Tk,
+                          .batch2 = rows, .stride_a2 = qkv_width, .stride_b2 = cap * cache_width, .stride_c2 = heads * Tk},
+                alpha, qkv.value().data(), kv_cache.data(), T(0), probs.data());
+        P::softmax_fwd(rows * heads, Tk, probs.data(), T(1), static_cast<const T*>(nullptr), row_broadcast{}, probs.data());
+        // out[n, 0, h*head_dim:(h+1)*head_dim] (rows, 1, D) = probs[n, h] V_h
+        auto out = Tensor<T, B>::empty({rows, 1, D});
+        P::gemm(gemm_args{.m = 1, .n = head_dim, .k = Tk, .lda = Tk, .ldb = cache_width, .ldc = D,
+                          .batch = heads, .stride_a = Tk, .stride_b = head_dim, .stride_c = head_dim,
+                          .batch2 = rows, .stride_a2 = heads * Tk, .stride_b2 = cap * cache_width, .stride_c2 = D},
+                T(1), probs.data(), kv_cache.data() + D, T(0), out.data());
+        return (*out_proj)(Var<T, B>::constant(std::move(out)));
     }
     /// [K | V] of a memory (N, Tk, D) for cross-attention: (N, Tk, 2D). Computed once per
     /// source sentence, then used by every step_cross.

@@ -18,7 +18,6 @@
 //   parameters (one download each on a device), far less than encoding.
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -30,10 +29,6 @@
 
 #include "depthlab/core/error.hpp"
 #include "depthlab/data/translation.hpp"
-#include "depthlab/dist/communicator.hpp"
-#include "depthlab/dist/gather.hpp"
-#include "depthlab/metrics/bleu.hpp"
-#include "depthlab/metrics/chrf.hpp"
 #include "depthlab/nn/decoding.hpp"
 #include "depthlab/nn/models.hpp"
 #include "depthlab/nn/transformer.hpp"
@@ -110,12 +105,13 @@ translation_set make_translation_set(std::string name, const data::parallel_text
     return make_translation_set(std::move(name), sources, {text.tgt.begin(), text.tgt.begin() + static_cast<std::ptrdiff_t>(n)}, o);
 }
 
-/// A translation_set translated and scored against its references.
-struct translation_score {
-    std::vector<std::string> hypotheses;  // detokenised, in the order of the references
-    double bleu = 0;                      // corpus BLEU (sacreBLEU's defaults: 13a tokenisation, exponential smoothing)
-    double chrf = 0;                      // corpus chrF (character 6-grams, beta 2)
-    double seconds = 0;                   // decoding time
+/// Which batches of a translation_set this process decodes: batch b when b mod ranks == rank
+/// (every batch by default). Data-parallel decoding gives each rank its share and gathers the
+/// hypotheses (train/translation_score.hpp).
+struct batch_shard {
+    int rank = 0, ranks = 1;
+    [[nodiscard]] bool owns(std::size_t batch) const { return static_cast<int>(batch % static_cast<std::size_t>(ranks)) == rank; }
+    bool operator==(const batch_shard&) const = default;
 };
 
 /// Translates translation_sets with a Seq2SeqTransformer, reusing encoder outputs (above).
@@ -140,29 +136,6 @@ public:
         for_each_hypothesis(set, o, [&](std::size_t i, const hypothesis& h) { out[i] = decode_(h.tokens); });
         return out;
     }
-    /// The same, decoded by the ranks of `comm` together (batch b on rank b mod W; every rank
-    /// holds the same model) and gathered: every rank gets every hypothesis, equal to translate().
-    std::vector<std::string> translate(const translation_set& set, const search_options& o, dist::communicator& comm) {
-        if (!comm.distributed()) return translate(set, o);
-        std::vector<std::string> mine;  // (index, hypothesis) pairs, flattened
-        for_each_hypothesis(set, o, [&](std::size_t i, const hypothesis& h) {
-            mine.push_back(std::to_string(i));
-            mine.push_back(decode_(h.tokens));
-        }, &comm);
-        const std::vector<std::string> all = dist::all_gather_strings(comm, mine);
-        std::vector<std::string> out(set.size());
-        for (std::size_t k = 0; k + 1 < all.size(); k += 2) out[std::stoull(all[k])] = all[k + 1];
-        return out;
-    }
-    /// translate() scored against set.references; with `comm`, decoded by its ranks together.
-    translation_score score(const translation_set& set, const search_options& o, dist::communicator* comm = nullptr) {
-        const auto t0 = std::chrono::steady_clock::now();
-        translation_score s{comm ? translate(set, o, *comm) : translate(set, o)};
-        s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        s.bleu = metrics::corpus_bleu(s.hypotheses, set.references).score;
-        s.chrf = metrics::corpus_chrf(s.hypotheses, set.references).score;
-        return s;
-    }
     /// The hypotheses themselves (tokens and scores), in the order of set.references.
     std::vector<hypothesis> hypotheses(const translation_set& set, const search_options& o) {
         std::vector<hypothesis> out(set.size());
@@ -177,17 +150,17 @@ public:
     [[nodiscard]] std::size_t encoder_runs() const { return encoder_runs_; }
     [[nodiscard]] std::size_t encoder_reuses() const { return encoder_reuses_; }
 
-private:
-    /// f(index, hypothesis) for every sentence of set; with `shard`, only those of this rank's batches.
+    /// f(index, hypothesis) for every sentence of `set` in the batches `shard` owns.
     template <class F>
-    void for_each_hypothesis(const translation_set& set, const search_options& o, F&& f, const dist::communicator* shard = nullptr) {
+    void for_each_hypothesis(const translation_set& set, const search_options& o, F&& f, batch_shard shard = {}) {
         DEPTHLAB_CHECK(!model_.is_training(), usage_error, "translator: the model is in training mode (call model.eval() first)");
         no_grad guard;
         DEPTHLAB_CHECK(set.id != 0 && set.members.size() == set.batches.size(), usage_error, "translator: '", set.name,
                        "' was not made by make_translation_set");
-        const auto mine = [&](std::size_t b) { return !shard || dist::owner_of(b, *shard) == shard->rank(); };
-        const std::pair<int, int> shard_key = shard ? std::pair(shard->rank(), shard->size()) : std::pair(0, 1);
-        if (cached_set_ == set.id && cached_shard_ == shard_key && memories_.size() == set.batches.size() && encoder_unchanged()) {
+        DEPTHLAB_CHECK(shard.ranks >= 1 && shard.rank >= 0 && shard.rank < shard.ranks, usage_error, "translator: shard ", shard.rank,
+                       " of ", shard.ranks);
+        const auto mine = [&](std::size_t b) { return shard.owns(b); };
+        if (cached_set_ == set.id && cached_shard_ == shard && memories_.size() == set.batches.size() && encoder_unchanged()) {
             ++encoder_reuses_;
         } else {
             cached_set_ = 0;  // nothing is cached until the new encoder outputs are all there
@@ -195,7 +168,7 @@ private:
             for (std::size_t b = 0; b < set.batches.size(); ++b) memories_.push_back(mine(b) ? model_.encode(set.batches[b]) : Var<T, B>());
             remember_encoder();
             cached_set_ = set.id;
-            cached_shard_ = shard_key;
+            cached_shard_ = shard;
             ++encoder_runs_;
         }
         for (std::size_t b = 0; b < set.batches.size(); ++b) {
@@ -204,6 +177,10 @@ private:
             for (std::size_t j = 0; j < out.size(); ++j) f(set.members[b][j], out[j]);
         }
     }
+    /// The detokenised text of a hypothesis.
+    [[nodiscard]] std::string detokenize(const hypothesis& h) const { return decode_(h.tokens); }
+
+private:
     bool encoder_unchanged() const {
         for (std::size_t i = 0; i < encoder_sublayers_.size(); ++i)
             if (encoder_sublayers_[i]->enabled != enabled_[i]) return false;
@@ -229,7 +206,7 @@ private:
     std::vector<Var<T, B>> encoder_params_;
     std::vector<const residual_base*> encoder_sublayers_;
     std::uint64_t cached_set_ = 0;  // translation_set::id of the cached encoder outputs
-    std::pair<int, int> cached_shard_{0, 1};  // (rank, ranks) they were computed for
+    batch_shard cached_shard_;  // the batches they were computed for
     std::vector<Var<T, B>> memories_;
     std::vector<bool> enabled_;
     std::vector<std::vector<T>> values_;

@@ -17,7 +17,7 @@
 //    rate as exact decimal strings, load_state() restores both after checking every name
 //    and shape. A resumed optimiser takes bit for bit the step an uninterrupted one takes.
 //
-// The per-element update rules live in optim/rules.hpp (written once for every backend) and
+// The per-element update rules live in backend/update_rules.hpp (written once for every backend) and
 // run as primitives<B> (sgd_update, adam_update, lamb_moments / lamb_apply): a step makes
 // one launch per parameter (two for LAMB) and no host synchronisation. Reductions (LAMB's
 // norms, gradient clipping) sum in double over fixed chunks, so results do not depend on
@@ -43,7 +43,7 @@
 #include "depthlab/core/parallel.hpp"
 #include "depthlab/core/tensor.hpp"
 #include "depthlab/core/value_scan.hpp"
-#include "depthlab/optim/rules.hpp"
+#include "depthlab/backend/update_rules.hpp"
 
 namespace depthlab::optim {
 
@@ -70,7 +70,7 @@ inline bool exclude_none(std::string_view) { return false; }
 
 namespace detail {
 
-/// The update rules (optim/rules.hpp) are what primitives<B> applies per element.
+/// The update rules (backend/update_rules.hpp) are what primitives<B> applies per element.
 template <class T>
 using adam_moments = rules::adam_moments<T>;
 

@@ -20,6 +20,7 @@
 #include "depthlab/io/config.hpp"
 #include "depthlab/nn/models.hpp"
 #include "depthlab/nn/translator.hpp"
+#include "depthlab/train/translation_score.hpp"
 #include "depthlab/optim/adam.hpp"
 #include "depthlab/train/trainer.hpp"
 
@@ -97,7 +98,7 @@ shallow_comparison compare_shallow_checkpoint(const std::string& path, const nn:
     r.steps = io::load_checkpoint(path, shallow).get_u64("step");
     shallow.eval();
     nn::translator<T, B> scorer(shallow, detokenize);
-    r.bleu = scorer.score(set, search).bleu;
+    r.bleu = score(scorer, set, search).bleu;
     r.parameters = shallow.parameter_count();
     r.fewer_decoder_layers = full.decoder_layers - sc.decoder_layers;
     return r;

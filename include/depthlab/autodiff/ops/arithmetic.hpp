@@ -57,9 +57,11 @@ Var<T, B> matmul(const Var<T, B>& a, const Var<T, B>& b, bool trans_a = false, b
     // A shared B with a non-transposed batched A is one big GEMM over batch*M rows.
     const bool fold = b_shared && !trans_a;
     if (fold) {
-        P::gemm(gemm_args{false, trans_b, batch * M, N, K, lda, ldb, N}, T(1), A.data(), Bv.data(), T(0), C.data());
+        P::gemm(gemm_args{.trans_b = trans_b, .m = batch * M, .n = N, .k = K, .lda = lda, .ldb = ldb, .ldc = N},
+                T(1), A.data(), Bv.data(), T(0), C.data());
     } else {
-        P::gemm(gemm_args{trans_a, trans_b, M, N, K, lda, ldb, N, batch, a_shared ? 0 : M * K, b_shared ? 0 : K * N, M * N},
+        P::gemm(gemm_args{.trans_a = trans_a, .trans_b = trans_b, .m = M, .n = N, .k = K, .lda = lda, .ldb = ldb, .ldc = N,
+                          .batch = batch, .stride_a = a_shared ? 0 : M * K, .stride_b = b_shared ? 0 : K * N, .stride_c = M * N},
                 T(1), A.data(), Bv.data(), T(0), C.data());
     }
     // Gradients are written by their first GEMM (beta 0 into an unfilled buffer) and
@@ -72,36 +74,47 @@ Var<T, B> matmul(const Var<T, B>& a, const Var<T, B>& b, bool trans_a = false, b
                 for (index_t i = 0; i < batch; ++i) {
                     const T* Bi = Bv.data() + (b_shared ? 0 : i * K * N);
                     const T beta = i == 0 ? gA.beta : T(1);
-                    if (!trans_a) P::gemm(gemm_args{false, !trans_b, M, K, N, N, ldb, K}, T(1), dC + i * M * N, Bi, beta, dA);
-                    else P::gemm(gemm_args{trans_b, true, K, M, N, ldb, N, M}, T(1), Bi, dC + i * M * N, beta, dA);
+                    if (!trans_a) P::gemm(gemm_args{.trans_b = !trans_b, .m = M, .n = K, .k = N, .lda = N, .ldb = ldb, .ldc = K},
+                                          T(1), dC + i * M * N, Bi, beta, dA);
+                    else P::gemm(gemm_args{.trans_a = trans_b, .trans_b = true, .m = K, .n = M, .k = N, .lda = ldb, .ldb = N,
+                                           .ldc = M}, T(1), Bi, dC + i * M * N, beta, dA);
                 }
             } else if (fold) {
-                P::gemm(gemm_args{false, !trans_b, batch * M, K, N, N, ldb, K}, T(1), dC, Bv.data(), gA.beta, dA);
+                P::gemm(gemm_args{.trans_b = !trans_b, .m = batch * M, .n = K, .k = N, .lda = N, .ldb = ldb, .ldc = K},
+                        T(1), dC, Bv.data(), gA.beta, dA);
             } else if (!trans_a) {
-                P::gemm(gemm_args{false, !trans_b, M, K, N, N, ldb, K, batch, M * N, b_shared ? 0 : K * N, M * K}, T(1), dC,
+                P::gemm(gemm_args{.trans_b = !trans_b, .m = M, .n = K, .k = N, .lda = N, .ldb = ldb, .ldc = K, .batch = batch,
+                                  .stride_a = M * N, .stride_b = b_shared ? 0 : K * N, .stride_c = M * K}, T(1), dC,
                         Bv.data(), gA.beta, dA);
             } else {
-                P::gemm(gemm_args{trans_b, true, K, M, N, ldb, N, M, batch, b_shared ? 0 : K * N, M * N, M * K}, T(1),
+                P::gemm(gemm_args{.trans_a = trans_b, .trans_b = true, .m = K, .n = M, .k = N, .lda = ldb, .ldb = N, .ldc = M,
+                                  .batch = batch, .stride_a = b_shared ? 0 : K * N, .stride_b = M * N, .stride_c = M * K}, T(1),
                         Bv.data(), dC, gA.beta, dA);
             }
         }
         if (const auto gB = detail::parent_grad_out(nd, 1); T* dB = gB.data) {
             // dB = op(A)^T dC (or dC^T op(A) when B was transposed); summed over a shared B's batch
             if (fold) {
-                if (!trans_b) P::gemm(gemm_args{true, false, K, N, batch * M, lda, N, N}, T(1), A.data(), dC, gB.beta, dB);
-                else P::gemm(gemm_args{true, false, N, K, batch * M, N, lda, K}, T(1), dC, A.data(), gB.beta, dB);
+                if (!trans_b) P::gemm(gemm_args{.trans_a = true, .m = K, .n = N, .k = batch * M, .lda = lda, .ldb = N, .ldc = N},
+                                      T(1), A.data(), dC, gB.beta, dB);
+                else P::gemm(gemm_args{.trans_a = true, .m = N, .n = K, .k = batch * M, .lda = N, .ldb = lda, .ldc = K},
+                             T(1), dC, A.data(), gB.beta, dB);
             } else if (b_shared && batch > 1) {
                 for (index_t i = 0; i < batch; ++i) {
                     const T* Ai = A.data() + (a_shared ? 0 : i * M * K);
                     const T beta = i == 0 ? gB.beta : T(1);
-                    if (!trans_b) P::gemm(gemm_args{!trans_a, false, K, N, M, lda, N, N}, T(1), Ai, dC + i * M * N, beta, dB);
-                    else P::gemm(gemm_args{true, trans_a, N, K, M, N, lda, K}, T(1), dC + i * M * N, Ai, beta, dB);
+                    if (!trans_b) P::gemm(gemm_args{.trans_a = !trans_a, .m = K, .n = N, .k = M, .lda = lda, .ldb = N, .ldc = N},
+                                          T(1), Ai, dC + i * M * N, beta, dB);
+                    else P::gemm(gemm_args{.trans_a = true, .trans_b = trans_a, .m = N, .n = K, .k = M, .lda = N, .ldb = lda,
+                                           .ldc = K}, T(1), dC + i * M * N, Ai, beta, dB);
                 }
             } else if (!trans_b) {
-                P::gemm(gemm_args{!trans_a, false, K, N, M, lda, N, N, batch, a_shared ? 0 : M * K, M * N, K * N}, T(1), A.data(),
+                P::gemm(gemm_args{.trans_a = !trans_a, .m = K, .n = N, .k = M, .lda = lda, .ldb = N, .ldc = N, .batch = batch,
+                                  .stride_a = a_shared ? 0 : M * K, .stride_b = M * N, .stride_c = K * N}, T(1), A.data(),
                         dC, gB.beta, dB);
             } else {
-                P::gemm(gemm_args{true, trans_a, N, K, M, N, lda, K, batch, M * N, a_shared ? 0 : M * K, K * N}, T(1), dC,
+                P::gemm(gemm_args{.trans_a = true, .trans_b = trans_a, .m = N, .n = K, .k = M, .lda = N, .ldb = lda, .ldc = K,
+                                  .batch = batch, .stride_a = M * N, .stride_b = a_shared ? 0 : M * K, .stride_c = K * N}, T(1), dC,
                         A.data(), gB.beta, dB);
             }
         }
@@ -125,9 +138,11 @@ Var<T, B> linear(const Var<T, B>& x, const Var<T, B>& W, const Var<T, B>& b = {}
     if (b.defined()) {
         // Y = X W^T + b: the bias is the GEMM's epilogue, added as Y is written
         const auto bv = detail::contiguous_value(b);
-        P::gemm_bias(gemm_args{false, true, rows, out, in, in, in, out}, X.data(), Wv.data(), bv.data(), Y.data());
+        P::gemm_bias(gemm_args{.trans_b = true, .m = rows, .n = out, .k = in, .lda = in, .ldb = in, .ldc = out},
+                     X.data(), Wv.data(), bv.data(), Y.data());
     } else {
-        P::gemm(gemm_args{false, true, rows, out, in, in, in, out}, T(1), X.data(), Wv.data(), T(0), Y.data());
+        P::gemm(gemm_args{.trans_b = true, .m = rows, .n = out, .k = in, .lda = in, .ldb = in, .ldc = out},
+                T(1), X.data(), Wv.data(), T(0), Y.data());
     }
     std::vector<Var<T, B>> inputs{x, W};
     if (b.defined()) inputs.push_back(b);
@@ -135,9 +150,10 @@ Var<T, B> linear(const Var<T, B>& x, const Var<T, B>& W, const Var<T, B>& b = {}
     return detail::make_result<T, B>(op_kind::linear, std::move(Y), std::move(inputs), [=](Node<T, B>& nd) {
         const T* dY = nd.grad.data();  // (dX and dW: written by their GEMM when first, else accumulated)
         if (const auto gX = detail::parent_grad_out(nd, 0); gX.data)
-            P::gemm(gemm_args{false, false, rows, in, out, out, in, in}, T(1), dY, Wv.data(), gX.beta, gX.data);
+            P::gemm(gemm_args{.m = rows, .n = in, .k = out, .lda = out, .ldb = in, .ldc = in}, T(1), dY, Wv.data(), gX.beta, gX.data);
         if (const auto gW = detail::parent_grad_out(nd, 1); gW.data)
-            P::gemm(gemm_args{true, false, out, in, rows, out, in, in}, T(1), dY, X.data(), gW.beta, gW.data);
+            P::gemm(gemm_args{.trans_a = true, .m = out, .n = in, .k = rows, .lda = out, .ldb = in, .ldc = in},
+                    T(1), dY, X.data(), gW.beta, gW.data);
         if (has_bias)
             if (T* db = detail::parent_grad(nd, 2)) P::sum_rows_acc(rows, out, dY, db);
     });

@@ -26,7 +26,7 @@
 #include "depthlab/core/parallel.hpp"
 #include "depthlab/core/rng.hpp"
 #include "depthlab/core/shape.hpp"
-#include "depthlab/optim/rules.hpp"
+#include "depthlab/backend/update_rules.hpp"
 
 namespace depthlab {
 
@@ -477,7 +477,7 @@ struct host_primitives {
         });
     }
 
-    // ---- optimiser updates (the element rules of optim/rules.hpp) ----
+    // ---- optimiser updates (the element rules of backend/update_rules.hpp) ----
     template <class T, class F>
     static void for_each_index(index_t n, F&& body) {
         launch();

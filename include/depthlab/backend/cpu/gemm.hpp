@@ -254,7 +254,7 @@ private:
 inline bool bf16_supported() {
     static const bool ok = [] {
         try {
-            const gemm_args g{false, false, 16, 16, 16, 16, 16, 16};
+            const gemm_args g{.m = 16, .n = 16, .k = 16, .lda = 16, .ldb = 16, .ldc = 16};
             (void)primitive_cache::instance().get(g, 1.0f, 0.0f, false, true);
             return true;
         } catch (const dnnl::error&) {

@@ -21,9 +21,9 @@
 #include <string>
 
 #include "depthlab/backend/backend.hpp"
+#include "depthlab/backend/primitive_list.hpp"
 #include "depthlab/core/rng.hpp"
 #include "depthlab/core/shape.hpp"
-#include "depthlab/optim/rules.hpp"
 
 namespace depthlab {
 
@@ -73,139 +73,15 @@ struct memory<backend::cuda> {
     static void upload_bytes(void* dst, const void* src, std::size_t bytes);
 };
 
-/// The numerical routines of primitives<cpu> as kernels on this thread's stream.
+/// The numerical routines of primitives<cpu> as kernels on this thread's stream, declared
+/// from the one list of backend/primitive_list.hpp (defined in backend/cuda/primitives.cuh).
 template <>
 struct primitives<backend::cuda> {
-    // ---- elementwise ----
-    template <class T>
-    static void fill(index_t n, T v, T* y);
-    template <class T>
-    static void copy_strided(const Shape& shape, const T* src, const Shape& sst, T* dst, const Shape& dst_st, bool accumulate);
-    template <class T>
-    static void add(index_t n, const T* a, const T* b, T* y);
-    template <class T>
-    static void mul(index_t n, const T* a, const T* b, T* y);
-    template <class T>
-    static void mul_acc(index_t n, const T* a, const T* b, T* y);
-    template <class T>
-    static void axpby(index_t n, T alpha, const T* x, T beta, T* y);
-
-    // ---- row broadcast: x (rows, cols), v (cols) ----
-    template <class T>
-    static void add_row_vector(index_t rows, index_t cols, const T* x, const T* v, T* y);
-    template <class T>
-    static void mul_row_vector(index_t rows, index_t cols, const T* x, const T* v, T* y);
-    template <class T>
-    static void mul_row_vector_acc(index_t rows, index_t cols, const T* dy, const T* v, T* dx);
-    // column sums: one thread per column walks the rows in order (deterministic, coalesced)
-    template <class T>
-    static void sum_rows_acc(index_t rows, index_t cols, const T* x, T* v);
-    template <class T>
-    static void sum_rows_mul_acc(index_t rows, index_t cols, const T* a, const T* b, T* v);
-    template <class T>
-    static void scale_rows(index_t rows, index_t cols, const T* x, const T* w, T* y);
-    template <class T>
-    static void scale_rows_bwd(index_t rows, index_t cols, const T* x, const T* w, const T* dy, T* dx, T* dw);
-    template <class T>
-    static void interpolate_rows(index_t rows, index_t cols, const T* a, const T* b, const T* w, T* y);
-    template <class T>
-    static void interpolate_rows_bwd(index_t rows, index_t cols, const T* a, const T* b, const T* w, const T* dy, T* da, T beta_a,
-                                     T* db, T beta_b, T* dw);
-
-    // ---- activations ----
-    template <class T>
-    static void gelu_fwd(index_t n, const T* x, T* y);
-    template <class T>
-    static void gelu_bwd(index_t n, const T* x, const T* dy, T* dx);
-    template <class T>
-    static void gelu_erf_fwd(index_t n, const T* x, T* y);
-    template <class T>
-    static void gelu_erf_bwd(index_t n, const T* x, const T* dy, T* dx);
-    template <class T>
-    static void relu_fwd(index_t n, const T* x, T* y);
-    template <class T>
-    static void relu_bwd(index_t n, const T* x, const T* dy, T* dx);
-    template <class T>
-    static void tanh_fwd(index_t n, const T* x, T* y);
-    template <class T>
-    static void tanh_bwd(index_t n, const T* y, const T* dy, T* dx);
-    template <class T>
-    static void sigmoid_fwd(index_t n, const T* x, T* y);
-    template <class T>
-    static void sigmoid_bwd(index_t n, const T* y, const T* dy, T* dx);
-    template <class T>
-    static void log_sigmoid_fwd(index_t n, const T* x, T* y);
-    template <class T>
-    static void log_sigmoid_bwd(index_t n, const T* x, const T* dy, T* dx);
-
-    // ---- reductions (into device memory) ----
-    template <class T>
-    static void sum_to(index_t n, const T* x, T scale, T* out);
-    template <class T>
-    static void add_scaled_by(index_t n, const T* s, T factor, const T* x, T* y);
-    template <class T>
-    static void nonfinite_flag(index_t n, const T* x, std::int32_t* flag);
-
-    // ---- softmax family (last axis), one block per row ----
-    template <class T>
-    static void softmax_fwd(index_t rows, index_t cols, const T* x, T scale, const T* mask, const row_broadcast& map, T* y);
-    template <class T>
-    static void softmax_bwd(index_t rows, index_t cols, const T* y, const T* dy, T scale, T* dx, bool accumulate = true);
-    template <class T>
-    static void log_softmax_fwd(index_t rows, index_t cols, const T* x, T* y);
-    template <class T>
-    static void log_softmax_bwd(index_t rows, index_t cols, const T* y, const T* dy, T* dx);
-
-    // ---- layer norm (last axis) ----
-    template <class T>
-    static void layernorm_fwd(index_t rows, index_t cols, const T* x, const T* gamma, const T* beta, T eps, T* y, T* mean, T* rstd);
-    template <class T>
-    static void layernorm_bwd(index_t rows, index_t cols, const T* x, const T* dy, const T* gamma, const T* mean, const T* rstd, T* dx, T* dgamma, T* dbeta);
-
-    // ---- cross-entropy over rows of logits (rows, V) ----
-    template <class T>
-    static void cross_entropy_fwd(index_t rows, index_t V, const T* logits, const std::int64_t* target, std::int64_t ignore, T smoothing, T* loss, T* lse);
-    template <class T>
-    static void cross_entropy_mean(index_t rows, const T* loss, const std::int64_t* target, std::int64_t ignore, T* mean, T* inv_count);
-    template <class T>
-    static void cross_entropy_bwd(index_t rows, index_t V, const T* logits, const std::int64_t* target, std::int64_t ignore, T smoothing, const T* lse, const T* g, index_t g_stride, const T* g_scale, T* dlogits);
-
-    // ---- rows by index ----
-    template <class T>
-    static void gather_rows(index_t n, index_t cols, const T* table, index_t limit, const std::int64_t* ids, T* out, bool accumulate = false);
-    template <class T>
-    static void gather_rows_strided(index_t n, index_t cols, index_t src_stride, index_t dst_stride, const T* table, index_t limit, const std::int64_t* ids, T* out, bool accumulate = false);
-    // repeated ids accumulate in index order: one thread per column walks the ids
-    template <class T>
-    static void scatter_add_rows(index_t n, index_t cols, const T* src, index_t limit, const std::int64_t* ids, T* table);
-    template <class T>
-    static void scatter_rows_set(index_t n, index_t cols, const T* src, index_t limit, const std::int64_t* ids, T* dst);
-    template <class T>
-    static void rows_axpy(index_t n, index_t cols, T alpha, const T* src, index_t limit, const std::int64_t* ids, T* dst);
-
-    // ---- dropout (the CPU's masks: the same Philox words) ----
-    template <class T>
-    static void dropout_mask(index_t n, T p, const Generator& gen, std::uint64_t first, T* mask);
-
-    // ---- optimiser updates ----
-    template <class T>
-    static void sgd_update(index_t n, T* w, const T* g, T* buf, const optim::rules::sgd<T>& rule);
-    template <class T>
-    static void adam_update(index_t n, T* w, const T* g, T* m, T* v, const optim::rules::adam<T>& rule);
-    template <class T>
-    static void lamb_moments(index_t n, const T* w, const T* g, T* m, T* v, const optim::rules::adam_moments<T>& am, T wd, double* sums);
-    template <class T>
-    static void lamb_apply(index_t n, T* w, const T* m, const T* v, const optim::rules::adam_moments<T>& am, T wd, double lr, const double* sums);
-    template <class T>
-    static void sum_squares_to(index_t n, const T* x, double* out);
-    template <class T>
-    static void clip_scale(index_t n, T* x, const double* parts, index_t k, double max_norm);
-
-    // ---- GEMM ----
-    template <class T>
-    static void gemm(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c);
-    template <class T>
-    static void gemm_bias(const gemm_args& g, const T* a, const T* b, const T* bias, T* c);
+#define DEPTHLAB_DECLARE_PRIMITIVE(name, params) \
+    template <class T>                          \
+    static void name params;
+    DEPTHLAB_PRIMITIVES(DEPTHLAB_DECLARE_PRIMITIVE)
+#undef DEPTHLAB_DECLARE_PRIMITIVE
 };
 
 }  // namespace depthlab

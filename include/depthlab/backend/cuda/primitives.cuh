@@ -2,7 +2,7 @@
 // primitives<backend::cuda>: the routines of primitives<cpu> (same names, same arguments,
 // same semantics: see backend/cpu/cpu.hpp for each contract) as CUDA kernels on this
 // thread's stream. Element formulas shared with the CPU come from backend/elementwise.hpp,
-// optim/rules.hpp and core/rng.hpp (dropout masks equal the CPU's bit for bit).
+// backend/update_rules.hpp and core/rng.hpp (dropout masks equal the CPU's bit for bit).
 // Reductions are deterministic: fixed grids and fixed orders, never atomics on floats.
 // Nothing here synchronises with the host.
 #include <cmath>
@@ -17,7 +17,7 @@
 #include "depthlab/backend/elementwise.hpp"
 #include "depthlab/core/rng.hpp"
 #include "depthlab/core/shape.hpp"
-#include "depthlab/optim/rules.hpp"
+#include "depthlab/backend/update_rules.hpp"
 
 namespace depthlab {
 

@@ -1,5 +1,6 @@
 #pragma once
-// The per-element update rules of the optimisers and of gradient clipping, written once for
+// The per-element update rules of the optimisers and of gradient clipping (namespace
+// optim::rules, on the backend floor because primitives<B> apply them), written once for
 // every backend: primitives<B> loop over them (OpenMP chunks on the CPU, one thread per
 // element in a CUDA kernel). Host-only set-up (powers for the bias correction) stays in
 // make(); everything a kernel calls is DEPTHLAB_HD.

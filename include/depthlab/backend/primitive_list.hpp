@@ -1,0 +1,93 @@
+#pragma once
+// Every routine of primitives<B>, listed once: its name and its parameters, T being the
+// element type. A backend that is compiled apart from its callers (CUDA) declares its
+// routines and instantiates them from this list; a backend defined in headers (the CPU's
+// host_primitives) is checked against it (tests/test_core.cpp: the same signatures).
+// Adding a primitive: a line here, its CPU body in backend/cpu/cpu.hpp, its kernel in
+// backend/cuda/primitives.cuh — nothing else.
+//
+//     #define DECLARE(name, params) template <class T> static void name params;
+//     DEPTHLAB_PRIMITIVES(DECLARE)
+//
+// The semantics of each routine are documented at its CPU definition.
+#include <cstdint>
+
+#include "depthlab/backend/backend.hpp"
+#include "depthlab/backend/update_rules.hpp"
+#include "depthlab/core/rng.hpp"
+#include "depthlab/core/shape.hpp"
+
+// X(name, (parameters)) for every routine, instantiated for float and double.
+#define DEPTHLAB_PRIMITIVES(X) \
+    /* ---- elementwise ---- */ \
+    X(fill, (index_t n, T v, T* y)) \
+    X(copy_strided, (const Shape& shape, const T* src, const Shape& sst, T* dst, const Shape& dst_st, bool accumulate)) \
+    X(add, (index_t n, const T* a, const T* b, T* y)) \
+    X(mul, (index_t n, const T* a, const T* b, T* y)) \
+    X(mul_acc, (index_t n, const T* a, const T* b, T* y)) \
+    X(axpby, (index_t n, T alpha, const T* x, T beta, T* y)) \
+    /* ---- row broadcast: x (rows, cols), v (cols) ---- */ \
+    X(add_row_vector, (index_t rows, index_t cols, const T* x, const T* v, T* y)) \
+    X(mul_row_vector, (index_t rows, index_t cols, const T* x, const T* v, T* y)) \
+    X(mul_row_vector_acc, (index_t rows, index_t cols, const T* dy, const T* v, T* dx)) \
+    /* column sums: one thread per column walks the rows in order (deterministic, coalesced) */ \
+    X(sum_rows_acc, (index_t rows, index_t cols, const T* x, T* v)) \
+    X(sum_rows_mul_acc, (index_t rows, index_t cols, const T* a, const T* b, T* v)) \
+    X(scale_rows, (index_t rows, index_t cols, const T* x, const T* w, T* y)) \
+    X(scale_rows_bwd, (index_t rows, index_t cols, const T* x, const T* w, const T* dy, T* dx, T* dw)) \
+    X(interpolate_rows, (index_t rows, index_t cols, const T* a, const T* b, const T* w, T* y)) \
+    X(interpolate_rows_bwd, (index_t rows, index_t cols, const T* a, const T* b, const T* w, const T* dy, T* da, T beta_a, T* db, T beta_b, T* dw)) \
+    /* ---- activations ---- */ \
+    X(gelu_fwd, (index_t n, const T* x, T* y)) \
+    X(gelu_bwd, (index_t n, const T* x, const T* dy, T* dx)) \
+    X(gelu_erf_fwd, (index_t n, const T* x, T* y)) \
+    X(gelu_erf_bwd, (index_t n, const T* x, const T* dy, T* dx)) \
+    X(relu_fwd, (index_t n, const T* x, T* y)) \
+    X(relu_bwd, (index_t n, const T* x, const T* dy, T* dx)) \
+    X(tanh_fwd, (index_t n, const T* x, T* y)) \
+    X(tanh_bwd, (index_t n, const T* y, const T* dy, T* dx)) \
+    X(sigmoid_fwd, (index_t n, const T* x, T* y)) \
+    X(sigmoid_bwd, (index_t n, const T* y, const T* dy, T* dx)) \
+    X(log_sigmoid_fwd, (index_t n, const T* x, T* y)) \
+    X(log_sigmoid_bwd, (index_t n, const T* x, const T* dy, T* dx)) \
+    /* ---- reductions (into device memory) ---- */ \
+    X(sum_to, (index_t n, const T* x, T scale, T* out)) \
+    X(add_scaled_by, (index_t n, const T* s, T factor, const T* x, T* y)) \
+    X(nonfinite_flag, (index_t n, const T* x, std::int32_t* flag)) \
+    /* ---- softmax family (last axis), one block per row ---- */ \
+    X(softmax_fwd, (index_t rows, index_t cols, const T* x, T scale, const T* mask, const row_broadcast& map, T* y)) \
+    X(softmax_bwd, (index_t rows, index_t cols, const T* y, const T* dy, T scale, T* dx, bool accumulate = true)) \
+    X(log_softmax_fwd, (index_t rows, index_t cols, const T* x, T* y)) \
+    X(log_softmax_bwd, (index_t rows, index_t cols, const T* y, const T* dy, T* dx)) \
+    /* ---- layer norm (last axis) ---- */ \
+    X(layernorm_fwd, (index_t rows, index_t cols, const T* x, const T* gamma, const T* beta, T eps, T* y, T* mean, T* rstd)) \
+    X(layernorm_bwd, (index_t rows, index_t cols, const T* x, const T* dy, const T* gamma, const T* mean, const T* rstd, T* dx, T* dgamma, T* dbeta)) \
+    /* ---- cross-entropy over rows of logits (rows, V) ---- */ \
+    X(cross_entropy_fwd, (index_t rows, index_t V, const T* logits, const std::int64_t* target, std::int64_t ignore, T smoothing, T* loss, T* lse)) \
+    X(cross_entropy_mean, (index_t rows, const T* loss, const std::int64_t* target, std::int64_t ignore, T* mean, T* inv_count)) \
+    X(cross_entropy_bwd, (index_t rows, index_t V, const T* logits, const std::int64_t* target, std::int64_t ignore, T smoothing, const T* lse, const T* g, index_t g_stride, const T* g_scale, T* dlogits)) \
+    /* ---- rows by index ---- */ \
+    X(gather_rows, (index_t n, index_t cols, const T* table, index_t limit, const std::int64_t* ids, T* out, bool accumulate = false)) \
+    X(gather_rows_strided, (index_t n, index_t cols, index_t src_stride, index_t dst_stride, const T* table, index_t limit, const std::int64_t* ids, T* out, bool accumulate = false)) \
+    /* repeated ids accumulate in index order: one thread per column walks the ids */ \
+    X(scatter_add_rows, (index_t n, index_t cols, const T* src, index_t limit, const std::int64_t* ids, T* table)) \
+    X(scatter_rows_set, (index_t n, index_t cols, const T* src, index_t limit, const std::int64_t* ids, T* dst)) \
+    X(rows_axpy, (index_t n, index_t cols, T alpha, const T* src, index_t limit, const std::int64_t* ids, T* dst)) \
+    /* ---- dropout (the CPU's masks: the same Philox words) ---- */ \
+    X(dropout_mask, (index_t n, T p, const Generator& gen, std::uint64_t first, T* mask)) \
+    /* ---- optimiser updates ---- */ \
+    X(sgd_update, (index_t n, T* w, const T* g, T* buf, const optim::rules::sgd<T>& rule)) \
+    X(adam_update, (index_t n, T* w, const T* g, T* m, T* v, const optim::rules::adam<T>& rule)) \
+    X(lamb_moments, (index_t n, const T* w, const T* g, T* m, T* v, const optim::rules::adam_moments<T>& am, T wd, double* sums)) \
+    X(lamb_apply, (index_t n, T* w, const T* m, const T* v, const optim::rules::adam_moments<T>& am, T wd, double lr, const double* sums)) \
+    X(sum_squares_to, (index_t n, const T* x, double* out)) \
+    X(clip_scale, (index_t n, T* x, const double* parts, index_t k, double max_norm)) \
+    /* ---- GEMM ---- */ \
+    X(gemm, (const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c)) \
+    X(gemm_bias, (const gemm_args& g, const T* a, const T* b, const T* bias, T* c))
+
+// The routines also instantiated for the index and flag types (std::int64_t, std::int32_t),
+// which are only filled and copied.
+#define DEPTHLAB_INDEX_PRIMITIVES(X) \
+    X(fill)                          \
+    X(copy_strided)

@@ -1,0 +1,96 @@
+# ctest -P script: reproducible runs through configs (examples/common/cli.hpp).
+# * Round trip: a run writes OUT/config.toml before training; `--config that --out other`
+#   repeats it to the bit (the same checkpoint bytes, the same config but for --out).
+# * Override: a flag on the command line wins over the file.
+# * Bad configs: an unknown key, a value of the wrong type, out of range or not finite, and a
+#   missing file each stop the program with exit code 2 and one line naming the key (or the
+#   file), before anything is written.
+# * The other training example (train_tiny) writes a config that repeats its run too.
+#   cmake -DEXE=<albert_act> -DTINY=<train_tiny> -DDATA=<tests/fixtures/albert_tiny> -DWORK=<dir> -P example_config.cmake
+file(REMOVE_RECURSE "${WORK}")
+file(MAKE_DIRECTORY "${WORK}")
+set(common --data "${DATA}" --steps 3 --batch 4 --seq-len 32 --hidden 32 --heads 2 --ff 64 --embed 16 --eval-every 0
+           --dev-batches 1 --log-every 1 --lr 0.00123456789 --mask-prob 0.2 --policy act_graves)
+
+function(run_ok name)
+  execute_process(COMMAND ${ARGN} OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${name} failed (rc ${rc}):\n${out}\n${err}")
+  endif()
+  set(out "${out}" PARENT_SCOPE)
+endfunction()
+function(expect_same_checkpoint a b what)
+  file(SHA256 "${a}/checkpoint.safetensors" ha)
+  file(SHA256 "${b}/checkpoint.safetensors" hb)
+  if(NOT ha STREQUAL hb)
+    message(FATAL_ERROR "${what}: the run repeated from ${a}/config.toml ended with other bits than the original")
+  endif()
+endfunction()
+
+# ---- round trip
+run_ok("albert_act (original)" "${EXE}" ${common} --out "${WORK}/x")
+if(NOT EXISTS "${WORK}/x/config.toml")
+  message(FATAL_ERROR "albert_act wrote no ${WORK}/x/config.toml")
+endif()
+file(READ "${WORK}/x/config.toml" x_config)
+foreach(line "lr = 0.00123456789" "mask-prob = 0.2" "policy = \"act_graves\"" "steps = 3")
+  string(FIND "${x_config}" "\n${line}\n" at)
+  if(at EQUAL -1)
+    message(FATAL_ERROR "config.toml lacks the line '${line}':\n${x_config}")
+  endif()
+endforeach()
+run_ok("albert_act --config" "${EXE}" --config "${WORK}/x/config.toml" --out "${WORK}/y")
+expect_same_checkpoint("${WORK}/x" "${WORK}/y" "albert_act")
+file(READ "${WORK}/y/config.toml" y_config)
+string(REPLACE "${WORK}/x" "OUT" x_norm "${x_config}")
+string(REPLACE "${WORK}/y" "OUT" y_norm "${y_config}")
+if(NOT x_norm STREQUAL y_norm)
+  message(FATAL_ERROR "the repeated run resolved other options:\n${x_config}\n---\n${y_config}")
+endif()
+
+# ---- override
+run_ok("albert_act --config --steps 2" "${EXE}" --config "${WORK}/x/config.toml" --steps 2 --out "${WORK}/z")
+if(NOT out MATCHES "step 2/2" OR out MATCHES "step 3/")
+  message(FATAL_ERROR "--steps 2 on the command line did not override the config's steps = 3:\n${out}")
+endif()
+file(READ "${WORK}/z/config.toml" z_config)
+if(NOT z_config MATCHES "\nsteps = 2\n" OR NOT z_config MATCHES "\nmask-prob = 0.2\n")
+  message(FATAL_ERROR "z/config.toml should hold the override and the file's other values:\n${z_config}")
+endif()
+
+# ---- bad configs: exit 2, one line naming the key, nothing written
+foreach(bad "lrx = 0.1|lrx" "lr = \"fast\"|lr" "lr = nan|lr" "mask-prob = 2.0|mask-prob" "steps = 1.5|steps"
+            "policy = \"halt\"|policy" "max-minutes = inf|max-minutes")
+  string(REPLACE "|" ";" parts "${bad}")
+  list(GET parts 0 line)
+  list(GET parts 1 key)
+  string(MAKE_C_IDENTIFIER "${key}_${line}" tag)
+  # (the original's lines for the keys under test are taken out, so each key appears once)
+  set(base "${x_config}")
+  foreach(original "lr = 0.00123456789" "mask-prob = 0.2" "steps = 3" "policy = \"act_graves\"" "max-minutes = 0.0")
+    string(REPLACE "\n${original}\n" "\n" base "${base}")
+  endforeach()
+  file(WRITE "${WORK}/bad_${tag}.toml" "${base}\n${line}\n")
+  execute_process(COMMAND "${EXE}" --config "${WORK}/bad_${tag}.toml" --out "${WORK}/bad_${tag}"
+                  OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+  string(REGEX MATCHALL "\n" newlines "${err}")
+  list(LENGTH newlines lines)
+  if(NOT rc EQUAL 2 OR NOT err MATCHES "${key}" OR NOT lines EQUAL 1 OR out MATCHES "step ")
+    message(FATAL_ERROR "config line '${line}': expected exit code 2 and one line naming '${key}', got rc ${rc}:\n${out}\n${err}")
+  endif()
+  if(EXISTS "${WORK}/bad_${tag}")
+    message(FATAL_ERROR "config line '${line}': wrote ${WORK}/bad_${tag} although the config was rejected")
+  endif()
+endforeach()
+execute_process(COMMAND "${EXE}" --config "${WORK}/missing.toml" --out "${WORK}/missing"
+                OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+if(NOT rc EQUAL 2 OR NOT err MATCHES "missing.toml" OR EXISTS "${WORK}/missing")
+  message(FATAL_ERROR "--config of a missing file: expected exit code 2 naming the file, got rc ${rc}:\n${out}\n${err}")
+endif()
+
+# ---- train_tiny repeats its run from its config too
+set(tiny --steps 4 --log-every 2 --save-every 2 --dim 16 --ff 32 --layers 1 --heads 2 --lr 0.003)
+run_ok("train_tiny (original)" "${TINY}" ${tiny} --out "${WORK}/tiny_x")
+run_ok("train_tiny --config" "${TINY}" --config "${WORK}/tiny_x/config.toml" --out "${WORK}/tiny_y")
+expect_same_checkpoint("${WORK}/tiny_x" "${WORK}/tiny_y" "train_tiny")
+message(STATUS "configs: the round trip repeats runs to the bit, flags override, bad keys stop with exit code 2")
