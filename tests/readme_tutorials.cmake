@@ -1,7 +1,7 @@
-# ctest -P script: README.md shows every docs/tutorial/*.cpp exactly (the file's text inside
-# a ```cpp block). A tutorial changed without the README, or the reverse, fails here; the
-# README's code blocks are regenerated from the files with scripts/sync-readme-tutorials.
-#   cmake -DREADME=<README.md> -DDIR=<docs/tutorial> -P readme_tutorials.cmake
+# ctest -P script: docs/tutorials.md shows every docs/tutorial/*.cpp exactly (the file's text
+# inside a ```cpp block). A tutorial changed without the page, or the reverse, fails here; the
+# page's code blocks are regenerated from the files with scripts/sync-readme-tutorials.
+#   cmake -DREADME=<docs/tutorials.md> -DDIR=<docs/tutorial> -P readme_tutorials.cmake
 file(READ "${README}" readme)
 file(GLOB files "${DIR}/*.cpp")
 set(missing "")
@@ -14,10 +14,10 @@ foreach(f ${files})
   endif()
 endforeach()
 if(missing)
-  message(FATAL_ERROR "README.md does not show these tutorials as they are:${missing} (run scripts/sync-readme-tutorials)")
+  message(FATAL_ERROR "${README} does not show these tutorials as they are:${missing} (run scripts/sync-readme-tutorials)")
 endif()
 list(LENGTH files n)
 if(n EQUAL 0)
   message(FATAL_ERROR "no tutorials in ${DIR}")
 endif()
-message(STATUS "README.md shows all ${n} tutorials as they are")
+message(STATUS "${README} shows all ${n} tutorials as they are")

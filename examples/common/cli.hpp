@@ -60,10 +60,9 @@ public:
     template <class V>
     cli& option(const std::string& name, V& target, const std::string& help) {
         last_ = app_.add_option("--" + name, target, help)->capture_default_str()->group(section_);
-        if constexpr (std::is_floating_point_v<V>) last_->check(finite());
-        if constexpr (is_vector<V>::value) {
-            if constexpr (std::is_floating_point_v<typename V::value_type>) last_->check(finite());
-        }
+        using element = typename element_of<V>::type;
+        if constexpr (std::is_floating_point_v<element>) last_->check(finite());
+        else if constexpr (std::is_integral_v<element> && !std::is_same_v<element, bool>) last_->check(whole_number());
         saved_.push_back({name, section_, [&target] { return toml_value(target); }});
         return *this;
     }
@@ -79,6 +78,7 @@ public:
     cli& deprecated_alias(const std::string& old_name, const std::string& name, V& target) {
         last_ = app_.add_option("--" + old_name, target)->group("");
         if constexpr (std::is_floating_point_v<V>) last_->check(finite());
+        else if constexpr (std::is_integral_v<V>) last_->check(whole_number());
         last_->each([program = program_, old_name, name](const std::string&) {
                 std::fprintf(stderr, "%s: warning: --%s is deprecated, use --%s\n", program.c_str(), old_name.c_str(), name.c_str());
             });
@@ -175,9 +175,13 @@ public:
 
 private:
     template <class V>
-    struct is_vector : std::false_type {};
+    struct element_of {
+        using type = V;
+    };
     template <class E, class A>
-    struct is_vector<std::vector<E, A>> : std::true_type {};
+    struct element_of<std::vector<E, A>> {
+        using type = E;
+    };
 
     struct saved_option {
         std::string name, section;
@@ -219,17 +223,33 @@ private:
         return out + "]";
     }
 
-    /// Rejects a value that reads as NaN or an infinity (a value that is no number at all is
-    /// left to the option's own conversion, which names it).
+    /// Rejects a value that is not a number, or reads as NaN or an infinity (checked before
+    /// any range, whose message would otherwise misname the fault).
     static CLI::Validator finite() {
         return CLI::Validator(
             [](std::string& text) -> std::string {
                 char* end = nullptr;
                 const double v = std::strtod(text.c_str(), &end);
-                if (end == text.c_str() || std::isfinite(v)) return {};
+                if (end == text.c_str() || *end != '\0') return "Value " + text + " is not a number";
+                if (std::isfinite(v)) return {};
                 return "Value " + text + " is not a finite number";
             },
             "", "FINITE");
+    }
+    /// Rejects a value that is not a whole number (e.g. 1.5 for a step count).
+    static CLI::Validator whole_number() {
+        return CLI::Validator(
+            [](std::string& text) -> std::string {
+                long long v = 0;
+                const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+                if (ec == std::errc() && end == text.data() + text.size()) return {};
+                // unsigned values beyond long long (seeds) are left to the option's own conversion
+                unsigned long long u = 0;
+                const auto [uend, uec] = std::from_chars(text.data(), text.data() + text.size(), u);
+                if (uec == std::errc() && uend == text.data() + text.size()) return {};
+                return "Value " + text + " is not a whole number";
+            },
+            "", "INTEGER");
     }
     cli& check(const CLI::Validator& v) {
         last_->check(v);

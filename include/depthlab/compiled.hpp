@@ -11,7 +11,7 @@
 // heavy members of the listed classes (constructors that build a model, forward passes, the
 // training loop, optimiser steps, checkpoint I/O) are defined outside their class bodies:
 // not inline, they stay in the library. Small accessors stay in the class, to be inlined.
-// See README "Compile time" for the measured effect.
+// See docs/compile-time.md for the measured effect.
 //
 // The one list serves both sides: DEPTHLAB_COMMON_INSTANTIATIONS(extern template, T) here,
 // DEPTHLAB_COMMON_INSTANTIATIONS(template, T) in the library. Non-template functions that

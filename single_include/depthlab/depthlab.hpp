@@ -6,7 +6,7 @@
 // depthlab: train transformers on CPU (and GPU) and measure how much depth they use.
 // One include for everything on the host: the device-agnostic library, the CPU backends
 // (backend::cpu and backend::host_device), and the host-side data pipelines, checkpoints
-// and reports. (CUDA: depthlab/backend/cuda/cuda.hpp, linking depthlab::cuda; see the README.)
+// and reports. (CUDA: depthlab/backend/cuda/cuda.hpp, linking depthlab::cuda; see docs/devices.md.)
 // ---- begin depthlab/depthlab_device.hpp ----
 // The device-agnostic part of depthlab: tensors, autodiff, layers, models, optimisers,
 // adaptive depth, the component analyses, metrics, progress lines. None of it reaches
@@ -1414,9 +1414,11 @@ Var<T, B> matmul(const Var<T, B>& a, const Var<T, B>& b, bool trans_a = false, b
     // A shared B with a non-transposed batched A is one big GEMM over batch*M rows.
     const bool fold = b_shared && !trans_a;
     if (fold) {
-        P::gemm(gemm_args{false, trans_b, batch * M, N, K, lda, ldb, N}, T(1), A.data(), Bv.data(), T(0), C.data());
+        P::gemm(gemm_args{.trans_b = trans_b, .m = batch * M, .n = N, .k = K, .lda = lda, .ldb = ldb, .ldc = N},
+                T(1), A.data(), Bv.data(), T(0), C.data());
     } else {
-        P::gemm(gemm_args{trans_a, trans_b, M, N, K, lda, ldb, N, batch, a_shared ? 0 : M * K, b_shared ? 0 : K * N, M * N},
+        P::gemm(gemm_args{.trans_a = trans_a, .trans_b = trans_b, .m = M, .n = N, .k = K, .lda = lda, .ldb = ldb, .ldc = N,
+                          .batch = batch, .stride_a = a_shared ? 0 : M * K, .stride_b = b_shared ? 0 : K * N, .stride_c = M * N},
                 T(1), A.data(), Bv.data(), T(0), C.data());
     }
     // Gradients are written by their first GEMM (beta 0 into an unfilled buffer) and
@@ -1429,36 +1431,47 @@ Var<T, B> matmul(const Var<T, B>& a, const Var<T, B>& b, bool trans_a = false, b
                 for (index_t i = 0; i < batch; ++i) {
                     const T* Bi = Bv.data() + (b_shared ? 0 : i * K * N);
                     const T beta = i == 0 ? gA.beta : T(1);
-                    if (!trans_a) P::gemm(gemm_args{false, !trans_b, M, K, N, N, ldb, K}, T(1), dC + i * M * N, Bi, beta, dA);
-                    else P::gemm(gemm_args{trans_b, true, K, M, N, ldb, N, M}, T(1), Bi, dC + i * M * N, beta, dA);
+                    if (!trans_a) P::gemm(gemm_args{.trans_b = !trans_b, .m = M, .n = K, .k = N, .lda = N, .ldb = ldb, .ldc = K},
+                                          T(1), dC + i * M * N, Bi, beta, dA);
+                    else P::gemm(gemm_args{.trans_a = trans_b, .trans_b = true, .m = K, .n = M, .k = N, .lda = ldb, .ldb = N,
+                                           .ldc = M}, T(1), Bi, dC + i * M * N, beta, dA);
                 }
             } else if (fold) {
-                P::gemm(gemm_args{false, !trans_b, batch * M, K, N, N, ldb, K}, T(1), dC, Bv.data(), gA.beta, dA);
+                P::gemm(gemm_args{.trans_b = !trans_b, .m = batch * M, .n = K, .k = N, .lda = N, .ldb = ldb, .ldc = K},
+                        T(1), dC, Bv.data(), gA.beta, dA);
             } else if (!trans_a) {
-                P::gemm(gemm_args{false, !trans_b, M, K, N, N, ldb, K, batch, M * N, b_shared ? 0 : K * N, M * K}, T(1), dC,
+                P::gemm(gemm_args{.trans_b = !trans_b, .m = M, .n = K, .k = N, .lda = N, .ldb = ldb, .ldc = K, .batch = batch,
+                                  .stride_a = M * N, .stride_b = b_shared ? 0 : K * N, .stride_c = M * K}, T(1), dC,
                         Bv.data(), gA.beta, dA);
             } else {
-                P::gemm(gemm_args{trans_b, true, K, M, N, ldb, N, M, batch, b_shared ? 0 : K * N, M * N, M * K}, T(1),
+                P::gemm(gemm_args{.trans_a = trans_b, .trans_b = true, .m = K, .n = M, .k = N, .lda = ldb, .ldb = N, .ldc = M,
+                                  .batch = batch, .stride_a = b_shared ? 0 : K * N, .stride_b = M * N, .stride_c = M * K}, T(1),
                         Bv.data(), dC, gA.beta, dA);
             }
         }
         if (const auto gB = detail::parent_grad_out(nd, 1); T* dB = gB.data) {
             // dB = op(A)^T dC (or dC^T op(A) when B was transposed); summed over a shared B's batch
             if (fold) {
-                if (!trans_b) P::gemm(gemm_args{true, false, K, N, batch * M, lda, N, N}, T(1), A.data(), dC, gB.beta, dB);
-                else P::gemm(gemm_args{true, false, N, K, batch * M, N, lda, K}, T(1), dC, A.data(), gB.beta, dB);
+                if (!trans_b) P::gemm(gemm_args{.trans_a = true, .m = K, .n = N, .k = batch * M, .lda = lda, .ldb = N, .ldc = N},
+                                      T(1), A.data(), dC, gB.beta, dB);
+                else P::gemm(gemm_args{.trans_a = true, .m = N, .n = K, .k = batch * M, .lda = N, .ldb = lda, .ldc = K},
+                             T(1), dC, A.data(), gB.beta, dB);
             } else if (b_shared && batch > 1) {
                 for (index_t i = 0; i < batch; ++i) {
                     const T* Ai = A.data() + (a_shared ? 0 : i * M * K);
                     const T beta = i == 0 ? gB.beta : T(1);
-                    if (!trans_b) P::gemm(gemm_args{!trans_a, false, K, N, M, lda, N, N}, T(1), Ai, dC + i * M * N, beta, dB);
-                    else P::gemm(gemm_args{true, trans_a, N, K, M, N, lda, K}, T(1), dC + i * M * N, Ai, beta, dB);
+                    if (!trans_b) P::gemm(gemm_args{.trans_a = !trans_a, .m = K, .n = N, .k = M, .lda = lda, .ldb = N, .ldc = N},
+                                          T(1), Ai, dC + i * M * N, beta, dB);
+                    else P::gemm(gemm_args{.trans_a = true, .trans_b = trans_a, .m = N, .n = K, .k = M, .lda = N, .ldb = lda,
+                                           .ldc = K}, T(1), dC + i * M * N, Ai, beta, dB);
                 }
             } else if (!trans_b) {
-                P::gemm(gemm_args{!trans_a, false, K, N, M, lda, N, N, batch, a_shared ? 0 : M * K, M * N, K * N}, T(1), A.data(),
+                P::gemm(gemm_args{.trans_a = !trans_a, .m = K, .n = N, .k = M, .lda = lda, .ldb = N, .ldc = N, .batch = batch,
+                                  .stride_a = a_shared ? 0 : M * K, .stride_b = M * N, .stride_c = K * N}, T(1), A.data(),
                         dC, gB.beta, dB);
             } else {
-                P::gemm(gemm_args{true, trans_a, N, K, M, N, lda, K, batch, M * N, a_shared ? 0 : M * K, K * N}, T(1), dC,
+                P::gemm(gemm_args{.trans_a = true, .trans_b = trans_a, .m = N, .n = K, .k = M, .lda = N, .ldb = lda, .ldc = K,
+                                  .batch = batch, .stride_a = M * N, .stride_b = a_shared ? 0 : M * K, .stride_c = K * N}, T(1), dC,
                         A.data(), gB.beta, dB);
             }
         }
@@ -1482,9 +1495,11 @@ Var<T, B> linear(const Var<T, B>& x, const Var<T, B>& W, const Var<T, B>& b = {}
     if (b.defined()) {
         // Y = X W^T + b: the bias is the GEMM's epilogue, added as Y is written
         const auto bv = detail::contiguous_value(b);
-        P::gemm_bias(gemm_args{false, true, rows, out, in, in, in, out}, X.data(), Wv.data(), bv.data(), Y.data());
+        P::gemm_bias(gemm_args{.trans_b = true, .m = rows, .n = out, .k = in, .lda = in, .ldb = in, .ldc = out},
+                     X.data(), Wv.data(), bv.data(), Y.data());
     } else {
-        P::gemm(gemm_args{false, true, rows, out, in, in, in, out}, T(1), X.data(), Wv.data(), T(0), Y.data());
+        P::gemm(gemm_args{.trans_b = true, .m = rows, .n = out, .k = in, .lda = in, .ldb = in, .ldc = out},
+                T(1), X.data(), Wv.data(), T(0), Y.data());
     }
     std::vector<Var<T, B>> inputs{x, W};
     if (b.defined()) inputs.push_back(b);
@@ -1492,9 +1507,10 @@ Var<T, B> linear(const Var<T, B>& x, const Var<T, B>& W, const Var<T, B>& b = {}
     return detail::make_result<T, B>(op_kind::linear, std::move(Y), std::move(inputs), [=](Node<T, B>& nd) {
         const T* dY = nd.grad.data();  // (dX and dW: written by their GEMM when first, else accumulated)
         if (const auto gX = detail::parent_grad_out(nd, 0); gX.data)
-            P::gemm(gemm_args{false, false, rows, in, out, out, in, in}, T(1), dY, Wv.data(), gX.beta, gX.data);
+            P::gemm(gemm_args{.m = rows, .n = in, .k = out, .lda = out, .ldb = in, .ldc = in}, T(1), dY, Wv.data(), gX.beta, gX.data);
         if (const auto gW = detail::parent_grad_out(nd, 1); gW.data)
-            P::gemm(gemm_args{true, false, out, in, rows, out, in, in}, T(1), dY, X.data(), gW.beta, gW.data);
+            P::gemm(gemm_args{.trans_a = true, .m = out, .n = in, .k = rows, .lda = out, .ldb = in, .ldc = in},
+                    T(1), dY, X.data(), gW.beta, gW.data);
         if (has_bias)
             if (T* db = detail::parent_grad(nd, 2)) P::sum_rows_acc(rows, out, dY, db);
     });
@@ -2239,58 +2255,78 @@ Var<T, B> attention(const projection_slice<T, B>& q, const projection_slice<T, B
                    ", +", dim, ") exceed sources ", sq, ", ", sk, ", ", sv);
     DEPTHLAB_CHECK(opt.dropout >= 0 && opt.dropout < 1 && (opt.dropout == 0 || gen != nullptr), usage_error,
                    "attention: dropout ", opt.dropout, " needs 0 <= p < 1 and a generator");
-    const index_t Bn = sq[0], Tq = sq[1], Tk = sk[1], H = opt.heads, dh = dim / H;
-    const index_t Wq = sq[2], Wk = sk[2], Wv = sv[2];
-    const T alpha = static_cast<T>(opt.scale > 0 ? opt.scale : 1.0 / std::sqrt(static_cast<double>(dh)));
-    const Shape score_shape{Bn, H, Tq, Tk};
-    Tensor<T, B> M;
-    const row_broadcast map = detail::mask_rows("attention", score_shape, mask, M);
+    // Sizes: Bn sequences, Tq queries and Tk keys each, `heads` heads of head_dim columns;
+    // q_width, k_width, v_width are the row widths of the tensors q, k and v are sliced from.
+    const index_t Bn = sq[0], Tq = sq[1], Tk = sk[1], heads = opt.heads, head_dim = dim / heads;
+    const index_t q_width = sq[2], k_width = sk[2], v_width = sv[2];
+    const T alpha = static_cast<T>(opt.scale > 0 ? opt.scale : 1.0 / std::sqrt(static_cast<double>(head_dim)));
+    const Shape score_shape{Bn, heads, Tq, Tk};
+    Tensor<T, B> mask_values;
+    const row_broadcast map = detail::mask_rows("attention", score_shape, mask, mask_values);
 
-    const auto Q = q.src.value().contiguous(), K = k.src.value().contiguous(), Vv = v.src.value().contiguous();
-    const T* qp = Q.data() + q.offset;
-    const T* kp = K.data() + k.offset;
-    const T* vp = Vv.data() + v.offset;
-    const index_t S = Tq * Tk;  // one head's score matrix
+    const auto q_values = q.src.value().contiguous(), k_values = k.src.value().contiguous(),
+               v_values = v.src.value().contiguous();
+    const T* qp = q_values.data() + q.offset;
+    const T* kp = k_values.data() + k.offset;
+    const T* vp = v_values.data() + v.offset;
+    const index_t score_size = Tq * Tk;  // one head's score matrix
 
-    // scores = alpha q k^T, per (sequence, head); then softmax with the mask, in place
-    auto Pm = Tensor<T, B>::empty(score_shape);
-    P::gemm(gemm_args{false, true, Tq, Tk, dh, Wq, Wk, Tk, H, dh, dh, S, Bn, Tq * Wq, Tk * Wk, H * S}, alpha, qp, kp, T(0), Pm.data());
-    P::softmax_fwd(Bn * H * Tq, Tk, Pm.data(), T(1), M.defined() ? M.data() : nullptr, map, Pm.data());
+    // The four products below share one batching: inner batch = heads (a head's columns are
+    // head_dim apart in q, k, v and the output; its score matrix score_size apart), outer
+    // batch = sequences.
+    // scores (Bn, heads, Tq, Tk) = alpha q k^T; then softmax with the mask, in place
+    auto probs = Tensor<T, B>::empty(score_shape);
+    P::gemm(gemm_args{.trans_b = true, .m = Tq, .n = Tk, .k = head_dim, .lda = q_width, .ldb = k_width, .ldc = Tk,
+                      .batch = heads, .stride_a = head_dim, .stride_b = head_dim, .stride_c = score_size,
+                      .batch2 = Bn, .stride_a2 = Tq * q_width, .stride_b2 = Tk * k_width, .stride_c2 = heads * score_size},
+            alpha, qp, kp, T(0), probs.data());
+    P::softmax_fwd(Bn * heads * Tq, Tk, probs.data(), T(1), mask_values.defined() ? mask_values.data() : nullptr, map,
+                   probs.data());
     // optional dropout on the probabilities
-    Tensor<T, B> drop, Pd = Pm;
+    Tensor<T, B> drop, probs_kept = probs;
     if (opt.dropout > 0) {
         drop = Tensor<T, B>::empty(score_shape);
         P::dropout_mask(drop.numel(), static_cast<T>(opt.dropout), *gen, gen->reserve(static_cast<std::uint64_t>(drop.numel())),
                         drop.data());
-        Pd = Tensor<T, B>::empty(score_shape);
-        P::mul(Pd.numel(), Pm.data(), drop.data(), Pd.data());
+        probs_kept = Tensor<T, B>::empty(score_shape);
+        P::mul(probs_kept.numel(), probs.data(), drop.data(), probs_kept.data());
     }
-    // out[b, :, h*dh:(h+1)*dh] = P[b, h] v[b, :, h]
-    auto O = Tensor<T, B>::empty({Bn, Tq, dim});
-    P::gemm(gemm_args{false, false, Tq, dh, Tk, Tk, Wv, dim, H, S, dh, dh, Bn, H * S, Tk * Wv, Tq * dim}, T(1), Pd.data(), vp, T(0),
-            O.data());
+    // out[b, :, h*head_dim:(h+1)*head_dim] (Bn, Tq, dim) = probs_kept[b, h] v[b, :, h]
+    auto out = Tensor<T, B>::empty({Bn, Tq, dim});
+    P::gemm(gemm_args{.m = Tq, .n = head_dim, .k = Tk, .lda = Tk, .ldb = v_width, .ldc = dim,
+                      .batch = heads, .stride_a = score_size, .stride_b = head_dim, .stride_c = head_dim,
+                      .batch2 = Bn, .stride_a2 = heads * score_size, .stride_b2 = Tk * v_width, .stride_c2 = Tq * dim},
+            T(1), probs_kept.data(), vp, T(0), out.data());
 
     const index_t qo = q.offset, ko = k.offset, vo = v.offset;
-    return detail::make_result<T, B>(op_kind::attention, std::move(O), {q.src, k.src, v.src}, [=](Node<T, B>& nd) {
-        const T* dO = nd.grad.data();
-        auto dP = Tensor<T, B>::empty(score_shape);
-        // dPd = dO v^T
-        P::gemm(gemm_args{false, true, Tq, Tk, dh, dim, Wv, Tk, H, dh, dh, S, Bn, Tq * dim, Tk * Wv, H * S}, T(1), dO, vp, T(0),
-                dP.data());
-        // dv += Pd^T dO
-        if (T* dV = detail::parent_grad(nd, 2))
-            P::gemm(gemm_args{true, false, Tk, dh, Tq, Tk, dim, Wv, H, S, dh, dh, Bn, H * S, Tq * dim, Tk * Wv}, T(1), Pd.data(), dO, T(1),
-                    dV + vo);
-        if (drop.defined()) P::mul(dP.numel(), dP.data(), drop.data(), dP.data());
-        // dS = P * (dP - <P, dP>), in place
-        P::softmax_bwd(Bn * H * Tq, Tk, Pm.data(), dP.data(), T(1), dP.data(), /*accumulate=*/false);
-        // dq += alpha dS k ; dk += alpha dS^T q
-        if (T* dQ = detail::parent_grad(nd, 0))
-            P::gemm(gemm_args{false, false, Tq, dh, Tk, Tk, Wk, Wq, H, S, dh, dh, Bn, H * S, Tk * Wk, Tq * Wq}, alpha, dP.data(), kp, T(1),
-                    dQ + qo);
-        if (T* dK = detail::parent_grad(nd, 1))
-            P::gemm(gemm_args{true, false, Tk, dh, Tq, Tk, Wq, Wk, H, S, dh, dh, Bn, H * S, Tq * Wq, Tk * Wk}, alpha, dP.data(), qp, T(1),
-                    dK + ko);
+    return detail::make_result<T, B>(op_kind::attention, std::move(out), {q.src, k.src, v.src}, [=](Node<T, B>& nd) {
+        const T* d_out = nd.grad.data();  // (Bn, Tq, dim)
+        auto d_probs = Tensor<T, B>::empty(score_shape);
+        // d_probs_kept = d_out v^T
+        P::gemm(gemm_args{.trans_b = true, .m = Tq, .n = Tk, .k = head_dim, .lda = dim, .ldb = v_width, .ldc = Tk,
+                          .batch = heads, .stride_a = head_dim, .stride_b = head_dim, .stride_c = score_size,
+                          .batch2 = Bn, .stride_a2 = Tq * dim, .stride_b2 = Tk * v_width, .stride_c2 = heads * score_size},
+                T(1), d_out, vp, T(0), d_probs.data());
+        // dv += probs_kept^T d_out
+        if (T* dv = detail::parent_grad(nd, 2))
+            P::gemm(gemm_args{.trans_a = true, .m = Tk, .n = head_dim, .k = Tq, .lda = Tk, .ldb = dim, .ldc = v_width,
+                              .batch = heads, .stride_a = score_size, .stride_b = head_dim, .stride_c = head_dim,
+                              .batch2 = Bn, .stride_a2 = heads * score_size, .stride_b2 = Tq * dim, .stride_c2 = Tk * v_width},
+                    T(1), probs_kept.data(), d_out, T(1), dv + vo);
+        if (drop.defined()) P::mul(d_probs.numel(), d_probs.data(), drop.data(), d_probs.data());
+        // d_scores = probs * (d_probs - <probs, d_probs>), in place
+        P::softmax_bwd(Bn * heads * Tq, Tk, probs.data(), d_probs.data(), T(1), d_probs.data(), /*accumulate=*/false);
+        // dq += alpha d_scores k ; dk += alpha d_scores^T q
+        if (T* dq = detail::parent_grad(nd, 0))
+            P::gemm(gemm_args{.m = Tq, .n = head_dim, .k = Tk, .lda = Tk, .ldb = k_width, .ldc = q_width,
+                              .batch = heads, .stride_a = score_size, .stride_b = head_dim, .stride_c = head_dim,
+                              .batch2 = Bn, .stride_a2 = heads * score_size, .stride_b2 = Tk * k_width, .stride_c2 = Tq * q_width},
+                    alpha, d_probs.data(), kp, T(1), dq + qo);
+        if (T* dk = detail::parent_grad(nd, 1))
+            P::gemm(gemm_args{.trans_a = true, .m = Tk, .n = head_dim, .k = Tq, .lda = Tk, .ldb = q_width, .ldc = k_width,
+                              .batch = heads, .stride_a = score_size, .stride_b = head_dim, .stride_c = head_dim,
+                              .batch2 = Bn, .stride_a2 = heads * score_size, .stride_b2 = Tq * q_width, .stride_c2 = Tk * k_width},
+                    alpha, d_probs.data(), qp, T(1), dk + ko);
     });
 }
 
@@ -2300,7 +2336,7 @@ Var<T, B> attention(const projection_slice<T, B>& q, const projection_slice<T, B
 /// k.src, v.src: (B * T_, W) (or (B, T_, W)), row b*T_ + t; only keys t < key_lengths[b]
 /// exist. Result: (Nq, dim).
 ///
-/// Implementation: the queries are scattered into a (B, M, Wq) block, M = the largest query
+/// Implementation: the queries are scattered into a (B, block_rows, Wq) block, block_rows = the largest query
 /// count rounded up to a multiple of 8 (few distinct GEMM shapes, so oneDNN primitives are
 /// reused), and the batched attention runs on it with a key padding mask; the result rows
 /// are gathered back. Only this attention core pays for the padding — the projections and
@@ -2318,34 +2354,34 @@ Var<T, B> ragged_attention(const projection_slice<T, B>& q, const std::vector<in
                    shape_error, "ragged_attention: queries ", sq, " with ", q_offsets.size(), " offsets for ", Bn, " sequences");
     DEPTHLAB_CHECK(sk.numel() / sk.back() == Bn * T_ && sv.numel() / sv.back() == Bn * T_, shape_error, "ragged_attention: keys ",
                    sk, " and values ", sv, " are not ", Bn, " sequences of ", T_, " rows");
-    index_t M = 0;
+    index_t block_rows = 0;
     for (index_t b = 0; b < Bn; ++b) {
         const index_t nb = q_offsets[b + 1] - q_offsets[b];
         DEPTHLAB_CHECK(nb >= 0 && key_lengths[b] >= 0 && key_lengths[b] <= T_, shape_error, "ragged_attention: sequence ", b, " has ",
                        nb, " queries and ", key_lengths[b], " keys (of at most ", T_, ")");
-        M = std::max(M, nb);
+        block_rows = std::max(block_rows, nb);
     }
     const Var<T, B> k3 = reshape(k.src, {Bn, T_, sk.back()});
     const Var<T, B> v3 = k.src.node_ptr() == v.src.node_ptr() ? k3 : reshape(v.src, {Bn, T_, sv.back()});
     const bool all_keys = std::all_of(key_lengths.begin(), key_lengths.end(), [&](index_t l) { return l == T_; });
     const Tensor<T, B> key_mask = all_keys ? Tensor<T, B>{} : key_padding_mask<T, B>(key_lengths, T_);
-    const auto attend = [&](const Var<T, B>& q_block) {  // (Bn, M, Wq) -> (Bn * M, dim)
-        const index_t m = q_block.shape()[1];
+    const auto attend = [&](const Var<T, B>& q_block) {  // (Bn, block_rows, Wq) -> (Bn * block_rows, dim)
+        const index_t block_rows_now = q_block.shape()[1];
         return reshape(attention<T, B>({q_block, q.offset}, {k3, k.offset}, {v3, v.offset}, dim, {.heads = heads}, key_mask),
-                       {Bn * m, dim});
+                       {Bn * block_rows_now, dim});
     };
     Var<T, B> rows;
-    if (M > 0 && sq[0] == Bn * M) {
-        // every sequence has M queries (all tokens still running, as in an adaptive encoder's
-        // first iterations): the rows already are the (B, M) block, so nothing moves
-        rows = attend(reshape(q.src, {Bn, M, sq[1]}));
+    if (block_rows > 0 && sq[0] == Bn * block_rows) {
+        // every sequence has block_rows queries (all tokens still running, as in an adaptive encoder's
+        // first iterations): the rows already are the (B, block_rows) block, so nothing moves
+        rows = attend(reshape(q.src, {Bn, block_rows, sq[1]}));
     } else {
-        M = std::max<index_t>(1, (M + 7) / 8 * 8);
-        std::vector<std::int64_t> slot(static_cast<std::size_t>(sq[0]));  // query row -> row of the (B, M) block
+        block_rows = std::max<index_t>(1, (block_rows + 7) / 8 * 8);
+        std::vector<std::int64_t> slot(static_cast<std::size_t>(sq[0]));  // query row -> row of the (B, block_rows) block
         for (index_t b = 0; b < Bn; ++b)
-            for (index_t i = q_offsets[b]; i < q_offsets[b + 1]; ++i) slot[i] = b * M + (i - q_offsets[b]);
+            for (index_t i = q_offsets[b]; i < q_offsets[b + 1]; ++i) slot[i] = b * block_rows + (i - q_offsets[b]);
         const auto slots = detail::upload_ids<B>(slot);  // one upload for the scatter and the gather
-        rows = gather_rows(attend(reshape(scatter_rows(q.src, slots, Bn * M), {Bn, M, sq[1]})), slots);
+        rows = gather_rows(attend(reshape(scatter_rows(q.src, slots, Bn * block_rows), {Bn, block_rows, sq[1]})), slots);
     }
     rows.node().op = op_kind::ragged_attention;
     return rows;
@@ -2540,6 +2576,9 @@ private:
 // Basic layers: Linear, LayerNorm, Embedding. Parameter names and layouts follow PyTorch
 // (Linear.weight is (out, in)), so state dicts map one to one.
 #include <cmath>
+#include <concepts>
+#include <span>
+#include <type_traits>
 
 
 namespace depthlab::nn {
@@ -2550,6 +2589,9 @@ enum class init_scheme {
     bert,     // N(0, 0.02) weights, zero biases (BERT / ALBERT)
     xavier,   // U(-sqrt(6/(in+out)), +) weights, zero biases (Transformer base, fairseq)
 };
+/// The names of the schemes, in the enum's order (configs store them: io/config.hpp).
+inline constexpr const char* init_scheme_names[] = {"pytorch", "bert", "xavier"};
+constexpr std::span<const char* const> enum_names(init_scheme) { return init_scheme_names; }
 
 template <class T, class B = backend::cpu>
 class Linear : public Module<T, B> {
@@ -2628,7 +2670,10 @@ public:
 // then its branch outputs zero and only the residual path remains — in a post-LN layer the
 // LayerNorm still normalises that path (y = LN(x)); in a pre-LN layer y = x.
 #include <cmath>
+#include <concepts>
 #include <limits>
+#include <span>
+#include <type_traits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -2641,6 +2686,9 @@ namespace depthlab::nn {
 /// default F.gelu and activation="gelu", HF BERT's "gelu"). New values go at the end (the
 /// config files store the names, io/config.hpp, in this order).
 enum class activation { gelu, relu, gelu_erf };
+/// The names of the activations, in the enum's order (configs store them: io/config.hpp).
+inline constexpr const char* activation_names[] = {"gelu", "relu", "gelu_erf"};
+constexpr std::span<const char* const> enum_names(activation) { return activation_names; }
 
 /// x through activation a.
 template <class T, class B>
@@ -2673,6 +2721,20 @@ struct transformer_config {
         DEPTHLAB_CHECK(ln_eps > 0, usage_error, where, ": ln_eps ", ln_eps, " must be > 0");
     }
 };
+/// transformer_config's fields by name (io::save_config / load_config).
+template <class C, class F>
+    requires std::same_as<std::remove_const_t<C>, transformer_config>
+void config_fields(C& c, F&& f) {
+    f("dim", c.dim);
+    f("heads", c.heads);
+    f("ff_dim", c.ff_dim);
+    f("activation", c.act);
+    f("dropout", c.dropout);
+    f("attention_dropout", c.attention_dropout);
+    f("norm_first", c.norm_first);
+    f("ln_eps", c.ln_eps);
+    f("init", c.init);
+}
 
 // ---- masks (additive: 0 keeps, -inf removes) ----
 /// (B, 1, 1, T) from per-sequence lengths: positions >= length are padding.
@@ -2760,18 +2822,25 @@ public:
         DEPTHLAB_CHECK(t >= 0 && t < sc[1], index_error, "MultiHeadAttention::step: position ", t, " outside the cache capacity ", sc[1]);
         const Var<T, B> qkv = linear(x, in_proj_weight, in_proj_bias);  // (N, 1, 3D)
         kv_cache.slice(1, t, t + 1).copy_(qkv.value().slice(2, D, 3 * D));
-        const index_t N = sx[0], cap = sc[1], Tk = t + 1, H = cfg_.heads, dh = D / H, W = 2 * D, Wq = 3 * D;
-        const T alpha = static_cast<T>(1.0 / std::sqrt(static_cast<double>(dh)));
-        // scores (N, H, 1, Tk) = alpha q_h K_h^T, per (row, head), straight out of the cache
-        auto S = Tensor<T, B>::empty({N, H, 1, Tk});
-        P::gemm(gemm_args{false, true, 1, Tk, dh, Wq, W, Tk, H, dh, dh, Tk, N, Wq, cap * W, H * Tk}, alpha, qkv.value().data(),
-                kv_cache.data(), T(0), S.data());
-        P::softmax_fwd(N * H, Tk, S.data(), T(1), static_cast<const T*>(nullptr), row_broadcast{}, S.data());
-        // out[n, 0, h*dh:(h+1)*dh] = P[n, h] V_h
-        auto O = Tensor<T, B>::empty({N, 1, D});
-        P::gemm(gemm_args{false, false, 1, dh, Tk, Tk, W, D, H, Tk, dh, dh, N, H * Tk, cap * W, D}, T(1), S.data(), kv_cache.data() + D,
-                T(0), O.data());
-        return (*out_proj)(Var<T, B>::constant(std::move(O)));
+        // rows decoded, cache capacity, keys attended, heads, head width, row widths of the
+        // cache ([K | V]) and of the packed projection ([q | k | v])
+        const index_t rows = sx[0], cap = sc[1], Tk = t + 1, heads = cfg_.heads, head_dim = D / heads, cache_width = 2 * D,
+                      qkv_width = 3 * D;
+        const T alpha = static_cast<T>(1.0 / std::sqrt(static_cast<double>(head_dim)));
+        // scores (rows, heads, 1, Tk) = alpha q_h K_h^T, per (row, head), straight out of the cache
+        auto probs = Tensor<T, B>::empty({rows, heads, 1, Tk});
+        P::gemm(gemm_args{.trans_b = true, .m = 1, .n = Tk, .k = head_dim, .lda = qkv_width, .ldb = cache_width, .ldc = Tk,
+                          .batch = heads, .stride_a = head_dim, .stride_b = head_dim, .stride_c = Tk,
+                          .batch2 = rows, .stride_a2 = qkv_width, .stride_b2 = cap * cache_width, .stride_c2 = heads * Tk},
+                alpha, qkv.value().data(), kv_cache.data(), T(0), probs.data());
+        P::softmax_fwd(rows * heads, Tk, probs.data(), T(1), static_cast<const T*>(nullptr), row_broadcast{}, probs.data());
+        // out[n, 0, h*head_dim:(h+1)*head_dim] (rows, 1, D) = probs[n, h] V_h
+        auto out = Tensor<T, B>::empty({rows, 1, D});
+        P::gemm(gemm_args{.m = 1, .n = head_dim, .k = Tk, .lda = Tk, .ldb = cache_width, .ldc = D,
+                          .batch = heads, .stride_a = Tk, .stride_b = head_dim, .stride_c = head_dim,
+                          .batch2 = rows, .stride_a2 = heads * Tk, .stride_b2 = cap * cache_width, .stride_c2 = D},
+                T(1), probs.data(), kv_cache.data() + D, T(0), out.data());
+        return (*out_proj)(Var<T, B>::constant(std::move(out)));
     }
     /// [K | V] of a memory (N, Tk, D) for cross-attention: (N, Tk, 2D). Computed once per
     /// source sentence, then used by every step_cross.
@@ -3002,6 +3071,24 @@ std::vector<named_parameter<T, B>> parameters_under(const Module<T, B>& m, const
 #include <string>
 #include <vector>
 
+// ---- begin depthlab/data/token_batch.hpp ----
+// A batch of token sequences as the data pipelines produce it and the models read it; it
+// lives on the data floor so that data/ needs nothing from nn/ (nn::token_batch names it too).
+#include <cstdint>
+#include <vector>
+
+
+namespace depthlab::data {
+
+/// A batch of token sequences: ids and segment ids (B*T, row-major) plus lengths.
+struct token_batch {
+    index_t batch = 0, length = 0;
+    std::vector<std::int64_t> ids, segments;
+    std::vector<index_t> lengths;  // real tokens per sequence; the rest is padding
+};
+
+}  // namespace depthlab::data
+// ---- end depthlab/data/token_batch.hpp ----
 
 namespace depthlab::nn {
 
@@ -3019,13 +3106,20 @@ struct albert_config {
     // compact path (which needs a dropout-free layer) still runs.
     double sop_dropout = 0.0;
 };
+/// albert_config's fields by name (io::save_config / load_config).
+template <class C, class F>
+    requires std::same_as<std::remove_const_t<C>, albert_config>
+void config_fields(C& c, F&& f) {
+    f("vocab", c.vocab);
+    f("embed", c.embed);
+    f("max_len", c.max_len);
+    f("segments", c.segments);
+    f("depth", c.depth);
+    f("layer", c.layer);
+    f("sop_dropout", c.sop_dropout);
+}
 
-/// A batch of token sequences: ids and segment ids (B*T, row-major) plus lengths.
-struct token_batch {
-    index_t batch = 0, length = 0;
-    std::vector<std::int64_t> ids, segments;
-    std::vector<index_t> lengths;  // real tokens per sequence; the rest is padding
-};
+using data::token_batch;  // (data/token_batch.hpp)
 
 template <class T, class B = backend::cpu>
 class AlbertEmbeddings : public Module<T, B> {
@@ -3150,6 +3244,19 @@ struct seq2seq_config {
     transformer_config layer{.dim = 512, .heads = 8, .ff_dim = 2048, .act = activation::relu, .dropout = 0.1,
                              .attention_dropout = 0.1, .norm_first = false, .ln_eps = 1e-5, .init = init_scheme::xavier};
 };
+/// seq2seq_config's fields by name (io::save_config / load_config).
+template <class C, class F>
+    requires std::same_as<std::remove_const_t<C>, seq2seq_config>
+void config_fields(C& c, F&& f) {
+    f("src_vocab", c.src_vocab);
+    f("tgt_vocab", c.tgt_vocab);
+    f("share_embeddings", c.share_embeddings);
+    f("tie_output", c.tie_output);
+    f("encoder_layers", c.encoder_layers);
+    f("decoder_layers", c.decoder_layers);
+    f("max_len", c.max_len);
+    f("layer", c.layer);
+}
 
 /// The encoder–decoder sizes of the component-value study over a joint vocabulary (shared
 /// embeddings tied to the output; post-LN, ReLU, Xavier init, dropout 0.1 as the paper):
@@ -3806,7 +3913,7 @@ accuracy_count accuracy(const Var<T, B>& logits, std::span<const std::int64_t> l
 //    rate as exact decimal strings, load_state() restores both after checking every name
 //    and shape. A resumed optimiser takes bit for bit the step an uninterrupted one takes.
 //
-// The per-element update rules live in optim/rules.hpp (written once for every backend) and
+// The per-element update rules live in backend/update_rules.hpp (written once for every backend) and
 // run as primitives<B> (sgd_update, adam_update, lamb_moments / lamb_apply): a step makes
 // one launch per parameter (two for LAMB) and no host synchronisation. Reductions (LAMB's
 // norms, gradient clipping) sum in double over fixed chunks, so results do not depend on
@@ -3827,8 +3934,9 @@ accuracy_count accuracy(const Var<T, B>& logits, std::span<const std::int64_t> l
 #include <utility>
 #include <vector>
 
-// ---- begin depthlab/optim/rules.hpp ----
-// The per-element update rules of the optimisers and of gradient clipping, written once for
+// ---- begin depthlab/backend/update_rules.hpp ----
+// The per-element update rules of the optimisers and of gradient clipping (namespace
+// optim::rules, on the backend floor because primitives<B> apply them), written once for
 // every backend: primitives<B> loop over them (OpenMP chunks on the CPU, one thread per
 // element in a CUDA kernel). Host-only set-up (powers for the bias correction) stays in
 // make(); everything a kernel calls is DEPTHLAB_HD.
@@ -3914,7 +4022,7 @@ DEPTHLAB_HD inline double clip_factor(double total, double max_norm) {
 }
 
 }  // namespace depthlab::optim::rules
-// ---- end depthlab/optim/rules.hpp ----
+// ---- end depthlab/backend/update_rules.hpp ----
 
 namespace depthlab::optim {
 
@@ -3941,7 +4049,7 @@ inline bool exclude_none(std::string_view) { return false; }
 
 namespace detail {
 
-/// The update rules (optim/rules.hpp) are what primitives<B> applies per element.
+/// The update rules (backend/update_rules.hpp) are what primitives<B> applies per element.
 template <class T>
 using adam_moments = rules::adam_moments<T>;
 
@@ -4834,7 +4942,7 @@ void Snapshot<T, B>::interpolate(Module<T, B>& m, const Snapshot& a, const Snaps
 namespace depthlab::data {
 
 struct seq2seq_batch {
-    nn::token_batch src, tgt_in;         // tgt_in = BOS + target
+    token_batch src, tgt_in;         // tgt_in = BOS + target
     std::vector<std::int64_t> tgt_out;   // target + EOS, -100 at padding (ignored by the loss)
     [[nodiscard]] std::int64_t target_tokens() const {
         std::int64_t n = 0;
@@ -6078,6 +6186,9 @@ DEPTHLAB_OUT_OF_LINE void progress_meter::write_record(const nlohmann::ordered_j
 // holds N_t, and R_t = p^{N_t}.
 #include <algorithm>
 #include <cmath>
+#include <concepts>
+#include <span>
+#include <type_traits>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -6124,10 +6235,26 @@ struct act_options {
     // about them changes: exact, as the dense path computing every token) up to a multiple of
     // row_quantum rows. The GEMMs then meet 1/row_quantum of the row counts, so far fewer
     // primitives are compiled: with exact counts (1) an hour of ACT-ALBERT compiled 183 185
-    // (89 s) in a cache of 4096, and a resumed minute ~3 700 where 16 makes 890 (README, "GEMM
+    // (89 s) in a cache of 4096, and a resumed minute ~3 700 where 16 makes 890 (docs/performance.md, "GEMM
     // shapes of the compact path"). The padding costs < row_quantum rows per iteration.
     int row_quantum = 16;
 };
+/// The names of the trace settings, in the enum's order (configs store them: io/config.hpp).
+inline constexpr const char* act_trace_names[] = {"never", "eval_only", "always"};
+constexpr std::span<const char* const> enum_names(act_options::trace) { return act_trace_names; }
+/// act_options' fields by name (io::save_config / load_config).
+template <class C, class F>
+    requires std::same_as<std::remove_const_t<C>, act_options>
+void config_fields(C& c, F&& f) {
+    f("max_iterations", c.max_iterations);
+    f("epsilon", c.epsilon);
+    f("min_iterations", c.min_iterations);
+    f("compact", c.compact);
+    f("fixed_point_trace", c.fixed_point_trace);
+    f("lambda_p", c.lambda_p);
+    f("halting_bias", c.halting_bias);
+    // (row_quantum is not saved: an execution choice of the compact path, exact either way)
+}
 
 /// The ponder-cost weight at a step: tau ramped up linearly from 0 over warmup_steps (the
 /// other remedy against collapse: the task loss shapes the states before the ponder cost
@@ -8780,7 +8907,7 @@ private:
     // iteration of each batch, so its products come in thousands of shapes (tiles and k-groups
     // included): 3 400 after 400 deep-phase steps, most of them recurring. 1024 entries
     // thrashed: ~40 primitives made per step, 0.4-0.5 ms each, 10-13% of the step (AMD EPYC,
-    // 2 threads, 2026-12-04: albert_act's "GEMM primitives" line, README); 4096 entries made as
+    // 2 threads, 2026-12-04: albert_act's "GEMM primitives" line, docs/performance.md); 4096 entries made as
     // few there as 8192. A primitive holds its JIT code and kernels, ~40 KB resident: at 8192
     // entries `scripts/demo`, whose shallower model meets even more row counts, peaked at
     // 1031 MiB (726 MiB at 1024), over its 1 GiB goal; at 4096, 848 MiB with the same results.
@@ -8799,7 +8926,7 @@ private:
 inline bool bf16_supported() {
     static const bool ok = [] {
         try {
-            const gemm_args g{false, false, 16, 16, 16, 16, 16, 16};
+            const gemm_args g{.m = 16, .n = 16, .k = 16, .lda = 16, .ldb = 16, .ldc = 16};
             (void)primitive_cache::instance().get(g, 1.0f, 0.0f, false, true);
             return true;
         } catch (const dnnl::error&) {
@@ -10972,7 +11099,7 @@ struct host_primitives {
         });
     }
 
-    // ---- optimiser updates (the element rules of optim/rules.hpp) ----
+    // ---- optimiser updates (the element rules of backend/update_rules.hpp) ----
     template <class T, class F>
     static void for_each_index(index_t n, F&& body) {
         launch();
@@ -11164,7 +11291,7 @@ Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>, Eigen::Unaligned> eigen_ve
 // heavy members of the listed classes (constructors that build a model, forward passes, the
 // training loop, optimiser steps, checkpoint I/O) are defined outside their class bodies:
 // not inline, they stay in the library. Small accessors stay in the class, to be inlined.
-// See README "Compile time" for the measured effect.
+// See docs/compile-time.md for the measured effect.
 //
 // The one list serves both sides: DEPTHLAB_COMMON_INSTANTIATIONS(extern template, T) here,
 // DEPTHLAB_COMMON_INSTANTIATIONS(template, T) in the library. Non-template functions that
@@ -11770,7 +11897,7 @@ namespace depthlab::data {
 
 /// A batch of ALBERT pretraining examples.
 struct albert_batch {
-    nn::token_batch tokens;                   // ids (masked), segments, lengths; padding id 0
+    token_batch tokens;                   // ids (masked), segments, lengths; padding id 0
     std::vector<std::int64_t> mlm_positions;  // flat b * T + t, ascending
     std::vector<std::int64_t> mlm_labels;     // original ids at mlm_positions
     std::vector<std::int64_t> sop_labels;     // (B): 1 = swapped / not in order
@@ -12051,12 +12178,16 @@ albert_losses<T, B> ActAlbert<T, B, Policy>::losses(const data::albert_batch& b,
 //     io::save_config(st.metadata, "config.", cfg);            // when saving
 //     auto cfg = io::load_config<nn::seq2seq_config>(file.metadata(), "config.");
 //
-// Each config's fields are listed once, in config_fields() below; the same list writes and
-// reads, and tests/test_trainer.cpp checks the round trip (and the size of each struct, so
-// that a new field cannot be forgotten here).
+// Each config's fields are listed once, in a config_fields() next to the struct (found by
+// argument-dependent lookup; nn/transformer.hpp, nn/models.hpp, halting/act.hpp, the data
+// streams' states), and an enum's names in an enum_names() next to the enum; the same list
+// writes and reads, so this file needs none of the floors above it. tests/test_trainer.cpp
+// checks the round trip (and the size of each struct, so that a new field cannot be
+// forgotten in its list).
 #include <charconv>
 #include <cstdint>
 #include <string>
+#include <span>
 #include <string_view>
 #include <type_traits>
 
@@ -12612,79 +12743,16 @@ DEPTHLAB_OUT_OF_LINE tensor_entry safetensors_file::parse_entry(const std::strin
 
 namespace depthlab::io {
 
-// ---- the field lists (C is the config or const config) ----
-template <class C, class F>
-    requires std::same_as<std::remove_const_t<C>, nn::transformer_config>
-void config_fields(C& c, F&& f) {
-    f("dim", c.dim);
-    f("heads", c.heads);
-    f("ff_dim", c.ff_dim);
-    f("activation", c.act);
-    f("dropout", c.dropout);
-    f("attention_dropout", c.attention_dropout);
-    f("norm_first", c.norm_first);
-    f("ln_eps", c.ln_eps);
-    f("init", c.init);
-}
-template <class C, class F>
-    requires std::same_as<std::remove_const_t<C>, nn::seq2seq_config>
-void config_fields(C& c, F&& f) {
-    f("src_vocab", c.src_vocab);
-    f("tgt_vocab", c.tgt_vocab);
-    f("share_embeddings", c.share_embeddings);
-    f("tie_output", c.tie_output);
-    f("encoder_layers", c.encoder_layers);
-    f("decoder_layers", c.decoder_layers);
-    f("max_len", c.max_len);
-    f("layer", c.layer);
-}
-template <class C, class F>
-    requires std::same_as<std::remove_const_t<C>, nn::albert_config>
-void config_fields(C& c, F&& f) {
-    f("vocab", c.vocab);
-    f("embed", c.embed);
-    f("max_len", c.max_len);
-    f("segments", c.segments);
-    f("depth", c.depth);
-    f("layer", c.layer);
-    f("sop_dropout", c.sop_dropout);
-}
-template <class C, class F>
-    requires std::same_as<std::remove_const_t<C>, halting::act_options>
-void config_fields(C& c, F&& f) {
-    f("max_iterations", c.max_iterations);
-    f("epsilon", c.epsilon);
-    f("min_iterations", c.min_iterations);
-    f("compact", c.compact);
-    f("fixed_point_trace", c.fixed_point_trace);
-    f("lambda_p", c.lambda_p);
-    f("halting_bias", c.halting_bias);
-    // (row_quantum is not saved: an execution choice of the compact path, exact either way)
-}
 
 namespace detail {
 template <class V>
 concept config_struct = requires(V& v) { config_fields(v, [](const char*, auto&) {}); };
 
-template <class E>
-struct enum_names;
-template <>
-struct enum_names<nn::activation> {
-    static constexpr const char* names[] = {"gelu", "relu", "gelu_erf"};
-};
-template <>
-struct enum_names<nn::init_scheme> {
-    static constexpr const char* names[] = {"pytorch", "bert", "xavier"};
-};
-template <>
-struct enum_names<halting::act_options::trace> {
-    static constexpr const char* names[] = {"never", "eval_only", "always"};
-};
 
 template <class V>
 std::string to_text(const V& v) {
     if constexpr (std::is_enum_v<V>) {
-        return enum_names<V>::names[static_cast<std::size_t>(v)];
+        return enum_names(v)[static_cast<std::size_t>(v)];
     } else if constexpr (std::is_same_v<V, bool>) {
         return v ? "true" : "false";
     } else {
@@ -12697,7 +12765,7 @@ std::string to_text(const V& v) {
 template <class V>
 void from_text(const std::string& key, const std::string& s, V& v) {
     if constexpr (std::is_enum_v<V>) {
-        const auto& names = enum_names<V>::names;
+        const auto names = enum_names(v);
         for (std::size_t i = 0; i < std::size(names); ++i)
             if (s == names[i]) {
                 v = static_cast<V>(i);
@@ -17276,7 +17344,6 @@ inline const paper_halting_row& paper_row_for(int n_max) {
 //   parameters (one download each on a device), far less than encoding.
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -17359,12 +17426,13 @@ translation_set make_translation_set(std::string name, const data::parallel_text
     return make_translation_set(std::move(name), sources, {text.tgt.begin(), text.tgt.begin() + static_cast<std::ptrdiff_t>(n)}, o);
 }
 
-/// A translation_set translated and scored against its references.
-struct translation_score {
-    std::vector<std::string> hypotheses;  // detokenised, in the order of the references
-    double bleu = 0;                      // corpus BLEU (sacreBLEU's defaults: 13a tokenisation, exponential smoothing)
-    double chrf = 0;                      // corpus chrF (character 6-grams, beta 2)
-    double seconds = 0;                   // decoding time
+/// Which batches of a translation_set this process decodes: batch b when b mod ranks == rank
+/// (every batch by default). Data-parallel decoding gives each rank its share and gathers the
+/// hypotheses (train/translation_score.hpp).
+struct batch_shard {
+    int rank = 0, ranks = 1;
+    [[nodiscard]] bool owns(std::size_t batch) const { return static_cast<int>(batch % static_cast<std::size_t>(ranks)) == rank; }
+    bool operator==(const batch_shard&) const = default;
 };
 
 /// Translates translation_sets with a Seq2SeqTransformer, reusing encoder outputs (above).
@@ -17389,29 +17457,6 @@ public:
         for_each_hypothesis(set, o, [&](std::size_t i, const hypothesis& h) { out[i] = decode_(h.tokens); });
         return out;
     }
-    /// The same, decoded by the ranks of `comm` together (batch b on rank b mod W; every rank
-    /// holds the same model) and gathered: every rank gets every hypothesis, equal to translate().
-    std::vector<std::string> translate(const translation_set& set, const search_options& o, dist::communicator& comm) {
-        if (!comm.distributed()) return translate(set, o);
-        std::vector<std::string> mine;  // (index, hypothesis) pairs, flattened
-        for_each_hypothesis(set, o, [&](std::size_t i, const hypothesis& h) {
-            mine.push_back(std::to_string(i));
-            mine.push_back(decode_(h.tokens));
-        }, &comm);
-        const std::vector<std::string> all = dist::all_gather_strings(comm, mine);
-        std::vector<std::string> out(set.size());
-        for (std::size_t k = 0; k + 1 < all.size(); k += 2) out[std::stoull(all[k])] = all[k + 1];
-        return out;
-    }
-    /// translate() scored against set.references; with `comm`, decoded by its ranks together.
-    translation_score score(const translation_set& set, const search_options& o, dist::communicator* comm = nullptr) {
-        const auto t0 = std::chrono::steady_clock::now();
-        translation_score s{comm ? translate(set, o, *comm) : translate(set, o)};
-        s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        s.bleu = metrics::corpus_bleu(s.hypotheses, set.references).score;
-        s.chrf = metrics::corpus_chrf(s.hypotheses, set.references).score;
-        return s;
-    }
     /// The hypotheses themselves (tokens and scores), in the order of set.references.
     std::vector<hypothesis> hypotheses(const translation_set& set, const search_options& o) {
         std::vector<hypothesis> out(set.size());
@@ -17426,17 +17471,17 @@ public:
     [[nodiscard]] std::size_t encoder_runs() const { return encoder_runs_; }
     [[nodiscard]] std::size_t encoder_reuses() const { return encoder_reuses_; }
 
-private:
-    /// f(index, hypothesis) for every sentence of set; with `shard`, only those of this rank's batches.
+    /// f(index, hypothesis) for every sentence of `set` in the batches `shard` owns.
     template <class F>
-    void for_each_hypothesis(const translation_set& set, const search_options& o, F&& f, const dist::communicator* shard = nullptr) {
+    void for_each_hypothesis(const translation_set& set, const search_options& o, F&& f, batch_shard shard = {}) {
         DEPTHLAB_CHECK(!model_.is_training(), usage_error, "translator: the model is in training mode (call model.eval() first)");
         no_grad guard;
         DEPTHLAB_CHECK(set.id != 0 && set.members.size() == set.batches.size(), usage_error, "translator: '", set.name,
                        "' was not made by make_translation_set");
-        const auto mine = [&](std::size_t b) { return !shard || dist::owner_of(b, *shard) == shard->rank(); };
-        const std::pair<int, int> shard_key = shard ? std::pair(shard->rank(), shard->size()) : std::pair(0, 1);
-        if (cached_set_ == set.id && cached_shard_ == shard_key && memories_.size() == set.batches.size() && encoder_unchanged()) {
+        DEPTHLAB_CHECK(shard.ranks >= 1 && shard.rank >= 0 && shard.rank < shard.ranks, usage_error, "translator: shard ", shard.rank,
+                       " of ", shard.ranks);
+        const auto mine = [&](std::size_t b) { return shard.owns(b); };
+        if (cached_set_ == set.id && cached_shard_ == shard && memories_.size() == set.batches.size() && encoder_unchanged()) {
             ++encoder_reuses_;
         } else {
             cached_set_ = 0;  // nothing is cached until the new encoder outputs are all there
@@ -17444,7 +17489,7 @@ private:
             for (std::size_t b = 0; b < set.batches.size(); ++b) memories_.push_back(mine(b) ? model_.encode(set.batches[b]) : Var<T, B>());
             remember_encoder();
             cached_set_ = set.id;
-            cached_shard_ = shard_key;
+            cached_shard_ = shard;
             ++encoder_runs_;
         }
         for (std::size_t b = 0; b < set.batches.size(); ++b) {
@@ -17453,6 +17498,10 @@ private:
             for (std::size_t j = 0; j < out.size(); ++j) f(set.members[b][j], out[j]);
         }
     }
+    /// The detokenised text of a hypothesis.
+    [[nodiscard]] std::string detokenize(const hypothesis& h) const { return decode_(h.tokens); }
+
+private:
     bool encoder_unchanged() const {
         for (std::size_t i = 0; i < encoder_sublayers_.size(); ++i)
             if (encoder_sublayers_[i]->enabled != enabled_[i]) return false;
@@ -17478,7 +17527,7 @@ private:
     std::vector<Var<T, B>> encoder_params_;
     std::vector<const residual_base*> encoder_sublayers_;
     std::uint64_t cached_set_ = 0;  // translation_set::id of the cached encoder outputs
-    std::pair<int, int> cached_shard_{0, 1};  // (rank, ranks) they were computed for
+    batch_shard cached_shard_;  // the batches they were computed for
     std::vector<Var<T, B>> memories_;
     std::vector<bool> enabled_;
     std::vector<std::vector<T>> values_;
@@ -17503,6 +17552,67 @@ private:
 #include <string>
 #include <type_traits>
 
+// ---- begin depthlab/train/translation_score.hpp ----
+// A translation_set translated by an nn::translator and scored against its references (BLEU
+// and chrF), decoded by one process or by the ranks of a communicator together: what a
+// translation study measures at the baseline, after every ablation and interpolation step,
+// and during training. It sits on the train floor because it joins the translator (nn/) with
+// the metrics (metrics/) and the communicator (dist/), none of which needs the others.
+//
+//   nn::translator<float, B> trans(model, [&](auto ids) { return tok.decode(ids); });
+//   const train::translation_score s = train::score(trans, test, {.beam = 4}, &comm);  // s.bleu
+#include <chrono>
+#include <cstddef>
+#include <string>
+#include <vector>
+
+
+namespace depthlab::train {
+
+/// A translation_set translated and scored against its references.
+struct translation_score {
+    std::vector<std::string> hypotheses;  // detokenised, in the order of the references
+    double bleu = 0;                      // corpus BLEU (sacreBLEU's defaults: 13a tokenisation, exponential smoothing)
+    double chrf = 0;                      // corpus chrF (character 6-grams, beta 2)
+    double seconds = 0;                   // decoding time
+};
+
+/// translator.translate(set, o), decoded by the ranks of `comm` together (batch b on rank
+/// b mod W; every rank holds the same model) and gathered: every rank gets every hypothesis,
+/// equal to translate() in one process.
+template <class T, class B>
+std::vector<std::string> translate(nn::translator<T, B>& translator, const nn::translation_set& set, const nn::search_options& o,
+                                   dist::communicator& comm) {
+    if (!comm.distributed()) return translator.translate(set, o);
+    std::vector<std::string> mine;  // (index, hypothesis) pairs, flattened
+    translator.for_each_hypothesis(
+        set, o,
+        [&](std::size_t i, const nn::hypothesis& h) {
+            mine.push_back(std::to_string(i));
+            mine.push_back(translator.detokenize(h));
+        },
+        nn::batch_shard{.rank = comm.rank(), .ranks = comm.size()});
+    const std::vector<std::string> all = dist::all_gather_strings(comm, mine);
+    std::vector<std::string> out(set.size());
+    for (std::size_t k = 0; k + 1 < all.size(); k += 2) out[std::stoull(all[k])] = all[k + 1];
+    return out;
+}
+
+/// The translation of `set` scored against set.references; with `comm`, decoded by its ranks
+/// together.
+template <class T, class B>
+translation_score score(nn::translator<T, B>& translator, const nn::translation_set& set, const nn::search_options& o,
+                        dist::communicator* comm = nullptr) {
+    const auto t0 = std::chrono::steady_clock::now();
+    translation_score s{comm ? translate(translator, set, o, *comm) : translator.translate(set, o)};
+    s.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    s.bleu = metrics::corpus_bleu(s.hypotheses, set.references).score;
+    s.chrf = metrics::corpus_chrf(s.hypotheses, set.references).score;
+    return s;
+}
+
+}  // namespace depthlab::train
+// ---- end depthlab/train/translation_score.hpp ----
 
 namespace depthlab::train {
 
@@ -17578,7 +17688,7 @@ shallow_comparison compare_shallow_checkpoint(const std::string& path, const nn:
     r.steps = io::load_checkpoint(path, shallow).get_u64("step");
     shallow.eval();
     nn::translator<T, B> scorer(shallow, detokenize);
-    r.bleu = scorer.score(set, search).bleu;
+    r.bleu = score(scorer, set, search).bleu;
     r.parameters = shallow.parameter_count();
     r.fewer_decoder_layers = full.decoder_layers - sc.decoder_layers;
     return r;

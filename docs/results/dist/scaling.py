@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Scaling model for data-parallel depthlab training on larger clusters (README, issue 14).
+"""Scaling model for data-parallel depthlab training on larger clusters (docs/distributed.md).
 
     docs/results/dist/scaling.py [build/bench_dist_1x2.json]
 
@@ -18,7 +18,7 @@ Inputs:
       - "this CPU": measured by depthlab_bench_dist (1 process, 2 threads) for tiny and small
         when its JSON is given (synthetic text: its halting, not N_max / 2); base and the 6+6
         model from their training FLOPs at CPU_RATE, this machine's bf16 encoder-layer train
-        step (README, speed section: d256, 20.9 GFLOP in 54.0 ms);
+        step (docs/performance.md: d256, 20.9 GFLOP in 54.0 ms);
       - "GPU": an assumption, not a measurement: 400 TFLOP/s bf16 peak at 40 % utilisation.
   * training FLOPs per step: 6 x (parameters a token passes through) x tokens, plus
     attention (12 T d per token per layer, forward and backward); ACT-ALBERT runs its shared

@@ -90,7 +90,7 @@ struct act_options {
     // about them changes: exact, as the dense path computing every token) up to a multiple of
     // row_quantum rows. The GEMMs then meet 1/row_quantum of the row counts, so far fewer
     // primitives are compiled: with exact counts (1) an hour of ACT-ALBERT compiled 183 185
-    // (89 s) in a cache of 4096, and a resumed minute ~3 700 where 16 makes 890 (README, "GEMM
+    // (89 s) in a cache of 4096, and a resumed minute ~3 700 where 16 makes 890 (docs/performance.md, "GEMM
     // shapes of the compact path"). The padding costs < row_quantum rows per iteration.
     int row_quantum = 16;
 };

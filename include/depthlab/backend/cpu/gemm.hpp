@@ -235,7 +235,7 @@ private:
     // iteration of each batch, so its products come in thousands of shapes (tiles and k-groups
     // included): 3 400 after 400 deep-phase steps, most of them recurring. 1024 entries
     // thrashed: ~40 primitives made per step, 0.4-0.5 ms each, 10-13% of the step (AMD EPYC,
-    // 2 threads, 2026-12-04: albert_act's "GEMM primitives" line, README); 4096 entries made as
+    // 2 threads, 2026-12-04: albert_act's "GEMM primitives" line, docs/performance.md); 4096 entries made as
     // few there as 8192. A primitive holds its JIT code and kernels, ~40 KB resident: at 8192
     // entries `scripts/demo`, whose shallower model meets even more row counts, peaked at
     // 1031 MiB (726 MiB at 1024), over its 1 GiB goal; at 4096, 848 MiB with the same results.
