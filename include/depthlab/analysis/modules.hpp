@@ -41,8 +41,8 @@ struct module_ref {
     std::string name;   // unique, e.g. "decoder.5.feed_forward"
     std::string type;   // "E:SA", "E:FF", "D:SA", "D:EA", "D:FF" (free text for custom modules)
     int layer = -1;     // layer index; -1 when the module is shared by every layer (tied)
-    /// Parameters of the module: every parameter whose name is `prefix` or starts with
-    /// `prefix.` (nn::is_under). Criticality and rewinding move these; pruning counts them.
+    /// Parameters of the module: every parameter whose name is `prefix` or starts with it
+    /// and a dot (nn::is_under). Criticality and rewinding move these; pruning counts them.
     /// Empty: the module has no parameters of its own (criticality/rewinding refuse it,
     /// pruning counts 0) — an empty prefix never means "the whole model" here.
     std::string prefix;

@@ -23,7 +23,7 @@ struct cpu {
 /// A device that is not one: memory on the host, the CPU kernels, but the tensor API
 /// treats it as a GPU (no element access, `host_accessible = false`) and every primitive
 /// call and device-to-host copy is counted. It proves on any machine that the op layer
-/// reaches memory only through memory<B> and primitives<B>, and it counts the kernel
+/// reaches memory only through `memory<B>` and `primitives<B>`, and it counts the kernel
 /// launches and host synchronisations a real device would see (device_counters()).
 struct host_device {
     static constexpr const char* name = "host_device";

@@ -40,7 +40,7 @@
 
 namespace depthlab::data {
 
-/// Lines of a UTF-8 text file (a trailing '\r' is removed; a final newline adds no line).
+/// Lines of a UTF-8 text file (a trailing carriage return is removed; a final newline adds no line).
 [[nodiscard]] inline std::vector<std::string> read_lines(const std::string& path) {
     std::ifstream f(path, std::ios::binary);
     DEPTHLAB_CHECK(f.good(), io_error, "read_lines: cannot open ", path);

@@ -169,7 +169,7 @@ public:
     /// The micro-batches of a global batch this rank trains on.
     [[nodiscard]] dist::shard_of shard() const { return {comm_->rank(), comm_->size(), o_.accumulate}; }
 
-    /// With options().resume, loads <out>/checkpoint.safetensors into everything tracked and
+    /// With options().resume, loads `<out>/checkpoint.safetensors` into everything tracked and
     /// returns the step it holds (else 0, and a fresh run's metrics.jsonl starts empty).
     std::int64_t restore();
     /// Writes the checkpoint now (no-op without an output directory). Collective in a

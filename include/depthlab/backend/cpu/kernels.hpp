@@ -48,7 +48,7 @@ struct kernels<float, isa_avx512> {
 DEPTHLAB_TARGET_END
 #endif
 
-/// Calls f.template operator()<K>() with K = kernels<T, active ISA>. double always takes
+/// Calls `f.template operator()<K>()` with `K = kernels<T, active ISA>`. double always takes
 /// the one-lane path (it is the precision reference used by gradient checks).
 template <class T, class F>
 decltype(auto) with_isa(F&& f) {
