@@ -12,7 +12,7 @@
 
 #include <benchmark/benchmark.h>
 
-#include <depthlab/depthlab_device.hpp>
+#include <depthlab/backend_free.hpp>
 #include <depthlab/backend/cuda/cuda.cuh>
 
 #include "bench_common.hpp"

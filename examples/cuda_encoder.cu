@@ -5,7 +5,7 @@
 //   build-cuda/examples/cuda_encoder
 #include <cstdio>
 
-#include <depthlab/depthlab_device.hpp>
+#include <depthlab/backend_free.hpp>
 #include <depthlab/backend/cuda/cuda.cuh>
 
 using namespace depthlab;

@@ -10,7 +10,7 @@
 #if defined(__CUDACC__)
 // depthlab_tests_cuda: the same test sources compiled by nvcc against the CUDA backend only
 // (nvcc never sees the CPU backend); references are the tests' host loops and fixtures.
-#include <depthlab/depthlab_device.hpp>
+#include <depthlab/backend_free.hpp>
 #include <depthlab/backend/cuda/cuda.cuh>
 #else
 #include <depthlab/depthlab.hpp>

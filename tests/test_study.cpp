@@ -145,7 +145,7 @@ TEST_CASE("study: ranking with ties, unclipped drops, type x layer grids") {
     CHECK(analysis::drops_at_initial(k) == std::vector<double>{18, 0});  // b never tried α = 0
 
     const auto g = analysis::by_type_and_layer(analysis::values_of(c));
-    CHECK(g.layers == std::vector<std::string>{"1", "2"});
+    CHECK(g.layers == std::vector<std::string>{"0", "1"});  // layers count from 0, as in the CSVs
     CHECK(g.values[0][0] == 1.0);                      // E:SA, layer 1
     CHECK(g.values[4][1] == 0.0);                      // D:FF, layer 2
     CHECK(std::isnan(g.values[2][0]));                 // D:SA: no module
@@ -175,6 +175,31 @@ TEST_CASE("study: the paper's findings say 'tied' when the compared means are eq
     v.entries[4].value = 1.0;
     CHECK(analysis::wang_tu_findings(v, 2, 2)[0].result == analysis::verdict::tied);
     CHECK(analysis::wang_tu_findings(v, 2, 2)[0].ours.find(" = ") != std::string::npos);
+}
+
+TEST_CASE("study: the paper's pruning and rewinding findings, with the numbers behind each verdict") {
+    analysis::pruning_result by_c, by_k;
+    for (int k = 0; k <= 3; ++k) {
+        by_c.curve.push_back({.k = k, .metric = 30.0 - 0.1 * k});  // 3 modules cost 0.3: holds
+        by_k.curve.push_back({.k = k, .metric = 30.0 - 0.3 * k});  // cost 0.9: fails
+    }
+    const std::vector<analysis::rewinding_point> rewinding{{.k = 0, .metric_after_finetune = 30.5},
+                                                           {.k = 2, .metric_after_finetune = 30.0},
+                                                           {.k = 3, .metric_after_finetune = 29.0}};
+    const analysis::smaller_model shallow{.metric = 29.5, .modules_fewer = 3, .parameters = 100, .what = "1 fewer decoder layer"};
+    const auto f = analysis::pruning_findings(by_c, by_k, rewinding, 30.0, "BLEU", &shallow);
+    REQUIRE(f.size() == 4);
+    CHECK(f[0].result == analysis::verdict::holds);
+    CHECK(f[0].ours == "30.00 -> 29.70 (cost 0.30)");
+    CHECK(f[1].result == analysis::verdict::fails);
+    CHECK(f[2].result == analysis::verdict::holds);  // pruned 29.7 (by contribution) > 29.5
+    CHECK_MESSAGE(f[2].ours.find("smaller model: 29.50") != std::string::npos, f[2].ours);
+    CHECK(f[3].result == analysis::verdict::fails);  // k = 3 ends at 29.0 < 30.0 (k = 0, the control, is not a rewinding)
+    CHECK(f[3].ours == "k = 2: 30.00, k = 3: 29.00 against the baseline 30.00");
+    // without the numbers: n/a, saying what is missing
+    const auto none = analysis::pruning_findings({}, {}, {}, 30.0, "BLEU");
+    for (const auto& x : none) CHECK(x.result == analysis::verdict::no_data);
+    CHECK(none[2].ours.find("--shallow-checkpoint") != std::string::npos);
 }
 
 TEST_CASE("study: a timed metric counts its calls through every copy") {

@@ -3,7 +3,7 @@
 // One include for everything on the host: the device-agnostic library, the CPU backends
 // (backend::cpu and backend::host_device), and the host-side data pipelines, checkpoints
 // and reports. (CUDA: depthlab/backend/cuda/cuda.hpp, linking depthlab::cuda; see docs/devices.md.)
-#include "depthlab/depthlab_device.hpp"
+#include "depthlab/backend_free.hpp"
 #include "depthlab/backend/cpu/cpu.hpp"
 #include "depthlab/backend/host_device/host_device.hpp"
 #include "depthlab/backend/cpu/eigen.hpp"

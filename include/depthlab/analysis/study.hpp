@@ -164,7 +164,7 @@ inline double group_mean(const module_values& v, const std::function<bool(const 
 /// Values laid out as types (rows) × layers (columns); NaN where no module sits (a
 /// decoder-only type in an encoder row, layers beyond a shorter stack, shared modules).
 struct type_layer_grid {
-    std::vector<std::string> types, layers;  // row labels; column labels "1".."L"
+    std::vector<std::string> types, layers;  // row labels; column labels "0".."L-1" (layers count from 0, as the CSVs and parameter names)
     std::vector<std::vector<double>> values; // [type][layer]
     [[nodiscard]] double max() const {
         double m = -std::numeric_limits<double>::infinity();
@@ -179,7 +179,7 @@ inline type_layer_grid by_type_and_layer(const module_values& v, const std::vect
     for (const auto& e : v.entries) L = std::max(L, e.layer + 1);
     type_layer_grid g;
     g.types = types;
-    for (int l = 1; l <= L; ++l) g.layers.push_back(std::to_string(l));
+    for (int l = 0; l < L; ++l) g.layers.push_back(std::to_string(l));
     g.values.assign(types.size(), std::vector<double>(static_cast<std::size_t>(L), std::numeric_limits<double>::quiet_NaN()));
     for (const auto& e : v.entries) {
         const auto t = static_cast<std::size_t>(std::find(types.begin(), types.end(), e.type) - types.begin());
@@ -260,6 +260,63 @@ inline std::vector<finding> wang_tu_findings(const module_values& v, int encoder
     halves("lower encoder modules matter more than upper ones", [](const std::string& t) { return t[0] == 'E'; }, encoder_layers, false);
     halves("upper decoder modules matter more than lower ones", [](const std::string& t) { return t[0] == 'D'; }, decoder_layers, true);
     halves("upper D:EA matter more than lower D:EA", [](const std::string& t) { return t == "D:EA"; }, decoder_layers, true);
+    return out;
+}
+
+/// A model made smaller another way than pruning (e.g. trained with fewer decoder layers), to
+/// compare pruning with: its metric and how many modules it has fewer than the full model
+/// (a decoder layer is three: D:SA, D:EA, D:FF).
+struct smaller_model {
+    double metric = std::numeric_limits<double>::quiet_NaN();
+    int modules_fewer = 0;
+    index_t parameters = 0;
+    std::string what;  // e.g. "1 fewer decoder layer"
+};
+
+/// Wang & Tu's findings on pruning and rewinding, checked on one run: removing the k least
+/// important modules costs less than `tolerance` of the metric (by each score's ranking); a
+/// pruned model beats a smaller model of the same module count (when one was trained);
+/// rewinding the least important modules to θ⁰ and fine-tuning reaches the baseline again.
+/// `base` is the full model's metric; a finding without the numbers it needs is "n/a".
+inline std::vector<finding> pruning_findings(const pruning_result& by_contribution, const pruning_result& by_criticality,
+                                             const std::vector<rewinding_point>& rewinding, double base, const std::string& metric,
+                                             const smaller_model* smaller = nullptr, int k = 3, double tolerance = 0.5) {
+    std::vector<finding> out;
+    const auto at = [](const pruning_result& r, int kk) {
+        for (const auto& p : r.curve)
+            if (p.k == kk) return p.metric;
+        return std::numeric_limits<double>::quiet_NaN();
+    };
+    for (const auto& [name, curve] : {std::pair<const char*, const pruning_result*>{"contribution", &by_contribution},
+                                      std::pair<const char*, const pruning_result*>{"criticality", &by_criticality}}) {
+        const double pruned = at(*curve, k), cost = base - pruned;
+        out.push_back({"pruning the " + std::to_string(k) + " least important modules (by " + name + ") costs less than " +
+                           detail::fixed2(tolerance) + " " + metric,
+                       std::isnan(pruned) ? "no pruning curve to k = " + std::to_string(k)
+                                          : detail::fixed2(base) + " -> " + detail::fixed2(pruned) + " (cost " + detail::fixed2(cost) + ")",
+                       std::isnan(pruned) ? verdict::no_data : cost < tolerance ? verdict::holds : verdict::fails});
+    }
+    if (smaller && smaller->modules_fewer > 0) {
+        const double pruned = at(by_contribution, smaller->modules_fewer), pruned_k = at(by_criticality, smaller->modules_fewer);
+        const double best = std::isnan(pruned) ? pruned_k : std::isnan(pruned_k) ? pruned : std::max(pruned, pruned_k);
+        out.push_back({"a pruned model beats a smaller one with as many modules (" + smaller->what + ")",
+                       "pruned " + std::to_string(smaller->modules_fewer) + " modules: " + detail::fixed2(pruned) + " (by contribution), " +
+                           detail::fixed2(pruned_k) + " (by criticality); smaller model: " + detail::fixed2(smaller->metric),
+                       detail::greater(best, smaller->metric)});
+    } else {
+        out.push_back({"a pruned model beats a smaller one with as many modules", "no smaller model was trained (component_value --shallow-checkpoint)",
+                       verdict::no_data});
+    }
+    std::string after;
+    verdict rewound = verdict::no_data;
+    for (const auto& p : rewinding) {
+        if (p.k <= 0) continue;
+        after += (after.empty() ? "" : ", ") + ("k = " + std::to_string(p.k) + ": " + detail::fixed2(p.metric_after_finetune));
+        const bool reached = p.metric_after_finetune >= base;
+        rewound = rewound == verdict::fails ? verdict::fails : reached ? verdict::holds : verdict::fails;
+    }
+    out.push_back({"rewinding the least important modules to their initial values and fine-tuning reaches the baseline",
+                   after.empty() ? "no rewinding with k > 0 ran" : after + " against the baseline " + detail::fixed2(base), rewound});
     return out;
 }
 

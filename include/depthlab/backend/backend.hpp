@@ -93,7 +93,7 @@ struct row_broadcast {
     int rank = 0;
     index_t dims[Shape::max_rank] = {};
     index_t strides[Shape::max_rank] = {};
-    [[nodiscard]] DEPTHLAB_HD index_t offset(index_t row) const {
+    [[nodiscard]] DEPTHLAB_HOST_AND_GPU index_t offset(index_t row) const {
         index_t off = 0;
         for (int k = rank - 1; k >= 0; --k) {
             off += (row % dims[k]) * strides[k];

@@ -11,12 +11,12 @@ namespace depthlab::elementwise {
 
 // GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 template <class T>
-DEPTHLAB_HD inline T gelu(T x) {
+DEPTHLAB_HOST_AND_GPU inline T gelu(T x) {
     const T k0 = T(0.7978845608028654), k1 = T(0.044715);
     return T(0.5) * x * (T(1) + std::tanh(k0 * (k1 * x * x * x + x)));
 }
 template <class T>
-DEPTHLAB_HD inline T gelu_grad(T x) {
+DEPTHLAB_HOST_AND_GPU inline T gelu_grad(T x) {
     const T k0 = T(0.7978845608028654), k1 = T(0.044715);
     const T t = std::tanh(k0 * (k1 * x * x * x + x));
     const T du = k0 * (T(3) * k1 * x * x + T(1));
@@ -25,32 +25,32 @@ DEPTHLAB_HD inline T gelu_grad(T x) {
 // GELU, exact form (Hendrycks & Gimpel; PyTorch's default, HF BERT's "gelu"):
 // 0.5 x (1 + erf(x / sqrt(2))); derivative Phi(x) + x phi(x).
 template <class T>
-DEPTHLAB_HD inline T gelu_erf(T x) {
+DEPTHLAB_HOST_AND_GPU inline T gelu_erf(T x) {
     return T(0.5) * x * (T(1) + std::erf(x * T(0.7071067811865476)));
 }
 template <class T>
-DEPTHLAB_HD inline T gelu_erf_grad(T x) {
+DEPTHLAB_HOST_AND_GPU inline T gelu_erf_grad(T x) {
     const T cdf = T(0.5) * (T(1) + std::erf(x * T(0.7071067811865476)));
     const T pdf = T(0.3989422804014327) * std::exp(T(-0.5) * x * x);
     return cdf + x * pdf;
 }
 template <class T>
-DEPTHLAB_HD inline T relu(T x) { return x > T(0) ? x : T(0); }
+DEPTHLAB_HOST_AND_GPU inline T relu(T x) { return x > T(0) ? x : T(0); }
 template <class T>
-DEPTHLAB_HD inline T relu_grad(T x) { return x > T(0) ? T(1) : T(0); }
+DEPTHLAB_HOST_AND_GPU inline T relu_grad(T x) { return x > T(0) ? T(1) : T(0); }
 /// from the output y = tanh(x)
 template <class T>
-DEPTHLAB_HD inline T tanh_grad_from_output(T y) { return T(1) - y * y; }
+DEPTHLAB_HOST_AND_GPU inline T tanh_grad_from_output(T y) { return T(1) - y * y; }
 template <class T>
-DEPTHLAB_HD inline T sigmoid(T x) { return T(1) / (T(1) + std::exp(-x)); }
+DEPTHLAB_HOST_AND_GPU inline T sigmoid(T x) { return T(1) / (T(1) + std::exp(-x)); }
 /// from the output y = sigmoid(x)
 template <class T>
-DEPTHLAB_HD inline T sigmoid_grad_from_output(T y) { return y * (T(1) - y); }
+DEPTHLAB_HOST_AND_GPU inline T sigmoid_grad_from_output(T y) { return y * (T(1) - y); }
 /// log σ(x) = min(x, 0) − log1p(exp(−|x|)): finite for every x, where σ itself rounds to 0 or 1.
 template <class T>
-DEPTHLAB_HD inline T log_sigmoid(T x) { return (x < T(0) ? x : T(0)) - std::log1p(std::exp(-std::abs(x))); }
+DEPTHLAB_HOST_AND_GPU inline T log_sigmoid(T x) { return (x < T(0) ? x : T(0)) - std::log1p(std::exp(-std::abs(x))); }
 /// d log σ(x) / dx = σ(−x)
 template <class T>
-DEPTHLAB_HD inline T log_sigmoid_grad(T x) { return T(1) / (T(1) + std::exp(x)); }
+DEPTHLAB_HOST_AND_GPU inline T log_sigmoid_grad(T x) { return T(1) / (T(1) + std::exp(x)); }
 
 }  // namespace depthlab::elementwise

@@ -3,7 +3,7 @@
 // optim::rules, on the backend floor because primitives<B> apply them), written once for
 // every backend: primitives<B> loop over them (OpenMP chunks on the CPU, one thread per
 // element in a CUDA kernel). Host-only set-up (powers for the bias correction) stays in
-// make(); everything a kernel calls is DEPTHLAB_HD.
+// make(); everything a kernel calls is DEPTHLAB_HOST_AND_GPU.
 #include <cmath>
 #include <cstdint>
 
@@ -19,7 +19,7 @@ template <class T>
 struct sgd {
     T lr, wd, momentum, keep;  // keep = 1 - dampening
     bool first, nesterov;
-    DEPTHLAB_HD void operator()(T& w, T g, T* buf) const {
+    DEPTHLAB_HOST_AND_GPU void operator()(T& w, T g, T* buf) const {
         T d = g + wd * w;
         if (buf) {
             *buf = first ? d : momentum * *buf + keep * d;
@@ -45,12 +45,12 @@ struct adam_moments {
                 static_cast<T>(1.0 / bc1),  static_cast<T>(1.0 / std::sqrt(bc2)), static_cast<T>(eps)};
     }
     /// Updates m and v with gradient g; returns the direction.
-    DEPTHLAB_HD T update(T g, T& m, T& v) const {
+    DEPTHLAB_HOST_AND_GPU T update(T g, T& m, T& v) const {
         m = beta1 * m + c1 * g;
         v = beta2 * v + c2 * g * g;
         return direction(m, v);
     }
-    [[nodiscard]] DEPTHLAB_HD T direction(T m, T v) const { return (m * inv_bc1) / (std::sqrt(v) * inv_sqrt_bc2 + eps); }
+    [[nodiscard]] DEPTHLAB_HOST_AND_GPU T direction(T m, T v) const { return (m * inv_bc1) / (std::sqrt(v) * inv_sqrt_bc2 + eps); }
 };
 
 /// Adam / AdamW for one element: g' = g + l2 w (Adam's coupled decay); w = decay w - lr
@@ -59,7 +59,7 @@ template <class T>
 struct adam {
     adam_moments<T> am;
     T lr, l2, decay;
-    DEPTHLAB_HD void operator()(T& w, T g, T& m, T& v) const {
+    DEPTHLAB_HOST_AND_GPU void operator()(T& w, T g, T& m, T& v) const {
         const T u = am.update(g + l2 * w, m, v);
         w = decay * w - lr * u;
     }
@@ -67,7 +67,7 @@ struct adam {
 
 /// LAMB's step size lr * r, with the trust ratio r = ||w|| / ||u|| from the squared norms
 /// {||w||^2, ||u||^2} (null: not adapted) and r = 1 when either norm is 0.
-DEPTHLAB_HD inline double lamb_trust_ratio(const double* sums) {
+DEPTHLAB_HOST_AND_GPU inline double lamb_trust_ratio(const double* sums) {
     if (!sums) return 1.0;
     const double wn = std::sqrt(sums[0]), un = std::sqrt(sums[1]);
     return wn > 0 && un > 0 ? wn / un : 1.0;
@@ -76,12 +76,12 @@ DEPTHLAB_HD inline double lamb_trust_ratio(const double* sums) {
 /// The clipping factor of clip_grad_norm from the per-parameter squared norms, summed in
 /// their order: max_norm / (total + 1e-6) when that is < 1 and the total is finite, else 1
 /// (a non-finite total leaves the gradients unchanged).
-DEPTHLAB_HD inline double clip_total(const double* parts, index_t k) {
+DEPTHLAB_HOST_AND_GPU inline double clip_total(const double* parts, index_t k) {
     double s = 0;
     for (index_t i = 0; i < k; ++i) s += parts[i];
     return std::sqrt(s);
 }
-DEPTHLAB_HD inline double clip_factor(double total, double max_norm) {
+DEPTHLAB_HOST_AND_GPU inline double clip_factor(double total, double max_norm) {
     if (!(total - total == 0)) return 1.0;  // NaN or inf (isfinite without <cmath> device overloads)
     const double coef = max_norm / (total + 1e-6);
     return coef < 1.0 ? coef : 1.0;

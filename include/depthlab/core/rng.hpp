@@ -14,7 +14,7 @@ namespace depthlab {
 namespace detail {
 /// Philox4x32-10 on a counter c with key (k0, k1), in place: one function for the host and
 /// for device kernels (dropout masks drawn on a GPU equal the CPU's).
-DEPTHLAB_HD inline void philox4x32_10_inplace(std::uint32_t* c, std::uint32_t k0, std::uint32_t k1) {
+DEPTHLAB_HOST_AND_GPU inline void philox4x32_10_inplace(std::uint32_t* c, std::uint32_t k0, std::uint32_t k1) {
     constexpr std::uint32_t m0 = 0xD2511F53u, m1 = 0xCD9E8D57u, w0 = 0x9E3779B9u, w1 = 0xBB67AE85u;
     for (int r = 0; r < 10; ++r) {
         const std::uint64_t p0 = std::uint64_t{m0} * c[0];
@@ -30,7 +30,7 @@ DEPTHLAB_HD inline void philox4x32_10_inplace(std::uint32_t* c, std::uint32_t k0
     }
 }
 /// The four words of block `block` of the stream of `seed`.
-DEPTHLAB_HD inline void philox_block(std::uint64_t seed, std::uint64_t block, std::uint32_t* out) {
+DEPTHLAB_HOST_AND_GPU inline void philox_block(std::uint64_t seed, std::uint64_t block, std::uint32_t* out) {
     out[0] = static_cast<std::uint32_t>(block);
     out[1] = static_cast<std::uint32_t>(block >> 32);
     out[2] = 0u;
@@ -40,7 +40,7 @@ DEPTHLAB_HD inline void philox_block(std::uint64_t seed, std::uint64_t block, st
 /// Inverted dropout's mask value from one 32-bit word: keep (1 / (1 - p)) when the word is
 /// at or above threshold = p * 2^32, else 0.
 template <class T>
-DEPTHLAB_HD inline T dropout_keep(std::uint32_t word, std::uint64_t threshold, T keep) {
+DEPTHLAB_HOST_AND_GPU inline T dropout_keep(std::uint32_t word, std::uint64_t threshold, T keep) {
     return word >= threshold ? keep : T(0);
 }
 }  // namespace detail

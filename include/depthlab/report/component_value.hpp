@@ -42,6 +42,9 @@ inline std::string type_layer_heat_map(const analysis::type_layer_grid& g, const
 namespace detail {
 inline std::string fixed(double v, int decimals = 2) { return format_fixed(v, decimals); }
 }  // namespace detail
+/// A module's layer as every output numbers it: from 0, as the CSVs and the parameter names
+/// ("decoder.layers.0"); "all" for a module every layer shares (a tied stack).
+inline std::string layer_label(int layer) { return layer < 0 ? std::string("all") : std::to_string(layer); }
 
 /// A (step, value) series (train::metrics_log::series) as a line of a line_chart.
 inline line_series step_series(std::string name, const std::vector<std::pair<std::int64_t, double>>& points) {
@@ -83,7 +86,7 @@ inline void contribution_section(html_page& page, const analysis::contribution_r
                 "(pruning and rewinding break ties of the score with it).");
     std::vector<std::vector<std::string>> rows;
     for (const auto& e : c.modules)
-        rows.push_back({e.name, e.type, std::to_string(e.layer + 1), fixed(e.metric_without), fixed(e.drop, 3), fixed(e.score, 3)});
+        rows.push_back({e.name, e.type, layer_label(e.layer), fixed(e.metric_without), fixed(e.drop, 3), fixed(e.score, 3)});
     page.table({"module", "type", "layer", l.metric + " without", "drop d_n", "score"}, rows, {.caption = "Contribution (baseline " + fixed(c.base) + ")"});
 }
 
@@ -107,7 +110,7 @@ inline void criticality_section(html_page& page, const analysis::criticality_res
                 "Criticality per module type and layer.");
     std::vector<std::vector<std::string>> rows;
     for (const auto& e : k.modules)
-        rows.push_back({e.name, e.type, std::to_string(e.layer + 1), fixed(e.alpha, 3), fixed(e.metric_at_alpha), std::to_string(e.trace.size()),
+        rows.push_back({e.name, e.type, layer_label(e.layer), fixed(e.alpha, 3), fixed(e.metric_at_alpha), std::to_string(e.trace.size()),
                         e.found ? "" : "none passed"});
     page.table({"module", "type", "layer", "α", l.metric + " at α", "evaluations", "note"}, rows,
                {.caption = "Criticality (" + search + ", ε = " + fixed(o.epsilon, 2) + ")"});
@@ -125,7 +128,7 @@ inline void rank_agreement_figure(html_page& page, const analysis::contribution_
     for (std::size_t i = 0; i < k.modules.size(); ++i) crit_rank[k.modules[i].name] = rk[i];
     for (std::size_t i = 0; i < c.modules.size(); ++i) {
         const auto& m = c.modules[i];
-        sc[m.type[0] == 'E' ? 0 : 1].points.push_back({rc[i], crit_rank.at(m.name), m.type + std::to_string(m.layer + 1)});
+        sc[m.type[0] == 'E' ? 0 : 1].points.push_back({rc[i], crit_rank.at(m.name), m.type + layer_label(m.layer)});
     }
     page.figure(scatter(sc, {.title = "Contribution rank vs criticality rank",
                              .subtitle = "Spearman ρ = " + (std::isnan(rho) ? std::string("n/a") : detail::fixed(rho, 3)),
@@ -224,6 +227,7 @@ struct component_value_run {
     const analysis::study_result* study = nullptr;                   // analysis::run_component_value_study; null: no analyses
     int encoder_layers = 0, decoder_layers = 0;
     std::string pruning_note{};                                      // e.g. a shallower model trained for comparison
+    std::optional<analysis::smaller_model> smaller{};                // that model, for the pruning findings; none: n/a
     std::string rewinding_how{};                                     // how the modules were rewound and fine-tuned
     std::vector<std::pair<std::string, std::string>> run_details{};  // "Where the time went"
     std::string command{}, provenance{};
@@ -251,6 +255,11 @@ inline html_page component_value_report(const component_value_run& r) {
             pruning_section(page, st->pruning_by_contribution, st->pruning_by_criticality, r.labels);
             if (!r.pruning_note.empty()) page.paragraph(r.pruning_note);
             if (!st->rewinding.empty()) rewinding_section(page, st->rewinding, st->contribution.base, r.rewinding_how, r.labels);
+            std::vector<std::vector<std::string>> rows;
+            for (const auto& f : analysis::pruning_findings(st->pruning_by_contribution, st->pruning_by_criticality, st->rewinding,
+                                                            st->contribution.base, r.labels.metric, r.smaller ? &*r.smaller : nullptr))
+                rows.push_back({f.claim, f.ours, analysis::to_string(f.result)});
+            page.table({"paper's finding", "this run", "holds?"}, rows, {.caption = "The paper's findings on pruning and rewinding, checked on this run"});
         }
     }
     page.section("Run details");
@@ -343,6 +352,12 @@ inline html_page translation_study_report(const translation_run& r, const train:
         .encoder_layers = r.encoder_layers,
         .decoder_layers = r.decoder_layers,
         .pruning_note = pruning_note,
+        .smaller = r.shallow ? std::optional(analysis::smaller_model{.metric = r.shallow->bleu,
+                                                                     .modules_fewer = 3 * r.shallow->fewer_decoder_layers,
+                                                                     .parameters = r.shallow->parameters,
+                                                                     .what = std::to_string(r.shallow->fewer_decoder_layers) +
+                                                                             " fewer decoder layer(s), trained apart"})
+                             : std::nullopt,
         .rewinding_how = "The k least important modules (by " + r.rank_by + ") are reset to θ⁰, then the whole model is fine-tuned for " +
                          std::to_string(r.rewind_steps) + " steps (fresh Adam, lr " + lr_text +
                          " after a short warm-up; same batches as training). k = 0 is the control: the same fine-tuning without rewinding.",

@@ -1,9 +1,9 @@
 #pragma once
 // The CUDA backend: include this header in a .cu translation unit compiled by nvcc (with
-// --extended-lambda), after or instead of depthlab/depthlab_device.hpp, and use
+// --extended-lambda), after or instead of depthlab/backend_free.hpp, and use
 // backend::cuda as the backend of tensors, models and optimisers:
 //
-//     #include <depthlab/depthlab_device.hpp>
+//     #include <depthlab/backend_free.hpp>
 //     #include <depthlab/backend/cuda/cuda.cuh>
 //     depthlab::nn::EncoderLayer<float, depthlab::backend::cuda> layer(cfg, gen);
 //
