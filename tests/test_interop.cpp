@@ -351,3 +351,367 @@ TEST_CASE("interop: gelu_erf is a config name") {
     CHECK(md.at("l.activation") == "gelu_erf");
     CHECK(dio::load_config<dnn::transformer_config>(md, "l.").act == dnn::activation::gelu_erf);
 }
+
+// ---------------------------------------------------------------- Hugging Face model folders
+// io::from_pretrained / io::save_pretrained (io/pretrained.hpp): config.json + model.safetensors.
+namespace {
+
+nlohmann::json pretrained_test_json(const std::string& path) {
+    std::ifstream in(path);
+    REQUIRE(in.good());
+    return nlohmann::json::parse(in);
+}
+/// A config's fields as io::save_config writes them (to compare two configs field by field).
+dio::metadata_map pretrained_test_fields(const dnn::albert_config& c) {
+    dio::metadata_map m;
+    dio::save_config(m, "", c);
+    return m;
+}
+doctest::Contains pretrained_test_has(const std::string& s) { return doctest::Contains(s.c_str()); }
+using pretrained_test_bert = dnn::Albert<float, depthlab::backend::cpu, dnn::untied>;
+
+}  // namespace
+
+TEST_CASE("interop: save_pretrained writes an HF folder that from_pretrained reads back bit for bit") {
+    interop_dir dir;
+    SUBCASE("tied ALBERT") {
+        auto cfg = fixture_albert();
+        cfg.layer.dropout = 0.1;
+        cfg.layer.attention_dropout = 0.05;
+        cfg.sop_dropout = 0.2;
+        cfg.layer.ln_eps = 1e-7;
+        dnn::Albert<float> model(cfg, 5);
+        dio::save_pretrained(model, dir.str());
+        CHECK(dir.listing() == std::vector<std::string>{"config.json", "model.safetensors"});
+        const nlohmann::json want = {{"model_type", "albert"},
+                                     {"architectures", nlohmann::json::array({"AlbertForPreTraining"})},
+                                     {"vocab_size", 23},
+                                     {"embedding_size", 8},
+                                     {"hidden_size", 16},
+                                     {"num_hidden_layers", 3},
+                                     {"num_hidden_groups", 1},
+                                     {"inner_group_num", 1},
+                                     {"num_attention_heads", 4},
+                                     {"intermediate_size", 32},
+                                     {"hidden_act", "gelu_new"},
+                                     {"hidden_dropout_prob", 0.1},
+                                     {"attention_probs_dropout_prob", 0.05},
+                                     {"classifier_dropout_prob", 0.2},
+                                     {"max_position_embeddings", 12},
+                                     {"type_vocab_size", 2},
+                                     {"layer_norm_eps", 1e-7},
+                                     {"initializer_range", 0.02},
+                                     {"position_embedding_type", "absolute"}};
+        CHECK(pretrained_test_json(dir.file("config.json")) == want);
+        const dio::pretrained_config pc = dio::read_pretrained_config(dir.str());
+        CHECK(pc.model_type == dio::hf_model::albert);
+        CHECK(pc.tied);
+        CHECK(pretrained_test_fields(pc.cfg) == pretrained_test_fields(cfg));
+        const dio::safetensors_file f(dir.file("model.safetensors"));
+        CHECK(f.contains("albert.encoder.albert_layer_groups.0.albert_layers.0.ffn.weight"));
+        CHECK(f.contains("sop_classifier.classifier.weight"));
+        CHECK_FALSE(f.contains("predictions.decoder.weight"));  // the tied copies are left out, as transformers' save_pretrained does
+        const auto back = dio::from_pretrained<dnn::Albert<float>>(dir.str(), 9);
+        CHECK(snapshot(*back) == snapshot(model));
+        CHECK(pretrained_test_fields(back->cfg) == pretrained_test_fields(cfg));
+        CHECK(back->mlm_norm->eps == 1e-5);  // AlbertMLMHead's LayerNorm (io/layouts.hpp)
+        // saving again over the folder replaces both files
+        dio::save_pretrained(*back, dir.str());
+        CHECK(dir.listing() == std::vector<std::string>{"config.json", "model.safetensors"});
+    }
+    SUBCASE("untied ALBERT (a layer group per layer), in double") {
+        auto cfg = fixture_albert();
+        cfg.layer.act = dnn::activation::gelu_erf;
+        using model_t = dnn::Albert<double, depthlab::backend::cpu, dnn::untied>;
+        model_t model(cfg, 5);
+        dio::save_pretrained(model, dir.str());
+        const auto j = pretrained_test_json(dir.file("config.json"));
+        CHECK(j.at("num_hidden_groups") == 3);
+        CHECK(j.at("inner_group_num") == 1);
+        CHECK(j.at("hidden_act") == "gelu");
+        CHECK(dio::safetensors_file(dir.file("model.safetensors")).entry("albert.encoder.albert_layer_groups.2.albert_layers.0.ffn.weight").dtype == "F64");
+        CHECK_FALSE(dio::read_pretrained_config(dir.str()).tied);
+        const auto back = dio::from_pretrained<model_t>(dir.str(), 9);
+        CHECK(snapshot(*back) == snapshot(model));
+        CHECK(pretrained_test_fields(back->cfg) == pretrained_test_fields(cfg));
+    }
+    SUBCASE("BERT (an untied Albert with embed == dim and an identity projection), ReLU; what BERT cannot hold") {
+        auto cfg = fixture_bert();
+        cfg.layer.act = dnn::activation::relu;
+        pretrained_test_bert model(cfg, 5);
+        // a random embedding projection has no place in BERT: nothing is written
+        CHECK_THROWS_WITH_AS(dio::save_pretrained(model, dir.str(), dio::hf_model::bert),
+                             doctest::Contains("'embeddings.projection.weight' must be the identity"), depthlab::usage_error);
+        CHECK_FALSE(fs::exists(dir.file("model.safetensors")));
+        CHECK_FALSE(fs::exists(dir.file("config.json")));
+        dio::load_parameters(state_dict("hf_bert"), model, dio::hf_bert_names(cfg));  // projection := identity
+        dio::save_pretrained(model, dir.str(), dio::hf_model::bert);
+        const nlohmann::json want = {{"model_type", "bert"},
+                                     {"architectures", nlohmann::json::array({"BertForPreTraining"})},
+                                     {"vocab_size", 23},
+                                     {"hidden_size", 16},
+                                     {"num_hidden_layers", 2},
+                                     {"num_attention_heads", 4},
+                                     {"intermediate_size", 32},
+                                     {"hidden_act", "relu"},
+                                     {"hidden_dropout_prob", 0.0},
+                                     {"attention_probs_dropout_prob", 0.0},
+                                     {"max_position_embeddings", 12},
+                                     {"type_vocab_size", 2},
+                                     {"layer_norm_eps", 1e-12},
+                                     {"initializer_range", 0.02},
+                                     {"position_embedding_type", "absolute"}};
+        CHECK(pretrained_test_json(dir.file("config.json")) == want);
+        const dio::safetensors_file f(dir.file("model.safetensors"));
+        CHECK(f.contains("bert.encoder.layer.1.output.LayerNorm.weight"));
+        CHECK(f.contains("cls.seq_relationship.weight"));
+        CHECK_FALSE(f.contains("cls.predictions.decoder.weight"));
+        CHECK(dio::read_pretrained_config(dir.str()).model_type == dio::hf_model::bert);
+        const auto back = dio::from_pretrained<pretrained_test_bert>(dir.str(), 9);
+        CHECK(snapshot(*back) == snapshot(model));
+        CHECK(pretrained_test_fields(back->cfg) == pretrained_test_fields(cfg));
+        CHECK(back->mlm_norm->eps == 1e-12);  // BERT's MLM transform uses layer_norm_eps
+
+        const std::string other = dir.file("other");
+        dnn::Albert<float> tied(cfg, 5);
+        CHECK_THROWS_WITH_AS(dio::save_pretrained(tied, other, dio::hf_model::bert), doctest::Contains("save an nn::Albert<T, B, nn::untied> as bert"),
+                             depthlab::usage_error);
+        pretrained_test_bert factorised(fixture_albert(), 5);
+        CHECK_THROWS_WITH_AS(dio::save_pretrained(factorised, other, dio::hf_model::bert), doctest::Contains("embed 8 must equal dim 16"),
+                             depthlab::usage_error);
+        model.cfg.sop_dropout = 0.1;
+        CHECK_THROWS_WITH_AS(dio::save_pretrained(model, other, dio::hf_model::bert), doctest::Contains("sop_dropout 0.1 has no config.json key"),
+                             depthlab::usage_error);
+        auto pre_cfg = cfg;
+        pre_cfg.layer.norm_first = true;
+        pretrained_test_bert pre_ln(pre_cfg, 5);
+        CHECK_THROWS_WITH_AS(dio::save_pretrained(pre_ln, other), doctest::Contains("are post-LN"), depthlab::usage_error);
+        CHECK_FALSE(fs::exists(other));
+    }
+}
+
+TEST_CASE("interop: from_pretrained reads a config.json as transformers writes it, its other keys ignored") {
+    interop_dir dir;
+    SUBCASE("ALBERT") {
+        const auto cfg = fixture_albert();
+        dnn::Albert<float> model(cfg, 5);
+        dio::save_pretrained(model, dir.str());
+        // AlbertConfig as transformers 4.x writes it: sorted keys, integer zeros for the dropouts
+        // (as albert-base-v2's config.json has them), and keys depthlab has no use for.
+        dio::write_file_atomically(dir.file("config.json"), R"({
+  "_name_or_path": "albert-tiny",
+  "architectures": [
+    "AlbertForPreTraining"
+  ],
+  "attention_probs_dropout_prob": 0,
+  "bos_token_id": 2,
+  "classifier_dropout_prob": 0.1,
+  "down_scale_factor": 1,
+  "embedding_size": 8,
+  "eos_token_id": 3,
+  "gap_size": 0,
+  "hidden_act": "gelu_new",
+  "hidden_dropout_prob": 0,
+  "hidden_size": 16,
+  "initializer_range": 0.02,
+  "inner_group_num": 1,
+  "intermediate_size": 32,
+  "layer_norm_eps": 1e-12,
+  "max_position_embeddings": 12,
+  "model_type": "albert",
+  "net_structure_type": 0,
+  "num_attention_heads": 4,
+  "num_hidden_groups": 1,
+  "num_hidden_layers": 3,
+  "num_memory_blocks": 0,
+  "pad_token_id": 0,
+  "position_embedding_type": "absolute",
+  "torch_dtype": "float32",
+  "transformers_version": "4.30.2",
+  "type_vocab_size": 2,
+  "vocab_size": 23
+}
+)");
+        const auto back = dio::from_pretrained<dnn::Albert<float>>(dir.str());
+        CHECK(snapshot(*back) == snapshot(model));
+        auto want = cfg;
+        want.sop_dropout = 0.1;
+        CHECK(pretrained_test_fields(back->cfg) == pretrained_test_fields(want));
+    }
+    SUBCASE("BERT: a BertModel's tensors under the 'bert.' prefix (no heads: the model's keep their fresh values)") {
+        const auto cfg = fixture_bert();
+        pretrained_test_bert model(cfg, 5);
+        dio::load_parameters(state_dict("hf_bert"), model, dio::hf_bert_names(cfg));
+        dio::save_parameters(dir.file("model.safetensors"), model, dio::hf_bert_names(cfg, {.prefix = "bert."}));
+        dio::write_file_atomically(dir.file("config.json"), R"({
+  "architectures": ["BertModel"],
+  "attention_probs_dropout_prob": 0.0,
+  "classifier_dropout": null,
+  "gradient_checkpointing": false,
+  "hidden_act": "gelu",
+  "hidden_dropout_prob": 0.0,
+  "hidden_size": 16,
+  "initializer_range": 0.02,
+  "intermediate_size": 32,
+  "layer_norm_eps": 1e-12,
+  "max_position_embeddings": 12,
+  "model_type": "bert",
+  "num_attention_heads": 4,
+  "num_hidden_layers": 2,
+  "pad_token_id": 0,
+  "position_embedding_type": "absolute",
+  "torch_dtype": "float32",
+  "transformers_version": "4.30.2",
+  "type_vocab_size": 2,
+  "use_cache": true,
+  "vocab_size": 23
+}
+)");
+        const auto back = dio::from_pretrained<pretrained_test_bert>(dir.str(), 5);  // seed 5: the same fresh heads as `model`'s
+        CHECK(snapshot(*back) == snapshot(model));
+        CHECK(pretrained_test_fields(back->cfg) == pretrained_test_fields(cfg));
+    }
+}
+
+TEST_CASE("interop: from_pretrained's errors name the file and the key") {
+    interop_dir dir;
+    using tied_albert = dnn::Albert<float>;
+    const tied_albert model(fixture_albert(), 5);
+    dio::save_pretrained(model, dir.str());
+    const std::string config = dir.file("config.json"), weights = dir.file("model.safetensors");
+    const nlohmann::json good = pretrained_test_json(config);
+    const auto write = [&](const nlohmann::json& j) { dio::write_file_atomically(config, j.dump(2)); };
+    const auto with = [&](const char* key, const nlohmann::json& value) {
+        nlohmann::json j = good;
+        j[key] = value;
+        write(j);
+    };
+    const auto load = [&] { (void)dio::from_pretrained<tied_albert>(dir.str()); };
+    const std::string in_config = "pretrained config " + config + ": ";
+
+    SUBCASE("no folder, no config.json") {
+        const std::string nowhere = dir.file("nowhere");
+        CHECK_THROWS_WITH_AS((void)dio::from_pretrained<tied_albert>(nowhere),
+                             pretrained_test_has(dir.file("nowhere/config.json") + ": the folder " + nowhere + " does not exist"), depthlab::io_error);
+        fs::remove(config);
+        CHECK_THROWS_WITH_AS(load(), pretrained_test_has(in_config + "cannot open: No such file or directory"), depthlab::io_error);
+        CHECK_THROWS_WITH_AS(dio::read_pretrained_config(dir.str()), pretrained_test_has(in_config + "cannot open"), depthlab::io_error);
+    }
+    SUBCASE("malformed JSON, not an object") {
+        dio::write_file_atomically(config, "{\"model_type\": \"albert\",");
+        CHECK_THROWS_WITH_AS(load(), pretrained_test_has(in_config + "malformed JSON: "), depthlab::io_error);
+        dio::write_file_atomically(config, "[1, 2]");
+        CHECK_THROWS_WITH_AS(load(), pretrained_test_has(in_config + "a JSON array, not an object"), depthlab::io_error);
+    }
+    SUBCASE("a missing key") {
+        nlohmann::json j = good;
+        j.erase("hidden_size");
+        write(j);
+        CHECK_THROWS_WITH_AS(load(), pretrained_test_has(in_config + "no key 'hidden_size' (an ALBERT config needs it)"), depthlab::io_error);
+        j = good;
+        j.erase("model_type");
+        write(j);
+        CHECK_THROWS_WITH_AS(load(), pretrained_test_has(in_config + "no key 'model_type'"), depthlab::io_error);
+    }
+    SUBCASE("a key of the wrong type or out of range") {
+        with("hidden_size", "16");
+        CHECK_THROWS_WITH_AS(load(), pretrained_test_has(in_config + "'hidden_size' is \"16\", not an integer"), depthlab::io_error);
+        with("layer_norm_eps", "1e-12");
+        CHECK_THROWS_WITH_AS(load(), pretrained_test_has(in_config + "'layer_norm_eps' is \"1e-12\", not a number"), depthlab::io_error);
+        with("vocab_size", -3);
+        CHECK_THROWS_WITH_AS(load(), pretrained_test_has(in_config + "'vocab_size' = -3 is not a size"), depthlab::io_error);
+        with("hidden_dropout_prob", 1.5);
+        CHECK_THROWS_WITH_AS(load(), pretrained_test_has(in_config + "'hidden_dropout_prob' = 1.5 is not a dropout probability"), depthlab::io_error);
+        with("num_attention_heads", 5);
+        CHECK_THROWS_WITH_AS(load(), pretrained_test_has(in_config + "'hidden_size' = 16 is not divisible by 'num_attention_heads' = 5"),
+                             depthlab::io_error);
+    }
+    SUBCASE("unsupported values") {
+        with("hidden_act", "swish");
+        CHECK_THROWS_WITH_AS(load(), pretrained_test_has(in_config + "'hidden_act' = \"swish\" is not supported"), depthlab::io_error);
+        with("model_type", "gpt2");
+        CHECK_THROWS_WITH_AS(load(), pretrained_test_has(in_config + "'model_type' = \"gpt2\" is not supported"), depthlab::io_error);
+        with("num_hidden_groups", 2);
+        CHECK_THROWS_WITH_AS(load(), pretrained_test_has(in_config + "'num_hidden_groups' = 2 with 'num_hidden_layers' = 3 is not supported"),
+                             depthlab::io_error);
+        with("inner_group_num", 2);
+        CHECK_THROWS_WITH_AS(load(), pretrained_test_has(in_config + "'inner_group_num' = 2 is not supported"), depthlab::io_error);
+        with("position_embedding_type", "relative_key");
+        CHECK_THROWS_WITH_AS(load(), pretrained_test_has(in_config + "'position_embedding_type' = \"relative_key\" is not supported"),
+                             depthlab::io_error);
+    }
+    SUBCASE("a folder whose model is not Model") {
+        CHECK_THROWS_WITH_AS((void)dio::from_pretrained<pretrained_test_bert>(dir.str()),
+                             pretrained_test_has("from_pretrained " + config + ": 'num_hidden_groups' = 1 with 'num_hidden_layers' = 3 is a tied ALBERT"),
+                             depthlab::io_error);
+        CHECK_THROWS_WITH_AS((void)dio::from_pretrained<pretrained_test_bert>(dir.str()),
+                             doctest::Contains("load it into nn::Albert<T, B, nn::tied>, not nn::Albert<T, B, nn::untied>"), depthlab::io_error);
+        with("model_type", "bert");
+        CHECK_THROWS_WITH_AS(load(), pretrained_test_has("from_pretrained " + config + ": 'model_type' \"bert\" has a layer per position"),
+                             depthlab::io_error);
+    }
+    SUBCASE("sizes that do not match the weights") {
+        with("vocab_size", 30);
+        CHECK_THROWS_WITH_AS(load(),
+                             pretrained_test_has(config + "'s 'vocab_size' = 30 and 'embedding_size' = 8 give tensor "
+                                                          "'albert.embeddings.word_embeddings.weight' the shape (30, 8), but " + weights + " has (23, 8)"),
+                             depthlab::io_error);
+        with("intermediate_size", 64);
+        CHECK_THROWS_WITH_AS(load(),
+                             pretrained_test_has("'intermediate_size' = 64 and 'hidden_size' = 16 give tensor "
+                                                 "'albert.encoder.albert_layer_groups.0.albert_layers.0.ffn.weight' the shape (64, 16)"),
+                             depthlab::io_error);
+    }
+    SUBCASE("no model.safetensors; pytorch_model.bin instead; an AlbertForMaskedLM file") {
+        rewrite(weights, dir.file("masked"), {"sop_classifier.classifier.weight", "sop_classifier.classifier.bias"});
+        fs::remove(weights);
+        CHECK_THROWS_WITH_AS(load(), pretrained_test_has("checkpoint " + weights + ": cannot open"), depthlab::io_error);
+        dio::write_file_atomically(dir.file("pytorch_model.bin"), "not read");
+        CHECK_THROWS_WITH_AS(load(), pretrained_test_has(weights + ": no such file; the folder holds pytorch_model.bin"), depthlab::io_error);
+        fs::rename(dir.file("masked"), weights);
+        CHECK_THROWS_WITH_AS(load(), pretrained_test_has(weights + ": the file has the MLM head ('predictions.bias') but no sentence-order head"),
+                             depthlab::io_error);
+    }
+}
+
+// tests/fixtures/interop/hf_albert.config.json and hf_bert.config.json are written by hand, not by
+// transformers (which cannot be installed here): their sizes are those make.py builds the modules
+// with (the Config(...) calls in its main(), documented at its top), every other key as
+// transformers 4.x's AlbertConfig / BertConfig write them, with their default values (the
+// fixtures' outputs are computed in eval mode, so the dropouts do not enter them).
+TEST_CASE("interop: from_pretrained reads the PyTorch-written HF fixtures with a config.json, and matches torch") {
+    interop_dir dir;
+    const auto folder = [&](const std::string& name) {
+        const std::string d = dir.file(name);
+        fs::create_directories(d);
+        fs::copy_file(state_dict(name), d + "/model.safetensors");
+        fs::copy_file(std::string(DEPTHLAB_FIXTURE_DIR) + "/interop/" + name + ".config.json", d + "/config.json");
+        return d;
+    };
+    const std::string albert_dir = folder("hf_albert"), bert_dir = folder("hf_bert");
+    auto albert_cfg = fixture_albert();
+    albert_cfg.sop_dropout = 0.1;  // AlbertConfig's classifier_dropout_prob
+    auto bert_cfg = fixture_bert();
+    bert_cfg.layer.dropout = bert_cfg.layer.attention_dropout = 0.1;  // BertConfig's
+    depthlab_test::run_case("interop/hf_albert", [&]<class T, class B>(Run<T, B>& r) {
+        const auto model = dio::from_pretrained<dnn::Albert<T, B>>(albert_dir);  // AlbertForPreTraining: heads included
+        CHECK(pretrained_test_fields(model->cfg) == pretrained_test_fields(albert_cfg));
+        model->eval();
+        const auto h = model->encode(batch_of(r, "ids", "lengths", "segments"));
+        r.check("hidden", h.value());
+        r.check("pooled", pooled(h, *model->pooler).value());
+        const auto& s = h.shape();
+        std::vector<std::int64_t> all;
+        for (index_t i = 0; i < s[0] * s[1]; ++i) all.push_back(i);
+        r.check("mlm", model->mlm_logits(h, all).value().reshape({s[0], s[1], albert_cfg.vocab}));
+        r.check("sop", model->sop_logits(h).value());
+    }, true);
+    depthlab_test::run_case("interop/hf_bert", [&]<class T, class B>(Run<T, B>& r) {
+        const auto model = dio::from_pretrained<dnn::Albert<T, B, dnn::untied>>(bert_dir);  // BertModel: no prefix, no heads
+        CHECK(pretrained_test_fields(model->cfg) == pretrained_test_fields(bert_cfg));
+        model->eval();
+        const auto h = model->encode(batch_of(r, "ids", "lengths", "segments"));
+        r.check("hidden", h.value());
+        r.check("pooled", pooled(h, *model->pooler).value());
+    }, true);
+}

@@ -14,6 +14,7 @@
 #include "depthlab/io/config.hpp"
 #include "depthlab/io/name_map.hpp"
 #include "depthlab/io/layouts.hpp"
+#include "depthlab/io/pretrained.hpp"
 #include "depthlab/train/checkpointer.hpp"
 #include "depthlab/train/trainer.hpp"
 #include "depthlab/data/albert_data.hpp"

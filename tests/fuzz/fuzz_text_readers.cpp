@@ -1,17 +1,20 @@
 // libFuzzer harness: the plain-text readers of training data on arbitrary bytes — the id
 // corpus (ALBERT pretraining), sentencepiece .vocab files, id lines, and aligned translation
 // files (the input split in two at the first NUL byte), and the tagged Brown corpus with its
-// documents.tsv, through the probing tasks built from it.
+// documents.tsv, through the probing tasks built from it; and a Hugging Face config.json
+// (the first part) read by io::read_pretrained_config.
 #include <depthlab/data/albert_data.hpp>
 #include <depthlab/data/probing.hpp>
 #include <depthlab/data/translation.hpp>
+#include <depthlab/io/pretrained.hpp>
 
 #include "fuzz_input.hpp"
 
 using namespace depthlab;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-    static const std::string a = fuzz::scratch_path("text_a"), b = fuzz::scratch_path("text_b");
+    static const std::string a = fuzz::scratch_path("text_a"), b = fuzz::scratch_path("text_b"),
+                             folder = fuzz::scratch_path("hf_folder");
     const std::string_view in(reinterpret_cast<const char*>(data), size);
     const auto [first, second] = fuzz::split_once(in, std::string_view("\0", 1));
     fuzz::write_file(a, first);
@@ -50,6 +53,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             for (const auto* split : {&t.train, &t.dev, &t.test})
                 for (const auto& e : *split)
                     if (e.label < 0 || e.label >= static_cast<std::int64_t>(t.classes.size())) fuzz::fail("make_probing_tasks: a label out of range");
+    } catch (const depthlab::error&) {
+    }
+    try {
+        std::filesystem::create_directories(folder);
+        fuzz::write_file(folder + "/config.json", first);
+        const io::pretrained_config c = io::read_pretrained_config(folder);
+        if (c.cfg.vocab <= 0 || c.cfg.layer.dim <= 0 || c.cfg.depth <= 0) fuzz::fail("read_pretrained_config: a size that is not positive");
     } catch (const depthlab::error&) {
     }
     return 0;
