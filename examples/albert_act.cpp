@@ -206,6 +206,10 @@ int main(int argc, char** argv) {
     examples::cli args("albert_act", "Pretrain an ACT-ALBERT on the English corpora and measure per-token depth.");
     add_options(args, o);
     args.parse(argc, argv);
+    if (o.schedule_by_time && !(o.max_minutes > 0)) {
+        std::fprintf(stderr, "albert_act: --schedule-by-time needs --max-minutes > 0 (the budget the schedule follows)\n");
+        return 2;
+    }
     dist::communicator& comm = examples::join("albert_act", o.distributed);
     if (comm.is_root()) args.save_config(o.out);
 

@@ -20,7 +20,7 @@ struct options {
     int steps = 600, hidden = 64, batch = 256;
     float lr = 0.3f;
     std::uint64_t seed = 1;
-    std::string device = "cpu", out = "runs/demo";
+    std::string device = "cpu", out = "runs/spirals";
 };
 
 /// The job on backend B: parameters, activations and the SGD update live there.

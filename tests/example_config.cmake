@@ -5,8 +5,9 @@
 # * Bad configs: an unknown key, a value of the wrong type, out of range or not finite, and a
 #   missing file each stop the program with exit code 2 and one line naming the key (or the
 #   file), before anything is written.
-# * The other training example (train_tiny) writes a config that repeats its run too.
-#   cmake -DEXE=<albert_act> -DTINY=<train_tiny> -DDATA=<tests/fixtures/albert_tiny> -DWORK=<dir> -P example_config.cmake
+# * The other training example (train_tiny) writes a config that repeats its run too, and a
+#   list option (component_value --rewind-k) and a flag set to true round-trip through TOML.
+#   cmake -DEXE=<albert_act> -DTINY=<train_tiny> [-DCV=<component_value>] -DDATA=<tests/fixtures/albert_tiny> -DWORK=<dir> -P example_config.cmake
 file(REMOVE_RECURSE "${WORK}")
 file(MAKE_DIRECTORY "${WORK}")
 set(common --data "${DATA}" --steps 3 --batch 4 --seq-len 32 --hidden 32 --heads 2 --ff 64 --embed 16 --eval-every 0
@@ -58,34 +59,71 @@ if(NOT z_config MATCHES "\nsteps = 2\n" OR NOT z_config MATCHES "\nmask-prob = 0
   message(FATAL_ERROR "z/config.toml should hold the override and the file's other values:\n${z_config}")
 endif()
 
-# ---- bad configs: exit 2, one line naming the key, nothing written
-foreach(bad "lrx = 0.1|lrx" "lr = \"fast\"|lr" "lr = nan|lr" "mask-prob = 2.0|mask-prob" "steps = 1.5|steps"
-            "policy = \"halt\"|policy" "max-minutes = inf|max-minutes")
+# ---- bad configs: exit 2, one line naming the key, nothing written. Each file is the good
+# config with the line under test in place of that key's own (every other key stays, so the
+# run would train if the bad line were accepted); the files are numbered, so that a message
+# naming the file cannot pass for one naming the key.
+set(n 0)
+foreach(bad "lrx = 0.1|unknown key 'lrx'" "lr = \"fast\"|--lr:" "lr = nan|--lr:" "mask-prob = 2.0|--mask-prob:" "steps = 1.5|--steps:"
+            "policy = \"halt\"|--policy:" "max-minutes = inf|--max-minutes:")
+  math(EXPR n "${n} + 1")
   string(REPLACE "|" ";" parts "${bad}")
   list(GET parts 0 line)
-  list(GET parts 1 key)
-  string(MAKE_C_IDENTIFIER "${key}_${line}" tag)
-  # (the original's lines for the keys under test are taken out, so each key appears once)
-  set(base "${x_config}")
-  foreach(original "lr = 0.00123456789" "mask-prob = 0.2" "steps = 3" "policy = \"act_graves\"" "max-minutes = 0.0")
-    string(REPLACE "\n${original}\n" "\n" base "${base}")
-  endforeach()
-  file(WRITE "${WORK}/bad_${tag}.toml" "${base}\n${line}\n")
-  execute_process(COMMAND "${EXE}" --config "${WORK}/bad_${tag}.toml" --out "${WORK}/bad_${tag}"
+  list(GET parts 1 expected)
+  string(REGEX REPLACE " = .*" "" key "${line}")
+  string(REGEX REPLACE "\n${key} = [^\n]*\n" "\n" base "${x_config}")
+  file(WRITE "${WORK}/bad${n}.toml" "${base}\n${line}\n")
+  execute_process(COMMAND "${EXE}" --config "${WORK}/bad${n}.toml" --out "${WORK}/bad${n}"
                   OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
   string(REGEX MATCHALL "\n" newlines "${err}")
   list(LENGTH newlines lines)
-  if(NOT rc EQUAL 2 OR NOT err MATCHES "${key}" OR NOT lines EQUAL 1 OR out MATCHES "step ")
-    message(FATAL_ERROR "config line '${line}': expected exit code 2 and one line naming '${key}', got rc ${rc}:\n${out}\n${err}")
+  string(FIND "${err}" "${expected}" at)
+  if(NOT rc EQUAL 2 OR at EQUAL -1 OR NOT lines EQUAL 1 OR out MATCHES "step ")
+    message(FATAL_ERROR "config line '${line}': expected exit code 2 and one line with \"${expected}\", got rc ${rc}:\n${out}\n${err}")
   endif()
-  if(EXISTS "${WORK}/bad_${tag}")
-    message(FATAL_ERROR "config line '${line}': wrote ${WORK}/bad_${tag} although the config was rejected")
+  if(EXISTS "${WORK}/bad${n}")
+    message(FATAL_ERROR "config line '${line}': wrote ${WORK}/bad${n} although the config was rejected")
   endif()
 endforeach()
-execute_process(COMMAND "${EXE}" --config "${WORK}/missing.toml" --out "${WORK}/missing"
-                OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
-if(NOT rc EQUAL 2 OR NOT err MATCHES "missing.toml" OR EXISTS "${WORK}/missing")
-  message(FATAL_ERROR "--config of a missing file: expected exit code 2 naming the file, got rc ${rc}:\n${out}\n${err}")
+# the control: the same file with a good value trains (so the cases above fail for their line)
+string(REGEX REPLACE "\nlr = [^\n]*\n" "\n" base "${x_config}")
+file(WRITE "${WORK}/good.toml" "${base}\nlr = 0.002\n")
+run_ok("albert_act --config good.toml" "${EXE}" --config "${WORK}/good.toml" --out "${WORK}/good")
+if(NOT out MATCHES "step 3/3")
+  message(FATAL_ERROR "the control config did not train:\n${out}")
+endif()
+
+# ---- component_value (when built): a deprecated name still works, with a warning, and the
+# saved config holds the current name; a list and a flag set to true round-trip. (No data
+# folder: the run stops at the data with its own error, after writing the config.)
+if(CV)
+  execute_process(COMMAND "${CV}" --data "${WORK}/no-data" --max-train-minutes 1.5 --rewind-k 0,3 --skip-analyses --out "${WORK}/cv_a"
+                  OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+  if(NOT err MATCHES "--max-train-minutes is deprecated, use --max-minutes" OR NOT EXISTS "${WORK}/cv_a/config.toml")
+    message(FATAL_ERROR "component_value --max-train-minutes: expected a deprecation warning and a saved config (rc ${rc}):\n${err}")
+  endif()
+  file(READ "${WORK}/cv_a/config.toml" a_config)
+  foreach(line "max-minutes = 1.5" "rewind-k = [0, 3]" "skip-analyses = true")
+    string(FIND "${a_config}" "\n${line}\n" at)
+    if(at EQUAL -1)
+      message(FATAL_ERROR "component_value's config.toml lacks '${line}':\n${a_config}")
+    endif()
+  endforeach()
+  if(a_config MATCHES "max-train-minutes")
+    message(FATAL_ERROR "the deprecated name reached the saved config:\n${a_config}")
+  endif()
+  execute_process(COMMAND "${CV}" --config "${WORK}/cv_a/config.toml" --out "${WORK}/cv_b" OUTPUT_QUIET ERROR_QUIET)
+  file(READ "${WORK}/cv_b/config.toml" b_config)
+  string(REPLACE "${WORK}/cv_a" "OUT" a_norm "${a_config}")
+  string(REPLACE "${WORK}/cv_b" "OUT" b_norm "${b_config}")
+  if(NOT a_norm STREQUAL b_norm)
+    message(FATAL_ERROR "component_value: a list or a flag did not round-trip:\n${a_config}\n---\n${b_config}")
+  endif()
+  execute_process(COMMAND "${CV}" --max-minutes 1 --max-train-minutes 2 --out "${WORK}/cv_both"
+                  OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 2 OR EXISTS "${WORK}/cv_both")
+    message(FATAL_ERROR "--max-minutes with its old name --max-train-minutes: expected exit code 2 (rc ${rc}):\n${err}")
+  endif()
 endif()
 
 # ---- train_tiny repeats its run from its config too

@@ -146,8 +146,8 @@ TEST_CASE("study: ranking with ties, unclipped drops, type x layer grids") {
 
     const auto g = analysis::by_type_and_layer(analysis::values_of(c));
     CHECK(g.layers == std::vector<std::string>{"0", "1"});  // layers count from 0, as in the CSVs
-    CHECK(g.values[0][0] == 1.0);                      // E:SA, layer 1
-    CHECK(g.values[4][1] == 0.0);                      // D:FF, layer 2
+    CHECK(g.values[0][0] == 1.0);                      // E:SA, layer 0
+    CHECK(g.values[4][1] == 0.0);                      // D:FF, layer 1
     CHECK(std::isnan(g.values[2][0]));                 // D:SA: no module
     CHECK(g.max() == 1.0);
     CHECK(analysis::group_mean(analysis::values_of(c), [](const std::string& t, int) { return t == "D:FF"; }) == doctest::Approx(1.0 / 6));
@@ -160,7 +160,7 @@ TEST_CASE("study: the paper's findings say 'tied' when the compared means are eq
         for (int l = 0; l < 2; ++l) v.entries.push_back({std::string(t) + std::to_string(l), t, l, 1.0});
     for (const char* t : {"D:SA", "D:EA", "D:FF"})
         for (int l = 0; l < 2; ++l) v.entries.push_back({std::string(t) + std::to_string(l), t, l, 1.0});
-    v.entries[4].value = 0.5;  // D:SA layer 1: D:SA is the lowest type, alone
+    v.entries[4].value = 0.5;  // D:SA layer 0: D:SA is the lowest type, alone
     const auto f = analysis::wang_tu_findings(v, 2, 2);
     REQUIRE(f.size() == 5);
     CHECK(f[0].result == analysis::verdict::holds);  // D:SA least important
@@ -198,6 +198,7 @@ TEST_CASE("study: the paper's pruning and rewinding findings, with the numbers b
     CHECK(f[3].ours == "k = 2: 30.00, k = 3: 29.00 against the baseline 30.00");
     // without the numbers: n/a, saying what is missing
     const auto none = analysis::pruning_findings({}, {}, {}, 30.0, "BLEU");
+    REQUIRE(none.size() == 4);
     for (const auto& x : none) CHECK(x.result == analysis::verdict::no_data);
     CHECK(none[2].ours.find("--shallow-checkpoint") != std::string::npos);
 }

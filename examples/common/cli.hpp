@@ -36,10 +36,11 @@
 
 namespace examples {
 
-/// Options a saved config leaves out (written as comments): where a run writes and whether it
-/// continues an earlier one describe this invocation, not what the run computes — a config
-/// that carried --out would send a repeat's outputs over the original's.
-inline bool describes_invocation(const std::string& name) { return name == "out" || name == "resume"; }
+/// Options a saved config leaves out (written as comments): where a run writes, whether it
+/// continues an earlier one and how it was launched describe this invocation, not what the
+/// run computes — a config that carried --out would send a repeat's outputs over the
+/// original's.
+inline bool describes_invocation(const std::string& name) { return name == "out" || name == "resume" || name == "distributed"; }
 
 class cli {
 public:
@@ -63,12 +64,12 @@ public:
         using element = typename element_of<V>::type;
         if constexpr (std::is_floating_point_v<element>) last_->check(finite());
         else if constexpr (std::is_integral_v<element> && !std::is_same_v<element, bool>) last_->check(whole_number());
-        saved_.push_back({name, section_, [&target] { return toml_value(target); }});
+        saved_.push_back({name, section_, [&target] { return toml_value(target); }, [opt = last_] { return opt->count() == 0; }});
         return *this;
     }
     cli& flag(const std::string& name, bool& target, const std::string& help) {
         last_ = app_.add_flag("--" + name, target, help)->group(section_);
-        saved_.push_back({name, section_, [&target] { return toml_value(target); }});
+        saved_.push_back({name, section_, [&target] { return toml_value(target); }, [opt = last_] { return opt->count() == 0; }});
         return *this;
     }
     /// A former name of an option declared before: still accepted, with a warning naming the
@@ -76,12 +77,14 @@ public:
     /// apply to it (repeat the option's own).
     template <class V>
     cli& deprecated_alias(const std::string& old_name, const std::string& name, V& target) {
-        last_ = app_.add_option("--" + old_name, target)->group("");
-        if constexpr (std::is_floating_point_v<V>) last_->check(finite());
-        else if constexpr (std::is_integral_v<V>) last_->check(whole_number());
+        CLI::Option* current = app_.get_option("--" + name);
+        last_ = app_.add_option("--" + old_name, target)->group("")->excludes(current);
+        using element = typename element_of<V>::type;
+        if constexpr (std::is_floating_point_v<element>) last_->check(finite());
+        else if constexpr (std::is_integral_v<element> && !std::is_same_v<element, bool>) last_->check(whole_number());
         last_->each([program = program_, old_name, name](const std::string&) {
-                std::fprintf(stderr, "%s: warning: --%s is deprecated, use --%s\n", program.c_str(), old_name.c_str(), name.c_str());
-            });
+            std::fprintf(stderr, "%s: warning: --%s is deprecated, use --%s\n", program.c_str(), old_name.c_str(), name.c_str());
+        });
         return *this;
     }
     /// The last option's value must be > 0.
@@ -137,22 +140,29 @@ public:
         std::string text = "# " + program_ + ": the resolved options of a run (" + program_ +
                            " --config THIS_FILE --out DIR repeats it; flags override it)\n";
         std::string section = "\n";
+        std::string unwritable;
         for (const saved_option& s : saved_) {
             if (s.section != section) {
                 section = s.section;
                 text += "\n# ---- " + (section.empty() ? std::string("options") : section) + "\n";
             }
             const std::string value = s.value();
-            if (value.empty()) text += "# " + s.name + ": its default (no value to write)\n";
+            if (value.empty() && !s.value_is_default()) unwritable += " --" + s.name;
+            if (value.empty()) text += "# " + s.name + ": not written (its default, or a value a config cannot hold)\n";
             else if (describes_invocation(s.name)) text += "# " + s.name + " = " + value + "  (not applied from a config)\n";
             else text += s.name + " = " + value + "\n";
         }
+        if (!unwritable.empty())
+            std::fprintf(stderr, "%s: warning: the saved config cannot hold the value of%s (a '#', a line break or both quote kinds); "
+                                 "give it on the command line when repeating the run\n",
+                         program_.c_str(), unwritable.c_str());
         return text;
     }
     /// Writes config_text() to <dir>/config.toml (creating dir), atomically, before the run
     /// starts. A different config.toml already there (a run resumed with other flags) is kept
     /// as config.previous.toml. An error is one line naming the path, exit 2.
     void save_config(const std::string& dir) const {
+        if (dir.empty()) return;  // no output folder: nothing is written
         const std::string path = dir + "/config.toml", text = config_text();
         try {
             std::filesystem::create_directories(dir);
@@ -186,15 +196,17 @@ private:
     struct saved_option {
         std::string name, section;
         std::function<std::string()> value;  // "" when there is nothing a config can hold (NaN: "the default")
+        std::function<bool()> value_is_default;
     };
 
+    /// A string as CLI11's config reader reads it back: quoted, with no escapes (it removes the
+    /// quotes and keeps what is between them). "" when no quoting carries it: a '#' (a
+    /// comment to the reader), a line break, both quote characters, or a final backslash.
     static std::string toml_value(const std::string& v) {
-        std::string out = "\"";
-        for (const char c : v) {
-            if (c == '"' || c == '\\') out += '\\';
-            out += c;
-        }
-        return out + "\"";
+        if (v.find_first_of("#\n\r") != std::string::npos || (!v.empty() && v.back() == '\\')) return {};
+        if (v.find('"') == std::string::npos) return "\"" + v + "\"";
+        if (v.find('\'') == std::string::npos) return "'" + v + "'";
+        return {};
     }
     static std::string toml_value(bool v) { return v ? "true" : "false"; }
     template <class N>

@@ -7,7 +7,7 @@
 // One include for everything on the host: the device-agnostic library, the CPU backends
 // (backend::cpu and backend::host_device), and the host-side data pipelines, checkpoints
 // and reports. (CUDA: depthlab/backend/cuda/cuda.hpp, linking depthlab::cuda; see docs/devices.md.)
-// ---- begin depthlab/depthlab_device.hpp ----
+// ---- begin depthlab/backend_free.hpp ----
 // The device-agnostic part of depthlab: tensors, autodiff, layers, models, optimisers,
 // adaptive depth, the component analyses, metrics, progress lines. None of it reaches
 // memory except through memory<B> and primitives<B>, and none of it includes a backend:
@@ -70,14 +70,17 @@ template <class... A>
     } while (0)
 // ---- end depthlab/core/error.hpp ----
 // ---- begin depthlab/core/portable.hpp ----
-// DEPTHLAB_HD marks an inline function that both the host compiler and nvcc compile
+// DEPTHLAB_HOST_AND_GPU marks an inline function that both the host compiler and nvcc compile
 // (__host__ __device__ under nvcc): math that is the same on the CPU and the GPU is written
-// once, and the CPU tests cover the code the CUDA kernels run.
+// once, and the CPU tests cover the code the CUDA kernels run. (It has nothing to do with
+// backend::host_device, the counting host backend.)
 #if defined(__CUDACC__)
-#define DEPTHLAB_HD __host__ __device__
+#define DEPTHLAB_HOST_AND_GPU __host__ __device__
 #else
-#define DEPTHLAB_HD
+#define DEPTHLAB_HOST_AND_GPU
 #endif
+/// Deprecated: the former name of DEPTHLAB_HOST_AND_GPU, kept for one release.
+#define DEPTHLAB_HD DEPTHLAB_HOST_AND_GPU
 // ---- end depthlab/core/portable.hpp ----
 // ---- begin depthlab/core/shape.hpp ----
 // Shape: a small fixed-capacity list of extents (rank <= 8). Row-major ("C") strides.
@@ -192,7 +195,7 @@ namespace depthlab {
 namespace detail {
 /// Philox4x32-10 on a counter c with key (k0, k1), in place: one function for the host and
 /// for device kernels (dropout masks drawn on a GPU equal the CPU's).
-DEPTHLAB_HD inline void philox4x32_10_inplace(std::uint32_t* c, std::uint32_t k0, std::uint32_t k1) {
+DEPTHLAB_HOST_AND_GPU inline void philox4x32_10_inplace(std::uint32_t* c, std::uint32_t k0, std::uint32_t k1) {
     constexpr std::uint32_t m0 = 0xD2511F53u, m1 = 0xCD9E8D57u, w0 = 0x9E3779B9u, w1 = 0xBB67AE85u;
     for (int r = 0; r < 10; ++r) {
         const std::uint64_t p0 = std::uint64_t{m0} * c[0];
@@ -208,7 +211,7 @@ DEPTHLAB_HD inline void philox4x32_10_inplace(std::uint32_t* c, std::uint32_t k0
     }
 }
 /// The four words of block `block` of the stream of `seed`.
-DEPTHLAB_HD inline void philox_block(std::uint64_t seed, std::uint64_t block, std::uint32_t* out) {
+DEPTHLAB_HOST_AND_GPU inline void philox_block(std::uint64_t seed, std::uint64_t block, std::uint32_t* out) {
     out[0] = static_cast<std::uint32_t>(block);
     out[1] = static_cast<std::uint32_t>(block >> 32);
     out[2] = 0u;
@@ -218,7 +221,7 @@ DEPTHLAB_HD inline void philox_block(std::uint64_t seed, std::uint64_t block, st
 /// Inverted dropout's mask value from one 32-bit word: keep (1 / (1 - p)) when the word is
 /// at or above threshold = p * 2^32, else 0.
 template <class T>
-DEPTHLAB_HD inline T dropout_keep(std::uint32_t word, std::uint64_t threshold, T keep) {
+DEPTHLAB_HOST_AND_GPU inline T dropout_keep(std::uint32_t word, std::uint64_t threshold, T keep) {
     return word >= threshold ? keep : T(0);
 }
 }  // namespace detail
@@ -360,7 +363,7 @@ struct cpu {
 /// A device that is not one: memory on the host, the CPU kernels, but the tensor API
 /// treats it as a GPU (no element access, `host_accessible = false`) and every primitive
 /// call and device-to-host copy is counted. It proves on any machine that the op layer
-/// reaches memory only through memory<B> and primitives<B>, and it counts the kernel
+/// reaches memory only through `memory<B>` and `primitives<B>`, and it counts the kernel
 /// launches and host synchronisations a real device would see (device_counters()).
 struct host_device {
     static constexpr const char* name = "host_device";
@@ -430,7 +433,7 @@ struct row_broadcast {
     int rank = 0;
     index_t dims[Shape::max_rank] = {};
     index_t strides[Shape::max_rank] = {};
-    [[nodiscard]] DEPTHLAB_HD index_t offset(index_t row) const {
+    [[nodiscard]] DEPTHLAB_HOST_AND_GPU index_t offset(index_t row) const {
         index_t off = 0;
         for (int k = rank - 1; k >= 0; --k) {
             off += (row % dims[k]) * strides[k];
@@ -3939,7 +3942,7 @@ accuracy_count accuracy(const Var<T, B>& logits, std::span<const std::int64_t> l
 // optim::rules, on the backend floor because primitives<B> apply them), written once for
 // every backend: primitives<B> loop over them (OpenMP chunks on the CPU, one thread per
 // element in a CUDA kernel). Host-only set-up (powers for the bias correction) stays in
-// make(); everything a kernel calls is DEPTHLAB_HD.
+// make(); everything a kernel calls is DEPTHLAB_HOST_AND_GPU.
 #include <cmath>
 #include <cstdint>
 
@@ -3953,7 +3956,7 @@ template <class T>
 struct sgd {
     T lr, wd, momentum, keep;  // keep = 1 - dampening
     bool first, nesterov;
-    DEPTHLAB_HD void operator()(T& w, T g, T* buf) const {
+    DEPTHLAB_HOST_AND_GPU void operator()(T& w, T g, T* buf) const {
         T d = g + wd * w;
         if (buf) {
             *buf = first ? d : momentum * *buf + keep * d;
@@ -3979,12 +3982,12 @@ struct adam_moments {
                 static_cast<T>(1.0 / bc1),  static_cast<T>(1.0 / std::sqrt(bc2)), static_cast<T>(eps)};
     }
     /// Updates m and v with gradient g; returns the direction.
-    DEPTHLAB_HD T update(T g, T& m, T& v) const {
+    DEPTHLAB_HOST_AND_GPU T update(T g, T& m, T& v) const {
         m = beta1 * m + c1 * g;
         v = beta2 * v + c2 * g * g;
         return direction(m, v);
     }
-    [[nodiscard]] DEPTHLAB_HD T direction(T m, T v) const { return (m * inv_bc1) / (std::sqrt(v) * inv_sqrt_bc2 + eps); }
+    [[nodiscard]] DEPTHLAB_HOST_AND_GPU T direction(T m, T v) const { return (m * inv_bc1) / (std::sqrt(v) * inv_sqrt_bc2 + eps); }
 };
 
 /// Adam / AdamW for one element: g' = g + l2 w (Adam's coupled decay); w = decay w - lr
@@ -3993,7 +3996,7 @@ template <class T>
 struct adam {
     adam_moments<T> am;
     T lr, l2, decay;
-    DEPTHLAB_HD void operator()(T& w, T g, T& m, T& v) const {
+    DEPTHLAB_HOST_AND_GPU void operator()(T& w, T g, T& m, T& v) const {
         const T u = am.update(g + l2 * w, m, v);
         w = decay * w - lr * u;
     }
@@ -4001,7 +4004,7 @@ struct adam {
 
 /// LAMB's step size lr * r, with the trust ratio r = ||w|| / ||u|| from the squared norms
 /// {||w||^2, ||u||^2} (null: not adapted) and r = 1 when either norm is 0.
-DEPTHLAB_HD inline double lamb_trust_ratio(const double* sums) {
+DEPTHLAB_HOST_AND_GPU inline double lamb_trust_ratio(const double* sums) {
     if (!sums) return 1.0;
     const double wn = std::sqrt(sums[0]), un = std::sqrt(sums[1]);
     return wn > 0 && un > 0 ? wn / un : 1.0;
@@ -4010,12 +4013,12 @@ DEPTHLAB_HD inline double lamb_trust_ratio(const double* sums) {
 /// The clipping factor of clip_grad_norm from the per-parameter squared norms, summed in
 /// their order: max_norm / (total + 1e-6) when that is < 1 and the total is finite, else 1
 /// (a non-finite total leaves the gradients unchanged).
-DEPTHLAB_HD inline double clip_total(const double* parts, index_t k) {
+DEPTHLAB_HOST_AND_GPU inline double clip_total(const double* parts, index_t k) {
     double s = 0;
     for (index_t i = 0; i < k; ++i) s += parts[i];
     return std::sqrt(s);
 }
-DEPTHLAB_HD inline double clip_factor(double total, double max_norm) {
+DEPTHLAB_HOST_AND_GPU inline double clip_factor(double total, double max_norm) {
     if (!(total - total == 0)) return 1.0;  // NaN or inf (isfinite without <cmath> device overloads)
     const double coef = max_norm / (total + 1e-6);
     return coef < 1.0 ? coef : 1.0;
@@ -6936,8 +6939,8 @@ struct module_ref {
     std::string name;   // unique, e.g. "decoder.5.feed_forward"
     std::string type;   // "E:SA", "E:FF", "D:SA", "D:EA", "D:FF" (free text for custom modules)
     int layer = -1;     // layer index; -1 when the module is shared by every layer (tied)
-    /// Parameters of the module: every parameter whose name is `prefix` or starts with
-    /// `prefix.` (nn::is_under). Criticality and rewinding move these; pruning counts them.
+    /// Parameters of the module: every parameter whose name is `prefix` or starts with it
+    /// and a dot (nn::is_under). Criticality and rewinding move these; pruning counts them.
     /// Empty: the module has no parameters of its own (criticality/rewinding refuse it,
     /// pruning counts 0) — an empty prefix never means "the whole model" here.
     std::string prefix;
@@ -8123,7 +8126,7 @@ inline void write_trace_csv(const std::string& path, const criticality_result& r
 }  // namespace depthlab::analysis
 // ---- end depthlab/analysis/tables.hpp ----
 // ---- end depthlab/analysis/component_value.hpp ----
-// ---- end depthlab/depthlab_device.hpp ----
+// ---- end depthlab/backend_free.hpp ----
 // ---- begin depthlab/backend/cpu/cpu.hpp ----
 // primitives<backend::cpu>: the numerical routines behind every op, on host memory.
 // Parallel over rows or chunks with OpenMP; the inner loops are the per-ISA kernels.
@@ -9182,12 +9185,12 @@ namespace depthlab::elementwise {
 
 // GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 template <class T>
-DEPTHLAB_HD inline T gelu(T x) {
+DEPTHLAB_HOST_AND_GPU inline T gelu(T x) {
     const T k0 = T(0.7978845608028654), k1 = T(0.044715);
     return T(0.5) * x * (T(1) + std::tanh(k0 * (k1 * x * x * x + x)));
 }
 template <class T>
-DEPTHLAB_HD inline T gelu_grad(T x) {
+DEPTHLAB_HOST_AND_GPU inline T gelu_grad(T x) {
     const T k0 = T(0.7978845608028654), k1 = T(0.044715);
     const T t = std::tanh(k0 * (k1 * x * x * x + x));
     const T du = k0 * (T(3) * k1 * x * x + T(1));
@@ -9196,33 +9199,33 @@ DEPTHLAB_HD inline T gelu_grad(T x) {
 // GELU, exact form (Hendrycks & Gimpel; PyTorch's default, HF BERT's "gelu"):
 // 0.5 x (1 + erf(x / sqrt(2))); derivative Phi(x) + x phi(x).
 template <class T>
-DEPTHLAB_HD inline T gelu_erf(T x) {
+DEPTHLAB_HOST_AND_GPU inline T gelu_erf(T x) {
     return T(0.5) * x * (T(1) + std::erf(x * T(0.7071067811865476)));
 }
 template <class T>
-DEPTHLAB_HD inline T gelu_erf_grad(T x) {
+DEPTHLAB_HOST_AND_GPU inline T gelu_erf_grad(T x) {
     const T cdf = T(0.5) * (T(1) + std::erf(x * T(0.7071067811865476)));
     const T pdf = T(0.3989422804014327) * std::exp(T(-0.5) * x * x);
     return cdf + x * pdf;
 }
 template <class T>
-DEPTHLAB_HD inline T relu(T x) { return x > T(0) ? x : T(0); }
+DEPTHLAB_HOST_AND_GPU inline T relu(T x) { return x > T(0) ? x : T(0); }
 template <class T>
-DEPTHLAB_HD inline T relu_grad(T x) { return x > T(0) ? T(1) : T(0); }
+DEPTHLAB_HOST_AND_GPU inline T relu_grad(T x) { return x > T(0) ? T(1) : T(0); }
 /// from the output y = tanh(x)
 template <class T>
-DEPTHLAB_HD inline T tanh_grad_from_output(T y) { return T(1) - y * y; }
+DEPTHLAB_HOST_AND_GPU inline T tanh_grad_from_output(T y) { return T(1) - y * y; }
 template <class T>
-DEPTHLAB_HD inline T sigmoid(T x) { return T(1) / (T(1) + std::exp(-x)); }
+DEPTHLAB_HOST_AND_GPU inline T sigmoid(T x) { return T(1) / (T(1) + std::exp(-x)); }
 /// from the output y = sigmoid(x)
 template <class T>
-DEPTHLAB_HD inline T sigmoid_grad_from_output(T y) { return y * (T(1) - y); }
+DEPTHLAB_HOST_AND_GPU inline T sigmoid_grad_from_output(T y) { return y * (T(1) - y); }
 /// log σ(x) = min(x, 0) − log1p(exp(−|x|)): finite for every x, where σ itself rounds to 0 or 1.
 template <class T>
-DEPTHLAB_HD inline T log_sigmoid(T x) { return (x < T(0) ? x : T(0)) - std::log1p(std::exp(-std::abs(x))); }
+DEPTHLAB_HOST_AND_GPU inline T log_sigmoid(T x) { return (x < T(0) ? x : T(0)) - std::log1p(std::exp(-std::abs(x))); }
 /// d log σ(x) / dx = σ(−x)
 template <class T>
-DEPTHLAB_HD inline T log_sigmoid_grad(T x) { return T(1) / (T(1) + std::exp(x)); }
+DEPTHLAB_HOST_AND_GPU inline T log_sigmoid_grad(T x) { return T(1) / (T(1) + std::exp(x)); }
 
 }  // namespace depthlab::elementwise
 // ---- end depthlab/backend/elementwise.hpp ----
@@ -10629,7 +10632,7 @@ static void layernorm_param_grad_row(index_t n, const T* x, const T* dy, T mean,
 DEPTHLAB_TARGET_END
 #endif
 
-/// Calls f.template operator()<K>() with K = kernels<T, active ISA>. double always takes
+/// Calls `f.template operator()<K>()` with `K = kernels<T, active ISA>`. double always takes
 /// the one-lane path (it is the precision reference used by gradient checks).
 template <class T, class F>
 decltype(auto) with_isa(F&& f) {
@@ -13659,7 +13662,7 @@ public:
     /// The micro-batches of a global batch this rank trains on.
     [[nodiscard]] dist::shard_of shard() const { return {comm_->rank(), comm_->size(), o_.accumulate}; }
 
-    /// With options().resume, loads <out>/checkpoint.safetensors into everything tracked and
+    /// With options().resume, loads `<out>/checkpoint.safetensors` into everything tracked and
     /// returns the step it holds (else 0, and a fresh run's metrics.jsonl starts empty).
     std::int64_t restore();
     /// Writes the checkpoint now (no-op without an output directory). Collective in a
@@ -14051,7 +14054,7 @@ DEPTHLAB_ALL_CONFIG_INSTANTIATIONS(extern template)
 
 namespace depthlab::data {
 
-/// Lines of a UTF-8 text file (a trailing '\r' is removed; a final newline adds no line).
+/// Lines of a UTF-8 text file (a trailing carriage return is removed; a final newline adds no line).
 [[nodiscard]] inline std::vector<std::string> read_lines(const std::string& path) {
     std::ifstream f(path, std::ios::binary);
     DEPTHLAB_CHECK(f.good(), io_error, "read_lines: cannot open ", path);
@@ -14915,6 +14918,375 @@ inline name_map torch_transformer_names(const nn::seq2seq_config& c, const torch
 
 }  // namespace depthlab::io
 // ---- end depthlab/io/layouts.hpp ----
+// ---- begin depthlab/io/pretrained.hpp ----
+// Hugging Face model folders: `config.json` + `model.safetensors`, as transformers'
+// save_pretrained writes them and from_pretrained reads them.
+//
+//     auto albert = io::from_pretrained<nn::Albert<float>>("albert-folder");          // HF ALBERT, 1 layer group
+//     auto bert = io::from_pretrained<nn::Albert<float, backend::cpu, nn::untied>>("bert-folder");
+//     io::save_pretrained(*albert, "export");                        // AlbertForPreTraining
+//     io::save_pretrained(*bert, "export-bert", io::hf_model::bert); // BertForPreTraining
+//
+// from_pretrained returns a std::unique_ptr: depthlab's modules can be neither copied nor
+// moved (their layers hold pointers to the model's generator).
+//
+// config.json -> nn::albert_config (read_pretrained_config; "model_type" picks the model):
+//   vocab_size -> vocab; embedding_size -> embed (BERT: no key, embed = hidden_size);
+//   hidden_size -> layer.dim; num_hidden_layers -> depth; num_attention_heads -> layer.heads;
+//   intermediate_size -> layer.ff_dim; hidden_act "gelu_new" / "gelu" / "relu" -> gelu (tanh) /
+//   gelu_erf / relu; hidden_dropout_prob -> layer.dropout; attention_probs_dropout_prob ->
+//   layer.attention_dropout; max_position_embeddings -> max_len; type_vocab_size -> segments;
+//   layer_norm_eps -> layer.ln_eps; classifier_dropout_prob -> sop_dropout (ALBERT; BERT: 0);
+//   ALBERT's num_hidden_groups / inner_group_num: 1 / 1 = tied (nn::tied), num_hidden_layers /
+//   1 = untied (nn::untied); position_embedding_type must be "absolute" when present.
+//   Fixed: layer.norm_first = false, layer.init = init_scheme::bert. Every other key
+//   (architectures, torch_dtype, transformers_version, token ids, ...) is ignored. Every
+//   listed key is required (a missing one is an error, not a default).
+// The weights go through io::hf_albert_names / io::hf_bert_names (io/layouts.hpp), strictly
+// (load_parameters without allow_extra). The head is the file's: with the sentence-order /
+// next-sentence classifier ("sop_classifier.classifier.weight" / "cls.seq_relationship.weight")
+// it is *ForPreTraining; without it, *Model (prefix "albert." / "bert." when the file's names
+// have it), and the model's heads keep their fresh values (drawn from `seed`). A file with the
+// MLM head but no sentence head (AlbertForMaskedLM, BertForMaskedLM) has no map: an error.
+// Before the model is built, the config's sizes are checked against the file's tensors (so a
+// config.json cannot make depthlab allocate what the file does not hold).
+// ALBERT's MLM-head LayerNorm gets eps 1e-5, as in modeling_albert.py of the transformers
+// version the maps follow (io/layouts.hpp; later versions use layer_norm_eps: set
+// model->mlm_norm->eps for those).
+//
+// save_pretrained writes model.safetensors (atomic, through the same maps, *ForPreTraining,
+// without the tied copies predictions.decoder.* as transformers' save_pretrained does) and then
+// config.json (atomic, keys sorted, indent 2): the inverse of the table plus model_type,
+// architectures, initializer_range 0.02, position_embedding_type "absolute" and, for ALBERT,
+// num_hidden_groups (1 tied, depth untied) and inner_group_num 1. The folder is created if
+// needed; what a model cannot be written as (pre-LN, BERT with embed != dim, ...) is a
+// usage_error before anything is written.
+//
+// Errors (io_error) name the file and the key: no folder, no config.json, malformed JSON, a
+// missing key, a wrong type, an unsupported value, a folder whose model is not Model (tying),
+// sizes that do not match the weights. Sharded checkpoints and pytorch_model.bin are not read.
+#include <cerrno>
+#include <climits>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <system_error>
+#include <type_traits>
+
+#include <nlohmann/json.hpp>
+
+
+namespace depthlab::io {
+
+/// The Hugging Face model types depthlab reads and writes ("model_type" in config.json).
+enum class hf_model { albert, bert };
+inline const char* hf_model_name(hf_model m) { return m == hf_model::albert ? "albert" : "bert"; }
+
+/// What a config.json describes.
+struct pretrained_config {
+    hf_model model_type = hf_model::albert;
+    nn::albert_config cfg{};
+    bool tied = true;  ///< ALBERT with one shared layer group (nn::tied); false: a group per layer, and always for BERT
+};
+
+/// Reads DIR/config.json: the depthlab config it describes (io_error naming the file and key).
+DEPTHLAB_OUT_OF_LINE pretrained_config read_pretrained_config(const std::string& dir);
+
+namespace detail {
+inline std::string pretrained_file(const std::string& dir, const char* name) { return (std::filesystem::path(dir) / name).string(); }
+
+/// Writes DIR/config.json for `pc` (atomic).
+DEPTHLAB_OUT_OF_LINE void write_pretrained_config(const pretrained_config& pc, const std::string& dir);
+/// The HF name map of DIR/model.safetensors (its head and prefix), after checking that the
+/// sizes of `pc` match the file's tensors.
+DEPTHLAB_OUT_OF_LINE name_map pretrained_names(const pretrained_config& pc, const std::string& dir);
+
+/// io_error unless a model of tying `model_tied` can hold what config.json describes.
+inline void check_pretrained_tying(const pretrained_config& pc, bool model_tied, const std::string& dir) {
+    using depthlab::detail::cat;
+    const std::string where = cat("from_pretrained ", pretrained_file(dir, "config.json"), ": ");
+    if (pc.model_type == hf_model::bert) {
+        DEPTHLAB_CHECK(!model_tied, io_error, where, "'model_type' \"bert\" has a layer per position of the stack: load it into "
+                       "nn::Albert<T, B, nn::untied>, not nn::Albert<T, B, nn::tied>");
+        return;
+    }
+    // a 1-layer ALBERT is one group either way
+    DEPTHLAB_CHECK(pc.cfg.depth == 1 || pc.tied == model_tied, io_error, where, "'num_hidden_groups' = ", pc.tied ? 1 : pc.cfg.depth,
+                   " with 'num_hidden_layers' = ", pc.cfg.depth, " is ", pc.tied ? "a tied ALBERT (one shared layer group)" : "an untied ALBERT (a layer group per layer)",
+                   ": load it into nn::Albert<T, B, nn::", pc.tied ? "tied" : "untied", ">, not nn::Albert<T, B, nn::", model_tied ? "tied" : "untied", ">");
+}
+
+/// usage_error unless `pc` (a model's config and tying) can be written as `pc.model_type`.
+inline void check_pretrained_savable(const pretrained_config& pc, const std::string& dir) {
+    using depthlab::detail::cat;
+    const std::string where = cat("save_pretrained ", dir, ": ");
+    const nn::albert_config& c = pc.cfg;
+    DEPTHLAB_CHECK(!c.layer.norm_first, usage_error, where, "Hugging Face ALBERT and BERT are post-LN; a pre-LN model (layer.norm_first) has no counterpart");
+    if (pc.model_type == hf_model::albert) return;
+    DEPTHLAB_CHECK(!pc.tied, usage_error, where, "BERT has a layer per position of the stack: save an nn::Albert<T, B, nn::untied> as bert, "
+                   "or this tied one as albert");
+    DEPTHLAB_CHECK(c.embed == c.layer.dim, usage_error, where, "BERT has no factorised embedding: embed ", c.embed, " must equal dim ", c.layer.dim,
+                   " (or save as albert)");
+    DEPTHLAB_CHECK(c.sop_dropout == 0, usage_error, where, "BERT's next-sentence head has no dropout: sop_dropout ", c.sop_dropout,
+                   " has no config.json key (set it to 0, or save as albert)");
+}
+
+inline void make_pretrained_folder(const std::string& dir) {
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    DEPTHLAB_CHECK(!ec, io_error, "save_pretrained ", dir, ": cannot create the folder: ", ec.message());
+}
+
+/// The models a Hugging Face folder loads into: nn::Albert, tied or untied.
+template <class Model>
+struct pretrained_model : std::false_type {
+    static constexpr bool tied = false;
+};
+template <class T, class B, class Tying>
+struct pretrained_model<nn::Albert<T, B, Tying>> : std::true_type {
+    static constexpr bool tied = Tying::is_tied;
+};
+}  // namespace detail
+
+/// Reads the Hugging Face folder DIR (config.json + model.safetensors) into a new Model:
+/// nn::Albert<T, B, nn::tied> (ALBERT, one layer group) or nn::Albert<T, B, nn::untied>
+/// (ALBERT with a group per layer, or BERT). Parameters the file lacks (the heads of a
+/// *Model file) keep their fresh values, drawn from `seed`.
+template <class Model>
+std::unique_ptr<Model> from_pretrained(const std::string& dir, std::uint64_t seed = 0) {
+    static_assert(detail::pretrained_model<Model>::value,
+                  "io::from_pretrained: Model must be nn::Albert<T, B, nn::tied> or nn::Albert<T, B, nn::untied>");
+    constexpr bool tied = detail::pretrained_model<Model>::tied;
+    pretrained_config pc = read_pretrained_config(dir);
+    detail::check_pretrained_tying(pc, tied, dir);
+    pc.tied = tied;  // the same, except for a 1-layer ALBERT (one group either way)
+    const name_map map = detail::pretrained_names(pc, dir);
+    auto model = std::make_unique<Model>(pc.cfg, seed);
+    if (pc.model_type == hf_model::albert) model->mlm_norm->eps = 1e-5;  // AlbertMLMHead's LayerNorm: PyTorch's default eps
+    load_parameters(detail::pretrained_file(dir, "model.safetensors"), *model, map);
+    return model;
+}
+
+/// Writes `model` as the Hugging Face folder DIR (model.safetensors, then config.json) of
+/// `type`: ALBERT (tied or untied) or BERT (untied, embed == dim, an identity embedding
+/// projection, sop_dropout 0), both *ForPreTraining.
+template <class Model>
+void save_pretrained(const Model& model, const std::string& dir, hf_model type = hf_model::albert) {
+    static_assert(detail::pretrained_model<Model>::value,
+                  "io::save_pretrained: Model must be nn::Albert<T, B, nn::tied> or nn::Albert<T, B, nn::untied>");
+    const pretrained_config pc{type, model.cfg, detail::pretrained_model<Model>::tied};
+    detail::check_pretrained_savable(pc, dir);
+    const name_map map = type == hf_model::albert ? hf_albert_names(pc.cfg, {.tied = pc.tied})
+                                                  : hf_bert_names(pc.cfg, {.head = hf_head::pretraining});
+    detail::make_pretrained_folder(dir);
+    save_parameters(detail::pretrained_file(dir, "model.safetensors"), model, map, {}, {.write_tied = false});
+    detail::write_pretrained_config(pc, dir);
+}
+
+// Defined outside the declarations: under DEPTHLAB_COMPILED a program links the library's copy
+// and does not compile the JSON parser and serializer again (core/out_of_line.hpp).
+#if DEPTHLAB_DEFINE_OUT_OF_LINE
+DEPTHLAB_OUT_OF_LINE pretrained_config read_pretrained_config(const std::string& dir) {
+    using depthlab::detail::cat;
+    using json = nlohmann::json;
+    const std::string path = detail::pretrained_file(dir, "config.json");
+    const auto error = [&](const auto&... parts) { return io_error(cat("pretrained config ", path, ": ", parts...)); };
+    std::error_code ec;
+    if (!std::filesystem::is_directory(dir, ec)) throw error("the folder ", dir, " does not exist (or is not a folder)");
+
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    if (f == nullptr) {
+        const int err = errno;
+        throw error("cannot open: ", detail::errno_text(err), " (a Hugging Face model folder holds config.json and model.safetensors)");
+    }
+    constexpr std::size_t max_bytes = std::size_t{16} << 20;
+    std::string text;
+    char buf[1 << 14];
+    bool failed = false, too_large = false;
+    for (;;) {
+        const std::size_t n = std::fread(buf, 1, sizeof buf, f);
+        text.append(buf, n);
+        if (text.size() > max_bytes) {
+            too_large = true;
+            break;
+        }
+        if (n < sizeof buf) {
+            failed = std::ferror(f) != 0;
+            break;
+        }
+    }
+    const int err = errno;
+    std::fclose(f);
+    if (failed) throw error("cannot read: ", detail::errno_text(err));
+    if (too_large) throw error("larger than ", max_bytes, " bytes: not a model config");
+
+    json j;
+    try {
+        j = json::parse(text);
+    } catch (const json::exception& e) {
+        throw error("malformed JSON: ", e.what());
+    }
+    if (!j.is_object()) throw error("a JSON ", j.type_name(), ", not an object");
+    const auto shown = [](const json& v) {
+        std::string s = v.dump();
+        return s.size() > 80 ? s.substr(0, 77) + "..." : s;
+    };
+    std::string model = "a Hugging Face config";
+    const auto at = [&](const char* key) -> const json& {
+        const auto it = j.find(key);
+        if (it == j.end()) throw error("no key '", key, "' (", model, " needs it)");
+        return *it;
+    };
+    const auto integer = [&](const char* key) -> int {  // sizes: 1 .. INT_MAX
+        const json& v = at(key);
+        if (!v.is_number_integer()) throw error("'", key, "' is ", shown(v), ", not an integer");
+        if (!v.is_number_unsigned() || v.get<std::uint64_t>() < 1 || v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT_MAX))
+            throw error("'", key, "' = ", shown(v), " is not a size in [1, ", INT_MAX, "]");
+        return static_cast<int>(v.get<std::uint64_t>());
+    };
+    const auto number = [&](const char* key) -> double {
+        const json& v = at(key);
+        if (!v.is_number()) throw error("'", key, "' is ", shown(v), ", not a number");
+        return v.get<double>();
+    };
+    const auto probability = [&](const char* key) {
+        const double p = number(key);
+        if (!(p >= 0 && p < 1)) throw error("'", key, "' = ", shown(at(key)), " is not a dropout probability in [0, 1)");
+        return p;
+    };
+    const auto str = [&](const char* key) -> std::string {
+        const json& v = at(key);
+        if (!v.is_string()) throw error("'", key, "' is ", shown(v), ", not a string");
+        return v.get<std::string>();
+    };
+
+    pretrained_config pc;
+    const std::string type = str("model_type");
+    if (type == "albert") pc.model_type = hf_model::albert;
+    else if (type == "bert") pc.model_type = hf_model::bert;
+    else throw error("'model_type' = ", shown(at("model_type")), " is not supported (\"albert\", \"bert\")");
+    const bool albert = pc.model_type == hf_model::albert;
+    model = albert ? "an ALBERT config" : "a BERT config";
+
+    nn::albert_config& c = pc.cfg;
+    c.vocab = integer("vocab_size");
+    c.layer.dim = integer("hidden_size");
+    c.embed = albert ? integer("embedding_size") : c.layer.dim;
+    c.depth = integer("num_hidden_layers");
+    c.layer.heads = integer("num_attention_heads");
+    if (c.layer.dim % c.layer.heads != 0)
+        throw error("'hidden_size' = ", c.layer.dim, " is not divisible by 'num_attention_heads' = ", c.layer.heads);
+    c.layer.ff_dim = integer("intermediate_size");
+    const std::string act = str("hidden_act");
+    if (act == "gelu_new") c.layer.act = nn::activation::gelu;
+    else if (act == "gelu") c.layer.act = nn::activation::gelu_erf;
+    else if (act == "relu") c.layer.act = nn::activation::relu;
+    else throw error("'hidden_act' = ", shown(at("hidden_act")), " is not supported (\"gelu_new\", \"gelu\", \"relu\")");
+    c.layer.dropout = probability("hidden_dropout_prob");
+    c.layer.attention_dropout = probability("attention_probs_dropout_prob");
+    c.max_len = integer("max_position_embeddings");
+    c.segments = integer("type_vocab_size");
+    c.layer.ln_eps = number("layer_norm_eps");
+    if (!(c.layer.ln_eps > 0)) throw error("'layer_norm_eps' = ", shown(at("layer_norm_eps")), " is not > 0");
+    c.sop_dropout = albert ? probability("classifier_dropout_prob") : 0.0;
+    c.layer.norm_first = false;
+    c.layer.init = nn::init_scheme::bert;
+    if (j.contains("position_embedding_type") && str("position_embedding_type") != "absolute")
+        throw error("'position_embedding_type' = ", shown(at("position_embedding_type")), " is not supported (\"absolute\")");
+    pc.tied = false;
+    if (albert) {
+        const int groups = integer("num_hidden_groups"), inner = integer("inner_group_num");
+        if (inner != 1) throw error("'inner_group_num' = ", inner, " is not supported (1: depthlab's groups hold one layer)");
+        if (groups != 1 && groups != c.depth)
+            throw error("'num_hidden_groups' = ", groups, " with 'num_hidden_layers' = ", c.depth, " is not supported (1: tied, ", c.depth,
+                        ": untied)");
+        pc.tied = groups == 1;
+    }
+    return pc;
+}
+
+DEPTHLAB_OUT_OF_LINE void detail::write_pretrained_config(const pretrained_config& pc, const std::string& dir) {
+    const nn::albert_config& c = pc.cfg;
+    const bool albert = pc.model_type == hf_model::albert;
+    nlohmann::json j = nlohmann::json::object();  // keys sorted, as transformers writes them
+    j["model_type"] = hf_model_name(pc.model_type);
+    j["architectures"] = nlohmann::json::array({albert ? "AlbertForPreTraining" : "BertForPreTraining"});
+    j["vocab_size"] = c.vocab;
+    if (albert) j["embedding_size"] = c.embed;
+    j["hidden_size"] = c.layer.dim;
+    j["num_hidden_layers"] = c.depth;
+    if (albert) {
+        j["num_hidden_groups"] = pc.tied ? 1 : c.depth;
+        j["inner_group_num"] = 1;
+        j["classifier_dropout_prob"] = c.sop_dropout;
+    }
+    j["num_attention_heads"] = c.layer.heads;
+    j["intermediate_size"] = c.layer.ff_dim;
+    j["hidden_act"] = c.layer.act == nn::activation::gelu_erf ? "gelu" : c.layer.act == nn::activation::relu ? "relu" : "gelu_new";
+    j["hidden_dropout_prob"] = c.layer.dropout;
+    j["attention_probs_dropout_prob"] = c.layer.attention_dropout;
+    j["max_position_embeddings"] = c.max_len;
+    j["type_vocab_size"] = c.segments;
+    j["layer_norm_eps"] = c.layer.ln_eps;
+    j["initializer_range"] = 0.02;
+    j["position_embedding_type"] = "absolute";
+    write_file_atomically(pretrained_file(dir, "config.json"), j.dump(2) + "\n", "save_pretrained");
+}
+
+DEPTHLAB_OUT_OF_LINE name_map detail::pretrained_names(const pretrained_config& pc, const std::string& dir) {
+    using depthlab::detail::cat;
+    const std::string config = pretrained_file(dir, "config.json"), path = pretrained_file(dir, "model.safetensors");
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) {
+        DEPTHLAB_CHECK(!std::filesystem::exists(pretrained_file(dir, "model.safetensors.index.json"), ec), io_error, "from_pretrained ", path,
+                       ": no such file; the folder holds a sharded checkpoint (model.safetensors.index.json), which depthlab does not read");
+        DEPTHLAB_CHECK(!std::filesystem::exists(pretrained_file(dir, "pytorch_model.bin"), ec), io_error, "from_pretrained ", path,
+                       ": no such file; the folder holds pytorch_model.bin, which depthlab does not read (save it again as safetensors)");
+    }
+    const safetensors_file f(path);  // io_error naming the file when it is missing or corrupt
+    const nn::albert_config& c = pc.cfg;
+    const bool albert = pc.model_type == hf_model::albert;
+    const std::string base = albert ? "albert." : "bert.";
+    const std::string sop = albert ? "sop_classifier.classifier.weight" : "cls.seq_relationship.weight";
+    const std::string mlm = albert ? "predictions.bias" : "cls.predictions.bias";
+    const bool heads = f.contains(sop);
+    DEPTHLAB_CHECK(heads || !f.contains(mlm), io_error, "from_pretrained ", path, ": the file has the MLM head ('", mlm, "') but no ",
+                   albert ? "sentence-order" : "next-sentence", " head ('", sop, "'), as ", albert ? "AlbertForMaskedLM" : "BertForMaskedLM",
+                   " writes it; depthlab's Hugging Face maps read ", albert ? "AlbertForPreTraining" : "BertForPreTraining", " (both heads) or ",
+                   albert ? "AlbertModel" : "BertModel", " (no head)");
+    const std::string P = heads || f.contains(base + "embeddings.word_embeddings.weight") ? base : "";
+
+    // The sizes of config.json against the file's tensors, before the model is built.
+    const auto expect = [&](const std::string& name, const Shape& want, const std::string& keys) {
+        DEPTHLAB_CHECK(f.contains(name), io_error, "from_pretrained ", path, ": no tensor '", name, "' of shape ", want, ", which ", config,
+                       "'s ", keys, " describe");
+        const Shape& got = f.entry(name).shape;
+        DEPTHLAB_CHECK(got == want, io_error, "from_pretrained ", dir, ": ", config, "'s ", keys, " give tensor '", name, "' the shape ", want,
+                       ", but ", path, " has ", got);
+    };
+    const std::string E = albert ? cat("'embedding_size' = ", c.embed) : cat("'hidden_size' = ", c.layer.dim);
+    const std::string H = cat("'hidden_size' = ", c.layer.dim);
+    expect(P + "embeddings.word_embeddings.weight", {c.vocab, c.embed}, cat("'vocab_size' = ", c.vocab, " and ", E));
+    expect(P + "embeddings.position_embeddings.weight", {c.max_len, c.embed}, cat("'max_position_embeddings' = ", c.max_len, " and ", E));
+    expect(P + "embeddings.token_type_embeddings.weight", {c.segments, c.embed}, cat("'type_vocab_size' = ", c.segments, " and ", E));
+    if (albert) expect(P + "encoder.embedding_hidden_mapping_in.weight", {c.layer.dim, c.embed}, cat(H, " and ", E));
+    for (int i = 0; i < (pc.tied ? 1 : c.depth); ++i) {
+        const std::string L = albert ? cat(P, "encoder.albert_layer_groups.", i, ".albert_layers.0.") : cat(P, "encoder.layer.", i, ".");
+        const std::string layer = pc.tied ? std::string() : cat(" and 'num_hidden_layers' = ", c.depth);
+        expect(L + (albert ? "attention.query.weight" : "attention.self.query.weight"), {c.layer.dim, c.layer.dim}, H + layer);
+        expect(L + (albert ? "ffn.weight" : "intermediate.dense.weight"), {c.layer.ff_dim, c.layer.dim},
+               cat("'intermediate_size' = ", c.layer.ff_dim, " and ", H, layer));
+    }
+    const hf_head head = heads ? hf_head::pretraining : hf_head::base_model;
+    if (albert) return hf_albert_names(c, {.head = head, .tied = pc.tied, .prefix = P});
+    return hf_bert_names(c, {.head = head, .prefix = P});
+}
+#endif  // DEPTHLAB_DEFINE_OUT_OF_LINE
+
+}  // namespace depthlab::io
+// ---- end depthlab/io/pretrained.hpp ----
 // ---- begin depthlab/data/probing.hpp ----
 // Probing and classification tasks from the tagged Brown corpus (the first study's section 3,
 // ../shared/papers.md §A.3), in the SentEval style: SentLen, WC, BShift, Tense, SubjNum,
@@ -17860,7 +18232,7 @@ inline double group_mean(const module_values& v, const std::function<bool(const 
 /// Values laid out as types (rows) × layers (columns); NaN where no module sits (a
 /// decoder-only type in an encoder row, layers beyond a shorter stack, shared modules).
 struct type_layer_grid {
-    std::vector<std::string> types, layers;  // row labels; column labels "1".."L"
+    std::vector<std::string> types, layers;  // row labels; column labels "0".."L-1" (layers count from 0, as the CSVs and parameter names)
     std::vector<std::vector<double>> values; // [type][layer]
     [[nodiscard]] double max() const {
         double m = -std::numeric_limits<double>::infinity();
@@ -17875,7 +18247,7 @@ inline type_layer_grid by_type_and_layer(const module_values& v, const std::vect
     for (const auto& e : v.entries) L = std::max(L, e.layer + 1);
     type_layer_grid g;
     g.types = types;
-    for (int l = 1; l <= L; ++l) g.layers.push_back(std::to_string(l));
+    for (int l = 0; l < L; ++l) g.layers.push_back(std::to_string(l));
     g.values.assign(types.size(), std::vector<double>(static_cast<std::size_t>(L), std::numeric_limits<double>::quiet_NaN()));
     for (const auto& e : v.entries) {
         const auto t = static_cast<std::size_t>(std::find(types.begin(), types.end(), e.type) - types.begin());
@@ -17956,6 +18328,63 @@ inline std::vector<finding> wang_tu_findings(const module_values& v, int encoder
     halves("lower encoder modules matter more than upper ones", [](const std::string& t) { return t[0] == 'E'; }, encoder_layers, false);
     halves("upper decoder modules matter more than lower ones", [](const std::string& t) { return t[0] == 'D'; }, decoder_layers, true);
     halves("upper D:EA matter more than lower D:EA", [](const std::string& t) { return t == "D:EA"; }, decoder_layers, true);
+    return out;
+}
+
+/// A model made smaller another way than pruning (e.g. trained with fewer decoder layers), to
+/// compare pruning with: its metric and how many modules it has fewer than the full model
+/// (a decoder layer is three: D:SA, D:EA, D:FF).
+struct smaller_model {
+    double metric = std::numeric_limits<double>::quiet_NaN();
+    int modules_fewer = 0;
+    index_t parameters = 0;
+    std::string what;  // e.g. "1 fewer decoder layer"
+};
+
+/// Wang & Tu's findings on pruning and rewinding, checked on one run: removing the k least
+/// important modules costs less than `tolerance` of the metric (by each score's ranking); a
+/// pruned model beats a smaller model of the same module count (when one was trained);
+/// rewinding the least important modules to θ⁰ and fine-tuning reaches the baseline again.
+/// `base` is the full model's metric; a finding without the numbers it needs is "n/a".
+inline std::vector<finding> pruning_findings(const pruning_result& by_contribution, const pruning_result& by_criticality,
+                                             const std::vector<rewinding_point>& rewinding, double base, const std::string& metric,
+                                             const smaller_model* smaller = nullptr, int k = 3, double tolerance = 0.5) {
+    std::vector<finding> out;
+    const auto at = [](const pruning_result& r, int kk) {
+        for (const auto& p : r.curve)
+            if (p.k == kk) return p.metric;
+        return std::numeric_limits<double>::quiet_NaN();
+    };
+    for (const auto& [name, curve] : {std::pair<const char*, const pruning_result*>{"contribution", &by_contribution},
+                                      std::pair<const char*, const pruning_result*>{"criticality", &by_criticality}}) {
+        const double pruned = at(*curve, k), cost = base - pruned;
+        out.push_back({"pruning the " + std::to_string(k) + " least important modules (by " + name + ") costs less than " +
+                           detail::fixed2(tolerance) + " " + metric,
+                       std::isnan(pruned) ? "no pruning curve to k = " + std::to_string(k)
+                                          : detail::fixed2(base) + " -> " + detail::fixed2(pruned) + " (cost " + detail::fixed2(cost) + ")",
+                       std::isnan(pruned) ? verdict::no_data : cost < tolerance ? verdict::holds : verdict::fails});
+    }
+    if (smaller && smaller->modules_fewer > 0) {
+        const double pruned = at(by_contribution, smaller->modules_fewer), pruned_k = at(by_criticality, smaller->modules_fewer);
+        const double best = std::isnan(pruned) ? pruned_k : std::isnan(pruned_k) ? pruned : std::max(pruned, pruned_k);
+        out.push_back({"a pruned model beats a smaller one with as many modules (" + smaller->what + ")",
+                       "pruned " + std::to_string(smaller->modules_fewer) + " modules: " + detail::fixed2(pruned) + " (by contribution), " +
+                           detail::fixed2(pruned_k) + " (by criticality); smaller model: " + detail::fixed2(smaller->metric),
+                       detail::greater(best, smaller->metric)});
+    } else {
+        out.push_back({"a pruned model beats a smaller one with as many modules", "no smaller model was trained (component_value --shallow-checkpoint)",
+                       verdict::no_data});
+    }
+    std::string after;
+    verdict rewound = verdict::no_data;
+    for (const auto& p : rewinding) {
+        if (p.k <= 0) continue;
+        after += (after.empty() ? "" : ", ") + ("k = " + std::to_string(p.k) + ": " + detail::fixed2(p.metric_after_finetune));
+        const bool reached = p.metric_after_finetune >= base;
+        rewound = rewound == verdict::fails ? verdict::fails : reached ? verdict::holds : verdict::fails;
+    }
+    out.push_back({"rewinding the least important modules to their initial values and fine-tuning reaches the baseline",
+                   after.empty() ? "no rewinding with k > 0 ran" : after + " against the baseline " + detail::fixed2(base), rewound});
     return out;
 }
 
@@ -18127,6 +18556,9 @@ inline std::string type_layer_heat_map(const analysis::type_layer_grid& g, const
 namespace detail {
 inline std::string fixed(double v, int decimals = 2) { return format_fixed(v, decimals); }
 }  // namespace detail
+/// A module's layer as every output numbers it: from 0, as the CSVs and the parameter names
+/// ("decoder.layers.0"); "all" for a module every layer shares (a tied stack).
+inline std::string layer_label(int layer) { return layer < 0 ? std::string("all") : std::to_string(layer); }
 
 /// A (step, value) series (train::metrics_log::series) as a line of a line_chart.
 inline line_series step_series(std::string name, const std::vector<std::pair<std::int64_t, double>>& points) {
@@ -18168,7 +18600,7 @@ inline void contribution_section(html_page& page, const analysis::contribution_r
                 "(pruning and rewinding break ties of the score with it).");
     std::vector<std::vector<std::string>> rows;
     for (const auto& e : c.modules)
-        rows.push_back({e.name, e.type, std::to_string(e.layer + 1), fixed(e.metric_without), fixed(e.drop, 3), fixed(e.score, 3)});
+        rows.push_back({e.name, e.type, layer_label(e.layer), fixed(e.metric_without), fixed(e.drop, 3), fixed(e.score, 3)});
     page.table({"module", "type", "layer", l.metric + " without", "drop d_n", "score"}, rows, {.caption = "Contribution (baseline " + fixed(c.base) + ")"});
 }
 
@@ -18192,7 +18624,7 @@ inline void criticality_section(html_page& page, const analysis::criticality_res
                 "Criticality per module type and layer.");
     std::vector<std::vector<std::string>> rows;
     for (const auto& e : k.modules)
-        rows.push_back({e.name, e.type, std::to_string(e.layer + 1), fixed(e.alpha, 3), fixed(e.metric_at_alpha), std::to_string(e.trace.size()),
+        rows.push_back({e.name, e.type, layer_label(e.layer), fixed(e.alpha, 3), fixed(e.metric_at_alpha), std::to_string(e.trace.size()),
                         e.found ? "" : "none passed"});
     page.table({"module", "type", "layer", "α", l.metric + " at α", "evaluations", "note"}, rows,
                {.caption = "Criticality (" + search + ", ε = " + fixed(o.epsilon, 2) + ")"});
@@ -18210,7 +18642,7 @@ inline void rank_agreement_figure(html_page& page, const analysis::contribution_
     for (std::size_t i = 0; i < k.modules.size(); ++i) crit_rank[k.modules[i].name] = rk[i];
     for (std::size_t i = 0; i < c.modules.size(); ++i) {
         const auto& m = c.modules[i];
-        sc[m.type[0] == 'E' ? 0 : 1].points.push_back({rc[i], crit_rank.at(m.name), m.type + std::to_string(m.layer + 1)});
+        sc[m.type[0] == 'E' ? 0 : 1].points.push_back({rc[i], crit_rank.at(m.name), m.type + layer_label(m.layer)});
     }
     page.figure(scatter(sc, {.title = "Contribution rank vs criticality rank",
                              .subtitle = "Spearman ρ = " + (std::isnan(rho) ? std::string("n/a") : detail::fixed(rho, 3)),
@@ -18309,6 +18741,7 @@ struct component_value_run {
     const analysis::study_result* study = nullptr;                   // analysis::run_component_value_study; null: no analyses
     int encoder_layers = 0, decoder_layers = 0;
     std::string pruning_note{};                                      // e.g. a shallower model trained for comparison
+    std::optional<analysis::smaller_model> smaller{};                // that model, for the pruning findings; none: n/a
     std::string rewinding_how{};                                     // how the modules were rewound and fine-tuned
     std::vector<std::pair<std::string, std::string>> run_details{};  // "Where the time went"
     std::string command{}, provenance{};
@@ -18336,6 +18769,11 @@ inline html_page component_value_report(const component_value_run& r) {
             pruning_section(page, st->pruning_by_contribution, st->pruning_by_criticality, r.labels);
             if (!r.pruning_note.empty()) page.paragraph(r.pruning_note);
             if (!st->rewinding.empty()) rewinding_section(page, st->rewinding, st->contribution.base, r.rewinding_how, r.labels);
+            std::vector<std::vector<std::string>> rows;
+            for (const auto& f : analysis::pruning_findings(st->pruning_by_contribution, st->pruning_by_criticality, st->rewinding,
+                                                            st->contribution.base, r.labels.metric, r.smaller ? &*r.smaller : nullptr))
+                rows.push_back({f.claim, f.ours, analysis::to_string(f.result)});
+            page.table({"paper's finding", "this run", "holds?"}, rows, {.caption = "The paper's findings on pruning and rewinding, checked on this run"});
         }
     }
     page.section("Run details");
@@ -18428,6 +18866,12 @@ inline html_page translation_study_report(const translation_run& r, const train:
         .encoder_layers = r.encoder_layers,
         .decoder_layers = r.decoder_layers,
         .pruning_note = pruning_note,
+        .smaller = r.shallow ? std::optional(analysis::smaller_model{.metric = r.shallow->bleu,
+                                                                     .modules_fewer = 3 * r.shallow->fewer_decoder_layers,
+                                                                     .parameters = r.shallow->parameters,
+                                                                     .what = std::to_string(r.shallow->fewer_decoder_layers) +
+                                                                             " fewer decoder layer(s), trained apart"})
+                             : std::nullopt,
         .rewinding_how = "The k least important modules (by " + r.rank_by + ") are reset to θ⁰, then the whole model is fine-tuned for " +
                          std::to_string(r.rewind_steps) + " steps (fresh Adam, lr " + lr_text +
                          " after a short warm-up; same batches as training). k = 0 is the control: the same fine-tuning without rewinding.",

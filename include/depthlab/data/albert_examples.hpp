@@ -18,8 +18,6 @@
 
 #include "depthlab/core/error.hpp"
 #include "depthlab/core/rng.hpp"
-// cpu.hpp first: autodiff/ops.hpp (via models.hpp) uses row_broadcast from it without
-// including it.
 #include "depthlab/backend/cpu/cpu.hpp"
 #include "depthlab/data/token_batch.hpp"
 

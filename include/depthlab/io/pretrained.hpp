@@ -216,7 +216,9 @@ DEPTHLAB_OUT_OF_LINE pretrained_config read_pretrained_config(const std::string&
         throw error("malformed JSON: ", e.what());
     }
     if (!j.is_object()) throw error("a JSON ", j.type_name(), ", not an object");
-    const auto shown = [](const json& v) {
+    const auto shown = [](const json& v) {  // (structured values by their kind: dump() recurses)
+        if (v.is_array()) return std::string("an array");
+        if (v.is_object()) return std::string("an object");
         std::string s = v.dump();
         return s.size() > 80 ? s.substr(0, 77) + "..." : s;
     };
