@@ -11369,8 +11369,6 @@ Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>, Eigen::Unaligned> eigen_ve
 #include <type_traits>
 #include <vector>
 
-// cpu.hpp first: autodiff/ops.hpp (via models.hpp) uses row_broadcast from it without
-// including it.
 
 // ---- begin depthlab/data/albert_examples.hpp ----
 // The ALBERT pretraining data (data/albert_data.hpp), part 2: one example from a chunk of a
@@ -11390,8 +11388,6 @@ Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>, Eigen::Unaligned> eigen_ve
 #include <type_traits>
 #include <vector>
 
-// cpu.hpp first: autodiff/ops.hpp (via models.hpp) uses row_broadcast from it without
-// including it.
 
 // ---- begin depthlab/data/albert_corpus.hpp ----
 // The ALBERT pretraining data (data/albert_data.hpp), part 1: special ids, token categories,
@@ -11412,8 +11408,6 @@ Eigen::Map<const Eigen::Matrix<T, Eigen::Dynamic, 1>, Eigen::Unaligned> eigen_ve
 #include <type_traits>
 #include <vector>
 
-// cpu.hpp first: autodiff/ops.hpp (via models.hpp) uses row_broadcast from it without
-// including it.
 
 namespace depthlab::data {
 
@@ -15129,7 +15123,9 @@ DEPTHLAB_OUT_OF_LINE pretrained_config read_pretrained_config(const std::string&
         throw error("malformed JSON: ", e.what());
     }
     if (!j.is_object()) throw error("a JSON ", j.type_name(), ", not an object");
-    const auto shown = [](const json& v) {
+    const auto shown = [](const json& v) {  // (structured values by their kind: dump() recurses)
+        if (v.is_array()) return std::string("an array");
+        if (v.is_object()) return std::string("an object");
         std::string s = v.dump();
         return s.size() > 80 ? s.substr(0, 77) + "..." : s;
     };
