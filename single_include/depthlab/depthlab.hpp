@@ -18403,6 +18403,7 @@ inline std::vector<finding> pruning_findings(const pruning_result& by_contributi
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <limits>
 #include <string>
@@ -18419,7 +18420,7 @@ struct study_options {
     int prune_max_k = 8;                  // pruning curves for k = 0..min(prune_max_k, modules)
     bool rewind_by_criticality = false;   // rewinding removes the least critical (else: least contributing) modules
     std::vector<int> rewind_k{};          // k to rewind and fine-tune; empty: no rewinding
-    std::string out{};                    // rank 0 writes the six CSV files here; empty: none
+    std::string out{};                    // rank 0 writes the six CSV files here (created if needed); empty: none
     std::string metric_name = "metric";   // for the summary lines ("BLEU")
     bool print = true;                    // rank 0 prints one line per analysis (stdout)
 };
@@ -18464,6 +18465,7 @@ study_result run_component_value_study(dist::communicator& comm, nn::Module<T, B
 
     // each CSV is written as soon as its analysis ends: a later failure loses none of them
     const bool write = root && !o.out.empty();
+    if (write) std::filesystem::create_directories(o.out);  // (before the first analysis, not after it)
     r.contribution = contribution(comm, modules, metric, o.contribution);
     const double s_contribution = phase.lap("contribution");
     if (write) write_csv(o.out + "/contribution.csv", r.contribution);
