@@ -127,6 +127,18 @@ TEST_CASE("translation data folders: meta.json names the pair, a second corpus a
     CHECK_THROWS_WITH_AS((void)data::read_translation_meta(dir.str()), Contains("'src' is not a non-empty string"), io_error);
     write_text(dir.file("meta.json"), "[1, 2");
     CHECK_THROWS_WITH_AS((void)data::read_translation_meta(dir.str()), Contains("meta.json is not a JSON object"), io_error);
+    // a split without a sentence pair is refused before any training, naming its files
+    write_text(dir.file("meta.json"), R"({"src": "fr", "tgt": "en"})");
+    write_text(dir.file("test.fr"), "");
+    write_text(dir.file("test.en"), "");
+    const std::string both_empty = "test.fr and " + dir.str() + "/test.en are empty";
+    CHECK_THROWS_WITH_AS((void)data::load_translation_corpus(dir.str(), char_ids), Contains(both_empty.c_str()), io_error);
+    write_text(dir.file("test.fr"), "\n \n");
+    write_text(dir.file("test.en"), "one\n\t\n");
+    CHECK_THROWS_WITH_AS((void)data::load_translation_corpus(dir.str(), char_ids), Contains("hold no pair with text on both sides (2 blank)"),
+                         io_error);
+    write_text(dir.file("test.fr"), "un\n \n");  // one usable pair is enough
+    CHECK(data::load_translation_corpus(dir.str(), char_ids).test.size() == 2);
 }
 
 TEST_CASE("study: ranking with ties, unclipped drops, type x layer grids") {

@@ -174,7 +174,19 @@ template <class Encode>
     c.info = read_translation_meta(dir);
     if (!o.src_lang.empty()) c.info.src = o.src_lang;
     if (!o.tgt_lang.empty()) c.info.tgt = o.tgt_lang;
-    const auto load = [&](const std::string& split) { return load_translation_split(dir, split, c.info.src, c.info.tgt); };
+    // A split that holds no sentence pair with text on both sides cannot give a result (an
+    // empty test set scores nothing; blank training pairs teach nothing): refused here, before
+    // any training, naming its files.
+    const auto load = [&](const std::string& split) {
+        parallel_text p = load_translation_split(dir, split, c.info.src, c.info.tgt);
+        const auto blank = [](const std::string& line) { return line.find_first_not_of(" \t\r\f\v") == std::string::npos; };
+        std::size_t usable = 0;
+        for (std::size_t i = 0; i < p.size(); ++i) usable += !blank(p.src[i]) && !blank(p.tgt[i]);
+        DEPTHLAB_CHECK(usable > 0, io_error, "translation corpus: ", dir, "/", split, ".", c.info.src, " and ", dir, "/", split, ".",
+                       c.info.tgt, p.size() == 0 ? " are empty" : " hold no pair with text on both sides (" + std::to_string(p.size()) + " blank)",
+                       ": a split must hold sentences");
+        return p;
+    };
     c.train = load("train");
     c.dev = load("dev");
     c.test = load("test");
