@@ -198,7 +198,7 @@ TEST_CASE("study: the paper's pruning and rewinding findings, with the numbers b
     const std::vector<analysis::rewinding_point> rewinding{{.k = 0, .metric_after_finetune = 30.5},
                                                            {.k = 2, .metric_after_finetune = 30.0},
                                                            {.k = 3, .metric_after_finetune = 29.0}};
-    const analysis::smaller_model shallow{.metric = 29.5, .modules_fewer = 3, .parameters = 100, .what = "1 fewer decoder layer"};
+    const analysis::smaller_model shallow{.metric = 29.5, .modules_fewer = 3, .what = "1 fewer decoder layer"};
     const auto f = analysis::pruning_findings(by_c, by_k, rewinding, 30.0, "BLEU", &shallow);
     REQUIRE(f.size() == 4);
     CHECK(f[0].result == analysis::verdict::holds);

@@ -61,15 +61,13 @@ public:
     template <class V>
     cli& option(const std::string& name, V& target, const std::string& help) {
         last_ = app_.add_option("--" + name, target, help)->capture_default_str()->group(section_);
-        using element = typename element_of<V>::type;
-        if constexpr (std::is_floating_point_v<element>) last_->check(finite());
-        else if constexpr (std::is_integral_v<element> && !std::is_same_v<element, bool>) last_->check(whole_number());
-        saved_.push_back({name, section_, [&target] { return toml_value(target); }, [opt = last_] { return opt->count() == 0; }});
+        check_kind<V>();
+        saved_.push_back({name, section_, [&target] { return toml_value(target); }, last_});
         return *this;
     }
     cli& flag(const std::string& name, bool& target, const std::string& help) {
         last_ = app_.add_flag("--" + name, target, help)->group(section_);
-        saved_.push_back({name, section_, [&target] { return toml_value(target); }, [opt = last_] { return opt->count() == 0; }});
+        saved_.push_back({name, section_, [&target] { return toml_value(target); }, last_});
         return *this;
     }
     /// A former name of an option declared before: still accepted, with a warning naming the
@@ -79,9 +77,7 @@ public:
     cli& deprecated_alias(const std::string& old_name, const std::string& name, V& target) {
         CLI::Option* current = app_.get_option("--" + name);
         last_ = app_.add_option("--" + old_name, target)->group("")->excludes(current);
-        using element = typename element_of<V>::type;
-        if constexpr (std::is_floating_point_v<element>) last_->check(finite());
-        else if constexpr (std::is_integral_v<element> && !std::is_same_v<element, bool>) last_->check(whole_number());
+        check_kind<V>();
         last_->each([program = program_, old_name, name](const std::string&) {
             std::fprintf(stderr, "%s: warning: --%s is deprecated, use --%s\n", program.c_str(), old_name.c_str(), name.c_str());
         });
@@ -147,7 +143,7 @@ public:
                 text += "\n# ---- " + (section.empty() ? std::string("options") : section) + "\n";
             }
             const std::string value = s.value();
-            if (value.empty() && !s.value_is_default()) unwritable += " --" + s.name;
+            if (value.empty() && s.option->count() > 0) unwritable += " --" + s.name;
             if (value.empty()) text += "# " + s.name + ": not written (its default, or a value a config cannot hold)\n";
             else if (describes_invocation(s.name)) text += "# " + s.name + " = " + value + "  (not applied from a config)\n";
             else text += s.name + " = " + value + "\n";
@@ -196,7 +192,7 @@ private:
     struct saved_option {
         std::string name, section;
         std::function<std::string()> value;  // "" when there is nothing a config can hold (NaN: "the default")
-        std::function<bool()> value_is_default;
+        const CLI::Option* option;           // given on the command line or in a config when count() > 0
     };
 
     /// A string as CLI11's config reader reads it back: quoted, with no escapes (it removes the
@@ -262,6 +258,14 @@ private:
                 return "Value " + text + " is not a whole number";
             },
             "", "INTEGER");
+    }
+    /// The checks every value of a V (or of each element of a std::vector<V>) gets: a number
+    /// that is finite, or a whole number.
+    template <class V>
+    void check_kind() {
+        using element = typename element_of<V>::type;
+        if constexpr (std::is_floating_point_v<element>) last_->check(finite());
+        else if constexpr (std::is_integral_v<element> && !std::is_same_v<element, bool>) last_->check(whole_number());
     }
     cli& check(const CLI::Validator& v) {
         last_->check(v);

@@ -17860,20 +17860,19 @@ public:
                        "' was not made by make_translation_set");
         DEPTHLAB_CHECK(shard.ranks >= 1 && shard.rank >= 0 && shard.rank < shard.ranks, usage_error, "translator: shard ", shard.rank,
                        " of ", shard.ranks);
-        const auto mine = [&](std::size_t b) { return shard.owns(b); };
         if (cached_set_ == set.id && cached_shard_ == shard && memories_.size() == set.batches.size() && encoder_unchanged()) {
             ++encoder_reuses_;
         } else {
             cached_set_ = 0;  // nothing is cached until the new encoder outputs are all there
             memories_.clear();
-            for (std::size_t b = 0; b < set.batches.size(); ++b) memories_.push_back(mine(b) ? model_.encode(set.batches[b]) : Var<T, B>());
+            for (std::size_t b = 0; b < set.batches.size(); ++b) memories_.push_back(shard.owns(b) ? model_.encode(set.batches[b]) : Var<T, B>());
             remember_encoder();
             cached_set_ = set.id;
             cached_shard_ = shard;
             ++encoder_runs_;
         }
         for (std::size_t b = 0; b < set.batches.size(); ++b) {
-            if (!mine(b)) continue;
+            if (!shard.owns(b)) continue;
             const auto out = generate(model_, memories_[b], set.batches[b], o);
             for (std::size_t j = 0; j < out.size(); ++j) f(set.members[b][j], out[j]);
         }
@@ -18345,7 +18344,6 @@ inline std::vector<finding> wang_tu_findings(const module_values& v, int encoder
 struct smaller_model {
     double metric = std::numeric_limits<double>::quiet_NaN();
     int modules_fewer = 0;
-    index_t parameters = 0;
     std::string what;  // e.g. "1 fewer decoder layer"
 };
 
@@ -18388,8 +18386,8 @@ inline std::vector<finding> pruning_findings(const pruning_result& by_contributi
     for (const auto& p : rewinding) {
         if (p.k <= 0) continue;
         after += (after.empty() ? "" : ", ") + ("k = " + std::to_string(p.k) + ": " + detail::fixed2(p.metric_after_finetune));
-        const bool reached = p.metric_after_finetune >= base;
-        rewound = rewound == verdict::fails ? verdict::fails : reached ? verdict::holds : verdict::fails;
+        if (p.metric_after_finetune < base) rewound = verdict::fails;
+        else if (rewound == verdict::no_data) rewound = verdict::holds;
     }
     out.push_back({"rewinding the least important modules to their initial values and fine-tuning reaches the baseline",
                    after.empty() ? "no rewinding with k > 0 ran" : after + " against the baseline " + detail::fixed2(base), rewound});
@@ -18878,7 +18876,6 @@ inline html_page translation_study_report(const translation_run& r, const train:
         .pruning_note = pruning_note,
         .smaller = r.shallow ? std::optional(analysis::smaller_model{.metric = r.shallow->bleu,
                                                                      .modules_fewer = 3 * r.shallow->fewer_decoder_layers,
-                                                                     .parameters = r.shallow->parameters,
                                                                      .what = std::to_string(r.shallow->fewer_decoder_layers) +
                                                                              " fewer decoder layer(s), trained apart"})
                              : std::nullopt,

@@ -269,7 +269,6 @@ inline std::vector<finding> wang_tu_findings(const module_values& v, int encoder
 struct smaller_model {
     double metric = std::numeric_limits<double>::quiet_NaN();
     int modules_fewer = 0;
-    index_t parameters = 0;
     std::string what;  // e.g. "1 fewer decoder layer"
 };
 
@@ -312,8 +311,8 @@ inline std::vector<finding> pruning_findings(const pruning_result& by_contributi
     for (const auto& p : rewinding) {
         if (p.k <= 0) continue;
         after += (after.empty() ? "" : ", ") + ("k = " + std::to_string(p.k) + ": " + detail::fixed2(p.metric_after_finetune));
-        const bool reached = p.metric_after_finetune >= base;
-        rewound = rewound == verdict::fails ? verdict::fails : reached ? verdict::holds : verdict::fails;
+        if (p.metric_after_finetune < base) rewound = verdict::fails;
+        else if (rewound == verdict::no_data) rewound = verdict::holds;
     }
     out.push_back({"rewinding the least important modules to their initial values and fine-tuning reaches the baseline",
                    after.empty() ? "no rewinding with k > 0 ran" : after + " against the baseline " + detail::fixed2(base), rewound});

@@ -159,20 +159,19 @@ public:
                        "' was not made by make_translation_set");
         DEPTHLAB_CHECK(shard.ranks >= 1 && shard.rank >= 0 && shard.rank < shard.ranks, usage_error, "translator: shard ", shard.rank,
                        " of ", shard.ranks);
-        const auto mine = [&](std::size_t b) { return shard.owns(b); };
         if (cached_set_ == set.id && cached_shard_ == shard && memories_.size() == set.batches.size() && encoder_unchanged()) {
             ++encoder_reuses_;
         } else {
             cached_set_ = 0;  // nothing is cached until the new encoder outputs are all there
             memories_.clear();
-            for (std::size_t b = 0; b < set.batches.size(); ++b) memories_.push_back(mine(b) ? model_.encode(set.batches[b]) : Var<T, B>());
+            for (std::size_t b = 0; b < set.batches.size(); ++b) memories_.push_back(shard.owns(b) ? model_.encode(set.batches[b]) : Var<T, B>());
             remember_encoder();
             cached_set_ = set.id;
             cached_shard_ = shard;
             ++encoder_runs_;
         }
         for (std::size_t b = 0; b < set.batches.size(); ++b) {
-            if (!mine(b)) continue;
+            if (!shard.owns(b)) continue;
             const auto out = generate(model_, memories_[b], set.batches[b], o);
             for (std::size_t j = 0; j < out.size(); ++j) f(set.members[b][j], out[j]);
         }

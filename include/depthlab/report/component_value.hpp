@@ -354,7 +354,6 @@ inline html_page translation_study_report(const translation_run& r, const train:
         .pruning_note = pruning_note,
         .smaller = r.shallow ? std::optional(analysis::smaller_model{.metric = r.shallow->bleu,
                                                                      .modules_fewer = 3 * r.shallow->fewer_decoder_layers,
-                                                                     .parameters = r.shallow->parameters,
                                                                      .what = std::to_string(r.shallow->fewer_decoder_layers) +
                                                                              " fewer decoder layer(s), trained apart"})
                              : std::nullopt,
