@@ -120,6 +120,116 @@ TEST_CASE("trainer: a non-finite loss stops the run and keeps the last good chec
     CHECK(logged_steps(dir.str() + "/metrics.jsonl") == std::vector<std::int64_t>{1, 2, 3, 4});
 }
 
+TEST_CASE("trainer: a finite blow-up of the loss stops the run, naming the step and the bound") {
+    scratch dir;
+    regression r;
+    auto t = r.trainer({.steps = 20, .log_every = 1, .save_every = 100, .out = dir.str()});
+    std::int64_t calls = 0;
+    // Step 8's loss is 1e6 times the others: finite, so only the divergence guard can see it.
+    CHECK_THROWS_WITH_AS(t.fit([&] { return r.next(++calls == 8 ? 1e6f : 1.0f); }),
+                         doctest::Contains("trainer: step 8: diverged: the loss"), numeric_error);
+    CHECK(t.step() == 7);
+    // The same run with the guard's loss test off trains through it.
+    regression free;
+    auto u = free.trainer({.steps = 10, .log_every = 5, .save_every = 100, .divergence = {.loss_factor = 0}});
+    calls = 0;
+    CHECK(u.fit([&] { return free.next(++calls == 8 ? 1e6f : 1.0f); }).steps == 10);
+    CHECK_THROWS_AS(free.trainer({.divergence = {.loss_factor = 0.5}}), usage_error);
+    CHECK_THROWS_AS(free.trainer({.divergence = {.max_parameter_rms = -1}}), usage_error);
+}
+
+TEST_CASE("trainer: runaway weights stop the run, and the checkpoint on disk is the last known-good one") {
+    scratch dir;
+    regression r;
+    auto t = r.trainer({.steps = 40, .log_every = 1, .save_every = 1, .out = dir.str(), .divergence = {.confirm_steps = 3}});
+    // From step 13 on the learning rate is 1e30: Adam moves every weight by ~1e30 at once.
+    t.schedule = [](std::int64_t done) { return done >= 12 ? 1e30 : 1e-2; };
+    std::string message;
+    try {
+        t.fit([&] { return r.next(); });
+    } catch (const numeric_error& e) {
+        message = e.what();
+    }
+    CHECK(message.find("trainer: step 13: diverged: the parameters' root mean square") != std::string::npos);
+    CHECK(message.find("max_parameter_rms 1000") != std::string::npos);
+    // Checkpoints of steps 1..12 were written every step; known good: those 3 steps older than
+    // the trip, so the newest is step 12 (unconfirmed) and the one put back is from step 9 or
+    // earlier (the candidate promoted at most confirm_steps later).
+    CHECK(message.find("is again the last known-good checkpoint (step ") != std::string::npos);
+    regression back;
+    train::checkpointer<float> reader(dir.str() + "/checkpoint.safetensors");
+    const std::int64_t kept = reader.load(back.model, &back.opt);
+    CHECK(kept >= 4);
+    CHECK(kept <= 9);
+    train::checkpointer<float> suspect(dir.str() + "/checkpoint.suspect.safetensors");
+    CHECK(suspect.load(back.model, &back.opt) == 12);
+    CHECK_FALSE(fs::exists(dir.str() + "/checkpoint.previous.safetensors"));
+    CHECK_FALSE(fs::exists(dir.str() + "/checkpoint.candidate.safetensors"));
+
+    // A run that ends normally leaves one checkpoint, whatever it kept on the way.
+    scratch clean;
+    regression ok;
+    auto c = ok.trainer({.steps = 10, .log_every = 5, .save_every = 1, .out = clean.str(), .divergence = {.confirm_steps = 4}});
+    c.fit([&] { return ok.next(); });
+    CHECK(fs::exists(clean.str() + "/checkpoint.safetensors"));
+    CHECK_FALSE(fs::exists(clean.str() + "/checkpoint.previous.safetensors"));
+    CHECK_FALSE(fs::exists(clean.str() + "/checkpoint.candidate.safetensors"));
+}
+
+TEST_CASE("trainer: resuming a good checkpoint with a learning rate that blows up leaves that checkpoint untouched") {
+    scratch dir;
+    {
+        regression first;
+        auto t = first.trainer({.steps = 6, .log_every = 3, .save_every = 3, .out = dir.str()});
+        t.fit([&] { return first.next(); });
+    }
+    const auto bytes = [&] {
+        std::ifstream in(dir.str() + "/checkpoint.safetensors", std::ios::binary);
+        return std::string(std::istreambuf_iterator<char>(in), {});
+    };
+    const std::string before = bytes();
+    regression resumed;
+    auto t = resumed.trainer({.steps = 20, .log_every = 1, .save_every = 1, .out = dir.str(), .resume = true});
+    t.schedule = [](std::int64_t) { return 1e30; };
+    CHECK_THROWS_WITH_AS(t.fit([&] { return resumed.next(); }), doctest::Contains("the last checkpoint (step 6"), numeric_error);
+    CHECK(bytes() == before);
+}
+
+TEST_CASE("trainer: a run killed between progress lines resumes to the same metrics records") {
+    // log_every 4, save_every 3: the checkpoint of step 6 is written halfway through the
+    // line of steps 5-8, whose means must still cover all four steps after the resume.
+    const auto without_times = [](const std::string& path) {
+        std::vector<nlohmann::json> out;
+        std::ifstream in(path);
+        for (std::string line; std::getline(in, line);) {
+            auto j = nlohmann::json::parse(line);
+            j.erase("tokens_per_s");
+            j.erase("elapsed_s");
+            out.push_back(j);
+        }
+        return out;
+    };
+    scratch d1, d2;
+    regression straight;
+    straight.trainer({.steps = 8, .log_every = 4, .save_every = 3, .out = d1.str()}).fit([&] { return straight.next(); });
+    {
+        regression killed;
+        auto t = killed.trainer({.steps = 8, .log_every = 4, .save_every = 3, .out = d2.str()});
+        std::int64_t calls = 0;
+        CHECK_THROWS_AS(t.fit([&] {
+            if (++calls == 7) throw std::runtime_error("killed");
+            return killed.next();
+        }), std::runtime_error);
+    }
+    regression resumed;
+    auto t = resumed.trainer({.steps = 8, .log_every = 4, .save_every = 3, .out = d2.str(), .resume = true});
+    CHECK(t.restore() == 6);
+    t.fit([&] { return resumed.next(); });
+    const auto a = without_times(d1.str() + "/metrics.jsonl"), b = without_times(d2.str() + "/metrics.jsonl");
+    REQUIRE(a.size() == 2);
+    CHECK(a == b);
+}
+
 TEST_CASE("trainer: the time budget stops after the step that crosses it, and saves") {
     scratch dir;
     regression r;

@@ -99,7 +99,8 @@ public:
     }
 
     /// Writes the checkpoint atomically. A non-finite parameter or state tensor is refused
-    /// (numeric_error) and the file on disk, the last good checkpoint, is left as it was.
+    /// (numeric_error naming the step and the tensor) and the file on disk, the last good
+    /// checkpoint, is left as it was.
     void save(const nn::Module<T, B>& model, const optim::Optimizer<T, B>* opt, std::int64_t step) const;
     /// Reads `path` (default: this checkpointer's) into the model, the optimiser (if given),
     /// every tracked generator, stream and section, and metadata(); returns the step. Throws
@@ -176,7 +177,11 @@ void checkpointer<T, B>::save(const nn::Module<T, B>& model, const optim::Optimi
         }
     for (const auto& s : streams_)
         for (const auto& [k, v] : s.save()) st.metadata[s.name + "." + k] = v;
-    io::save_checkpoint(path_, model, st);
+    try {
+        io::save_checkpoint(path_, model, st);
+    } catch (const numeric_error& e) {  // (a non-finite tensor: which step's checkpoint was refused)
+        throw numeric_error(depthlab::detail::cat("checkpoint of step ", step, ": ", e.what()));
+    }
 }
 
 template <class T, class B>

@@ -6,9 +6,10 @@
 // tokens/s, ETA), an evaluation every eval_every steps and at the end (model in eval mode,
 // its record in metrics.jsonl), a checkpoint every save_every steps and at the end, exact
 // resume (parameters, optimiser, step, RNGs and data-stream positions: see checkpointer),
-// a time budget, and a NaN/Inf guard: a non-finite loss or gradient stops the run with an
-// error naming the step, and no checkpoint holding a non-finite value is ever written, so
-// the last good one survives.
+// a time budget, a NaN/Inf guard (a non-finite loss or gradient stops the run with an error
+// naming the step, and no checkpoint holding a non-finite value is ever written) and a
+// divergence guard for runs that blow up while staying finite (see divergence_guard): the
+// checkpoint left on disk after a stopped run is always one written before things went wrong.
 //
 // Data parallelism (options.comm, a communicator of several ranks; dist/data_parallel.hpp):
 // rank 0's parameters are broadcast at the start; each step's global batch is world x
@@ -34,6 +35,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -58,6 +60,39 @@ namespace depthlab::train {
 /// Named values of a progress line, in order.
 using log_values = std::vector<std::pair<std::string, double>>;
 
+/// Divergence that stays finite: a loss that runs away from its level, or weights that grow
+/// without bound (a learning rate of 1e6 trains to a loss of 1e13 without a single NaN).
+/// Checked after every step, before that step's checkpoint; a trip throws numeric_error
+/// naming the step, the quantity and the bound.
+///
+/// A checkpoint counts as known good once `confirm_steps` further steps passed the guard (or
+/// the run ended normally after it). Until the newest is, the newest known-good one stays on
+/// disk beside it as `checkpoint.previous.safetensors` (and the oldest unconfirmed one as
+/// `checkpoint.candidate.safetensors`, promoted to previous when it is confirmed, so that
+/// frequent saves still move `previous` forward); a trip, the NaN guard's included, puts
+/// `previous` back in place and keeps the suspect newest one as
+/// `checkpoint.suspect.safetensors`. Hard links: no checkpoint is copied.
+struct divergence_guard {
+    bool enabled = true;
+    /// Trip when a step's loss (the mean of its micro-batches and ranks) exceeds
+    /// level + (loss_factor − 1) · max(|level|, 1), level being the running mean (EMA, 0.9)
+    /// of the earlier steps' losses. 0: this test off.
+    double loss_factor = 10;
+    /// Trip when the parameters' root mean square sqrt(Σθ² / n) exceeds this (trained
+    /// transformers sit near 0.02–1). 0: this test off.
+    double max_parameter_rms = 1e3;
+    /// Steps after a checkpoint before it counts as known good.
+    std::int64_t confirm_steps = 20;
+
+    void validate() const {
+        DEPTHLAB_CHECK(std::isfinite(loss_factor) && (loss_factor == 0 || loss_factor > 1), usage_error, "trainer: divergence.loss_factor ",
+                       loss_factor, " must be 0 (off) or a finite number > 1");
+        DEPTHLAB_CHECK(std::isfinite(max_parameter_rms) && max_parameter_rms >= 0, usage_error, "trainer: divergence.max_parameter_rms ",
+                       max_parameter_rms, " must be 0 (off) or a finite number > 0");
+        DEPTHLAB_CHECK(confirm_steps >= 0, usage_error, "trainer: divergence.confirm_steps ", confirm_steps, " < 0");
+    }
+};
+
 struct trainer_options {
     std::int64_t steps = 1000;       // optimiser steps in all (a resumed run continues up to this)
     std::int64_t accumulate = 1;     // micro-batches per step
@@ -79,6 +114,7 @@ struct trainer_options {
     // warm-up: primitives planned, the allocator's cache filled), then print the table and
     // write <out>/profile.csv. Evaluations and checkpoints in those steps are left out. 0: off.
     std::int64_t profile_steps = 0;
+    divergence_guard divergence = {};  // on by default
 
     /// Throws usage_error naming the first bad field.
     void validate() const {
@@ -94,6 +130,7 @@ struct trainer_options {
         DEPTHLAB_CHECK(!schedule_by_time || max_train_minutes > 0, usage_error,
                        "trainer: schedule_by_time needs a time budget (max_train_minutes > 0)");
         DEPTHLAB_CHECK(profile_steps >= 0, usage_error, "trainer: profile_steps ", profile_steps, " < 0");
+        divergence.validate();
     }
 };
 
@@ -161,6 +198,11 @@ public:
         return std::max(step_, static_cast<std::int64_t>(by_time));
     }
     [[nodiscard]] std::string metrics_path() const { return o_.out.empty() ? std::string() : o_.out + "/metrics.jsonl"; }
+    /// Where the last known-good checkpoint waits while the newest one is not yet confirmed
+    /// (divergence_guard), and where a suspect one goes when a trip puts that one back.
+    [[nodiscard]] std::string previous_checkpoint_path() const { return sibling("previous"); }
+    [[nodiscard]] std::string suspect_checkpoint_path() const { return sibling("suspect"); }
+    [[nodiscard]] std::string candidate_checkpoint_path() const { return sibling("candidate"); }
     /// The progress meter of the current fit() (for records of one's own; null outside fit).
     [[nodiscard]] progress_meter* meter() { return meter_ ? &*meter_ : nullptr; }
     [[nodiscard]] dist::communicator& comm() const { return *comm_; }
@@ -202,6 +244,27 @@ private:
     void run_evaluation(bool final);
     /// Prints the table of a profile of `steps` steps (rank 0) and writes <out>/profile.csv.
     void report_profile(const op_profiler& prof, std::int64_t first, std::int64_t steps) const;
+    /// <out>/checkpoint.<what>.safetensors
+    [[nodiscard]] std::string sibling(const char* what) const {
+        return o_.out.empty() ? std::string() : o_.out + "/checkpoint." + what + ".safetensors";
+    }
+    /// sqrt(Σθ² / n) over the distinct parameters (one device-to-host read).
+    [[nodiscard]] double parameter_rms() const;
+    /// divergence_guard: throws numeric_error when the step just taken (its mean loss over
+    /// micro-batches and ranks) ran away; else updates the loss level and confirms the newest
+    /// checkpoint once it is old enough.
+    void guard(double step_loss);
+    /// After a numeric error: puts the last known-good checkpoint back when the newest is
+    /// still unconfirmed, and says which checkpoint the run leaves on disk.
+    [[nodiscard]] std::string keep_good_checkpoint();
+    /// Drops checkpoint.previous and .candidate (the newest checkpoint is now known good).
+    void confirm_checkpoint();
+    /// `to` as a hard link to `from` (a copy where links fail), replacing it.
+    static void link_checkpoint(const std::string& from, const std::string& to);
+    /// The progress values summed since the last line (pending_*) into checkpoint metadata and
+    /// back, so that a resumed run's first record equals the uninterrupted run's.
+    void save_pending();
+    void restore_pending();
 
     nn::Module<T, B>& model_;
     optim::Optimizer<T, B>& opt_;
@@ -210,6 +273,13 @@ private:
     checkpointer<T, B> ckpt_;
     std::optional<progress_meter> meter_;
     std::int64_t step_ = 0, last_saved_ = -1;
+    // divergence_guard: the running loss level (NaN: none yet), the step of the newest
+    // checkpoint while it is unconfirmed (-1: it is known good, or there is none), and the
+    // step of checkpoint.previous (-1: unknown or none)
+    double loss_level_ = std::numeric_limits<double>::quiet_NaN();
+    std::int64_t unconfirmed_ = -1, previous_step_ = -1, candidate_ = -1;
+    log_values pending_;  // sums of the logged values since the last progress line
+    std::int64_t pending_count_ = 0, pending_tokens_ = 0;
     double minutes_ = 0;  // of training, resumes included (saved as the checkpoint's train.minutes under a time budget)
     bool restored_ = false;
 };
@@ -228,6 +298,12 @@ std::int64_t Trainer<T, B>::restore() {
         DEPTHLAB_CHECK(std::isfinite(minutes_) && minutes_ >= 0, io_error, "trainer: resume: ", ckpt_.path(), " has train.minutes ",
                        minutes_, ", not a finite number >= 0");
     }
+    restore_pending();
+    // A checkpoint.previous or .candidate beside it: the run that wrote it stopped before
+    // confirming it (the candidate's step is unknown: counted from here).
+    const bool candidate = std::filesystem::exists(sibling("candidate"));
+    unconfirmed_ = candidate || std::filesystem::exists(sibling("previous")) ? step_ : -1;
+    candidate_ = candidate ? step_ : -1;
     restored_ = true;
     if (is_root()) {
         std::printf("resumed from %s at step %lld\n", ckpt_.path().c_str(), static_cast<long long>(step_));
@@ -249,8 +325,150 @@ void Trainer<T, B>::save() {
     ckpt_.metadata()["dist.accumulate"] = std::to_string(o_.accumulate);
     if (o_.max_train_minutes > 0)  // (only under a budget: without one, the same run writes the same bytes)
         ckpt_.metadata()["train.minutes"] = io::detail::to_text(minutes_);  // (exact: the shortest form that reads back the same)
-    ckpt_.save(model_, &opt_, step_);
+    save_pending();
+    // divergence_guard: a known-good newest checkpoint becomes checkpoint.previous; an
+    // unconfirmed newest one becomes checkpoint.candidate when there is none (the oldest
+    // unconfirmed checkpoint, promoted to previous once it is confirmed) and is otherwise
+    // replaced. Hard links (no copy), which the atomic write below leaves at the old file.
+    const bool rotate = o_.divergence.enabled && o_.divergence.confirm_steps > 0 && last_saved_ >= 0;
+    const bool as_previous = rotate && unconfirmed_ < 0, as_candidate = rotate && unconfirmed_ >= 0 && candidate_ < 0;
+    const char* keep_as = as_previous ? "previous" : as_candidate ? "candidate" : nullptr;
+    if (keep_as && is_root()) link_checkpoint(ckpt_.path(), sibling(keep_as));
+    try {
+        ckpt_.save(model_, &opt_, step_);
+    } catch (const numeric_error&) {  // (the newest file is unchanged: undo the link)
+        if (keep_as && is_root()) std::filesystem::remove(sibling(keep_as));
+        throw;
+    }
+    if (as_previous) previous_step_ = last_saved_;
+    if (as_candidate) candidate_ = last_saved_;
+    if (o_.divergence.enabled && o_.divergence.confirm_steps > 0) unconfirmed_ = step_;
     last_saved_ = step_;
+}
+
+template <class T, class B>
+void Trainer<T, B>::save_pending() {
+    auto& m = ckpt_.metadata();
+    std::erase_if(m, [](const auto& kv) { return kv.first.rfind("train.log.", 0) == 0; });
+    log_values sums = pending_;
+    std::int64_t count = pending_count_, tokens = pending_tokens_;
+    if (comm_->distributed()) {  // (every rank's share; restore_pending hands it all to rank 0)
+        std::vector<double> v;
+        for (const auto& kv : sums) v.push_back(kv.second);
+        v.push_back(static_cast<double>(count));
+        v.push_back(static_cast<double>(tokens));
+        comm_->host_side().all_reduce(v.data(), v.size(), dist::reduce_op::sum);
+        for (std::size_t i = 0; i < sums.size(); ++i) sums[i].second = v[i];
+        count = static_cast<std::int64_t>(v[sums.size()]);
+        tokens = static_cast<std::int64_t>(v[sums.size() + 1]);
+    }
+    if (!std::isnan(loss_level_)) m["train.loss_level"] = io::detail::to_text(loss_level_);
+    if (count == 0) return;
+    m["train.log.count"] = std::to_string(count);
+    m["train.log.tokens"] = std::to_string(tokens);
+    for (std::size_t i = 0; i < sums.size(); ++i) {
+        m["train.log." + std::to_string(i) + ".name"] = sums[i].first;
+        m["train.log." + std::to_string(i) + ".sum"] = io::detail::to_text(sums[i].second);
+    }
+}
+
+template <class T, class B>
+void Trainer<T, B>::restore_pending() {
+    const auto& m = ckpt_.metadata();
+    const auto number = [&](const std::string& key, auto& out) { io::detail::from_text(key, m.at(key), out); };
+    if (m.count("train.loss_level")) number("train.loss_level", loss_level_);
+    pending_.clear();
+    pending_count_ = pending_tokens_ = 0;
+    if (!m.count("train.log.count") || !is_root()) return;  // (the other ranks start their share from zero)
+    number("train.log.count", pending_count_);
+    number("train.log.tokens", pending_tokens_);
+    for (std::size_t i = 0;; ++i) {
+        const std::string key = "train.log." + std::to_string(i);
+        if (!m.count(key + ".name")) break;
+        DEPTHLAB_CHECK(m.count(key + ".sum"), io_error, "trainer: resume: ", ckpt_.path(), " has '", key, ".name' but no '", key, ".sum'");
+        double v = 0;
+        number(key + ".sum", v);
+        pending_.emplace_back(m.at(key + ".name"), v);
+    }
+}
+
+template <class T, class B>
+double Trainer<T, B>::parameter_rms() const {
+    using P = primitives<B>;
+    const auto params = dist::distinct_parameters(opt_.parameters());
+    auto parts = Tensor<double, B>::zeros({static_cast<index_t>(params.size())});
+    double n = 0;
+    for (std::size_t j = 0; j < params.size(); ++j) {
+        const auto& v = params[j].value();
+        P::sum_squares_to(v.numel(), v.data(), parts.data() + static_cast<index_t>(j));
+        n += static_cast<double>(v.numel());
+    }
+    double total = 0;
+    for (double x : parts.to_host()) total += x;
+    return n > 0 ? std::sqrt(total / n) : 0.0;
+}
+
+template <class T, class B>
+void Trainer<T, B>::guard(double step_loss) {
+    const divergence_guard& g = o_.divergence;
+    if (!g.enabled) return;
+    if (g.loss_factor > 0) {
+        if (!std::isnan(loss_level_)) {
+            const double bound = loss_level_ + (g.loss_factor - 1) * std::max(std::abs(loss_level_), 1.0);
+            DEPTHLAB_CHECK(step_loss <= bound, numeric_error, "diverged: the loss ", step_loss, " is above ", bound, ", the bound that ",
+                           "divergence.loss_factor ", g.loss_factor, " sets over the running loss ", loss_level_);
+            loss_level_ = 0.9 * loss_level_ + 0.1 * step_loss;
+        } else if (std::isfinite(step_loss)) {
+            loss_level_ = step_loss;
+        }
+    }
+    if (g.max_parameter_rms > 0) {
+        const double rms = parameter_rms();
+        DEPTHLAB_CHECK(rms <= g.max_parameter_rms, numeric_error, "diverged: the parameters' root mean square is ", rms,
+                       ", above divergence.max_parameter_rms ", g.max_parameter_rms);
+    }
+    const std::int64_t done = step_ + 1;  // (the step just taken passed)
+    if (candidate_ >= 0 && done - candidate_ >= g.confirm_steps) {  // the candidate is known good: it becomes previous
+        if (is_root()) std::filesystem::rename(sibling("candidate"), sibling("previous"));
+        previous_step_ = candidate_;
+        candidate_ = -1;
+    }
+    if (unconfirmed_ >= 0 && done - unconfirmed_ >= g.confirm_steps) confirm_checkpoint();
+}
+
+template <class T, class B>
+void Trainer<T, B>::confirm_checkpoint() {
+    unconfirmed_ = candidate_ = previous_step_ = -1;
+    if (!is_root() || o_.out.empty()) return;
+    std::error_code ec;
+    std::filesystem::remove(sibling("previous"), ec);
+    std::filesystem::remove(sibling("candidate"), ec);
+}
+
+template <class T, class B>
+void Trainer<T, B>::link_checkpoint(const std::string& from, const std::string& to) {
+    std::error_code ec;
+    std::filesystem::remove(to, ec);
+    std::filesystem::create_hard_link(from, to, ec);
+    if (ec) std::filesystem::copy_file(from, to, std::filesystem::copy_options::overwrite_existing);  // (a file system without hard links)
+}
+
+template <class T, class B>
+std::string Trainer<T, B>::keep_good_checkpoint() {
+    if (last_saved_ < 0) return {};
+    const bool roll_back = unconfirmed_ >= 0 && std::filesystem::exists(sibling("previous"));
+    if (!roll_back)
+        return depthlab::detail::cat("; the last checkpoint (step ", last_saved_, ", ", ckpt_.path(), ") is kept",
+                                     unconfirmed_ >= 0 ? " (no earlier one was confirmed by the guard)" : "");
+    if (is_root()) {
+        std::error_code ec;
+        std::filesystem::remove(sibling("candidate"), ec);  // (written after the known-good one, not confirmed either)
+        std::filesystem::rename(ckpt_.path(), sibling("suspect"));
+        std::filesystem::rename(sibling("previous"), ckpt_.path());
+    }
+    const std::string was = previous_step_ >= 0 ? depthlab::detail::cat(" (step ", previous_step_, ")") : std::string();
+    return depthlab::detail::cat("; ", ckpt_.path(), " is again the last known-good checkpoint", was, ", and the one of step ", last_saved_,
+                                 ", written too shortly before, is kept as ", sibling("suspect"));
 }
 
 template <class T, class B>
@@ -269,8 +487,9 @@ fit_result Trainer<T, B>::fit(const std::function<micro_batch<T, B>()>& next) {
     if (o_.max_train_minutes > 0) meter_->set_deadline(std::max(0.0, o_.max_train_minutes - minutes_before) * 60.0);
     const auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
     const auto clock = [&] { minutes_ = minutes_before + seconds() / 60.0; };
-    log_values sums;
-    std::int64_t counted = 0, tokens = 0;
+    log_values& sums = pending_;
+    std::int64_t& counted = pending_count_;
+    std::int64_t& tokens = pending_tokens_;
     double gnorm = 0;
     // Accumulation and data parallelism sum per-micro-batch gradients in fixed-order buckets.
     std::optional<dist::gradient_buckets<T, B>> buckets;
@@ -293,11 +512,13 @@ fit_result Trainer<T, B>::fit(const std::function<micro_batch<T, B>()>& next) {
             for (std::int64_t i = 0; i < shard.before(); ++i) skip();
             profile_mark("trainer: schedule and zero_grad");
             std::string failed;  // a numeric error of this rank (distributed: every rank stops at the all-reduce)
+            double step_loss = 0;
             for (std::int64_t a = 0; a < o_.accumulate; ++a) {
                 try {
                     micro_batch<T, B> mb = next();
                     const Var<T, B> loss = buckets ? scale(mb.loss, static_cast<T>(loss_scale)) : mb.loss;
                     loss.backward();
+                    if (o_.divergence.enabled) step_loss += static_cast<double>(mb.loss.value().item());
                     if (buckets) {
                         buckets->add_gradients();
                         profile_mark("trainer: gradient buckets");
@@ -321,11 +542,17 @@ fit_result Trainer<T, B>::fit(const std::function<micro_batch<T, B>()>& next) {
             if (schedule) opt_.set_lr(schedule(scheduled));
             opt_.step();
             profile_mark("optimizer: step");
+            if (o_.divergence.enabled) {
+                step_loss /= static_cast<double>(o_.accumulate);
+                if (comm_->distributed()) {
+                    comm_->host_side().all_reduce(&step_loss, 1, dist::reduce_op::sum);
+                    step_loss /= static_cast<double>(comm_->size());
+                }
+                guard(step_loss);
+                profile_mark("trainer: divergence guard");
+            }
         } catch (const numeric_error& e) {
-            throw numeric_error(depthlab::detail::cat("trainer: step ", step_ + 1, ": ", e.what(), "; training stopped",
-                                                      last_saved_ >= 0 ? depthlab::detail::cat("; the last checkpoint (step ", last_saved_, ", ",
-                                                                                               ckpt_.path(), ") is kept")
-                                                                       : std::string()));
+            throw numeric_error(depthlab::detail::cat("trainer: step ", step_ + 1, ": ", e.what(), "; training stopped", keep_good_checkpoint()));
         }
         ++step_;
         clock();
@@ -364,6 +591,7 @@ fit_result Trainer<T, B>::fit(const std::function<micro_batch<T, B>()>& next) {
         }
     }
     all_ranks(sums, counted, tokens);  // (tokens of steps after the last line)
+    if (step_ > r.first_step) confirm_checkpoint();  // (the run ended normally after its last checkpoint)
     if (profiler) report_profile(*profiler, profile_from, profiled);  // (the fit ended inside the window)
     else if (o_.profile_steps > 0 && profiled == 0 && is_root())
         std::printf("profile: nothing profiled (the fit ran %lld steps; profiling starts after 5)\n", static_cast<long long>(step_ - r.first_step));
