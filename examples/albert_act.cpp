@@ -24,6 +24,7 @@
 #include "albert_act_options.hpp"
 #include "common/device.hpp"
 #include "common/distributed.hpp"
+#include "common/vocabulary.hpp"
 
 using namespace depthlab;
 
@@ -58,6 +59,8 @@ int run(options o, dist::communicator& comm) {
         dcfg.chunk_jitter = o.chunk_jitter;
         if (o.mask_prob > 0.15) dcfg.max_predictions = static_cast<index_t>(std::ceil(o.mask_prob * o.seq_len)) + 1;
         const data::albert_corpus corpus = data::load_albert_corpus(o.data, dcfg);
+        const std::vector<std::string> pieces = data::read_spm_vocab(o.data + "/spm.vocab");
+        if (o.resume) examples::check_resume_vocabulary("albert_act", o.out, pieces, o.data + "/spm.vocab", corpus.config.vocab);
         data::albert_sampler sampler(corpus.train, corpus.config, o.seed);
         auto setup = halting::act_albert_preset(o.preset, corpus.config.vocab, o.seq_len);
         nn::albert_config& cfg = setup.model;  // (no structured binding: clang 14 cannot capture those in lambdas)
@@ -101,6 +104,7 @@ int run(options o, dist::communicator& comm) {
         io::save_config(ckpt.metadata(), "act.", aopt);
         ckpt.metadata()["policy"] = Policy::name;
         ckpt.metadata()["preset"] = o.preset;
+        examples::record_vocabulary(ckpt.metadata(), pieces);
         trainer.schedule = [&](std::int64_t done) { return schedule.lr(done); };
         double tau_now = 0;
         bool sop_trains_encoder = true;

@@ -28,6 +28,7 @@
 
 #include "common/cli.hpp"
 #include "common/device.hpp"
+#include "common/vocabulary.hpp"
 
 using namespace depthlab;
 
@@ -373,8 +374,7 @@ int run(const options& o) {
                        "' was pretrained with policy '", pol->second, "'; the probes and fine-tuning use the paper's act (and fixed)");
         // ---- the tasks, tokenised with the pretraining tokenizer
         const data::tokenizer tok(o.data + "/spm.model");
-        DEPTHLAB_CHECK(tok.vocab_size() <= j.cfg.vocab, usage_error, "albert_probe: tokenizer '", o.data, "/spm.model' has ", tok.vocab_size(),
-                       " pieces, the checkpoint's model ", j.cfg.vocab);
+        examples::check_vocabulary("albert_probe", ck.metadata(), o.checkpoint, tok.pieces(), o.data + "/spm.model", j.cfg.vocab);
         const auto docs = data::read_brown_tagged(o.data + "/brown.tagged.txt", o.data + "/documents.tsv");
         data::probing_config pc;
         pc.seed = o.seed;

@@ -31,6 +31,7 @@
 #include "component_value_options.hpp"
 #include "common/device.hpp"
 #include "common/distributed.hpp"
+#include "common/vocabulary.hpp"
 
 using namespace depthlab;
 
@@ -48,6 +49,10 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
 
         // ---- data: the language pair from meta.json unless --src-lang/--tgt-lang say otherwise
         const data::tokenizer tok(o.data + "/spm.model");
+        const std::vector<std::string> pieces = tok.pieces();
+        if (!o.checkpoint.empty()) examples::check_vocabulary("component_value", loaded, o.checkpoint, pieces, o.data + "/spm.model",
+                                                              io::load_config<nn::seq2seq_config>(loaded, "config.").tgt_vocab);
+        if (o.resume) examples::check_resume_vocabulary("component_value", o.out, pieces, o.data + "/spm.model", tok.vocab_size());
         const auto encode = [&](const std::string& text) { return tok.encode(text); };
         const analysis::stopwatch tokenising;
         const auto corpus = data::load_translation_corpus(o.data, encode, {.src_lang = o.src_lang, .tgt_lang = o.tgt_lang, .second_corpus = o.with_mt ? "mt" : "",
@@ -61,6 +66,8 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
                     batcher.size(), corpus.train.size(), o.with_mt && o.main_repeat > 1 ? (" x" + std::to_string(o.main_repeat)).c_str() : "",
                     o.with_mt ? (" + " + std::to_string(corpus.second_pairs) + " mt").c_str() : "", batcher.dropped(), static_cast<long long>(o.max_train_len),
                     dev.size(), test.size(), static_cast<long long>(tok.vocab_size()), tokenising.elapsed());
+        if (comm.is_root())
+            for (const std::string& w : corpus.warnings) std::fprintf(stderr, "component_value: warning: %s\n", w.c_str());
 
         // ---- model, optimiser, the trainer and what its checkpoints hold
         const nn::seq2seq_config cfg = loaded.empty() ? nn::seq2seq_preset(o.preset, tok.vocab_size(), o.sizes) : io::load_config<nn::seq2seq_config>(loaded, "config.");
@@ -88,6 +95,7 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
         io::save_config(ckpt.metadata(), "config.", cfg);
         io::save_config(ckpt.metadata(), "train.", recipe);
         ckpt.metadata()["preset"] = o.preset;
+        examples::record_vocabulary(ckpt.metadata(), pieces);
         trainer.schedule = [&](std::int64_t done) { return schedule.lr(done + 1); };
         trainer.log_extra = [&](std::int64_t) { return train::log_values{{"epoch", static_cast<double>(stream.epoch())}}; };
 

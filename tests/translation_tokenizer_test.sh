@@ -24,21 +24,21 @@ for extra in "" "--with-mt"; do
   fresh "$TMP/default$extra/translation"
   run env DEPTHLAB_DATA_DIR="$TMP/default$extra" "$TRAIN" --vocab 50 $extra
   if [[ "$extra" == "" ]]; then
-    ((status == 0)) && [[ -s "$TMP/default/translation/spm.model" ]] || fail "default folder: exit $status, no spm.model: $err"
+    { ((status == 0)) && [[ -s "$TMP/default/translation/spm.model" ]]; } || fail "default folder: exit $status, no spm.model: $err"
   else
     # --with-mt needs mt.{en,de}: a clear error naming what to run, not a silent exit
-    ((status != 0)) && [[ "$err" == *"fetch-translation --with-nlp-corpus"* ]] || fail "default folder --with-mt: exit $status: $err"
+    { ((status != 0)) && [[ "$err" == *"fetch-translation --with-nlp-corpus"* ]]; } || fail "default folder --with-mt: exit $status: $err"
   fi
 done
 # --data DIR
 fresh "$TMP/mine"
 run "$TRAIN" --data "$TMP/mine" --vocab 50
-((status == 0)) && [[ -s "$TMP/mine/spm.model" ]] || fail "--data: exit $status, no spm.model: $err"
+{ ((status == 0)) && [[ -s "$TMP/mine/spm.model" ]]; } || fail "--data: exit $status, no spm.model: $err"
 # errors: a missing folder, a vocabulary that is no number, one larger than the corpus allows
 run "$TRAIN" --data "$TMP/nowhere" --vocab 50
-((status == 1)) && [[ "$err" == *"--data $TMP/nowhere: no such folder"* ]] || fail "--data missing: exit $status: $err"
+{ ((status == 1)) && [[ "$err" == *"--data $TMP/nowhere: no such folder"* ]]; } || fail "--data missing: exit $status: $err"
 run "$TRAIN" --data "$TMP/mine" --vocab many
-((status == 2)) && [[ "$err" == *"--vocab needs a number"* ]] || fail "--vocab many: exit $status: $err"
+{ ((status == 2)) && [[ "$err" == *"--vocab needs a number"* ]]; } || fail "--vocab many: exit $status: $err"
 run "$TRAIN" --data "$TMP/mine" --vocab 100000
 ((status != 0)) || fail "--vocab 100000 on a tiny corpus: exit 0"
 

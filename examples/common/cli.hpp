@@ -16,6 +16,7 @@
 // `prog --config runs/x/config.toml --out runs/y` repeats run x. Flags on the command line
 // override the file. A config is checked as strictly as a command line: an unknown key, a
 // value of the wrong type, out of range or not finite is one line naming the key, exit 2.
+// A flag given twice takes its last value (a list flag collects both).
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -61,12 +62,14 @@ public:
     template <class V>
     cli& option(const std::string& name, V& target, const std::string& help) {
         last_ = app_.add_option("--" + name, target, help)->capture_default_str()->group(section_);
+        last_wins<V>();
         check_kind<V>();
         saved_.push_back({name, section_, [&target] { return toml_value(target); }, last_});
         return *this;
     }
     cli& flag(const std::string& name, bool& target, const std::string& help) {
         last_ = app_.add_flag("--" + name, target, help)->group(section_);
+        last_wins<bool>();
         saved_.push_back({name, section_, [&target] { return toml_value(target); }, last_});
         return *this;
     }
@@ -77,6 +80,7 @@ public:
     cli& deprecated_alias(const std::string& old_name, const std::string& name, V& target) {
         CLI::Option* current = app_.get_option("--" + name);
         last_ = app_.add_option("--" + old_name, target)->group("")->excludes(current);
+        last_wins<V>();
         check_kind<V>();
         last_->each([program = program_, old_name, name](const std::string&) {
             std::fprintf(stderr, "%s: warning: --%s is deprecated, use --%s\n", program.c_str(), old_name.c_str(), name.c_str());
@@ -84,13 +88,13 @@ public:
         return *this;
     }
     /// The last option's value must be > 0.
-    cli& positive() { return check(CLI::PositiveNumber); }
+    cli& positive() { return check(bounded(0, HUGE_VAL, /*open_low=*/true)); }
     /// The last option's value must be >= 0.
-    cli& non_negative() { return check(CLI::NonNegativeNumber); }
+    cli& non_negative() { return check(bounded(0, HUGE_VAL, false)); }
     /// The last option's value must lie in [lo, hi].
     template <class N>
     cli& range(N lo, N hi) {
-        return check(CLI::Range(lo, hi));
+        return check(bounded(static_cast<double>(lo), static_cast<double>(hi), false));
     }
     /// The last option's value must be one of `names`.
     cli& one_of(std::vector<std::string> names) { return check(CLI::IsMember(std::move(names))); }
@@ -244,10 +248,29 @@ private:
             },
             "", "FINITE");
     }
-    /// Rejects a value that is not a whole number (e.g. 1.5 for a step count).
-    static CLI::Validator whole_number() {
+    /// Rejects a number outside [lo, hi] ((lo, hi] when open_low), with the bounds written
+    /// as the user would write them (CLI11's own checks print DBL_MAX in 309 digits).
+    static CLI::Validator bounded(double lo, double hi, bool open_low) {
+        const auto num = [](double v) {
+            char buf[32];
+            std::snprintf(buf, sizeof buf, "%g", v);
+            return std::string(buf);
+        };
+        std::string need = std::isinf(hi) ? (open_low ? "> " : ">= ") + num(lo) : (open_low ? "in (" : "in [") + num(lo) + ", " + num(hi) + "]";
         return CLI::Validator(
-            [](std::string& text) -> std::string {
+            [lo, hi, open_low, need](std::string& text) -> std::string {
+                const double v = std::strtod(text.c_str(), nullptr);  // (finite() and whole_number() ran first)
+                if ((open_low ? v > lo : v >= lo) && v <= hi) return {};
+                return "Value " + text + " is out of range: it must be " + need;
+            },
+            "", "RANGE");
+    }
+    /// Rejects a value that is not a whole number (e.g. 1.5 for a step count), and a negative
+    /// one for an unsigned option (a seed of -1 would wrap to 18446744073709551615).
+    static CLI::Validator whole_number(bool is_unsigned) {
+        return CLI::Validator(
+            [is_unsigned](std::string& text) -> std::string {
+                if (is_unsigned && text.find('-') != std::string::npos) return "Value " + text + " is negative (a whole number >= 0 is needed)";
                 long long v = 0;
                 const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
                 if (ec == std::errc() && end == text.data() + text.size()) return {};
@@ -265,7 +288,14 @@ private:
     void check_kind() {
         using element = typename element_of<V>::type;
         if constexpr (std::is_floating_point_v<element>) last_->check(finite());
-        else if constexpr (std::is_integral_v<element> && !std::is_same_v<element, bool>) last_->check(whole_number());
+        else if constexpr (std::is_integral_v<element> && !std::is_same_v<element, bool>) last_->check(whole_number(std::is_unsigned_v<element>));
+    }
+    /// An option given twice takes its last value (as argparse, most tools, and a sweep that
+    /// appends its overrides to a base command line expect); a list option (std::vector)
+    /// collects the values of every occurrence.
+    template <class V>
+    void last_wins() {
+        if constexpr (std::is_same_v<typename element_of<V>::type, V>) last_->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
     }
     cli& check(const CLI::Validator& v) {
         last_->check(v);

@@ -241,4 +241,20 @@ private:
     return pieces;
 }
 
+/// A fingerprint of a vocabulary (its pieces in id order; FNV-1a, 64 bits, as 16 hex digits):
+/// equal for the same tokenizer read from spm.model or spm.vocab, different for another one
+/// even of the same size. A checkpoint records it so that a program pairing the checkpoint
+/// with a tokenizer can refuse the wrong one instead of reading ids into the wrong embeddings.
+[[nodiscard]] inline std::string vocabulary_fingerprint(std::span<const std::string> pieces) {
+    std::uint64_t h = 0xcbf29ce484222325ull;
+    const auto mix = [&](unsigned char c) { h = (h ^ c) * 0x100000001b3ull; };
+    for (const std::string& p : pieces) {
+        for (const char c : p) mix(static_cast<unsigned char>(c));
+        mix(0);  // (a separator no piece holds)
+    }
+    std::string hex(16, '0');
+    for (int i = 15; i >= 0; --i, h >>= 4) hex[static_cast<std::size_t>(i)] = "0123456789abcdef"[h & 15];
+    return hex;
+}
+
 }  // namespace depthlab::data

@@ -97,12 +97,14 @@ public:
         s.mask = id("[MASK]");
         return s;
     }
-    /// Per id, whether the piece starts a word (ALBERT's rule), for whole-word masking.
-    [[nodiscard]] std::vector<std::uint8_t> word_start_table() const {
-        std::vector<std::string> pieces(static_cast<std::size_t>(vocab_size()));
-        for (int i = 0; i < vocab_size(); ++i) pieces[static_cast<std::size_t>(i)] = sp_->IdToPiece(i);
-        return data::word_start_table(pieces, special_ids());
+    /// Every piece, in id order.
+    [[nodiscard]] std::vector<std::string> pieces() const {
+        std::vector<std::string> out(static_cast<std::size_t>(vocab_size()));
+        for (int i = 0; i < vocab_size(); ++i) out[static_cast<std::size_t>(i)] = sp_->IdToPiece(i);
+        return out;
     }
+    /// Per id, whether the piece starts a word (ALBERT's rule), for whole-word masking.
+    [[nodiscard]] std::vector<std::uint8_t> word_start_table() const { return data::word_start_table(pieces(), special_ids()); }
     /// An albert_data_config for this model (vocab, specials, whole-word starts); the
     /// random replacements are drawn above the largest special id.
     [[nodiscard]] albert_data_config albert_config() const {

@@ -25,6 +25,7 @@
 #include <fstream>
 #include <numeric>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -37,16 +38,34 @@
 #include "depthlab/backend/backend.hpp"
 #include "depthlab/backend/cpu/cpu.hpp"
 #include "depthlab/data/synthetic.hpp"
+#include "depthlab/metrics/text.hpp"
 
 namespace depthlab::data {
 
-/// Lines of a UTF-8 text file (a trailing carriage return is removed; a final newline adds no line).
+/// Where `line` stops being UTF-8 text: the byte offset of its first NUL byte or invalid
+/// UTF-8 sequence, or npos when it is text.
+[[nodiscard]] inline std::size_t first_non_text_byte(std::string_view line) {
+    for (std::size_t i = 0, len = 0; i < line.size(); i += len) {
+        if (line[i] == '\0') return i;
+        const char32_t c = metrics::detail::decode_utf8(line, i, len);
+        if (c == 0xFFFD && len == 1) return i;  // (a real U+FFFD is 3 bytes long)
+    }
+    return std::string_view::npos;
+}
+
+/// Lines of a UTF-8 text file (a trailing carriage return is removed; a final newline adds no
+/// line). A NUL byte or invalid UTF-8 is an io_error naming the file, line and byte: a binary
+/// or wrongly encoded file would otherwise be tokenised into garbage without a word.
 [[nodiscard]] inline std::vector<std::string> read_lines(const std::string& path) {
     std::ifstream f(path, std::ios::binary);
     DEPTHLAB_CHECK(f.good(), io_error, "read_lines: cannot open ", path);
     std::vector<std::string> lines;
     for (std::string line; std::getline(f, line);) {
         if (!line.empty() && line.back() == '\r') line.pop_back();
+        if (const std::size_t at = first_non_text_byte(line); at != std::string_view::npos)
+            throw io_error(depthlab::detail::cat(path, ":", lines.size() + 1, ": byte ", at + 1, " (0x", "0123456789abcdef"[(static_cast<unsigned char>(line[at]) >> 4)],
+                                                 "0123456789abcdef"[static_cast<unsigned char>(line[at]) & 15], ") is ",
+                                                 line[at] == '\0' ? "a NUL byte" : "not valid UTF-8", ": not UTF-8 text (a binary file, or another encoding?)"));
         lines.push_back(std::move(line));
     }
     DEPTHLAB_CHECK(f.eof(), io_error, "read_lines: error reading ", path);
@@ -161,12 +180,17 @@ struct translation_corpus {
     parallel_text train, dev, test;
     std::vector<token_pair> train_pairs;
     std::size_t second_pairs = 0;  // pairs of the second corpus among train_pairs
+    /// What is usable but weak, one line each, naming the files (a split smaller than
+    /// translation_corpus_options' thresholds, pairs blank on a side): for the program to print.
+    std::vector<std::string> warnings;
 };
 struct translation_corpus_options {
     std::string src_lang{}, tgt_lang{};  // empty: meta.json's (else en, de)
     std::string second_corpus{};         // e.g. "mt": also <second>.{src,tgt} for training; empty: none
     std::size_t main_repeat = 1;     // with a second corpus: the main pairs this many times per epoch
     std::size_t dev_limit = 0;       // > 0: only the first dev_limit dev pairs
+    std::size_t small_train = 1000;  // fewer training pairs than this: a warning (a model that overfits, scores that mean little)
+    std::size_t small_eval = 50;     // fewer dev or test pairs than this: a warning (BLEU on a handful of sentences is noise)
 };
 template <class Encode>
 [[nodiscard]] translation_corpus load_translation_corpus(const std::string& dir, Encode&& encode, const translation_corpus_options& o = {}) {
@@ -182,9 +206,16 @@ template <class Encode>
         const auto blank = [](const std::string& line) { return line.find_first_not_of(" \t\r\f\v") == std::string::npos; };
         std::size_t usable = 0;
         for (std::size_t i = 0; i < p.size(); ++i) usable += !blank(p.src[i]) && !blank(p.tgt[i]);
-        DEPTHLAB_CHECK(usable > 0, io_error, "translation corpus: ", dir, "/", split, ".", c.info.src, " and ", dir, "/", split, ".",
-                       c.info.tgt, p.size() == 0 ? " are empty" : " hold no pair with text on both sides (" + std::to_string(p.size()) + " blank)",
+        const std::string files = dir + "/" + split + "." + c.info.src + " and " + dir + "/" + split + "." + c.info.tgt;
+        DEPTHLAB_CHECK(usable > 0, io_error, "translation corpus: ", files,
+                       p.size() == 0 ? " are empty" : " hold no pair with text on both sides (" + std::to_string(p.size()) + " blank)",
                        ": a split must hold sentences");
+        if (usable < p.size())
+            c.warnings.push_back(depthlab::detail::cat(files, ": ", p.size() - usable, " of ", p.size(), " pairs are blank on a side"));
+        const std::size_t small = split == "dev" || split == "test" ? o.small_eval : o.small_train;
+        if (usable < small)
+            c.warnings.push_back(depthlab::detail::cat(files, ": only ", usable, " sentence pair", usable == 1 ? "" : "s", " (fewer than ", small,
+                                                       split == "dev" || split == "test" ? ": its scores are noise)" : ": the model will overfit)"));
         return p;
     };
     c.train = load("train");
