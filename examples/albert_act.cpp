@@ -60,7 +60,7 @@ int run(options o, dist::communicator& comm) {
         if (o.mask_prob > 0.15) dcfg.max_predictions = static_cast<index_t>(std::ceil(o.mask_prob * o.seq_len)) + 1;
         const data::albert_corpus corpus = data::load_albert_corpus(o.data, dcfg);
         const std::vector<std::string> pieces = data::read_spm_vocab(o.data + "/spm.vocab");
-        if (o.resume) examples::check_resume_vocabulary("albert_act", o.out, pieces, o.data + "/spm.vocab", corpus.config.vocab);
+        if (o.resume) examples::check_resume_vocabulary(o.out, pieces, o.data + "/spm.vocab", corpus.config.vocab);
         data::albert_sampler sampler(corpus.train, corpus.config, o.seed);
         auto setup = halting::act_albert_preset(o.preset, corpus.config.vocab, o.seq_len);
         nn::albert_config& cfg = setup.model;  // (no structured binding: clang 14 cannot capture those in lambdas)
@@ -79,6 +79,8 @@ int run(options o, dist::communicator& comm) {
         aopt.lambda_p = o.lambda_p;
         aopt.halting_bias = o.halting_bias;  // NaN: the policy's
         const int n_max = aopt.max_iterations;
+        DEPTHLAB_CHECK(aopt.min_iterations <= n_max, usage_error, "--min-iters ", aopt.min_iterations, " exceeds N_max ", n_max,
+                       " (--max-iters, or the preset's): every token would run N_max iterations");
         const std::int64_t warmup = o.warmup >= 0 ? o.warmup : o.steps / 10;
         const std::int64_t tau_warmup = o.tau_warmup >= 0 ? o.tau_warmup : (3 * o.steps) / 10;
         const bool ponder_net = std::is_same_v<Policy, halting::pondernet>;
@@ -95,7 +97,7 @@ int run(options o, dist::communicator& comm) {
         train::Trainer<float, B> trainer(model, *opt, {.steps = o.steps, .accumulate = o.accum, .clip = o.clip, .log_every = o.log_every,
                                                        .eval_every = o.eval_every, .save_every = o.save_every, .max_train_minutes = o.max_minutes,
                                                        .schedule_by_time = o.schedule_by_time, .out = o.out, .resume = o.resume, .comm = &comm,
-                                                       .profile_steps = o.profile_steps});
+                                                       .profile_steps = o.profile_steps, .divergence = {.enabled = !o.no_divergence_guard}});
         trainer.skip = [&] { (void)sampler.next(o.batch); };  // (another rank's micro-batch)
         auto& ckpt = trainer.checkpoint();
         ckpt.track("sampler", sampler);
@@ -200,6 +202,10 @@ int run(options o, dist::communicator& comm) {
                     o.out.c_str());
         std::printf("%s\n", examples::memory_summary().c_str());
         return 0;
+    } catch (const memory_error& e) {
+        dist::fail(comm, "albert_act", memory_error(examples::out_of_memory_message(e)));
+    } catch (const std::bad_alloc& e) {
+        dist::fail(comm, "albert_act", memory_error(examples::out_of_memory_message(e)));
     } catch (const std::exception& e) {  // depthlab::error and the standard library's (bad_alloc, filesystem)
         dist::fail(comm, "albert_act", e);
     }
@@ -209,6 +215,7 @@ int main(int argc, char** argv) {
     options o;
     examples::cli args("albert_act", "Pretrain an ACT-ALBERT on the English corpora and measure per-token depth.");
     add_options(args, o);
+    args.sizes({"preset", "batch", "seq-len", "hidden", "ff", "embed", "max-iters"});
     args.parse(argc, argv);
     if (o.schedule_by_time && !(o.max_minutes > 0)) {
         std::fprintf(stderr, "albert_act: --schedule-by-time needs --max-minutes > 0 (the budget the schedule follows)\n");

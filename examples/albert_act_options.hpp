@@ -18,7 +18,7 @@ struct options {
            mask_prob = 0.15, clip = 1.0, epsilon = 0.01, beta = 0.01, lambda_p = 0.2;
     std::string policy = "act", device = "cpu", precision = "auto", optimizer = "lamb";
     std::uint64_t seed = 1;
-    bool resume = false, dense = false, distributed = false, chunk_jitter = false, schedule_by_time = false;
+    bool resume = false, no_divergence_guard = false, dense = false, distributed = false, chunk_jitter = false, schedule_by_time = false;
 };
 
 inline void add_options(examples::cli& args, options& o) {
@@ -67,6 +67,7 @@ inline void add_options(examples::cli& args, options& o) {
         .option("save-every", o.save_every, "steps between checkpoints").range<std::int64_t>(1, 1000000000)
         .option("profile-steps", o.profile_steps, "time every op of this many steps (after 5 warm-up steps), print the table and write <out>/profile.csv (0: off)").range<std::int64_t>(0, 1000000)
         .flag("resume", o.resume, "continue from <out>/checkpoint.safetensors")
+        .flag("no-divergence-guard", o.no_divergence_guard, examples::no_divergence_guard_help)
         .section("Device")
         .option("device", o.device, examples::device_help).one_of({"cpu", "cuda", "host_device"})
         .option("precision", o.precision, examples::precision_help).one_of({"auto", "f32", "bf16"})

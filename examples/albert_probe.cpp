@@ -374,7 +374,7 @@ int run(const options& o) {
                        "' was pretrained with policy '", pol->second, "'; the probes and fine-tuning use the paper's act (and fixed)");
         // ---- the tasks, tokenised with the pretraining tokenizer
         const data::tokenizer tok(o.data + "/spm.model");
-        examples::check_vocabulary("albert_probe", ck.metadata(), o.checkpoint, tok.pieces(), o.data + "/spm.model", j.cfg.vocab);
+        examples::check_vocabulary(ck.metadata(), o.checkpoint, tok.pieces(), o.data + "/spm.model", j.cfg.vocab);
         const auto docs = data::read_brown_tagged(o.data + "/brown.tagged.txt", o.data + "/documents.tsv");
         data::probing_config pc;
         pc.seed = o.seed;
@@ -484,6 +484,12 @@ int run(const options& o) {
         std::printf("outputs: %s/{%s%sreport.html}\n", o.out.c_str(), probes.empty() ? "" : "probing.csv,",
                     tuned.empty() ? "" : "finetune.csv,iterations_by_word.csv,");
         return 0;
+    } catch (const memory_error& e) {
+        std::fprintf(stderr, "albert_probe: %s\n", examples::out_of_memory_message(e).c_str());
+        return 1;
+    } catch (const std::bad_alloc& e) {
+        std::fprintf(stderr, "albert_probe: %s\n", examples::out_of_memory_message(e).c_str());
+        return 1;
     } catch (const std::exception& e) {
         std::fprintf(stderr, "albert_probe: %s\n", e.what());
         return 1;
@@ -519,6 +525,7 @@ int main(int argc, char** argv) {
         .section("Device")
         .option("device", o.device, examples::device_help).one_of({"cpu", "cuda", "host_device"})
         .option("precision", o.precision, examples::precision_help).one_of({"auto", "f32", "bf16"});
+    args.sizes({"batch", "max-len"});
     args.parse(argc, argv);
     for (const double t : o.tau)
         if (!(t >= 0 && std::isfinite(t))) {

@@ -50,9 +50,9 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
         // ---- data: the language pair from meta.json unless --src-lang/--tgt-lang say otherwise
         const data::tokenizer tok(o.data + "/spm.model");
         const std::vector<std::string> pieces = tok.pieces();
-        if (!o.checkpoint.empty()) examples::check_vocabulary("component_value", loaded, o.checkpoint, pieces, o.data + "/spm.model",
+        if (!o.checkpoint.empty()) examples::check_vocabulary(loaded, o.checkpoint, pieces, o.data + "/spm.model",
                                                               io::load_config<nn::seq2seq_config>(loaded, "config.").tgt_vocab);
-        if (o.resume) examples::check_resume_vocabulary("component_value", o.out, pieces, o.data + "/spm.model", tok.vocab_size());
+        if (o.resume) examples::check_resume_vocabulary(o.out, pieces, o.data + "/spm.model", tok.vocab_size());
         const auto encode = [&](const std::string& text) { return tok.encode(text); };
         const analysis::stopwatch tokenising;
         const auto corpus = data::load_translation_corpus(o.data, encode, {.src_lang = o.src_lang, .tgt_lang = o.tgt_lang, .second_corpus = o.with_mt ? "mt" : "",
@@ -82,7 +82,7 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
                     max_threads(), examples::ranks_description(comm).c_str());
         train::Trainer<float, B> trainer(model, adam, {.steps = o.steps, .accumulate = o.accum, .clip = recipe.clip, .log_every = o.log_every, .eval_every = o.dev_every,
                                                        .save_every = o.save_every, .max_train_minutes = o.max_train_minutes, .out = o.out, .resume = o.resume,
-                                                       .comm = &comm});
+                                                       .comm = &comm, .divergence = {.enabled = !o.no_divergence_guard}});
         trainer.skip = [&] { (void)stream.next(); };  // (another rank's batch)
         dist::own_stream_per_rank(model.rng(), comm);  // dropout masks of its own
         const auto track_run = [&](train::checkpointer<float, B>& c) {
@@ -214,6 +214,10 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
         std::printf("wrote %s/{contribution,criticality,criticality_trace,pruning,pruning_criticality,rewinding}.csv, summary.json, report.html in %s\n",
                     o.out.c_str(), train::format_duration(run_time.elapsed()).c_str());
         return 0;
+    } catch (const memory_error& e) {
+        dist::fail(comm, "component_value", memory_error(examples::out_of_memory_message(e)));
+    } catch (const std::bad_alloc& e) {
+        dist::fail(comm, "component_value", memory_error(examples::out_of_memory_message(e)));
     } catch (const std::exception& e) {
         dist::fail(comm, "component_value", e);
     }
@@ -228,6 +232,7 @@ int main(int argc, char** argv) {
                        "2+2 layers, d 128, FF 512 (smoke runs); small = 3+3, d 256, FF 1024 (trains on 2 cores); base = the paper's\n"
                        "6+6, d 512, 8 heads, FF 2048. All: dropout 0.1, post-LN, ReLU, joint vocabulary shared and tied to the output.");
     add_options(args, o);
+    args.sizes({"preset", "max-tokens", "dim", "ff", "decode-batch", "beam"});
     args.parse(argc, argv);
     dist::communicator& comm = examples::join("component_value", o.distributed);
     if (comm.is_root()) args.save_config(o.out);

@@ -18,7 +18,7 @@ struct options {
     std::int64_t max_train_len = 128, max_source_len = 128, main_repeat = 1, accum = 1;
     depthlab::train::translation_recipe recipe;  // lr, warm-up, max tokens, label smoothing, clip, seed
     double max_train_minutes = 0;
-    bool resume = false, with_mt = false, skip_analyses = false, no_clip = false, distributed = false;
+    bool resume = false, no_divergence_guard = false, with_mt = false, skip_analyses = false, no_clip = false, distributed = false;
     std::int64_t beam = 4, analysis_beam = 1, eval_sentences = 200, decode_batch = 100, grid_steps = 10, max_evaluations = 8,
                  prune_max_k = 8, rewind_steps = 200;
     double alpha = 0.6, epsilon = 0.5, rewind_lr = 0, tolerance = 1.0 / 16, clip_fraction = 0.1;
@@ -81,6 +81,7 @@ inline void add_options(examples::cli& args, options& o) {
         .section("Output")
         .option("out", o.out, "output directory")
         .flag("resume", o.resume, "continue training from <out>/checkpoint.safetensors up to --steps")
+        .flag("no-divergence-guard", o.no_divergence_guard, examples::no_divergence_guard_help)
         .option("log-every", o.log_every, "steps between progress lines").range<std::int64_t>(1, 1000000000)
         .option("save-every", o.save_every, "steps between checkpoints").range<std::int64_t>(1, 1000000000)
         .section("Device")

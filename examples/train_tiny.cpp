@@ -29,7 +29,7 @@ struct options {
     double lr = 2e-3, clip = 1.0, dropout = 0.0;
     std::uint64_t seed = 1;
     std::string out = "runs/train_tiny", device = "cpu", precision = "auto";
-    bool resume = false, distributed = false;
+    bool resume = false, distributed = false, no_divergence_guard = false;
 };
 
 /// The whole run on backend B (the model, the optimiser and every step live there).
@@ -54,7 +54,8 @@ int run(const options& o, dist::communicator& comm) {
         Generator data_rng(o.seed + 1);
 
         train::Trainer<float, B> trainer(model, adam, {.steps = o.steps, .clip = o.clip, .log_every = o.log_every,
-                                                        .save_every = o.save_every, .out = o.out, .resume = o.resume, .comm = &comm});
+                                                        .save_every = o.save_every, .out = o.out, .resume = o.resume, .comm = &comm,
+                                                        .divergence = {.enabled = !o.no_divergence_guard}});
         dist::own_stream_per_rank(model.rng(), comm);  // (dropout masks of its own)
         trainer.skip = [&] { (void)data::reverse_task_batch(data_rng, o.batch, o.max_len, o.vocab); };
         trainer.schedule = [&](std::int64_t done) { return schedule.lr(done + 1); };
@@ -78,6 +79,10 @@ int run(const options& o, dist::communicator& comm) {
         const double eval_loss = cross_entropy(model.decode(model.encode(b.src), b.src, b.tgt_in), b.tgt_out).value().item();
         std::printf("final eval loss %.9g\ncheckpoint: %s\n", eval_loss, trainer.checkpoint().path().c_str());
         return 0;
+    } catch (const memory_error& e) {
+        dist::fail(comm, "train_tiny", memory_error(examples::out_of_memory_message(e)));
+    } catch (const std::bad_alloc& e) {
+        dist::fail(comm, "train_tiny", memory_error(examples::out_of_memory_message(e)));
     } catch (const std::exception& e) {  // depthlab::error and the standard library's (bad_alloc, filesystem)
         dist::fail(comm, "train_tiny", e);
     }
@@ -109,10 +114,12 @@ int main(int argc, char** argv) {
         .option("save-every", o.save_every, "steps between checkpoints").range<std::int64_t>(1, 1000000000)
         .option("out", o.out, "output directory (metrics.jsonl, checkpoint.safetensors)")
         .flag("resume", o.resume, "continue from <out>/checkpoint.safetensors")
+        .flag("no-divergence-guard", o.no_divergence_guard, examples::no_divergence_guard_help)
         .section("Device")
         .option("device", o.device, examples::device_help).one_of({"cpu", "cuda", "host_device"})
         .option("precision", o.precision, examples::precision_help).one_of({"auto", "f32", "bf16"})
         .flag("distributed", o.distributed, examples::distributed_help);
+    args.sizes({"batch", "max-len", "dim", "ff", "heads", "layers"});
     args.parse(argc, argv);
     dist::communicator& comm = examples::join("train_tiny", o.distributed);
     if (comm.is_root()) args.save_config(o.out);

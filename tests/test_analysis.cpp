@@ -700,3 +700,29 @@ TEST_CASE("component value: an ACT encoder (tied layer, adaptive depth) — dens
     CHECK(enc.layer->self_attention.enabled);
     CHECK(enc.layer->feed_forward.enabled);
 }
+
+TEST_CASE("component value: the analyses refuse a model in training mode (dropout would make every score noise)") {
+    cv_fixture f;
+    const auto mods = default_modules(f.model);
+    f.model.train();
+    CHECK_THROWS_WITH_AS((void)contribution(mods, [&] { return f.neg_mse(); }), doctest::Contains("contribution: the model is in training mode"),
+                         usage_error);
+    CHECK_THROWS_WITH_AS((void)criticality(f.model, mods, f.theta0, f.thetaf, [&] { return f.neg_mse(); }),
+                         doctest::Contains("criticality: the model is in training mode"), usage_error);
+    CHECK_THROWS_WITH_AS((void)pruning_curve(f.model, mods, std::vector<double>(mods.size(), 1.0), [&] { return f.neg_mse(); }, 1),
+                         doctest::Contains("pruning: the model is in training mode"), usage_error);
+    f.model.eval();
+    CHECK(contribution(mods, [&] { return f.neg_mse(); }).modules.size() == mods.size());
+}
+
+TEST_CASE("an empty batch stops at the model's embedding; a batch of ignored targets has loss 0 (PyTorch: NaN)") {
+    Generator g(1);
+    nn::Embedding<double> table(10, 4, g);
+    CHECK_THROWS_WITH_AS((void)table({}, Shape{0, 7}), doctest::Contains("Embedding: an empty batch (ids of shape (0, 7))"), usage_error);
+    const auto logits = Var<double>::parameter(Tensor<double>::randn({3, 5}, g));
+    const std::vector<std::int64_t> ignored{-100, -100, -100};
+    const auto loss = cross_entropy(logits, std::span<const std::int64_t>(ignored));
+    CHECK(loss.value().item() == 0.0);
+    loss.backward();
+    for (double v : logits.grad().to_vector()) CHECK(v == 0.0);
+}

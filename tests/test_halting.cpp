@@ -550,3 +550,29 @@ TEST_CASE("dev evaluation record and line; the halting-collapse warning comes on
     CHECK(watch.check(1.8).empty());   // recovered
     CHECK(!watch.check(1.02).empty()); // a new collapse is reported again
 }
+
+TEST_CASE("ACT: options out of range, an empty or NaN input and a negative ponder weight are clear errors") {
+    const auto bad = [](act_options o, const char* says) {
+        CAPTURE(says);
+        CHECK_THROWS_WITH_AS(o.validate(), doctest::Contains(says), usage_error);
+    };
+    bad({.epsilon = 1.5}, "epsilon 1.5 must lie in (0, 1)");
+    bad({.max_iterations = 0}, "max_iterations (N_max) 0 must be >= 1");
+    bad({.max_iterations = 6, .min_iterations = 100}, "min_iterations 100 must lie in [0, max_iterations = 6]");
+    bad({.row_quantum = 0}, "row_quantum 0 must be >= 1");
+    bad({.halting_bias = std::numeric_limits<double>::infinity()}, "halting_bias inf must be finite");
+    CHECK_THROWS_WITH_AS(ponder_weight(-1e-3, 0, 5), doctest::Contains("a negative weight rewards pondering"), usage_error);
+    CHECK(ponder_weight(1e-3, 10, 5) == doctest::Approx(5e-4));
+
+    // NaN is the documented "the policy's bias": the model's bias is then finite, 0 for act
+    Generator gen(3);
+    ActEncoder<double> enc(small_layer(), gen, {.halting_bias = std::numeric_limits<double>::quiet_NaN()});
+    CHECK(enc.halting_unit->bias.value().to_vector() == std::vector<double>{0.0});
+    enc.eval();
+    auto xs = Tensor<double>::randn({2, 5, 16}, gen);
+    CHECK_THROWS_WITH_AS(enc(Var<double>::constant(xs), {5, 0}), doctest::Contains("sequence 1 has length 0, outside [1, 5]"), usage_error);
+    CHECK_THROWS_WITH_AS(enc(Var<double>::constant(Tensor<double>({0, 5, 16})), {}), doctest::Contains("an empty batch"), usage_error);
+    xs.data()[17] = std::numeric_limits<double>::quiet_NaN();
+    CHECK_THROWS_WITH_AS(enc(Var<double>::constant(xs), {5, 5}), doctest::Contains("ACT: iteration 1: the halting probability of token 0 is nan"),
+                         numeric_error);
+}

@@ -205,6 +205,12 @@ TEST_CASE("probing: tasks are split by document, never use the dev documents, an
     CHECK(inverted->words[1] == "man");
     CHECK(std::find(inverted->words.begin(), inverted->words.end(), "the") != inverted->words.end());
     CHECK_THROWS_WITH_AS((void)data::make_probing_tasks(docs, {"Nonsense"}, cfg), doctest::Contains("unknown task 'Nonsense'"), usage_error);
+    CHECK_THROWS_WITH_AS((void)data::make_probing_tasks(docs, {"all", "Nonsense"}, cfg), doctest::Contains("'all' must be the only task name"), usage_error);
+    CHECK_THROWS_WITH_AS((void)data::make_probing_tasks(docs, {"SentLen", "SentLen"}, cfg), doctest::Contains("task 'SentLen' is listed twice"), usage_error);
+    data::probing_config few = cfg;
+    few.max_train = 1;
+    CHECK_THROWS_WITH_AS((void)data::make_probing_tasks(docs, {"Tense"}, few), doctest::Contains("max_train 1 is below the 2 classes of task Tense"),
+                         usage_error);
 }
 
 TEST_CASE("probing: reading the tagged corpus checks it against documents.tsv") {

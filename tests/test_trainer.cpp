@@ -506,3 +506,31 @@ TEST_CASE("trainer: a communicator of one rank needs no skip hook and changes no
     t2.fit([&] { return b.next(); });
     CHECK(a.parameters() == b.parameters());
 }
+
+TEST_CASE("trainer: resuming a checkpoint beyond steps is an error; steps 0 writes the untrained model's checkpoint") {
+    scratch dir;
+    {
+        regression first;
+        first.trainer({.steps = 5, .log_every = 5, .save_every = 5, .out = dir.str()}).fit([&] { return first.next(); });
+    }
+    regression again;
+    auto t = again.trainer({.steps = 3, .log_every = 1, .save_every = 1, .out = dir.str(), .resume = true});
+    CHECK_THROWS_WITH_AS(t.fit([&] { return again.next(); }), doctest::Contains("is at step 5, beyond steps 3: nothing to train"), usage_error);
+    scratch zero;
+    regression untrained;
+    const auto r = untrained.trainer({.steps = 0, .out = zero.str()}).fit([&] { return untrained.next(); });
+    CHECK(r.steps == 0);
+    train::checkpointer<float> reader(zero.str() + "/checkpoint.safetensors");
+    regression back;
+    CHECK(reader.load(back.model, &back.opt) == 0);
+    CHECK(back.parameters() == untrained.parameters());
+}
+
+TEST_CASE("checkpointer: resuming from a parameters-only file says it is not a training checkpoint") {
+    scratch dir;
+    regression r;
+    fs::create_directories(dir.path);
+    io::save_parameters(dir.str() + "/params.safetensors", r.model);
+    train::checkpointer<float> c(dir.str() + "/params.safetensors");
+    CHECK_THROWS_WITH_AS(c.load(r.model, &r.opt), doctest::Contains("is not a training checkpoint"), io_error);
+}

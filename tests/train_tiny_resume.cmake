@@ -43,15 +43,22 @@ if(EXISTS "${WORK}/killed/checkpoint.safetensors.tmp.999999.0")
   message(FATAL_ERROR "the killed run's temporary checkpoint is still there after the next save")
 endif()
 
-# A diverging run must stop with an error and keep the last good (finite) checkpoint.
-# (the issue's reproduction: Adam's second moments overflow to inf within a few steps)
+# A diverging run must stop with an error and keep the last good (finite) checkpoint: first
+# with the divergence guard off, so that the NaN guard meets it (Adam's second moments
+# overflow to inf within a few steps), then with the guard, which stops it at the first step.
 execute_process(COMMAND "${EXE}" --steps 200 --lr 1e6 --clip 0 --save-every 1 --log-every 100 --dim 32 --ff 64 --layers 1
-                        --out "${WORK}/diverged"
+                        --out "${WORK}/guarded"
+                OUTPUT_VARIABLE out5 ERROR_VARIABLE err5 RESULT_VARIABLE rc5)
+if(rc5 EQUAL 0 OR NOT err5 MATCHES "step 1: diverged: the parameters' root mean square")
+  message(FATAL_ERROR "a run with --lr 1e6 was not stopped by the divergence guard (rc ${rc5}):\n${out5}\n${err5}")
+endif()
+execute_process(COMMAND "${EXE}" --steps 200 --lr 1e6 --clip 0 --save-every 1 --log-every 100 --dim 32 --ff 64 --layers 1
+                        --no-divergence-guard --out "${WORK}/diverged"
                 OUTPUT_VARIABLE out6 ERROR_VARIABLE err6 RESULT_VARIABLE rc6)
 if(rc6 EQUAL 0 OR NOT err6 MATCHES "non-finite")
   message(FATAL_ERROR "a run with --lr 1e6 did not stop on non-finite values (rc ${rc6}):\n${out6}\n${err6}")
 endif()
-execute_process(COMMAND "${EXE}" --steps 1 --dim 32 --ff 64 --layers 1 --out "${WORK}/diverged" --resume
+execute_process(COMMAND "${EXE}" --steps 5 --dim 32 --ff 64 --layers 1 --no-divergence-guard --out "${WORK}/diverged" --resume
                 OUTPUT_VARIABLE out7 ERROR_VARIABLE err7 RESULT_VARIABLE rc7)
 if(NOT rc7 EQUAL 0 OR NOT out7 MATCHES "final eval loss")
   message(FATAL_ERROR "the checkpoint left by the diverged run does not load (rc ${rc7}):\n${out7}\n${err7}")

@@ -24,6 +24,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <new>
 #include <functional>
 #include <string>
 #include <system_error>
@@ -33,6 +34,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <depthlab/core/error.hpp>
 #include <depthlab/io/atomic_file.hpp>
 
 namespace examples {
@@ -42,6 +44,23 @@ namespace examples {
 /// run computes — a config that carried --out would send a repeat's outputs over the
 /// original's.
 inline bool describes_invocation(const std::string& name) { return name == "out" || name == "resume" || name == "distributed"; }
+
+/// The flags that size a program's memory with their values, for an out-of-memory message
+/// (" (the sizes come from --batch 32 --seq-len 128)"); set by cli::parse from cli::sizes().
+inline std::string& sizing_flags() {
+    static std::string text;
+    return text;
+}
+/// An allocation failure (depthlab::memory_error, naming the tensor, or std::bad_alloc) as
+/// one message with the flags behind the sizes.
+inline std::string out_of_memory_message(const std::exception& e) {
+    const std::string what = dynamic_cast<const depthlab::memory_error*>(&e) ? e.what() : "out of memory (" + std::string(e.what()) + ")";
+    return what + (sizing_flags().empty() ? "" : "; the sizes come from " + sizing_flags() + ": lower them");
+}
+
+inline constexpr const char* no_divergence_guard_help =
+    "turn off the divergence guard (train::divergence_guard: a loss far above its running level or runaway weights stop the run; "
+    "the NaN guard stays)";
 
 class cli {
 public:
@@ -109,11 +128,23 @@ public:
         return *this;
     }
 
+    /// The flags that size memory (declared before; others are ignored), named with their
+    /// values when a tensor cannot be allocated (out_of_memory_message).
+    cli& sizes(std::vector<std::string> names) {
+        sizes_ = std::move(names);
+        return *this;
+    }
+
     /// Parses argv (and the --config file); prints the help and exits 0 on --help, prints one
     /// line and exits 2 on an error.
     void parse(int argc, char** argv) {
         try {
             app_.parse(argc, argv);
+            std::string text;
+            for (const std::string& n : sizes_)
+                for (const saved_option& s : saved_)
+                    if (s.name == n) text += (text.empty() ? "--" : " --") + n + " " + s.value();
+            sizing_flags() = text;
         } catch (const CLI::CallForHelp& e) {
             std::exit(app_.exit(e));
         } catch (const CLI::ConfigError& e) {
@@ -306,6 +337,7 @@ private:
     CLI::Option* last_ = nullptr;
     std::string section_;
     std::vector<saved_option> saved_;
+    std::vector<std::string> sizes_;
 };
 
 }  // namespace examples

@@ -49,6 +49,8 @@ class numeric_error : public error { public: using error::error; };
 class usage_error : public error { public: using error::error; };
 /// A failure reported by a device runtime (CUDA, cuBLAS): no device, out of device memory.
 class device_error : public error { public: using error::error; };
+/// Host memory exhausted: a tensor that could not be allocated (its shape and bytes named).
+class memory_error : public error { public: using error::error; };
 
 namespace detail {
 template <class... A>
@@ -461,6 +463,7 @@ struct primitives;
 #include <initializer_list>
 #include <iomanip>
 #include <memory>
+#include <new>
 #include <ostream>
 #include <span>
 #include <type_traits>
@@ -490,7 +493,12 @@ public:
         Tensor t;
         t.shape_ = shape;
         t.strides_ = contiguous_strides(shape);
-        t.storage_ = memory<B>::template allocate<T>(static_cast<std::size_t>(shape.numel()));
+        try {
+            t.storage_ = memory<B>::template allocate<T>(static_cast<std::size_t>(shape.numel()));
+        } catch (const std::bad_alloc&) {  // (what a program can act on: which tensor, how large)
+            const double bytes = static_cast<double>(shape.numel()) * static_cast<double>(sizeof(T));
+            throw memory_error(detail::cat("out of memory: a tensor ", shape, " of ", bytes / (1024.0 * 1024.0 * 1024.0), " GiB could not be allocated"));
+        }
         return t;
     }
     static Tensor zeros(const Shape& shape) { return Tensor(shape); }
@@ -1744,7 +1752,9 @@ Var<T, B> cross_entropy_impl(const char* name, const Var<T, B>& logits, const Te
 /// Mean cross-entropy of logits (..., V) against integer targets (one per row), as
 /// PyTorch's F.cross_entropy: rows whose target is ignore_index are skipped (and not
 /// counted in the mean); label_smoothing mixes in the uniform distribution. When every
-/// row is ignored the loss is 0 with zero gradient. Throws on out-of-range targets and
+/// row is ignored the loss is 0 with zero gradient, where PyTorch gives NaN (0 / 0): a
+/// micro-batch of padding only then adds nothing to an accumulated step instead of
+/// stopping it at the NaN guard. Throws on out-of-range targets and
 /// (on host backends) on a non-finite loss.
 template <class T, class B>
 Var<T, B> cross_entropy(const Var<T, B>& logits, const Tensor<std::int64_t, B>& targets, std::int64_t ignore_index = -100,
@@ -2650,8 +2660,12 @@ public:
     Embedding(index_t num, index_t dim, Generator& gen, double stddev = 1.0) {
         weight = this->register_parameter("weight", Tensor<T, B>::randn({num, dim}, gen, stddev));
     }
-    /// ids of shape `shape` -> shape + (dim)
-    Var<T, B> operator()(std::span<const std::int64_t> ids, const Shape& shape) const { return embedding(weight, ids, shape); }
+    /// ids of shape `shape` -> shape + (dim). An empty batch is a usage_error here, at the
+    /// model's entry, rather than a GEMM of no rows deep inside it.
+    Var<T, B> operator()(std::span<const std::int64_t> ids, const Shape& shape) const {
+        DEPTHLAB_CHECK(shape.numel() > 0, usage_error, "Embedding: an empty batch (ids of shape ", shape, "): a batch needs at least one token");
+        return embedding(weight, ids, shape);
+    }
 
     [[nodiscard]] index_t num_embeddings() const { return weight.shape()[0]; }
     [[nodiscard]] index_t dim() const { return weight.shape()[1]; }
@@ -6241,6 +6255,18 @@ struct act_options {
     // (89 s) in a cache of 4096, and a resumed minute ~3 700 where 16 makes 890 (docs/performance.md, "GEMM
     // shapes of the compact path"). The padding costs < row_quantum rows per iteration.
     int row_quantum = 16;
+
+    /// usage_error naming the first field outside its range, and the range.
+    void validate() const {
+        DEPTHLAB_CHECK(max_iterations >= 1, usage_error, "act_options: max_iterations (N_max) ", max_iterations, " must be >= 1");
+        DEPTHLAB_CHECK(epsilon > 0 && epsilon < 1, usage_error, "act_options: epsilon ", epsilon, " must lie in (0, 1) (the threshold is 1 - epsilon)");
+        DEPTHLAB_CHECK(min_iterations >= 0 && min_iterations <= max_iterations, usage_error, "act_options: min_iterations ", min_iterations,
+                       " must lie in [0, max_iterations = ", max_iterations, "]");
+        DEPTHLAB_CHECK(lambda_p > 0 && lambda_p < 1, usage_error, "act_options: lambda_p ", lambda_p, " must lie in (0, 1)");
+        DEPTHLAB_CHECK(!std::isinf(halting_bias), usage_error, "act_options: halting_bias ", halting_bias,
+                       " must be finite (or NaN, which means the policy's)");
+        DEPTHLAB_CHECK(row_quantum >= 1, usage_error, "act_options: row_quantum ", row_quantum, " must be >= 1");
+    }
 };
 /// The names of the trace settings, in the enum's order (configs store them: io/config.hpp).
 inline constexpr const char* act_trace_names[] = {"never", "eval_only", "always"};
@@ -6263,6 +6289,8 @@ void config_fields(C& c, F&& f) {
 /// other remedy against collapse: the task loss shapes the states before the ponder cost
 /// pushes every token to halt early); tau itself from then on, or always when warmup_steps <= 0.
 inline double ponder_weight(double tau, std::int64_t warmup_steps, std::int64_t step) {
+    DEPTHLAB_CHECK(std::isfinite(tau) && tau >= 0, usage_error, "ponder_weight: tau ", tau,
+                   " must be a finite number >= 0 (a negative weight rewards pondering)");
     if (warmup_steps <= 0) return tau;
     return tau * std::min(1.0, static_cast<double>(step) / static_cast<double>(warmup_steps));
 }
@@ -6318,6 +6346,10 @@ struct act_state {
         for (std::size_t j = 0; j < rows.size(); ++j) {
             const auto i = static_cast<std::size_t>(rows[j]);
             if (!running[i]) continue;
+            // (a NaN would compare false and leave the token running on NaN states; the
+            // probabilities are on the host already, so this check costs no read)
+            DEPTHLAB_CHECK(std::isfinite(p[j]), numeric_error, "ACT: iteration ", n, ": the halting probability of token ", i, " is ", p[j],
+                           ": the input or the state holds a non-finite value");
             const bool halt = cum[i] + p[j] > threshold && n >= min_iterations;  // strict '>'
             if (halt) {
                 m.new_halt[j] = T(1);
@@ -6738,6 +6770,7 @@ ActEncoder<T, B, Policy>::ActEncoder(const nn::transformer_config& cfg, Generato
     halting_unit = &this->register_module("halting", std::make_unique<nn::Linear<T, B>>(cfg.dim, 1, gen, nn::init_scheme::bert));
     // p = sigmoid(w·y + b): w ~ N(0, 0.02), b = 0 (the paper) or 1 (Graves)
     const T policy_bias = std::is_same_v<Policy, act_graves> ? T(1) : T(0);
+    opt.validate();
     halting_unit->bias.value().fill_(std::isnan(opt.halting_bias) ? policy_bias : static_cast<T>(opt.halting_bias));
 }
 
@@ -6746,8 +6779,11 @@ act_result<T, B> ActEncoder<T, B, Policy>::operator()(const Var<T, B>& x, const 
     const Shape& sx = x.shape();
     DEPTHLAB_CHECK(sx.rank() == 3 && static_cast<index_t>(lengths.size()) == sx[0], shape_error, "ActEncoder: input ", sx, " with ",
                    lengths.size(), " lengths");
-    DEPTHLAB_CHECK(opt.max_iterations >= 1 && opt.epsilon > 0 && opt.epsilon < 1, usage_error, "ActEncoder: max_iterations ",
-                   opt.max_iterations, ", epsilon ", opt.epsilon);
+    opt.validate();
+    DEPTHLAB_CHECK(sx[0] >= 1 && sx[1] >= 1, usage_error, "ActEncoder: an empty batch (input ", sx, ")");
+    for (std::size_t b = 0; b < lengths.size(); ++b)
+        DEPTHLAB_CHECK(lengths[b] >= 1 && lengths[b] <= sx[1], usage_error, "ActEncoder: sequence ", b, " has length ", lengths[b],
+                       ", outside [1, ", sx[1], "]");
     if constexpr (std::is_same_v<Policy, act>) {
         if (opt.compact && compact_applies()) return compact_forward(x, lengths);
     }
@@ -6950,6 +6986,9 @@ struct module_ref {
     /// Prefixes under `prefix` whose parameters an ablated module still uses (the LayerNorm
     /// of a post-LN sub-layer): not counted as removed by pruning.
     std::vector<std::string> kept_prefixes;
+    /// Whether the model holding the module is in training mode (set by default_modules):
+    /// the analyses that evaluate a metric refuse a model with dropout on.
+    std::function<bool()> training;
 };
 
 namespace detail {
@@ -7017,6 +7056,7 @@ std::vector<module_ref> default_modules(Model& model, std::optional<bool> norm_f
         nn::residual_base* sub = r;
         m.ablate = [sub](bool off) { sub->enabled = !off; };
         if (!pre_ln) m.kept_prefixes.push_back(name + ".norm");
+        m.training = [&base] { return base.is_training(); };
         out.push_back(std::move(m));
     }
     DEPTHLAB_CHECK(!out.empty(), usage_error, "default_modules: the model has no residual sub-layers");
@@ -7256,8 +7296,13 @@ struct rewinding_point {
 
 namespace detail {
 
-inline void check_modules(const std::vector<module_ref>& modules, const char* what, bool need_ablate, bool need_prefix) {
+/// need_eval: the analysis evaluates the metric on the model as it is, so a model in training
+/// mode (dropout drawing new masks at every evaluation) would make its scores noise.
+inline void check_modules(const std::vector<module_ref>& modules, const char* what, bool need_ablate, bool need_prefix, bool need_eval = true) {
     DEPTHLAB_CHECK(!modules.empty(), usage_error, what, ": no modules");
+    DEPTHLAB_CHECK(!need_eval || !modules.front().training || !modules.front().training(), usage_error, what,
+                   ": the model is in training mode (dropout on: every evaluation would draw new masks, and the scores would be noise); "
+                   "call model.eval() first");
     std::unordered_set<std::string> seen;
     for (const auto& m : modules) {
         DEPTHLAB_CHECK(!m.name.empty(), usage_error, what, ": a module has an empty name");
@@ -7552,7 +7597,7 @@ template <class T, class B>
 rewinding_point rewind_and_finetune(nn::Module<T, B>& model, const std::vector<module_ref>& modules, const std::vector<double>& importance,
                                     int k, const nn::Snapshot<T, B>& initial, const metric_fn& metric, const std::function<void()>& finetune,
                                     const run_options& run = {}) {
-    detail::check_modules(modules, "rewinding", false, true);
+    detail::check_modules(modules, "rewinding", false, true, /*need_eval=*/false);
     const auto order = least_important_first(modules, importance);
     detail::evaluator eval(metric, run, "rewinding");
     return detail::rewind_once(model, modules, order, k, initial, eval, finetune);
@@ -7565,7 +7610,7 @@ template <class T, class B>
 std::vector<rewinding_point> rewinding_curve(nn::Module<T, B>& model, const std::vector<module_ref>& modules, const std::vector<double>& importance,
                                              const std::vector<int>& ks, const nn::Snapshot<T, B>& initial, const nn::Snapshot<T, B>& final_,
                                              const metric_fn& metric, const std::function<void(int)>& finetune, const run_options& run = {}) {
-    detail::check_modules(modules, "rewinding", false, true);
+    detail::check_modules(modules, "rewinding", false, true, /*need_eval=*/false);
     const auto order = least_important_first(modules, importance);
     struct restore_final {
         nn::Module<T, B>& m;
@@ -11628,6 +11673,22 @@ private:
     return pieces;
 }
 
+/// A fingerprint of a vocabulary (its pieces in id order; FNV-1a, 64 bits, as 16 hex digits):
+/// equal for the same tokenizer read from spm.model or spm.vocab, different for another one
+/// even of the same size. A checkpoint records it so that a program pairing the checkpoint
+/// with a tokenizer can refuse the wrong one instead of reading ids into the wrong embeddings.
+[[nodiscard]] inline std::string vocabulary_fingerprint(std::span<const std::string> pieces) {
+    std::uint64_t h = 0xcbf29ce484222325ull;
+    const auto mix = [&](unsigned char c) { h = (h ^ c) * 0x100000001b3ull; };
+    for (const std::string& p : pieces) {
+        for (const char c : p) mix(static_cast<unsigned char>(c));
+        mix(0);  // (a separator no piece holds)
+    }
+    std::string hex(16, '0');
+    for (int i = 15; i >= 0; --i, h >>= 4) hex[static_cast<std::size_t>(i)] = "0123456789abcdef"[h & 15];
+    return hex;
+}
+
 }  // namespace depthlab::data
 // ---- end depthlab/data/albert_corpus.hpp ----
 
@@ -12822,9 +12883,10 @@ template <detail::config_struct C>
 // tokens/s, ETA), an evaluation every eval_every steps and at the end (model in eval mode,
 // its record in metrics.jsonl), a checkpoint every save_every steps and at the end, exact
 // resume (parameters, optimiser, step, RNGs and data-stream positions: see checkpointer),
-// a time budget, and a NaN/Inf guard: a non-finite loss or gradient stops the run with an
-// error naming the step, and no checkpoint holding a non-finite value is ever written, so
-// the last good one survives.
+// a time budget, a NaN/Inf guard (a non-finite loss or gradient stops the run with an error
+// naming the step, and no checkpoint holding a non-finite value is ever written) and a
+// divergence guard for runs that blow up while staying finite (see divergence_guard): the
+// checkpoint left on disk after a stopped run is always one written before things went wrong.
 //
 // Data parallelism (options.comm, a communicator of several ranks; dist/data_parallel.hpp):
 // rank 0's parameters are broadcast at the start; each step's global batch is world x
@@ -12850,6 +12912,7 @@ template <detail::config_struct C>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -13422,7 +13485,8 @@ public:
     }
 
     /// Writes the checkpoint atomically. A non-finite parameter or state tensor is refused
-    /// (numeric_error) and the file on disk, the last good checkpoint, is left as it was.
+    /// (numeric_error naming the step and the tensor) and the file on disk, the last good
+    /// checkpoint, is left as it was.
     void save(const nn::Module<T, B>& model, const optim::Optimizer<T, B>* opt, std::int64_t step) const;
     /// Reads `path` (default: this checkpointer's) into the model, the optimiser (if given),
     /// every tracked generator, stream and section, and metadata(); returns the step. Throws
@@ -13499,13 +13563,20 @@ void checkpointer<T, B>::save(const nn::Module<T, B>& model, const optim::Optimi
         }
     for (const auto& s : streams_)
         for (const auto& [k, v] : s.save()) st.metadata[s.name + "." + k] = v;
-    io::save_checkpoint(path_, model, st);
+    try {
+        io::save_checkpoint(path_, model, st);
+    } catch (const numeric_error& e) {  // (a non-finite tensor: which step's checkpoint was refused)
+        throw numeric_error(depthlab::detail::cat("checkpoint of step ", step, ": ", e.what()));
+    }
 }
 
 template <class T, class B>
 std::int64_t checkpointer<T, B>::load(nn::Module<T, B>& model, optim::Optimizer<T, B>* opt, const std::string& path) {
     const std::string& from = path.empty() ? path_ : path;
     const io::training_state<T, B> st = io::load_checkpoint(from, model);
+    DEPTHLAB_CHECK(!opt || !st.section_metadata("optim").empty(), io_error, from,
+                   " is not a training checkpoint: it holds parameters but no optimiser state (a file of save_parameters or "
+                   "save_pretrained?); a resume needs the checkpoint.safetensors a training run wrote");
     if (opt) opt->load_state(st.section_tensors("optim"), st.section_metadata("optim"), from);
     for (const auto& s : sections_) {
         const auto ts = st.section_tensors(s.name);
@@ -13545,6 +13616,39 @@ namespace depthlab::train {
 /// Named values of a progress line, in order.
 using log_values = std::vector<std::pair<std::string, double>>;
 
+/// Divergence that stays finite: a loss that runs away from its level, or weights that grow
+/// without bound (a learning rate of 1e6 trains to a loss of 1e13 without a single NaN).
+/// Checked after every step, before that step's checkpoint; a trip throws numeric_error
+/// naming the step, the quantity and the bound.
+///
+/// A checkpoint counts as known good once `confirm_steps` further steps passed the guard (or
+/// the run ended normally after it). Until the newest is, the newest known-good one stays on
+/// disk beside it as `checkpoint.previous.safetensors` (and the oldest unconfirmed one as
+/// `checkpoint.candidate.safetensors`, promoted to previous when it is confirmed, so that
+/// frequent saves still move `previous` forward); a trip, the NaN guard's included, puts
+/// `previous` back in place and keeps the suspect newest one as
+/// `checkpoint.suspect.safetensors`. Hard links: no checkpoint is copied.
+struct divergence_guard {
+    bool enabled = true;
+    /// Trip when a step's loss (the mean of its micro-batches and ranks) exceeds
+    /// level + (loss_factor − 1) · max(|level|, 1), level being the running mean (EMA, 0.9)
+    /// of the earlier steps' losses. 0: this test off.
+    double loss_factor = 10;
+    /// Trip when the parameters' root mean square sqrt(Σθ² / n) exceeds this (trained
+    /// transformers sit near 0.02–1). 0: this test off.
+    double max_parameter_rms = 1e3;
+    /// Steps after a checkpoint before it counts as known good.
+    std::int64_t confirm_steps = 20;
+
+    void validate() const {
+        DEPTHLAB_CHECK(std::isfinite(loss_factor) && (loss_factor == 0 || loss_factor > 1), usage_error, "trainer: divergence.loss_factor ",
+                       loss_factor, " must be 0 (off) or a finite number > 1");
+        DEPTHLAB_CHECK(std::isfinite(max_parameter_rms) && max_parameter_rms >= 0, usage_error, "trainer: divergence.max_parameter_rms ",
+                       max_parameter_rms, " must be 0 (off) or a finite number > 0");
+        DEPTHLAB_CHECK(confirm_steps >= 0, usage_error, "trainer: divergence.confirm_steps ", confirm_steps, " < 0");
+    }
+};
+
 struct trainer_options {
     std::int64_t steps = 1000;       // optimiser steps in all (a resumed run continues up to this)
     std::int64_t accumulate = 1;     // micro-batches per step
@@ -13566,6 +13670,7 @@ struct trainer_options {
     // warm-up: primitives planned, the allocator's cache filled), then print the table and
     // write <out>/profile.csv. Evaluations and checkpoints in those steps are left out. 0: off.
     std::int64_t profile_steps = 0;
+    divergence_guard divergence = {};  // on by default
 
     /// Throws usage_error naming the first bad field.
     void validate() const {
@@ -13581,6 +13686,7 @@ struct trainer_options {
         DEPTHLAB_CHECK(!schedule_by_time || max_train_minutes > 0, usage_error,
                        "trainer: schedule_by_time needs a time budget (max_train_minutes > 0)");
         DEPTHLAB_CHECK(profile_steps >= 0, usage_error, "trainer: profile_steps ", profile_steps, " < 0");
+        divergence.validate();
     }
 };
 
@@ -13648,6 +13754,11 @@ public:
         return std::max(step_, static_cast<std::int64_t>(by_time));
     }
     [[nodiscard]] std::string metrics_path() const { return o_.out.empty() ? std::string() : o_.out + "/metrics.jsonl"; }
+    /// Where the last known-good checkpoint waits while the newest one is not yet confirmed
+    /// (divergence_guard), and where a suspect one goes when a trip puts that one back.
+    [[nodiscard]] std::string previous_checkpoint_path() const { return sibling("previous"); }
+    [[nodiscard]] std::string suspect_checkpoint_path() const { return sibling("suspect"); }
+    [[nodiscard]] std::string candidate_checkpoint_path() const { return sibling("candidate"); }
     /// The progress meter of the current fit() (for records of one's own; null outside fit).
     [[nodiscard]] progress_meter* meter() { return meter_ ? &*meter_ : nullptr; }
     [[nodiscard]] dist::communicator& comm() const { return *comm_; }
@@ -13689,6 +13800,27 @@ private:
     void run_evaluation(bool final);
     /// Prints the table of a profile of `steps` steps (rank 0) and writes <out>/profile.csv.
     void report_profile(const op_profiler& prof, std::int64_t first, std::int64_t steps) const;
+    /// <out>/checkpoint.<what>.safetensors
+    [[nodiscard]] std::string sibling(const char* what) const {
+        return o_.out.empty() ? std::string() : o_.out + "/checkpoint." + what + ".safetensors";
+    }
+    /// sqrt(Σθ² / n) over the distinct parameters (one device-to-host read).
+    [[nodiscard]] double parameter_rms() const;
+    /// divergence_guard: throws numeric_error when the step just taken (its mean loss over
+    /// micro-batches and ranks) ran away; else updates the loss level and confirms the newest
+    /// checkpoint once it is old enough.
+    void guard(double step_loss);
+    /// After a numeric error: puts the last known-good checkpoint back when the newest is
+    /// still unconfirmed, and says which checkpoint the run leaves on disk.
+    [[nodiscard]] std::string keep_good_checkpoint();
+    /// Drops checkpoint.previous and .candidate (the newest checkpoint is now known good).
+    void confirm_checkpoint();
+    /// `to` as a hard link to `from` (a copy where links fail), replacing it.
+    static void link_checkpoint(const std::string& from, const std::string& to);
+    /// The progress values summed since the last line (pending_*) into checkpoint metadata and
+    /// back, so that a resumed run's first record equals the uninterrupted run's.
+    void save_pending();
+    void restore_pending();
 
     nn::Module<T, B>& model_;
     optim::Optimizer<T, B>& opt_;
@@ -13697,6 +13829,13 @@ private:
     checkpointer<T, B> ckpt_;
     std::optional<progress_meter> meter_;
     std::int64_t step_ = 0, last_saved_ = -1;
+    // divergence_guard: the running loss level (NaN: none yet), the step of the newest
+    // checkpoint while it is unconfirmed (-1: it is known good, or there is none), and the
+    // step of checkpoint.previous (-1: unknown or none)
+    double loss_level_ = std::numeric_limits<double>::quiet_NaN();
+    std::int64_t unconfirmed_ = -1, previous_step_ = -1, candidate_ = -1;
+    log_values pending_;  // sums of the logged values since the last progress line
+    std::int64_t pending_count_ = 0, pending_tokens_ = 0;
     double minutes_ = 0;  // of training, resumes included (saved as the checkpoint's train.minutes under a time budget)
     bool restored_ = false;
 };
@@ -13715,6 +13854,12 @@ std::int64_t Trainer<T, B>::restore() {
         DEPTHLAB_CHECK(std::isfinite(minutes_) && minutes_ >= 0, io_error, "trainer: resume: ", ckpt_.path(), " has train.minutes ",
                        minutes_, ", not a finite number >= 0");
     }
+    restore_pending();
+    // A checkpoint.previous or .candidate beside it: the run that wrote it stopped before
+    // confirming it (the candidate's step is unknown: counted from here).
+    const bool candidate = std::filesystem::exists(sibling("candidate"));
+    unconfirmed_ = candidate || std::filesystem::exists(sibling("previous")) ? step_ : -1;
+    candidate_ = candidate ? step_ : -1;
     restored_ = true;
     if (is_root()) {
         std::printf("resumed from %s at step %lld\n", ckpt_.path().c_str(), static_cast<long long>(step_));
@@ -13736,8 +13881,150 @@ void Trainer<T, B>::save() {
     ckpt_.metadata()["dist.accumulate"] = std::to_string(o_.accumulate);
     if (o_.max_train_minutes > 0)  // (only under a budget: without one, the same run writes the same bytes)
         ckpt_.metadata()["train.minutes"] = io::detail::to_text(minutes_);  // (exact: the shortest form that reads back the same)
-    ckpt_.save(model_, &opt_, step_);
+    save_pending();
+    // divergence_guard: a known-good newest checkpoint becomes checkpoint.previous; an
+    // unconfirmed newest one becomes checkpoint.candidate when there is none (the oldest
+    // unconfirmed checkpoint, promoted to previous once it is confirmed) and is otherwise
+    // replaced. Hard links (no copy), which the atomic write below leaves at the old file.
+    const bool rotate = o_.divergence.enabled && o_.divergence.confirm_steps > 0 && last_saved_ >= 0;
+    const bool as_previous = rotate && unconfirmed_ < 0, as_candidate = rotate && unconfirmed_ >= 0 && candidate_ < 0;
+    const char* keep_as = as_previous ? "previous" : as_candidate ? "candidate" : nullptr;
+    if (keep_as && is_root()) link_checkpoint(ckpt_.path(), sibling(keep_as));
+    try {
+        ckpt_.save(model_, &opt_, step_);
+    } catch (const numeric_error&) {  // (the newest file is unchanged: undo the link)
+        if (keep_as && is_root()) std::filesystem::remove(sibling(keep_as));
+        throw;
+    }
+    if (as_previous) previous_step_ = last_saved_;
+    if (as_candidate) candidate_ = last_saved_;
+    if (o_.divergence.enabled && o_.divergence.confirm_steps > 0) unconfirmed_ = step_;
     last_saved_ = step_;
+}
+
+template <class T, class B>
+void Trainer<T, B>::save_pending() {
+    auto& m = ckpt_.metadata();
+    std::erase_if(m, [](const auto& kv) { return kv.first.rfind("train.log.", 0) == 0; });
+    log_values sums = pending_;
+    std::int64_t count = pending_count_, tokens = pending_tokens_;
+    if (comm_->distributed()) {  // (every rank's share; restore_pending hands it all to rank 0)
+        std::vector<double> v;
+        for (const auto& kv : sums) v.push_back(kv.second);
+        v.push_back(static_cast<double>(count));
+        v.push_back(static_cast<double>(tokens));
+        comm_->host_side().all_reduce(v.data(), v.size(), dist::reduce_op::sum);
+        for (std::size_t i = 0; i < sums.size(); ++i) sums[i].second = v[i];
+        count = static_cast<std::int64_t>(v[sums.size()]);
+        tokens = static_cast<std::int64_t>(v[sums.size() + 1]);
+    }
+    if (!std::isnan(loss_level_)) m["train.loss_level"] = io::detail::to_text(loss_level_);
+    if (count == 0) return;
+    m["train.log.count"] = std::to_string(count);
+    m["train.log.tokens"] = std::to_string(tokens);
+    for (std::size_t i = 0; i < sums.size(); ++i) {
+        m["train.log." + std::to_string(i) + ".name"] = sums[i].first;
+        m["train.log." + std::to_string(i) + ".sum"] = io::detail::to_text(sums[i].second);
+    }
+}
+
+template <class T, class B>
+void Trainer<T, B>::restore_pending() {
+    const auto& m = ckpt_.metadata();
+    const auto number = [&](const std::string& key, auto& out) { io::detail::from_text(key, m.at(key), out); };
+    if (m.count("train.loss_level")) number("train.loss_level", loss_level_);
+    pending_.clear();
+    pending_count_ = pending_tokens_ = 0;
+    if (!m.count("train.log.count") || !is_root()) return;  // (the other ranks start their share from zero)
+    number("train.log.count", pending_count_);
+    number("train.log.tokens", pending_tokens_);
+    for (std::size_t i = 0;; ++i) {
+        const std::string key = "train.log." + std::to_string(i);
+        if (!m.count(key + ".name")) break;
+        DEPTHLAB_CHECK(m.count(key + ".sum"), io_error, "trainer: resume: ", ckpt_.path(), " has '", key, ".name' but no '", key, ".sum'");
+        double v = 0;
+        number(key + ".sum", v);
+        pending_.emplace_back(m.at(key + ".name"), v);
+    }
+}
+
+template <class T, class B>
+double Trainer<T, B>::parameter_rms() const {
+    using P = primitives<B>;
+    const auto params = dist::distinct_parameters(opt_.parameters());
+    auto parts = Tensor<double, B>::zeros({static_cast<index_t>(params.size())});
+    double n = 0;
+    for (std::size_t j = 0; j < params.size(); ++j) {
+        const auto& v = params[j].value();
+        P::sum_squares_to(v.numel(), v.data(), parts.data() + static_cast<index_t>(j));
+        n += static_cast<double>(v.numel());
+    }
+    double total = 0;
+    for (double x : parts.to_host()) total += x;
+    return n > 0 ? std::sqrt(total / n) : 0.0;
+}
+
+template <class T, class B>
+void Trainer<T, B>::guard(double step_loss) {
+    const divergence_guard& g = o_.divergence;
+    if (!g.enabled) return;
+    if (g.loss_factor > 0) {
+        if (!std::isnan(loss_level_)) {
+            const double bound = loss_level_ + (g.loss_factor - 1) * std::max(std::abs(loss_level_), 1.0);
+            DEPTHLAB_CHECK(step_loss <= bound, numeric_error, "diverged: the loss ", step_loss, " is above ", bound, ", the bound that ",
+                           "divergence.loss_factor ", g.loss_factor, " sets over the running loss ", loss_level_);
+            loss_level_ = 0.9 * loss_level_ + 0.1 * step_loss;
+        } else if (std::isfinite(step_loss)) {
+            loss_level_ = step_loss;
+        }
+    }
+    if (g.max_parameter_rms > 0) {
+        const double rms = parameter_rms();
+        DEPTHLAB_CHECK(rms <= g.max_parameter_rms, numeric_error, "diverged: the parameters' root mean square is ", rms,
+                       ", above divergence.max_parameter_rms ", g.max_parameter_rms);
+    }
+    const std::int64_t done = step_ + 1;  // (the step just taken passed)
+    if (candidate_ >= 0 && done - candidate_ >= g.confirm_steps) {  // the candidate is known good: it becomes previous
+        if (is_root()) std::filesystem::rename(sibling("candidate"), sibling("previous"));
+        previous_step_ = candidate_;
+        candidate_ = -1;
+    }
+    if (unconfirmed_ >= 0 && done - unconfirmed_ >= g.confirm_steps) confirm_checkpoint();
+}
+
+template <class T, class B>
+void Trainer<T, B>::confirm_checkpoint() {
+    unconfirmed_ = candidate_ = previous_step_ = -1;
+    if (!is_root() || o_.out.empty()) return;
+    std::error_code ec;
+    std::filesystem::remove(sibling("previous"), ec);
+    std::filesystem::remove(sibling("candidate"), ec);
+}
+
+template <class T, class B>
+void Trainer<T, B>::link_checkpoint(const std::string& from, const std::string& to) {
+    std::error_code ec;
+    std::filesystem::remove(to, ec);
+    std::filesystem::create_hard_link(from, to, ec);
+    if (ec) std::filesystem::copy_file(from, to, std::filesystem::copy_options::overwrite_existing);  // (a file system without hard links)
+}
+
+template <class T, class B>
+std::string Trainer<T, B>::keep_good_checkpoint() {
+    if (last_saved_ < 0) return {};
+    const bool roll_back = unconfirmed_ >= 0 && std::filesystem::exists(sibling("previous"));
+    if (!roll_back)
+        return depthlab::detail::cat("; the last checkpoint (step ", last_saved_, ", ", ckpt_.path(), ") is kept",
+                                     unconfirmed_ >= 0 ? " (no earlier one was confirmed by the guard)" : "");
+    if (is_root()) {
+        std::error_code ec;
+        std::filesystem::remove(sibling("candidate"), ec);  // (written after the known-good one, not confirmed either)
+        std::filesystem::rename(ckpt_.path(), sibling("suspect"));
+        std::filesystem::rename(sibling("previous"), ckpt_.path());
+    }
+    const std::string was = previous_step_ >= 0 ? depthlab::detail::cat(" (step ", previous_step_, ")") : std::string();
+    return depthlab::detail::cat("; ", ckpt_.path(), " is again the last known-good checkpoint", was, ", and the one of step ", last_saved_,
+                                 ", written too shortly before, is kept as ", sibling("suspect"));
 }
 
 template <class T, class B>
@@ -13746,6 +14033,10 @@ fit_result Trainer<T, B>::fit(const std::function<micro_batch<T, B>()>& next) {
     DEPTHLAB_CHECK(shard.world == 1 || skip, usage_error, "trainer: a data-parallel run (", shard.world,
                    " ranks) needs the `skip` hook: each rank skips the micro-batches of the others");
     if (o_.resume && !restored_) restore();
+    DEPTHLAB_CHECK(step_ <= o_.steps, usage_error, "trainer: the checkpoint ", ckpt_.path(), " is at step ", step_, ", beyond steps ", o_.steps,
+                   ": nothing to train (give more steps to continue it)");
+    if (step_ == o_.steps && is_root())
+        std::printf("trainer: nothing to train (%s)\n", restored_ ? "resumed at the last step: give more steps to continue" : "steps is 0");
     const auto params = dist::distinct_parameters(opt_.parameters());
     dist::broadcast_parameters(*comm_, params);
     fit_result r;
@@ -13756,8 +14047,9 @@ fit_result Trainer<T, B>::fit(const std::function<micro_batch<T, B>()>& next) {
     if (o_.max_train_minutes > 0) meter_->set_deadline(std::max(0.0, o_.max_train_minutes - minutes_before) * 60.0);
     const auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
     const auto clock = [&] { minutes_ = minutes_before + seconds() / 60.0; };
-    log_values sums;
-    std::int64_t counted = 0, tokens = 0;
+    log_values& sums = pending_;
+    std::int64_t& counted = pending_count_;
+    std::int64_t& tokens = pending_tokens_;
     double gnorm = 0;
     // Accumulation and data parallelism sum per-micro-batch gradients in fixed-order buckets.
     std::optional<dist::gradient_buckets<T, B>> buckets;
@@ -13780,11 +14072,13 @@ fit_result Trainer<T, B>::fit(const std::function<micro_batch<T, B>()>& next) {
             for (std::int64_t i = 0; i < shard.before(); ++i) skip();
             profile_mark("trainer: schedule and zero_grad");
             std::string failed;  // a numeric error of this rank (distributed: every rank stops at the all-reduce)
+            double step_loss = 0;
             for (std::int64_t a = 0; a < o_.accumulate; ++a) {
                 try {
                     micro_batch<T, B> mb = next();
                     const Var<T, B> loss = buckets ? scale(mb.loss, static_cast<T>(loss_scale)) : mb.loss;
                     loss.backward();
+                    if (o_.divergence.enabled) step_loss += static_cast<double>(mb.loss.value().item());
                     if (buckets) {
                         buckets->add_gradients();
                         profile_mark("trainer: gradient buckets");
@@ -13808,11 +14102,17 @@ fit_result Trainer<T, B>::fit(const std::function<micro_batch<T, B>()>& next) {
             if (schedule) opt_.set_lr(schedule(scheduled));
             opt_.step();
             profile_mark("optimizer: step");
+            if (o_.divergence.enabled) {
+                step_loss /= static_cast<double>(o_.accumulate);
+                if (comm_->distributed()) {
+                    comm_->host_side().all_reduce(&step_loss, 1, dist::reduce_op::sum);
+                    step_loss /= static_cast<double>(comm_->size());
+                }
+                guard(step_loss);
+                profile_mark("trainer: divergence guard");
+            }
         } catch (const numeric_error& e) {
-            throw numeric_error(depthlab::detail::cat("trainer: step ", step_ + 1, ": ", e.what(), "; training stopped",
-                                                      last_saved_ >= 0 ? depthlab::detail::cat("; the last checkpoint (step ", last_saved_, ", ",
-                                                                                               ckpt_.path(), ") is kept")
-                                                                       : std::string()));
+            throw numeric_error(depthlab::detail::cat("trainer: step ", step_ + 1, ": ", e.what(), "; training stopped", keep_good_checkpoint()));
         }
         ++step_;
         clock();
@@ -13851,6 +14151,8 @@ fit_result Trainer<T, B>::fit(const std::function<micro_batch<T, B>()>& next) {
         }
     }
     all_ranks(sums, counted, tokens);  // (tokens of steps after the last line)
+    if (step_ > r.first_step) confirm_checkpoint();  // (the run ended normally after its last checkpoint)
+    if (last_saved_ < 0) save();  // (steps 0: the untrained model, so that the checkpoint a program names exists)
     if (profiler) report_profile(*profiler, profile_from, profiled);  // (the fit ended inside the window)
     else if (o_.profile_steps > 0 && profiled == 0 && is_root())
         std::printf("profile: nothing profiled (the fit ran %lld steps; profiling starts after 5)\n", static_cast<long long>(step_ - r.first_step));
@@ -14039,6 +14341,7 @@ DEPTHLAB_ALL_CONFIG_INSTANTIATIONS(extern template)
 #include <fstream>
 #include <numeric>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -14048,13 +14351,30 @@ DEPTHLAB_ALL_CONFIG_INSTANTIATIONS(extern template)
 
 namespace depthlab::data {
 
-/// Lines of a UTF-8 text file (a trailing carriage return is removed; a final newline adds no line).
+/// Where `line` stops being UTF-8 text: the byte offset of its first NUL byte or invalid
+/// UTF-8 sequence, or npos when it is text.
+[[nodiscard]] inline std::size_t first_non_text_byte(std::string_view line) {
+    for (std::size_t i = 0, len = 0; i < line.size(); i += len) {
+        if (line[i] == '\0') return i;
+        const char32_t c = metrics::detail::decode_utf8(line, i, len);
+        if (c == 0xFFFD && len == 1) return i;  // (a real U+FFFD is 3 bytes long)
+    }
+    return std::string_view::npos;
+}
+
+/// Lines of a UTF-8 text file (a trailing carriage return is removed; a final newline adds no
+/// line). A NUL byte or invalid UTF-8 is an io_error naming the file, line and byte: a binary
+/// or wrongly encoded file would otherwise be tokenised into garbage without a word.
 [[nodiscard]] inline std::vector<std::string> read_lines(const std::string& path) {
     std::ifstream f(path, std::ios::binary);
     DEPTHLAB_CHECK(f.good(), io_error, "read_lines: cannot open ", path);
     std::vector<std::string> lines;
     for (std::string line; std::getline(f, line);) {
         if (!line.empty() && line.back() == '\r') line.pop_back();
+        if (const std::size_t at = first_non_text_byte(line); at != std::string_view::npos)
+            throw io_error(depthlab::detail::cat(path, ":", lines.size() + 1, ": byte ", at + 1, " (0x", "0123456789abcdef"[(static_cast<unsigned char>(line[at]) >> 4)],
+                                                 "0123456789abcdef"[static_cast<unsigned char>(line[at]) & 15], ") is ",
+                                                 line[at] == '\0' ? "a NUL byte" : "not valid UTF-8", ": not UTF-8 text (a binary file, or another encoding?)"));
         lines.push_back(std::move(line));
     }
     DEPTHLAB_CHECK(f.eof(), io_error, "read_lines: error reading ", path);
@@ -14169,12 +14489,17 @@ struct translation_corpus {
     parallel_text train, dev, test;
     std::vector<token_pair> train_pairs;
     std::size_t second_pairs = 0;  // pairs of the second corpus among train_pairs
+    /// What is usable but weak, one line each, naming the files (a split smaller than
+    /// translation_corpus_options' thresholds, pairs blank on a side): for the program to print.
+    std::vector<std::string> warnings;
 };
 struct translation_corpus_options {
     std::string src_lang{}, tgt_lang{};  // empty: meta.json's (else en, de)
     std::string second_corpus{};         // e.g. "mt": also <second>.{src,tgt} for training; empty: none
     std::size_t main_repeat = 1;     // with a second corpus: the main pairs this many times per epoch
     std::size_t dev_limit = 0;       // > 0: only the first dev_limit dev pairs
+    std::size_t small_train = 1000;  // fewer training pairs than this: a warning (a model that overfits, scores that mean little)
+    std::size_t small_eval = 50;     // fewer dev or test pairs than this: a warning (BLEU on a handful of sentences is noise)
 };
 template <class Encode>
 [[nodiscard]] translation_corpus load_translation_corpus(const std::string& dir, Encode&& encode, const translation_corpus_options& o = {}) {
@@ -14190,9 +14515,16 @@ template <class Encode>
         const auto blank = [](const std::string& line) { return line.find_first_not_of(" \t\r\f\v") == std::string::npos; };
         std::size_t usable = 0;
         for (std::size_t i = 0; i < p.size(); ++i) usable += !blank(p.src[i]) && !blank(p.tgt[i]);
-        DEPTHLAB_CHECK(usable > 0, io_error, "translation corpus: ", dir, "/", split, ".", c.info.src, " and ", dir, "/", split, ".",
-                       c.info.tgt, p.size() == 0 ? " are empty" : " hold no pair with text on both sides (" + std::to_string(p.size()) + " blank)",
+        const std::string files = dir + "/" + split + "." + c.info.src + " and " + dir + "/" + split + "." + c.info.tgt;
+        DEPTHLAB_CHECK(usable > 0, io_error, "translation corpus: ", files,
+                       p.size() == 0 ? " are empty" : " hold no pair with text on both sides (" + std::to_string(p.size()) + " blank)",
                        ": a split must hold sentences");
+        if (usable < p.size())
+            c.warnings.push_back(depthlab::detail::cat(files, ": ", p.size() - usable, " of ", p.size(), " pairs are blank on a side"));
+        const std::size_t small = split == "dev" || split == "test" ? o.small_eval : o.small_train;
+        if (usable < small)
+            c.warnings.push_back(depthlab::detail::cat(files, ": only ", usable, " sentence pair", usable == 1 ? "" : "s", " (fewer than ", small,
+                                                       split == "dev" || split == "test" ? ": its scores are noise)" : ": the model will overfit)"));
         return p;
     };
     c.train = load("train");
@@ -15689,11 +16021,13 @@ inline std::vector<probe_task> make_probing_tasks(const std::vector<tagged_docum
     std::vector<std::string> wanted;
     for (const auto& n : names) {
         if (n == "all") {
+            DEPTHLAB_CHECK(names.size() == 1, usage_error, "make_probing_tasks: 'all' must be the only task name (got ", names.size(), " names)");
             wanted = probing_task_names();
             break;
         }
         DEPTHLAB_CHECK(std::find(probing_task_names().begin(), probing_task_names().end(), n) != probing_task_names().end(), usage_error,
                        "make_probing_tasks: unknown task '", n, "' (expected all or SentLen, WC, BShift, Tense, SubjNum, ObjNum, CoordInv, Genre)");
+        DEPTHLAB_CHECK(std::find(wanted.begin(), wanted.end(), n) == wanted.end(), usage_error, "make_probing_tasks: task '", n, "' is listed twice");
         wanted.push_back(n);
     }
     // ---- split the documents of the pretraining train split (dev documents never appear)
@@ -15836,6 +16170,9 @@ inline std::vector<probe_task> make_probing_tasks(const std::vector<tagged_docum
             tasks.push_back(std::move(task));
             continue;
         }
+        for (const auto& [what, total] : {std::pair{"max_train", cfg.max_train}, std::pair{"max_eval", cfg.max_eval}})
+            DEPTHLAB_CHECK(total >= static_cast<std::int64_t>(k), usage_error, "make_probing_tasks: ", what, " ", total, " is below the ", k,
+                           " classes of task ", name, ": a balanced split needs at least one example per class");
         const auto cap = [&](std::int64_t total) {
             const auto per = static_cast<std::size_t>(std::max<std::int64_t>(1, total / static_cast<std::int64_t>(k)));
             return name == "WC" ? std::min(per, static_cast<std::size_t>(cfg.wc_max_per_class)) : per;

@@ -52,6 +52,9 @@ struct module_ref {
     /// Prefixes under `prefix` whose parameters an ablated module still uses (the LayerNorm
     /// of a post-LN sub-layer): not counted as removed by pruning.
     std::vector<std::string> kept_prefixes;
+    /// Whether the model holding the module is in training mode (set by default_modules):
+    /// the analyses that evaluate a metric refuse a model with dropout on.
+    std::function<bool()> training;
 };
 
 namespace detail {
@@ -119,6 +122,7 @@ std::vector<module_ref> default_modules(Model& model, std::optional<bool> norm_f
         nn::residual_base* sub = r;
         m.ablate = [sub](bool off) { sub->enabled = !off; };
         if (!pre_ln) m.kept_prefixes.push_back(name + ".norm");
+        m.training = [&base] { return base.is_training(); };
         out.push_back(std::move(m));
     }
     DEPTHLAB_CHECK(!out.empty(), usage_error, "default_modules: the model has no residual sub-layers");

@@ -148,8 +148,13 @@ struct rewinding_point {
 
 namespace detail {
 
-inline void check_modules(const std::vector<module_ref>& modules, const char* what, bool need_ablate, bool need_prefix) {
+/// need_eval: the analysis evaluates the metric on the model as it is, so a model in training
+/// mode (dropout drawing new masks at every evaluation) would make its scores noise.
+inline void check_modules(const std::vector<module_ref>& modules, const char* what, bool need_ablate, bool need_prefix, bool need_eval = true) {
     DEPTHLAB_CHECK(!modules.empty(), usage_error, what, ": no modules");
+    DEPTHLAB_CHECK(!need_eval || !modules.front().training || !modules.front().training(), usage_error, what,
+                   ": the model is in training mode (dropout on: every evaluation would draw new masks, and the scores would be noise); "
+                   "call model.eval() first");
     std::unordered_set<std::string> seen;
     for (const auto& m : modules) {
         DEPTHLAB_CHECK(!m.name.empty(), usage_error, what, ": a module has an empty name");
@@ -444,7 +449,7 @@ template <class T, class B>
 rewinding_point rewind_and_finetune(nn::Module<T, B>& model, const std::vector<module_ref>& modules, const std::vector<double>& importance,
                                     int k, const nn::Snapshot<T, B>& initial, const metric_fn& metric, const std::function<void()>& finetune,
                                     const run_options& run = {}) {
-    detail::check_modules(modules, "rewinding", false, true);
+    detail::check_modules(modules, "rewinding", false, true, /*need_eval=*/false);
     const auto order = least_important_first(modules, importance);
     detail::evaluator eval(metric, run, "rewinding");
     return detail::rewind_once(model, modules, order, k, initial, eval, finetune);
@@ -457,7 +462,7 @@ template <class T, class B>
 std::vector<rewinding_point> rewinding_curve(nn::Module<T, B>& model, const std::vector<module_ref>& modules, const std::vector<double>& importance,
                                              const std::vector<int>& ks, const nn::Snapshot<T, B>& initial, const nn::Snapshot<T, B>& final_,
                                              const metric_fn& metric, const std::function<void(int)>& finetune, const run_options& run = {}) {
-    detail::check_modules(modules, "rewinding", false, true);
+    detail::check_modules(modules, "rewinding", false, true, /*need_eval=*/false);
     const auto order = least_important_first(modules, importance);
     struct restore_final {
         nn::Module<T, B>& m;

@@ -24,6 +24,8 @@ class numeric_error : public error { public: using error::error; };
 class usage_error : public error { public: using error::error; };
 /// A failure reported by a device runtime (CUDA, cuBLAS): no device, out of device memory.
 class device_error : public error { public: using error::error; };
+/// Host memory exhausted: a tensor that could not be allocated (its shape and bytes named).
+class memory_error : public error { public: using error::error; };
 
 namespace detail {
 template <class... A>

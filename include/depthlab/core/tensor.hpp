@@ -6,6 +6,7 @@
 #include <initializer_list>
 #include <iomanip>
 #include <memory>
+#include <new>
 #include <ostream>
 #include <span>
 #include <type_traits>
@@ -39,7 +40,12 @@ public:
         Tensor t;
         t.shape_ = shape;
         t.strides_ = contiguous_strides(shape);
-        t.storage_ = memory<B>::template allocate<T>(static_cast<std::size_t>(shape.numel()));
+        try {
+            t.storage_ = memory<B>::template allocate<T>(static_cast<std::size_t>(shape.numel()));
+        } catch (const std::bad_alloc&) {  // (what a program can act on: which tensor, how large)
+            const double bytes = static_cast<double>(shape.numel()) * static_cast<double>(sizeof(T));
+            throw memory_error(detail::cat("out of memory: a tensor ", shape, " of ", bytes / (1024.0 * 1024.0 * 1024.0), " GiB could not be allocated"));
+        }
         return t;
     }
     static Tensor zeros(const Shape& shape) { return Tensor(shape); }

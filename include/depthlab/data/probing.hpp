@@ -394,11 +394,13 @@ inline std::vector<probe_task> make_probing_tasks(const std::vector<tagged_docum
     std::vector<std::string> wanted;
     for (const auto& n : names) {
         if (n == "all") {
+            DEPTHLAB_CHECK(names.size() == 1, usage_error, "make_probing_tasks: 'all' must be the only task name (got ", names.size(), " names)");
             wanted = probing_task_names();
             break;
         }
         DEPTHLAB_CHECK(std::find(probing_task_names().begin(), probing_task_names().end(), n) != probing_task_names().end(), usage_error,
                        "make_probing_tasks: unknown task '", n, "' (expected all or SentLen, WC, BShift, Tense, SubjNum, ObjNum, CoordInv, Genre)");
+        DEPTHLAB_CHECK(std::find(wanted.begin(), wanted.end(), n) == wanted.end(), usage_error, "make_probing_tasks: task '", n, "' is listed twice");
         wanted.push_back(n);
     }
     // ---- split the documents of the pretraining train split (dev documents never appear)
@@ -541,6 +543,9 @@ inline std::vector<probe_task> make_probing_tasks(const std::vector<tagged_docum
             tasks.push_back(std::move(task));
             continue;
         }
+        for (const auto& [what, total] : {std::pair{"max_train", cfg.max_train}, std::pair{"max_eval", cfg.max_eval}})
+            DEPTHLAB_CHECK(total >= static_cast<std::int64_t>(k), usage_error, "make_probing_tasks: ", what, " ", total, " is below the ", k,
+                           " classes of task ", name, ": a balanced split needs at least one example per class");
         const auto cap = [&](std::int64_t total) {
             const auto per = static_cast<std::size_t>(std::max<std::int64_t>(1, total / static_cast<std::int64_t>(k)));
             return name == "WC" ? std::min(per, static_cast<std::size_t>(cfg.wc_max_per_class)) : per;

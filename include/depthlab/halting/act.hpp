@@ -93,6 +93,18 @@ struct act_options {
     // (89 s) in a cache of 4096, and a resumed minute ~3 700 where 16 makes 890 (docs/performance.md, "GEMM
     // shapes of the compact path"). The padding costs < row_quantum rows per iteration.
     int row_quantum = 16;
+
+    /// usage_error naming the first field outside its range, and the range.
+    void validate() const {
+        DEPTHLAB_CHECK(max_iterations >= 1, usage_error, "act_options: max_iterations (N_max) ", max_iterations, " must be >= 1");
+        DEPTHLAB_CHECK(epsilon > 0 && epsilon < 1, usage_error, "act_options: epsilon ", epsilon, " must lie in (0, 1) (the threshold is 1 - epsilon)");
+        DEPTHLAB_CHECK(min_iterations >= 0 && min_iterations <= max_iterations, usage_error, "act_options: min_iterations ", min_iterations,
+                       " must lie in [0, max_iterations = ", max_iterations, "]");
+        DEPTHLAB_CHECK(lambda_p > 0 && lambda_p < 1, usage_error, "act_options: lambda_p ", lambda_p, " must lie in (0, 1)");
+        DEPTHLAB_CHECK(!std::isinf(halting_bias), usage_error, "act_options: halting_bias ", halting_bias,
+                       " must be finite (or NaN, which means the policy's)");
+        DEPTHLAB_CHECK(row_quantum >= 1, usage_error, "act_options: row_quantum ", row_quantum, " must be >= 1");
+    }
 };
 /// The names of the trace settings, in the enum's order (configs store them: io/config.hpp).
 inline constexpr const char* act_trace_names[] = {"never", "eval_only", "always"};
@@ -115,6 +127,8 @@ void config_fields(C& c, F&& f) {
 /// other remedy against collapse: the task loss shapes the states before the ponder cost
 /// pushes every token to halt early); tau itself from then on, or always when warmup_steps <= 0.
 inline double ponder_weight(double tau, std::int64_t warmup_steps, std::int64_t step) {
+    DEPTHLAB_CHECK(std::isfinite(tau) && tau >= 0, usage_error, "ponder_weight: tau ", tau,
+                   " must be a finite number >= 0 (a negative weight rewards pondering)");
     if (warmup_steps <= 0) return tau;
     return tau * std::min(1.0, static_cast<double>(step) / static_cast<double>(warmup_steps));
 }
@@ -170,6 +184,10 @@ struct act_state {
         for (std::size_t j = 0; j < rows.size(); ++j) {
             const auto i = static_cast<std::size_t>(rows[j]);
             if (!running[i]) continue;
+            // (a NaN would compare false and leave the token running on NaN states; the
+            // probabilities are on the host already, so this check costs no read)
+            DEPTHLAB_CHECK(std::isfinite(p[j]), numeric_error, "ACT: iteration ", n, ": the halting probability of token ", i, " is ", p[j],
+                           ": the input or the state holds a non-finite value");
             const bool halt = cum[i] + p[j] > threshold && n >= min_iterations;  // strict '>'
             if (halt) {
                 m.new_halt[j] = T(1);
@@ -590,6 +608,7 @@ ActEncoder<T, B, Policy>::ActEncoder(const nn::transformer_config& cfg, Generato
     halting_unit = &this->register_module("halting", std::make_unique<nn::Linear<T, B>>(cfg.dim, 1, gen, nn::init_scheme::bert));
     // p = sigmoid(w·y + b): w ~ N(0, 0.02), b = 0 (the paper) or 1 (Graves)
     const T policy_bias = std::is_same_v<Policy, act_graves> ? T(1) : T(0);
+    opt.validate();
     halting_unit->bias.value().fill_(std::isnan(opt.halting_bias) ? policy_bias : static_cast<T>(opt.halting_bias));
 }
 
@@ -598,8 +617,11 @@ act_result<T, B> ActEncoder<T, B, Policy>::operator()(const Var<T, B>& x, const 
     const Shape& sx = x.shape();
     DEPTHLAB_CHECK(sx.rank() == 3 && static_cast<index_t>(lengths.size()) == sx[0], shape_error, "ActEncoder: input ", sx, " with ",
                    lengths.size(), " lengths");
-    DEPTHLAB_CHECK(opt.max_iterations >= 1 && opt.epsilon > 0 && opt.epsilon < 1, usage_error, "ActEncoder: max_iterations ",
-                   opt.max_iterations, ", epsilon ", opt.epsilon);
+    opt.validate();
+    DEPTHLAB_CHECK(sx[0] >= 1 && sx[1] >= 1, usage_error, "ActEncoder: an empty batch (input ", sx, ")");
+    for (std::size_t b = 0; b < lengths.size(); ++b)
+        DEPTHLAB_CHECK(lengths[b] >= 1 && lengths[b] <= sx[1], usage_error, "ActEncoder: sequence ", b, " has length ", lengths[b],
+                       ", outside [1, ", sx[1], "]");
     if constexpr (std::is_same_v<Policy, act>) {
         if (opt.compact && compact_applies()) return compact_forward(x, lengths);
     }

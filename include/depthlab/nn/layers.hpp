@@ -75,8 +75,12 @@ public:
     Embedding(index_t num, index_t dim, Generator& gen, double stddev = 1.0) {
         weight = this->register_parameter("weight", Tensor<T, B>::randn({num, dim}, gen, stddev));
     }
-    /// ids of shape `shape` -> shape + (dim)
-    Var<T, B> operator()(std::span<const std::int64_t> ids, const Shape& shape) const { return embedding(weight, ids, shape); }
+    /// ids of shape `shape` -> shape + (dim). An empty batch is a usage_error here, at the
+    /// model's entry, rather than a GEMM of no rows deep inside it.
+    Var<T, B> operator()(std::span<const std::int64_t> ids, const Shape& shape) const {
+        DEPTHLAB_CHECK(shape.numel() > 0, usage_error, "Embedding: an empty batch (ids of shape ", shape, "): a batch needs at least one token");
+        return embedding(weight, ids, shape);
+    }
 
     [[nodiscard]] index_t num_embeddings() const { return weight.shape()[0]; }
     [[nodiscard]] index_t dim() const { return weight.shape()[1]; }

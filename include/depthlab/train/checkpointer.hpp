@@ -188,6 +188,9 @@ template <class T, class B>
 std::int64_t checkpointer<T, B>::load(nn::Module<T, B>& model, optim::Optimizer<T, B>* opt, const std::string& path) {
     const std::string& from = path.empty() ? path_ : path;
     const io::training_state<T, B> st = io::load_checkpoint(from, model);
+    DEPTHLAB_CHECK(!opt || !st.section_metadata("optim").empty(), io_error, from,
+                   " is not a training checkpoint: it holds parameters but no optimiser state (a file of save_parameters or "
+                   "save_pretrained?); a resume needs the checkpoint.safetensors a training run wrote");
     if (opt) opt->load_state(st.section_tensors("optim"), st.section_metadata("optim"), from);
     for (const auto& s : sections_) {
         const auto ts = st.section_tensors(s.name);

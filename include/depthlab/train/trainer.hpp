@@ -477,6 +477,10 @@ fit_result Trainer<T, B>::fit(const std::function<micro_batch<T, B>()>& next) {
     DEPTHLAB_CHECK(shard.world == 1 || skip, usage_error, "trainer: a data-parallel run (", shard.world,
                    " ranks) needs the `skip` hook: each rank skips the micro-batches of the others");
     if (o_.resume && !restored_) restore();
+    DEPTHLAB_CHECK(step_ <= o_.steps, usage_error, "trainer: the checkpoint ", ckpt_.path(), " is at step ", step_, ", beyond steps ", o_.steps,
+                   ": nothing to train (give more steps to continue it)");
+    if (step_ == o_.steps && is_root())
+        std::printf("trainer: nothing to train (%s)\n", restored_ ? "resumed at the last step: give more steps to continue" : "steps is 0");
     const auto params = dist::distinct_parameters(opt_.parameters());
     dist::broadcast_parameters(*comm_, params);
     fit_result r;
@@ -592,6 +596,7 @@ fit_result Trainer<T, B>::fit(const std::function<micro_batch<T, B>()>& next) {
     }
     all_ranks(sums, counted, tokens);  // (tokens of steps after the last line)
     if (step_ > r.first_step) confirm_checkpoint();  // (the run ended normally after its last checkpoint)
+    if (last_saved_ < 0) save();  // (steps 0: the untrained model, so that the checkpoint a program names exists)
     if (profiler) report_profile(*profiler, profile_from, profiled);  // (the fit ended inside the window)
     else if (o_.profile_steps > 0 && profiled == 0 && is_root())
         std::printf("profile: nothing profiled (the fit ran %lld steps; profiling starts after 5)\n", static_cast<long long>(step_ - r.first_step));

@@ -95,7 +95,9 @@ Var<T, B> cross_entropy_impl(const char* name, const Var<T, B>& logits, const Te
 /// Mean cross-entropy of logits (..., V) against integer targets (one per row), as
 /// PyTorch's F.cross_entropy: rows whose target is ignore_index are skipped (and not
 /// counted in the mean); label_smoothing mixes in the uniform distribution. When every
-/// row is ignored the loss is 0 with zero gradient. Throws on out-of-range targets and
+/// row is ignored the loss is 0 with zero gradient, where PyTorch gives NaN (0 / 0): a
+/// micro-batch of padding only then adds nothing to an accumulated step instead of
+/// stopping it at the NaN guard. Throws on out-of-range targets and
 /// (on host backends) on a non-finite loss.
 template <class T, class B>
 Var<T, B> cross_entropy(const Var<T, B>& logits, const Tensor<std::int64_t, B>& targets, std::int64_t ignore_index = -100,

@@ -4,24 +4,14 @@
 # them), train-tokenizer's runs on a tiny text, and sweep-albert on the tiny ALBERT corpus
 # (its overrides take the last value of a flag given twice; a failing run fails the sweep).
 # Nothing is downloaded: the fetch scripts are exercised up to their first download.
-#   tests/setup_scripts_test.sh ROOT BUILD_DIR
+#   tests/shell/setup_scripts_test.sh ROOT BUILD_DIR
 set -euo pipefail
 ROOT="$1" BUILD="$2"
 cd "$ROOT"
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
-failures=0
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
-# expect RC PATTERN CMD...: CMD exits with RC and its output (stdout and stderr) matches PATTERN (a glob)
-expect() {
-  local want="$1" pattern="$2" got=0 out
-  shift 2
-  out="$("$@" 2>&1)" || got=$?
-  # shellcheck disable=SC2053  # (PATTERN is a glob on purpose)
-  if ((got != want)) || [[ "$out" != $pattern ]]; then
-    fail "$* : exit $got (expected $want), output:"$'\n'"$(tail -5 <<<"$out")"
-  fi
-}
+# shellcheck source=tests/shell/expect.sh
+source "$ROOT/tests/shell/expect.sh"
 
 # ---- scripts/setup, fetch-data, fetch-translation: help and refusals (no network needed)
 expect 0 "*Install the Debian*" scripts/setup --help
@@ -66,8 +56,4 @@ else
   echo "setup_scripts_test: no $exe: sweep-albert not tested"
 fi
 
-if ((failures)); then
-  echo "setup_scripts_test: $failures failure(s)" >&2
-  exit 1
-fi
-echo "setup_scripts_test: every argument path behaves"
+finish setup_scripts_test
