@@ -7,7 +7,13 @@
 
 #include <doctest/doctest.h>
 
-#if defined(__CUDACC__)
+// The CUDA test programs: depthlab_tests_cuda (nvcc) and depthlab_tests_cuda_emu (g++ against
+// the emulated device, -DDEPTHLAB_CUDA_EMULATION=ON) compile these sources for backend::cuda.
+#if defined(__CUDACC__) || defined(DEPTHLAB_CUDA_EMULATION)
+#define DEPTHLAB_TEST_CUDA 1
+#endif
+
+#if defined(DEPTHLAB_TEST_CUDA)
 // depthlab_tests_cuda: the same test sources compiled by nvcc against the CUDA backend only
 // (nvcc never sees the CPU backend); references are the tests' host loops and fixtures.
 #include <depthlab/backend_free.hpp>
@@ -23,7 +29,7 @@ using depthlab::Shape;
 
 /// The backends every templated test runs on: the CPU and host_device (a backend that is
 /// not host-accessible and counts launches and synchronisations); under nvcc, CUDA.
-#if defined(__CUDACC__)
+#if defined(DEPTHLAB_TEST_CUDA)
 #define DEPTHLAB_TEST_BACKENDS depthlab::backend::cuda
 using primary_backend = depthlab::backend::cuda;
 #else
@@ -125,7 +131,7 @@ double train_reverse_task(Model& model, depthlab::Generator& gen, int steps = 60
     return loss;
 }
 
-#if !defined(__CUDACC__)
+#if !defined(DEPTHLAB_TEST_CUDA)
 /// Every ISA path this CPU can run (the float kernels are checked on each).
 inline std::vector<depthlab::cpu::isa> runnable_isas() {
     std::vector<depthlab::cpu::isa> out;
@@ -151,7 +157,7 @@ void for_each_backend(F&& f) {
 /// (forced for the call) on the host backends, the one path of a device.
 template <class B, class F>
 void for_each_float_path(F&& f) {
-#if defined(__CUDACC__)
+#if defined(DEPTHLAB_TEST_CUDA)
     f(std::string(B::name));
 #else
     for (auto isa : runnable_isas()) {

@@ -86,7 +86,7 @@ void decoder_case(Run<T, B>& r, bool norm_first) {
     r.check_parameter_grads(layer);
 }
 
-#if !defined(__CUDACC__)  // (the CPU only: the helpers of the stacks' properties below)
+#if !defined(DEPTHLAB_TEST_CUDA)  // (the CPU only: the helpers of the stacks' properties below)
 /// Every parameter random (LayerNorm gains around 1), so that biases and norms matter.
 template <class T>
 void randomise(const dnn::Module<T>& m, Generator& gen) {
@@ -117,7 +117,7 @@ std::string close_or_why(const std::vector<double>& got, const std::vector<doubl
     return os.str();
 }
 
-#endif  // !__CUDACC__
+#endif  // !DEPTHLAB_TEST_CUDA
 
 }  // namespace
 
@@ -179,7 +179,7 @@ TEST_CASE("layer parity: small encoder-decoder model, loss and every gradient") 
     });
 }
 
-#if !defined(__CUDACC__)  // (the CPU only: properties of the stacks, not of a backend)
+#if !defined(DEPTHLAB_TEST_CUDA)  // (the CPU only: properties of the stacks, not of a backend)
 // ------------------------------------------------------------------ pure C++ properties
 // One layer applied 4 times (tied) has one layer's parameters, and its gradient is the sum
 // of the gradients of 4 untied layers that hold the same weights.
@@ -334,4 +334,4 @@ TEST_CASE("layers: sub-layers of an encoder-decoder model are addressable and sw
         CHECK(logits() == base);
     }
 }
-#endif  // !__CUDACC__
+#endif  // !DEPTHLAB_TEST_CUDA

@@ -30,7 +30,7 @@ template <class F>
 void for_each(index_t n, F f, const char* name) {
     note_launch();
     if (n <= 0) return;
-    each_kernel<<<grid_for(n), block_threads, 0, stream()>>>(n, f);
+    DEPTHLAB_CUDA_LAUNCH(each_kernel<F>, grid_for(n), block_threads, 0, stream())(n, f);
     check_launch(name);
 }
 
@@ -45,7 +45,7 @@ template <class F>
 void for_each_row(index_t rows, F f, const char* name) {
     note_launch();
     if (rows <= 0) return;
-    rows_kernel<<<static_cast<unsigned>(std::min<index_t>(rows, 65535)), block_threads, 0, stream()>>>(rows, f);
+    DEPTHLAB_CUDA_LAUNCH(rows_kernel<F>, static_cast<unsigned>(std::min<index_t>(rows, 65535)), block_threads, 0, stream())(rows, f);
     check_launch(name);
 }
 
@@ -115,10 +115,10 @@ __global__ void reduce2_final_kernel(const double* partial, int parts, G g) {
 template <class F, class G>
 void reduce2(index_t n, F f, G g, double* scratch, const char* name) {
     note_launch();
-    reduce2_partial_kernel<<<reduce_blocks, block_threads, 0, stream()>>>(n, f, scratch);
+    DEPTHLAB_CUDA_LAUNCH(reduce2_partial_kernel<F>, reduce_blocks, block_threads, 0, stream())(n, f, scratch);
     check_launch(name);
     note_launch();
-    reduce2_final_kernel<<<1, 32, 0, stream()>>>(scratch, reduce_blocks, g);
+    DEPTHLAB_CUDA_LAUNCH(reduce2_final_kernel<G>, 1, 32, 0, stream())(scratch, reduce_blocks, g);
     check_launch(name);
 }
 

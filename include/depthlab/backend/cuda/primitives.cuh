@@ -519,7 +519,7 @@ template <class T>
 void primitives<backend::cuda>::clip_scale(index_t n, T* x, const double* parts, index_t k, double max_norm) {
     cuda::note_launch();
     if (n <= 0) return;
-    cuda::clip_scale_kernel<<<cuda::grid_for(n), cuda::block_threads, 0, cuda::stream()>>>(n, x, parts, k, max_norm);
+    DEPTHLAB_CUDA_LAUNCH(cuda::clip_scale_kernel<T>, cuda::grid_for(n), cuda::block_threads, 0, cuda::stream())(n, x, parts, k, max_norm);
     cuda::check_launch("clip_scale");
 }
 

@@ -12,6 +12,13 @@
 
 #include "depthlab/core/error.hpp"
 
+/// kernel<<<grid, block, shared, stream>>>(args...), written DEPTHLAB_CUDA_LAUNCH(kernel, grid,
+/// block, shared, stream)(args...) so that the emulated device (emulation/cuda, whose
+/// cuda_runtime.h defines it first) can run the same sources compiled by g++.
+#if !defined(DEPTHLAB_CUDA_LAUNCH)
+#define DEPTHLAB_CUDA_LAUNCH(kernel, grid, block, shared, stream) kernel<<<grid, block, shared, stream>>>
+#endif
+
 namespace depthlab::cuda {
 
 inline void check(cudaError_t e, const char* what) {

@@ -1,0 +1,29 @@
+#pragma once
+// The cuBLAS subset depthlab's backend uses, on the emulated device: handles bound to a
+// stream, a workspace, the math mode, and strided-batched GEMM in float and double as
+// reference loops with NVIDIA's column-major conventions (depthlab_cuda_emulation.hpp).
+#include "cuda_runtime.h"
+
+struct cublasContext;
+using cublasHandle_t = cublasContext*;
+enum cublasStatus_t {
+    CUBLAS_STATUS_SUCCESS = 0,
+    CUBLAS_STATUS_NOT_INITIALIZED = 1,
+    CUBLAS_STATUS_ALLOC_FAILED = 3,
+    CUBLAS_STATUS_INVALID_VALUE = 7,
+    CUBLAS_STATUS_EXECUTION_FAILED = 13,
+};
+enum cublasOperation_t { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1, CUBLAS_OP_C = 2 };
+enum cublasMath_t { CUBLAS_DEFAULT_MATH = 0, CUBLAS_TENSOR_OP_MATH = 1, CUBLAS_PEDANTIC_MATH = 2, CUBLAS_TF32_TENSOR_OP_MATH = 3 };
+
+cublasStatus_t cublasCreate(cublasHandle_t* handle);
+cublasStatus_t cublasDestroy(cublasHandle_t handle);
+cublasStatus_t cublasSetStream(cublasHandle_t handle, cudaStream_t stream);
+cublasStatus_t cublasSetWorkspace(cublasHandle_t handle, void* workspace, std::size_t bytes);
+cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode);
+cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
+                                         const float* alpha, const float* A, int lda, long long strideA, const float* B, int ldb,
+                                         long long strideB, const float* beta, float* C, int ldc, long long strideC, int batchCount);
+cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
+                                         const double* alpha, const double* A, int lda, long long strideA, const double* B, int ldb,
+                                         long long strideB, const double* beta, double* C, int ldc, long long strideC, int batchCount);

@@ -1,0 +1,681 @@
+// The emulated CUDA device: runtime, fibers for device threads, cuBLAS reference GEMMs
+// (depthlab_cuda_emulation.hpp says what it promises). x86-64 Linux only: a device thread is
+// a fiber switched by the few instructions below, and device memory is guarded by mprotect.
+#include <algorithm>
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "cublas_v2.h"
+#include "cuda_runtime.h"
+
+#if !defined(__x86_64__) || !defined(__linux__)
+#error "the emulated CUDA device runs on x86-64 Linux only"
+#endif
+
+thread_local uint3 threadIdx, blockIdx;
+thread_local dim3 blockDim, gridDim;
+
+namespace depthlab_emulation {
+namespace {
+
+// ============================================================ errors, counters, faults
+
+thread_local cudaError_t last_error = cudaSuccess;
+std::atomic<bool> failing_allocation{false}, failing_launch{false};
+std::mutex device_mutex;  // one flush at a time: the device memory is open while it runs
+stats totals;
+
+cudaError_t fail(cudaError_t e) {
+    last_error = e;
+    return e;
+}
+
+// ============================================================ device memory
+
+std::map<std::uintptr_t, std::size_t>& allocations() {  // start -> mapped bytes
+    static std::map<std::uintptr_t, std::size_t> m;
+    return m;
+}
+std::map<void*, std::size_t>& pinned() {
+    static std::map<void*, std::size_t> m;
+    return m;
+}
+std::size_t page_round(std::size_t bytes) {
+    const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    return std::max<std::size_t>(page, (bytes + page - 1) / page * page);
+}
+/// The allocation holding [p, p + bytes), or nullptr.
+const std::pair<const std::uintptr_t, std::size_t>* find_allocation(const void* p, std::size_t bytes = 1) {
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    auto& m = allocations();
+    auto it = m.upper_bound(a);
+    if (it == m.begin()) return nullptr;
+    --it;
+    if (a < it->first || a + bytes > it->first + it->second) return nullptr;
+    return &*it;
+}
+bool is_device(const void* p, std::size_t bytes = 1) { return find_allocation(p, bytes) != nullptr; }
+
+/// Device memory is readable only while the device works (flush): a host read between
+/// synchronisations faults, and this handler says what was read.
+struct sigaction previous_segv {};
+void on_segv(int sig, siginfo_t* info, void* ctx) {
+    const auto a = reinterpret_cast<std::uintptr_t>(info->si_addr);
+    for (const auto& [start, bytes] : allocations())
+        if (a >= start && a < start + bytes) {
+            char msg[256];
+            const int n = std::snprintf(msg, sizeof msg,
+                                        "depthlab CUDA emulation: the host touched emulated device memory at %p (an allocation of %zu bytes) "
+                                        "outside the device's work: device memory must be downloaded (after a synchronisation) to be read\n",
+                                        info->si_addr, bytes);
+            if (n > 0) (void)!write(2, msg, static_cast<std::size_t>(n));
+            break;
+        }
+    sigaction(SIGSEGV, &previous_segv, nullptr);  // the fault repeats under the previous handler
+    (void)sig;
+    (void)ctx;
+}
+void install_handler() {
+    static std::once_flag once;
+    std::call_once(once, [] {
+        struct sigaction sa {};
+        sa.sa_sigaction = on_segv;
+        sa.sa_flags = SA_SIGINFO | SA_RESETHAND;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGSEGV, &sa, &previous_segv);
+    });
+}
+void protect_all(int prot) {
+    for (const auto& [start, bytes] : allocations()) mprotect(reinterpret_cast<void*>(start), bytes, prot);
+}
+
+// ============================================================ fibers: device threads
+
+extern "C" void depthlab_emulation_switch(void** save_sp, void* load_sp);
+// Saves the callee-saved registers, MXCSR and the x87 control word on the current stack,
+// stores the stack pointer in *save_sp, loads load_sp and restores the same from there.
+asm(R"(
+.text
+.globl depthlab_emulation_switch
+.type depthlab_emulation_switch,@function
+depthlab_emulation_switch:
+    pushq %rbp
+    pushq %rbx
+    pushq %r12
+    pushq %r13
+    pushq %r14
+    pushq %r15
+    subq $8, %rsp
+    stmxcsr (%rsp)
+    fnstcw 4(%rsp)
+    movq %rsp, (%rdi)
+    movq %rsi, %rsp
+    ldmxcsr (%rsp)
+    fldcw 4(%rsp)
+    addq $8, %rsp
+    popq %r15
+    popq %r14
+    popq %r13
+    popq %r12
+    popq %rbx
+    popq %rbp
+    ret
+.size depthlab_emulation_switch, .-depthlab_emulation_switch
+.section .note.GNU-stack,"",@progbits
+.text
+)");
+
+enum class fiber_state { runnable, at_block_barrier, at_warp_barrier, done };
+struct fiber {
+    void* sp = nullptr;
+    fiber_state state = fiber_state::runnable;
+    unsigned tid = 0;
+    uint3 index;
+    std::uint64_t shuffle = 0;
+};
+constexpr std::size_t stack_bytes = std::size_t{128} << 10;
+
+struct block_runner {
+    const std::function<void()>* body = nullptr;
+    std::vector<fiber> fibers;
+    fiber* current = nullptr;
+    void* scheduler_sp = nullptr;
+    std::string error;  // a thread's exception
+    std::vector<char*> stacks;
+    ~block_runner() {
+        for (char* s : stacks) munmap(s, stack_bytes);
+    }
+    void ensure_stacks(std::size_t n) {
+        while (stacks.size() < n) {
+            void* s = mmap(nullptr, stack_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+            if (s == MAP_FAILED) throw std::bad_alloc();
+            mprotect(s, 4096, PROT_NONE);  // a guard page below each stack
+            stacks.push_back(static_cast<char*>(s));
+        }
+    }
+};
+thread_local block_runner* runner = nullptr;
+
+[[noreturn]] void fiber_main() {
+    block_runner& r = *runner;
+    try {
+        (*r.body)();
+    } catch (const std::exception& e) {
+        if (r.error.empty()) r.error = e.what();
+    } catch (...) {
+        if (r.error.empty()) r.error = "an exception";
+    }
+    r.current->state = fiber_state::done;
+    depthlab_emulation_switch(&r.current->sp, r.scheduler_sp);
+    std::abort();  // (a finished fiber is never resumed)
+}
+
+void* initial_stack(char* stack) {
+    auto top = reinterpret_cast<std::uintptr_t>(stack + stack_bytes) & ~std::uintptr_t{15};
+    auto* slot = reinterpret_cast<std::uint64_t*>(top);
+    slot[-1] = 0;                                              // the "return address" of fiber_main
+    slot[-2] = reinterpret_cast<std::uint64_t>(&fiber_main);   // where the switch returns to
+    for (int i = 3; i <= 8; ++i) slot[-i] = 0;                 // rbp rbx r12 r13 r14 r15
+    std::uint32_t fp[2] = {0x1F80u, 0x037Fu};                  // MXCSR, x87 control word (defaults)
+    std::memcpy(&slot[-9], fp, sizeof fp);
+    return &slot[-9];
+}
+
+void wait_here(fiber_state s) {
+    block_runner& r = *runner;
+    r.current->state = s;
+    depthlab_emulation_switch(&r.current->sp, r.scheduler_sp);
+}
+
+/// Releases the threads waiting at a barrier that every live thread of its group reached.
+/// Returns false when a barrier waits for threads that exited (an error in CUDA).
+bool release_barriers(block_runner& r, std::string& why) {
+    const auto n = static_cast<unsigned>(r.fibers.size());
+    bool any_block = false, all_block = true;
+    unsigned exited = 0;
+    for (const fiber& f : r.fibers) {
+        any_block |= f.state == fiber_state::at_block_barrier;
+        all_block &= f.state == fiber_state::at_block_barrier;
+        exited += f.state == fiber_state::done;
+    }
+    if (any_block) {
+        if (!all_block) {
+            why = "__syncthreads() reached by " + std::to_string(n - exited) + " of " + std::to_string(n) +
+                  " threads (the others exited or wait at a warp barrier)";
+            return false;
+        }
+        for (fiber& f : r.fibers) f.state = fiber_state::runnable;
+        return true;
+    }
+    for (unsigned w0 = 0; w0 < n; w0 += 32) {
+        const unsigned w1 = std::min(n, w0 + 32);
+        unsigned waiting = 0, done = 0;
+        for (unsigned t = w0; t < w1; ++t) {
+            waiting += r.fibers[t].state == fiber_state::at_warp_barrier;
+            done += r.fibers[t].state == fiber_state::done;
+        }
+        if (waiting == 0) continue;
+        if (waiting + done != w1 - w0 || done > 0) {
+            why = "a warp shuffle reached by " + std::to_string(waiting) + " of " + std::to_string(w1 - w0) + " lanes of warp " +
+                  std::to_string(w0 / 32);
+            return false;
+        }
+        for (unsigned t = w0; t < w1; ++t) r.fibers[t].state = fiber_state::runnable;
+    }
+    return true;
+}
+
+/// Runs every block of a kernel, each as blockDim fibers, on this host thread.
+void run_kernel(const char* name, dim3_value grid, dim3_value block, const std::function<void()>& body) {
+    thread_local block_runner r;
+    runner = &r;
+    r.body = &body;
+    const unsigned n = block.x * block.y * block.z;
+    r.ensure_stacks(n);
+    r.fibers.assign(n, fiber{});
+    gridDim = dim3(grid.x, grid.y, grid.z);
+    blockDim = dim3(block.x, block.y, block.z);
+    for (unsigned bz = 0; bz < grid.z; ++bz)
+        for (unsigned by = 0; by < grid.y; ++by)
+            for (unsigned bx = 0; bx < grid.x; ++bx) {
+                blockIdx = uint3{bx, by, bz};
+                for (unsigned t = 0; t < n; ++t) {
+                    fiber& f = r.fibers[t];
+                    f.state = fiber_state::runnable;
+                    f.tid = t;
+                    f.index = uint3{t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
+                    f.sp = initial_stack(r.stacks[t]);
+                }
+                totals.fibers += n;
+                for (;;) {
+                    bool ran = false;
+                    for (unsigned t = n; t-- > 0;) {  // reverse order: a missing barrier shows
+                        fiber& f = r.fibers[t];
+                        if (f.state != fiber_state::runnable) continue;
+                        r.current = &f;
+                        threadIdx = f.index;
+                        depthlab_emulation_switch(&r.scheduler_sp, f.sp);
+                        ran = true;
+                    }
+                    if (!r.error.empty()) throw std::runtime_error(std::string("kernel ") + name + ": " + r.error);
+                    std::string why;
+                    if (!release_barriers(r, why))
+                        throw std::runtime_error(std::string("kernel ") + name + ", block (" + std::to_string(bx) + "," + std::to_string(by) + "," +
+                                                 std::to_string(bz) + "): " + why);
+                    const bool finished = std::all_of(r.fibers.begin(), r.fibers.end(), [](const fiber& f) { return f.state == fiber_state::done; });
+                    if (finished) break;
+                    if (!ran && !finished) throw std::runtime_error(std::string("kernel ") + name + ": no thread can make progress");
+                }
+            }
+    runner = nullptr;
+}
+
+// ============================================================ streams and events
+
+struct work {
+    std::function<void()> run;
+    std::string name;
+};
+}  // namespace
+}  // namespace depthlab_emulation
+
+struct CUstream_st {
+    std::vector<depthlab_emulation::work> pending;
+    std::uint64_t queued = 0, done = 0;
+};
+struct CUevent_st {
+    CUstream_st* stream = nullptr;
+    std::uint64_t at = 0;     // the stream's work count when recorded
+    bool reported_pending = false;
+};
+struct cublasContext {
+    cudaStream_t stream = nullptr;
+    void* workspace = nullptr;
+    std::size_t workspace_bytes = 0;
+    cublasMath_t mode = CUBLAS_DEFAULT_MATH;
+};
+
+namespace depthlab_emulation {
+namespace {
+CUstream_st& legacy_stream() {
+    static CUstream_st s;
+    return s;
+}
+CUstream_st& resolve(cudaStream_t s) { return s ? *s : legacy_stream(); }
+
+void enqueue(cudaStream_t s, std::string name, std::function<void()> run) {
+    std::lock_guard<std::mutex> lock(device_mutex);
+    CUstream_st& st = resolve(s);
+    st.pending.push_back({std::move(run), std::move(name)});
+    ++st.queued;
+}
+/// Runs the stream's queued work (all of it) with the device memory open.
+cudaError_t flush(CUstream_st& st) {
+    std::lock_guard<std::mutex> lock(device_mutex);
+    if (st.pending.empty()) return cudaSuccess;
+    protect_all(PROT_READ | PROT_WRITE);
+    cudaError_t result = cudaSuccess;
+    std::vector<work> todo;
+    todo.swap(st.pending);
+    for (work& w : todo) {
+        try {
+            w.run();
+        } catch (const std::exception& e) {
+            std::fprintf(stderr, "depthlab CUDA emulation: %s failed: %s\n", w.name.c_str(), e.what());
+            result = cudaErrorLaunchFailure;
+        }
+        ++st.done;
+    }
+    protect_all(PROT_NONE);
+    return result == cudaSuccess ? cudaSuccess : fail(result);
+}
+cudaError_t synchronize(CUstream_st& st) {
+    ++totals.synchronizations;
+    return flush(st);
+}
+
+// ============================================================ cuBLAS reference GEMM
+
+template <class T>
+cublasStatus_t gemm_strided_batched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const T* alpha,
+                                    const T* A, int lda, long long sA, const T* B, int ldb, long long sB, const T* beta, T* C, int ldc,
+                                    long long sC, int batch, const char* name) {
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    // cuBLAS's documented argument checks
+    if (m < 0 || n < 0 || k < 0 || batch < 0 || (ta != CUBLAS_OP_N && ta != CUBLAS_OP_T) || (tb != CUBLAS_OP_N && tb != CUBLAS_OP_T) ||
+        lda < std::max(1, ta == CUBLAS_OP_N ? m : k) || ldb < std::max(1, tb == CUBLAS_OP_N ? k : n) || ldc < std::max(1, m)) {
+        std::fprintf(stderr, "depthlab CUDA emulation: %s: invalid value (m=%d n=%d k=%d lda=%d ldb=%d ldc=%d batch=%d)\n", name, m, n, k, lda,
+                     ldb, ldc, batch);
+        return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    ++totals.gemms;
+    if (m == 0 || n == 0 || batch == 0) return CUBLAS_STATUS_SUCCESS;
+    const T a = *alpha, b = *beta;  // host scalars (the default pointer mode), read at the call
+    // The elements each operand's last matrix reaches must lie in one device allocation: on a
+    // GPU a wrong leading dimension or stride reads out of bounds (or faults); here it fails.
+    const auto last = [](long long stride, int batches, int ld, int rows, int cols) {
+        return static_cast<long long>(batches - 1) * stride + static_cast<long long>(cols - 1) * ld + rows;
+    };
+    const int a_rows = ta == CUBLAS_OP_N ? m : k, a_cols = ta == CUBLAS_OP_N ? k : m;
+    const int b_rows = tb == CUBLAS_OP_N ? k : n, b_cols = tb == CUBLAS_OP_N ? n : k;
+    struct operand {
+        const void* p;
+        long long elements;
+        const char* what;
+    };
+    for (const operand& o : {operand{A, k ? last(sA, batch, lda, a_rows, a_cols) : 0, "A"},
+                             operand{B, k ? last(sB, batch, ldb, b_rows, b_cols) : 0, "B"}, operand{C, last(sC, batch, ldc, m, n), "C"}})
+        if (o.elements > 0 && !is_device(o.p, static_cast<std::size_t>(o.elements) * sizeof(T))) {
+            std::fprintf(stderr, "depthlab CUDA emulation: %s: operand %s (%p, %lld elements reached by m=%d n=%d k=%d ld/strides/batch %d) is "
+                                 "not inside one device allocation\n", name, o.what, o.p, o.elements, m, n, k, batch);
+            return CUBLAS_STATUS_EXECUTION_FAILED;
+        }
+    enqueue(h->stream, name, [=] {
+        for (int q = 0; q < batch; ++q) {
+            const T* Aq = A + q * sA;
+            const T* Bq = B + q * sB;
+            T* Cq = C + q * sC;
+            for (int j = 0; j < n; ++j)
+                for (int i = 0; i < m; ++i) {
+                    double acc = 0;  // (a reference: accumulated in double)
+                    for (int l = 0; l < k; ++l) {
+                        const T x = ta == CUBLAS_OP_N ? Aq[i + static_cast<long long>(l) * lda] : Aq[l + static_cast<long long>(i) * lda];
+                        const T y = tb == CUBLAS_OP_N ? Bq[l + static_cast<long long>(j) * ldb] : Bq[j + static_cast<long long>(l) * ldb];
+                        acc += static_cast<double>(x) * static_cast<double>(y);
+                    }
+                    T& c = Cq[i + static_cast<long long>(j) * ldc];
+                    c = static_cast<T>(static_cast<double>(a) * acc + (b == T(0) ? 0.0 : static_cast<double>(b) * static_cast<double>(c)));
+                }
+        }
+    });
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+}  // namespace
+
+stats& counters() { return totals; }
+void reset_counters() { totals = stats{}; }
+void fail_next_allocation() { failing_allocation = true; }
+void fail_next_launch() { failing_launch = true; }
+
+void launch(const char* kernel, dim3_value grid, dim3_value block, std::size_t shared_bytes, void* stream, std::function<void()> body) {
+    const unsigned long long threads = static_cast<unsigned long long>(block.x) * block.y * block.z;
+    if (grid.x == 0 || grid.y == 0 || grid.z == 0 || threads == 0 || threads > 1024 || block.z > 64 || grid.y > 65535 || grid.z > 65535 ||
+        shared_bytes > 48 * 1024) {
+        fail(cudaErrorInvalidConfiguration);
+        return;
+    }
+    if (failing_launch.exchange(false)) {
+        fail(cudaErrorLaunchFailure);
+        return;
+    }
+    ++totals.kernels;
+    enqueue(static_cast<cudaStream_t>(stream), kernel, [name = std::string(kernel), grid, block, body = std::move(body)] {
+        run_kernel(name.c_str(), grid, block, body);
+    });
+}
+void block_barrier() {
+    if (!runner) throw std::runtime_error("__syncthreads outside a kernel");
+    wait_here(fiber_state::at_block_barrier);
+}
+std::uint64_t warp_shuffle_down(std::uint64_t value, unsigned delta) {
+    if (!runner) throw std::runtime_error("__shfl_down_sync outside a kernel");
+    block_runner& r = *runner;
+    fiber& me = *r.current;
+    me.shuffle = value;
+    wait_here(fiber_state::at_warp_barrier);  // every lane has published its value
+    const unsigned lane = me.tid % 32, source = me.tid + delta;
+    const std::uint64_t got = lane + delta < 32 && source < r.fibers.size() ? r.fibers[source].shuffle : value;
+    wait_here(fiber_state::at_warp_barrier);  // every lane has read before the next shuffle writes
+    return got;
+}
+
+}  // namespace depthlab_emulation
+
+using namespace depthlab_emulation;
+
+// ============================================================ the runtime API
+
+const char* cudaGetErrorName(cudaError_t e) {
+    switch (e) {
+        case cudaSuccess: return "cudaSuccess";
+        case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+        case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+        case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+        case cudaErrorInvalidDevicePointer: return "cudaErrorInvalidDevicePointer";
+        case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+        case cudaErrorNotReady: return "cudaErrorNotReady";
+        case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+    }
+    return "cudaErrorUnknown";
+}
+const char* cudaGetErrorString(cudaError_t e) {
+    switch (e) {
+        case cudaSuccess: return "no error";
+        case cudaErrorInvalidValue: return "invalid argument";
+        case cudaErrorMemoryAllocation: return "out of memory";
+        case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+        case cudaErrorInvalidDevicePointer: return "invalid device pointer";
+        case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+        case cudaErrorNotReady: return "device not ready";
+        case cudaErrorLaunchFailure: return "unspecified launch failure";
+    }
+    return "unknown error";
+}
+cudaError_t cudaGetLastError() {
+    const cudaError_t e = last_error;
+    last_error = cudaSuccess;
+    return e;
+}
+cudaError_t cudaPeekAtLastError() { return last_error; }
+
+cudaError_t cudaGetDeviceCount(int* count) {
+    if (!count) return fail(cudaErrorInvalidValue);
+    *count = 1;
+    return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : fail(cudaErrorInvalidValue); }
+cudaError_t cudaGetDevice(int* device) {
+    if (!device) return fail(cudaErrorInvalidValue);
+    *device = 0;
+    return cudaSuccess;
+}
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int device) {
+    if (!p || device != 0) return fail(cudaErrorInvalidValue);
+    *p = cudaDeviceProp{};
+    std::snprintf(p->name, sizeof p->name, "%s", "depthlab emulated CUDA device (the CPU)");
+    p->totalGlobalMem = std::size_t{16} << 30;
+    p->major = 9;
+    p->minor = 0;
+    p->multiProcessorCount = 132;
+    p->warpSize = 32;
+    p->maxThreadsPerBlock = 1024;
+    return cudaSuccess;
+}
+cudaError_t cudaDeviceSynchronize() {
+    ++totals.synchronizations;
+    // (the legacy stream and every stream: the ones alive are flushed as they are synchronised;
+    // here, the legacy stream)
+    return flush(legacy_stream());
+}
+
+cudaError_t cudaMalloc(void** ptr, std::size_t bytes) {
+    if (!ptr) return fail(cudaErrorInvalidValue);
+    if (failing_allocation.exchange(false)) return fail(cudaErrorMemoryAllocation);
+    install_handler();
+    const std::size_t mapped = page_round(bytes);
+    void* p = mmap(nullptr, mapped, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return fail(cudaErrorMemoryAllocation);
+    std::lock_guard<std::mutex> lock(device_mutex);
+    allocations()[reinterpret_cast<std::uintptr_t>(p)] = mapped;
+    *ptr = p;
+    return cudaSuccess;
+}
+cudaError_t cudaFree(void* ptr) {
+    if (!ptr) return cudaSuccess;
+    std::lock_guard<std::mutex> lock(device_mutex);
+    auto& m = allocations();
+    const auto it = m.find(reinterpret_cast<std::uintptr_t>(ptr));
+    if (it == m.end()) return fail(cudaErrorInvalidDevicePointer);
+    munmap(ptr, it->second);
+    m.erase(it);
+    return cudaSuccess;
+}
+cudaError_t cudaHostAlloc(void** ptr, std::size_t bytes, unsigned) {
+    if (!ptr) return fail(cudaErrorInvalidValue);
+    if (failing_allocation.exchange(false)) return fail(cudaErrorMemoryAllocation);
+    void* p = std::aligned_alloc(256, (std::max<std::size_t>(bytes, 1) + 255) / 256 * 256);
+    if (!p) return fail(cudaErrorMemoryAllocation);
+    std::lock_guard<std::mutex> lock(device_mutex);
+    pinned()[p] = bytes;
+    *ptr = p;
+    return cudaSuccess;
+}
+cudaError_t cudaMallocHost(void** ptr, std::size_t bytes) { return cudaHostAlloc(ptr, bytes, cudaHostAllocDefault); }
+cudaError_t cudaFreeHost(void* ptr) {
+    if (!ptr) return cudaSuccess;
+    std::lock_guard<std::mutex> lock(device_mutex);
+    if (!pinned().erase(ptr)) return fail(cudaErrorInvalidValue);
+    std::free(ptr);
+    return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreate(cudaStream_t* s) { return cudaStreamCreateWithFlags(s, cudaStreamDefault); }
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
+    if (!s) return fail(cudaErrorInvalidValue);
+    *s = new CUstream_st;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+    if (!s) return fail(cudaErrorInvalidResourceHandle);
+    (void)flush(*s);  // (CUDA finishes the queued work of a destroyed stream)
+    delete s;
+    return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t s) { return synchronize(resolve(s)); }
+cudaError_t cudaStreamQuery(cudaStream_t s) {
+    CUstream_st& st = resolve(s);
+    if (st.pending.empty()) return cudaSuccess;
+    (void)flush(st);  // pending now: it completes "in the background" before the next query
+    return cudaErrorNotReady;
+}
+cudaError_t cudaEventCreate(cudaEvent_t* e) { return cudaEventCreateWithFlags(e, cudaEventDefault); }
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) {
+    if (!e) return fail(cudaErrorInvalidValue);
+    *e = new CUevent_st;
+    return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+    if (!e) return fail(cudaErrorInvalidResourceHandle);
+    delete e;
+    return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+    if (!e) return fail(cudaErrorInvalidResourceHandle);
+    CUstream_st& st = resolve(s);
+    std::lock_guard<std::mutex> lock(device_mutex);
+    e->stream = &st;
+    e->at = st.queued;
+    e->reported_pending = false;
+    return cudaSuccess;
+}
+cudaError_t cudaEventQuery(cudaEvent_t e) {
+    if (!e) return fail(cudaErrorInvalidResourceHandle);
+    if (!e->stream || e->stream->done >= e->at) return cudaSuccess;
+    // pending: the first query says so, and the work completes before the next one
+    (void)flush(*e->stream);
+    return cudaErrorNotReady;
+}
+cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+    if (!e) return fail(cudaErrorInvalidResourceHandle);
+    if (!e->stream) return cudaSuccess;
+    return synchronize(*e->stream);
+}
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind, cudaStream_t s) {
+    if (bytes == 0) return cudaSuccess;
+    const bool dst_device = is_device(dst, bytes), src_device = is_device(src, bytes);
+    const bool ok = (kind == cudaMemcpyHostToDevice && dst_device && !src_device) || (kind == cudaMemcpyDeviceToHost && src_device && !dst_device) ||
+                    (kind == cudaMemcpyDeviceToDevice && src_device && dst_device) || kind == cudaMemcpyDefault;
+    if (!ok) {
+        std::fprintf(stderr, "depthlab CUDA emulation: cudaMemcpyAsync of %zu bytes: the pointers do not match the direction %d\n", bytes,
+                     static_cast<int>(kind));
+        return fail(cudaErrorInvalidValue);
+    }
+    if (kind == cudaMemcpyHostToDevice) {
+        ++totals.uploads;
+        // a pageable source is read at the call (as CUDA stages it); pinned memory would be
+        // read when the copy runs, so it is read then too
+        const bool from_pinned = pinned().count(const_cast<void*>(src)) > 0;
+        if (!from_pinned) {
+            auto copy = std::make_shared<std::vector<char>>(static_cast<const char*>(src), static_cast<const char*>(src) + bytes);
+            enqueue(s, "cudaMemcpyAsync (host to device)", [=] { std::memcpy(dst, copy->data(), bytes); });
+            return cudaSuccess;
+        }
+    }
+    if (kind == cudaMemcpyDeviceToHost) ++totals.downloads;
+    enqueue(s, "cudaMemcpyAsync", [=] { std::memcpy(dst, src, bytes); });
+    return cudaSuccess;
+}
+cudaError_t cudaMemcpy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
+    const cudaError_t e = cudaMemcpyAsync(dst, src, bytes, kind, nullptr);
+    if (e != cudaSuccess) return e;
+    return synchronize(legacy_stream());
+}
+cudaError_t cudaMemsetAsync(void* dst, int value, std::size_t bytes, cudaStream_t s) {
+    if (!is_device(dst, bytes)) return fail(cudaErrorInvalidValue);
+    enqueue(s, "cudaMemsetAsync", [=] { std::memset(dst, value, bytes); });
+    return cudaSuccess;
+}
+
+// ============================================================ cuBLAS
+
+cublasStatus_t cublasCreate(cublasHandle_t* handle) {
+    if (!handle) return CUBLAS_STATUS_INVALID_VALUE;
+    *handle = new cublasContext;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasDestroy(cublasHandle_t handle) {
+    if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
+    delete handle;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetStream(cublasHandle_t handle, cudaStream_t stream) {
+    if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
+    handle->stream = stream;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetWorkspace(cublasHandle_t handle, void* workspace, std::size_t bytes) {
+    if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (bytes > 0 && (reinterpret_cast<std::uintptr_t>(workspace) % 256 != 0 || !is_device(workspace, bytes))) return CUBLAS_STATUS_INVALID_VALUE;
+    handle->workspace = workspace;
+    handle->workspace_bytes = bytes;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSetMathMode(cublasHandle_t handle, cublasMath_t mode) {
+    if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
+    handle->mode = mode;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const float* alpha,
+                                         const float* A, int lda, long long sA, const float* B, int ldb, long long sB, const float* beta,
+                                         float* C, int ldc, long long sC, int batch) {
+    return gemm_strided_batched(h, ta, tb, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, batch, "cublasSgemmStridedBatched");
+}
+cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const double* alpha,
+                                         const double* A, int lda, long long sA, const double* B, int ldb, long long sB, const double* beta,
+                                         double* C, int ldc, long long sC, int batch) {
+    return gemm_strided_batched(h, ta, tb, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, batch, "cublasDgemmStridedBatched");
+}
