@@ -37,8 +37,12 @@ struct stats {
 stats& counters();
 void reset_counters();
 
-/// The next cudaMalloc / cudaHostAlloc returns cudaErrorMemoryAllocation.
-void fail_next_allocation();
+/// The next `count` cudaMalloc / cudaHostAlloc calls return cudaErrorMemoryAllocation (a
+/// caching allocator retries once after giving its cache back: 2 fails it for good).
+void fail_next_allocations(int count = 1);
+/// Installs the SIGSEGV handler that names emulated device memory the host touched (done at
+/// the first cudaMalloc; call again after a framework replaced it, e.g. doctest per test case).
+void install_fault_handler();
 /// The next kernel launch fails (cudaGetLastError returns cudaErrorLaunchFailure).
 void fail_next_launch();
 

@@ -33,10 +33,17 @@ namespace {
 // ============================================================ errors, counters, faults
 
 thread_local cudaError_t last_error = cudaSuccess;
-std::atomic<bool> failing_allocation{false}, failing_launch{false};
+std::atomic<int> failing_allocations{0};
+std::atomic<bool> failing_launch{false};
 std::mutex device_mutex;  // one flush at a time: the device memory is open while it runs
 stats totals;
 
+bool take_failure() {
+    int n = failing_allocations.load();
+    while (n > 0 && !failing_allocations.compare_exchange_weak(n, n - 1)) {
+    }
+    return n > 0;
+}
 cudaError_t fail(cudaError_t e) {
     last_error = e;
     return e;
@@ -89,13 +96,7 @@ void on_segv(int sig, siginfo_t* info, void* ctx) {
 }
 void install_handler() {
     static std::once_flag once;
-    std::call_once(once, [] {
-        struct sigaction sa {};
-        sa.sa_sigaction = on_segv;
-        sa.sa_flags = SA_SIGINFO | SA_RESETHAND;
-        sigemptyset(&sa.sa_mask);
-        sigaction(SIGSEGV, &sa, &previous_segv);
-    });
+    std::call_once(once, [] { install_fault_handler(); });
 }
 void protect_all(int prot) {
     for (const auto& [start, bytes] : allocations()) mprotect(reinterpret_cast<void*>(start), bytes, prot);
@@ -104,8 +105,9 @@ void protect_all(int prot) {
 // ============================================================ fibers: device threads
 
 extern "C" void depthlab_emulation_switch(void** save_sp, void* load_sp);
-// Saves the callee-saved registers, MXCSR and the x87 control word on the current stack,
-// stores the stack pointer in *save_sp, loads load_sp and restores the same from there.
+// Saves the callee-saved registers on the current stack, stores the stack pointer in *save_sp,
+// loads load_sp and restores the same from there. (MXCSR and the x87 control word are not
+// switched: device code never changes them, so every fiber runs with the host thread's.)
 asm(R"(
 .text
 .globl depthlab_emulation_switch
@@ -117,14 +119,8 @@ depthlab_emulation_switch:
     pushq %r13
     pushq %r14
     pushq %r15
-    subq $8, %rsp
-    stmxcsr (%rsp)
-    fnstcw 4(%rsp)
     movq %rsp, (%rdi)
     movq %rsi, %rsp
-    ldmxcsr (%rsp)
-    fldcw 4(%rsp)
-    addq $8, %rsp
     popq %r15
     popq %r14
     popq %r13
@@ -143,7 +139,8 @@ struct fiber {
     fiber_state state = fiber_state::runnable;
     unsigned tid = 0;
     uint3 index;
-    std::uint64_t shuffle = 0;
+    std::uint64_t shuffle[2] = {0, 0};  // the values of the last two shuffles (see warp_shuffle_down)
+    unsigned shuffles = 0;
 };
 constexpr std::size_t stack_bytes = std::size_t{128} << 10;
 
@@ -188,9 +185,7 @@ void* initial_stack(char* stack) {
     slot[-1] = 0;                                              // the "return address" of fiber_main
     slot[-2] = reinterpret_cast<std::uint64_t>(&fiber_main);   // where the switch returns to
     for (int i = 3; i <= 8; ++i) slot[-i] = 0;                 // rbp rbx r12 r13 r14 r15
-    std::uint32_t fp[2] = {0x1F80u, 0x037Fu};                  // MXCSR, x87 control word (defaults)
-    std::memcpy(&slot[-9], fp, sizeof fp);
-    return &slot[-9];
+    return &slot[-8];
 }
 
 void wait_here(fiber_state s) {
@@ -254,6 +249,7 @@ void run_kernel(const char* name, dim3_value grid, dim3_value block, const std::
                 for (unsigned t = 0; t < n; ++t) {
                     fiber& f = r.fibers[t];
                     f.state = fiber_state::runnable;
+                    f.shuffles = 0;
                     f.tid = t;
                     f.index = uint3{t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
                     f.sp = initial_stack(r.stacks[t]);
@@ -406,8 +402,15 @@ cublasStatus_t gemm_strided_batched(cublasHandle_t h, cublasOperation_t ta, cubl
 }  // namespace
 
 stats& counters() { return totals; }
+void install_fault_handler() {
+    struct sigaction sa {};
+    sa.sa_sigaction = on_segv;
+    sa.sa_flags = SA_SIGINFO | SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGSEGV, &sa, &previous_segv);
+}
 void reset_counters() { totals = stats{}; }
-void fail_next_allocation() { failing_allocation = true; }
+void fail_next_allocations(int count) { failing_allocations = count; }
 void fail_next_launch() { failing_launch = true; }
 
 void launch(const char* kernel, dim3_value grid, dim3_value block, std::size_t shared_bytes, void* stream, std::function<void()> body) {
@@ -432,14 +435,16 @@ void block_barrier() {
 }
 std::uint64_t warp_shuffle_down(std::uint64_t value, unsigned delta) {
     if (!runner) throw std::runtime_error("__shfl_down_sync outside a kernel");
+    // One barrier per shuffle: the values alternate between two slots, and a lane can only
+    // overwrite a slot (two shuffles later) after the barrier of the shuffle in between, which
+    // every lane reaches only after reading it.
     block_runner& r = *runner;
     fiber& me = *r.current;
-    me.shuffle = value;
+    const unsigned slot = me.shuffles++ % 2;
+    me.shuffle[slot] = value;
     wait_here(fiber_state::at_warp_barrier);  // every lane has published its value
     const unsigned lane = me.tid % 32, source = me.tid + delta;
-    const std::uint64_t got = lane + delta < 32 && source < r.fibers.size() ? r.fibers[source].shuffle : value;
-    wait_here(fiber_state::at_warp_barrier);  // every lane has read before the next shuffle writes
-    return got;
+    return lane + delta < 32 && source < r.fibers.size() ? r.fibers[source].shuffle[slot] : value;
 }
 
 }  // namespace depthlab_emulation
@@ -513,7 +518,7 @@ cudaError_t cudaDeviceSynchronize() {
 
 cudaError_t cudaMalloc(void** ptr, std::size_t bytes) {
     if (!ptr) return fail(cudaErrorInvalidValue);
-    if (failing_allocation.exchange(false)) return fail(cudaErrorMemoryAllocation);
+    if (take_failure()) return fail(cudaErrorMemoryAllocation);
     install_handler();
     const std::size_t mapped = page_round(bytes);
     void* p = mmap(nullptr, mapped, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
@@ -535,7 +540,7 @@ cudaError_t cudaFree(void* ptr) {
 }
 cudaError_t cudaHostAlloc(void** ptr, std::size_t bytes, unsigned) {
     if (!ptr) return fail(cudaErrorInvalidValue);
-    if (failing_allocation.exchange(false)) return fail(cudaErrorMemoryAllocation);
+    if (take_failure()) return fail(cudaErrorMemoryAllocation);
     void* p = std::aligned_alloc(256, (std::max<std::size_t>(bytes, 1) + 255) / 256 * 256);
     if (!p) return fail(cudaErrorMemoryAllocation);
     std::lock_guard<std::mutex> lock(device_mutex);

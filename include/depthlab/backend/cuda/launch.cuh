@@ -13,7 +13,13 @@
 namespace depthlab::cuda {
 
 inline constexpr int block_threads = 256;
-inline constexpr int reduce_blocks = 1024;  // partials of a full-array reduction (a fixed grid: more blocks than SMs)
+// Partials of a full-array reduction: a fixed grid, more blocks than SMs. The emulated device
+// (emulation/cuda) runs every device thread as a fiber on the CPU and sets a smaller grid: the
+// same kernels and the same two-pass order, 32x fewer idle threads to switch through.
+#if !defined(DEPTHLAB_CUDA_REDUCE_BLOCKS)
+#define DEPTHLAB_CUDA_REDUCE_BLOCKS 1024
+#endif
+inline constexpr int reduce_blocks = DEPTHLAB_CUDA_REDUCE_BLOCKS;
 
 inline unsigned grid_for(index_t n) {
     return static_cast<unsigned>(std::clamp<index_t>((n + block_threads - 1) / block_threads, 1, 65535));
