@@ -146,3 +146,23 @@ TEST_CASE("cuda emulation: a failed allocation and a failed launch become device
     CHECK(depthlab_emulation::counters().kernels == 1);
     CHECK(depthlab_emulation::counters().downloads == 1);
 }
+
+TEST_CASE("cuda emulation: a kernel's fault keeps its name; DEPTHLAB_CUDA_SYNC=1 names the kernel and its grid") {
+    // asynchronous, as on a GPU: the launch returns, the next synchronisation reports the fault
+    // by its name, and so does an allocation after it (not "out of device memory")
+    memory<backend::cuda>::release_cached();
+    depthlab_emulation::fault_next_kernel();
+    (void)cuda_tensor::full({100}, 1.0f);
+    CHECK_THROWS_WITH_AS(cuda::synchronize(), doctest::Contains("cudaErrorIllegalAddress"), device_error);
+    CHECK_THROWS_WITH_AS((void)cuda_tensor::zeros({12345}), doctest::Contains("cudaErrorIllegalAddress (an illegal memory access was encountered): an earlier kernel faulted"),
+                         device_error);
+    depthlab_emulation::clear_sticky_error();
+    // with DEPTHLAB_CUDA_SYNC=1 the launch that faulted says so
+    setenv("DEPTHLAB_CUDA_SYNC", "1", 1);
+    depthlab_emulation::fault_next_kernel();
+    CHECK_THROWS_WITH_AS((void)cuda_tensor::full({100}, 1.0f), doctest::Contains("kernel fill (grid 1, block 256) failed: cudaErrorIllegalAddress"),
+                         device_error);
+    unsetenv("DEPTHLAB_CUDA_SYNC");
+    depthlab_emulation::clear_sticky_error();
+    memory<backend::cuda>::release_cached();
+}

@@ -59,6 +59,7 @@ enum cudaError_t {
     cudaErrorInvalidDevicePointer = 17,
     cudaErrorInvalidResourceHandle = 400,
     cudaErrorNotReady = 600,
+    cudaErrorIllegalAddress = 700,
     cudaErrorLaunchFailure = 719,
 };
 using cudaError = cudaError_t;

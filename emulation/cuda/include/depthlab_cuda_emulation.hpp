@@ -45,6 +45,11 @@ void fail_next_allocations(int count = 1);
 void install_fault_handler();
 /// The next kernel launch fails (cudaGetLastError returns cudaErrorLaunchFailure).
 void fail_next_launch();
+/// The next kernel launched faults when it runs, as an out-of-bounds access does on a GPU:
+/// cudaErrorIllegalAddress, sticky (every later synchronisation and allocation returns it)
+/// until clear_sticky_error(), the emulation's cudaDeviceReset for tests.
+void fault_next_kernel();
+void clear_sticky_error();
 
 // ---- kernel execution (used by the launch macro and the device intrinsics)
 struct dim3_value {

@@ -34,7 +34,9 @@ namespace {
 
 thread_local cudaError_t last_error = cudaSuccess;
 std::atomic<int> failing_allocations{0};
-std::atomic<bool> failing_launch{false};
+std::atomic<bool> failing_launch{false}, faulting_kernel{false};
+cudaError_t sticky = cudaSuccess;  // a kernel's fault: every later synchronisation and allocation returns it
+struct illegal_address {};  // thrown by a kernel made to fault
 std::mutex device_mutex;  // one flush at a time: the device memory is open while it runs
 stats totals;
 
@@ -320,14 +322,26 @@ void enqueue(cudaStream_t s, std::string name, std::function<void()> run) {
 /// Runs the stream's queued work (all of it) with the device memory open.
 cudaError_t flush(CUstream_st& st) {
     std::lock_guard<std::mutex> lock(device_mutex);
+    if (sticky != cudaSuccess) {
+        st.done += st.pending.size();
+        st.pending.clear();
+        return fail(sticky);
+    }
     if (st.pending.empty()) return cudaSuccess;
     protect_all(PROT_READ | PROT_WRITE);
     cudaError_t result = cudaSuccess;
     std::vector<work> todo;
     todo.swap(st.pending);
     for (work& w : todo) {
+        if (sticky != cudaSuccess) {  // (the work after a fault does not run)
+            ++st.done;
+            continue;
+        }
         try {
             w.run();
+        } catch (const illegal_address&) {
+            std::fprintf(stderr, "depthlab CUDA emulation: %s: an illegal address (injected fault)\n", w.name.c_str());
+            sticky = result = cudaErrorIllegalAddress;
         } catch (const std::exception& e) {
             std::fprintf(stderr, "depthlab CUDA emulation: %s failed: %s\n", w.name.c_str(), e.what());
             result = cudaErrorLaunchFailure;
@@ -412,6 +426,12 @@ void install_fault_handler() {
 void reset_counters() { totals = stats{}; }
 void fail_next_allocations(int count) { failing_allocations = count; }
 void fail_next_launch() { failing_launch = true; }
+void fault_next_kernel() { faulting_kernel = true; }
+void clear_sticky_error() {
+    std::lock_guard<std::mutex> lock(device_mutex);
+    sticky = cudaSuccess;
+    last_error = cudaSuccess;
+}
 
 void launch(const char* kernel, dim3_value grid, dim3_value block, std::size_t shared_bytes, void* stream, std::function<void()> body) {
     const unsigned long long threads = static_cast<unsigned long long>(block.x) * block.y * block.z;
@@ -425,7 +445,9 @@ void launch(const char* kernel, dim3_value grid, dim3_value block, std::size_t s
         return;
     }
     ++totals.kernels;
-    enqueue(static_cast<cudaStream_t>(stream), kernel, [name = std::string(kernel), grid, block, body = std::move(body)] {
+    const bool faults = faulting_kernel.exchange(false);
+    enqueue(static_cast<cudaStream_t>(stream), kernel, [name = std::string(kernel), grid, block, body = std::move(body), faults] {
+        if (faults) throw illegal_address{};
         run_kernel(name.c_str(), grid, block, body);
     });
 }
@@ -463,6 +485,7 @@ const char* cudaGetErrorName(cudaError_t e) {
         case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
         case cudaErrorNotReady: return "cudaErrorNotReady";
         case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+        case cudaErrorIllegalAddress: return "cudaErrorIllegalAddress";
     }
     return "cudaErrorUnknown";
 }
@@ -476,6 +499,7 @@ const char* cudaGetErrorString(cudaError_t e) {
         case cudaErrorInvalidResourceHandle: return "invalid resource handle";
         case cudaErrorNotReady: return "device not ready";
         case cudaErrorLaunchFailure: return "unspecified launch failure";
+        case cudaErrorIllegalAddress: return "an illegal memory access was encountered";
     }
     return "unknown error";
 }
@@ -518,6 +542,7 @@ cudaError_t cudaDeviceSynchronize() {
 
 cudaError_t cudaMalloc(void** ptr, std::size_t bytes) {
     if (!ptr) return fail(cudaErrorInvalidValue);
+    if (sticky != cudaSuccess) return fail(sticky);
     if (take_failure()) return fail(cudaErrorMemoryAllocation);
     install_handler();
     const std::size_t mapped = page_round(bytes);

@@ -37,7 +37,7 @@ void for_each(index_t n, F f, const char* name) {
     note_launch();
     if (n <= 0) return;
     DEPTHLAB_CUDA_LAUNCH(each_kernel<F>, grid_for(n), block_threads, 0, stream())(n, f);
-    check_launch(name);
+    check_launch(name, grid_for(n), block_threads);
 }
 
 template <class F>
@@ -51,8 +51,9 @@ template <class F>
 void for_each_row(index_t rows, F f, const char* name) {
     note_launch();
     if (rows <= 0) return;
-    DEPTHLAB_CUDA_LAUNCH(rows_kernel<F>, static_cast<unsigned>(std::min<index_t>(rows, 65535)), block_threads, 0, stream())(rows, f);
-    check_launch(name);
+    const auto grid = static_cast<unsigned>(std::min<index_t>(rows, 65535));
+    DEPTHLAB_CUDA_LAUNCH(rows_kernel<F>, grid, block_threads, 0, stream())(rows, f);
+    check_launch(name, grid, block_threads);
 }
 
 /// The sum of v over the block, returned to every thread (fixed order: deterministic).
@@ -122,10 +123,10 @@ template <class F, class G>
 void reduce2(index_t n, F f, G g, double* scratch, const char* name) {
     note_launch();
     DEPTHLAB_CUDA_LAUNCH(reduce2_partial_kernel<F>, reduce_blocks, block_threads, 0, stream())(n, f, scratch);
-    check_launch(name);
+    check_launch(name, reduce_blocks, block_threads);
     note_launch();
     DEPTHLAB_CUDA_LAUNCH(reduce2_final_kernel<G>, 1, 32, 0, stream())(scratch, reduce_blocks, g);
-    check_launch(name);
+    check_launch(name, 1, 32);
 }
 
 }  // namespace depthlab::cuda

@@ -34,13 +34,17 @@ struct device_memory_source {
     static constexpr std::size_t alignment = 256;  // cudaMalloc's
     static constexpr const char* limit_env = "DEPTHLAB_CUDA_CACHE_MB";
     static constexpr std::size_t default_limit = std::size_t{8} << 30;
+    /// nullptr when the device is full (the cache then gives its blocks back and retries);
+    /// any other error — a sticky fault of an earlier kernel — keeps its name.
     static void* allocate(std::size_t bytes) {
         void* p = nullptr;
-        if (cudaMalloc(&p, bytes) != cudaSuccess) {
-            (void)cudaGetLastError();
-            return nullptr;
-        }
-        return p;
+        const cudaError_t e = cudaMalloc(&p, bytes);
+        if (e == cudaSuccess) return p;
+        (void)cudaGetLastError();
+        if (e != cudaErrorMemoryAllocation)
+            throw device_error(detail::cat("cuda: cudaMalloc of ", bytes, " bytes failed: ", cudaGetErrorName(e), " (", cudaGetErrorString(e),
+                                           "): an earlier kernel faulted (DEPTHLAB_CUDA_SYNC=1 names it)"));
+        return nullptr;
     }
     static void release(void* p, std::size_t) { cudaFree(p); }
 };

@@ -520,7 +520,7 @@ void primitives<backend::cuda>::clip_scale(index_t n, T* x, const double* parts,
     cuda::note_launch();
     if (n <= 0) return;
     DEPTHLAB_CUDA_LAUNCH(cuda::clip_scale_kernel<T>, cuda::grid_for(n), cuda::block_threads, 0, cuda::stream())(n, x, parts, k, max_norm);
-    cuda::check_launch("clip_scale");
+    cuda::check_launch("clip_scale", cuda::grid_for(n), cuda::block_threads);
 }
 
 template <class T>

@@ -27,9 +27,6 @@ inline void check(cudaError_t e, const char* what) {
 inline void check(cublasStatus_t s, const char* what) {
     if (s != CUBLAS_STATUS_SUCCESS) throw device_error(detail::cat("cublas: ", what, " failed with status ", static_cast<int>(s)));
 }
-/// Throws device_error when the last kernel launch failed (bad configuration, no device).
-inline void check_launch(const char* kernel) { check(cudaGetLastError(), kernel); }
-
 /// This thread's stream.
 inline cudaStream_t stream() {
     struct owner {
@@ -39,6 +36,24 @@ inline cudaStream_t stream() {
     };
     thread_local owner o;
     return o.s;
+}
+
+/// DEPTHLAB_CUDA_SYNC=1: synchronise after every kernel launch, so that a fault is reported by
+/// the launch that caused it (the kernel's name and grid) instead of by a later call — what
+/// CUDA_LAUNCH_BLOCKING=1 does for the runtime, with depthlab's names. Read at each launch.
+inline bool sync_every_launch() {
+    const char* v = std::getenv("DEPTHLAB_CUDA_SYNC");
+    return v && v[0] == '1';
+}
+/// Throws device_error when the last kernel launch failed (bad configuration, no device), and
+/// under DEPTHLAB_CUDA_SYNC=1 when the kernel itself failed, naming it with its grid.
+inline void check_launch(const char* kernel, unsigned grid = 0, unsigned block = 0) {
+    check(cudaGetLastError(), kernel);
+    if (!sync_every_launch()) return;
+    const cudaError_t e = cudaStreamSynchronize(stream());
+    if (e != cudaSuccess)
+        throw device_error(detail::cat("cuda: kernel ", kernel, " (grid ", grid, ", block ", block, ") failed: ", cudaGetErrorName(e), " (",
+                                       cudaGetErrorString(e), ") [DEPTHLAB_CUDA_SYNC=1]"));
 }
 
 /// This thread's cuBLAS handle, on this thread's stream, with a 32 MiB workspace and the
