@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -202,12 +203,8 @@ int run(options o, dist::communicator& comm) {
                     o.out.c_str());
         std::printf("%s\n", examples::memory_summary().c_str());
         return 0;
-    } catch (const memory_error& e) {
-        dist::fail(comm, "albert_act", memory_error(examples::out_of_memory_message(e)));
-    } catch (const std::bad_alloc& e) {
-        dist::fail(comm, "albert_act", memory_error(examples::out_of_memory_message(e)));
     } catch (const std::exception& e) {  // depthlab::error and the standard library's (bad_alloc, filesystem)
-        dist::fail(comm, "albert_act", e);
+        dist::fail(comm, "albert_act", std::runtime_error(examples::failure_message(e)));
     }
 }
 

@@ -484,14 +484,8 @@ int run(const options& o) {
         std::printf("outputs: %s/{%s%sreport.html}\n", o.out.c_str(), probes.empty() ? "" : "probing.csv,",
                     tuned.empty() ? "" : "finetune.csv,iterations_by_word.csv,");
         return 0;
-    } catch (const memory_error& e) {
-        std::fprintf(stderr, "albert_probe: %s\n", examples::out_of_memory_message(e).c_str());
-        return 1;
-    } catch (const std::bad_alloc& e) {
-        std::fprintf(stderr, "albert_probe: %s\n", examples::out_of_memory_message(e).c_str());
-        return 1;
     } catch (const std::exception& e) {
-        std::fprintf(stderr, "albert_probe: %s\n", e.what());
+        std::fprintf(stderr, "albert_probe: %s\n", examples::failure_message(e).c_str());
         return 1;
     }
 }

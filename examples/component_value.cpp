@@ -19,6 +19,7 @@
 #include <cstdio>
 #include <limits>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -50,9 +51,10 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
         // ---- data: the language pair from meta.json unless --src-lang/--tgt-lang say otherwise
         const data::tokenizer tok(o.data + "/spm.model");
         const std::vector<std::string> pieces = tok.pieces();
-        if (!o.checkpoint.empty()) examples::check_vocabulary(loaded, o.checkpoint, pieces, o.data + "/spm.model",
-                                                              io::load_config<nn::seq2seq_config>(loaded, "config.").tgt_vocab);
-        if (o.resume) examples::check_resume_vocabulary(o.out, pieces, o.data + "/spm.model", tok.vocab_size());
+        // the model's config: a preset sized to the tokenizer, or the checkpoint's
+        const nn::seq2seq_config cfg = loaded.empty() ? nn::seq2seq_preset(o.preset, tok.vocab_size(), o.sizes) : io::load_config<nn::seq2seq_config>(loaded, "config.");
+        if (!o.checkpoint.empty()) examples::check_vocabulary(loaded, o.checkpoint, pieces, o.data + "/spm.model", cfg.tgt_vocab);
+        if (o.resume) examples::check_resume_vocabulary(o.out, pieces, o.data + "/spm.model", cfg.tgt_vocab);
         const auto encode = [&](const std::string& text) { return tok.encode(text); };
         const analysis::stopwatch tokenising;
         const auto corpus = data::load_translation_corpus(o.data, encode, {.src_lang = o.src_lang, .tgt_lang = o.tgt_lang, .second_corpus = o.with_mt ? "mt" : "",
@@ -70,7 +72,6 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
             for (const std::string& w : corpus.warnings) std::fprintf(stderr, "component_value: warning: %s\n", w.c_str());
 
         // ---- model, optimiser, the trainer and what its checkpoints hold
-        const nn::seq2seq_config cfg = loaded.empty() ? nn::seq2seq_preset(o.preset, tok.vocab_size(), o.sizes) : io::load_config<nn::seq2seq_config>(loaded, "config.");
         DEPTHLAB_CHECK(o.max_source_len < cfg.max_len, usage_error, "--max-source-len ", o.max_source_len, " must be below the model's ", cfg.max_len, " positions");
         nn::Seq2SeqTransformer<float, B> model(cfg, recipe.seed);
         nn::Snapshot<float, B> theta0(model);  // θ⁰, right after initialisation: rewinding needs it
@@ -214,12 +215,8 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
         std::printf("wrote %s/{contribution,criticality,criticality_trace,pruning,pruning_criticality,rewinding}.csv, summary.json, report.html in %s\n",
                     o.out.c_str(), train::format_duration(run_time.elapsed()).c_str());
         return 0;
-    } catch (const memory_error& e) {
-        dist::fail(comm, "component_value", memory_error(examples::out_of_memory_message(e)));
-    } catch (const std::bad_alloc& e) {
-        dist::fail(comm, "component_value", memory_error(examples::out_of_memory_message(e)));
-    } catch (const std::exception& e) {
-        dist::fail(comm, "component_value", e);
+    } catch (const std::exception& e) {  // depthlab::error and the standard library's (bad_alloc, filesystem)
+        dist::fail(comm, "component_value", std::runtime_error(examples::failure_message(e)));
     }
 }
 

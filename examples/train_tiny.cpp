@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 
 #include <depthlab/depthlab.hpp>
@@ -79,12 +80,8 @@ int run(const options& o, dist::communicator& comm) {
         const double eval_loss = cross_entropy(model.decode(model.encode(b.src), b.src, b.tgt_in), b.tgt_out).value().item();
         std::printf("final eval loss %.9g\ncheckpoint: %s\n", eval_loss, trainer.checkpoint().path().c_str());
         return 0;
-    } catch (const memory_error& e) {
-        dist::fail(comm, "train_tiny", memory_error(examples::out_of_memory_message(e)));
-    } catch (const std::bad_alloc& e) {
-        dist::fail(comm, "train_tiny", memory_error(examples::out_of_memory_message(e)));
     } catch (const std::exception& e) {  // depthlab::error and the standard library's (bad_alloc, filesystem)
-        dist::fail(comm, "train_tiny", e);
+        dist::fail(comm, "train_tiny", std::runtime_error(examples::failure_message(e)));
     }
 }
 

@@ -9,9 +9,9 @@ ROOT="$(cd "${1:-$(dirname "$0")/..}" && pwd)"
 TRAIN="$ROOT/scripts/train-translation-tokenizer"
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
-failures=0
+# shellcheck source=tests/shell/expect.sh
+source "$ROOT/tests/shell/expect.sh"
 
-fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
 fresh() {  # fresh DIR: a copy of the fixture corpus without its tokenizer
   mkdir -p "$1"
   cp "$ROOT"/tests/fixtures/translation_tiny/{train,dev,test}.{en,de} "$1"/
@@ -42,8 +42,4 @@ run "$TRAIN" --data "$TMP/mine" --vocab many
 run "$TRAIN" --data "$TMP/mine" --vocab 100000
 ((status != 0)) || fail "--vocab 100000 on a tiny corpus: exit 0"
 
-if ((failures)); then
-  echo "translation_tokenizer: $failures failure(s)" >&2
-  exit 1
-fi
-echo "translation_tokenizer: the default folder, --data, and four errors behave"
+finish "translation_tokenizer (the default folder, --data and four errors)"

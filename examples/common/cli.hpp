@@ -51,10 +51,12 @@ inline std::string& sizing_flags() {
     static std::string text;
     return text;
 }
-/// An allocation failure (depthlab::memory_error, naming the tensor, or std::bad_alloc) as
-/// one message with the flags behind the sizes.
-inline std::string out_of_memory_message(const std::exception& e) {
-    const std::string what = dynamic_cast<const depthlab::memory_error*>(&e) ? e.what() : "out of memory (" + std::string(e.what()) + ")";
+/// What a program prints for an error: its message, and for an allocation failure
+/// (depthlab::memory_error, naming the tensor, or std::bad_alloc) the flags behind the sizes.
+inline std::string failure_message(const std::exception& e) {
+    const bool named = dynamic_cast<const depthlab::memory_error*>(&e) != nullptr;
+    if (!named && !dynamic_cast<const std::bad_alloc*>(&e)) return e.what();
+    const std::string what = named ? e.what() : "out of memory (" + std::string(e.what()) + ")";
     return what + (sizing_flags().empty() ? "" : "; the sizes come from " + sizing_flags() + ": lower them");
 }
 
@@ -129,7 +131,7 @@ public:
     }
 
     /// The flags that size memory (declared before; others are ignored), named with their
-    /// values when a tensor cannot be allocated (out_of_memory_message).
+    /// values when a tensor cannot be allocated (failure_message).
     cli& sizes(std::vector<std::string> names) {
         sizes_ = std::move(names);
         return *this;

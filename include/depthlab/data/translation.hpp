@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <concepts>
 #include <cstdint>
+#include <cstdio>
 #include <fstream>
 #include <numeric>
 #include <string>
@@ -62,10 +63,12 @@ namespace depthlab::data {
     std::vector<std::string> lines;
     for (std::string line; std::getline(f, line);) {
         if (!line.empty() && line.back() == '\r') line.pop_back();
-        if (const std::size_t at = first_non_text_byte(line); at != std::string_view::npos)
-            throw io_error(depthlab::detail::cat(path, ":", lines.size() + 1, ": byte ", at + 1, " (0x", "0123456789abcdef"[(static_cast<unsigned char>(line[at]) >> 4)],
-                                                 "0123456789abcdef"[static_cast<unsigned char>(line[at]) & 15], ") is ",
+        if (const std::size_t at = first_non_text_byte(line); at != std::string_view::npos) {
+            char hex[8];
+            std::snprintf(hex, sizeof hex, "0x%02x", static_cast<unsigned>(static_cast<unsigned char>(line[at])));
+            throw io_error(depthlab::detail::cat(path, ":", lines.size() + 1, ": byte ", at + 1, " (", hex, ") is ",
                                                  line[at] == '\0' ? "a NUL byte" : "not valid UTF-8", ": not UTF-8 text (a binary file, or another encoding?)"));
+        }
         lines.push_back(std::move(line));
     }
     DEPTHLAB_CHECK(f.eof(), io_error, "read_lines: error reading ", path);
@@ -212,10 +215,11 @@ template <class Encode>
                        ": a split must hold sentences");
         if (usable < p.size())
             c.warnings.push_back(depthlab::detail::cat(files, ": ", p.size() - usable, " of ", p.size(), " pairs are blank on a side"));
-        const std::size_t small = split == "dev" || split == "test" ? o.small_eval : o.small_train;
+        const bool scored = split == "dev" || split == "test";
+        const std::size_t small = scored ? o.small_eval : o.small_train;
         if (usable < small)
             c.warnings.push_back(depthlab::detail::cat(files, ": only ", usable, " sentence pair", usable == 1 ? "" : "s", " (fewer than ", small,
-                                                       split == "dev" || split == "test" ? ": its scores are noise)" : ": the model will overfit)"));
+                                                       scored ? ": its scores are noise)" : ": the model will overfit)"));
         return p;
     };
     c.train = load("train");

@@ -240,6 +240,8 @@ private:
     /// Turns this rank's sums of logged values, micro-batch count and tokens since the last
     /// line into those of every rank (in place), and counts the tokens.
     void all_ranks(log_values& sums, std::int64_t& counted, std::int64_t& tokens);
+    /// The sums, count and tokens of every rank, in place (a no-op alone).
+    void sum_over_ranks(log_values& sums, std::int64_t& counted, std::int64_t& tokens) const;
     void add_means(log_values& sums, const micro_batch<T, B>& mb, bool first);
     void run_evaluation(bool final);
     /// Prints the table of a profile of `steps` steps (rank 0) and writes <out>/profile.csv.
@@ -249,11 +251,11 @@ private:
         return o_.out.empty() ? std::string() : o_.out + "/checkpoint." + what + ".safetensors";
     }
     /// sqrt(Σθ² / n) over the distinct parameters (one device-to-host read).
-    [[nodiscard]] double parameter_rms() const;
+    [[nodiscard]] double parameter_rms(const std::vector<Var<T, B>>& params) const;
     /// divergence_guard: throws numeric_error when the step just taken (its mean loss over
     /// micro-batches and ranks) ran away; else updates the loss level and confirms the newest
     /// checkpoint once it is old enough.
-    void guard(double step_loss);
+    void guard(double step_loss, const std::vector<Var<T, B>>& params);
     /// After a numeric error: puts the last known-good checkpoint back when the newest is
     /// still unconfirmed, and says which checkpoint the run leaves on disk.
     [[nodiscard]] std::string keep_good_checkpoint();
@@ -352,16 +354,7 @@ void Trainer<T, B>::save_pending() {
     std::erase_if(m, [](const auto& kv) { return kv.first.rfind("train.log.", 0) == 0; });
     log_values sums = pending_;
     std::int64_t count = pending_count_, tokens = pending_tokens_;
-    if (comm_->distributed()) {  // (every rank's share; restore_pending hands it all to rank 0)
-        std::vector<double> v;
-        for (const auto& kv : sums) v.push_back(kv.second);
-        v.push_back(static_cast<double>(count));
-        v.push_back(static_cast<double>(tokens));
-        comm_->host_side().all_reduce(v.data(), v.size(), dist::reduce_op::sum);
-        for (std::size_t i = 0; i < sums.size(); ++i) sums[i].second = v[i];
-        count = static_cast<std::int64_t>(v[sums.size()]);
-        tokens = static_cast<std::int64_t>(v[sums.size() + 1]);
-    }
+    sum_over_ranks(sums, count, tokens);  // (every rank's share; restore_pending hands it all to rank 0)
     if (!std::isnan(loss_level_)) m["train.loss_level"] = io::detail::to_text(loss_level_);
     if (count == 0) return;
     m["train.log.count"] = std::to_string(count);
@@ -393,9 +386,8 @@ void Trainer<T, B>::restore_pending() {
 }
 
 template <class T, class B>
-double Trainer<T, B>::parameter_rms() const {
+double Trainer<T, B>::parameter_rms(const std::vector<Var<T, B>>& params) const {
     using P = primitives<B>;
-    const auto params = dist::distinct_parameters(opt_.parameters());
     auto parts = Tensor<double, B>::zeros({static_cast<index_t>(params.size())});
     double n = 0;
     for (std::size_t j = 0; j < params.size(); ++j) {
@@ -409,7 +401,7 @@ double Trainer<T, B>::parameter_rms() const {
 }
 
 template <class T, class B>
-void Trainer<T, B>::guard(double step_loss) {
+void Trainer<T, B>::guard(double step_loss, const std::vector<Var<T, B>>& params) {
     const divergence_guard& g = o_.divergence;
     if (!g.enabled) return;
     if (g.loss_factor > 0) {
@@ -423,7 +415,7 @@ void Trainer<T, B>::guard(double step_loss) {
         }
     }
     if (g.max_parameter_rms > 0) {
-        const double rms = parameter_rms();
+        const double rms = parameter_rms(params);
         DEPTHLAB_CHECK(rms <= g.max_parameter_rms, numeric_error, "diverged: the parameters' root mean square is ", rms,
                        ", above divergence.max_parameter_rms ", g.max_parameter_rms);
     }
@@ -552,7 +544,7 @@ fit_result Trainer<T, B>::fit(const std::function<micro_batch<T, B>()>& next) {
                     comm_->host_side().all_reduce(&step_loss, 1, dist::reduce_op::sum);
                     step_loss /= static_cast<double>(comm_->size());
                 }
-                guard(step_loss);
+                guard(step_loss, params);
                 profile_mark("trainer: divergence guard");
             }
         } catch (const numeric_error& e) {
@@ -610,17 +602,21 @@ fit_result Trainer<T, B>::fit(const std::function<micro_batch<T, B>()>& next) {
 }
 
 template <class T, class B>
+void Trainer<T, B>::sum_over_ranks(log_values& sums, std::int64_t& counted, std::int64_t& tokens) const {
+    if (!comm_->distributed()) return;
+    std::vector<double> v;
+    for (const auto& kv : sums) v.push_back(kv.second);
+    v.push_back(static_cast<double>(counted));
+    v.push_back(static_cast<double>(tokens));
+    comm_->host_side().all_reduce(v.data(), v.size(), dist::reduce_op::sum);
+    for (std::size_t i = 0; i < sums.size(); ++i) sums[i].second = v[i];
+    counted = static_cast<std::int64_t>(v[sums.size()]);
+    tokens = static_cast<std::int64_t>(v[sums.size() + 1]);
+}
+
+template <class T, class B>
 void Trainer<T, B>::all_ranks(log_values& sums, std::int64_t& counted, std::int64_t& tokens) {
-    if (comm_->distributed()) {
-        std::vector<double> v;
-        for (const auto& kv : sums) v.push_back(kv.second);
-        v.push_back(static_cast<double>(counted));
-        v.push_back(static_cast<double>(tokens));
-        comm_->host_side().all_reduce(v.data(), v.size(), dist::reduce_op::sum);
-        for (std::size_t i = 0; i < sums.size(); ++i) sums[i].second = v[i];
-        counted = static_cast<std::int64_t>(v[sums.size()]);
-        tokens = static_cast<std::int64_t>(v[sums.size() + 1]);
-    }
+    sum_over_ranks(sums, counted, tokens);
     meter_->add_tokens(tokens);
     tokens = 0;
 }
