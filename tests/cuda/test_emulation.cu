@@ -113,6 +113,32 @@ TEST_CASE("cuda emulation: work waits for a synchronisation, and an event says s
     cudaFree(d);
 }
 
+TEST_CASE("cuda emulation: cudaFree and cudaDeviceSynchronize wait for the work queued on every stream") {
+    // (CUDA documents both as synchronising the device: a kernel queued before a free runs
+    // before the memory goes, which the backend's caching allocator relies on when it trims)
+    cudaStream_t s = nullptr;
+    REQUIRE(cudaStreamCreate(&s) == cudaSuccess);
+    float *d = nullptr, *out = nullptr;
+    REQUIRE(cudaMalloc(&d, sizeof(float) * 32) == cudaSuccess);
+    REQUIRE(cudaMalloc(&out, sizeof(float) * 32) == cudaSuccess);
+    DEPTHLAB_CUDA_LAUNCH(broadcast_thread0, 1, 32, 0, s)(d, true);
+    cudaEvent_t e = nullptr;
+    REQUIRE(cudaEventCreate(&e) == cudaSuccess);
+    REQUIRE(cudaEventRecord(e, s) == cudaSuccess);
+    CHECK(cudaFree(d) == cudaSuccess);  // the kernel writing d ran first (else: a fault in it)
+    CHECK(cudaEventQuery(e) == cudaSuccess);
+    DEPTHLAB_CUDA_LAUNCH(broadcast_thread0, 1, 32, 0, s)(out, true);
+    REQUIRE(cudaEventRecord(e, s) == cudaSuccess);
+    CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    CHECK(cudaEventQuery(e) == cudaSuccess);
+    std::vector<float> h(32);
+    REQUIRE(cudaMemcpy(h.data(), out, sizeof(float) * 32, cudaMemcpyDeviceToHost) == cudaSuccess);
+    CHECK(h[31] == 42.0f);
+    cudaEventDestroy(e);
+    cudaStreamDestroy(s);
+    cudaFree(out);
+}
+
 TEST_CASE("cuda emulation: cuBLAS checks its arguments as documented and the operands' extents") {
     cublasHandle_t h = nullptr;
     REQUIRE(cublasCreate(&h) == CUBLAS_STATUS_SUCCESS);

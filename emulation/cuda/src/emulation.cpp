@@ -3,12 +3,14 @@
 // a fiber switched by the few instructions below, and device memory is guarded by mprotect.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <map>
+#include <set>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -57,6 +59,56 @@ std::map<std::uintptr_t, std::size_t>& allocations() {  // start -> mapped bytes
     static std::map<std::uintptr_t, std::size_t> m;
     return m;
 }
+/// Device memory: page runs of one reserved address range (never readable outside the
+/// device's work; freed runs are returned to the system and stay inaccessible, so a kernel
+/// that touches freed memory faults). One range lets protect_all open and close adjacent
+/// allocations with one call each. (device_mutex guards it.)
+struct device_arena {
+    static constexpr std::size_t reserved = std::size_t{64} << 30;
+    char* base = nullptr;
+    std::size_t top = 0;                          // bytes handed out at least once
+    std::map<std::size_t, std::size_t> holes;     // offset -> bytes, freed runs below top
+    void* allocate(std::size_t bytes) {
+        if (!base) {
+            void* r = mmap(nullptr, reserved, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+            if (r == MAP_FAILED) return nullptr;
+            base = static_cast<char*>(r);
+        }
+        for (auto it = holes.begin(); it != holes.end(); ++it)  // first fit
+            if (it->second >= bytes) {
+                const std::size_t at = it->first, rest = it->second - bytes;
+                holes.erase(it);
+                if (rest) holes[at + bytes] = rest;
+                return base + at;
+            }
+        if (reserved - top < bytes) return nullptr;
+        top += bytes;
+        return base + top - bytes;
+    }
+    void release(void* p, std::size_t bytes) {
+        (void)madvise(p, bytes, MADV_DONTNEED);  // (the pages' contents go; the range stays reserved)
+        std::size_t at = static_cast<std::size_t>(static_cast<char*>(p) - base);
+        if (auto next = holes.find(at + bytes); next != holes.end()) {
+            bytes += next->second;
+            holes.erase(next);
+        }
+        if (auto it = holes.lower_bound(at); it != holes.begin() && std::prev(it)->first + std::prev(it)->second == at) {
+            --it;
+            at = it->first;
+            bytes += it->second;
+            holes.erase(it);
+        }
+        if (at + bytes == top) top = at;
+        else holes[at] = bytes;
+    }
+    [[nodiscard]] bool contains(std::uintptr_t a) const {
+        return base && a >= reinterpret_cast<std::uintptr_t>(base) && a < reinterpret_cast<std::uintptr_t>(base) + reserved;
+    }
+};
+device_arena& arena() {
+    static device_arena a;
+    return a;
+}
 std::map<void*, std::size_t>& pinned() {
     static std::map<void*, std::size_t> m;
     return m;
@@ -82,16 +134,22 @@ bool is_device(const void* p, std::size_t bytes = 1) { return find_allocation(p,
 struct sigaction previous_segv {};
 void on_segv(int sig, siginfo_t* info, void* ctx) {
     const auto a = reinterpret_cast<std::uintptr_t>(info->si_addr);
+    char msg[320];
+    int n = 0;
     for (const auto& [start, bytes] : allocations())
         if (a >= start && a < start + bytes) {
-            char msg[256];
-            const int n = std::snprintf(msg, sizeof msg,
-                                        "depthlab CUDA emulation: the host touched emulated device memory at %p (an allocation of %zu bytes) "
-                                        "outside the device's work: device memory must be downloaded (after a synchronisation) to be read\n",
-                                        info->si_addr, bytes);
-            if (n > 0) (void)!write(2, msg, static_cast<std::size_t>(n));
+            n = std::snprintf(msg, sizeof msg,
+                              "depthlab CUDA emulation: the host touched emulated device memory at %p (an allocation of %zu bytes) "
+                              "outside the device's work: device memory must be downloaded (after a synchronisation) to be read\n",
+                              info->si_addr, bytes);
             break;
         }
+    if (n == 0 && arena().contains(a))
+        n = std::snprintf(msg, sizeof msg,
+                          "depthlab CUDA emulation: %p is emulated device memory that is not allocated (freed, or past the end of an "
+                          "allocation): a use after cudaFree or an out-of-bounds index\n",
+                          info->si_addr);
+    if (n > 0) (void)!write(2, msg, static_cast<std::size_t>(n));
     sigaction(SIGSEGV, &previous_segv, nullptr);  // the fault repeats under the previous handler
     (void)sig;
     (void)ctx;
@@ -101,7 +159,47 @@ void install_handler() {
     std::call_once(once, [] { install_fault_handler(); });
 }
 void protect_all(int prot) {
-    for (const auto& [start, bytes] : allocations()) mprotect(reinterpret_cast<void*>(start), bytes, prot);
+    // (adjacent allocations as one run: each mprotect call costs a TLB shootdown)
+    std::uintptr_t run = 0, end = 0;
+    for (const auto& [start, bytes] : allocations()) {
+        if (start != end) {
+            if (end) mprotect(reinterpret_cast<void*>(run), end - run, prot);
+            run = start;
+        }
+        end = start + bytes;
+    }
+    if (end) mprotect(reinterpret_cast<void*>(run), end - run, prot);
+}
+
+/// DEPTHLAB_CUDA_EMULATION_PROFILE=1: at exit, the kernels (and cuBLAS calls) that took the
+/// emulator's time, with their launches and threads — what to make cheaper when a test or an
+/// example is slow here. (Host time of the emulation, not a GPU's.)
+struct kernel_profile {
+    bool on = std::getenv("DEPTHLAB_CUDA_EMULATION_PROFILE") != nullptr;
+    struct entry {
+        std::int64_t launches = 0, threads = 0;
+        double seconds = 0;
+    };
+    std::map<std::string, entry> by_name;
+    void note(const std::string& name, std::int64_t threads, std::chrono::steady_clock::time_point start) {
+        entry& e = by_name[name];
+        ++e.launches;
+        e.threads += threads;
+        e.seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    ~kernel_profile() {
+        if (!on) return;
+        std::vector<std::pair<std::string, entry>> v(by_name.begin(), by_name.end());
+        std::sort(v.begin(), v.end(), [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
+        std::fprintf(stderr, "depthlab CUDA emulation profile: %-40s %10s %14s %10s\n", "kernel", "launches", "threads", "seconds");
+        for (const auto& [name, e] : v)
+            std::fprintf(stderr, "depthlab CUDA emulation profile: %-40s %10lld %14lld %10.3f\n", name.c_str(), static_cast<long long>(e.launches),
+                         static_cast<long long>(e.threads), e.seconds);
+    }
+};
+kernel_profile& profile() {
+    static kernel_profile p;
+    return p;
 }
 
 // ============================================================ fibers: device threads
@@ -137,14 +235,19 @@ depthlab_emulation_switch:
 
 enum class fiber_state { runnable, at_block_barrier, at_warp_barrier, done };
 struct fiber {
-    void* sp = nullptr;
+    void* sp = nullptr;      // nullptr until the thread first runs
+    char* stack = nullptr;  // its top
     fiber_state state = fiber_state::runnable;
     unsigned tid = 0;
     uint3 index;
     std::uint64_t shuffle[2] = {0, 0};  // the values of the last two shuffles (see warp_shuffle_down)
     unsigned shuffles = 0;
 };
-constexpr std::size_t stack_bytes = std::size_t{128} << 10;
+constexpr std::size_t stack_bytes = std::size_t{192} << 10;
+/// Stacks' tops are staggered by 64 bytes each (up to 64 KiB): tops 192 KiB apart would all map
+/// to the same L1 and L2 cache sets, and a block of 256 threads switching at a barrier would
+/// miss the cache on every switch.
+constexpr std::size_t stack_colours = 1024, colour_bytes = 64;
 
 struct block_runner {
     const std::function<void()>* body = nullptr;
@@ -152,17 +255,25 @@ struct block_runner {
     fiber* current = nullptr;
     void* scheduler_sp = nullptr;
     std::string error;  // a thread's exception
-    std::vector<char*> stacks;
+    std::vector<char*> stacks, idle;  // every stack's top; those no started, unfinished thread holds
+    std::vector<void*> mappings;
     ~block_runner() {
-        for (char* s : stacks) munmap(s, stack_bytes);
+        for (void* m : mappings) munmap(m, stack_bytes);
     }
-    void ensure_stacks(std::size_t n) {
-        while (stacks.size() < n) {
-            void* s = mmap(nullptr, stack_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-            if (s == MAP_FAILED) throw std::bad_alloc();
-            mprotect(s, 4096, PROT_NONE);  // a guard page below each stack
-            stacks.push_back(static_cast<char*>(s));
+    /// A stack for a thread about to start: a finished thread's (so a block without barriers
+    /// runs every thread on one stack, warm in cache), or a new one.
+    char* take_stack() {
+        if (!idle.empty()) {
+            char* s = idle.back();
+            idle.pop_back();
+            return s;
         }
+        void* s = mmap(nullptr, stack_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (s == MAP_FAILED) throw std::bad_alloc();
+        mprotect(s, 4096, PROT_NONE);  // a guard page below each stack
+        mappings.push_back(s);
+        stacks.push_back(static_cast<char*>(s) + stack_bytes - stacks.size() % stack_colours * colour_bytes);
+        return stacks.back();
     }
 };
 thread_local block_runner* runner = nullptr;
@@ -181,8 +292,8 @@ thread_local block_runner* runner = nullptr;
     std::abort();  // (a finished fiber is never resumed)
 }
 
-void* initial_stack(char* stack) {
-    auto top = reinterpret_cast<std::uintptr_t>(stack + stack_bytes) & ~std::uintptr_t{15};
+void* initial_stack(char* stack_top) {
+    auto top = reinterpret_cast<std::uintptr_t>(stack_top) & ~std::uintptr_t{15};
     auto* slot = reinterpret_cast<std::uint64_t*>(top);
     slot[-1] = 0;                                              // the "return address" of fiber_main
     slot[-2] = reinterpret_cast<std::uint64_t>(&fiber_main);   // where the switch returns to
@@ -240,7 +351,6 @@ void run_kernel(const char* name, dim3_value grid, dim3_value block, const std::
     runner = &r;
     r.body = &body;
     const unsigned n = block.x * block.y * block.z;
-    r.ensure_stacks(n);
     r.fibers.assign(n, fiber{});
     gridDim = dim3(grid.x, grid.y, grid.z);
     blockDim = dim3(block.x, block.y, block.z);
@@ -248,13 +358,14 @@ void run_kernel(const char* name, dim3_value grid, dim3_value block, const std::
         for (unsigned by = 0; by < grid.y; ++by)
             for (unsigned bx = 0; bx < grid.x; ++bx) {
                 blockIdx = uint3{bx, by, bz};
+                r.idle = r.stacks;
                 for (unsigned t = 0; t < n; ++t) {
                     fiber& f = r.fibers[t];
                     f.state = fiber_state::runnable;
                     f.shuffles = 0;
                     f.tid = t;
                     f.index = uint3{t % block.x, (t / block.x) % block.y, t / (block.x * block.y)};
-                    f.sp = initial_stack(r.stacks[t]);
+                    f.sp = nullptr;
                 }
                 totals.fibers += n;
                 for (;;) {
@@ -264,7 +375,12 @@ void run_kernel(const char* name, dim3_value grid, dim3_value block, const std::
                         if (f.state != fiber_state::runnable) continue;
                         r.current = &f;
                         threadIdx = f.index;
+                        if (!f.sp) {
+                            f.stack = r.take_stack();
+                            f.sp = initial_stack(f.stack);
+                        }
                         depthlab_emulation_switch(&r.scheduler_sp, f.sp);
+                        if (f.state == fiber_state::done) r.idle.push_back(f.stack);
                         ran = true;
                     }
                     if (!r.error.empty()) throw std::runtime_error(std::string("kernel ") + name + ": " + r.error);
@@ -312,6 +428,11 @@ CUstream_st& legacy_stream() {
     return s;
 }
 CUstream_st& resolve(cudaStream_t s) { return s ? *s : legacy_stream(); }
+/// The streams alive besides the legacy one (guarded by device_mutex).
+std::set<CUstream_st*>& created_streams() {
+    static std::set<CUstream_st*> s;
+    return s;
+}
 
 void enqueue(cudaStream_t s, std::string name, std::function<void()> run) {
     std::lock_guard<std::mutex> lock(device_mutex);
@@ -355,6 +476,18 @@ cudaError_t synchronize(CUstream_st& st) {
     ++totals.synchronizations;
     return flush(st);
 }
+/// Runs the queued work of every stream: what cudaDeviceSynchronize and cudaFree wait for.
+cudaError_t flush_all() {
+    std::vector<CUstream_st*> streams{&legacy_stream()};
+    {
+        std::lock_guard<std::mutex> lock(device_mutex);
+        streams.insert(streams.end(), created_streams().begin(), created_streams().end());
+    }
+    cudaError_t result = cudaSuccess;
+    for (CUstream_st* st : streams)
+        if (const cudaError_t e = flush(*st); result == cudaSuccess) result = e;
+    return result;
+}
 
 // ============================================================ cuBLAS reference GEMM
 
@@ -393,22 +526,33 @@ cublasStatus_t gemm_strided_batched(cublasHandle_t h, cublasOperation_t ta, cubl
             return CUBLAS_STATUS_EXECUTION_FAILED;
         }
     enqueue(h->stream, name, [=] {
+        // op(A) packed column by column and each column of op(B) in double; every element of
+        // C sums its k products in order l = 0, 1, ... (a reference, accumulated in double)
+        const auto start = std::chrono::steady_clock::now();
+        std::vector<double> Ap(static_cast<std::size_t>(m) * k);
         for (int q = 0; q < batch; ++q) {
             const T* Aq = A + q * sA;
             const T* Bq = B + q * sB;
             T* Cq = C + q * sC;
-            for (int j = 0; j < n; ++j)
-                for (int i = 0; i < m; ++i) {
-                    double acc = 0;  // (a reference: accumulated in double)
-                    for (int l = 0; l < k; ++l) {
-                        const T x = ta == CUBLAS_OP_N ? Aq[i + static_cast<long long>(l) * lda] : Aq[l + static_cast<long long>(i) * lda];
-                        const T y = tb == CUBLAS_OP_N ? Bq[l + static_cast<long long>(j) * ldb] : Bq[j + static_cast<long long>(l) * ldb];
-                        acc += static_cast<double>(x) * static_cast<double>(y);
-                    }
-                    T& c = Cq[i + static_cast<long long>(j) * ldc];
-                    c = static_cast<T>(static_cast<double>(a) * acc + (b == T(0) ? 0.0 : static_cast<double>(b) * static_cast<double>(c)));
+            for (int l = 0; l < k; ++l)
+                for (int i = 0; i < m; ++i)
+                    Ap[static_cast<std::size_t>(l) * m + i] =
+                        ta == CUBLAS_OP_N ? Aq[i + static_cast<long long>(l) * lda] : Aq[l + static_cast<long long>(i) * lda];
+#pragma omp parallel for schedule(static)
+            for (int j = 0; j < n; ++j) {
+                std::vector<double> acc(static_cast<std::size_t>(m), 0.0);
+                for (int l = 0; l < k; ++l) {
+                    const double y = tb == CUBLAS_OP_N ? Bq[l + static_cast<long long>(j) * ldb] : Bq[j + static_cast<long long>(l) * ldb];
+                    const double* a_col = Ap.data() + static_cast<std::size_t>(l) * m;
+                    for (int i = 0; i < m; ++i) acc[i] += a_col[i] * y;
                 }
+                for (int i = 0; i < m; ++i) {
+                    T& c = Cq[i + static_cast<long long>(j) * ldc];
+                    c = static_cast<T>(static_cast<double>(a) * acc[i] + (b == T(0) ? 0.0 : static_cast<double>(b) * static_cast<double>(c)));
+                }
+            }
         }
+        if (profile().on) profile().note(name, static_cast<std::int64_t>(m) * n * batch, start);  // (threads: elements of C)
     });
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -448,7 +592,9 @@ void launch(const char* kernel, dim3_value grid, dim3_value block, std::size_t s
     const bool faults = faulting_kernel.exchange(false);
     enqueue(static_cast<cudaStream_t>(stream), kernel, [name = std::string(kernel), grid, block, body = std::move(body), faults] {
         if (faults) throw illegal_address{};
+        const auto start = std::chrono::steady_clock::now();
         run_kernel(name.c_str(), grid, block, body);
+        if (profile().on) profile().note(name, static_cast<std::int64_t>(grid.x) * grid.y * grid.z * block.x * block.y * block.z, start);
     });
 }
 void block_barrier() {
@@ -535,9 +681,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int device) {
 }
 cudaError_t cudaDeviceSynchronize() {
     ++totals.synchronizations;
-    // (the legacy stream and every stream: the ones alive are flushed as they are synchronised;
-    // here, the legacy stream)
-    return flush(legacy_stream());
+    return flush_all();
 }
 
 cudaError_t cudaMalloc(void** ptr, std::size_t bytes) {
@@ -546,22 +690,25 @@ cudaError_t cudaMalloc(void** ptr, std::size_t bytes) {
     if (take_failure()) return fail(cudaErrorMemoryAllocation);
     install_handler();
     const std::size_t mapped = page_round(bytes);
-    void* p = mmap(nullptr, mapped, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) return fail(cudaErrorMemoryAllocation);
     std::lock_guard<std::mutex> lock(device_mutex);
+    void* p = arena().allocate(mapped);
+    if (!p) return fail(cudaErrorMemoryAllocation);
     allocations()[reinterpret_cast<std::uintptr_t>(p)] = mapped;
     *ptr = p;
     return cudaSuccess;
 }
 cudaError_t cudaFree(void* ptr) {
     if (!ptr) return cudaSuccess;
+    // CUDA's cudaFree waits for the device's queued work, which may still use the memory
+    // (a kernel queued before the free runs before it, as on a GPU).
+    const cudaError_t pending = flush_all();
     std::lock_guard<std::mutex> lock(device_mutex);
     auto& m = allocations();
     const auto it = m.find(reinterpret_cast<std::uintptr_t>(ptr));
     if (it == m.end()) return fail(cudaErrorInvalidDevicePointer);
-    munmap(ptr, it->second);
+    arena().release(ptr, it->second);
     m.erase(it);
-    return cudaSuccess;
+    return pending;
 }
 cudaError_t cudaHostAlloc(void** ptr, std::size_t bytes, unsigned) {
     if (!ptr) return fail(cudaErrorInvalidValue);
@@ -586,11 +733,17 @@ cudaError_t cudaStreamCreate(cudaStream_t* s) { return cudaStreamCreateWithFlags
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
     if (!s) return fail(cudaErrorInvalidValue);
     *s = new CUstream_st;
+    std::lock_guard<std::mutex> lock(device_mutex);
+    created_streams().insert(*s);
     return cudaSuccess;
 }
 cudaError_t cudaStreamDestroy(cudaStream_t s) {
     if (!s) return fail(cudaErrorInvalidResourceHandle);
     (void)flush(*s);  // (CUDA finishes the queued work of a destroyed stream)
+    {
+        std::lock_guard<std::mutex> lock(device_mutex);
+        created_streams().erase(s);
+    }
     delete s;
     return cudaSuccess;
 }

@@ -44,29 +44,35 @@ template <class F>
 __global__ void rows_kernel(index_t rows, F f) {
     for (index_t r = blockIdx.x; r < rows; r += gridDim.x) f(r);
 }
-/// f(row) for every row, one block of block_threads threads per row; inside f, threadIdx.x
-/// strides over the row's columns and block_sum() reduces (all threads of the block call f
-/// with the same row, so block_sum is reached uniformly).
+/// Threads of a row block for rows of `cols` columns: whole warps, at most block_threads (a
+/// softmax over 20 keys or a layer norm over 128 features leaves no warp without work).
+inline unsigned row_threads(index_t cols) {
+    return static_cast<unsigned>(std::clamp<index_t>((cols + 31) / 32 * 32, 32, block_threads));
+}
+/// f(row) for every row, one block of row_threads(cols) threads per row; inside f,
+/// threadIdx.x strides over the row's columns (by blockDim.x) and block_sum() reduces (all
+/// threads of the block call f with the same row, so block_sum is reached uniformly).
 template <class F>
-void for_each_row(index_t rows, F f, const char* name) {
+void for_each_row(index_t rows, index_t cols, F f, const char* name) {
     note_launch();
     if (rows <= 0) return;
     const auto grid = static_cast<unsigned>(std::min<index_t>(rows, 65535));
-    DEPTHLAB_CUDA_LAUNCH(rows_kernel<F>, grid, block_threads, 0, stream())(rows, f);
-    check_launch(name, grid, block_threads);
+    DEPTHLAB_CUDA_LAUNCH(rows_kernel<F>, grid, row_threads(cols), 0, stream())(rows, f);
+    check_launch(name, grid, row_threads(cols));
 }
 
-/// The sum of v over the block, returned to every thread (fixed order: deterministic).
+/// The sum of v over the block (whole warps, at most block_threads), returned to every
+/// thread (fixed order for a given block size: deterministic).
 template <class A>
 __device__ inline A block_sum(A v) {
     __shared__ A warp_part[block_threads / 32];
     for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
     __syncthreads();  // warp_part may still be read by a previous call
     if (lane == 0) warp_part[warp] = v;
     __syncthreads();
     A s = A(0);
-    for (int w = 0; w < block_threads / 32; ++w) s += warp_part[w];
+    for (int w = 0; w < warps; ++w) s += warp_part[w];
     return s;
 }
 /// max that propagates NaN (CUDA's max/fmaxf drop it; the CPU's softmax keeps it).
@@ -78,12 +84,12 @@ template <class A>
 __device__ inline A block_max(A v) {
     __shared__ A warp_part[block_threads / 32];
     for (int o = 16; o > 0; o >>= 1) v = nan_max(v, __shfl_down_sync(0xffffffffu, v, o));
-    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+    const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
     __syncthreads();
     if (lane == 0) warp_part[warp] = v;
     __syncthreads();
     A s = warp_part[0];
-    for (int w = 1; w < block_threads / 32; ++w) s = nan_max(s, warp_part[w]);
+    for (int w = 1; w < warps; ++w) s = nan_max(s, warp_part[w]);
     return s;
 }
 

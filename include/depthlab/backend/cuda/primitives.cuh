@@ -147,7 +147,7 @@ template <class T>
 void primitives<backend::cuda>::scale_rows_bwd(index_t rows, index_t cols, const T* x, const T* w, const T* dy, T* dx, T* dw) {
     if (dx) cuda::for_each(rows * cols, [=] __device__(index_t i) { dx[i] += w[i / cols] * dy[i]; }, "scale_rows_bwd (dx)");
     if (dw)
-        cuda::for_each_row(rows, [=] __device__(index_t r) {
+        cuda::for_each_row(rows, cols, [=] __device__(index_t r) {
             T s = T(0);
             for (index_t c = threadIdx.x; c < cols; c += blockDim.x) s += dy[r * cols + c] * x[r * cols + c];
             s = cuda::block_sum(s);
@@ -175,7 +175,7 @@ void primitives<backend::cuda>::interpolate_rows_bwd(index_t rows, index_t cols,
             db[i] = beta_b == T(0) ? g : g + beta_b * db[i];
         }, "interpolate_rows_bwd (db)");
     if (dw)
-        cuda::for_each_row(rows, [=] __device__(index_t r) {
+        cuda::for_each_row(rows, cols, [=] __device__(index_t r) {
             T s = T(0);
             for (index_t c = threadIdx.x; c < cols; c += blockDim.x) s += dy[r * cols + c] * (b[r * cols + c] - a[r * cols + c]);
             s = cuda::block_sum(s);
@@ -265,7 +265,7 @@ void primitives<backend::cuda>::nonfinite_flag(index_t n, const T* x, std::int32
 
 template <class T>
 void primitives<backend::cuda>::softmax_fwd(index_t rows, index_t cols, const T* x, T scale, const T* mask, const row_broadcast& map, T* y) {
-    cuda::for_each_row(rows, [=] __device__(index_t r) {
+    cuda::for_each_row(rows, cols, [=] __device__(index_t r) {
         const T* xr = x + r * cols;
         const T* mr = mask ? mask + map.offset(r) : nullptr;
         T* yr = y + r * cols;
@@ -293,7 +293,7 @@ void primitives<backend::cuda>::softmax_fwd(index_t rows, index_t cols, const T*
 
 template <class T>
 void primitives<backend::cuda>::softmax_bwd(index_t rows, index_t cols, const T* y, const T* dy, T scale, T* dx, bool accumulate) {
-    cuda::for_each_row(rows, [=] __device__(index_t r) {
+    cuda::for_each_row(rows, cols, [=] __device__(index_t r) {
         const T *yr = y + r * cols, *gr = dy + r * cols;
         T* dr = dx + r * cols;
         T d = T(0);
@@ -308,7 +308,7 @@ void primitives<backend::cuda>::softmax_bwd(index_t rows, index_t cols, const T*
 
 template <class T>
 void primitives<backend::cuda>::log_softmax_fwd(index_t rows, index_t cols, const T* x, T* y) {
-    cuda::for_each_row(rows, [=] __device__(index_t r) {
+    cuda::for_each_row(rows, cols, [=] __device__(index_t r) {
         const T l = cuda::row_logsumexp(x + r * cols, cols);
         for (index_t c = threadIdx.x; c < cols; c += blockDim.x) y[r * cols + c] = x[r * cols + c] - l;
     }, "log_softmax_fwd");
@@ -316,7 +316,7 @@ void primitives<backend::cuda>::log_softmax_fwd(index_t rows, index_t cols, cons
 
 template <class T>
 void primitives<backend::cuda>::log_softmax_bwd(index_t rows, index_t cols, const T* y, const T* dy, T* dx) {
-    cuda::for_each_row(rows, [=] __device__(index_t r) {
+    cuda::for_each_row(rows, cols, [=] __device__(index_t r) {
         T s = T(0);
         for (index_t c = threadIdx.x; c < cols; c += blockDim.x) s += dy[r * cols + c];
         s = cuda::block_sum(s);
@@ -326,7 +326,7 @@ void primitives<backend::cuda>::log_softmax_bwd(index_t rows, index_t cols, cons
 
 template <class T>
 void primitives<backend::cuda>::layernorm_fwd(index_t rows, index_t cols, const T* x, const T* gamma, const T* beta, T eps, T* y, T* mean, T* rstd) {
-    cuda::for_each_row(rows, [=] __device__(index_t r) {
+    cuda::for_each_row(rows, cols, [=] __device__(index_t r) {
         const T* xr = x + r * cols;
         T s = T(0);
         for (index_t c = threadIdx.x; c < cols; c += blockDim.x) s += xr[c];
@@ -346,7 +346,7 @@ void primitives<backend::cuda>::layernorm_fwd(index_t rows, index_t cols, const 
 template <class T>
 void primitives<backend::cuda>::layernorm_bwd(index_t rows, index_t cols, const T* x, const T* dy, const T* gamma, const T* mean, const T* rstd, T* dx, T* dgamma, T* dbeta) {
     if (dx)
-        cuda::for_each_row(rows, [=] __device__(index_t r) {
+        cuda::for_each_row(rows, cols, [=] __device__(index_t r) {
             const T m = mean[r], rs = rstd[r];
             T sg = T(0), sgx = T(0);
             for (index_t c = threadIdx.x; c < cols; c += blockDim.x) {
@@ -376,7 +376,7 @@ void primitives<backend::cuda>::layernorm_bwd(index_t rows, index_t cols, const 
 
 template <class T>
 void primitives<backend::cuda>::cross_entropy_fwd(index_t rows, index_t V, const T* logits, const std::int64_t* target, std::int64_t ignore, T smoothing, T* loss, T* lse) {
-    cuda::for_each_row(rows, [=] __device__(index_t r) {
+    cuda::for_each_row(rows, V, [=] __device__(index_t r) {
         const T* xr = logits + r * V;
         const T l = cuda::row_logsumexp(xr, V);
         T s = T(0);
