@@ -53,9 +53,10 @@ echo "train_tiny final eval loss: --device cpu $want, --device cuda (emulated) $
 close "$want" "$got" 1e-5 || fail "train_tiny: --device cuda ends at $got, --device cpu at $want"
 for pair in cpu:cuda cuda:cpu; do
   first="${pair%:*}" then="${pair#*:}" out="$work/resume_${first}_$then"
-  "$bin/examples/train_tiny" "${tiny[@]}" --steps 10 --device "$first" --out "$out" >"$out.log" 2>&1 &&
-    "$bin/examples/train_tiny" "${tiny[@]}" --steps 20 --device "$then" --out "$out" --resume >"$out.log" 2>&1 ||
+  if ! "$bin/examples/train_tiny" "${tiny[@]}" --steps 10 --device "$first" --out "$out" >"$out.log" 2>&1 ||
+     ! "$bin/examples/train_tiny" "${tiny[@]}" --steps 20 --device "$then" --out "$out" --resume >"$out.log" 2>&1; then
     fail "train_tiny: 10 steps on $first resumed on $then: $(tail -3 "$out.log")"
+  fi
   grep -q "resumed from" "$out.log" || fail "train_tiny on $then did not resume the checkpoint written on $first"
   got="$(final_loss "$out.log")"
   echo "train_tiny 10 steps on $first, resumed on $then to 20: final eval loss $got"
