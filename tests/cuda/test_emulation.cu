@@ -154,6 +154,20 @@ TEST_CASE("cuda emulation: cuBLAS checks its arguments as documented and the ope
     CHECK(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 3, &one, a, 2, 4096, b, 3, 0, &zero, c, 2, 0, 2) ==
           CUBLAS_STATUS_EXECUTION_FAILED);
     CHECK(cudaDeviceSynchronize() == cudaSuccess);
+    // the pointer-array form: the arrays live in device memory and are read when the work
+    // runs; a matrix that is not inside an allocation fails the work, naming it
+    const float** ptrs = nullptr;
+    REQUIRE(cudaMalloc(&ptrs, sizeof(float*) * 6) == cudaSuccess);
+    const std::vector<const float*> good{a, a, b, b, c, c}, bad{a, a + 4, b, b, c, c};  // A of matrix 1 reaches past a's 6 floats
+    for (const auto* table : {&good, &bad}) {
+        REQUIRE(cudaMemcpy(ptrs, table->data(), sizeof(float*) * 6, cudaMemcpyHostToDevice) == cudaSuccess);
+        CHECK(cublasSgemmBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 3, &one, ptrs, 2, ptrs + 2, 3, &zero, const_cast<float* const*>(ptrs + 4), 2,
+                                 2) == CUBLAS_STATUS_SUCCESS);
+        CHECK(cudaDeviceSynchronize() == (table == &good ? cudaSuccess : cudaErrorLaunchFailure));
+    }
+    CHECK(cublasSgemmBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, 2, 2, 3, &one, ptrs, 1, ptrs + 2, 3, &zero, const_cast<float* const*>(ptrs + 4), 2, 2) ==
+          CUBLAS_STATUS_INVALID_VALUE);
+    cudaFree(ptrs);
     cublasDestroy(h);
     cudaFree(a);
     cudaFree(b);

@@ -1,7 +1,7 @@
 #pragma once
 // The cuBLAS subset depthlab's backend uses, on the emulated device: handles bound to a
-// stream, a workspace, the math mode, and strided-batched GEMM in float and double as
-// reference loops with NVIDIA's column-major conventions (depthlab_cuda_emulation.hpp).
+// stream, a workspace, the math mode, and strided-batched and pointer-array batched GEMM in
+// float and double as reference loops with NVIDIA's column-major conventions (depthlab_cuda_emulation.hpp).
 #include "cuda_runtime.h"
 
 struct cublasContext;
@@ -27,3 +27,9 @@ cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t handle, cublasOperation_
 cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
                                          const double* alpha, const double* A, int lda, long long strideA, const double* B, int ldb,
                                          long long strideB, const double* beta, double* C, int ldc, long long strideC, int batchCount);
+cublasStatus_t cublasSgemmBatched(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
+                                  const float* alpha, const float* const Aarray[], int lda, const float* const Barray[], int ldb,
+                                  const float* beta, float* const Carray[], int ldc, int batchCount);
+cublasStatus_t cublasDgemmBatched(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
+                                  const double* alpha, const double* const Aarray[], int lda, const double* const Barray[], int ldb,
+                                  const double* beta, double* const Carray[], int ldc, int batchCount);

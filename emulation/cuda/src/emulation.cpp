@@ -55,8 +55,12 @@ cudaError_t fail(cudaError_t e) {
 
 // ============================================================ device memory
 
-std::map<std::uintptr_t, std::size_t>& allocations() {  // start -> mapped bytes
-    static std::map<std::uintptr_t, std::size_t> m;
+struct allocation {
+    std::size_t bytes;   // as asked for: what kernels and cuBLAS may reach
+    std::size_t mapped;  // whole pages
+};
+std::map<std::uintptr_t, allocation>& allocations() {  // by start address
+    static std::map<std::uintptr_t, allocation> m;
     return m;
 }
 /// Device memory: page runs of one reserved address range (never readable outside the
@@ -117,14 +121,14 @@ std::size_t page_round(std::size_t bytes) {
     const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
     return std::max<std::size_t>(page, (bytes + page - 1) / page * page);
 }
-/// The allocation holding [p, p + bytes), or nullptr.
-const std::pair<const std::uintptr_t, std::size_t>* find_allocation(const void* p, std::size_t bytes = 1) {
+/// The allocation holding [p, p + bytes) within the bytes asked for, or nullptr.
+const std::pair<const std::uintptr_t, allocation>* find_allocation(const void* p, std::size_t bytes = 1) {
     const auto a = reinterpret_cast<std::uintptr_t>(p);
     auto& m = allocations();
     auto it = m.upper_bound(a);
     if (it == m.begin()) return nullptr;
     --it;
-    if (a < it->first || a + bytes > it->first + it->second) return nullptr;
+    if (a < it->first || a + bytes > it->first + it->second.bytes) return nullptr;
     return &*it;
 }
 bool is_device(const void* p, std::size_t bytes = 1) { return find_allocation(p, bytes) != nullptr; }
@@ -136,12 +140,12 @@ void on_segv(int sig, siginfo_t* info, void* ctx) {
     const auto a = reinterpret_cast<std::uintptr_t>(info->si_addr);
     char msg[320];
     int n = 0;
-    for (const auto& [start, bytes] : allocations())
-        if (a >= start && a < start + bytes) {
+    for (const auto& [start, al] : allocations())
+        if (a >= start && a < start + al.mapped) {
             n = std::snprintf(msg, sizeof msg,
                               "depthlab CUDA emulation: the host touched emulated device memory at %p (an allocation of %zu bytes) "
                               "outside the device's work: device memory must be downloaded (after a synchronisation) to be read\n",
-                              info->si_addr, bytes);
+                              info->si_addr, al.bytes);
             break;
         }
     if (n == 0 && arena().contains(a))
@@ -161,12 +165,12 @@ void install_handler() {
 void protect_all(int prot) {
     // (adjacent allocations as one run: each mprotect call costs a TLB shootdown)
     std::uintptr_t run = 0, end = 0;
-    for (const auto& [start, bytes] : allocations()) {
+    for (const auto& [start, al] : allocations()) {
         if (start != end) {
             if (end) mprotect(reinterpret_cast<void*>(run), end - run, prot);
             run = start;
         }
-        end = start + bytes;
+        end = start + al.mapped;
     }
     if (end) mprotect(reinterpret_cast<void*>(run), end - run, prot);
 }
@@ -491,16 +495,60 @@ cudaError_t flush_all() {
 
 // ============================================================ cuBLAS reference GEMM
 
+/// The shape of one column-major product C (m x n) = a op(A) (m x k) op(B) (k x n) + b C.
+struct gemm_shape {
+    cublasOperation_t ta, tb;
+    int m, n, k, lda, ldb, ldc;
+    /// cuBLAS's documented argument checks.
+    [[nodiscard]] bool valid(int batch) const {
+        return m >= 0 && n >= 0 && k >= 0 && batch >= 0 && (ta == CUBLAS_OP_N || ta == CUBLAS_OP_T) && (tb == CUBLAS_OP_N || tb == CUBLAS_OP_T) &&
+               lda >= std::max(1, ta == CUBLAS_OP_N ? m : k) && ldb >= std::max(1, tb == CUBLAS_OP_N ? k : n) && ldc >= std::max(1, m);
+    }
+    /// Elements one matrix of each operand reaches (0 for A and B when k = 0).
+    [[nodiscard]] long long reach_a() const { return k ? reach(lda, ta == CUBLAS_OP_N ? m : k, ta == CUBLAS_OP_N ? k : m) : 0; }
+    [[nodiscard]] long long reach_b() const { return k ? reach(ldb, tb == CUBLAS_OP_N ? k : n, tb == CUBLAS_OP_N ? n : k) : 0; }
+    [[nodiscard]] long long reach_c() const { return reach(ldc, m, n); }
+    static long long reach(int ld, int rows, int cols) { return static_cast<long long>(cols - 1) * ld + rows; }
+    void print(const char* name, int batch) const {
+        std::fprintf(stderr, "depthlab CUDA emulation: %s: invalid value (m=%d n=%d k=%d lda=%d ldb=%d ldc=%d batch=%d)\n", name, m, n, k, lda,
+                     ldb, ldc, batch);
+    }
+};
+
+/// One matrix: op(A) packed column by column in double (ap: scratch), then each column of C
+/// accumulated; every element sums its k products in order l = 0, 1, ... (a reference,
+/// accumulated in double), its columns shared among the host's threads.
+template <class T>
+void reference_gemm(const gemm_shape& g, T a, const T* A, const T* B, T b, T* C, std::vector<double>& ap) {
+    const int m = g.m, n = g.n, k = g.k;
+    ap.resize(static_cast<std::size_t>(m) * k);
+    for (int l = 0; l < k; ++l)
+        for (int i = 0; i < m; ++i)
+            ap[static_cast<std::size_t>(l) * m + i] = g.ta == CUBLAS_OP_N ? A[i + static_cast<long long>(l) * g.lda] : A[l + static_cast<long long>(i) * g.lda];
+    const double* apd = ap.data();
+#pragma omp parallel for schedule(static)
+    for (int j = 0; j < n; ++j) {
+        std::vector<double> acc(static_cast<std::size_t>(m), 0.0);
+        for (int l = 0; l < k; ++l) {
+            const double y = g.tb == CUBLAS_OP_N ? B[l + static_cast<long long>(j) * g.ldb] : B[j + static_cast<long long>(l) * g.ldb];
+            const double* a_col = apd + static_cast<std::size_t>(l) * m;
+            for (int i = 0; i < m; ++i) acc[i] += a_col[i] * y;
+        }
+        for (int i = 0; i < m; ++i) {
+            T& c = C[i + static_cast<long long>(j) * g.ldc];
+            c = static_cast<T>(static_cast<double>(a) * acc[i] + (b == T(0) ? 0.0 : static_cast<double>(b) * static_cast<double>(c)));
+        }
+    }
+}
+
 template <class T>
 cublasStatus_t gemm_strided_batched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const T* alpha,
                                     const T* A, int lda, long long sA, const T* B, int ldb, long long sB, const T* beta, T* C, int ldc,
                                     long long sC, int batch, const char* name) {
     if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
-    // cuBLAS's documented argument checks
-    if (m < 0 || n < 0 || k < 0 || batch < 0 || (ta != CUBLAS_OP_N && ta != CUBLAS_OP_T) || (tb != CUBLAS_OP_N && tb != CUBLAS_OP_T) ||
-        lda < std::max(1, ta == CUBLAS_OP_N ? m : k) || ldb < std::max(1, tb == CUBLAS_OP_N ? k : n) || ldc < std::max(1, m)) {
-        std::fprintf(stderr, "depthlab CUDA emulation: %s: invalid value (m=%d n=%d k=%d lda=%d ldb=%d ldc=%d batch=%d)\n", name, m, n, k, lda,
-                     ldb, ldc, batch);
+    const gemm_shape g{ta, tb, m, n, k, lda, ldb, ldc};
+    if (!g.valid(batch)) {
+        g.print(name, batch);
         return CUBLAS_STATUS_INVALID_VALUE;
     }
     ++totals.gemms;
@@ -508,51 +556,65 @@ cublasStatus_t gemm_strided_batched(cublasHandle_t h, cublasOperation_t ta, cubl
     const T a = *alpha, b = *beta;  // host scalars (the default pointer mode), read at the call
     // The elements each operand's last matrix reaches must lie in one device allocation: on a
     // GPU a wrong leading dimension or stride reads out of bounds (or faults); here it fails.
-    const auto last = [](long long stride, int batches, int ld, int rows, int cols) {
-        return static_cast<long long>(batches - 1) * stride + static_cast<long long>(cols - 1) * ld + rows;
-    };
-    const int a_rows = ta == CUBLAS_OP_N ? m : k, a_cols = ta == CUBLAS_OP_N ? k : m;
-    const int b_rows = tb == CUBLAS_OP_N ? k : n, b_cols = tb == CUBLAS_OP_N ? n : k;
+    const auto last = [batch](long long stride, long long one) { return one ? static_cast<long long>(batch - 1) * stride + one : 0; };
     struct operand {
         const void* p;
         long long elements;
         const char* what;
     };
-    for (const operand& o : {operand{A, k ? last(sA, batch, lda, a_rows, a_cols) : 0, "A"},
-                             operand{B, k ? last(sB, batch, ldb, b_rows, b_cols) : 0, "B"}, operand{C, last(sC, batch, ldc, m, n), "C"}})
+    for (const operand& o : {operand{A, last(sA, g.reach_a()), "A"}, operand{B, last(sB, g.reach_b()), "B"}, operand{C, last(sC, g.reach_c()), "C"}})
         if (o.elements > 0 && !is_device(o.p, static_cast<std::size_t>(o.elements) * sizeof(T))) {
             std::fprintf(stderr, "depthlab CUDA emulation: %s: operand %s (%p, %lld elements reached by m=%d n=%d k=%d ld/strides/batch %d) is "
                                  "not inside one device allocation\n", name, o.what, o.p, o.elements, m, n, k, batch);
             return CUBLAS_STATUS_EXECUTION_FAILED;
         }
     enqueue(h->stream, name, [=] {
-        // op(A) packed column by column and each column of op(B) in double; every element of
-        // C sums its k products in order l = 0, 1, ... (a reference, accumulated in double)
         const auto start = std::chrono::steady_clock::now();
-        std::vector<double> Ap(static_cast<std::size_t>(m) * k);
-        for (int q = 0; q < batch; ++q) {
-            const T* Aq = A + q * sA;
-            const T* Bq = B + q * sB;
-            T* Cq = C + q * sC;
-            for (int l = 0; l < k; ++l)
-                for (int i = 0; i < m; ++i)
-                    Ap[static_cast<std::size_t>(l) * m + i] =
-                        ta == CUBLAS_OP_N ? Aq[i + static_cast<long long>(l) * lda] : Aq[l + static_cast<long long>(i) * lda];
-#pragma omp parallel for schedule(static)
-            for (int j = 0; j < n; ++j) {
-                std::vector<double> acc(static_cast<std::size_t>(m), 0.0);
-                for (int l = 0; l < k; ++l) {
-                    const double y = tb == CUBLAS_OP_N ? Bq[l + static_cast<long long>(j) * ldb] : Bq[j + static_cast<long long>(l) * ldb];
-                    const double* a_col = Ap.data() + static_cast<std::size_t>(l) * m;
-                    for (int i = 0; i < m; ++i) acc[i] += a_col[i] * y;
-                }
-                for (int i = 0; i < m; ++i) {
-                    T& c = Cq[i + static_cast<long long>(j) * ldc];
-                    c = static_cast<T>(static_cast<double>(a) * acc[i] + (b == T(0) ? 0.0 : static_cast<double>(b) * static_cast<double>(c)));
-                }
-            }
-        }
+        std::vector<double> ap;
+        for (int q = 0; q < batch; ++q) reference_gemm(g, a, A + q * sA, B + q * sB, b, C + q * sC, ap);
         if (profile().on) profile().note(name, static_cast<std::int64_t>(m) * n * batch, start);  // (threads: elements of C)
+    });
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/// The pointer-array form: the arrays are device memory, read when the work runs; each
+/// matrix they name must lie in one allocation, or the work fails naming the matrix.
+template <class T>
+cublasStatus_t gemm_batched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const T* alpha,
+                            const T* const* A, int lda, const T* const* B, int ldb, const T* beta, T* const* C, int ldc, int batch,
+                            const char* name) {
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    const gemm_shape g{ta, tb, m, n, k, lda, ldb, ldc};
+    if (!g.valid(batch)) {
+        g.print(name, batch);
+        return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    ++totals.gemms;
+    if (m == 0 || n == 0 || batch == 0) return CUBLAS_STATUS_SUCCESS;
+    for (const void* array : {static_cast<const void*>(A), static_cast<const void*>(B), static_cast<const void*>(C)})
+        if (!is_device(array, static_cast<std::size_t>(batch) * sizeof(void*))) {
+            std::fprintf(stderr, "depthlab CUDA emulation: %s: a pointer array (%p, %d entries) is not inside one device allocation\n", name, array,
+                         batch);
+            return CUBLAS_STATUS_EXECUTION_FAILED;
+        }
+    const T a = *alpha, b = *beta;
+    enqueue(h->stream, name, [=] {
+        const auto start = std::chrono::steady_clock::now();
+        std::vector<double> ap;
+        for (int q = 0; q < batch; ++q) {
+            const struct {
+                const void* p;
+                long long elements;
+                const char* what;
+            } operands[] = {{A[q], g.reach_a(), "A"}, {B[q], g.reach_b(), "B"}, {C[q], g.reach_c(), "C"}};
+            for (const auto& o : operands)
+                if (o.elements > 0 && !is_device(o.p, static_cast<std::size_t>(o.elements) * sizeof(T)))
+                    throw std::runtime_error(std::string("matrix ") + std::to_string(q) + " of operand " + o.what + " (" + std::to_string(o.elements) +
+                                             " elements reached by m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
+                                             ") is not inside one device allocation");
+            reference_gemm(g, a, A[q], B[q], b, C[q], ap);
+        }
+        if (profile().on) profile().note(name, static_cast<std::int64_t>(m) * n * batch, start);
     });
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -693,7 +755,7 @@ cudaError_t cudaMalloc(void** ptr, std::size_t bytes) {
     std::lock_guard<std::mutex> lock(device_mutex);
     void* p = arena().allocate(mapped);
     if (!p) return fail(cudaErrorMemoryAllocation);
-    allocations()[reinterpret_cast<std::uintptr_t>(p)] = mapped;
+    allocations()[reinterpret_cast<std::uintptr_t>(p)] = {bytes, mapped};
     *ptr = p;
     return cudaSuccess;
 }
@@ -706,7 +768,7 @@ cudaError_t cudaFree(void* ptr) {
     auto& m = allocations();
     const auto it = m.find(reinterpret_cast<std::uintptr_t>(ptr));
     if (it == m.end()) return fail(cudaErrorInvalidDevicePointer);
-    arena().release(ptr, it->second);
+    arena().release(ptr, it->second.mapped);
     m.erase(it);
     return pending;
 }
@@ -861,4 +923,14 @@ cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t h, cublasOperation_t ta,
                                          const double* A, int lda, long long sA, const double* B, int ldb, long long sB, const double* beta,
                                          double* C, int ldc, long long sC, int batch) {
     return gemm_strided_batched(h, ta, tb, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, ldc, sC, batch, "cublasDgemmStridedBatched");
+}
+cublasStatus_t cublasSgemmBatched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const float* alpha,
+                                  const float* const A[], int lda, const float* const B[], int ldb, const float* beta, float* const C[], int ldc,
+                                  int batch) {
+    return gemm_batched(h, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, batch, "cublasSgemmBatched");
+}
+cublasStatus_t cublasDgemmBatched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const double* alpha,
+                                  const double* const A[], int lda, const double* const B[], int ldb, const double* beta, double* const C[],
+                                  int ldc, int batch) {
+    return gemm_batched(h, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, batch, "cublasDgemmBatched");
 }

@@ -36,13 +36,15 @@ struct cuda {
 };
 }  // namespace backend
 
-/// What a device backend did since the last reset(): primitive calls ("kernel launches")
-/// and device-to-host copies (each one a synchronisation of the host with the device).
-/// Host-to-device uploads are counted apart: they do not stall the host on a stream.
+/// What a device backend did since the last reset(): primitive calls ("kernel launches",
+/// GEMM calls included), GEMM calls alone (one per BLAS call), and device-to-host copies
+/// (each one a synchronisation of the host with the device). Host-to-device uploads are
+/// counted apart: they do not stall the host on a stream.
 struct device_counters {
-    std::atomic<std::int64_t> launches{0}, syncs{0}, uploads{0};
+    std::atomic<std::int64_t> launches{0}, gemms{0}, syncs{0}, uploads{0};
     void reset() {
         launches = 0;
+        gemms = 0;
         syncs = 0;
         uploads = 0;
     }

@@ -25,6 +25,11 @@ inline unsigned grid_for(index_t n) {
     return static_cast<unsigned>(std::clamp<index_t>((n + block_threads - 1) / block_threads, 1, 65535));
 }
 inline void note_launch() { counters<backend::cuda>().launches.fetch_add(1, std::memory_order_relaxed); }
+/// A cuBLAS call: a launch, and a GEMM.
+inline void note_gemm() {
+    note_launch();
+    counters<backend::cuda>().gemms.fetch_add(1, std::memory_order_relaxed);
+}
 
 template <class F>
 __global__ void each_kernel(index_t n, F f) {
