@@ -432,7 +432,9 @@ CUstream_st& legacy_stream() {
     return s;
 }
 CUstream_st& resolve(cudaStream_t s) { return s ? *s : legacy_stream(); }
-/// The streams alive besides the legacy one (guarded by device_mutex).
+/// The streams alive besides the legacy one, guarded by streams_mutex, which also keeps a
+/// stream alive while flush_all runs its work (taken before device_mutex, never after).
+std::mutex streams_mutex;
 std::set<CUstream_st*>& created_streams() {
     static std::set<CUstream_st*> s;
     return s;
@@ -482,13 +484,9 @@ cudaError_t synchronize(CUstream_st& st) {
 }
 /// Runs the queued work of every stream: what cudaDeviceSynchronize and cudaFree wait for.
 cudaError_t flush_all() {
-    std::vector<CUstream_st*> streams{&legacy_stream()};
-    {
-        std::lock_guard<std::mutex> lock(device_mutex);
-        streams.insert(streams.end(), created_streams().begin(), created_streams().end());
-    }
-    cudaError_t result = cudaSuccess;
-    for (CUstream_st* st : streams)
+    std::lock_guard<std::mutex> lock(streams_mutex);
+    cudaError_t result = flush(legacy_stream());
+    for (CUstream_st* st : created_streams())
         if (const cudaError_t e = flush(*st); result == cudaSuccess) result = e;
     return result;
 }
@@ -795,17 +793,15 @@ cudaError_t cudaStreamCreate(cudaStream_t* s) { return cudaStreamCreateWithFlags
 cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
     if (!s) return fail(cudaErrorInvalidValue);
     *s = new CUstream_st;
-    std::lock_guard<std::mutex> lock(device_mutex);
+    std::lock_guard<std::mutex> lock(streams_mutex);
     created_streams().insert(*s);
     return cudaSuccess;
 }
 cudaError_t cudaStreamDestroy(cudaStream_t s) {
     if (!s) return fail(cudaErrorInvalidResourceHandle);
+    std::lock_guard<std::mutex> lock(streams_mutex);
     (void)flush(*s);  // (CUDA finishes the queued work of a destroyed stream)
-    {
-        std::lock_guard<std::mutex> lock(device_mutex);
-        created_streams().erase(s);
-    }
+    created_streams().erase(s);
     delete s;
     return cudaSuccess;
 }
