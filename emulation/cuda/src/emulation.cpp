@@ -261,9 +261,6 @@ struct block_runner {
     std::string error;  // a thread's exception
     std::vector<char*> stacks, idle;  // every stack's top; those no started, unfinished thread holds
     std::vector<void*> mappings;
-    ~block_runner() {
-        for (void* m : mappings) munmap(m, stack_bytes);
-    }
     /// A stack for a thread about to start: a finished thread's (so a block without barriers
     /// runs every thread on one stack, warm in cache), or a new one.
     char* take_stack() {
@@ -351,7 +348,9 @@ bool release_barriers(block_runner& r, std::string& why) {
 
 /// Runs every block of a kernel, each as blockDim fibers, on this host thread.
 void run_kernel(const char* name, dim3_value grid, dim3_value block, const std::function<void()>& body) {
-    thread_local block_runner r;
+    // (never destroyed: a thread's other thread_local destructors — a cuBLAS handle's, a
+    // cache's cudaFree — may still run queued kernels on it as the thread or process ends)
+    thread_local block_runner& r = *new block_runner;
     runner = &r;
     r.body = &body;
     const unsigned n = block.x * block.y * block.z;
