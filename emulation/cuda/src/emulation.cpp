@@ -9,10 +9,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <initializer_list>
 #include <map>
 #include <set>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -205,6 +207,13 @@ kernel_profile& profile() {
     static kernel_profile p;
     return p;
 }
+/// Runs a piece of device work, timed into the profile when it is on.
+template <class F>
+void profiled(const std::string& name, std::int64_t threads, F&& work) {
+    const auto start = std::chrono::steady_clock::now();
+    work();
+    if (profile().on) profile().note(name, threads, start);
+}
 
 // ============================================================ fibers: device threads
 
@@ -260,7 +269,6 @@ struct block_runner {
     void* scheduler_sp = nullptr;
     std::string error;  // a thread's exception
     std::vector<char*> stacks, idle;  // every stack's top; those no started, unfinished thread holds
-    std::vector<void*> mappings;
     /// A stack for a thread about to start: a finished thread's (so a block without barriers
     /// runs every thread on one stack, warm in cache), or a new one.
     char* take_stack() {
@@ -272,7 +280,6 @@ struct block_runner {
         void* s = mmap(nullptr, stack_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (s == MAP_FAILED) throw std::bad_alloc();
         mprotect(s, 4096, PROT_NONE);  // a guard page below each stack
-        mappings.push_back(s);
         stacks.push_back(static_cast<char*>(s) + stack_bytes - stacks.size() % stack_colours * colour_bytes);
         return stacks.back();
     }
@@ -506,11 +513,35 @@ struct gemm_shape {
     [[nodiscard]] long long reach_b() const { return k ? reach(ldb, tb == CUBLAS_OP_N ? k : n, tb == CUBLAS_OP_N ? n : k) : 0; }
     [[nodiscard]] long long reach_c() const { return reach(ldc, m, n); }
     static long long reach(int ld, int rows, int cols) { return static_cast<long long>(cols - 1) * ld + rows; }
-    void print(const char* name, int batch) const {
-        std::fprintf(stderr, "depthlab CUDA emulation: %s: invalid value (m=%d n=%d k=%d lda=%d ldb=%d ldc=%d batch=%d)\n", name, m, n, k, lda,
-                     ldb, ldc, batch);
-    }
 };
+
+/// What a GEMM call checks before any work: the handle and cuBLAS's documented argument
+/// rules; a valid call is counted. `nothing` is set when there is nothing to compute.
+cublasStatus_t admit(cublasHandle_t h, const gemm_shape& g, int batch, const char* name, bool& nothing) {
+    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (!g.valid(batch)) {
+        std::fprintf(stderr, "depthlab CUDA emulation: %s: invalid value (m=%d n=%d k=%d lda=%d ldb=%d ldc=%d batch=%d)\n", name, g.m, g.n, g.k,
+                     g.lda, g.ldb, g.ldc, batch);
+        return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    ++totals.gemms;
+    nothing = g.m == 0 || g.n == 0 || batch == 0;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+/// An operand's start and the elements it reaches: on a GPU a wrong leading dimension or
+/// stride reads out of bounds (or faults); here an operand outside one allocation fails.
+struct operand {
+    const void* p;
+    long long elements;
+    const char* what;
+};
+template <class T>
+std::optional<operand> outside_allocations(std::initializer_list<operand> operands) {
+    for (const operand& o : operands)
+        if (o.elements > 0 && !is_device(o.p, static_cast<std::size_t>(o.elements) * sizeof(T))) return o;
+    return std::nullopt;
+}
 
 /// One matrix: op(A) packed column by column in double (ap: scratch), then each column of C
 /// accumulated; every element sums its k products in order l = 0, 1, ... (a reference,
@@ -542,34 +573,22 @@ template <class T>
 cublasStatus_t gemm_strided_batched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const T* alpha,
                                     const T* A, int lda, long long sA, const T* B, int ldb, long long sB, const T* beta, T* C, int ldc,
                                     long long sC, int batch, const char* name) {
-    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
     const gemm_shape g{ta, tb, m, n, k, lda, ldb, ldc};
-    if (!g.valid(batch)) {
-        g.print(name, batch);
-        return CUBLAS_STATUS_INVALID_VALUE;
-    }
-    ++totals.gemms;
-    if (m == 0 || n == 0 || batch == 0) return CUBLAS_STATUS_SUCCESS;
+    bool nothing = false;
+    if (const cublasStatus_t st = admit(h, g, batch, name, nothing); st != CUBLAS_STATUS_SUCCESS || nothing) return st;
     const T a = *alpha, b = *beta;  // host scalars (the default pointer mode), read at the call
-    // The elements each operand's last matrix reaches must lie in one device allocation: on a
-    // GPU a wrong leading dimension or stride reads out of bounds (or faults); here it fails.
+    // each operand's last matrix, checked at the call
     const auto last = [batch](long long stride, long long one) { return one ? static_cast<long long>(batch - 1) * stride + one : 0; };
-    struct operand {
-        const void* p;
-        long long elements;
-        const char* what;
-    };
-    for (const operand& o : {operand{A, last(sA, g.reach_a()), "A"}, operand{B, last(sB, g.reach_b()), "B"}, operand{C, last(sC, g.reach_c()), "C"}})
-        if (o.elements > 0 && !is_device(o.p, static_cast<std::size_t>(o.elements) * sizeof(T))) {
-            std::fprintf(stderr, "depthlab CUDA emulation: %s: operand %s (%p, %lld elements reached by m=%d n=%d k=%d ld/strides/batch %d) is "
-                                 "not inside one device allocation\n", name, o.what, o.p, o.elements, m, n, k, batch);
-            return CUBLAS_STATUS_EXECUTION_FAILED;
-        }
+    if (const auto o = outside_allocations<T>({{A, last(sA, g.reach_a()), "A"}, {B, last(sB, g.reach_b()), "B"}, {C, last(sC, g.reach_c()), "C"}})) {
+        std::fprintf(stderr, "depthlab CUDA emulation: %s: operand %s (%p, %lld elements reached by m=%d n=%d k=%d ld/strides/batch %d) is "
+                             "not inside one device allocation\n", name, o->what, o->p, o->elements, m, n, k, batch);
+        return CUBLAS_STATUS_EXECUTION_FAILED;
+    }
     enqueue(h->stream, name, [=] {
-        const auto start = std::chrono::steady_clock::now();
-        std::vector<double> ap;
-        for (int q = 0; q < batch; ++q) reference_gemm(g, a, A + q * sA, B + q * sB, b, C + q * sC, ap);
-        if (profile().on) profile().note(name, static_cast<std::int64_t>(m) * n * batch, start);  // (threads: elements of C)
+        profiled(name, static_cast<std::int64_t>(m) * n * batch, [&] {  // (threads: elements of C)
+            std::vector<double> ap;
+            for (int q = 0; q < batch; ++q) reference_gemm(g, a, A + q * sA, B + q * sB, b, C + q * sC, ap);
+        });
     });
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -580,38 +599,27 @@ template <class T>
 cublasStatus_t gemm_batched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const T* alpha,
                             const T* const* A, int lda, const T* const* B, int ldb, const T* beta, T* const* C, int ldc, int batch,
                             const char* name) {
-    if (!h) return CUBLAS_STATUS_NOT_INITIALIZED;
     const gemm_shape g{ta, tb, m, n, k, lda, ldb, ldc};
-    if (!g.valid(batch)) {
-        g.print(name, batch);
-        return CUBLAS_STATUS_INVALID_VALUE;
+    bool nothing = false;
+    if (const cublasStatus_t st = admit(h, g, batch, name, nothing); st != CUBLAS_STATUS_SUCCESS || nothing) return st;
+    const long long entries = batch;
+    if (const auto o = outside_allocations<const void*>({{A, entries, "A"}, {B, entries, "B"}, {C, entries, "C"}})) {
+        std::fprintf(stderr, "depthlab CUDA emulation: %s: the pointer array of %s (%p, %d entries) is not inside one device allocation\n", name,
+                     o->what, o->p, batch);
+        return CUBLAS_STATUS_EXECUTION_FAILED;
     }
-    ++totals.gemms;
-    if (m == 0 || n == 0 || batch == 0) return CUBLAS_STATUS_SUCCESS;
-    for (const void* array : {static_cast<const void*>(A), static_cast<const void*>(B), static_cast<const void*>(C)})
-        if (!is_device(array, static_cast<std::size_t>(batch) * sizeof(void*))) {
-            std::fprintf(stderr, "depthlab CUDA emulation: %s: a pointer array (%p, %d entries) is not inside one device allocation\n", name, array,
-                         batch);
-            return CUBLAS_STATUS_EXECUTION_FAILED;
-        }
     const T a = *alpha, b = *beta;
     enqueue(h->stream, name, [=] {
-        const auto start = std::chrono::steady_clock::now();
-        std::vector<double> ap;
-        for (int q = 0; q < batch; ++q) {
-            const struct {
-                const void* p;
-                long long elements;
-                const char* what;
-            } operands[] = {{A[q], g.reach_a(), "A"}, {B[q], g.reach_b(), "B"}, {C[q], g.reach_c(), "C"}};
-            for (const auto& o : operands)
-                if (o.elements > 0 && !is_device(o.p, static_cast<std::size_t>(o.elements) * sizeof(T)))
-                    throw std::runtime_error(std::string("matrix ") + std::to_string(q) + " of operand " + o.what + " (" + std::to_string(o.elements) +
+        profiled(name, static_cast<std::int64_t>(m) * n * batch, [&] {
+            std::vector<double> ap;
+            for (int q = 0; q < batch; ++q) {
+                if (const auto o = outside_allocations<T>({{A[q], g.reach_a(), "A"}, {B[q], g.reach_b(), "B"}, {C[q], g.reach_c(), "C"}}))
+                    throw std::runtime_error("matrix " + std::to_string(q) + " of operand " + o->what + " (" + std::to_string(o->elements) +
                                              " elements reached by m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
                                              ") is not inside one device allocation");
-            reference_gemm(g, a, A[q], B[q], b, C[q], ap);
-        }
-        if (profile().on) profile().note(name, static_cast<std::int64_t>(m) * n * batch, start);
+                reference_gemm(g, a, A[q], B[q], b, C[q], ap);
+            }
+        });
     });
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -651,9 +659,8 @@ void launch(const char* kernel, dim3_value grid, dim3_value block, std::size_t s
     const bool faults = faulting_kernel.exchange(false);
     enqueue(static_cast<cudaStream_t>(stream), kernel, [name = std::string(kernel), grid, block, body = std::move(body), faults] {
         if (faults) throw illegal_address{};
-        const auto start = std::chrono::steady_clock::now();
-        run_kernel(name.c_str(), grid, block, body);
-        if (profile().on) profile().note(name, static_cast<std::int64_t>(grid.x) * grid.y * grid.z * block.x * block.y * block.z, start);
+        profiled(name, static_cast<std::int64_t>(grid.x) * grid.y * grid.z * block.x * block.y * block.z,
+                 [&] { run_kernel(name.c_str(), grid, block, body); });
     });
 }
 void block_barrier() {

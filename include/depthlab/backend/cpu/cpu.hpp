@@ -39,7 +39,9 @@ struct host_primitives {
     static void launch() {
         if constexpr (!B::host_accessible) counters<B>().launches.fetch_add(1, std::memory_order_relaxed);
     }
-    static void count_gemm() {
+    /// A GEMM call: a launch, and counted as a GEMM.
+    static void launch_gemm() {
+        launch();
         if constexpr (!B::host_accessible) counters<B>().gemms.fetch_add(1, std::memory_order_relaxed);
     }
 
@@ -566,15 +568,13 @@ struct host_primitives {
     // ---- GEMM ----
     template <class T>
     static void gemm(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c) {
-        launch();
-        count_gemm();
+        launch_gemm();
         cpu::gemm(g, alpha, a, b, beta, c);
     }
     // c = op(a) op(b) + bias in every row (one product): the bias is the GEMM's epilogue
     template <class T>
     static void gemm_bias(const gemm_args& g, const T* a, const T* b, const T* bias, T* c) {
-        launch();
-        count_gemm();
+        launch_gemm();
         cpu::gemm_bias(g, a, b, bias, c);
     }
 };

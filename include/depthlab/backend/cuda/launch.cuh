@@ -62,8 +62,9 @@ void for_each_row(index_t rows, index_t cols, F f, const char* name) {
     note_launch();
     if (rows <= 0) return;
     const auto grid = static_cast<unsigned>(std::min<index_t>(rows, 65535));
-    DEPTHLAB_CUDA_LAUNCH(rows_kernel<F>, grid, row_threads(cols), 0, stream())(rows, f);
-    check_launch(name, grid, row_threads(cols));
+    const unsigned threads = row_threads(cols);
+    DEPTHLAB_CUDA_LAUNCH(rows_kernel<F>, grid, threads, 0, stream())(rows, f);
+    check_launch(name, grid, threads);
 }
 
 /// The sum of v over the block (whole warps, at most block_threads), returned to every
