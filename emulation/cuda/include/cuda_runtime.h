@@ -37,6 +37,15 @@ inline float min(float a, float b) { return std::fmin(a, b); }
 inline double min(double a, double b) { return std::fmin(a, b); }
 
 inline void __syncthreads() { depthlab_emulation::block_barrier(); }
+// The blocks of a kernel run one after another on one host thread and a block's threads
+// switch only at barriers, so a read-modify-write is atomic as written, and every write is
+// visible to the blocks that run later (__threadfence orders nothing more).
+inline unsigned atomicAdd(unsigned* address, unsigned value) {
+    const unsigned old = *address;
+    *address = old + value;
+    return old;
+}
+inline void __threadfence() {}
 /// CUDA's __shfl_down_sync for the full mask (the only mask the backend passes).
 template <class T>
 inline T __shfl_down_sync(unsigned mask, T value, unsigned delta) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "depthlab/backend/backend.hpp"
+#include "depthlab/backend/cuda/memory.cuh"
 #include "depthlab/backend/cuda/runtime.cuh"
 #include "depthlab/core/shape.hpp"
 
@@ -103,8 +104,24 @@ struct double2_sum {
     double a = 0, b = 0;
 };
 
-template <class F>
-__global__ void reduce2_partial_kernel(index_t n, F f, double* partial) {
+/// True in exactly one block of the grid, the last to arrive here, after every block's
+/// writes before this call are visible to it (the threadFenceReduction pattern): a two-pass
+/// reduction in one launch. The last block resets the ticket for the next reduction.
+__device__ inline bool last_block_arrives(unsigned* ticket) {
+    __shared__ bool last;
+    __threadfence();  // this thread's partials reach device memory before its block's ticket
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        const unsigned grid = gridDim.x;
+        last = atomicAdd(ticket, 1u) == grid - 1;
+        if (last) *ticket = 0;
+    }
+    __syncthreads();
+    return last;
+}
+
+template <class F, class G>
+__global__ void reduce2_kernel(index_t n, F f, G g, double* partial, unsigned* ticket) {
     double a = 0, b = 0;
     for (index_t i = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<index_t>(gridDim.x) * blockDim.x) {
         const double2_sum v = f(i);
@@ -117,28 +134,75 @@ __global__ void reduce2_partial_kernel(index_t n, F f, double* partial) {
         partial[2 * blockIdx.x] = a;
         partial[2 * blockIdx.x + 1] = b;
     }
-}
-template <class G>
-__global__ void reduce2_final_kernel(const double* partial, int parts, G g) {
-    if (threadIdx.x != 0 || blockIdx.x != 0) return;
-    double a = 0, b = 0;
-    for (int p = 0; p < parts; ++p) {
+    if (!last_block_arrives(ticket) || threadIdx.x != 0) return;
+    a = 0;
+    b = 0;
+    for (unsigned p = 0; p < gridDim.x; ++p) {  // block order: the same bits whichever block is last
         a += partial[2 * p];
         b += partial[2 * p + 1];
     }
     g(a, b);
 }
 /// {Σ f(i).a, Σ f(i).b} over [0, n) in double on a fixed grid, then g(a, b) on one device
-/// thread (which writes the results). Two launches; partials in `scratch` (2 reduce_blocks
-/// doubles of device memory).
+/// thread (which writes the results). One launch: the blocks' partials go to `scratch` (2
+/// reduce_blocks doubles of device memory), the last block to finish adds them in block
+/// order.
 template <class F, class G>
 void reduce2(index_t n, F f, G g, double* scratch, const char* name) {
     note_launch();
-    DEPTHLAB_CUDA_LAUNCH(reduce2_partial_kernel<F>, reduce_blocks, block_threads, 0, stream())(n, f, scratch);
+    DEPTHLAB_CUDA_LAUNCH((reduce2_kernel<F, G>), reduce_blocks, block_threads, 0, stream())(n, f, g, scratch, reduction_ticket());
     check_launch(name, reduce_blocks, block_threads);
+}
+
+/// K sums of one column (layer norm's dgamma and dbeta are two over the same rows).
+template <class A, int K>
+struct column_sums {
+    A v[K] = {};
+};
+/// Rows per tile of a column reduction: about sqrt(rows), so the per-tile pass and the pass
+/// over tiles walk about as far; at least 16 (fewer would only add partials). A function of
+/// the shape alone: the summation order, hence the bits, never depend on the GPU.
+inline index_t column_tile_rows(index_t rows) {
+    index_t t = 16;
+    while (t * t < rows) t *= 2;
+    return t;
+}
+template <class A, int K, class Term, class Finish>
+__global__ void column_reduce_kernel(index_t rows, index_t cols, index_t tile, Term term, Finish finish, A* partial, unsigned* ticket) {
+    const index_t tiles = (rows + tile - 1) / tile;
+    for (index_t i = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x; i < tiles * cols; i += static_cast<index_t>(gridDim.x) * blockDim.x) {
+        const index_t t = i / cols, c = i % cols, end = std::min(rows, (t + 1) * tile);
+        column_sums<A, K> s;
+        for (index_t r = t * tile; r < end; ++r) {
+            const column_sums<A, K> v = term(r, c);
+            for (int k = 0; k < K; ++k) s.v[k] += v.v[k];
+        }
+        for (int k = 0; k < K; ++k) partial[(k * tiles + t) * cols + c] = s.v[k];
+    }
+    if (!last_block_arrives(ticket)) return;
+    for (index_t c = threadIdx.x; c < cols; c += blockDim.x) {
+        column_sums<A, K> s;
+        for (int k = 0; k < K; ++k)
+            for (index_t t = 0; t < tiles; ++t) s.v[k] += partial[(k * tiles + t) * cols + c];
+        finish(c, s);
+    }
+}
+/// Column reductions (bias, layer-norm and scale gradients) over the whole grid, in one
+/// launch: each thread sums a tile of column_tile_rows(rows) rows of one column (neighbouring
+/// threads on neighbouring columns: coalesced), and the last block to finish adds the tiles
+/// in order and calls finish(c, sums) once per column. A thread per column walking every row
+/// would leave all but a few SMs idle at a bias's 256–3072 columns. Deterministic: fixed
+/// tiles, fixed order, no float atomics. term(r, c) returns column_sums<A, K>.
+template <class A, int K, class Term, class Finish>
+void column_reduce(index_t rows, index_t cols, Term term, Finish finish, const char* name) {
     note_launch();
-    DEPTHLAB_CUDA_LAUNCH(reduce2_final_kernel<G>, 1, 32, 0, stream())(scratch, reduce_blocks, g);
-    check_launch(name, 1, 32);
+    if (cols <= 0) return;
+    const index_t tile = column_tile_rows(rows), tiles = std::max<index_t>(1, (rows + tile - 1) / tile);
+    const auto partial = memory<backend::cuda>::allocate<A>(static_cast<std::size_t>(K * tiles * cols));
+    const unsigned grid = grid_for(tiles * cols);
+    DEPTHLAB_CUDA_LAUNCH((column_reduce_kernel<A, K, Term, Finish>), grid, block_threads, 0, stream())(rows, cols, tile, term, finish, partial.get(),
+                                                                                                    reduction_ticket());
+    check_launch(name, grid, block_threads);
 }
 
 }  // namespace depthlab::cuda

@@ -5,6 +5,7 @@
 // backend/update_rules.hpp and core/rng.hpp (dropout masks equal the CPU's bit for bit).
 // Reductions are deterministic: fixed grids and fixed orders, never atomics on floats.
 // Nothing here synchronises with the host.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -122,20 +123,14 @@ void primitives<backend::cuda>::mul_row_vector_acc(index_t rows, index_t cols, c
 
 template <class T>
 void primitives<backend::cuda>::sum_rows_acc(index_t rows, index_t cols, const T* x, T* v) {
-    cuda::for_each(cols, [=] __device__(index_t c) {
-        T s = v[c];
-        for (index_t r = 0; r < rows; ++r) s += x[r * cols + c];
-        v[c] = s;
-    }, "sum_rows_acc");
+    cuda::column_reduce<T, 1>(rows, cols, [=] __device__(index_t r, index_t c) { return cuda::column_sums<T, 1>{{x[r * cols + c]}}; },
+                              [=] __device__(index_t c, const cuda::column_sums<T, 1>& s) { v[c] += s.v[0]; }, "sum_rows_acc");
 }
 
 template <class T>
 void primitives<backend::cuda>::sum_rows_mul_acc(index_t rows, index_t cols, const T* a, const T* b, T* v) {
-    cuda::for_each(cols, [=] __device__(index_t c) {
-        T s = v[c];
-        for (index_t r = 0; r < rows; ++r) s += a[r * cols + c] * b[r * cols + c];
-        v[c] = s;
-    }, "sum_rows_mul_acc");
+    cuda::column_reduce<T, 1>(rows, cols, [=] __device__(index_t r, index_t c) { return cuda::column_sums<T, 1>{{a[r * cols + c] * b[r * cols + c]}}; },
+                              [=] __device__(index_t c, const cuda::column_sums<T, 1>& s) { v[c] += s.v[0]; }, "sum_rows_mul_acc");
 }
 
 template <class T>
@@ -362,15 +357,12 @@ void primitives<backend::cuda>::layernorm_bwd(index_t rows, index_t cols, const 
             }
         }, "layernorm_bwd (dx)");
     if (dgamma && dbeta)
-        cuda::for_each(cols, [=] __device__(index_t c) {
-            T sg = dgamma[c], sb = dbeta[c];
-            for (index_t r = 0; r < rows; ++r) {
-                const T d = dy[r * cols + c];
-                sg += d * (x[r * cols + c] - mean[r]) * rstd[r];
-                sb += d;
-            }
-            dgamma[c] = sg;
-            dbeta[c] = sb;
+        cuda::column_reduce<T, 2>(rows, cols, [=] __device__(index_t r, index_t c) {
+            const T d = dy[r * cols + c];
+            return cuda::column_sums<T, 2>{{d * (x[r * cols + c] - mean[r]) * rstd[r], d}};
+        }, [=] __device__(index_t c, const cuda::column_sums<T, 2>& s) {
+            dgamma[c] += s.v[0];
+            dbeta[c] += s.v[1];
         }, "layernorm_bwd (dgamma, dbeta)");
 }
 
@@ -433,11 +425,18 @@ void primitives<backend::cuda>::gather_rows_strided(index_t n, index_t cols, ind
     }, "gather_rows");
 }
 
+// One thread per (column, bucket of table rows): each walks the ids in order and adds the rows
+// that fall in its bucket, so every table element has one writer and a fixed order
+// (deterministic, no atomics), and a vocabulary's buckets keep the grid full where one thread
+// per column would leave it nearly empty. Buckets depend on the shape alone.
 template <class T>
 void primitives<backend::cuda>::scatter_add_rows(index_t n, index_t cols, const T* src, index_t limit, const std::int64_t* ids, T* table) {
-    cuda::for_each(cols, [=] __device__(index_t c) {
+    const index_t buckets = std::clamp<index_t>(65536 / std::max<index_t>(cols, 1), 1, std::max<index_t>(limit, 1));
+    const index_t width = (limit + buckets - 1) / buckets;
+    cuda::for_each(cols * buckets, [=] __device__(index_t k) {
+        const index_t c = k % cols, lo = (k / cols) * width, hi = std::min(limit, lo + width);
         for (index_t i = 0; i < n; ++i)
-            if (ids[i] >= 0 && ids[i] < limit) table[ids[i] * cols + c] += src[i * cols + c];
+            if (ids[i] >= lo && ids[i] < hi) table[ids[i] * cols + c] += src[i * cols + c];
     }, "scatter_add_rows");
 }
 

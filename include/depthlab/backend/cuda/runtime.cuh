@@ -80,4 +80,21 @@ inline cublasHandle_t blas() {
     return o.h;
 }
 
+/// This thread's reduction ticket: one device counter, zero between kernels, that lets the
+/// last block of a reduction find out it is last (see launch.cuh's last_block_arrives) and
+/// finish the reduction in the same launch. Kernels on a stream run in order, so one counter
+/// per stream (per thread) serves every reduction on it.
+inline unsigned* reduction_ticket() {
+    struct owner {
+        unsigned* p = nullptr;
+        owner() {
+            check(cudaMalloc(reinterpret_cast<void**>(&p), sizeof(unsigned)), "cudaMalloc (reduction ticket)");
+            check(cudaMemsetAsync(p, 0, sizeof(unsigned), stream()), "cudaMemsetAsync (reduction ticket)");
+        }
+        ~owner() { cudaFree(p); }
+    };
+    thread_local owner o;
+    return o.p;
+}
+
 }  // namespace depthlab::cuda
