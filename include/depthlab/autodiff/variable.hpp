@@ -266,6 +266,20 @@ private:
     Node<T, B>* fresh_ = nullptr;
     int exceptions_ = std::uncaught_exceptions();
 };
+/// Where an op passes its gradient to parent i unchanged (add, reshape) and the parent has
+/// none yet: the parent takes this node's buffer itself, seen in its own shape, instead of a
+/// copy. The buffer is this node's alone (backward drops it right after this node's turn)
+/// unless the node keeps its gradient (retain_grad). False where it cannot: the caller then
+/// copies or accumulates. Call it last in a backward function: the buffer is the parent's
+/// from then on.
+template <class T, class B>
+bool pass_grad_through(Node<T, B>& nd, std::size_t i) {
+    auto& p = *nd.parents[i];
+    if (!p.requires_grad || p.grad.defined() || nd.retain_grad || !nd.grad.is_contiguous() || nd.grad.numel() != p.value.numel())
+        return false;
+    p.grad = nd.grad.reshape(p.value.shape());
+    return true;
+}
 template <class T, class B>
 grad_out<T, B> parent_grad_out(Node<T, B>& nd, std::size_t i) {
     auto& p = *nd.parents[i];

@@ -177,13 +177,18 @@ Var<T, B> broadcast_binary(op_kind op, const char* name, const Var<T, B>& a, con
     return make_result<T, B>(op, std::move(Y), {a, b}, [=](Node<T, B>& nd) {
         // A gradient of a's shape covers its parent whole: the first to arrive is written
         // into an unfilled buffer (beta 0), later ones are added; a broadcast b's row sums
-        // accumulate into a zero-filled one.
+        // accumulate into a zero-filled one. An add hands a its own buffer when it can (a
+        // residual stream's first gradient: no copy), so b is served first.
         const T* dY = nd.grad.data();
-        if (const auto gA = parent_grad_out(nd, 0); T* dA = gA.data) {
-            if (!is_mul) P::axpby(n, T(1), dY, gA.beta, dA);
-            else if (gA.beta == T(0)) P::mul_row_vector(rows, cols, dY, Bv.data(), dA);
-            else P::mul_row_vector_acc(rows, cols, dY, Bv.data(), dA);
-        }
+        const auto grad_a = [&] {
+            if (!is_mul && pass_grad_through(nd, 0)) return;
+            if (const auto gA = parent_grad_out(nd, 0); T* dA = gA.data) {
+                if (!is_mul) P::axpby(n, T(1), dY, gA.beta, dA);
+                else if (gA.beta == T(0)) P::mul_row_vector(rows, cols, dY, Bv.data(), dA);
+                else P::mul_row_vector_acc(rows, cols, dY, Bv.data(), dA);
+            }
+        };
+        if (is_mul) grad_a();
         if (same) {
             if (const auto gB = parent_grad_out(nd, 1); T* dB = gB.data) {
                 if (!is_mul) P::axpby(n, T(1), dY, gB.beta, dB);
@@ -194,6 +199,7 @@ Var<T, B> broadcast_binary(op_kind op, const char* name, const Var<T, B>& a, con
             if (is_mul) P::sum_rows_mul_acc(rows, cols, dY, A.data(), dB);
             else P::sum_rows_acc(rows, cols, dY, dB);
         }
+        if (!is_mul) grad_a();
     });
 }
 }  // namespace detail

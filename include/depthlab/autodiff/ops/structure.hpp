@@ -226,13 +226,7 @@ Var<T, B> reshape(const Var<T, B>& x, const Shape& s) {
     const Shape in = x.shape();
     auto Y = x.value().contiguous().reshape(out);
     return detail::make_result<T, B>(op_kind::reshape, std::move(Y), {x}, [=](Node<T, B>& nd) {
-        Node<T, B>& px = *nd.parents[0];
-        if (px.requires_grad && !px.grad.defined() && !nd.retain_grad && nd.grad.is_contiguous()) {
-            // the input's first gradient: this node's buffer (freed after this call anyway)
-            // seen in the input's shape, instead of a copy
-            px.grad = nd.grad.reshape(in);
-            return;
-        }
+        if (detail::pass_grad_through(nd, 0)) return;
         if (const auto gX = detail::parent_grad_out(nd, 0); T* dX = gX.data)
             primitives<B>::axpby(in.numel(), T(1), nd.grad.data(), gX.beta, dX);
     });
