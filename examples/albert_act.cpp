@@ -221,7 +221,7 @@ int main(int argc, char** argv) {
     dist::communicator& comm = examples::join("albert_act", o.distributed);
     if (comm.is_root()) args.save_config(o.out);
 
-    examples::use_precision(o.precision);
+    examples::use_precision(o.precision, o.device);
     return examples::on_device(o.device, "albert_act", [&](auto tag) {
         using B = decltype(tag);
         if (o.policy == "pondernet") return run<halting::pondernet, B>(o, comm);

@@ -527,6 +527,6 @@ int main(int argc, char** argv) {
             return 2;
         }
     args.save_config(o.out);
-    examples::use_precision(o.precision);
+    examples::use_precision(o.precision, o.device);
     return examples::on_device(o.device, "albert_probe", [&](auto tag) { return run<decltype(tag)>(o); });
 }

@@ -235,6 +235,6 @@ int main(int argc, char** argv) {
     if (comm.is_root()) args.save_config(o.out);
     std::string command_line;
     for (int i = 0; i < argc; ++i) command_line += (i ? " " : "") + std::string(argv[i]);
-    examples::use_precision(o.precision);
+    examples::use_precision(o.precision, o.device);
     return examples::on_device(o.device, "component_value", [&](auto tag) { return run<decltype(tag)>(o, command_line, comm); });
 }

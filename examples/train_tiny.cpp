@@ -120,6 +120,6 @@ int main(int argc, char** argv) {
     args.parse(argc, argv);
     dist::communicator& comm = examples::join("train_tiny", o.distributed);
     if (comm.is_root()) args.save_config(o.out);
-    examples::use_precision(o.precision);
+    examples::use_precision(o.precision, o.device);
     return examples::on_device(o.device, "train_tiny", [&](auto tag) { return run<decltype(tag)>(o, comm); });
 }

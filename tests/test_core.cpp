@@ -262,7 +262,7 @@ TEST_CASE("GEMM bf16: bf16-rounded operands, f32 accumulation, on every path") {
         {"k-grouped", {true, false, 16, 12, 4500, 16, 12, 12, 1, 0, 0, 0}},
         {"k-grouped tiles, padded", {true, false, 300, 12, 6300, 301, 14, 13, 1, 0, 0, 0}},
         {"k-grouped, larger output", {true, false, 80, 60, 4200, 80, 60, 60, 1, 0, 0, 0}},
-        // vector operands stay f32 (cpu::vector_product)
+        // vector operands stay f32 (depthlab::vector_product)
         {"vector: n = 1", {false, true, 300, 1, 256, 256, 256, 1, 1, 0, 0, 0}},
         {"vector: m = 1, k-grouped", {true, false, 1, 256, 2000, 1, 256, 256, 1, 0, 0, 0}},
         {"outer product: k = 1", {false, false, 300, 256, 1, 1, 256, 256, 1, 0, 0, 0}},
@@ -310,7 +310,7 @@ TEST_CASE("GEMM bf16: bf16-rounded operands, f32 accumulation, on every path") {
                     worst_f32 = std::max(worst_f32, std::abs(got - (alpha * exact + base)) / scale);
                 }
         }
-        if (cpu::vector_product(g)) {
+        if (depthlab::vector_product(g)) {
             CHECK(worst_f32 < 1e-6);  // not rounded: an f32 product
             continue;
         }

@@ -593,7 +593,6 @@ TEST_CASE_TEMPLATE("op harness: reference, finite-difference gradient, float vs 
                 check_close(tag + " gradient of input " + std::to_string(i) + " vs double", fgrads[i], grads[i], 1e-3, 1e-4);
         });
 
-#if !defined(DEPTHLAB_TEST_CUDA)
         // (4) float with bf16 GEMM inputs against double, at bf16 tolerances: an input rounded
         // to bf16 is off by up to 2^-9 relative, a product of k terms by ~2^-9 sqrt(k) of its
         // scale, so values and gradients are held to 3e-2 of the largest magnitude (ops without
@@ -611,7 +610,6 @@ TEST_CASE_TEMPLATE("op harness: reference, finite-difference gradient, float vs 
                 check_close(c.name + " bf16 gradient of input " + std::to_string(i) + " vs double", bf16_run.second[i], grads[i], 1e-2,
                             3e-2 * scale(grads[i]));
         }
-#endif
     }
 }
 

@@ -1,7 +1,9 @@
 // Backend primitives that the op layer does not reach through an op, on every backend under
 // test (the CPU suite: cpu and host_device; the CUDA programs, real and emulated: cuda).
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "harness.hpp"
@@ -91,5 +93,82 @@ TEST_CASE_TEMPLATE("primitives: scatter_add_rows sums repeated ids and skips ids
         auto table = depthlab_test::from_double<float, B>({limit, cols}, table0);
         primitives<B>::scatter_add_rows(n, cols, tsrc.data(), limit, tids.data(), table.data());
         depthlab_test::check_close("scatter_add_rows", depthlab_test::to_double(table), want, 1e-5, 1e-4);
+    }
+}
+
+namespace {
+/// bf16 rounding (nearest even) of a float, as the test's own reference.
+double round_bf16(double v) {
+    const auto f = static_cast<float>(v);
+    std::uint32_t u = 0;
+    std::memcpy(&u, &f, sizeof u);
+    u += 0x7fffu + ((u >> 16) & 1u);
+    u &= 0xffff0000u;
+    float r = 0;
+    std::memcpy(&r, &u, sizeof r);
+    return r;
+}
+/// C = alpha op(A) op(B) + beta C over both batches, in double, operands passed through `in`.
+template <class In>
+std::vector<double> reference_product(const gemm_args& g, double alpha, const std::vector<double>& a, const std::vector<double>& b, double beta,
+                                      std::vector<double> c, In in) {
+    for (index_t o = 0; o < g.batch2; ++o)
+        for (index_t q = 0; q < g.batch; ++q)
+            for (index_t i = 0; i < g.m; ++i)
+                for (index_t j = 0; j < g.n; ++j) {
+                    double s = 0;
+                    for (index_t l = 0; l < g.k; ++l) {
+                        const index_t ia = o * g.stride_a2 + q * g.stride_a + (g.trans_a ? l * g.lda + i : i * g.lda + l);
+                        const index_t ib = o * g.stride_b2 + q * g.stride_b + (g.trans_b ? j * g.ldb + l : l * g.ldb + j);
+                        s += in(a[static_cast<std::size_t>(ia)]) * in(b[static_cast<std::size_t>(ib)]);
+                    }
+                    double& y = c[static_cast<std::size_t>(o * g.stride_c2 + q * g.stride_c + i * g.ldc + j)];
+                    y = alpha * s + beta * y;
+                }
+    return c;
+}
+}  // namespace
+
+// Under bf16 precision a float GEMM multiplies its operands rounded to bf16 (nearest even)
+// and accumulates in f32: equal to the rounded operands' product in double up to f32
+// accumulation, and measurably apart from the unrounded product (so a backend that ignored
+// the setting fails). Plain, transposed with padded leading dimensions, strided batches
+// with a broadcast operand, and the (sequence, head) two-stride batches of attention.
+TEST_CASE_TEMPLATE("primitives: bf16 GEMMs multiply bf16-rounded operands and accumulate in f32", B, DEPTHLAB_TEST_BACKENDS) {
+    const std::vector<gemm_args> shapes = {
+        {.m = 37, .n = 29, .k = 70, .lda = 70, .ldb = 29, .ldc = 29},
+        {.trans_a = true, .trans_b = true, .m = 21, .n = 33, .k = 64, .lda = 25, .ldb = 70, .ldc = 40},
+        {.m = 16, .n = 24, .k = 48, .lda = 48, .ldb = 24, .ldc = 24, .batch = 3, .stride_a = 0, .stride_b = 48 * 24, .stride_c = 16 * 24},
+        {.trans_b = true, .m = 12, .n = 10, .k = 32, .lda = 4 * 32, .ldb = 4 * 32, .ldc = 10, .batch = 4, .stride_a = 32, .stride_b = 32,
+         .stride_c = 12 * 10, .batch2 = 2, .stride_a2 = 12 * 4 * 32, .stride_b2 = 10 * 4 * 32, .stride_c2 = 4 * 12 * 10},
+    };
+    const auto extent = [](index_t rows, index_t cols, index_t ld, index_t batch, index_t stride, index_t batch2, index_t stride2) {
+        return static_cast<std::size_t>((batch2 - 1) * stride2 + (batch - 1) * stride + (rows - 1) * ld + cols);
+    };
+    std::uint64_t seed = 40;
+    for (const gemm_args& g : shapes) {
+        CAPTURE(g.m);
+        CAPTURE(g.batch2);
+        const auto na = extent(g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, g.batch, g.stride_a, g.batch2, g.stride_a2);
+        const auto nb = extent(g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, g.batch, g.stride_b, g.batch2, g.stride_b2);
+        const auto nc = extent(g.m, g.n, g.ldc, g.batch, g.stride_c, g.batch2, g.stride_c2);
+        std::vector<double> a = random_values(na, seed++), b = random_values(nb, seed++), c = random_values(nc, seed++);
+        for (std::vector<double>* v : {&a, &b, &c})
+            for (double& e : *v) e = static_cast<float>(e);  // exact in float: the references see the device's inputs
+        const double alpha = 1.25, beta = 0.5;
+        const auto rounded = reference_product(g, alpha, a, b, beta, c, round_bf16);
+        const auto exact = reference_product(g, alpha, a, b, beta, c, [](double v) { return v; });
+        const auto ta = depthlab_test::from_double<float, B>({static_cast<index_t>(na)}, a);
+        const auto tb = depthlab_test::from_double<float, B>({static_cast<index_t>(nb)}, b);
+        auto tc = depthlab_test::from_double<float, B>({static_cast<index_t>(nc)}, c);
+        {
+            matmul_precision_scope bf16(matmul_precision::bf16);
+            primitives<B>::gemm(g, 1.25f, ta.data(), tb.data(), 0.5f, tc.data());
+        }
+        const auto got = depthlab_test::to_double(tc);
+        depthlab_test::check_close("bf16 gemm vs bf16-rounded operands in double", got, rounded, 1e-4, 1e-4);
+        double apart = 0;
+        for (std::size_t i = 0; i < got.size(); ++i) apart = std::max(apart, std::abs(got[i] - exact[i]));
+        CHECK_MESSAGE(apart > 1e-3, "the bf16 product is within ", apart, " of the unrounded one: were the operands rounded?");
     }
 }

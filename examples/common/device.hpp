@@ -21,21 +21,28 @@ namespace examples {
 
 inline constexpr const char* device_help = "cpu | cuda (an NVIDIA GPU; needs -DDEPTHLAB_WITH_CUDA=ON) | host_device (check backend)";
 inline constexpr const char* precision_help =
-    "GEMM inputs on the CPU: auto (bf16 where the CPU multiplies bf16 natively, else f32) | f32 | bf16 (bf16 inputs, f32 "
-    "accumulation; weights, optimiser state, softmax, layer norm and losses stay f32)";
+    "GEMM inputs: auto (bf16 on a GPU with bf16 tensor cores, sm_80+, or a CPU that multiplies bf16 natively; else f32) | f32 | "
+    "bf16 (bf16 inputs, f32 accumulation; weights, optimiser state, softmax, layer norm and losses stay f32)";
 
-/// --precision: sets the process-wide matmul precision (backend/precision.hpp) and returns it.
-inline depthlab::matmul_precision use_precision(const std::string& flag) {
-    const depthlab::matmul_precision p = depthlab::parse_matmul_precision(flag);
+/// --precision: sets the process-wide matmul precision (backend/precision.hpp) for the
+/// device the job runs on, and returns it. auto means bf16 where that device multiplies bf16
+/// fast: a CUDA GPU of sm_80 or newer, or a CPU with AVX512_BF16 or AMX.
+inline depthlab::matmul_precision use_precision(const std::string& flag, const std::string& device) {
+    depthlab::matmul_precision p = depthlab::parse_matmul_precision(flag);
+#if defined(DEPTHLAB_HAVE_CUDA)
+    if (flag == "auto" && device == "cuda")
+        p = depthlab::cuda::has_bf16_tensor_cores() ? depthlab::matmul_precision::bf16 : depthlab::matmul_precision::f32;
+#else
+    (void)device;
+#endif
     depthlab::set_matmul_precision(p);
     return p;
 }
-/// The precision as the start-up line prints it, e.g. "bf16 (native)". The CUDA backend's
-/// cuBLAS GEMMs are f32 whatever the setting.
+/// The precision as the start-up line prints it, e.g. "bf16 (native)".
 inline std::string precision_description(const std::string& backend) {
-    if (backend == "cuda") return "f32 (cuBLAS; --precision applies to the CPU)";
     const auto p = depthlab::active_matmul_precision();
     std::string s = depthlab::to_string(p);
+    if (backend == "cuda") return s + (p == depthlab::matmul_precision::bf16 ? " (cuBLAS, bf16 tensor cores)" : " (cuBLAS, fp32)");
     if (p == depthlab::matmul_precision::bf16) s += depthlab::cpu_has_native_bf16() ? " (native)" : " (emulated: no AVX512_BF16 on this CPU)";
     return s;
 }

@@ -23,6 +23,12 @@ std::string device_description(int index) {
     check(cudaGetDeviceProperties(&p, index), "cudaGetDeviceProperties");
     return detail::cat(p.name, " (sm_", p.major, p.minor, ", ", p.totalGlobalMem >> 30, " GiB)");
 }
+bool has_bf16_tensor_cores(int index) {
+    if (index < 0 || index >= device_count()) return false;
+    cudaDeviceProp p{};
+    check(cudaGetDeviceProperties(&p, index), "cudaGetDeviceProperties");
+    return p.major >= 8;
+}
 void synchronize() {
     counters<backend::cuda>().syncs.fetch_add(1, std::memory_order_relaxed);
     check(cudaStreamSynchronize(stream()), "cudaStreamSynchronize");

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The examples on the emulated CUDA device (a -DDEPTHLAB_CUDA_EMULATION=ON build) against the
-# CPU, both in f32 (the CPU's default picks bf16 where the CPU has it; cuBLAS here is f32):
+# CPU, in f32 unless said (--precision auto would pick bf16 on the emulated sm_90 device and
+# on a CPU with AVX512_BF16, f32 on others):
 #   train_tiny       the final loss of --device cuda equals --device cpu's to 1e-5 relative, and
 #                    a checkpoint written on one device resumes on the other to the same loss;
+#                    in bf16 (the same rounded operands, f32 sums in another order) to 1e-3;
 #   albert_act       the halting and fixed-point tables: counts equal, values to 1e-6 relative;
 #   component_value  training: the step-10 loss to 1e-3 relative (printed with 4 decimals);
 #                    the analyses of one checkpoint (contribution, criticality, both pruning
@@ -62,6 +64,18 @@ for pair in cpu:cuda cuda:cpu; do
   echo "train_tiny 10 steps on $first, resumed on $then to 20: final eval loss $got"
   close "$want" "$got" 1e-5 || fail "train_tiny resumed from $first on $then ends at $got, not $want"
 done
+
+# train_tiny in bf16: both devices round the GEMM operands alike and sum in f32 in their own order
+for d in cpu cuda; do
+  "$bin/examples/train_tiny" "${tiny[@]}" --precision bf16 --steps 20 --device "$d" --out "$work/tiny_bf16_$d" >"$work/tiny_bf16_$d.log" 2>&1 ||
+    fail "train_tiny --precision bf16 --device $d: $(tail -3 "$work/tiny_bf16_$d.log")"
+done
+grep -q "bf16 (cuBLAS, bf16 tensor cores)" "$work/tiny_bf16_cuda.log" || fail "train_tiny --device cuda --precision bf16 does not say it runs bf16"
+want16="$(final_loss "$work/tiny_bf16_cpu.log")"
+got16="$(final_loss "$work/tiny_bf16_cuda.log")"
+echo "train_tiny bf16 final eval loss: --device cpu $want16, --device cuda (emulated) $got16 (f32: $want)"
+close "$want16" "$got16" 1e-3 || fail "train_tiny bf16: --device cuda ends at $got16, --device cpu at $want16"
+close "$want" "$want16" 1e-7 && fail "train_tiny: bf16 and f32 end at the same loss $want16: bf16 not applied"
 
 # albert_act: the ACT halting tables of a tiny run
 act=(--data "$src/tests/fixtures/albert_tiny" --steps 8 --batch 8 --seq-len 32 --hidden 32 --heads 2 --ff 64 --embed 16

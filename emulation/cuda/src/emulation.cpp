@@ -546,19 +546,22 @@ std::optional<operand> outside_allocations(std::initializer_list<operand> operan
 /// One matrix: op(A) packed column by column in double (ap: scratch), then each column of C
 /// accumulated; every element sums its k products in order l = 0, 1, ... (a reference,
 /// accumulated in double), its columns shared among the host's threads.
-template <class T>
-void reference_gemm(const gemm_shape& g, T a, const T* A, const T* B, T b, T* C, std::vector<double>& ap) {
+inline double widen(float v) { return v; }
+inline double widen(double v) { return v; }
+inline double widen(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <class In, class T>
+void reference_gemm(const gemm_shape& g, T a, const In* A, const In* B, T b, T* C, std::vector<double>& ap) {
     const int m = g.m, n = g.n, k = g.k;
     ap.resize(static_cast<std::size_t>(m) * k);
     for (int l = 0; l < k; ++l)
         for (int i = 0; i < m; ++i)
-            ap[static_cast<std::size_t>(l) * m + i] = g.ta == CUBLAS_OP_N ? A[i + static_cast<long long>(l) * g.lda] : A[l + static_cast<long long>(i) * g.lda];
+            ap[static_cast<std::size_t>(l) * m + i] = widen(g.ta == CUBLAS_OP_N ? A[i + static_cast<long long>(l) * g.lda] : A[l + static_cast<long long>(i) * g.lda]);
     const double* apd = ap.data();
 #pragma omp parallel for schedule(static)
     for (int j = 0; j < n; ++j) {
         std::vector<double> acc(static_cast<std::size_t>(m), 0.0);
         for (int l = 0; l < k; ++l) {
-            const double y = g.tb == CUBLAS_OP_N ? B[l + static_cast<long long>(j) * g.ldb] : B[j + static_cast<long long>(l) * g.ldb];
+            const double y = widen(g.tb == CUBLAS_OP_N ? B[l + static_cast<long long>(j) * g.ldb] : B[j + static_cast<long long>(l) * g.ldb]);
             const double* a_col = apd + static_cast<std::size_t>(l) * m;
             for (int i = 0; i < m; ++i) acc[i] += a_col[i] * y;
         }
@@ -569,9 +572,9 @@ void reference_gemm(const gemm_shape& g, T a, const T* A, const T* B, T b, T* C,
     }
 }
 
-template <class T>
+template <class In, class T>
 cublasStatus_t gemm_strided_batched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const T* alpha,
-                                    const T* A, int lda, long long sA, const T* B, int ldb, long long sB, const T* beta, T* C, int ldc,
+                                    const In* A, int lda, long long sA, const In* B, int ldb, long long sB, const T* beta, T* C, int ldc,
                                     long long sC, int batch, const char* name) {
     const gemm_shape g{ta, tb, m, n, k, lda, ldb, ldc};
     bool nothing = false;
@@ -579,7 +582,9 @@ cublasStatus_t gemm_strided_batched(cublasHandle_t h, cublasOperation_t ta, cubl
     const T a = *alpha, b = *beta;  // host scalars (the default pointer mode), read at the call
     // each operand's last matrix, checked at the call
     const auto last = [batch](long long stride, long long one) { return one ? static_cast<long long>(batch - 1) * stride + one : 0; };
-    if (const auto o = outside_allocations<T>({{A, last(sA, g.reach_a()), "A"}, {B, last(sB, g.reach_b()), "B"}, {C, last(sC, g.reach_c()), "C"}})) {
+    auto o = outside_allocations<In>({{A, last(sA, g.reach_a()), "A"}, {B, last(sB, g.reach_b()), "B"}});
+    if (!o) o = outside_allocations<T>({{C, last(sC, g.reach_c()), "C"}});
+    if (o) {
         std::fprintf(stderr, "depthlab CUDA emulation: %s: operand %s (%p, %lld elements reached by m=%d n=%d k=%d ld/strides/batch %d) is "
                              "not inside one device allocation\n", name, o->what, o->p, o->elements, m, n, k, batch);
         return CUBLAS_STATUS_EXECUTION_FAILED;
@@ -595,9 +600,9 @@ cublasStatus_t gemm_strided_batched(cublasHandle_t h, cublasOperation_t ta, cubl
 
 /// The pointer-array form: the arrays are device memory, read when the work runs; each
 /// matrix they name must lie in one allocation, or the work fails naming the matrix.
-template <class T>
+template <class In, class T>
 cublasStatus_t gemm_batched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const T* alpha,
-                            const T* const* A, int lda, const T* const* B, int ldb, const T* beta, T* const* C, int ldc, int batch,
+                            const In* const* A, int lda, const In* const* B, int ldb, const T* beta, T* const* C, int ldc, int batch,
                             const char* name) {
     const gemm_shape g{ta, tb, m, n, k, lda, ldb, ldc};
     bool nothing = false;
@@ -613,7 +618,9 @@ cublasStatus_t gemm_batched(cublasHandle_t h, cublasOperation_t ta, cublasOperat
         profiled(name, static_cast<std::int64_t>(m) * n * batch, [&] {
             std::vector<double> ap;
             for (int q = 0; q < batch; ++q) {
-                if (const auto o = outside_allocations<T>({{A[q], g.reach_a(), "A"}, {B[q], g.reach_b(), "B"}, {C[q], g.reach_c(), "C"}}))
+                auto o = outside_allocations<In>({{A[q], g.reach_a(), "A"}, {B[q], g.reach_b(), "B"}});
+                if (!o) o = outside_allocations<T>({{C[q], g.reach_c(), "C"}});
+                if (o)
                     throw std::runtime_error("matrix " + std::to_string(q) + " of operand " + o->what + " (" + std::to_string(o->elements) +
                                              " elements reached by m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
                                              ") is not inside one device allocation");
@@ -935,4 +942,61 @@ cublasStatus_t cublasDgemmBatched(cublasHandle_t h, cublasOperation_t ta, cublas
                                   const double* const A[], int lda, const double* const B[], int ldb, const double* beta, double* const C[],
                                   int ldc, int batch) {
     return gemm_batched(h, ta, tb, m, n, k, alpha, A, lda, B, ldb, beta, C, ldc, batch, "cublasDgemmBatched");
+}
+
+namespace {
+/// The Ex calls' type combinations the emulation computes: {A and B, C, compute}.
+enum class ex_kind { bf16_f32, f32, f64, unsupported };
+ex_kind ex_types(cudaDataType a, cudaDataType b, cudaDataType c, cublasComputeType_t compute) {
+    if (a != b) return ex_kind::unsupported;
+    if (a == CUDA_R_16BF && c == CUDA_R_32F && compute == CUBLAS_COMPUTE_32F) return ex_kind::bf16_f32;
+    if (a == CUDA_R_32F && c == CUDA_R_32F && (compute == CUBLAS_COMPUTE_32F || compute == CUBLAS_COMPUTE_32F_FAST_TF32)) return ex_kind::f32;
+    if (a == CUDA_R_64F && c == CUDA_R_64F && compute == CUBLAS_COMPUTE_64F) return ex_kind::f64;
+    return ex_kind::unsupported;
+}
+}  // namespace
+
+cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void* alpha,
+                                          const void* A, cudaDataType at, int lda, long long sA, const void* B, cudaDataType bt, int ldb,
+                                          long long sB, const void* beta, void* C, cudaDataType ct, int ldc, long long sC, int batch,
+                                          cublasComputeType_t compute, cublasGemmAlgo_t) {
+    constexpr const char* name = "cublasGemmStridedBatchedEx";
+    switch (ex_types(at, bt, ct, compute)) {
+    case ex_kind::bf16_f32:
+        return gemm_strided_batched(h, ta, tb, m, n, k, static_cast<const float*>(alpha), static_cast<const __nv_bfloat16*>(A), lda, sA,
+                                    static_cast<const __nv_bfloat16*>(B), ldb, sB, static_cast<const float*>(beta), static_cast<float*>(C), ldc, sC,
+                                    batch, name);
+    case ex_kind::f32:
+        return gemm_strided_batched(h, ta, tb, m, n, k, static_cast<const float*>(alpha), static_cast<const float*>(A), lda, sA,
+                                    static_cast<const float*>(B), ldb, sB, static_cast<const float*>(beta), static_cast<float*>(C), ldc, sC, batch,
+                                    name);
+    case ex_kind::f64:
+        return gemm_strided_batched(h, ta, tb, m, n, k, static_cast<const double*>(alpha), static_cast<const double*>(A), lda, sA,
+                                    static_cast<const double*>(B), ldb, sB, static_cast<const double*>(beta), static_cast<double*>(C), ldc, sC,
+                                    batch, name);
+    case ex_kind::unsupported: break;
+    }
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+}
+cublasStatus_t cublasGemmBatchedEx(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const void* alpha,
+                                   const void* const A[], cudaDataType at, int lda, const void* const B[], cudaDataType bt, int ldb,
+                                   const void* beta, void* const C[], cudaDataType ct, int ldc, int batch, cublasComputeType_t compute,
+                                   cublasGemmAlgo_t) {
+    constexpr const char* name = "cublasGemmBatchedEx";
+    switch (ex_types(at, bt, ct, compute)) {
+    case ex_kind::bf16_f32:
+        return gemm_batched(h, ta, tb, m, n, k, static_cast<const float*>(alpha), reinterpret_cast<const __nv_bfloat16* const*>(A), lda,
+                            reinterpret_cast<const __nv_bfloat16* const*>(B), ldb, static_cast<const float*>(beta), reinterpret_cast<float* const*>(C),
+                            ldc, batch, name);
+    case ex_kind::f32:
+        return gemm_batched(h, ta, tb, m, n, k, static_cast<const float*>(alpha), reinterpret_cast<const float* const*>(A), lda,
+                            reinterpret_cast<const float* const*>(B), ldb, static_cast<const float*>(beta), reinterpret_cast<float* const*>(C), ldc,
+                            batch, name);
+    case ex_kind::f64:
+        return gemm_batched(h, ta, tb, m, n, k, static_cast<const double*>(alpha), reinterpret_cast<const double* const*>(A), lda,
+                            reinterpret_cast<const double* const*>(B), ldb, static_cast<const double*>(beta), reinterpret_cast<double* const*>(C),
+                            ldc, batch, name);
+    case ex_kind::unsupported: break;
+    }
+    return CUBLAS_STATUS_NOT_SUPPORTED;
 }

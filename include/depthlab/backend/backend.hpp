@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "depthlab/backend/precision.hpp"
 #include "depthlab/core/error.hpp"
 #include "depthlab/core/portable.hpp"
 #include "depthlab/core/shape.hpp"
@@ -80,6 +81,15 @@ inline void check_gemm(const gemm_args& g) {
     DEPTHLAB_CHECK(g.batch == 1 || g.stride_c != 0, shape_error, "gemm: batch of ", g.batch, " results with output stride 0");
     DEPTHLAB_CHECK(g.batch2 >= 1 && (g.batch2 == 1 || g.stride_c2 != 0), shape_error, "gemm: outer batch of ", g.batch2,
                    " results with output stride 0");
+}
+/// Products with a vector operand (m, n or k of 1: a halting unit's projection, its weight
+/// gradient, an outer product) stay f32 under bf16 precision on every backend. They are
+/// bound by memory, not by multiplies, so bf16 would not speed them up: converting the
+/// operands would only read them once more and round them.
+inline bool vector_product(const gemm_args& g) { return g.m == 1 || g.n == 1 || g.k == 1; }
+/// True when a float GEMM of shape g multiplies bf16-rounded operands now (precision.hpp).
+inline bool bf16_product(const gemm_args& g) {
+    return g.k > 0 && active_matmul_precision() == matmul_precision::bf16 && !vector_product(g);
 }
 /// gemm_bias's extra conditions (every backend): one product and a bias pointer.
 inline void check_gemm_bias(const gemm_args& g, const void* bias) {

@@ -462,19 +462,13 @@ inline void gemm_bf16(const gemm_args& g, float alpha, const float* a, const flo
     run(static_cast<float*>(nullptr));  // bf16 values held in floats
 }
 
-/// Products with a vector operand (m, n or k of 1: a halting unit's projection, its weight
-/// gradient, an outer product) stay f32 under bf16 precision. They are bound by memory, not
-/// by multiplies, so bf16 would not speed them up: its packing pass would only read the
-/// operand once more and round it.
-inline bool vector_product(const gemm_args& g) { return g.m == 1 || g.n == 1 || g.k == 1; }
-
 /// gemm and gemm_bias: checks, bf16 packing, then the fixed-grid dispatch.
 template <class T>
 void gemm_checked(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c, const T* bias) {
     check_gemm(g);
     if (g.m == 0 || g.n == 0) return;
     if constexpr (std::is_same_v<T, float>) {
-        if (g.k > 0 && active_matmul_precision() == matmul_precision::bf16 && !vector_product(g)) {
+        if (bf16_product(g)) {
             gemm_bf16(g, alpha, a, b, beta, c, bias);
             return;
         }

@@ -32,6 +32,9 @@ namespace cuda {
 int device_count();
 /// "NVIDIA H200 (sm_90, 139 GiB)" for device `index`, or "no CUDA device".
 std::string device_description(int index = 0);
+/// True when device `index` multiplies bf16 on tensor cores (sm_80 or newer): where
+/// --precision auto picks bf16 for --device cuda.
+bool has_bf16_tensor_cores(int index = 0);
 /// Waits for this thread's stream (for timing; counted as a synchronisation).
 void synchronize();
 /// This thread's stream as an opaque handle (a cudaStream_t), for libraries that enqueue on

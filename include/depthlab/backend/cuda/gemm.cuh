@@ -1,36 +1,60 @@
 #pragma once
 // GEMM on the GPU through cuBLAS: row-major C = alpha op(A) op(B) + beta C computed as the
 // column-major C^T = alpha op(B)^T op(A)^T + beta C^T, so no data is transposed. Strided
-// batches go to cublas{S,D}gemmStridedBatched in one call. gemm_args' outer batch (batch2,
-// the (sequence, head) layout of attention: two strides, which one strided batch cannot
-// express) is one cublas{S,D}gemmBatched call over pointer arrays that a kernel writes on
-// the device: 2 launches per product instead of one GEMM call per sequence.
-// float runs in full fp32 (no TF32) unless DEPTHLAB_CUDA_TF32=1 (see runtime.cuh).
+// batches go to one strided-batched call. gemm_args' outer batch (batch2, the (sequence,
+// head) layout of attention: two strides, which one strided batch cannot express) is one
+// pointer-array batched call over addresses that a kernel writes on the device: 2 launches
+// per product instead of one GEMM call per sequence.
+//
+// Precision (backend/precision.hpp, the CPU's semantics): under bf16, float products read
+// bf16 copies of A and B (round to nearest even, one conversion kernel per operand) and
+// accumulate and write f32 on the tensor cores (cublasGemm*Ex, CUDA_R_16BF inputs,
+// CUBLAS_COMPUTE_32F); products with a vector operand stay f32, as on the CPU. f32 runs in
+// full fp32 (no TF32) unless DEPTHLAB_CUDA_TF32=1 (see runtime.cuh); double is double.
 #include <algorithm>
 #include <type_traits>
 
 #include "depthlab/backend/backend.hpp"
 #include "depthlab/backend/cuda/launch.cuh"
 #include "depthlab/backend/cuda/runtime.cuh"
+#include "depthlab/backend/precision.hpp"
 
 namespace depthlab::cuda {
 
+/// The cuBLAS element type of T.
 template <class T>
-cublasStatus_t strided_batched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const T* alpha,
-                               const T* a, int lda, long long sa, const T* b, int ldb, long long sb, const T* beta, T* c, int ldc,
-                               long long sc, int batch) {
-    if constexpr (std::is_same_v<T, float>)
-        return cublasSgemmStridedBatched(h, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch);
-    else
-        return cublasDgemmStridedBatched(h, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch);
+constexpr cudaDataType element_type() {
+    if constexpr (std::is_same_v<T, float>) return CUDA_R_32F;
+    else if constexpr (std::is_same_v<T, double>) return CUDA_R_64F;
+    else {
+        static_assert(std::is_same_v<T, __nv_bfloat16>, "cuda: float, double or bf16 GEMM operands");
+        return CUDA_R_16BF;
+    }
 }
-template <class T>
-cublasStatus_t pointer_batched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const T* alpha,
-                               const T* const* a, int lda, const T* const* b, int ldb, const T* beta, T* const* c, int ldc, int batch) {
-    if constexpr (std::is_same_v<T, float>)
-        return cublasSgemmBatched(h, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, batch);
+/// Operands of type In (T, or bf16 for a float product), C of type T.
+template <class In, class T>
+cublasStatus_t strided_batched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const T* alpha,
+                               const In* a, int lda, long long sa, const In* b, int ldb, long long sb, const T* beta, T* c, int ldc,
+                               long long sc, int batch) {
+    if constexpr (std::is_same_v<In, float> && std::is_same_v<T, float>)
+        return cublasSgemmStridedBatched(h, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch);
+    else if constexpr (std::is_same_v<In, double> && std::is_same_v<T, double>)
+        return cublasDgemmStridedBatched(h, ta, tb, m, n, k, alpha, a, lda, sa, b, ldb, sb, beta, c, ldc, sc, batch);
     else
+        return cublasGemmStridedBatchedEx(h, ta, tb, m, n, k, alpha, a, element_type<In>(), lda, sa, b, element_type<In>(), ldb, sb, beta, c,
+                                          element_type<T>(), ldc, sc, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+}
+template <class In, class T>
+cublasStatus_t pointer_batched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, const T* alpha,
+                               const In* const* a, int lda, const In* const* b, int ldb, const T* beta, T* const* c, int ldc, int batch) {
+    if constexpr (std::is_same_v<In, float> && std::is_same_v<T, float>)
+        return cublasSgemmBatched(h, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, batch);
+    else if constexpr (std::is_same_v<In, double> && std::is_same_v<T, double>)
         return cublasDgemmBatched(h, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, batch);
+    else
+        return cublasGemmBatchedEx(h, ta, tb, m, n, k, alpha, reinterpret_cast<const void* const*>(a), element_type<In>(), lda,
+                                   reinterpret_cast<const void* const*>(b), element_type<In>(), ldb, beta, reinterpret_cast<void* const*>(c),
+                                   element_type<T>(), ldc, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
 }
 
 /// depthlab::check_gemm (shared with the CPU), plus cuBLAS's int extents.
@@ -39,6 +63,54 @@ inline void check_cublas_gemm(const gemm_args& g) {
     const index_t int_max = 2147483647;
     DEPTHLAB_CHECK(std::max({g.m, g.n, g.k, g.lda, g.ldb, g.ldc, g.batch}) <= int_max, shape_error,
                    "gemm: an extent above cuBLAS's int range (m=", g.m, " n=", g.n, " k=", g.k, " batch=", g.batch, ")");
+}
+
+/// Elements from an operand's first to its last element that a product reads (stored
+/// rows x cols with leading dimension ld, over both batches).
+inline index_t operand_reach(index_t rows, index_t cols, index_t ld, index_t batch, index_t stride, index_t batch2, index_t stride2) {
+    DEPTHLAB_CHECK(stride >= 0 && stride2 >= 0, shape_error, "gemm: bf16 operands need non-negative batch strides (got ", stride, ", ",
+                   stride2, ")");
+    return (batch2 - 1) * stride2 + (batch - 1) * stride + (rows - 1) * ld + cols;
+}
+/// A bf16 copy (round to nearest even) of the `n` floats from x, on this thread's stream.
+inline std::shared_ptr<__nv_bfloat16> bf16_copy(const float* x, index_t n) {
+    auto y = memory<backend::cuda>::allocate<__nv_bfloat16>(static_cast<std::size_t>(n));
+    __nv_bfloat16* p = y.get();
+    for_each(n, [=] __device__(index_t i) { p[i] = __float2bfloat16_rn(x[i]); }, "gemm (operand to bf16)");
+    return y;
+}
+
+/// The product once operands have their GEMM type In (T, or bf16 for a float product).
+template <class In, class T>
+void gemm_typed(const gemm_args& g, T alpha, const In* a, const In* b, T beta, T* c) {
+    const cublasHandle_t h = blas();
+    // column-major view: C^T (n x m) = op(B)^T (n x k) op(A)^T (k x m)
+    const cublasOperation_t ta = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, tb = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const int m = static_cast<int>(g.n), n = static_cast<int>(g.m), k = static_cast<int>(g.k);  // (column-major)
+    if (g.batch2 == 1) {
+        note_gemm();
+        check(strided_batched<In, T>(h, ta, tb, m, n, k, &alpha, b, static_cast<int>(g.ldb), g.stride_b, a, static_cast<int>(g.lda), g.stride_a,
+                                     &beta, c, static_cast<int>(g.ldc), g.stride_c, static_cast<int>(g.batch)),
+              "gemm (strided batched)");
+        return;
+    }
+    const index_t count = g.batch * g.batch2, nb = g.batch;
+    DEPTHLAB_CHECK(count <= 2147483647, shape_error, "gemm: ", g.batch, " x ", g.batch2, " matrices exceed cuBLAS's int batch count");
+    // the matrices' addresses: [op(B)^T operands | op(A)^T operands | C], batch-major
+    const auto table = memory<backend::cuda>::allocate<const void*>(static_cast<std::size_t>(3 * count));
+    const void** p = table.get();
+    const index_t sa = g.stride_a, sb = g.stride_b, sc = g.stride_c, sa2 = g.stride_a2, sb2 = g.stride_b2, sc2 = g.stride_c2;
+    for_each(count, [=] __device__(index_t q) {
+        const index_t outer = q / nb, inner = q % nb;
+        p[q] = b + outer * sb2 + inner * sb;
+        p[count + q] = a + outer * sa2 + inner * sa;
+        p[2 * count + q] = c + outer * sc2 + inner * sc;
+    }, "gemm (batch addresses)");
+    note_gemm();
+    check(pointer_batched<In, T>(h, ta, tb, m, n, k, &alpha, reinterpret_cast<const In* const*>(p), static_cast<int>(g.ldb),
+                                 reinterpret_cast<const In* const*>(p + count), static_cast<int>(g.lda), &beta,
+                                 reinterpret_cast<T* const*>(const_cast<void**>(p + 2 * count)), static_cast<int>(g.ldc), static_cast<int>(count)),
+          "gemm (pointer batched)");
 }
 
 template <class T>
@@ -55,33 +127,15 @@ void gemm(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c) {
         }, "gemm (k = 0)");
         return;
     }
-    const cublasHandle_t h = blas();
-    // column-major view: C^T (n x m) = op(B)^T (n x k) op(A)^T (k x m)
-    const cublasOperation_t ta = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, tb = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-    const int m = static_cast<int>(g.n), n = static_cast<int>(g.m), k = static_cast<int>(g.k);  // (column-major)
-    if (g.batch2 == 1) {
-        note_gemm();
-        check(strided_batched<T>(h, ta, tb, m, n, k, &alpha, b, static_cast<int>(g.ldb), g.stride_b, a, static_cast<int>(g.lda), g.stride_a,
-                                 &beta, c, static_cast<int>(g.ldc), g.stride_c, static_cast<int>(g.batch)),
-              "gemm (strided batched)");
-        return;
+    if constexpr (std::is_same_v<T, float>) {
+        if (bf16_product(g)) {
+            const auto a16 = bf16_copy(a, operand_reach(g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, g.batch, g.stride_a, g.batch2, g.stride_a2));
+            const auto b16 = bf16_copy(b, operand_reach(g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, g.batch, g.stride_b, g.batch2, g.stride_b2));
+            gemm_typed<__nv_bfloat16, float>(g, alpha, a16.get(), b16.get(), beta, c);
+            return;
+        }
     }
-    const index_t count = g.batch * g.batch2, nb = g.batch;
-    DEPTHLAB_CHECK(count <= 2147483647, shape_error, "gemm: ", g.batch, " x ", g.batch2, " matrices exceed cuBLAS's int batch count");
-    // the matrices' addresses: [op(B)^T operands | op(A)^T operands | C], batch-major
-    const auto table = memory<backend::cuda>::allocate<const T*>(static_cast<std::size_t>(3 * count));
-    const T** p = table.get();
-    const index_t sa = g.stride_a, sb = g.stride_b, sc = g.stride_c, sa2 = g.stride_a2, sb2 = g.stride_b2, sc2 = g.stride_c2;
-    for_each(count, [=] __device__(index_t q) {
-        const index_t outer = q / nb, inner = q % nb;
-        p[q] = b + outer * sb2 + inner * sb;
-        p[count + q] = a + outer * sa2 + inner * sa;
-        p[2 * count + q] = c + outer * sc2 + inner * sc;
-    }, "gemm (batch addresses)");
-    note_gemm();
-    check(pointer_batched<T>(h, ta, tb, m, n, k, &alpha, p, static_cast<int>(g.ldb), p + count, static_cast<int>(g.lda), &beta,
-                             const_cast<T* const*>(p + 2 * count), static_cast<int>(g.ldc), static_cast<int>(count)),
-          "gemm (pointer batched)");
+    gemm_typed<T, T>(g, alpha, a, b, beta, c);
 }
 
 }  // namespace depthlab::cuda

@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include "depthlab/core/error.hpp"
