@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "harness.hpp"
@@ -171,4 +172,50 @@ TEST_CASE_TEMPLATE("primitives: bf16 GEMMs multiply bf16-rounded operands and ac
         for (std::size_t i = 0; i < got.size(); ++i) apart = std::max(apart, std::abs(got[i] - exact[i]));
         CHECK_MESSAGE(apart > 1e-3, "the bf16 product is within ", apart, " of the unrounded one: were the operands rounded?");
     }
+}
+
+// A linear layer's forward product with its bias, f32 and bf16: against the reference in
+// double (operands rounded under bf16), with transposed and padded operands, and k = 0 (the
+// bias alone). On CUDA it is one cuBLASLt call with the bias epilogue: no other launch.
+TEST_CASE_TEMPLATE("primitives: gemm_bias adds the bias to every row of the product", B, DEPTHLAB_TEST_BACKENDS) {
+    const std::vector<gemm_args> shapes = {
+        {.trans_b = true, .m = 33, .n = 20, .k = 48, .lda = 48, .ldb = 48, .ldc = 20},
+        {.trans_a = true, .m = 17, .n = 24, .k = 40, .lda = 19, .ldb = 30, .ldc = 27},
+        {.m = 5, .n = 6, .k = 0, .lda = 1, .ldb = 6, .ldc = 6},
+    };
+    std::uint64_t seed = 70;
+    for (const bool bf16 : {false, true})
+        for (const gemm_args& g : shapes) {
+            CAPTURE(bf16);
+            CAPTURE(g.k);
+            CAPTURE(g.trans_a);
+            const auto na = static_cast<std::size_t>(std::max<index_t>(1, (g.trans_a ? g.k : g.m) * g.lda));
+            const auto nb = static_cast<std::size_t>(std::max<index_t>(1, (g.trans_b ? g.n : g.k) * g.ldb));
+            const auto nc = static_cast<std::size_t>(g.m * g.ldc);
+            std::vector<double> a = random_values(na, seed++), b = random_values(nb, seed++), c = random_values(nc, seed++),
+                                bias = random_values(static_cast<std::size_t>(g.n), seed++);
+            for (std::vector<double>* v : {&a, &b, &bias})
+                for (double& e : *v) e = static_cast<float>(e);
+            const auto in = [bf16](double v) { return bf16 ? round_bf16(v) : v; };
+            std::vector<double> want = reference_product(g, 1.0, a, b, 0.0, c, in);
+            for (index_t i = 0; i < g.m; ++i)
+                for (index_t j = 0; j < g.n; ++j) want[static_cast<std::size_t>(i * g.ldc + j)] += bias[static_cast<std::size_t>(j)];
+            const auto ta = depthlab_test::from_double<float, B>({static_cast<index_t>(na)}, a);
+            const auto tb = depthlab_test::from_double<float, B>({static_cast<index_t>(nb)}, b);
+            const auto tbias = depthlab_test::from_double<float, B>({g.n}, bias);
+            auto tc = depthlab_test::from_double<float, B>({static_cast<index_t>(nc)}, c);
+            counters<B>().reset();
+            {
+                matmul_precision_scope scope(bf16 ? matmul_precision::bf16 : matmul_precision::f32);
+                primitives<B>::gemm_bias(g, ta.data(), tb.data(), tbias.data(), tc.data());
+            }
+            const auto launches = counters<B>().launches.load(), gemms = counters<B>().gemms.load();
+            depthlab_test::check_close("gemm_bias", depthlab_test::to_double(tc), want, 1e-4, 1e-4);
+            if constexpr (std::is_same_v<B, backend::cuda>) {
+                if (g.k > 0) {
+                    CHECK(gemms == 1);
+                    CHECK(launches == (bf16 ? 3 : 1));  // the GEMM, and under bf16 one conversion per operand
+                }
+            }
+        }
 }

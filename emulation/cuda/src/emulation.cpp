@@ -21,6 +21,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "cublasLt.h"
 #include "cublas_v2.h"
 #include "cuda_runtime.h"
 
@@ -424,6 +425,19 @@ struct CUevent_st {
     std::uint64_t at = 0;     // the stream's work count when recorded
     bool reported_pending = false;
 };
+struct cublasLtContext {};
+struct cublasLtMatmulDescOpaque_t {
+    cublasComputeType_t compute;
+    cudaDataType_t scale;
+    std::int32_t ta = CUBLAS_OP_N, tb = CUBLAS_OP_N;
+    std::uint32_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+    const void* bias = nullptr;
+};
+struct cublasLtMatrixLayoutOpaque_t {
+    cudaDataType type;
+    std::uint64_t rows, cols;
+    std::int64_t ld;
+};
 struct cublasContext {
     cudaStream_t stream = nullptr;
     void* workspace = nullptr;
@@ -550,7 +564,7 @@ inline double widen(float v) { return v; }
 inline double widen(double v) { return v; }
 inline double widen(__nv_bfloat16 v) { return __bfloat162float(v); }
 template <class In, class T>
-void reference_gemm(const gemm_shape& g, T a, const In* A, const In* B, T b, T* C, std::vector<double>& ap) {
+void reference_gemm(const gemm_shape& g, T a, const In* A, const In* B, T b, T* C, std::vector<double>& ap, const T* bias = nullptr) {
     const int m = g.m, n = g.n, k = g.k;
     ap.resize(static_cast<std::size_t>(m) * k);
     for (int l = 0; l < k; ++l)
@@ -567,7 +581,8 @@ void reference_gemm(const gemm_shape& g, T a, const In* A, const In* B, T b, T* 
         }
         for (int i = 0; i < m; ++i) {
             T& c = C[i + static_cast<long long>(j) * g.ldc];
-            c = static_cast<T>(static_cast<double>(a) * acc[i] + (b == T(0) ? 0.0 : static_cast<double>(b) * static_cast<double>(c)));
+            c = static_cast<T>(static_cast<double>(a) * acc[i] + (b == T(0) ? 0.0 : static_cast<double>(b) * static_cast<double>(c)) +
+                               (bias ? static_cast<double>(bias[i]) : 0.0));
         }
     }
 }
@@ -996,6 +1011,135 @@ cublasStatus_t cublasGemmBatchedEx(cublasHandle_t h, cublasOperation_t ta, cubla
         return gemm_batched(h, ta, tb, m, n, k, static_cast<const double*>(alpha), reinterpret_cast<const double* const*>(A), lda,
                             reinterpret_cast<const double* const*>(B), ldb, static_cast<const double*>(beta), reinterpret_cast<double* const*>(C),
                             ldc, batch, name);
+    case ex_kind::unsupported: break;
+    }
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+}
+
+// ============================================================ cuBLASLt
+
+cublasStatus_t cublasLtCreate(cublasLtHandle_t* handle) {
+    if (!handle) return CUBLAS_STATUS_INVALID_VALUE;
+    *handle = new cublasLtContext;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtDestroy(cublasLtHandle_t handle) {
+    if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
+    delete handle;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulDescCreate(cublasLtMatmulDesc_t* desc, cublasComputeType_t compute, cudaDataType_t scale) {
+    if (!desc) return CUBLAS_STATUS_INVALID_VALUE;
+    *desc = new cublasLtMatmulDescOpaque_t{compute, scale};
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulDescDestroy(cublasLtMatmulDesc_t desc) {
+    delete desc;
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, const void* buf, std::size_t bytes) {
+    if (!desc || !buf) return CUBLAS_STATUS_INVALID_VALUE;
+    const auto take = [&](auto& field) {
+        if (bytes != sizeof field) return CUBLAS_STATUS_INVALID_VALUE;
+        std::memcpy(&field, buf, bytes);
+        return CUBLAS_STATUS_SUCCESS;
+    };
+    switch (attr) {
+    case CUBLASLT_MATMUL_DESC_TRANSA: return take(desc->ta);
+    case CUBLASLT_MATMUL_DESC_TRANSB: return take(desc->tb);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE: return take(desc->epilogue);
+    case CUBLASLT_MATMUL_DESC_BIAS_POINTER: return take(desc->bias);
+    }
+    return CUBLAS_STATUS_INVALID_VALUE;
+}
+cublasStatus_t cublasLtMatrixLayoutCreate(cublasLtMatrixLayout_t* layout, cudaDataType type, std::uint64_t rows, std::uint64_t cols, std::int64_t ld) {
+    if (!layout) return CUBLAS_STATUS_INVALID_VALUE;
+    *layout = new cublasLtMatrixLayoutOpaque_t{type, rows, cols, ld};
+    return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t cublasLtMatrixLayoutDestroy(cublasLtMatrixLayout_t layout) {
+    delete layout;
+    return CUBLAS_STATUS_SUCCESS;
+}
+
+namespace depthlab_emulation {
+namespace {
+/// One Lt matmul once its types are known: checked like a cuBLAS GEMM, queued on `stream`.
+template <class In, class T>
+cublasStatus_t lt_matmul(const gemm_shape& g, const void* alpha, const void* A, const void* B, const void* beta, const void* C, void* D,
+                         const void* bias, cudaStream_t stream) {
+    constexpr const char* name = "cublasLtMatmul";
+    const T a = *static_cast<const T*>(alpha), b = *static_cast<const T*>(beta);
+    if (C != D && b != T(0)) {
+        std::fprintf(stderr, "depthlab CUDA emulation: %s: C apart from D with beta != 0 is not emulated\n", name);
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
+    auto o = outside_allocations<In>({{A, g.reach_a(), "A"}, {B, g.reach_b(), "B"}});
+    if (!o) o = outside_allocations<T>({{D, g.reach_c(), "D"}, {bias, bias ? g.m : 0, "bias"}});
+    if (o) {
+        std::fprintf(stderr, "depthlab CUDA emulation: %s: operand %s (%p, %lld elements reached by m=%d n=%d k=%d and its layout) is not "
+                             "inside one device allocation\n", name, o->what, o->p, o->elements, g.m, g.n, g.k);
+        return CUBLAS_STATUS_EXECUTION_FAILED;
+    }
+    ++totals.gemms;
+    if (g.m == 0 || g.n == 0) return CUBLAS_STATUS_SUCCESS;
+    const auto* pa = static_cast<const In*>(A);
+    const auto* pb = static_cast<const In*>(B);
+    auto* pd = static_cast<T*>(D);
+    const auto* pbias = static_cast<const T*>(bias);
+    enqueue(stream, name, [=] {
+        profiled(name, static_cast<std::int64_t>(g.m) * g.n, [&] {
+            std::vector<double> ap;
+            reference_gemm(g, a, pa, pb, b, pd, ap, pbias);
+        });
+    });
+    return CUBLAS_STATUS_SUCCESS;
+}
+}  // namespace
+}  // namespace depthlab_emulation
+
+cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc, const void* alpha, const void* A, cublasLtMatrixLayout_t al,
+                              const void* B, cublasLtMatrixLayout_t bl, const void* beta, const void* C, cublasLtMatrixLayout_t cl, void* D,
+                              cublasLtMatrixLayout_t dl, const cublasLtMatmulAlgo_t*, void* workspace, std::size_t workspace_bytes,
+                              cudaStream_t stream) {
+    using namespace depthlab_emulation;
+    if (!handle) return CUBLAS_STATUS_NOT_INITIALIZED;
+    if (!desc || !al || !bl || !cl || !dl || !alpha || !beta) return CUBLAS_STATUS_INVALID_VALUE;
+    const auto ta = static_cast<cublasOperation_t>(desc->ta), tb = static_cast<cublasOperation_t>(desc->tb);
+    // D is m x n; op(A) m x k; op(B) k x n; C laid out as D
+    const auto m = static_cast<long long>(dl->rows), n = static_cast<long long>(dl->cols);
+    const auto k = static_cast<long long>(ta == CUBLAS_OP_N ? al->cols : al->rows);
+    const bool fits = (ta == CUBLAS_OP_N ? al->rows : al->cols) == dl->rows && (tb == CUBLAS_OP_N ? bl->rows : bl->cols) == static_cast<std::uint64_t>(k) &&
+                      (tb == CUBLAS_OP_N ? bl->cols : bl->rows) == dl->cols && cl->rows == dl->rows && cl->cols == dl->cols && cl->ld == dl->ld &&
+                      cl->type == dl->type &&
+                      std::max({m, n, k, static_cast<long long>(al->ld), static_cast<long long>(bl->ld), static_cast<long long>(dl->ld)}) <= 2147483647LL;
+    const gemm_shape g{ta, tb, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), static_cast<int>(al->ld), static_cast<int>(bl->ld),
+                       static_cast<int>(dl->ld)};
+    if (!fits || !g.valid(1)) {
+        std::fprintf(stderr, "depthlab CUDA emulation: cublasLtMatmul: invalid layouts (A %llux%llu ld %lld, B %llux%llu ld %lld, D %llux%llu ld %lld)\n",
+                     static_cast<unsigned long long>(al->rows), static_cast<unsigned long long>(al->cols), static_cast<long long>(al->ld),
+                     static_cast<unsigned long long>(bl->rows), static_cast<unsigned long long>(bl->cols), static_cast<long long>(bl->ld),
+                     static_cast<unsigned long long>(dl->rows), static_cast<unsigned long long>(dl->cols), static_cast<long long>(dl->ld));
+        return CUBLAS_STATUS_INVALID_VALUE;
+    }
+    if (workspace_bytes > 0 && !is_device(workspace, workspace_bytes)) return CUBLAS_STATUS_INVALID_VALUE;
+    const void* bias = nullptr;
+    if (desc->epilogue == CUBLASLT_EPILOGUE_BIAS) {
+        if (!desc->bias) return CUBLAS_STATUS_INVALID_VALUE;
+        bias = desc->bias;
+    } else if (desc->epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
+        return CUBLAS_STATUS_NOT_SUPPORTED;
+    }
+    switch (ex_types(al->type, bl->type, dl->type, desc->compute)) {
+    case ex_kind::bf16_f32:
+        if (desc->scale != CUDA_R_32F) break;
+        return lt_matmul<__nv_bfloat16, float>(g, alpha, A, B, beta, C, D, bias, stream);
+    case ex_kind::f32:
+        if (desc->scale != CUDA_R_32F) break;
+        return lt_matmul<float, float>(g, alpha, A, B, beta, C, D, bias, stream);
+    case ex_kind::f64:
+        if (desc->scale != CUDA_R_64F) break;
+        return lt_matmul<double, double>(g, alpha, A, B, beta, C, D, bias, stream);
     case ex_kind::unsupported: break;
     }
     return CUBLAS_STATUS_NOT_SUPPORTED;

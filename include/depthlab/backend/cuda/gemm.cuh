@@ -11,7 +11,10 @@
 // accumulate and write f32 on the tensor cores (cublasGemm*Ex, CUDA_R_16BF inputs,
 // CUBLAS_COMPUTE_32F); products with a vector operand stay f32, as on the CPU. f32 runs in
 // full fp32 (no TF32) unless DEPTHLAB_CUDA_TF32=1 (see runtime.cuh); double is double.
+//
+// gemm_bias (a linear layer's forward) is one cuBLASLt matmul with the BIAS epilogue.
 #include <algorithm>
+#include <cstdint>
 #include <type_traits>
 
 #include "depthlab/backend/backend.hpp"
@@ -111,6 +114,68 @@ void gemm_typed(const gemm_args& g, T alpha, const In* a, const In* b, T beta, T
                                  reinterpret_cast<const In* const*>(p + count), static_cast<int>(g.lda), &beta,
                                  reinterpret_cast<T* const*>(const_cast<void**>(p + 2 * count)), static_cast<int>(g.ldc), static_cast<int>(count)),
           "gemm (pointer batched)");
+}
+
+/// One cuBLASLt matmul's descriptors, destroyed with it.
+struct lt_plan {
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+    lt_plan() = default;
+    lt_plan(const lt_plan&) = delete;
+    lt_plan& operator=(const lt_plan&) = delete;
+    ~lt_plan() {
+        cublasLtMatrixLayoutDestroy(d);
+        cublasLtMatrixLayoutDestroy(b);
+        cublasLtMatrixLayoutDestroy(a);
+        cublasLtMatmulDescDestroy(desc);
+    }
+};
+/// C = op(A) op(B) + bias in every row (one product, k > 0) as one cuBLASLt matmul with the
+/// BIAS epilogue: the bias is added as C is written, no pass of its own. Operands of type In
+/// (T, or bf16 for a float product). False where cuBLASLt has no kernel for the problem
+/// (CUBLAS_STATUS_NOT_SUPPORTED): the caller then takes the unfused path.
+template <class In, class T>
+bool gemm_bias_lt(const gemm_args& g, const In* a, const In* b, const T* bias, T* c) {
+    const blas_context& ctx = blas_handles();
+    // column-major view: D (n x m) = op(B)^T (n x k) op(A)^T (k x m) + bias (n, down each column)
+    const std::int32_t ta = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, tb = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const std::uint32_t epilogue = CUBLASLT_EPILOGUE_BIAS;
+    const void* bias_pointer = bias;
+    const bool f64 = std::is_same_v<T, double>;
+    const cublasComputeType_t compute = f64 ? CUBLAS_COMPUTE_64F
+                                            : std::is_same_v<In, float> && tf32_requested() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    const auto u = [](index_t v) { return static_cast<std::uint64_t>(v); };
+    lt_plan p;
+    check(cublasLtMatmulDescCreate(&p.desc, compute, element_type<T>()), "cublasLtMatmulDescCreate");
+    check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "cublasLtMatmulDescSetAttribute (transa)");
+    check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "cublasLtMatmulDescSetAttribute (transb)");
+    check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue), "cublasLtMatmulDescSetAttribute (epilogue)");
+    check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_pointer, sizeof bias_pointer),
+          "cublasLtMatmulDescSetAttribute (bias)");
+    // stored matrices: op(B)^T is B stored n x k (row-major k x n when not transposed)...
+    check(cublasLtMatrixLayoutCreate(&p.a, element_type<In>(), g.trans_b ? u(g.k) : u(g.n), g.trans_b ? u(g.n) : u(g.k), g.ldb), "cublasLtMatrixLayoutCreate (B)");
+    check(cublasLtMatrixLayoutCreate(&p.b, element_type<In>(), g.trans_a ? u(g.m) : u(g.k), g.trans_a ? u(g.k) : u(g.m), g.lda), "cublasLtMatrixLayoutCreate (A)");
+    check(cublasLtMatrixLayoutCreate(&p.d, element_type<T>(), u(g.n), u(g.m), g.ldc), "cublasLtMatrixLayoutCreate (C)");
+    const T one = T(1), zero = T(0);
+    const cublasStatus_t st = cublasLtMatmul(ctx.lt, p.desc, &one, b, p.a, a, p.b, &zero, c, p.d, c, p.d, nullptr, ctx.workspace,
+                                             blas_workspace_bytes, stream());
+    if (st == CUBLAS_STATUS_NOT_SUPPORTED) return false;
+    check(st, "gemm_bias (cublasLtMatmul)");
+    note_gemm();
+    return true;
+}
+/// gemm_bias in one cuBLASLt call (under bf16, after converting the operands); false where
+/// cuBLASLt has no kernel for it.
+template <class T>
+bool gemm_bias_fused(const gemm_args& g, const T* a, const T* b, const T* bias, T* c) {
+    if constexpr (std::is_same_v<T, float>) {
+        if (bf16_product(g)) {
+            const auto a16 = bf16_copy(a, operand_reach(g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, 1, 0, 1, 0));
+            const auto b16 = bf16_copy(b, operand_reach(g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, 1, 0, 1, 0));
+            return gemm_bias_lt<__nv_bfloat16, float>(g, a16.get(), b16.get(), bias, c);
+        }
+    }
+    return gemm_bias_lt<T, T>(g, a, b, bias, c);
 }
 
 template <class T>

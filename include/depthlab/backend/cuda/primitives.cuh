@@ -527,13 +527,14 @@ void primitives<backend::cuda>::gemm(const gemm_args& g, T alpha, const T* a, co
     cuda::gemm(g, alpha, a, b, beta, c);
 }
 
-// The bias written into C, then the product accumulated on it (beta 1): two launches where
-// cuBLASLt's CUBLASLT_EPILOGUE_BIAS would fuse them (not done: never run on a GPU yet).
+// One cuBLASLt call with the bias epilogue (gemm.cuh). For k = 0 (C = the bias) or a problem
+// cuBLASLt has no kernel for: the bias written into C, then the product accumulated on it.
 template <class T>
 void primitives<backend::cuda>::gemm_bias(const gemm_args& g, const T* a, const T* b, const T* bias, T* c) {
     check_gemm_bias(g, bias);
     cuda::check_cublas_gemm(g);
     if (g.m == 0 || g.n == 0) return;
+    if (g.k > 0 && cuda::gemm_bias_fused(g, a, b, bias, c)) return;
     const index_t n = g.n, ldc = g.ldc;
     cuda::for_each(g.m * n, [=] __device__(index_t i) { c[(i / n) * ldc + i % n] = bias[i % n]; }, "gemm_bias (bias)");
     cuda::gemm(g, T(1), a, b, T(1), c);

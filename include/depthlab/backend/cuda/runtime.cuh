@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdlib>
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -57,29 +58,40 @@ inline void check_launch(const char* kernel, unsigned grid = 0, unsigned block =
                                        cudaGetErrorString(e), ") [DEPTHLAB_CUDA_SYNC=1]"));
 }
 
-/// This thread's cuBLAS handle, on this thread's stream, with a 32 MiB workspace and the
-/// default math mode (no TF32: float GEMMs are float GEMMs unless DEPTHLAB_CUDA_TF32=1).
+/// DEPTHLAB_CUDA_TF32=1: float products on the tensor cores in TF32 (f32 is full fp32 otherwise).
+inline bool tf32_requested() {
+    const char* v = std::getenv("DEPTHLAB_CUDA_TF32");
+    return v && v[0] == '1';
+}
+/// This thread's cuBLAS and cuBLASLt handles, on this thread's stream, sharing one 32 MiB
+/// workspace (their calls are ordered on the stream), cuBLAS in the default math mode (no
+/// TF32 unless tf32_requested()).
 inline constexpr std::size_t blas_workspace_bytes = std::size_t{32} << 20;
-inline cublasHandle_t blas() {
-    struct owner {
-        cublasHandle_t h = nullptr;
-        void* workspace = nullptr;
+struct blas_context {
+    cublasHandle_t h = nullptr;
+    cublasLtHandle_t lt = nullptr;
+    void* workspace = nullptr;
+};
+inline const blas_context& blas_handles() {
+    struct owner : blas_context {
         owner() {
             check(cublasCreate(&h), "cublasCreate");
             check(cublasSetStream(h, stream()), "cublasSetStream");
             check(cudaMalloc(&workspace, blas_workspace_bytes), "cudaMalloc (cuBLAS workspace)");
             check(cublasSetWorkspace(h, workspace, blas_workspace_bytes), "cublasSetWorkspace");
-            const char* tf32 = std::getenv("DEPTHLAB_CUDA_TF32");
-            check(cublasSetMathMode(h, tf32 && tf32[0] == '1' ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+            check(cublasSetMathMode(h, tf32_requested() ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+            check(cublasLtCreate(&lt), "cublasLtCreate");
         }
         ~owner() {
+            cublasLtDestroy(lt);
             cublasDestroy(h);
             cudaFree(workspace);
         }
     };
     thread_local owner o;
-    return o.h;
+    return o;
 }
+inline cublasHandle_t blas() { return blas_handles().h; }
 
 /// This thread's reduction ticket: one device counter, zero between kernels, that lets the
 /// last block of a reduction find out it is last (see launch.cuh's last_block_arrives) and
