@@ -219,3 +219,110 @@ TEST_CASE_TEMPLATE("primitives: gemm_bias adds the bias to every row of the prod
             }
         }
 }
+
+// The multi-tensor optimiser and clipping routines (one call for every parameter) against the
+// per-element rules applied on the host, over tensors that fill no chunk, one, and several
+// (a device cuts them into 8192-element chunks); one launch per pass on a device.
+TEST_CASE_TEMPLATE("primitives: multi-tensor Adam, LAMB and clipping equal the per-element rules", B, DEPTHLAB_TEST_BACKENDS) {
+    namespace rules = optim::rules;
+    const std::vector<index_t> sizes = {5, 0, 8192, 8193, 20000, 1};
+    const auto count = static_cast<index_t>(sizes.size());
+    std::uint64_t seed = 90;
+    struct host_tensor {
+        std::vector<float> w, g, m, v;
+    };
+    std::vector<host_tensor> h;
+    for (const index_t n : sizes) {
+        host_tensor t;
+        for (std::vector<float>* x : {&t.w, &t.g, &t.m, &t.v}) {
+            const auto r = random_values(static_cast<std::size_t>(n), seed++);
+            x->assign(r.begin(), r.end());
+        }
+        for (float& e : t.v) e = std::abs(e);  // second moments
+        h.push_back(t);
+    }
+    const auto device = [](const std::vector<float>& x) { return Tensor<float, B>::from({static_cast<index_t>(x.size())}, x); };
+    const auto launches = [] { return counters<B>().launches.load(); };
+    const bool counted = !B::host_accessible;
+    const auto close = [](const std::string& what, const std::vector<float>& got, const std::vector<float>& want) {
+        depthlab_test::check_close(what, {got.begin(), got.end()}, {want.begin(), want.end()}, 1e-5, 1e-6);
+    };
+
+    SUBCASE("Adam") {
+        std::vector<Tensor<float, B>> w, g, m, v;
+        std::vector<rules::adam_tensor<float>> t;
+        for (index_t i = 0; i < count; ++i) {
+            const auto& x = h[static_cast<std::size_t>(i)];
+            w.push_back(device(x.w)), g.push_back(device(x.g)), m.push_back(device(x.m)), v.push_back(device(x.v));
+            const rules::adam<float> rule{rules::adam_moments<float>::make(0.9, 0.999, 1e-8, 3 + i), 0.01f, 0.0f, 0.999f};
+            t.push_back({sizes[static_cast<std::size_t>(i)], w.back().data(), g.back().data(), m.back().data(), v.back().data(), rule});
+        }
+        const auto before = launches();
+        primitives<B>::adam_update_many(count, t.data());
+        if (counted) CHECK(launches() - before == 1);
+        for (index_t i = 0; i < count; ++i) {
+            auto x = h[static_cast<std::size_t>(i)];
+            for (std::size_t e = 0; e < x.w.size(); ++e) t[static_cast<std::size_t>(i)].rule(x.w[e], x.g[e], x.m[e], x.v[e]);
+            close("adam w", w[static_cast<std::size_t>(i)].to_vector(), x.w);
+            close("adam v", v[static_cast<std::size_t>(i)].to_vector(), x.v);
+        }
+    }
+    SUBCASE("LAMB") {
+        std::vector<Tensor<float, B>> w, g, m, v;
+        std::vector<Tensor<double, B>> sums;
+        std::vector<rules::lamb_tensor<float>> t;
+        for (index_t i = 0; i < count; ++i) {
+            const auto& x = h[static_cast<std::size_t>(i)];
+            w.push_back(device(x.w)), g.push_back(device(x.g)), m.push_back(device(x.m)), v.push_back(device(x.v));
+            sums.push_back(Tensor<double, B>::zeros({2}));
+            t.push_back({.n = sizes[static_cast<std::size_t>(i)], .w = w.back().data(), .g = g.back().data(), .m = m.back().data(),
+                         .v = v.back().data(), .am = rules::adam_moments<float>::make(0.9, 0.999, 1e-6, 2), .wd = 0.01f, .lr = 0.05,
+                         .sums = sums.back().data(), .adapt = i % 2 == 0});
+        }
+        const auto before = launches();
+        primitives<B>::lamb_step_many(count, t.data());
+        if (counted) CHECK(launches() - before == 2);
+        for (index_t i = 0; i < count; ++i) {
+            auto x = h[static_cast<std::size_t>(i)];
+            const auto& d = t[static_cast<std::size_t>(i)];
+            double s[2] = {0, 0};
+            for (std::size_t e = 0; e < x.w.size(); ++e) {
+                const float u = d.am.update(x.g[e], x.m[e], x.v[e]) + d.wd * x.w[e];
+                s[0] += static_cast<double>(x.w[e]) * x.w[e];
+                s[1] += static_cast<double>(u) * u;
+            }
+            const auto step = static_cast<float>(d.lr * rules::lamb_trust_ratio(d.adapt ? s : nullptr));
+            for (std::size_t e = 0; e < x.w.size(); ++e) x.w[e] -= step * (d.am.direction(x.m[e], x.v[e]) + d.wd * x.w[e]);
+            depthlab_test::check_close("lamb sums", depthlab_test::to_double(sums[static_cast<std::size_t>(i)]), {s[0], s[1]}, 1e-9, 1e-9);
+            close("lamb w", w[static_cast<std::size_t>(i)].to_vector(), x.w);
+        }
+    }
+    SUBCASE("clipping") {
+        for (const double max_norm : {1e9, 3.0}) {  // no clipping, then clipping
+            CAPTURE(max_norm);
+            std::vector<Tensor<float, B>> x;
+            std::vector<rules::tensor_span<float>> t;
+            for (index_t i = 0; i < count; ++i) {
+                x.push_back(device(h[static_cast<std::size_t>(i)].g));
+                t.push_back({sizes[static_cast<std::size_t>(i)], x.back().data()});
+            }
+            auto parts = Tensor<double, B>::empty({count});
+            const auto before = launches();
+            primitives<B>::sum_squares_many(count, t.data(), parts.data());
+            primitives<B>::clip_scale_many(count, t.data(), parts.data(), count, max_norm);
+            if (counted) CHECK(launches() - before == 2);
+            std::vector<double> want(static_cast<std::size_t>(count), 0.0);
+            for (index_t i = 0; i < count; ++i)
+                for (const float e : h[static_cast<std::size_t>(i)].g) want[static_cast<std::size_t>(i)] += static_cast<double>(e) * e;
+            depthlab_test::check_close("sum_squares_many", depthlab_test::to_double(parts), want, 1e-9, 1e-9);
+            const double f = rules::clip_factor(rules::clip_total(want.data(), count), max_norm);
+            CHECK((max_norm > 1e8) == (f == 1.0));
+            for (index_t i = 0; i < count; ++i) {
+                auto y = h[static_cast<std::size_t>(i)].g;
+                if (f < 1.0)
+                    for (float& e : y) e = static_cast<float>(f) * e;
+                close("clip_scale_many", x[static_cast<std::size_t>(i)].to_vector(), y);
+            }
+        }
+    }
+}

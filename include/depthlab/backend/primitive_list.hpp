@@ -82,6 +82,11 @@
     X(lamb_apply, (index_t n, T* w, const T* m, const T* v, const optim::rules::adam_moments<T>& am, T wd, double lr, const double* sums)) \
     X(sum_squares_to, (index_t n, const T* x, double* out)) \
     X(clip_scale, (index_t n, T* x, const double* parts, index_t k, double max_norm)) \
+    /* multi-tensor forms: `count` tensors described by a host array, one call for all of them */ \
+    X(adam_update_many, (index_t count, const optim::rules::adam_tensor<T>* tensors)) \
+    X(lamb_step_many, (index_t count, const optim::rules::lamb_tensor<T>* tensors)) \
+    X(sum_squares_many, (index_t count, const optim::rules::tensor_span<T>* tensors, double* out)) \
+    X(clip_scale_many, (index_t count, const optim::rules::tensor_span<T>* tensors, const double* parts, index_t k, double max_norm)) \
     /* ---- GEMM ---- */ \
     X(gemm, (const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c)) \
     X(gemm_bias, (const gemm_args& g, const T* a, const T* b, const T* bias, T* c))

@@ -87,4 +87,40 @@ DEPTHLAB_HOST_AND_GPU inline double clip_factor(double total, double max_norm) {
     return coef < 1.0 ? coef : 1.0;
 }
 
+// ---- multi-tensor steps: one primitive call updates every parameter (the *_many routines,
+// a handful of kernel launches on a device instead of a few per parameter). The caller
+// passes a host array of these; pointers are device memory.
+
+/// One tensor of adam_update_many: w, g, m, v of n elements, updated by `rule`.
+template <class T>
+struct adam_tensor {
+    index_t n = 0;
+    T* w = nullptr;
+    const T* g = nullptr;
+    T* m = nullptr;
+    T* v = nullptr;
+    adam<T> rule{};
+};
+/// One tensor of lamb_step_many: moments, then {||w||^2, ||u||^2} into `sums` (2 doubles of
+/// device memory), then w -= lr r u with r the trust ratio from `sums` (1 unless `adapt`).
+template <class T>
+struct lamb_tensor {
+    index_t n = 0;
+    T* w = nullptr;
+    const T* g = nullptr;
+    T* m = nullptr;
+    T* v = nullptr;
+    adam_moments<T> am{};
+    T wd = T(0);
+    double lr = 0;
+    double* sums = nullptr;
+    bool adapt = true;
+};
+/// n elements at x (a gradient, for the clipping routines).
+template <class T>
+struct tensor_span {
+    index_t n = 0;
+    T* x = nullptr;
+};
+
 }  // namespace depthlab::optim::rules

@@ -50,12 +50,23 @@ protected:
              const name_predicate& exclude, bool decoupled);
 
     void update(std::size_t i, double lr, double weight_decay) override {
+        const rules::adam_tensor<T> t = tensor(i, lr, weight_decay);
+        primitives<B>::adam_update(t.n, t.w, t.g, t.m, t.v, t.rule);
+    }
+    void update_all(const std::vector<std::size_t>& due, double lr) override {
+        std::vector<rules::adam_tensor<T>> t;
+        t.reserve(due.size());
+        for (std::size_t i : due) t.push_back(tensor(i, lr, this->weight_decay_of(i)));
+        primitives<B>::adam_update_many(static_cast<index_t>(t.size()), t.data());
+    }
+    /// Parameter i's update: its tensors and its rule (the bias correction of its own step count).
+    rules::adam_tensor<T> tensor(std::size_t i, double lr, double weight_decay) {
         auto& p = this->param(i);
         const auto am = adam_moments<T>::make(beta1_, beta2_, eps_, p.steps);
         const T l2 = decoupled_ ? T(0) : static_cast<T>(weight_decay);
         const T decay = decoupled_ ? static_cast<T>(1.0 - lr * weight_decay) : T(1);
-        primitives<B>::adam_update(p.var.value().numel(), p.var.value().data(), p.var.grad().data(), this->slot(i, 0).data(),
-                                   this->slot(i, 1).data(), rules::adam<T>{am, static_cast<T>(lr), l2, decay});
+        return {p.var.value().numel(), p.var.value().data(), p.var.grad().data(), this->slot(i, 0).data(), this->slot(i, 1).data(),
+                rules::adam<T>{am, static_cast<T>(lr), l2, decay}};
     }
     [[nodiscard]] std::vector<std::pair<std::string, double>> hyperparameters() const override {
         return {{"beta1", beta1_}, {"beta2", beta2_}, {"eps", eps_}, {"weight_decay", weight_decay_}};

@@ -66,15 +66,16 @@ Tensor<double, B> clip_grad_norm_on_device(const named_parameters<T, B>& params,
     using P = primitives<B>;
     const auto list = detail::with_grads(params, "clip_grad_norm");
     const auto k = static_cast<index_t>(list.size());
-    auto parts = Tensor<double, B>::zeros({k});
-    for (index_t j = 0; j < k; ++j) {
-        const auto& g = list[static_cast<std::size_t>(j)]->second.grad();
-        P::sum_squares_to(g.numel(), g.data(), parts.data() + j);
-    }
+    auto parts = Tensor<double, B>::empty({k});
+    std::vector<rules::tensor_span<T>> grads;
+    grads.reserve(list.size());
     for (const auto* np : list) {
         Var<T, B> v = np->second;  // a handle: its gradient is the parameter's
-        P::clip_scale(v.grad().numel(), v.grad().data(), parts.data(), k, max_norm);
+        grads.push_back({v.grad().numel(), v.grad().data()});
     }
+    // one pass for every squared norm, one for every scaling (a launch each on a device)
+    P::sum_squares_many(k, grads.data(), parts.data());
+    P::clip_scale_many(k, grads.data(), parts.data(), k, max_norm);
     return parts;
 }
 

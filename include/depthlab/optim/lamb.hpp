@@ -66,18 +66,31 @@ public:
 
 protected:
     void update(std::size_t i, double lr, double weight_decay) override {
+        const rules::lamb_tensor<T> t = tensor(i, lr, weight_decay);
+        primitives<B>::lamb_step_many(1, &t);
+    }
+    void update_all(const std::vector<std::size_t>& due, double lr) override {
+        std::vector<rules::lamb_tensor<T>> t;
+        t.reserve(due.size());
+        for (std::size_t i : due) t.push_back(tensor(i, lr, this->weight_decay_of(i)));
+        primitives<B>::lamb_step_many(static_cast<index_t>(t.size()), t.data());
+    }
+    /// Parameter i's update. {||w||^2, ||u||^2} stay on the device (norms_[i]); the apply pass
+    /// turns them into the trust ratio.
+    rules::lamb_tensor<T> tensor(std::size_t i, double lr, double weight_decay) {
         auto& p = this->param(i);
-        const index_t n = p.var.value().numel();
-        T* w = p.var.value().data();
-        T* m = this->slot(i, 0).data();
-        T* v = this->slot(i, 1).data();
-        const auto am = detail::adam_moments<T>::make(opt_.beta1, opt_.beta2, opt_.eps, p.steps, opt_.bias_correction);
-        const T wd = static_cast<T>(weight_decay);
         if (norms_.empty()) norms_.resize(adapt_.size());
         if (!norms_[i].defined()) norms_[i] = Tensor<double, B>::empty({2});
-        // {||w||^2, ||u||^2} stay on the device; lamb_apply turns them into the trust ratio
-        primitives<B>::lamb_moments(n, w, p.var.grad().data(), m, v, am, wd, norms_[i].data());
-        primitives<B>::lamb_apply(n, w, m, v, am, wd, lr, adapt_[i] ? norms_[i].data() : nullptr);
+        return {.n = p.var.value().numel(),
+                .w = p.var.value().data(),
+                .g = p.var.grad().data(),
+                .m = this->slot(i, 0).data(),
+                .v = this->slot(i, 1).data(),
+                .am = detail::adam_moments<T>::make(opt_.beta1, opt_.beta2, opt_.eps, p.steps, opt_.bias_correction),
+                .wd = static_cast<T>(weight_decay),
+                .lr = lr,
+                .sums = norms_[i].data(),
+                .adapt = adapt_[i]};
     }
     [[nodiscard]] std::vector<std::pair<std::string, double>> hyperparameters() const override {
         return {{"beta1", opt_.beta1},

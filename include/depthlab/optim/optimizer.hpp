@@ -176,6 +176,14 @@ protected:
     /// Updates params()[i] (its gradient is defined and checked; its step count already
     /// incremented) with the current learning rate and its group's weight decay.
     virtual void update(std::size_t i, double lr, double weight_decay) = 0;
+    /// Updates every params()[i] for i in `due` (as update). An optimiser with a multi-tensor
+    /// primitive does all of them in one call (a few kernel launches on a device for the
+    /// whole model); the default updates them one by one.
+    virtual void update_all(const std::vector<std::size_t>& due, double lr) {
+        for (std::size_t i : due) update(i, lr, weight_decay_of(i));
+    }
+    /// The weight decay of params()[i]'s group.
+    [[nodiscard]] double weight_decay_of(std::size_t i) const { return groups_[params_[i].group].weight_decay; }
     /// Hyper-parameters reported by state_scalars().
     [[nodiscard]] virtual std::vector<std::pair<std::string, double>> hyperparameters() const = 0;
 
@@ -229,12 +237,15 @@ void Optimizer<T, B>::step() {
     }
     no_grad guard;
     ++step_count_;
+    std::vector<std::size_t> due;
+    due.reserve(params_.size());
     for (std::size_t i = 0; i < params_.size(); ++i) {
         Param& p = params_[i];
         if (!p.var.grad().defined()) continue;
         ++p.steps;
-        update(i, lr_, groups_[p.group].weight_decay);
+        due.push_back(i);
     }
+    update_all(due, lr_);
 }
 
 template <class T, class B>

@@ -35,8 +35,30 @@ template <class B>
 struct host_primitives {
     static constexpr index_t elem_grain = 1 << 15;  // elements per task for elementwise ops
 
+    /// While a multi-tensor routine runs, its per-tensor calls count as one launch (the one
+    /// kernel a device runs for all the tensors).
+    struct one_launch {
+        static int& depth() {
+            thread_local int d = 0;
+            return d;
+        }
+        static bool& counted() {
+            thread_local bool c = false;
+            return c;
+        }
+        one_launch() {
+            if (depth()++ == 0) counted() = false;
+        }
+        ~one_launch() { --depth(); }
+        one_launch(const one_launch&) = delete;
+        one_launch& operator=(const one_launch&) = delete;
+    };
     /// One primitive call = one kernel launch, counted on backends that are not the host.
     static void launch() {
+        if (one_launch::depth() > 0) {
+            if (one_launch::counted()) return;
+            one_launch::counted() = true;
+        }
         if constexpr (!B::host_accessible) counters<B>().launches.fetch_add(1, std::memory_order_relaxed);
     }
     /// A GEMM call: a launch, and counted as a GEMM.
@@ -563,6 +585,34 @@ struct host_primitives {
         const double f = optim::rules::clip_factor(optim::rules::clip_total(parts, k), max_norm);
         if (f < 1.0) axpby(n, static_cast<T>(f), x, T(0), x);
         else launch();
+    }
+
+    // ---- multi-tensor forms: the single-tensor routines in turn (so the same bits), counted
+    // as the launches a device makes: one per pass over all the tensors ----
+    template <class T>
+    static void adam_update_many(index_t count, const optim::rules::adam_tensor<T>* t) {
+        const one_launch pass;
+        for (index_t i = 0; i < count; ++i) adam_update(t[i].n, t[i].w, t[i].g, t[i].m, t[i].v, t[i].rule);
+    }
+    template <class T>
+    static void lamb_step_many(index_t count, const optim::rules::lamb_tensor<T>* t) {
+        {
+            const one_launch moments;
+            for (index_t i = 0; i < count; ++i) lamb_moments(t[i].n, t[i].w, t[i].g, t[i].m, t[i].v, t[i].am, t[i].wd, t[i].sums);
+        }
+        const one_launch apply;
+        for (index_t i = 0; i < count; ++i)
+            lamb_apply(t[i].n, t[i].w, t[i].m, t[i].v, t[i].am, t[i].wd, t[i].lr, t[i].adapt ? t[i].sums : nullptr);
+    }
+    template <class T>
+    static void sum_squares_many(index_t count, const optim::rules::tensor_span<T>* t, double* out) {
+        const one_launch pass;
+        for (index_t i = 0; i < count; ++i) sum_squares_to(t[i].n, t[i].x, out + i);
+    }
+    template <class T>
+    static void clip_scale_many(index_t count, const optim::rules::tensor_span<T>* t, const double* parts, index_t k, double max_norm) {
+        const one_launch pass;
+        for (index_t i = 0; i < count; ++i) clip_scale(t[i].n, t[i].x, parts, k, max_norm);
     }
 
     // ---- GEMM ----

@@ -8,7 +8,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
+#include <vector>
 
 #include "depthlab/backend/backend.hpp"
 #include "depthlab/backend/cuda/gemm.cuh"
@@ -45,6 +47,127 @@ __global__ void clip_scale_kernel(index_t n, T* x, const double* parts, index_t 
     for (index_t i = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x; i < n; i += static_cast<index_t>(gridDim.x) * blockDim.x)
         x[i] = f * x[i];
 }
+// ---- multi-tensor passes: every tensor of an optimiser step in one launch. The tensors are
+// cut into chunks of tensor_chunk elements, one block per chunk (grid-stride over chunks);
+// the descriptions, the chunk list and each tensor's first chunk go to the device in one
+// upload (no synchronisation). Per-tensor sums: each chunk's partial, then the last block
+// adds each tensor's partials in chunk order (deterministic, as reduce2).
+inline constexpr index_t tensor_chunk = 8192;
+struct chunk_ref {
+    std::int32_t tensor;
+    index_t start;
+};
+template <class D>
+struct tensor_table {
+    std::shared_ptr<unsigned char> bytes;  // device memory holding the three arrays
+    const D* tensors = nullptr;
+    const chunk_ref* chunks = nullptr;
+    const index_t* first = nullptr;  // tensor i's chunks: [first[i], first[i + 1])
+    index_t count = 0, chunk_count = 0;
+    [[nodiscard]] unsigned grid() const { return static_cast<unsigned>(std::clamp<index_t>(chunk_count, 1, 65535)); }
+};
+/// The table of `count` host descriptions d[i] with d[i].n elements, on the device.
+template <class D>
+tensor_table<D> upload_tensor_table(index_t count, const D* d) {
+    DEPTHLAB_CHECK(count <= 2147483647, shape_error, "multi-tensor step: ", count, " tensors exceed the int32 chunk index");
+    std::vector<chunk_ref> chunks;
+    std::vector<index_t> first(static_cast<std::size_t>(count + 1), 0);
+    for (index_t i = 0; i < count; ++i) {
+        first[static_cast<std::size_t>(i)] = static_cast<index_t>(chunks.size());
+        for (index_t s = 0; s < d[i].n; s += tensor_chunk) chunks.push_back({static_cast<std::int32_t>(i), s});
+    }
+    first[static_cast<std::size_t>(count)] = static_cast<index_t>(chunks.size());
+    const auto align = [](std::size_t b) { return (b + 15) / 16 * 16; };
+    const std::size_t at_chunks = align(static_cast<std::size_t>(count) * sizeof(D)), at_first = align(at_chunks + chunks.size() * sizeof(chunk_ref));
+    const std::size_t bytes = at_first + first.size() * sizeof(index_t);
+    std::vector<unsigned char> host(bytes, 0);
+    std::memcpy(host.data(), d, static_cast<std::size_t>(count) * sizeof(D));
+    if (!chunks.empty()) std::memcpy(host.data() + at_chunks, chunks.data(), chunks.size() * sizeof(chunk_ref));
+    std::memcpy(host.data() + at_first, first.data(), first.size() * sizeof(index_t));
+    tensor_table<D> t;
+    t.bytes = memory<backend::cuda>::allocate<unsigned char>(bytes);
+    memory<backend::cuda>::from_host(host.data(), t.bytes.get(), bytes);
+    t.tensors = reinterpret_cast<const D*>(t.bytes.get());
+    t.chunks = reinterpret_cast<const chunk_ref*>(t.bytes.get() + at_chunks);
+    t.first = reinterpret_cast<const index_t*>(t.bytes.get() + at_first);
+    t.count = count;
+    t.chunk_count = static_cast<index_t>(chunks.size());
+    return t;
+}
+/// f(description, i) for every element i of every tensor (one block per chunk).
+template <class D, class F>
+__global__ void each_tensor_element_kernel(tensor_table<D> t, F f) {
+    for (index_t c = blockIdx.x; c < t.chunk_count; c += gridDim.x) {
+        const chunk_ref ch = t.chunks[c];
+        const D d = t.tensors[ch.tensor];
+        const index_t end = std::min(d.n, ch.start + tensor_chunk);
+        for (index_t i = ch.start + threadIdx.x; i < end; i += blockDim.x) f(d, i);
+    }
+}
+template <class D, class F>
+void for_each_tensor_element(const tensor_table<D>& t, F f, const char* name) {
+    note_launch();
+    if (t.chunk_count == 0) return;
+    DEPTHLAB_CUDA_LAUNCH((each_tensor_element_kernel<D, F>), t.grid(), block_threads, 0, stream())(t, f);
+    check_launch(name, t.grid(), block_threads);
+}
+/// {Σ f(d, i).a, Σ f(d, i).b} over each tensor's elements, then g(tensor, a, b) once per
+/// tensor (in one launch: partials per chunk, the last block adds them in order).
+template <class D, class F, class G>
+__global__ void tensor_sums_kernel(tensor_table<D> t, F f, G g, double* partial, unsigned* ticket) {
+    for (index_t c = blockIdx.x; c < t.chunk_count; c += gridDim.x) {
+        const chunk_ref ch = t.chunks[c];
+        const D d = t.tensors[ch.tensor];
+        const index_t end = std::min(d.n, ch.start + tensor_chunk);
+        double a = 0, b = 0;
+        for (index_t i = ch.start + threadIdx.x; i < end; i += blockDim.x) {
+            const double2_sum v = f(d, i);
+            a += v.a;
+            b += v.b;
+        }
+        a = block_sum(a);
+        b = block_sum(b);
+        if (threadIdx.x == 0) {
+            partial[2 * c] = a;
+            partial[2 * c + 1] = b;
+        }
+    }
+    if (!last_block_arrives(ticket)) return;
+    for (index_t i = threadIdx.x; i < t.count; i += blockDim.x) {
+        double a = 0, b = 0;
+        for (index_t c = t.first[i]; c < t.first[i + 1]; ++c) {
+            a += partial[2 * c];
+            b += partial[2 * c + 1];
+        }
+        g(t.tensors[i], i, a, b);
+    }
+}
+template <class D, class F, class G>
+void tensor_sums(const tensor_table<D>& t, F f, G g, const char* name) {
+    note_launch();
+    if (t.count == 0) return;
+    const auto partial = memory<backend::cuda>::allocate<double>(static_cast<std::size_t>(2 * std::max<index_t>(t.chunk_count, 1)));
+    DEPTHLAB_CUDA_LAUNCH((tensor_sums_kernel<D, F, G>), t.grid(), block_threads, 0, stream())(t, f, g, partial.get(), reduction_ticket());
+    check_launch(name, t.grid(), block_threads);
+}
+
+/// Every tensor's elements *= the clipping factor, computed once per block from the k squared
+/// norms on the device.
+template <class T>
+__global__ void clip_scale_many_kernel(tensor_table<optim::rules::tensor_span<T>> t, const double* parts, index_t k, double max_norm) {
+    __shared__ double factor;
+    if (threadIdx.x == 0) factor = optim::rules::clip_factor(optim::rules::clip_total(parts, k), max_norm);
+    __syncthreads();
+    if (!(factor < 1.0)) return;
+    const T f = static_cast<T>(factor);
+    for (index_t c = blockIdx.x; c < t.chunk_count; c += gridDim.x) {
+        const chunk_ref ch = t.chunks[c];
+        const optim::rules::tensor_span<T> d = t.tensors[ch.tensor];
+        const index_t end = std::min(d.n, ch.start + tensor_chunk);
+        for (index_t i = ch.start + threadIdx.x; i < end; i += blockDim.x) d.x[i] = f * d.x[i];
+    }
+}
+
 /// log Σ exp over a row (block-wide; every thread gets the result).
 template <class T>
 __device__ inline T row_logsumexp(const T* x, index_t n) {
@@ -520,6 +643,52 @@ void primitives<backend::cuda>::clip_scale(index_t n, T* x, const double* parts,
     if (n <= 0) return;
     DEPTHLAB_CUDA_LAUNCH(cuda::clip_scale_kernel<T>, cuda::grid_for(n), cuda::block_threads, 0, cuda::stream())(n, x, parts, k, max_norm);
     cuda::check_launch("clip_scale", cuda::grid_for(n), cuda::block_threads);
+}
+
+template <class T>
+void primitives<backend::cuda>::adam_update_many(index_t count, const optim::rules::adam_tensor<T>* tensors) {
+    using D = optim::rules::adam_tensor<T>;
+    const auto t = cuda::upload_tensor_table(count, tensors);
+    cuda::for_each_tensor_element(t, [] __device__(const D& d, index_t i) { d.rule(d.w[i], d.g[i], d.m[i], d.v[i]); }, "adam_update_many");
+}
+
+// LAMB in two launches for every tensor: moments and the per-tensor sums, then the updates.
+template <class T>
+void primitives<backend::cuda>::lamb_step_many(index_t count, const optim::rules::lamb_tensor<T>* tensors) {
+    using D = optim::rules::lamb_tensor<T>;
+    const auto t = cuda::upload_tensor_table(count, tensors);
+    cuda::tensor_sums(t, [] __device__(const D& d, index_t i) {
+        const T u = d.am.update(d.g[i], d.m[i], d.v[i]) + d.wd * d.w[i];
+        const double wi = static_cast<double>(d.w[i]), ui = static_cast<double>(u);
+        return cuda::double2_sum{wi * wi, ui * ui};
+    }, [] __device__(const D& d, index_t, double s0, double s1) {
+        d.sums[0] = s0;
+        d.sums[1] = s1;
+    }, "lamb_step_many (moments)");
+    cuda::for_each_tensor_element(t, [] __device__(const D& d, index_t i) {
+        const T step = static_cast<T>(d.lr * optim::rules::lamb_trust_ratio(d.adapt ? d.sums : nullptr));
+        d.w[i] -= step * (d.am.direction(d.m[i], d.v[i]) + d.wd * d.w[i]);
+    }, "lamb_step_many (apply)");
+}
+
+template <class T>
+void primitives<backend::cuda>::sum_squares_many(index_t count, const optim::rules::tensor_span<T>* tensors, double* out) {
+    using D = optim::rules::tensor_span<T>;
+    const auto t = cuda::upload_tensor_table(count, tensors);
+    cuda::tensor_sums(t, [] __device__(const D& d, index_t i) {
+        const double v = static_cast<double>(d.x[i]);
+        return cuda::double2_sum{v * v, 0.0};
+    }, [=] __device__(const D&, index_t i, double s, double) { out[i] = s; }, "sum_squares_many");
+}
+
+template <class T>
+void primitives<backend::cuda>::clip_scale_many(index_t count, const optim::rules::tensor_span<T>* tensors, const double* parts, index_t k,
+                                                double max_norm) {
+    const auto t = cuda::upload_tensor_table(count, tensors);
+    cuda::note_launch();
+    if (t.chunk_count == 0) return;
+    DEPTHLAB_CUDA_LAUNCH(cuda::clip_scale_many_kernel<T>, t.grid(), cuda::block_threads, 0, cuda::stream())(t, parts, k, max_norm);
+    cuda::check_launch("clip_scale_many", t.grid(), cuda::block_threads);
 }
 
 template <class T>
