@@ -1,8 +1,10 @@
 // depthlab_bench_cuda: the training-step benchmarks on backend::cuda (nvcc; built with
 // -DDEPTHLAB_WITH_CUDA=ON -DDEPTHLAB_BUILD_BENCH=ON, run by scripts/device-check).
 //
-//   encoder_layer_train/cuda/<shape>   forward + backward of one post-LN encoder layer
-//   act_encoder_train/cuda/<shape>     an ACT encoder (compact path, N_max 6) at ~60% depth
+//   encoder_layer_train/cuda/<shape>       forward + backward of one post-LN encoder layer (f32)
+//   encoder_layer_train/cuda_bf16/<shape>  the same under bf16 precision (bf16 GEMM inputs on
+//                                          the tensor cores, f32 weights and accumulation)
+//   act_encoder_train/cuda/<shape>         an ACT encoder (compact path, N_max 6) at ~60% depth
 //
 // Each iteration ends with a stream synchronisation, so the time is the device's; the
 // counters report kernel launches and host synchronisations per step (counters<cuda>).
@@ -25,7 +27,7 @@ using Var = depthlab::Var<float, cu>;
 using Tensor = depthlab::Tensor<float, cu>;
 
 const std::vector<layer_shape>& cuda_layer_shapes() {
-    static const std::vector<layer_shape> shapes{{512, 8, 2048, 32, 128}, {768, 12, 3072, 32, 128}};
+    static const std::vector<layer_shape> shapes{{256, 4, 1024, 32, 128}, {512, 8, 2048, 32, 128}, {768, 12, 3072, 32, 128}};
     return shapes;
 }
 
@@ -54,7 +56,8 @@ void run_timed(benchmark::State& state, const layer_shape& l, Step&& step) {
     depthlab_bench::set_layer_counters(state, l, true);
 }
 
-void bm_encoder_layer_train(benchmark::State& state, layer_shape l) {
+void bm_encoder_layer_train(benchmark::State& state, layer_shape l, depthlab::matmul_precision precision) {
+    const depthlab::matmul_precision_scope scope(precision);
     depthlab::Generator gen(1);
     depthlab::nn::EncoderLayer<float, cu> layer(layer_config(l), gen);
     const Var x = Var::parameter(Tensor::uniform({l.b, l.s, l.d}, gen, -1, 1));
@@ -94,9 +97,12 @@ int main(int argc, char** argv) {
         return 0;
     }
     for (const layer_shape& l : cuda_layer_shapes()) {
-        benchmark::RegisterBenchmark(("encoder_layer_train/cuda/" + l.name()).c_str(), bm_encoder_layer_train, l)
-            ->UseRealTime()
-            ->Unit(benchmark::kMillisecond);
+        for (const auto p : {depthlab::matmul_precision::f32, depthlab::matmul_precision::bf16})
+            benchmark::RegisterBenchmark(
+                ("encoder_layer_train/" + std::string(p == depthlab::matmul_precision::bf16 ? "cuda_bf16/" : "cuda/") + l.name()).c_str(),
+                bm_encoder_layer_train, l, p)
+                ->UseRealTime()
+                ->Unit(benchmark::kMillisecond);
         benchmark::RegisterBenchmark(("act_encoder_train/cuda/" + l.name() + "_n6").c_str(), bm_act_train, l)
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond);

@@ -8,7 +8,9 @@ batch_first), forward + backward of sum(y) into the parameters and the input.
 act_encoder_train: a shared layer iterated with ACT halting (Graves / Dehghani et al.),
 the usual masked PyTorch formulation: every position runs through the layer each
 iteration until every token has halted (N_max 6, halting bias -0.6 as in bench_cuda.cu).
-float32, TF32 off (as depthlab's default). Prints and writes [{what, shape, ms}, ...].
+float32 with TF32 off (as depthlab's f32), and the encoder layer also under
+torch.autocast("cuda", dtype=torch.bfloat16) (depthlab's bf16: bf16 GEMM inputs, f32 master
+weights). Prints and writes [{what, precision, shape, ms}, ...].
 """
 import json
 import sys
@@ -17,7 +19,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-SHAPES = [(512, 8, 2048, 32, 128), (768, 12, 3072, 32, 128)]
+SHAPES = [(256, 4, 1024, 32, 128), (512, 8, 2048, 32, 128), (768, 12, 3072, 32, 128)]
 
 
 def name(d, h, ff, b, s):
@@ -86,7 +88,15 @@ def main():
             x.grad = None
             layer(x).sum().backward()
 
-        results.append({"what": "encoder_layer_train", "shape": name(d, h, ff, b, s), "ms": timed(enc_step)})
+        def enc_step_bf16():
+            layer.zero_grad(set_to_none=True)
+            x.grad = None
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                y = layer(x)
+            y.float().sum().backward()
+
+        results.append({"what": "encoder_layer_train", "precision": "f32", "shape": name(d, h, ff, b, s), "ms": timed(enc_step)})
+        results.append({"what": "encoder_layer_train", "precision": "bf16", "shape": name(d, h, ff, b, s), "ms": timed(enc_step_bf16)})
         halting = torch.nn.Linear(d, 1).to(dev)
         with torch.no_grad():
             halting.bias.fill_(-0.6)
@@ -98,8 +108,8 @@ def main():
             hidden, ponder = act_forward(layer, halting, x)
             (hidden.sum() + ponder).backward()
 
-        results.append({"what": "act_encoder_train", "shape": name(d, h, ff, b, s), "ms": timed(act_step)})
-        print(results[-2], results[-1], flush=True)
+        results.append({"what": "act_encoder_train", "precision": "f32", "shape": name(d, h, ff, b, s), "ms": timed(act_step)})
+        print(*results[-3:], sep="\n", flush=True)
     json.dump(results, open(out_path, "w"), indent=1)
 
 
