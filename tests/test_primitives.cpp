@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -325,4 +326,46 @@ TEST_CASE_TEMPLATE("primitives: multi-tensor Adam, LAMB and clipping equal the p
             }
         }
     }
+}
+
+// The backward routines that write the first gradient (accumulate = false) instead of adding
+// to a zero-filled buffer: equal to adding to zeros, and they never read the output first (a
+// fresh buffer may hold anything: here NaN).
+TEST_CASE_TEMPLATE("primitives: backward routines write a first gradient without reading the buffer", B, DEPTHLAB_TEST_BACKENDS) {
+    const index_t rows = 37, cols = 70, n = rows * cols;
+    const auto x = depthlab_test::from_double<float, B>({n}, random_values(static_cast<std::size_t>(n), 120));
+    const auto y = depthlab_test::from_double<float, B>({n}, random_values(static_cast<std::size_t>(n), 121));
+    const auto dy = depthlab_test::from_double<float, B>({n}, random_values(static_cast<std::size_t>(n), 122));
+    const auto s = [&](index_t len) {
+        auto t = Tensor<float, B>::empty({len});
+        primitives<B>::fill(len, std::numeric_limits<float>::quiet_NaN(), t.data());
+        return t;
+    };
+    const auto z = [](index_t len) { return Tensor<float, B>::zeros({len}); };
+    using P = primitives<B>;
+    using unary = void (*)(index_t, const float*, const float*, float*, bool);
+    const std::vector<std::pair<const char*, unary>> ops = {
+        {"gelu_bwd", &P::template gelu_bwd<float>},       {"gelu_erf_bwd", &P::template gelu_erf_bwd<float>},
+        {"relu_bwd", &P::template relu_bwd<float>},       {"tanh_bwd", &P::template tanh_bwd<float>},
+        {"sigmoid_bwd", &P::template sigmoid_bwd<float>}, {"log_sigmoid_bwd", &P::template log_sigmoid_bwd<float>}};
+    for (const auto& [name, op] : ops) {
+        CAPTURE(name);
+        auto written = s(n), added = z(n);
+        op(n, y.data(), dy.data(), written.data(), false);
+        op(n, y.data(), dy.data(), added.data(), true);
+        CHECK(written.to_vector() == added.to_vector());
+    }
+    auto sum_written = s(cols), sum_added = z(cols);
+    P::sum_rows_acc(rows, cols, x.data(), sum_written.data(), false);
+    P::sum_rows_acc(rows, cols, x.data(), sum_added.data(), true);
+    CHECK(sum_written.to_vector() == sum_added.to_vector());
+    const auto gamma = depthlab_test::from_double<float, B>({cols}, random_values(static_cast<std::size_t>(cols), 123));
+    auto mean = Tensor<float, B>::empty({rows}), rstd = Tensor<float, B>::empty({rows}), out = Tensor<float, B>::empty({n});
+    P::layernorm_fwd(rows, cols, x.data(), gamma.data(), gamma.data(), 1e-5f, out.data(), mean.data(), rstd.data());
+    auto dx_w = s(n), dg_w = s(cols), db_w = s(cols), dx_a = z(n), dg_a = z(cols), db_a = z(cols);
+    P::layernorm_bwd(rows, cols, x.data(), dy.data(), gamma.data(), mean.data(), rstd.data(), dx_w.data(), dg_w.data(), db_w.data(), false, false);
+    P::layernorm_bwd(rows, cols, x.data(), dy.data(), gamma.data(), mean.data(), rstd.data(), dx_a.data(), dg_a.data(), db_a.data(), true, true);
+    CHECK(dx_w.to_vector() == dx_a.to_vector());
+    CHECK(dg_w.to_vector() == dg_a.to_vector());
+    CHECK(db_w.to_vector() == db_a.to_vector());
 }

@@ -31,7 +31,7 @@
     X(mul_row_vector, (index_t rows, index_t cols, const T* x, const T* v, T* y)) \
     X(mul_row_vector_acc, (index_t rows, index_t cols, const T* dy, const T* v, T* dx)) \
     /* column sums: one thread per column walks the rows in order (deterministic, coalesced) */ \
-    X(sum_rows_acc, (index_t rows, index_t cols, const T* x, T* v)) \
+    X(sum_rows_acc, (index_t rows, index_t cols, const T* x, T* v, bool accumulate = true)) \
     X(sum_rows_mul_acc, (index_t rows, index_t cols, const T* a, const T* b, T* v)) \
     X(scale_rows, (index_t rows, index_t cols, const T* x, const T* w, T* y)) \
     X(scale_rows_bwd, (index_t rows, index_t cols, const T* x, const T* w, const T* dy, T* dx, T* dw)) \
@@ -39,17 +39,17 @@
     X(interpolate_rows_bwd, (index_t rows, index_t cols, const T* a, const T* b, const T* w, const T* dy, T* da, T beta_a, T* db, T beta_b, T* dw)) \
     /* ---- activations ---- */ \
     X(gelu_fwd, (index_t n, const T* x, T* y)) \
-    X(gelu_bwd, (index_t n, const T* x, const T* dy, T* dx)) \
+    X(gelu_bwd, (index_t n, const T* x, const T* dy, T* dx, bool accumulate = true)) \
     X(gelu_erf_fwd, (index_t n, const T* x, T* y)) \
-    X(gelu_erf_bwd, (index_t n, const T* x, const T* dy, T* dx)) \
+    X(gelu_erf_bwd, (index_t n, const T* x, const T* dy, T* dx, bool accumulate = true)) \
     X(relu_fwd, (index_t n, const T* x, T* y)) \
-    X(relu_bwd, (index_t n, const T* x, const T* dy, T* dx)) \
+    X(relu_bwd, (index_t n, const T* x, const T* dy, T* dx, bool accumulate = true)) \
     X(tanh_fwd, (index_t n, const T* x, T* y)) \
-    X(tanh_bwd, (index_t n, const T* y, const T* dy, T* dx)) \
+    X(tanh_bwd, (index_t n, const T* y, const T* dy, T* dx, bool accumulate = true)) \
     X(sigmoid_fwd, (index_t n, const T* x, T* y)) \
-    X(sigmoid_bwd, (index_t n, const T* y, const T* dy, T* dx)) \
+    X(sigmoid_bwd, (index_t n, const T* y, const T* dy, T* dx, bool accumulate = true)) \
     X(log_sigmoid_fwd, (index_t n, const T* x, T* y)) \
-    X(log_sigmoid_bwd, (index_t n, const T* x, const T* dy, T* dx)) \
+    X(log_sigmoid_bwd, (index_t n, const T* x, const T* dy, T* dx, bool accumulate = true)) \
     /* ---- reductions (into device memory) ---- */ \
     X(sum_to, (index_t n, const T* x, T scale, T* out)) \
     X(add_scaled_by, (index_t n, const T* s, T factor, const T* x, T* y)) \
@@ -61,7 +61,7 @@
     X(log_softmax_bwd, (index_t rows, index_t cols, const T* y, const T* dy, T* dx)) \
     /* ---- layer norm (last axis) ---- */ \
     X(layernorm_fwd, (index_t rows, index_t cols, const T* x, const T* gamma, const T* beta, T eps, T* y, T* mean, T* rstd)) \
-    X(layernorm_bwd, (index_t rows, index_t cols, const T* x, const T* dy, const T* gamma, const T* mean, const T* rstd, T* dx, T* dgamma, T* dbeta)) \
+    X(layernorm_bwd, (index_t rows, index_t cols, const T* x, const T* dy, const T* gamma, const T* mean, const T* rstd, T* dx, T* dgamma, T* dbeta, bool accumulate_dx = true, bool accumulate_params = true)) \
     /* ---- cross-entropy over rows of logits (rows, V) ---- */ \
     X(cross_entropy_fwd, (index_t rows, index_t V, const T* logits, const std::int64_t* target, std::int64_t ignore, T smoothing, T* loss, T* lse)) \
     X(cross_entropy_mean, (index_t rows, const T* loss, const std::int64_t* target, std::int64_t ignore, T* mean, T* inv_count)) \

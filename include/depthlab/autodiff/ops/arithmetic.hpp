@@ -155,7 +155,7 @@ Var<T, B> linear(const Var<T, B>& x, const Var<T, B>& W, const Var<T, B>& b = {}
             P::gemm(gemm_args{.trans_a = true, .m = out, .n = in, .k = rows, .lda = out, .ldb = in, .ldc = in},
                     T(1), dY, X.data(), gW.beta, gW.data);
         if (has_bias)
-            if (T* db = detail::parent_grad(nd, 2)) P::sum_rows_acc(rows, out, dY, db);
+            if (const auto gb = detail::parent_grad_out(nd, 2); gb.data) P::sum_rows_acc(rows, out, dY, gb.data, gb.beta != T(0));
     });
 }
 
@@ -176,8 +176,8 @@ Var<T, B> broadcast_binary(op_kind op, const char* name, const Var<T, B>& a, con
     else P::add_row_vector(rows, cols, A.data(), Bv.data(), Y.data());
     return make_result<T, B>(op, std::move(Y), {a, b}, [=](Node<T, B>& nd) {
         // A gradient of a's shape covers its parent whole: the first to arrive is written
-        // into an unfilled buffer (beta 0), later ones are added; a broadcast b's row sums
-        // accumulate into a zero-filled one. An add hands a its own buffer when it can (a
+        // into an unfilled buffer (beta 0), later ones are added; so are a broadcast b's row sums
+        // (a product's accumulate into a zero-filled buffer). An add hands a its own buffer when it can (a
         // residual stream's first gradient: no copy), so b is served first.
         const T* dY = nd.grad.data();
         const auto grad_a = [&] {
@@ -195,9 +195,10 @@ Var<T, B> broadcast_binary(op_kind op, const char* name, const Var<T, B>& a, con
                 else if (gB.beta == T(0)) P::mul(n, dY, A.data(), dB);
                 else P::mul_acc(n, dY, A.data(), dB);
             }
-        } else if (T* dB = parent_grad(nd, 1)) {
-            if (is_mul) P::sum_rows_mul_acc(rows, cols, dY, A.data(), dB);
-            else P::sum_rows_acc(rows, cols, dY, dB);
+        } else if (is_mul) {
+            if (T* dB = parent_grad(nd, 1)) P::sum_rows_mul_acc(rows, cols, dY, A.data(), dB);
+        } else if (const auto gB = parent_grad_out(nd, 1); gB.data) {
+            P::sum_rows_acc(rows, cols, dY, gB.data, gB.beta != T(0));
         }
         if (!is_mul) grad_a();
     });
@@ -238,7 +239,7 @@ Var<T, B> scale(const Var<T, B>& x, T s) {
 
 // ---------------------------------------------------------------- activations
 namespace detail {
-/// Unary activation: `fwd(n, x, y)`; `bwd(n, saved, dy, dx)` where saved is the input
+/// Unary activation: `fwd(n, x, y)`; `bwd(n, saved, dy, dx, accumulate)` where saved is the input
 /// (from_output = false) or the output (true, cheaper for tanh and sigmoid).
 template <class T, class B, class Fwd, class Bwd>
 Var<T, B> activation(op_kind op, const Var<T, B>& x, bool from_output, Fwd fwd, Bwd bwd) {
@@ -248,7 +249,8 @@ Var<T, B> activation(op_kind op, const Var<T, B>& x, bool from_output, Fwd fwd, 
     const index_t n = X.numel();
     const Tensor<T, B> saved = from_output ? Y : X;
     return make_result<T, B>(op, std::move(Y), {x}, [=](Node<T, B>& nd) {
-        if (T* dX = parent_grad(nd, 0)) bwd(n, saved.data(), nd.grad.data(), dX);
+        // (the first gradient to reach x is written, later ones added: no zero-fill pass)
+        if (const auto gX = parent_grad_out(nd, 0); gX.data) bwd(n, saved.data(), nd.grad.data(), gX.data, gX.beta != T(0));
     });
 }
 }  // namespace detail
@@ -258,32 +260,32 @@ template <class T, class B>
 Var<T, B> gelu(const Var<T, B>& x) {
     using P = primitives<B>;
     return detail::activation(op_kind::gelu, x, false, [](index_t n, const T* a, T* y) { P::gelu_fwd(n, a, y); },
-                              [](index_t n, const T* s, const T* dy, T* dx) { P::gelu_bwd(n, s, dy, dx); });
+                              [](index_t n, const T* s, const T* dy, T* dx, bool acc) { P::gelu_bwd(n, s, dy, dx, acc); });
 }
 /// GELU, exact form 0.5 x (1 + erf(x / sqrt(2))) (PyTorch's default, HF BERT's "gelu").
 template <class T, class B>
 Var<T, B> gelu_erf(const Var<T, B>& x) {
     using P = primitives<B>;
     return detail::activation(op_kind::gelu_erf, x, false, [](index_t n, const T* a, T* y) { P::gelu_erf_fwd(n, a, y); },
-                              [](index_t n, const T* s, const T* dy, T* dx) { P::gelu_erf_bwd(n, s, dy, dx); });
+                              [](index_t n, const T* s, const T* dy, T* dx, bool acc) { P::gelu_erf_bwd(n, s, dy, dx, acc); });
 }
 template <class T, class B>
 Var<T, B> relu(const Var<T, B>& x) {
     using P = primitives<B>;
     return detail::activation(op_kind::relu, x, false, [](index_t n, const T* a, T* y) { P::relu_fwd(n, a, y); },
-                              [](index_t n, const T* s, const T* dy, T* dx) { P::relu_bwd(n, s, dy, dx); });
+                              [](index_t n, const T* s, const T* dy, T* dx, bool acc) { P::relu_bwd(n, s, dy, dx, acc); });
 }
 template <class T, class B>
 Var<T, B> tanh(const Var<T, B>& x) {
     using P = primitives<B>;
     return detail::activation(op_kind::tanh, x, true, [](index_t n, const T* a, T* y) { P::tanh_fwd(n, a, y); },
-                              [](index_t n, const T* s, const T* dy, T* dx) { P::tanh_bwd(n, s, dy, dx); });
+                              [](index_t n, const T* s, const T* dy, T* dx, bool acc) { P::tanh_bwd(n, s, dy, dx, acc); });
 }
 template <class T, class B>
 Var<T, B> sigmoid(const Var<T, B>& x) {
     using P = primitives<B>;
     return detail::activation(op_kind::sigmoid, x, true, [](index_t n, const T* a, T* y) { P::sigmoid_fwd(n, a, y); },
-                              [](index_t n, const T* s, const T* dy, T* dx) { P::sigmoid_bwd(n, s, dy, dx); });
+                              [](index_t n, const T* s, const T* dy, T* dx, bool acc) { P::sigmoid_bwd(n, s, dy, dx, acc); });
 }
 
 /// log(sigmoid(x)), stable for every x (log(1 − sigmoid(x)) = log_sigmoid(−x)): PonderNet's
@@ -292,7 +294,7 @@ template <class T, class B>
 Var<T, B> log_sigmoid(const Var<T, B>& x) {
     using P = primitives<B>;
     return detail::activation(op_kind::log_sigmoid, x, false, [](index_t n, const T* a, T* y) { P::log_sigmoid_fwd(n, a, y); },
-                              [](index_t n, const T* s, const T* dy, T* dx) { P::log_sigmoid_bwd(n, s, dy, dx); });
+                              [](index_t n, const T* s, const T* dy, T* dx, bool acc) { P::log_sigmoid_bwd(n, s, dy, dx, acc); });
 }
 
 }  // namespace depthlab

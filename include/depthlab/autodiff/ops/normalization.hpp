@@ -142,7 +142,19 @@ Var<T, B> layer_norm(const Var<T, B>& x, const Var<T, B>& gamma, const Var<T, B>
     auto rstd = Tensor<T, B>::empty({rows});
     P::layernorm_fwd(rows, cols, X.data(), G.data(), Bt.data(), eps, Y.data(), mean.data(), rstd.data());
     return detail::make_result<T, B>(op_kind::layer_norm, std::move(Y), {x, gamma, beta}, [=](Node<T, B>& nd) {
-        T* dX = detail::parent_grad(nd, 0);
+        // The first gradient to reach x is written, later ones added. gamma and beta share one
+        // choice: written when neither has a gradient yet (the usual first backward through a
+        // layer), else added (a fresh one zero-filled).
+        const auto gX = detail::parent_grad_out(nd, 0);
+        const bool acc_x = gX.beta != T(0);
+        const Node<T, B>&pg = *nd.parents[1], &pb = *nd.parents[2];
+        if (pg.requires_grad && pb.requires_grad && &pg != &pb && !pg.grad.defined() && !pb.grad.defined()) {
+            const auto gG = detail::parent_grad_out(nd, 1);
+            const auto gB = detail::parent_grad_out(nd, 2);
+            P::layernorm_bwd(rows, cols, X.data(), nd.grad.data(), G.data(), mean.data(), rstd.data(), gX.data, gG.data, gB.data, acc_x,
+                             false);
+            return;
+        }
         T* dG = detail::parent_grad(nd, 1);
         T* dB = detail::parent_grad(nd, 2);
         Tensor<T, B> scratch;  // receives the gradient of a frozen gamma or beta
@@ -150,7 +162,7 @@ Var<T, B> layer_norm(const Var<T, B>& x, const Var<T, B>& gamma, const Var<T, B>
             scratch = Tensor<T, B>::zeros({cols});
             (dG ? dB : dG) = scratch.data();
         }
-        P::layernorm_bwd(rows, cols, X.data(), nd.grad.data(), G.data(), mean.data(), rstd.data(), dX, dG, dB);
+        P::layernorm_bwd(rows, cols, X.data(), nd.grad.data(), G.data(), mean.data(), rstd.data(), gX.data, dG, dB, acc_x);
     });
 }
 

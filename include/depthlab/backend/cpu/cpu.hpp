@@ -176,8 +176,9 @@ struct host_primitives {
     }
     // v += sum over rows of x            (bias gradient)
     template <class T>
-    static void sum_rows_acc(index_t rows, index_t cols, const T* x, T* v) {
+    static void sum_rows_acc(index_t rows, index_t cols, const T* x, T* v, bool accumulate = true) {
         columnwise<T>(rows, cols, [&]<class K>(index_t c0, index_t nc) {
+            if (!accumulate) std::fill(v + c0, v + c0 + nc, T(0));
             for (index_t r = 0; r < rows; ++r) K::add(nc, v + c0, x + r * cols + c0, v + c0);
         });
     }
@@ -226,8 +227,11 @@ struct host_primitives {
     template <class T> static void gelu_fwd(index_t n, const T* x, T* y) {
         chunked<T>(n, [&]<class K>(index_t o, index_t m) { K::gelu_fwd(m, x + o, y + o); });
     }
-    template <class T> static void gelu_bwd(index_t n, const T* x, const T* dy, T* dx) {
-        chunked<T>(n, [&]<class K>(index_t o, index_t m) { K::gelu_bwd(m, x + o, dy + o, dx + o); });
+    template <class T> static void gelu_bwd(index_t n, const T* x, const T* dy, T* dx, bool accumulate = true) {
+        chunked<T>(n, [&]<class K>(index_t o, index_t m) {
+            if (!accumulate) std::fill(dx + o, dx + o + m, T(0));  // (the chunk, while it is in cache)
+            K::gelu_bwd(m, x + o, dy + o, dx + o);
+        });
     }
     // GELU, exact (erf) form: libm's erf per element (no vector erf), parallel over fixed
     // chunks like every elementwise primitive.
@@ -238,31 +242,40 @@ struct host_primitives {
         });
     }
     // dx += dy * gelu_erf'(x)   (from the input x)
-    template <class T> static void gelu_erf_bwd(index_t n, const T* x, const T* dy, T* dx) {
+    template <class T> static void gelu_erf_bwd(index_t n, const T* x, const T* dy, T* dx, bool accumulate = true) {
         launch();
         parallel_for(n, elem_grain, [&](index_t b, index_t e) {
-            for (index_t i = b; i < e; ++i) dx[i] += dy[i] * elementwise::gelu_erf_grad(x[i]);
+            for (index_t i = b; i < e; ++i) dx[i] = (accumulate ? dx[i] : T(0)) + dy[i] * elementwise::gelu_erf_grad(x[i]);
         });
     }
     template <class T> static void relu_fwd(index_t n, const T* x, T* y) {
         chunked<T>(n, [&]<class K>(index_t o, index_t m) { K::relu_fwd(m, x + o, y + o); });
     }
-    template <class T> static void relu_bwd(index_t n, const T* x, const T* dy, T* dx) {
-        chunked<T>(n, [&]<class K>(index_t o, index_t m) { K::relu_bwd(m, x + o, dy + o, dx + o); });
+    template <class T> static void relu_bwd(index_t n, const T* x, const T* dy, T* dx, bool accumulate = true) {
+        chunked<T>(n, [&]<class K>(index_t o, index_t m) {
+            if (!accumulate) std::fill(dx + o, dx + o + m, T(0));  // (the chunk, while it is in cache)
+            K::relu_bwd(m, x + o, dy + o, dx + o);
+        });
     }
     template <class T> static void tanh_fwd(index_t n, const T* x, T* y) {
         chunked<T>(n, [&]<class K>(index_t o, index_t m) { K::tanh_fwd(m, x + o, y + o); });
     }
     // (from the output y)
-    template <class T> static void tanh_bwd(index_t n, const T* y, const T* dy, T* dx) {
-        chunked<T>(n, [&]<class K>(index_t o, index_t m) { K::tanh_bwd(m, y + o, dy + o, dx + o); });
+    template <class T> static void tanh_bwd(index_t n, const T* y, const T* dy, T* dx, bool accumulate = true) {
+        chunked<T>(n, [&]<class K>(index_t o, index_t m) {
+            if (!accumulate) std::fill(dx + o, dx + o + m, T(0));  // (the chunk, while it is in cache)
+            K::tanh_bwd(m, y + o, dy + o, dx + o);
+        });
     }
     template <class T> static void sigmoid_fwd(index_t n, const T* x, T* y) {
         chunked<T>(n, [&]<class K>(index_t o, index_t m) { K::sigmoid_fwd(m, x + o, y + o); });
     }
     // (from the output y)
-    template <class T> static void sigmoid_bwd(index_t n, const T* y, const T* dy, T* dx) {
-        chunked<T>(n, [&]<class K>(index_t o, index_t m) { K::sigmoid_bwd(m, y + o, dy + o, dx + o); });
+    template <class T> static void sigmoid_bwd(index_t n, const T* y, const T* dy, T* dx, bool accumulate = true) {
+        chunked<T>(n, [&]<class K>(index_t o, index_t m) {
+            if (!accumulate) std::fill(dx + o, dx + o + m, T(0));  // (the chunk, while it is in cache)
+            K::sigmoid_bwd(m, y + o, dy + o, dx + o);
+        });
     }
     // log σ(x) = min(x, 0) − log1p(exp(−|x|)): finite for every x, where σ itself rounds to 0
     // or 1. Used on per-token halting logits (thousands of values per step), so a scalar
@@ -272,9 +285,9 @@ struct host_primitives {
         for (index_t i = 0; i < n; ++i) y[i] = elementwise::log_sigmoid(x[i]);
     }
     // dx += dy · σ(−x)   (from the input x)
-    template <class T> static void log_sigmoid_bwd(index_t n, const T* x, const T* dy, T* dx) {
+    template <class T> static void log_sigmoid_bwd(index_t n, const T* x, const T* dy, T* dx, bool accumulate = true) {
         launch();
-        for (index_t i = 0; i < n; ++i) dx[i] += dy[i] * elementwise::log_sigmoid_grad(x[i]);
+        for (index_t i = 0; i < n; ++i) dx[i] = (accumulate ? dx[i] : T(0)) + dy[i] * elementwise::log_sigmoid_grad(x[i]);
     }
 
     // ---- reductions (into device memory) ----
@@ -364,13 +377,18 @@ struct host_primitives {
     // dx += ..., dgamma += ..., dbeta += ...  (any of the three may be null)
     template <class T>
     static void layernorm_bwd(index_t rows, index_t cols, const T* x, const T* dy, const T* gamma, const T* mean, const T* rstd,
-                              T* dx, T* dgamma, T* dbeta) {
+                              T* dx, T* dgamma, T* dbeta, bool accumulate_dx = true, bool accumulate_params = true) {
         if (dx)
             rowwise<T>(rows, cols, [&]<class K>(index_t r) {
+                if (!accumulate_dx) std::fill(dx + r * cols, dx + (r + 1) * cols, T(0));
                 K::layernorm_bwd_row(cols, x + r * cols, dy + r * cols, gamma, mean[r], rstd[r], dx + r * cols);
             });
         if (dgamma && dbeta)
             columnwise<T>(rows, cols, [&]<class K>(index_t c0, index_t nc) {
+                if (!accumulate_params) {
+                    std::fill(dgamma + c0, dgamma + c0 + nc, T(0));
+                    std::fill(dbeta + c0, dbeta + c0 + nc, T(0));
+                }
                 for (index_t r = 0; r < rows; ++r)
                     K::layernorm_param_grad_row(nc, x + r * cols + c0, dy + r * cols + c0, mean[r], rstd[r], dgamma + c0, dbeta + c0);
             });

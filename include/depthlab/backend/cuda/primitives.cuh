@@ -245,9 +245,10 @@ void primitives<backend::cuda>::mul_row_vector_acc(index_t rows, index_t cols, c
 }
 
 template <class T>
-void primitives<backend::cuda>::sum_rows_acc(index_t rows, index_t cols, const T* x, T* v) {
+void primitives<backend::cuda>::sum_rows_acc(index_t rows, index_t cols, const T* x, T* v, bool accumulate) {
     cuda::column_reduce<T, 1>(rows, cols, [=] __device__(index_t r, index_t c) { return cuda::column_sums<T, 1>{{x[r * cols + c]}}; },
-                              [=] __device__(index_t c, const cuda::column_sums<T, 1>& s) { v[c] += s.v[0]; }, "sum_rows_acc");
+                              [=] __device__(index_t c, const cuda::column_sums<T, 1>& s) { v[c] = (accumulate ? v[c] : T(0)) + s.v[0]; },
+                              "sum_rows_acc");
 }
 
 template <class T>
@@ -307,8 +308,8 @@ void primitives<backend::cuda>::gelu_fwd(index_t n, const T* x, T* y) {
 }
 
 template <class T>
-void primitives<backend::cuda>::gelu_bwd(index_t n, const T* x, const T* dy, T* dx) {
-    cuda::for_each(n, [=] __device__(index_t i) { dx[i] += dy[i] * elementwise::gelu_grad(x[i]); }, "gelu_bwd");
+void primitives<backend::cuda>::gelu_bwd(index_t n, const T* x, const T* dy, T* dx, bool accumulate) {
+    cuda::for_each(n, [=] __device__(index_t i) { dx[i] = (accumulate ? dx[i] : T(0)) + (dy[i] * elementwise::gelu_grad(x[i])); }, "gelu_bwd");
 }
 
 template <class T>
@@ -317,8 +318,8 @@ void primitives<backend::cuda>::gelu_erf_fwd(index_t n, const T* x, T* y) {
 }
 
 template <class T>
-void primitives<backend::cuda>::gelu_erf_bwd(index_t n, const T* x, const T* dy, T* dx) {
-    cuda::for_each(n, [=] __device__(index_t i) { dx[i] += dy[i] * elementwise::gelu_erf_grad(x[i]); }, "gelu_erf_bwd");
+void primitives<backend::cuda>::gelu_erf_bwd(index_t n, const T* x, const T* dy, T* dx, bool accumulate) {
+    cuda::for_each(n, [=] __device__(index_t i) { dx[i] = (accumulate ? dx[i] : T(0)) + (dy[i] * elementwise::gelu_erf_grad(x[i])); }, "gelu_erf_bwd");
 }
 
 template <class T>
@@ -327,8 +328,8 @@ void primitives<backend::cuda>::relu_fwd(index_t n, const T* x, T* y) {
 }
 
 template <class T>
-void primitives<backend::cuda>::relu_bwd(index_t n, const T* x, const T* dy, T* dx) {
-    cuda::for_each(n, [=] __device__(index_t i) { dx[i] += x[i] > T(0) ? dy[i] : T(0); }, "relu_bwd");
+void primitives<backend::cuda>::relu_bwd(index_t n, const T* x, const T* dy, T* dx, bool accumulate) {
+    cuda::for_each(n, [=] __device__(index_t i) { dx[i] = (accumulate ? dx[i] : T(0)) + (x[i] > T(0) ? dy[i] : T(0)); }, "relu_bwd");
 }
 
 template <class T>
@@ -337,8 +338,8 @@ void primitives<backend::cuda>::tanh_fwd(index_t n, const T* x, T* y) {
 }
 
 template <class T>
-void primitives<backend::cuda>::tanh_bwd(index_t n, const T* y, const T* dy, T* dx) {
-    cuda::for_each(n, [=] __device__(index_t i) { dx[i] += dy[i] * elementwise::tanh_grad_from_output(y[i]); }, "tanh_bwd");
+void primitives<backend::cuda>::tanh_bwd(index_t n, const T* y, const T* dy, T* dx, bool accumulate) {
+    cuda::for_each(n, [=] __device__(index_t i) { dx[i] = (accumulate ? dx[i] : T(0)) + (dy[i] * elementwise::tanh_grad_from_output(y[i])); }, "tanh_bwd");
 }
 
 template <class T>
@@ -347,8 +348,8 @@ void primitives<backend::cuda>::sigmoid_fwd(index_t n, const T* x, T* y) {
 }
 
 template <class T>
-void primitives<backend::cuda>::sigmoid_bwd(index_t n, const T* y, const T* dy, T* dx) {
-    cuda::for_each(n, [=] __device__(index_t i) { dx[i] += dy[i] * elementwise::sigmoid_grad_from_output(y[i]); }, "sigmoid_bwd");
+void primitives<backend::cuda>::sigmoid_bwd(index_t n, const T* y, const T* dy, T* dx, bool accumulate) {
+    cuda::for_each(n, [=] __device__(index_t i) { dx[i] = (accumulate ? dx[i] : T(0)) + (dy[i] * elementwise::sigmoid_grad_from_output(y[i])); }, "sigmoid_bwd");
 }
 
 template <class T>
@@ -357,8 +358,8 @@ void primitives<backend::cuda>::log_sigmoid_fwd(index_t n, const T* x, T* y) {
 }
 
 template <class T>
-void primitives<backend::cuda>::log_sigmoid_bwd(index_t n, const T* x, const T* dy, T* dx) {
-    cuda::for_each(n, [=] __device__(index_t i) { dx[i] += dy[i] * elementwise::log_sigmoid_grad(x[i]); }, "log_sigmoid_bwd");
+void primitives<backend::cuda>::log_sigmoid_bwd(index_t n, const T* x, const T* dy, T* dx, bool accumulate) {
+    cuda::for_each(n, [=] __device__(index_t i) { dx[i] = (accumulate ? dx[i] : T(0)) + (dy[i] * elementwise::log_sigmoid_grad(x[i])); }, "log_sigmoid_bwd");
 }
 
 template <class T>
@@ -462,7 +463,8 @@ void primitives<backend::cuda>::layernorm_fwd(index_t rows, index_t cols, const 
 }
 
 template <class T>
-void primitives<backend::cuda>::layernorm_bwd(index_t rows, index_t cols, const T* x, const T* dy, const T* gamma, const T* mean, const T* rstd, T* dx, T* dgamma, T* dbeta) {
+void primitives<backend::cuda>::layernorm_bwd(index_t rows, index_t cols, const T* x, const T* dy, const T* gamma, const T* mean, const T* rstd, T* dx, T* dgamma, T* dbeta,
+                                              bool accumulate_dx, bool accumulate_params) {
     if (dx)
         cuda::for_each_row(rows, cols, [=] __device__(index_t r) {
             const T m = mean[r], rs = rstd[r];
@@ -476,7 +478,7 @@ void primitives<backend::cuda>::layernorm_bwd(index_t rows, index_t cols, const 
             const T mgx = cuda::block_sum(sgx) / static_cast<T>(cols);
             for (index_t c = threadIdx.x; c < cols; c += blockDim.x) {
                 const T xh = (x[r * cols + c] - m) * rs, g = dy[r * cols + c] * gamma[c];
-                dx[r * cols + c] += rs * (g - mg - xh * mgx);
+                dx[r * cols + c] = (accumulate_dx ? dx[r * cols + c] : T(0)) + rs * (g - mg - xh * mgx);
             }
         }, "layernorm_bwd (dx)");
     if (dgamma && dbeta)
@@ -484,8 +486,8 @@ void primitives<backend::cuda>::layernorm_bwd(index_t rows, index_t cols, const 
             const T d = dy[r * cols + c];
             return cuda::column_sums<T, 2>{{d * (x[r * cols + c] - mean[r]) * rstd[r], d}};
         }, [=] __device__(index_t c, const cuda::column_sums<T, 2>& s) {
-            dgamma[c] += s.v[0];
-            dbeta[c] += s.v[1];
+            dgamma[c] = (accumulate_params ? dgamma[c] : T(0)) + s.v[0];
+            dbeta[c] = (accumulate_params ? dbeta[c] : T(0)) + s.v[1];
         }, "layernorm_bwd (dgamma, dbeta)");
 }
 
