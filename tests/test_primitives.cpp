@@ -369,3 +369,28 @@ TEST_CASE_TEMPLATE("primitives: backward routines write a first gradient without
     CHECK(dg_w.to_vector() == dg_a.to_vector());
     CHECK(db_w.to_vector() == db_a.to_vector());
 }
+
+// Dropout applied where the mask is drawn: the same bits as dropout_mask then a product (or a
+// product added), in place too, for a length that is no multiple of the 4 words per draw.
+TEST_CASE_TEMPLATE("primitives: dropout_apply equals the stored mask's product", B, DEPTHLAB_TEST_BACKENDS) {
+    const index_t n = 10003;
+    const Generator gen(31);
+    const std::uint64_t first = 4 * 1234;
+    const auto x = depthlab_test::from_double<float, B>({n}, random_values(static_cast<std::size_t>(n), 130));
+    const auto y0 = depthlab_test::from_double<float, B>({n}, random_values(static_cast<std::size_t>(n), 131));
+    auto mask = Tensor<float, B>::empty({n}), want = Tensor<float, B>::empty({n}), want_acc = y0.clone();
+    primitives<B>::dropout_mask(n, 0.3f, gen, first, mask.data());
+    primitives<B>::mul(n, x.data(), mask.data(), want.data());
+    primitives<B>::mul_acc(n, x.data(), mask.data(), want_acc.data());
+    auto got = Tensor<float, B>::empty({n}), got_acc = y0.clone(), in_place = x.clone();
+    primitives<B>::dropout_apply(n, 0.3f, gen, first, x.data(), got.data());
+    primitives<B>::dropout_apply(n, 0.3f, gen, first, x.data(), got_acc.data(), true);
+    primitives<B>::dropout_apply(n, 0.3f, gen, first, in_place.data(), in_place.data());
+    CHECK(got.to_vector() == want.to_vector());
+    CHECK(got_acc.to_vector() == want_acc.to_vector());
+    CHECK(in_place.to_vector() == want.to_vector());
+    const auto m = mask.to_vector();
+    const auto dropped = std::count(m.begin(), m.end(), 0.0f);
+    CHECK(dropped > n / 4);  // p = 0.3: the mask really drops
+    CHECK(dropped < n * 7 / 20);
+}

@@ -96,14 +96,16 @@ Var<T, B> attention(const projection_slice<T, B>& q, const projection_slice<T, B
             alpha, qp, kp, T(0), probs.data());
     P::softmax_fwd(Bn * heads * Tq, Tk, probs.data(), T(1), mask_values.defined() ? mask_values.data() : nullptr, map,
                    probs.data());
-    // optional dropout on the probabilities
-    Tensor<T, B> drop, probs_kept = probs;
-    if (opt.dropout > 0) {
-        drop = Tensor<T, B>::empty(score_shape);
-        P::dropout_mask(drop.numel(), static_cast<T>(opt.dropout), *gen, gen->reserve(static_cast<std::uint64_t>(drop.numel())),
-                        drop.data());
+    // optional dropout on the probabilities (the mask drawn where it is applied, forward and
+    // backward, from the same counter words: never stored)
+    Tensor<T, B> probs_kept = probs;
+    const bool dropping = opt.dropout > 0;
+    const T drop_p = static_cast<T>(opt.dropout);
+    const Generator drop_words = dropping ? *gen : Generator();
+    const std::uint64_t drop_first = dropping ? gen->reserve(static_cast<std::uint64_t>(probs.numel())) : 0;
+    if (dropping) {
         probs_kept = Tensor<T, B>::empty(score_shape);
-        P::mul(probs_kept.numel(), probs.data(), drop.data(), probs_kept.data());
+        P::dropout_apply(probs.numel(), drop_p, drop_words, drop_first, probs.data(), probs_kept.data());
     }
     // out[b, :, h*head_dim:(h+1)*head_dim] (Bn, Tq, dim) = probs_kept[b, h] v[b, :, h]
     auto out = Tensor<T, B>::empty({Bn, Tq, dim});
@@ -127,7 +129,7 @@ Var<T, B> attention(const projection_slice<T, B>& q, const projection_slice<T, B
                               .batch = heads, .stride_a = score_size, .stride_b = head_dim, .stride_c = head_dim,
                               .batch2 = Bn, .stride_a2 = heads * score_size, .stride_b2 = Tq * dim, .stride_c2 = Tk * v_width},
                     T(1), probs_kept.data(), d_out, T(1), dv + vo);
-        if (drop.defined()) P::mul(d_probs.numel(), d_probs.data(), drop.data(), d_probs.data());
+        if (dropping) P::dropout_apply(d_probs.numel(), drop_p, drop_words, drop_first, d_probs.data(), d_probs.data());
         // d_scores = probs * (d_probs - <probs, d_probs>), in place
         P::softmax_bwd(Bn * heads * Tq, Tk, probs.data(), d_probs.data(), T(1), d_probs.data(), /*accumulate=*/false);
         // dq += alpha d_scores k ; dk += alpha d_scores^T q

@@ -75,6 +75,8 @@
     X(rows_axpy, (index_t n, index_t cols, T alpha, const T* src, index_t limit, const std::int64_t* ids, T* dst)) \
     /* ---- dropout (the CPU's masks: the same Philox words) ---- */ \
     X(dropout_mask, (index_t n, T p, const Generator& gen, std::uint64_t first, T* mask)) \
+    /* y = x * mask (or y += with accumulate), the mask drawn in place from the same words: no mask stored */ \
+    X(dropout_apply, (index_t n, T p, const Generator& gen, std::uint64_t first, const T* x, T* y, bool accumulate = false)) \
     /* ---- optimiser updates ---- */ \
     X(sgd_update, (index_t n, T* w, const T* g, T* buf, const optim::rules::sgd<T>& rule)) \
     X(adam_update, (index_t n, T* w, const T* g, T* m, T* v, const optim::rules::adam<T>& rule)) \

@@ -168,20 +168,21 @@ Var<T, B> layer_norm(const Var<T, B>& x, const Var<T, B>& gamma, const Var<T, B>
 
 // ---------------------------------------------------------------- dropout
 /// Inverted dropout: zero each element with probability p, scale the rest by 1/(1-p).
-/// Identity when !training or p == 0. The mask comes from `gen` (reproducible).
+/// Identity when !training or p == 0. The mask comes from `gen` (reproducible): drawn where
+/// it is applied, forward and again backward from the same counter words, never stored.
 template <class T, class B>
 Var<T, B> dropout(const Var<T, B>& x, T p, Generator& gen, bool training = true) {
     using P = primitives<B>;
     DEPTHLAB_CHECK(p >= T(0) && p < T(1), usage_error, "dropout: probability ", p, " outside [0, 1)");
     if (!training || p == T(0)) return x;
     const index_t n = x.value().numel();
-    auto mask = Tensor<T, B>::empty(x.shape());
-    P::dropout_mask(n, p, gen, gen.reserve(static_cast<std::uint64_t>(n)), mask.data());
+    const std::uint64_t first = gen.reserve(static_cast<std::uint64_t>(n));
     const auto X = detail::contiguous_value(x);
     auto Y = Tensor<T, B>::empty(x.shape());
-    P::mul(n, X.data(), mask.data(), Y.data());
-    return detail::make_result<T, B>(op_kind::dropout, std::move(Y), {x}, [=](Node<T, B>& nd) {
-        if (T* dX = detail::parent_grad(nd, 0)) P::mul_acc(n, nd.grad.data(), mask.data(), dX);
+    P::dropout_apply(n, p, gen, first, X.data(), Y.data());
+    return detail::make_result<T, B>(op_kind::dropout, std::move(Y), {x}, [=, words = gen](Node<T, B>& nd) {
+        if (const auto gX = detail::parent_grad_out(nd, 0); gX.data)
+            P::dropout_apply(n, p, words, first, nd.grad.data(), gX.data, gX.beta != T(0));
     });
 }
 

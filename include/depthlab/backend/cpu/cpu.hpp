@@ -522,6 +522,29 @@ struct host_primitives {
         });
     }
 
+    // y = x * dropout_mask's value (y += with accumulate), the mask drawn for 1024 elements at a
+    // time into a local buffer and applied by the product kernels mul / mul_acc: the same bits as
+    // the stored mask and a product, without the mask (x may be y)
+    template <class T>
+    static void dropout_apply(index_t n, T p, const Generator& gen, std::uint64_t first, const T* x, T* y, bool accumulate = false) {
+        const T keep = T(1) / (T(1) - p);
+        const auto threshold = static_cast<std::uint64_t>(static_cast<double>(p) * 4294967296.0);
+        chunked<T>(n, [&]<class K>(index_t b, index_t len) {
+            constexpr index_t piece = 1024;
+            alignas(64) T mask[piece];
+            for (index_t o = b; o < b + len; o += piece) {
+                const index_t m = std::min(piece, b + len - o);
+                std::array<std::uint32_t, 4> w{};
+                for (index_t i = o; i < o + m; ++i) {
+                    if (i == o || i % 4 == 0) w = gen.block((first >> 2) + static_cast<std::uint64_t>(i / 4));
+                    mask[i - o] = depthlab::detail::dropout_keep(w[static_cast<std::size_t>(i % 4)], threshold, keep);
+                }
+                if (accumulate) K::mul_acc(m, x + o, mask, y + o);
+                else K::mul(m, x + o, mask, y + o);
+            }
+        });
+    }
+
     // ---- optimiser updates (the element rules of backend/update_rules.hpp) ----
     template <class T, class F>
     static void for_each_index(index_t n, F&& body) {

@@ -596,6 +596,22 @@ void primitives<backend::cuda>::dropout_mask(index_t n, T p, const Generator& ge
 }
 
 template <class T>
+void primitives<backend::cuda>::dropout_apply(index_t n, T p, const Generator& gen, std::uint64_t first, const T* x, T* y, bool accumulate) {
+    const T keep = T(1) / (T(1) - p);
+    const auto threshold = static_cast<std::uint64_t>(static_cast<double>(p) * 4294967296.0);
+    const std::uint64_t seed = gen.seed(), block0 = first >> 2;
+    cuda::for_each((n + 3) / 4, [=] __device__(index_t blk) {
+        std::uint32_t w[4];
+        depthlab::detail::philox_block(seed, block0 + static_cast<std::uint64_t>(blk), w);
+        for (index_t j = 0; j < 4 && blk * 4 + j < n; ++j) {
+            const index_t i = blk * 4 + j;
+            const T v = x[i] * depthlab::detail::dropout_keep(w[j], threshold, keep);
+            y[i] = accumulate ? y[i] + v : v;
+        }
+    }, "dropout_apply");
+}
+
+template <class T>
 void primitives<backend::cuda>::sgd_update(index_t n, T* w, const T* g, T* buf, const optim::rules::sgd<T>& rule) {
     const optim::rules::sgd<T> r = rule;
     cuda::for_each(n, [=] __device__(index_t i) { r(w[i], g[i], buf ? buf + i : nullptr); }, "sgd_update");
