@@ -353,6 +353,103 @@ void parallel_for(index_t n, index_t grain, F&& f) {
 #include <cstdint>
 #include <memory>
 
+// ---- begin depthlab/backend/precision.hpp ----
+// The precision of float matrix products, a process-wide run-time choice (as PyTorch's
+// torch.set_float32_matmul_precision / CPU autocast):
+//   f32   every GEMM reads and multiplies f32 (the default: bits match the f32 reference);
+//   bf16  GEMM inputs are rounded to bfloat16 (round to nearest even), products are
+//         accumulated and written in f32. Everything else — master weights, optimiser
+//         state, softmax, layer norm, losses, the non-GEMM kernels — stays f32.
+// bf16 is fast where the CPU multiplies bf16 natively (AVX512_BF16 or AMX: about twice the
+// f32 rate); elsewhere it gives the same numbers, slowly (oneDNN's emulation, or bf16-rounded
+// operands in an f32 GEMM), so it can be tested on any machine. double GEMMs (gradient
+// checks) ignore the setting.
+#include <atomic>
+#include <string_view>
+
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
+namespace depthlab {
+
+enum class matmul_precision : int { f32 = 0, bf16 = 1 };
+
+inline const char* to_string(matmul_precision p) { return p == matmul_precision::bf16 ? "bf16" : "f32"; }
+
+namespace detail {
+/// CPUID leaf 7, sub-leaf `sub` (zeros where the CPU has no such leaf).
+struct cpuid7 {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    explicit cpuid7(unsigned sub) {
+#if defined(__x86_64__) || defined(__i386__)
+        if (__get_cpuid_max(0, nullptr) >= 7) __cpuid_count(7, sub, a, b, c, d);
+#else
+        (void)sub;
+#endif
+    }
+};
+}  // namespace detail
+
+/// True when this CPU has AVX512_BF16 (and the OS keeps AVX-512 state: avx512f says so).
+inline bool cpu_has_avx512_bf16() {
+#if defined(__x86_64__) || defined(__i386__)
+    static const bool has = ((detail::cpuid7(1).a >> 5) & 1u) && __builtin_cpu_supports("avx512f");
+    return has;
+#else
+    return false;
+#endif
+}
+
+/// True when this CPU multiplies bf16 in hardware (AVX512_BF16 or AMX-BF16).
+inline bool cpu_has_native_bf16() {
+    static const bool native = cpu_has_avx512_bf16() || ((detail::cpuid7(0).d >> 22) & 1u);
+    return native;
+}
+
+/// The precision a program gets by default: bf16 where the CPU has it natively, else f32.
+inline matmul_precision preferred_matmul_precision() {
+    return cpu_has_native_bf16() ? matmul_precision::bf16 : matmul_precision::f32;
+}
+
+/// "f32", "bf16" or "auto" (= preferred_matmul_precision()); `what` names the flag in errors.
+inline matmul_precision parse_matmul_precision(std::string_view s, std::string_view what = "--precision") {
+    if (s == "f32" || s == "fp32" || s == "float32") return matmul_precision::f32;
+    if (s == "bf16" || s == "bfloat16") return matmul_precision::bf16;
+    if (s == "auto") return preferred_matmul_precision();
+    throw usage_error(detail::cat(what, ": unknown precision '", s, "' (expected f32, bf16 or auto)"));
+}
+
+namespace detail {
+inline std::atomic<int>& matmul_precision_slot() {
+    static std::atomic<int> slot{static_cast<int>(matmul_precision::f32)};
+    return slot;
+}
+}  // namespace detail
+
+/// The precision float GEMMs use now.
+inline matmul_precision active_matmul_precision() {
+    return static_cast<matmul_precision>(detail::matmul_precision_slot().load(std::memory_order_relaxed));
+}
+inline void set_matmul_precision(matmul_precision p) {
+    detail::matmul_precision_slot().store(static_cast<int>(p), std::memory_order_relaxed);
+}
+
+/// RAII: a precision for a scope (tests, one phase of a program).
+class matmul_precision_scope {
+public:
+    explicit matmul_precision_scope(matmul_precision p) : saved_(active_matmul_precision()) { set_matmul_precision(p); }
+    ~matmul_precision_scope() { set_matmul_precision(saved_); }
+    matmul_precision_scope(const matmul_precision_scope&) = delete;
+    matmul_precision_scope& operator=(const matmul_precision_scope&) = delete;
+
+private:
+    matmul_precision saved_;
+};
+
+}  // namespace depthlab
+// ---- end depthlab/backend/precision.hpp ----
 
 namespace depthlab {
 
@@ -422,6 +519,15 @@ inline void check_gemm(const gemm_args& g) {
     DEPTHLAB_CHECK(g.batch == 1 || g.stride_c != 0, shape_error, "gemm: batch of ", g.batch, " results with output stride 0");
     DEPTHLAB_CHECK(g.batch2 >= 1 && (g.batch2 == 1 || g.stride_c2 != 0), shape_error, "gemm: outer batch of ", g.batch2,
                    " results with output stride 0");
+}
+/// Products with a vector operand (m, n or k of 1: a halting unit's projection, its weight
+/// gradient, an outer product) stay f32 under bf16 precision on every backend. They are
+/// bound by memory, not by multiplies, so bf16 would not speed them up: converting the
+/// operands would only read them once more and round them.
+inline bool vector_product(const gemm_args& g) { return g.m == 1 || g.n == 1 || g.k == 1; }
+/// True when a float GEMM of shape g multiplies bf16-rounded operands now (precision.hpp).
+inline bool bf16_product(const gemm_args& g) {
+    return g.k > 0 && active_matmul_precision() == matmul_precision::bf16 && !vector_product(g);
 }
 /// gemm_bias's extra conditions (every backend): one product and a bias pointer.
 inline void check_gemm_bias(const gemm_args& g, const void* bias) {
@@ -1254,6 +1360,20 @@ private:
     Node<T, B>* fresh_ = nullptr;
     int exceptions_ = std::uncaught_exceptions();
 };
+/// Where an op passes its gradient to parent i unchanged (add, reshape) and the parent has
+/// none yet: the parent takes this node's buffer itself, seen in its own shape, instead of a
+/// copy. The buffer is this node's alone (backward drops it right after this node's turn)
+/// unless the node keeps its gradient (retain_grad). False where it cannot: the caller then
+/// copies or accumulates. Call it last in a backward function: the buffer is the parent's
+/// from then on.
+template <class T, class B>
+bool pass_grad_through(Node<T, B>& nd, std::size_t i) {
+    auto& p = *nd.parents[i];
+    if (!p.requires_grad || p.grad.defined() || nd.retain_grad || !nd.grad.is_contiguous() || nd.grad.numel() != p.value.numel())
+        return false;
+    p.grad = nd.grad.reshape(p.value.shape());
+    return true;
+}
 template <class T, class B>
 grad_out<T, B> parent_grad_out(Node<T, B>& nd, std::size_t i) {
     auto& p = *nd.parents[i];
@@ -1525,7 +1645,7 @@ Var<T, B> linear(const Var<T, B>& x, const Var<T, B>& W, const Var<T, B>& b = {}
             P::gemm(gemm_args{.trans_a = true, .m = out, .n = in, .k = rows, .lda = out, .ldb = in, .ldc = in},
                     T(1), dY, X.data(), gW.beta, gW.data);
         if (has_bias)
-            if (T* db = detail::parent_grad(nd, 2)) P::sum_rows_acc(rows, out, dY, db);
+            if (const auto gb = detail::parent_grad_out(nd, 2); gb.data) P::sum_rows_acc(rows, out, dY, gb.data, gb.beta != T(0));
     });
 }
 
@@ -1546,24 +1666,31 @@ Var<T, B> broadcast_binary(op_kind op, const char* name, const Var<T, B>& a, con
     else P::add_row_vector(rows, cols, A.data(), Bv.data(), Y.data());
     return make_result<T, B>(op, std::move(Y), {a, b}, [=](Node<T, B>& nd) {
         // A gradient of a's shape covers its parent whole: the first to arrive is written
-        // into an unfilled buffer (beta 0), later ones are added; a broadcast b's row sums
-        // accumulate into a zero-filled one.
+        // into an unfilled buffer (beta 0), later ones are added; so are a broadcast b's row sums
+        // (a product's accumulate into a zero-filled buffer). An add hands a its own buffer when it can (a
+        // residual stream's first gradient: no copy), so b is served first.
         const T* dY = nd.grad.data();
-        if (const auto gA = parent_grad_out(nd, 0); T* dA = gA.data) {
-            if (!is_mul) P::axpby(n, T(1), dY, gA.beta, dA);
-            else if (gA.beta == T(0)) P::mul_row_vector(rows, cols, dY, Bv.data(), dA);
-            else P::mul_row_vector_acc(rows, cols, dY, Bv.data(), dA);
-        }
+        const auto grad_a = [&] {
+            if (!is_mul && pass_grad_through(nd, 0)) return;
+            if (const auto gA = parent_grad_out(nd, 0); T* dA = gA.data) {
+                if (!is_mul) P::axpby(n, T(1), dY, gA.beta, dA);
+                else if (gA.beta == T(0)) P::mul_row_vector(rows, cols, dY, Bv.data(), dA);
+                else P::mul_row_vector_acc(rows, cols, dY, Bv.data(), dA);
+            }
+        };
+        if (is_mul) grad_a();
         if (same) {
             if (const auto gB = parent_grad_out(nd, 1); T* dB = gB.data) {
                 if (!is_mul) P::axpby(n, T(1), dY, gB.beta, dB);
                 else if (gB.beta == T(0)) P::mul(n, dY, A.data(), dB);
                 else P::mul_acc(n, dY, A.data(), dB);
             }
-        } else if (T* dB = parent_grad(nd, 1)) {
-            if (is_mul) P::sum_rows_mul_acc(rows, cols, dY, A.data(), dB);
-            else P::sum_rows_acc(rows, cols, dY, dB);
+        } else if (is_mul) {
+            if (T* dB = parent_grad(nd, 1)) P::sum_rows_mul_acc(rows, cols, dY, A.data(), dB);
+        } else if (const auto gB = parent_grad_out(nd, 1); gB.data) {
+            P::sum_rows_acc(rows, cols, dY, gB.data, gB.beta != T(0));
         }
+        if (!is_mul) grad_a();
     });
 }
 }  // namespace detail
@@ -1602,7 +1729,7 @@ Var<T, B> scale(const Var<T, B>& x, T s) {
 
 // ---------------------------------------------------------------- activations
 namespace detail {
-/// Unary activation: `fwd(n, x, y)`; `bwd(n, saved, dy, dx)` where saved is the input
+/// Unary activation: `fwd(n, x, y)`; `bwd(n, saved, dy, dx, accumulate)` where saved is the input
 /// (from_output = false) or the output (true, cheaper for tanh and sigmoid).
 template <class T, class B, class Fwd, class Bwd>
 Var<T, B> activation(op_kind op, const Var<T, B>& x, bool from_output, Fwd fwd, Bwd bwd) {
@@ -1612,7 +1739,8 @@ Var<T, B> activation(op_kind op, const Var<T, B>& x, bool from_output, Fwd fwd, 
     const index_t n = X.numel();
     const Tensor<T, B> saved = from_output ? Y : X;
     return make_result<T, B>(op, std::move(Y), {x}, [=](Node<T, B>& nd) {
-        if (T* dX = parent_grad(nd, 0)) bwd(n, saved.data(), nd.grad.data(), dX);
+        // (the first gradient to reach x is written, later ones added: no zero-fill pass)
+        if (const auto gX = parent_grad_out(nd, 0); gX.data) bwd(n, saved.data(), nd.grad.data(), gX.data, gX.beta != T(0));
     });
 }
 }  // namespace detail
@@ -1622,32 +1750,32 @@ template <class T, class B>
 Var<T, B> gelu(const Var<T, B>& x) {
     using P = primitives<B>;
     return detail::activation(op_kind::gelu, x, false, [](index_t n, const T* a, T* y) { P::gelu_fwd(n, a, y); },
-                              [](index_t n, const T* s, const T* dy, T* dx) { P::gelu_bwd(n, s, dy, dx); });
+                              [](index_t n, const T* s, const T* dy, T* dx, bool acc) { P::gelu_bwd(n, s, dy, dx, acc); });
 }
 /// GELU, exact form 0.5 x (1 + erf(x / sqrt(2))) (PyTorch's default, HF BERT's "gelu").
 template <class T, class B>
 Var<T, B> gelu_erf(const Var<T, B>& x) {
     using P = primitives<B>;
     return detail::activation(op_kind::gelu_erf, x, false, [](index_t n, const T* a, T* y) { P::gelu_erf_fwd(n, a, y); },
-                              [](index_t n, const T* s, const T* dy, T* dx) { P::gelu_erf_bwd(n, s, dy, dx); });
+                              [](index_t n, const T* s, const T* dy, T* dx, bool acc) { P::gelu_erf_bwd(n, s, dy, dx, acc); });
 }
 template <class T, class B>
 Var<T, B> relu(const Var<T, B>& x) {
     using P = primitives<B>;
     return detail::activation(op_kind::relu, x, false, [](index_t n, const T* a, T* y) { P::relu_fwd(n, a, y); },
-                              [](index_t n, const T* s, const T* dy, T* dx) { P::relu_bwd(n, s, dy, dx); });
+                              [](index_t n, const T* s, const T* dy, T* dx, bool acc) { P::relu_bwd(n, s, dy, dx, acc); });
 }
 template <class T, class B>
 Var<T, B> tanh(const Var<T, B>& x) {
     using P = primitives<B>;
     return detail::activation(op_kind::tanh, x, true, [](index_t n, const T* a, T* y) { P::tanh_fwd(n, a, y); },
-                              [](index_t n, const T* s, const T* dy, T* dx) { P::tanh_bwd(n, s, dy, dx); });
+                              [](index_t n, const T* s, const T* dy, T* dx, bool acc) { P::tanh_bwd(n, s, dy, dx, acc); });
 }
 template <class T, class B>
 Var<T, B> sigmoid(const Var<T, B>& x) {
     using P = primitives<B>;
     return detail::activation(op_kind::sigmoid, x, true, [](index_t n, const T* a, T* y) { P::sigmoid_fwd(n, a, y); },
-                              [](index_t n, const T* s, const T* dy, T* dx) { P::sigmoid_bwd(n, s, dy, dx); });
+                              [](index_t n, const T* s, const T* dy, T* dx, bool acc) { P::sigmoid_bwd(n, s, dy, dx, acc); });
 }
 
 /// log(sigmoid(x)), stable for every x (log(1 − sigmoid(x)) = log_sigmoid(−x)): PonderNet's
@@ -1656,7 +1784,7 @@ template <class T, class B>
 Var<T, B> log_sigmoid(const Var<T, B>& x) {
     using P = primitives<B>;
     return detail::activation(op_kind::log_sigmoid, x, false, [](index_t n, const T* a, T* y) { P::log_sigmoid_fwd(n, a, y); },
-                              [](index_t n, const T* s, const T* dy, T* dx) { P::log_sigmoid_bwd(n, s, dy, dx); });
+                              [](index_t n, const T* s, const T* dy, T* dx, bool acc) { P::log_sigmoid_bwd(n, s, dy, dx, acc); });
 }
 
 }  // namespace depthlab
@@ -1801,7 +1929,19 @@ Var<T, B> layer_norm(const Var<T, B>& x, const Var<T, B>& gamma, const Var<T, B>
     auto rstd = Tensor<T, B>::empty({rows});
     P::layernorm_fwd(rows, cols, X.data(), G.data(), Bt.data(), eps, Y.data(), mean.data(), rstd.data());
     return detail::make_result<T, B>(op_kind::layer_norm, std::move(Y), {x, gamma, beta}, [=](Node<T, B>& nd) {
-        T* dX = detail::parent_grad(nd, 0);
+        // The first gradient to reach x is written, later ones added. gamma and beta share one
+        // choice: written when neither has a gradient yet (the usual first backward through a
+        // layer), else added (a fresh one zero-filled).
+        const auto gX = detail::parent_grad_out(nd, 0);
+        const bool acc_x = gX.beta != T(0);
+        const Node<T, B>&pg = *nd.parents[1], &pb = *nd.parents[2];
+        if (pg.requires_grad && pb.requires_grad && &pg != &pb && !pg.grad.defined() && !pb.grad.defined()) {
+            const auto gG = detail::parent_grad_out(nd, 1);
+            const auto gB = detail::parent_grad_out(nd, 2);
+            P::layernorm_bwd(rows, cols, X.data(), nd.grad.data(), G.data(), mean.data(), rstd.data(), gX.data, gG.data, gB.data, acc_x,
+                             false);
+            return;
+        }
         T* dG = detail::parent_grad(nd, 1);
         T* dB = detail::parent_grad(nd, 2);
         Tensor<T, B> scratch;  // receives the gradient of a frozen gamma or beta
@@ -1809,26 +1949,27 @@ Var<T, B> layer_norm(const Var<T, B>& x, const Var<T, B>& gamma, const Var<T, B>
             scratch = Tensor<T, B>::zeros({cols});
             (dG ? dB : dG) = scratch.data();
         }
-        P::layernorm_bwd(rows, cols, X.data(), nd.grad.data(), G.data(), mean.data(), rstd.data(), dX, dG, dB);
+        P::layernorm_bwd(rows, cols, X.data(), nd.grad.data(), G.data(), mean.data(), rstd.data(), gX.data, dG, dB, acc_x);
     });
 }
 
 // ---------------------------------------------------------------- dropout
 /// Inverted dropout: zero each element with probability p, scale the rest by 1/(1-p).
-/// Identity when !training or p == 0. The mask comes from `gen` (reproducible).
+/// Identity when !training or p == 0. The mask comes from `gen` (reproducible): drawn where
+/// it is applied, forward and again backward from the same counter words, never stored.
 template <class T, class B>
 Var<T, B> dropout(const Var<T, B>& x, T p, Generator& gen, bool training = true) {
     using P = primitives<B>;
     DEPTHLAB_CHECK(p >= T(0) && p < T(1), usage_error, "dropout: probability ", p, " outside [0, 1)");
     if (!training || p == T(0)) return x;
     const index_t n = x.value().numel();
-    auto mask = Tensor<T, B>::empty(x.shape());
-    P::dropout_mask(n, p, gen, gen.reserve(static_cast<std::uint64_t>(n)), mask.data());
+    const std::uint64_t first = gen.reserve(static_cast<std::uint64_t>(n));
     const auto X = detail::contiguous_value(x);
     auto Y = Tensor<T, B>::empty(x.shape());
-    P::mul(n, X.data(), mask.data(), Y.data());
-    return detail::make_result<T, B>(op_kind::dropout, std::move(Y), {x}, [=](Node<T, B>& nd) {
-        if (T* dX = detail::parent_grad(nd, 0)) P::mul_acc(n, nd.grad.data(), mask.data(), dX);
+    P::dropout_apply(n, p, gen, first, X.data(), Y.data());
+    return detail::make_result<T, B>(op_kind::dropout, std::move(Y), {x}, [=, words = gen](Node<T, B>& nd) {
+        if (const auto gX = detail::parent_grad_out(nd, 0); gX.data)
+            P::dropout_apply(n, p, words, first, nd.grad.data(), gX.data, gX.beta != T(0));
     });
 }
 
@@ -2058,13 +2199,7 @@ Var<T, B> reshape(const Var<T, B>& x, const Shape& s) {
     const Shape in = x.shape();
     auto Y = x.value().contiguous().reshape(out);
     return detail::make_result<T, B>(op_kind::reshape, std::move(Y), {x}, [=](Node<T, B>& nd) {
-        Node<T, B>& px = *nd.parents[0];
-        if (px.requires_grad && !px.grad.defined() && !nd.retain_grad && nd.grad.is_contiguous()) {
-            // the input's first gradient: this node's buffer (freed after this call anyway)
-            // seen in the input's shape, instead of a copy
-            px.grad = nd.grad.reshape(in);
-            return;
-        }
+        if (detail::pass_grad_through(nd, 0)) return;
         if (const auto gX = detail::parent_grad_out(nd, 0); T* dX = gX.data)
             primitives<B>::axpby(in.numel(), T(1), nd.grad.data(), gX.beta, dX);
     });
@@ -2297,14 +2432,16 @@ Var<T, B> attention(const projection_slice<T, B>& q, const projection_slice<T, B
             alpha, qp, kp, T(0), probs.data());
     P::softmax_fwd(Bn * heads * Tq, Tk, probs.data(), T(1), mask_values.defined() ? mask_values.data() : nullptr, map,
                    probs.data());
-    // optional dropout on the probabilities
-    Tensor<T, B> drop, probs_kept = probs;
-    if (opt.dropout > 0) {
-        drop = Tensor<T, B>::empty(score_shape);
-        P::dropout_mask(drop.numel(), static_cast<T>(opt.dropout), *gen, gen->reserve(static_cast<std::uint64_t>(drop.numel())),
-                        drop.data());
+    // optional dropout on the probabilities (the mask drawn where it is applied, forward and
+    // backward, from the same counter words: never stored)
+    Tensor<T, B> probs_kept = probs;
+    const bool dropping = opt.dropout > 0;
+    const T drop_p = static_cast<T>(opt.dropout);
+    const Generator drop_words = dropping ? *gen : Generator();
+    const std::uint64_t drop_first = dropping ? gen->reserve(static_cast<std::uint64_t>(probs.numel())) : 0;
+    if (dropping) {
         probs_kept = Tensor<T, B>::empty(score_shape);
-        P::mul(probs_kept.numel(), probs.data(), drop.data(), probs_kept.data());
+        P::dropout_apply(probs.numel(), drop_p, drop_words, drop_first, probs.data(), probs_kept.data());
     }
     // out[b, :, h*head_dim:(h+1)*head_dim] (Bn, Tq, dim) = probs_kept[b, h] v[b, :, h]
     auto out = Tensor<T, B>::empty({Bn, Tq, dim});
@@ -2328,7 +2465,7 @@ Var<T, B> attention(const projection_slice<T, B>& q, const projection_slice<T, B
                               .batch = heads, .stride_a = score_size, .stride_b = head_dim, .stride_c = head_dim,
                               .batch2 = Bn, .stride_a2 = heads * score_size, .stride_b2 = Tq * dim, .stride_c2 = Tk * v_width},
                     T(1), probs_kept.data(), d_out, T(1), dv + vo);
-        if (drop.defined()) P::mul(d_probs.numel(), d_probs.data(), drop.data(), d_probs.data());
+        if (dropping) P::dropout_apply(d_probs.numel(), drop_p, drop_words, drop_first, d_probs.data(), d_probs.data());
         // d_scores = probs * (d_probs - <probs, d_probs>), in place
         P::softmax_bwd(Bn * heads * Tq, Tk, probs.data(), d_probs.data(), T(1), d_probs.data(), /*accumulate=*/false);
         // dq += alpha d_scores k ; dk += alpha d_scores^T q
@@ -4040,6 +4177,42 @@ DEPTHLAB_HOST_AND_GPU inline double clip_factor(double total, double max_norm) {
     return coef < 1.0 ? coef : 1.0;
 }
 
+// ---- multi-tensor steps: one primitive call updates every parameter (the *_many routines,
+// a handful of kernel launches on a device instead of a few per parameter). The caller
+// passes a host array of these; pointers are device memory.
+
+/// One tensor of adam_update_many: w, g, m, v of n elements, updated by `rule`.
+template <class T>
+struct adam_tensor {
+    index_t n = 0;
+    T* w = nullptr;
+    const T* g = nullptr;
+    T* m = nullptr;
+    T* v = nullptr;
+    adam<T> rule{};
+};
+/// One tensor of lamb_step_many: moments, then {||w||^2, ||u||^2} into `sums` (2 doubles of
+/// device memory), then w -= lr r u with r the trust ratio from `sums` (1 unless `adapt`).
+template <class T>
+struct lamb_tensor {
+    index_t n = 0;
+    T* w = nullptr;
+    const T* g = nullptr;
+    T* m = nullptr;
+    T* v = nullptr;
+    adam_moments<T> am{};
+    T wd = T(0);
+    double lr = 0;
+    double* sums = nullptr;
+    bool adapt = true;
+};
+/// n elements at x (a gradient, for the clipping routines).
+template <class T>
+struct tensor_span {
+    index_t n = 0;
+    T* x = nullptr;
+};
+
 }  // namespace depthlab::optim::rules
 // ---- end depthlab/backend/update_rules.hpp ----
 
@@ -4174,6 +4347,14 @@ protected:
     /// Updates params()[i] (its gradient is defined and checked; its step count already
     /// incremented) with the current learning rate and its group's weight decay.
     virtual void update(std::size_t i, double lr, double weight_decay) = 0;
+    /// Updates every params()[i] for i in `due` (as update). An optimiser with a multi-tensor
+    /// primitive does all of them in one call (a few kernel launches on a device for the
+    /// whole model); the default updates them one by one.
+    virtual void update_all(const std::vector<std::size_t>& due, double lr) {
+        for (std::size_t i : due) update(i, lr, weight_decay_of(i));
+    }
+    /// The weight decay of params()[i]'s group.
+    [[nodiscard]] double weight_decay_of(std::size_t i) const { return groups_[params_[i].group].weight_decay; }
     /// Hyper-parameters reported by state_scalars().
     [[nodiscard]] virtual std::vector<std::pair<std::string, double>> hyperparameters() const = 0;
 
@@ -4227,12 +4408,15 @@ void Optimizer<T, B>::step() {
     }
     no_grad guard;
     ++step_count_;
+    std::vector<std::size_t> due;
+    due.reserve(params_.size());
     for (std::size_t i = 0; i < params_.size(); ++i) {
         Param& p = params_[i];
         if (!p.var.grad().defined()) continue;
         ++p.steps;
-        update(i, lr_, groups_[p.group].weight_decay);
+        due.push_back(i);
     }
+    update_all(due, lr_);
 }
 
 template <class T, class B>
@@ -4480,12 +4664,23 @@ protected:
              const name_predicate& exclude, bool decoupled);
 
     void update(std::size_t i, double lr, double weight_decay) override {
+        const rules::adam_tensor<T> t = tensor(i, lr, weight_decay);
+        primitives<B>::adam_update(t.n, t.w, t.g, t.m, t.v, t.rule);
+    }
+    void update_all(const std::vector<std::size_t>& due, double lr) override {
+        std::vector<rules::adam_tensor<T>> t;
+        t.reserve(due.size());
+        for (std::size_t i : due) t.push_back(tensor(i, lr, this->weight_decay_of(i)));
+        primitives<B>::adam_update_many(static_cast<index_t>(t.size()), t.data());
+    }
+    /// Parameter i's update: its tensors and its rule (the bias correction of its own step count).
+    rules::adam_tensor<T> tensor(std::size_t i, double lr, double weight_decay) {
         auto& p = this->param(i);
         const auto am = adam_moments<T>::make(beta1_, beta2_, eps_, p.steps);
         const T l2 = decoupled_ ? T(0) : static_cast<T>(weight_decay);
         const T decay = decoupled_ ? static_cast<T>(1.0 - lr * weight_decay) : T(1);
-        primitives<B>::adam_update(p.var.value().numel(), p.var.value().data(), p.var.grad().data(), this->slot(i, 0).data(),
-                                   this->slot(i, 1).data(), rules::adam<T>{am, static_cast<T>(lr), l2, decay});
+        return {p.var.value().numel(), p.var.value().data(), p.var.grad().data(), this->slot(i, 0).data(), this->slot(i, 1).data(),
+                rules::adam<T>{am, static_cast<T>(lr), l2, decay}};
     }
     [[nodiscard]] std::vector<std::pair<std::string, double>> hyperparameters() const override {
         return {{"beta1", beta1_}, {"beta2", beta2_}, {"eps", eps_}, {"weight_decay", weight_decay_}};
@@ -4594,18 +4789,31 @@ public:
 
 protected:
     void update(std::size_t i, double lr, double weight_decay) override {
+        const rules::lamb_tensor<T> t = tensor(i, lr, weight_decay);
+        primitives<B>::lamb_step_many(1, &t);
+    }
+    void update_all(const std::vector<std::size_t>& due, double lr) override {
+        std::vector<rules::lamb_tensor<T>> t;
+        t.reserve(due.size());
+        for (std::size_t i : due) t.push_back(tensor(i, lr, this->weight_decay_of(i)));
+        primitives<B>::lamb_step_many(static_cast<index_t>(t.size()), t.data());
+    }
+    /// Parameter i's update. {||w||^2, ||u||^2} stay on the device (norms_[i]); the apply pass
+    /// turns them into the trust ratio.
+    rules::lamb_tensor<T> tensor(std::size_t i, double lr, double weight_decay) {
         auto& p = this->param(i);
-        const index_t n = p.var.value().numel();
-        T* w = p.var.value().data();
-        T* m = this->slot(i, 0).data();
-        T* v = this->slot(i, 1).data();
-        const auto am = detail::adam_moments<T>::make(opt_.beta1, opt_.beta2, opt_.eps, p.steps, opt_.bias_correction);
-        const T wd = static_cast<T>(weight_decay);
         if (norms_.empty()) norms_.resize(adapt_.size());
         if (!norms_[i].defined()) norms_[i] = Tensor<double, B>::empty({2});
-        // {||w||^2, ||u||^2} stay on the device; lamb_apply turns them into the trust ratio
-        primitives<B>::lamb_moments(n, w, p.var.grad().data(), m, v, am, wd, norms_[i].data());
-        primitives<B>::lamb_apply(n, w, m, v, am, wd, lr, adapt_[i] ? norms_[i].data() : nullptr);
+        return {.n = p.var.value().numel(),
+                .w = p.var.value().data(),
+                .g = p.var.grad().data(),
+                .m = this->slot(i, 0).data(),
+                .v = this->slot(i, 1).data(),
+                .am = detail::adam_moments<T>::make(opt_.beta1, opt_.beta2, opt_.eps, p.steps, opt_.bias_correction),
+                .wd = static_cast<T>(weight_decay),
+                .lr = lr,
+                .sums = norms_[i].data(),
+                .adapt = adapt_[i]};
     }
     [[nodiscard]] std::vector<std::pair<std::string, double>> hyperparameters() const override {
         return {{"beta1", opt_.beta1},
@@ -4807,15 +5015,16 @@ Tensor<double, B> clip_grad_norm_on_device(const named_parameters<T, B>& params,
     using P = primitives<B>;
     const auto list = detail::with_grads(params, "clip_grad_norm");
     const auto k = static_cast<index_t>(list.size());
-    auto parts = Tensor<double, B>::zeros({k});
-    for (index_t j = 0; j < k; ++j) {
-        const auto& g = list[static_cast<std::size_t>(j)]->second.grad();
-        P::sum_squares_to(g.numel(), g.data(), parts.data() + j);
-    }
+    auto parts = Tensor<double, B>::empty({k});
+    std::vector<rules::tensor_span<T>> grads;
+    grads.reserve(list.size());
     for (const auto* np : list) {
         Var<T, B> v = np->second;  // a handle: its gradient is the parameter's
-        P::clip_scale(v.grad().numel(), v.grad().data(), parts.data(), k, max_norm);
+        grads.push_back({v.grad().numel(), v.grad().data()});
     }
+    // one pass for every squared norm, one for every scaling (a launch each on a device)
+    P::sum_squares_many(k, grads.data(), parts.data());
+    P::clip_scale_many(k, grads.data(), parts.data(), k, max_norm);
     return parts;
 }
 
@@ -8553,103 +8762,6 @@ struct memory<backend::cpu> {
 
 }  // namespace depthlab
 // ---- end depthlab/backend/cpu/memory.hpp ----
-// ---- begin depthlab/backend/precision.hpp ----
-// The precision of float matrix products, a process-wide run-time choice (as PyTorch's
-// torch.set_float32_matmul_precision / CPU autocast):
-//   f32   every GEMM reads and multiplies f32 (the default: bits match the f32 reference);
-//   bf16  GEMM inputs are rounded to bfloat16 (round to nearest even), products are
-//         accumulated and written in f32. Everything else — master weights, optimiser
-//         state, softmax, layer norm, losses, the non-GEMM kernels — stays f32.
-// bf16 is fast where the CPU multiplies bf16 natively (AVX512_BF16 or AMX: about twice the
-// f32 rate); elsewhere it gives the same numbers, slowly (oneDNN's emulation, or bf16-rounded
-// operands in an f32 GEMM), so it can be tested on any machine. double GEMMs (gradient
-// checks) ignore the setting.
-#include <atomic>
-#include <string_view>
-
-
-#if defined(__x86_64__) || defined(__i386__)
-#include <cpuid.h>
-#endif
-
-namespace depthlab {
-
-enum class matmul_precision : int { f32 = 0, bf16 = 1 };
-
-inline const char* to_string(matmul_precision p) { return p == matmul_precision::bf16 ? "bf16" : "f32"; }
-
-namespace detail {
-/// CPUID leaf 7, sub-leaf `sub` (zeros where the CPU has no such leaf).
-struct cpuid7 {
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    explicit cpuid7(unsigned sub) {
-#if defined(__x86_64__) || defined(__i386__)
-        if (__get_cpuid_max(0, nullptr) >= 7) __cpuid_count(7, sub, a, b, c, d);
-#else
-        (void)sub;
-#endif
-    }
-};
-}  // namespace detail
-
-/// True when this CPU has AVX512_BF16 (and the OS keeps AVX-512 state: avx512f says so).
-inline bool cpu_has_avx512_bf16() {
-#if defined(__x86_64__) || defined(__i386__)
-    static const bool has = ((detail::cpuid7(1).a >> 5) & 1u) && __builtin_cpu_supports("avx512f");
-    return has;
-#else
-    return false;
-#endif
-}
-
-/// True when this CPU multiplies bf16 in hardware (AVX512_BF16 or AMX-BF16).
-inline bool cpu_has_native_bf16() {
-    static const bool native = cpu_has_avx512_bf16() || ((detail::cpuid7(0).d >> 22) & 1u);
-    return native;
-}
-
-/// The precision a program gets by default: bf16 where the CPU has it natively, else f32.
-inline matmul_precision preferred_matmul_precision() {
-    return cpu_has_native_bf16() ? matmul_precision::bf16 : matmul_precision::f32;
-}
-
-/// "f32", "bf16" or "auto" (= preferred_matmul_precision()); `what` names the flag in errors.
-inline matmul_precision parse_matmul_precision(std::string_view s, std::string_view what = "--precision") {
-    if (s == "f32" || s == "fp32" || s == "float32") return matmul_precision::f32;
-    if (s == "bf16" || s == "bfloat16") return matmul_precision::bf16;
-    if (s == "auto") return preferred_matmul_precision();
-    throw usage_error(detail::cat(what, ": unknown precision '", s, "' (expected f32, bf16 or auto)"));
-}
-
-namespace detail {
-inline std::atomic<int>& matmul_precision_slot() {
-    static std::atomic<int> slot{static_cast<int>(matmul_precision::f32)};
-    return slot;
-}
-}  // namespace detail
-
-/// The precision float GEMMs use now.
-inline matmul_precision active_matmul_precision() {
-    return static_cast<matmul_precision>(detail::matmul_precision_slot().load(std::memory_order_relaxed));
-}
-inline void set_matmul_precision(matmul_precision p) {
-    detail::matmul_precision_slot().store(static_cast<int>(p), std::memory_order_relaxed);
-}
-
-/// RAII: a precision for a scope (tests, one phase of a program).
-class matmul_precision_scope {
-public:
-    explicit matmul_precision_scope(matmul_precision p) : saved_(active_matmul_precision()) { set_matmul_precision(p); }
-    ~matmul_precision_scope() { set_matmul_precision(saved_); }
-    matmul_precision_scope(const matmul_precision_scope&) = delete;
-    matmul_precision_scope& operator=(const matmul_precision_scope&) = delete;
-
-private:
-    matmul_precision saved_;
-};
-
-}  // namespace depthlab
-// ---- end depthlab/backend/precision.hpp ----
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -9184,19 +9296,13 @@ inline void gemm_bf16(const gemm_args& g, float alpha, const float* a, const flo
     run(static_cast<float*>(nullptr));  // bf16 values held in floats
 }
 
-/// Products with a vector operand (m, n or k of 1: a halting unit's projection, its weight
-/// gradient, an outer product) stay f32 under bf16 precision. They are bound by memory, not
-/// by multiplies, so bf16 would not speed them up: its packing pass would only read the
-/// operand once more and round it.
-inline bool vector_product(const gemm_args& g) { return g.m == 1 || g.n == 1 || g.k == 1; }
-
 /// gemm and gemm_bias: checks, bf16 packing, then the fixed-grid dispatch.
 template <class T>
 void gemm_checked(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c, const T* bias) {
     check_gemm(g);
     if (g.m == 0 || g.n == 0) return;
     if constexpr (std::is_same_v<T, float>) {
-        if (g.k > 0 && active_matmul_precision() == matmul_precision::bf16 && !vector_product(g)) {
+        if (bf16_product(g)) {
             gemm_bf16(g, alpha, a, b, beta, c, bias);
             return;
         }
@@ -10707,8 +10813,30 @@ template <class B>
 struct host_primitives {
     static constexpr index_t elem_grain = 1 << 15;  // elements per task for elementwise ops
 
+    /// While a multi-tensor routine runs, its per-tensor calls count as one launch (the one
+    /// kernel a device runs for all the tensors).
+    struct one_launch {
+        static int& depth() {
+            thread_local int d = 0;
+            return d;
+        }
+        static bool& counted() {
+            thread_local bool c = false;
+            return c;
+        }
+        one_launch() {
+            if (depth()++ == 0) counted() = false;
+        }
+        ~one_launch() { --depth(); }
+        one_launch(const one_launch&) = delete;
+        one_launch& operator=(const one_launch&) = delete;
+    };
     /// One primitive call = one kernel launch, counted on backends that are not the host.
     static void launch() {
+        if (one_launch::depth() > 0) {
+            if (one_launch::counted()) return;
+            one_launch::counted() = true;
+        }
         if constexpr (!B::host_accessible) counters<B>().launches.fetch_add(1, std::memory_order_relaxed);
     }
     /// A GEMM call: a launch, and counted as a GEMM.
@@ -10826,8 +10954,9 @@ struct host_primitives {
     }
     // v += sum over rows of x            (bias gradient)
     template <class T>
-    static void sum_rows_acc(index_t rows, index_t cols, const T* x, T* v) {
+    static void sum_rows_acc(index_t rows, index_t cols, const T* x, T* v, bool accumulate = true) {
         columnwise<T>(rows, cols, [&]<class K>(index_t c0, index_t nc) {
+            if (!accumulate) std::fill(v + c0, v + c0 + nc, T(0));
             for (index_t r = 0; r < rows; ++r) K::add(nc, v + c0, x + r * cols + c0, v + c0);
         });
     }
@@ -10876,8 +11005,11 @@ struct host_primitives {
     template <class T> static void gelu_fwd(index_t n, const T* x, T* y) {
         chunked<T>(n, [&]<class K>(index_t o, index_t m) { K::gelu_fwd(m, x + o, y + o); });
     }
-    template <class T> static void gelu_bwd(index_t n, const T* x, const T* dy, T* dx) {
-        chunked<T>(n, [&]<class K>(index_t o, index_t m) { K::gelu_bwd(m, x + o, dy + o, dx + o); });
+    template <class T> static void gelu_bwd(index_t n, const T* x, const T* dy, T* dx, bool accumulate = true) {
+        chunked<T>(n, [&]<class K>(index_t o, index_t m) {
+            if (!accumulate) std::fill(dx + o, dx + o + m, T(0));  // (the chunk, while it is in cache)
+            K::gelu_bwd(m, x + o, dy + o, dx + o);
+        });
     }
     // GELU, exact (erf) form: libm's erf per element (no vector erf), parallel over fixed
     // chunks like every elementwise primitive.
@@ -10888,31 +11020,40 @@ struct host_primitives {
         });
     }
     // dx += dy * gelu_erf'(x)   (from the input x)
-    template <class T> static void gelu_erf_bwd(index_t n, const T* x, const T* dy, T* dx) {
+    template <class T> static void gelu_erf_bwd(index_t n, const T* x, const T* dy, T* dx, bool accumulate = true) {
         launch();
         parallel_for(n, elem_grain, [&](index_t b, index_t e) {
-            for (index_t i = b; i < e; ++i) dx[i] += dy[i] * elementwise::gelu_erf_grad(x[i]);
+            for (index_t i = b; i < e; ++i) dx[i] = (accumulate ? dx[i] : T(0)) + dy[i] * elementwise::gelu_erf_grad(x[i]);
         });
     }
     template <class T> static void relu_fwd(index_t n, const T* x, T* y) {
         chunked<T>(n, [&]<class K>(index_t o, index_t m) { K::relu_fwd(m, x + o, y + o); });
     }
-    template <class T> static void relu_bwd(index_t n, const T* x, const T* dy, T* dx) {
-        chunked<T>(n, [&]<class K>(index_t o, index_t m) { K::relu_bwd(m, x + o, dy + o, dx + o); });
+    template <class T> static void relu_bwd(index_t n, const T* x, const T* dy, T* dx, bool accumulate = true) {
+        chunked<T>(n, [&]<class K>(index_t o, index_t m) {
+            if (!accumulate) std::fill(dx + o, dx + o + m, T(0));  // (the chunk, while it is in cache)
+            K::relu_bwd(m, x + o, dy + o, dx + o);
+        });
     }
     template <class T> static void tanh_fwd(index_t n, const T* x, T* y) {
         chunked<T>(n, [&]<class K>(index_t o, index_t m) { K::tanh_fwd(m, x + o, y + o); });
     }
     // (from the output y)
-    template <class T> static void tanh_bwd(index_t n, const T* y, const T* dy, T* dx) {
-        chunked<T>(n, [&]<class K>(index_t o, index_t m) { K::tanh_bwd(m, y + o, dy + o, dx + o); });
+    template <class T> static void tanh_bwd(index_t n, const T* y, const T* dy, T* dx, bool accumulate = true) {
+        chunked<T>(n, [&]<class K>(index_t o, index_t m) {
+            if (!accumulate) std::fill(dx + o, dx + o + m, T(0));  // (the chunk, while it is in cache)
+            K::tanh_bwd(m, y + o, dy + o, dx + o);
+        });
     }
     template <class T> static void sigmoid_fwd(index_t n, const T* x, T* y) {
         chunked<T>(n, [&]<class K>(index_t o, index_t m) { K::sigmoid_fwd(m, x + o, y + o); });
     }
     // (from the output y)
-    template <class T> static void sigmoid_bwd(index_t n, const T* y, const T* dy, T* dx) {
-        chunked<T>(n, [&]<class K>(index_t o, index_t m) { K::sigmoid_bwd(m, y + o, dy + o, dx + o); });
+    template <class T> static void sigmoid_bwd(index_t n, const T* y, const T* dy, T* dx, bool accumulate = true) {
+        chunked<T>(n, [&]<class K>(index_t o, index_t m) {
+            if (!accumulate) std::fill(dx + o, dx + o + m, T(0));  // (the chunk, while it is in cache)
+            K::sigmoid_bwd(m, y + o, dy + o, dx + o);
+        });
     }
     // log σ(x) = min(x, 0) − log1p(exp(−|x|)): finite for every x, where σ itself rounds to 0
     // or 1. Used on per-token halting logits (thousands of values per step), so a scalar
@@ -10922,9 +11063,9 @@ struct host_primitives {
         for (index_t i = 0; i < n; ++i) y[i] = elementwise::log_sigmoid(x[i]);
     }
     // dx += dy · σ(−x)   (from the input x)
-    template <class T> static void log_sigmoid_bwd(index_t n, const T* x, const T* dy, T* dx) {
+    template <class T> static void log_sigmoid_bwd(index_t n, const T* x, const T* dy, T* dx, bool accumulate = true) {
         launch();
-        for (index_t i = 0; i < n; ++i) dx[i] += dy[i] * elementwise::log_sigmoid_grad(x[i]);
+        for (index_t i = 0; i < n; ++i) dx[i] = (accumulate ? dx[i] : T(0)) + dy[i] * elementwise::log_sigmoid_grad(x[i]);
     }
 
     // ---- reductions (into device memory) ----
@@ -11014,13 +11155,18 @@ struct host_primitives {
     // dx += ..., dgamma += ..., dbeta += ...  (any of the three may be null)
     template <class T>
     static void layernorm_bwd(index_t rows, index_t cols, const T* x, const T* dy, const T* gamma, const T* mean, const T* rstd,
-                              T* dx, T* dgamma, T* dbeta) {
+                              T* dx, T* dgamma, T* dbeta, bool accumulate_dx = true, bool accumulate_params = true) {
         if (dx)
             rowwise<T>(rows, cols, [&]<class K>(index_t r) {
+                if (!accumulate_dx) std::fill(dx + r * cols, dx + (r + 1) * cols, T(0));
                 K::layernorm_bwd_row(cols, x + r * cols, dy + r * cols, gamma, mean[r], rstd[r], dx + r * cols);
             });
         if (dgamma && dbeta)
             columnwise<T>(rows, cols, [&]<class K>(index_t c0, index_t nc) {
+                if (!accumulate_params) {
+                    std::fill(dgamma + c0, dgamma + c0 + nc, T(0));
+                    std::fill(dbeta + c0, dbeta + c0 + nc, T(0));
+                }
                 for (index_t r = 0; r < rows; ++r)
                     K::layernorm_param_grad_row(nc, x + r * cols + c0, dy + r * cols + c0, mean[r], rstd[r], dgamma + c0, dbeta + c0);
             });
@@ -11154,6 +11300,29 @@ struct host_primitives {
         });
     }
 
+    // y = x * dropout_mask's value (y += with accumulate), the mask drawn for 1024 elements at a
+    // time into a local buffer and applied by the product kernels mul / mul_acc: the same bits as
+    // the stored mask and a product, without the mask (x may be y)
+    template <class T>
+    static void dropout_apply(index_t n, T p, const Generator& gen, std::uint64_t first, const T* x, T* y, bool accumulate = false) {
+        const T keep = T(1) / (T(1) - p);
+        const auto threshold = static_cast<std::uint64_t>(static_cast<double>(p) * 4294967296.0);
+        chunked<T>(n, [&]<class K>(index_t b, index_t len) {
+            constexpr index_t piece = 1024;
+            alignas(64) T mask[piece];
+            for (index_t o = b; o < b + len; o += piece) {
+                const index_t m = std::min(piece, b + len - o);
+                std::array<std::uint32_t, 4> w{};
+                for (index_t i = o; i < o + m; ++i) {
+                    if (i == o || i % 4 == 0) w = gen.block((first >> 2) + static_cast<std::uint64_t>(i / 4));
+                    mask[i - o] = depthlab::detail::dropout_keep(w[static_cast<std::size_t>(i % 4)], threshold, keep);
+                }
+                if (accumulate) K::mul_acc(m, x + o, mask, y + o);
+                else K::mul(m, x + o, mask, y + o);
+            }
+        });
+    }
+
     // ---- optimiser updates (the element rules of backend/update_rules.hpp) ----
     template <class T, class F>
     static void for_each_index(index_t n, F&& body) {
@@ -11235,6 +11404,34 @@ struct host_primitives {
         const double f = optim::rules::clip_factor(optim::rules::clip_total(parts, k), max_norm);
         if (f < 1.0) axpby(n, static_cast<T>(f), x, T(0), x);
         else launch();
+    }
+
+    // ---- multi-tensor forms: the single-tensor routines in turn (so the same bits), counted
+    // as the launches a device makes: one per pass over all the tensors ----
+    template <class T>
+    static void adam_update_many(index_t count, const optim::rules::adam_tensor<T>* t) {
+        const one_launch pass;
+        for (index_t i = 0; i < count; ++i) adam_update(t[i].n, t[i].w, t[i].g, t[i].m, t[i].v, t[i].rule);
+    }
+    template <class T>
+    static void lamb_step_many(index_t count, const optim::rules::lamb_tensor<T>* t) {
+        {
+            const one_launch moments;
+            for (index_t i = 0; i < count; ++i) lamb_moments(t[i].n, t[i].w, t[i].g, t[i].m, t[i].v, t[i].am, t[i].wd, t[i].sums);
+        }
+        const one_launch apply;
+        for (index_t i = 0; i < count; ++i)
+            lamb_apply(t[i].n, t[i].w, t[i].m, t[i].v, t[i].am, t[i].wd, t[i].lr, t[i].adapt ? t[i].sums : nullptr);
+    }
+    template <class T>
+    static void sum_squares_many(index_t count, const optim::rules::tensor_span<T>* t, double* out) {
+        const one_launch pass;
+        for (index_t i = 0; i < count; ++i) sum_squares_to(t[i].n, t[i].x, out + i);
+    }
+    template <class T>
+    static void clip_scale_many(index_t count, const optim::rules::tensor_span<T>* t, const double* parts, index_t k, double max_norm) {
+        const one_launch pass;
+        for (index_t i = 0; i < count; ++i) clip_scale(t[i].n, t[i].x, parts, k, max_norm);
     }
 
     // ---- GEMM ----
