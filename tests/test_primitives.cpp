@@ -348,7 +348,9 @@ TEST_CASE_TEMPLATE("primitives: backward routines write a first gradient without
         {"gelu_bwd", &P::template gelu_bwd<float>},       {"gelu_erf_bwd", &P::template gelu_erf_bwd<float>},
         {"relu_bwd", &P::template relu_bwd<float>},       {"tanh_bwd", &P::template tanh_bwd<float>},
         {"sigmoid_bwd", &P::template sigmoid_bwd<float>}, {"log_sigmoid_bwd", &P::template log_sigmoid_bwd<float>}};
-    for (const auto& [name, op] : ops) {
+    for (const auto& entry : ops) {  // (no structured binding: clang 14 cannot capture those)
+        const char* name = entry.first;
+        const unary op = entry.second;
         CAPTURE(name);
         auto written = s(n), added = z(n);
         op(n, y.data(), dy.data(), written.data(), false);
