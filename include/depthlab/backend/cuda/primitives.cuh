@@ -168,6 +168,19 @@ __global__ void clip_scale_many_kernel(tensor_table<optim::rules::tensor_span<T>
     }
 }
 
+/// f(i, mask value) for every i < n: inverted dropout's mask (0, or 1 / (1 - p)) drawn from
+/// gen's counter words from `first` on, one Philox block per 4 elements, as on the CPU.
+template <class T, class F>
+void for_each_dropout(index_t n, T p, const Generator& gen, std::uint64_t first, F f, const char* name) {
+    const T keep = T(1) / (T(1) - p);
+    const auto threshold = static_cast<std::uint64_t>(static_cast<double>(p) * 4294967296.0);
+    const std::uint64_t seed = gen.seed(), block0 = first >> 2;
+    for_each((n + 3) / 4, [=] __device__(index_t blk) {
+        std::uint32_t w[4];
+        depthlab::detail::philox_block(seed, block0 + static_cast<std::uint64_t>(blk), w);
+        for (index_t j = 0; j < 4 && blk * 4 + j < n; ++j) f(blk * 4 + j, depthlab::detail::dropout_keep(w[j], threshold, keep));
+    }, name);
+}
 /// log Σ exp over a row (block-wide; every thread gets the result).
 template <class T>
 __device__ inline T row_logsumexp(const T* x, index_t n) {
@@ -585,30 +598,13 @@ void primitives<backend::cuda>::rows_axpy(index_t n, index_t cols, T alpha, cons
 
 template <class T>
 void primitives<backend::cuda>::dropout_mask(index_t n, T p, const Generator& gen, std::uint64_t first, T* mask) {
-    const T keep = T(1) / (T(1) - p);
-    const auto threshold = static_cast<std::uint64_t>(static_cast<double>(p) * 4294967296.0);
-    const std::uint64_t seed = gen.seed(), block0 = first >> 2;
-    cuda::for_each((n + 3) / 4, [=] __device__(index_t blk) {
-        std::uint32_t w[4];
-        depthlab::detail::philox_block(seed, block0 + static_cast<std::uint64_t>(blk), w);
-        for (index_t j = 0; j < 4 && blk * 4 + j < n; ++j) mask[blk * 4 + j] = depthlab::detail::dropout_keep(w[j], threshold, keep);
-    }, "dropout_mask");
+    cuda::for_each_dropout(n, p, gen, first, [=] __device__(index_t i, T keep) { mask[i] = keep; }, "dropout_mask");
 }
 
 template <class T>
 void primitives<backend::cuda>::dropout_apply(index_t n, T p, const Generator& gen, std::uint64_t first, const T* x, T* y, bool accumulate) {
-    const T keep = T(1) / (T(1) - p);
-    const auto threshold = static_cast<std::uint64_t>(static_cast<double>(p) * 4294967296.0);
-    const std::uint64_t seed = gen.seed(), block0 = first >> 2;
-    cuda::for_each((n + 3) / 4, [=] __device__(index_t blk) {
-        std::uint32_t w[4];
-        depthlab::detail::philox_block(seed, block0 + static_cast<std::uint64_t>(blk), w);
-        for (index_t j = 0; j < 4 && blk * 4 + j < n; ++j) {
-            const index_t i = blk * 4 + j;
-            const T v = x[i] * depthlab::detail::dropout_keep(w[j], threshold, keep);
-            y[i] = accumulate ? y[i] + v : v;
-        }
-    }, "dropout_apply");
+    cuda::for_each_dropout(n, p, gen, first, [=] __device__(index_t i, T keep) { y[i] = accumulate ? y[i] + x[i] * keep : x[i] * keep; },
+                           "dropout_apply");
 }
 
 template <class T>
