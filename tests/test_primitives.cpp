@@ -396,3 +396,38 @@ TEST_CASE_TEMPLATE("primitives: dropout_apply equals the stored mask's product",
     CHECK(dropped > n / 4);  // p = 0.3: the mask really drops
     CHECK(dropped < n * 7 / 20);
 }
+
+// Greedy decoding's per-row choice against the host's log-softmax in double and
+// std::max_element: ties go to the first maximum; a row with a NaN, or with +inf (whose
+// log-probabilities are all NaN on the host), picks 0.
+TEST_CASE_TEMPLATE("primitives: greedy_pick chooses the first maximum with its log-probability", B, DEPTHLAB_TEST_BACKENDS) {
+    const index_t V = 300, rows = 6;
+    std::vector<double> x = random_values(static_cast<std::size_t>(rows * V), 140);
+    x[1 * V + 17] = x[1 * V + 250] = 9.0;  // a tie: 17 wins
+    x[2 * V + 5] = std::numeric_limits<double>::quiet_NaN();
+    x[3 * V + 9] = std::numeric_limits<double>::infinity();
+    for (index_t c = 0; c < V; ++c) x[static_cast<std::size_t>(4 * V + c)] = -3.0;  // all equal: 0
+    x[5 * V + V - 1] = 40.0;                                                         // the last column
+    const std::int64_t eos = 2;
+    const auto logits = depthlab_test::from_double<float, B>({rows, V}, x);
+    auto out = Tensor<double, B>::empty({rows, 3});
+    primitives<B>::greedy_pick(rows, V, logits.data(), eos, out.data());
+    const auto got = out.to_vector();
+    const std::vector<float> xf(x.begin(), x.end());
+    std::vector<double> lp;
+    for (index_t r = 0; r < rows; ++r) {
+        CAPTURE(r);
+        elementwise::log_softmax_row(xf.data() + r * V, V, lp);
+        const auto best = std::max_element(lp.begin(), lp.end()) - lp.begin();
+        CHECK(got[static_cast<std::size_t>(3 * r)] == static_cast<double>(best));
+        for (const int k : {1, 2}) {
+            const double want = lp[static_cast<std::size_t>(k == 1 ? best : eos)];
+            const double g = got[static_cast<std::size_t>(3 * r + k)];
+            if (std::isnan(want)) CHECK(std::isnan(g));
+            else CHECK(g == doctest::Approx(want).epsilon(1e-12));
+        }
+    }
+    CHECK(got[3 * 1] == 17);
+    CHECK(got[3 * 5] == static_cast<double>(V - 1));
+    CHECK_THROWS_AS(primitives<B>::greedy_pick(rows, V, logits.data(), std::int64_t{V}, out.data()), index_error);
+}

@@ -3599,6 +3599,77 @@ Var<T, B> Seq2SeqTransformer<T, B>::decode(const Var<T, B>& memory, const token_
 #include <utility>
 #include <vector>
 
+// ---- begin depthlab/backend/elementwise.hpp ----
+// Scalar forms of the activations and their derivatives, for every backend: the CUDA
+// kernels apply them per element, the CPU uses them where a scalar loop is enough
+// (log-sigmoid) and its SIMD kernels implement the same formulas (tested against these
+// through the op harness, which checks every backend against one reference).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+
+namespace depthlab::elementwise {
+
+// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+template <class T>
+DEPTHLAB_HOST_AND_GPU inline T gelu(T x) {
+    const T k0 = T(0.7978845608028654), k1 = T(0.044715);
+    return T(0.5) * x * (T(1) + std::tanh(k0 * (k1 * x * x * x + x)));
+}
+template <class T>
+DEPTHLAB_HOST_AND_GPU inline T gelu_grad(T x) {
+    const T k0 = T(0.7978845608028654), k1 = T(0.044715);
+    const T t = std::tanh(k0 * (k1 * x * x * x + x));
+    const T du = k0 * (T(3) * k1 * x * x + T(1));
+    return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * du;
+}
+// GELU, exact form (Hendrycks & Gimpel; PyTorch's default, HF BERT's "gelu"):
+// 0.5 x (1 + erf(x / sqrt(2))); derivative Phi(x) + x phi(x).
+template <class T>
+DEPTHLAB_HOST_AND_GPU inline T gelu_erf(T x) {
+    return T(0.5) * x * (T(1) + std::erf(x * T(0.7071067811865476)));
+}
+template <class T>
+DEPTHLAB_HOST_AND_GPU inline T gelu_erf_grad(T x) {
+    const T cdf = T(0.5) * (T(1) + std::erf(x * T(0.7071067811865476)));
+    const T pdf = T(0.3989422804014327) * std::exp(T(-0.5) * x * x);
+    return cdf + x * pdf;
+}
+template <class T>
+DEPTHLAB_HOST_AND_GPU inline T relu(T x) { return x > T(0) ? x : T(0); }
+template <class T>
+DEPTHLAB_HOST_AND_GPU inline T relu_grad(T x) { return x > T(0) ? T(1) : T(0); }
+/// from the output y = tanh(x)
+template <class T>
+DEPTHLAB_HOST_AND_GPU inline T tanh_grad_from_output(T y) { return T(1) - y * y; }
+template <class T>
+DEPTHLAB_HOST_AND_GPU inline T sigmoid(T x) { return T(1) / (T(1) + std::exp(-x)); }
+/// from the output y = sigmoid(x)
+template <class T>
+DEPTHLAB_HOST_AND_GPU inline T sigmoid_grad_from_output(T y) { return y * (T(1) - y); }
+/// log σ(x) = min(x, 0) − log1p(exp(−|x|)): finite for every x, where σ itself rounds to 0 or 1.
+template <class T>
+DEPTHLAB_HOST_AND_GPU inline T log_sigmoid(T x) { return (x < T(0) ? x : T(0)) - std::log1p(std::exp(-std::abs(x))); }
+/// d log σ(x) / dx = σ(−x)
+template <class T>
+DEPTHLAB_HOST_AND_GPU inline T log_sigmoid_grad(T x) { return T(1) / (T(1) + std::exp(x)); }
+
+/// log_softmax of one row of logits into out (double accumulation; host code: decoding).
+template <class T>
+void log_softmax_row(const T* x, index_t V, std::vector<double>& out) {
+    out.resize(static_cast<std::size_t>(V));
+    double mx = -std::numeric_limits<double>::infinity();
+    for (index_t v = 0; v < V; ++v) mx = std::max(mx, static_cast<double>(x[v]));
+    double s = 0;
+    for (index_t v = 0; v < V; ++v) s += std::exp(static_cast<double>(x[v]) - mx);
+    const double lse = mx + std::log(s);
+    for (index_t v = 0; v < V; ++v) out[static_cast<std::size_t>(v)] = static_cast<double>(x[v]) - lse;
+}
+
+}  // namespace depthlab::elementwise
+// ---- end depthlab/backend/elementwise.hpp ----
 
 namespace depthlab::nn {
 
@@ -3774,17 +3845,6 @@ void check_search(const Seq2SeqTransformer<T, B>& model, const token_batch& src,
     DEPTHLAB_CHECK(o.bos_id >= 0 && o.bos_id < V && o.eos_id >= 0 && o.eos_id < V, index_error, what, ": BOS ", o.bos_id, " / EOS ", o.eos_id,
                    " outside the vocabulary [0, ", V, ")");
 }
-/// log_softmax of one row of logits into out (double accumulation).
-template <class T>
-void log_softmax_row(const T* x, index_t V, std::vector<double>& out) {
-    out.resize(static_cast<std::size_t>(V));
-    double mx = -std::numeric_limits<double>::infinity();
-    for (index_t v = 0; v < V; ++v) mx = std::max(mx, static_cast<double>(x[v]));
-    double s = 0;
-    for (index_t v = 0; v < V; ++v) s += std::exp(static_cast<double>(x[v]) - mx);
-    const double lse = mx + std::log(s);
-    for (index_t v = 0; v < V; ++v) out[static_cast<std::size_t>(v)] = static_cast<double>(x[v]) - lse;
-}
 }  // namespace detail
 
 /// Greedy search over a batch; `memory` = model.encode(src) (pass it to reuse an encoder
@@ -3803,21 +3863,23 @@ std::vector<hypothesis> greedy_search(const Seq2SeqTransformer<T, B>& model, con
     std::vector<std::int64_t> live(static_cast<std::size_t>(Bn));  // row -> sentence
     for (index_t b = 0; b < Bn; ++b) live[b] = b;
     std::vector<std::int64_t> ids(static_cast<std::size_t>(Bn), o.bos_id);
-    std::vector<double> lp;
     for (index_t t = 0; !live.empty(); ++t) {
         const Tensor<T, B> logits = st.step(ids);
-        const std::vector<T> L = logits.to_vector();
+        // each row's choice made where the logits are: {first maximum, its log-probability,
+        // EOS's}, 3 numbers a row read back instead of the vocabulary's logits
+        const auto rows = static_cast<index_t>(live.size());
+        auto picked = Tensor<double, B>::empty({rows, 3});
+        primitives<B>::greedy_pick(rows, V, logits.contiguous().data(), o.eos_id, picked.data());
+        const std::vector<double> pick = picked.to_vector();
         std::vector<std::int64_t> keep, next_live, next_ids;
         for (std::size_t r = 0; r < live.size(); ++r) {
-            const T* row = L.data() + static_cast<index_t>(r) * V;
-            detail::log_softmax_row(row, V, lp);
             hypothesis& h = out[static_cast<std::size_t>(live[r])];
             if (t + 1 >= limit[static_cast<std::size_t>(live[r])]) {  // the last position allowed: EOS forced
-                h.score += lp[static_cast<std::size_t>(o.eos_id)];
+                h.score += pick[3 * r + 2];
                 continue;
             }
-            const auto best = static_cast<std::int64_t>(std::max_element(lp.begin(), lp.end()) - lp.begin());  // first maximum
-            h.score += lp[static_cast<std::size_t>(best)];
+            const auto best = static_cast<std::int64_t>(pick[3 * r]);  // the first maximum
+            h.score += pick[3 * r + 1];
             if (best == o.eos_id) {
                 h.finished = true;
                 continue;
@@ -3887,7 +3949,7 @@ std::vector<hypothesis> beam_search(const Seq2SeqTransformer<T, B>& model, const
                 const double base = s.beams[static_cast<std::size_t>(k)].score;
                 if (base == ninf) continue;
                 const T* row = L.data() + (static_cast<index_t>(si) * K + k) * V;
-                detail::log_softmax_row(row, V, lp);
+                elementwise::log_softmax_row(row, V, lp);
                 if (last) {
                     cands.push_back({base + lp[static_cast<std::size_t>(o.eos_id)], k, o.eos_id});
                     continue;
@@ -9326,62 +9388,6 @@ void gemm_bias(const gemm_args& g, const T* a, const T* b, const T* bias, T* c) 
 
 }  // namespace depthlab::cpu
 // ---- end depthlab/backend/cpu/gemm.hpp ----
-// ---- begin depthlab/backend/elementwise.hpp ----
-// Scalar forms of the activations and their derivatives, for every backend: the CUDA
-// kernels apply them per element, the CPU uses them where a scalar loop is enough
-// (log-sigmoid) and its SIMD kernels implement the same formulas (tested against these
-// through the op harness, which checks every backend against one reference).
-#include <cmath>
-
-
-namespace depthlab::elementwise {
-
-// GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
-template <class T>
-DEPTHLAB_HOST_AND_GPU inline T gelu(T x) {
-    const T k0 = T(0.7978845608028654), k1 = T(0.044715);
-    return T(0.5) * x * (T(1) + std::tanh(k0 * (k1 * x * x * x + x)));
-}
-template <class T>
-DEPTHLAB_HOST_AND_GPU inline T gelu_grad(T x) {
-    const T k0 = T(0.7978845608028654), k1 = T(0.044715);
-    const T t = std::tanh(k0 * (k1 * x * x * x + x));
-    const T du = k0 * (T(3) * k1 * x * x + T(1));
-    return T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * du;
-}
-// GELU, exact form (Hendrycks & Gimpel; PyTorch's default, HF BERT's "gelu"):
-// 0.5 x (1 + erf(x / sqrt(2))); derivative Phi(x) + x phi(x).
-template <class T>
-DEPTHLAB_HOST_AND_GPU inline T gelu_erf(T x) {
-    return T(0.5) * x * (T(1) + std::erf(x * T(0.7071067811865476)));
-}
-template <class T>
-DEPTHLAB_HOST_AND_GPU inline T gelu_erf_grad(T x) {
-    const T cdf = T(0.5) * (T(1) + std::erf(x * T(0.7071067811865476)));
-    const T pdf = T(0.3989422804014327) * std::exp(T(-0.5) * x * x);
-    return cdf + x * pdf;
-}
-template <class T>
-DEPTHLAB_HOST_AND_GPU inline T relu(T x) { return x > T(0) ? x : T(0); }
-template <class T>
-DEPTHLAB_HOST_AND_GPU inline T relu_grad(T x) { return x > T(0) ? T(1) : T(0); }
-/// from the output y = tanh(x)
-template <class T>
-DEPTHLAB_HOST_AND_GPU inline T tanh_grad_from_output(T y) { return T(1) - y * y; }
-template <class T>
-DEPTHLAB_HOST_AND_GPU inline T sigmoid(T x) { return T(1) / (T(1) + std::exp(-x)); }
-/// from the output y = sigmoid(x)
-template <class T>
-DEPTHLAB_HOST_AND_GPU inline T sigmoid_grad_from_output(T y) { return y * (T(1) - y); }
-/// log σ(x) = min(x, 0) − log1p(exp(−|x|)): finite for every x, where σ itself rounds to 0 or 1.
-template <class T>
-DEPTHLAB_HOST_AND_GPU inline T log_sigmoid(T x) { return (x < T(0) ? x : T(0)) - std::log1p(std::exp(-std::abs(x))); }
-/// d log σ(x) / dx = σ(−x)
-template <class T>
-DEPTHLAB_HOST_AND_GPU inline T log_sigmoid_grad(T x) { return T(1) / (T(1) + std::exp(x)); }
-
-}  // namespace depthlab::elementwise
-// ---- end depthlab/backend/elementwise.hpp ----
 // ---- begin depthlab/backend/cpu/kernels.hpp ----
 // The memory-bound CPU kernels, compiled once per (scalar type, ISA). `with_isa<T>(f)`
 // converts the run-time ISA choice into the template argument K = kernels<T, ISA> once per
@@ -11298,6 +11304,22 @@ struct host_primitives {
                     mask[blk * 4 + j] = depthlab::detail::dropout_keep(w[static_cast<std::size_t>(j)], threshold, keep);
             }
         });
+    }
+
+    // greedy decoding's choice per row: the log-softmax in double (elementwise::log_softmax_row,
+    // as beam search), the first maximum, its log-probability and EOS's
+    template <class T>
+    static void greedy_pick(index_t rows, index_t V, const T* logits, std::int64_t eos, double* out) {
+        launch();
+        DEPTHLAB_CHECK(eos >= 0 && eos < V, index_error, "greedy_pick: EOS id ", eos, " outside the vocabulary [0, ", V, ")");
+        std::vector<double> lp;
+        for (index_t r = 0; r < rows; ++r) {
+            elementwise::log_softmax_row(logits + r * V, V, lp);
+            const auto best = std::max_element(lp.begin(), lp.end()) - lp.begin();
+            out[3 * r] = static_cast<double>(best);
+            out[3 * r + 1] = lp[static_cast<std::size_t>(best)];
+            out[3 * r + 2] = lp[static_cast<std::size_t>(eos)];
+        }
     }
 
     // y = x * dropout_mask's value (y += with accumulate), the mask drawn for 1024 elements at a

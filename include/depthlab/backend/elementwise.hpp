@@ -3,9 +3,13 @@
 // kernels apply them per element, the CPU uses them where a scalar loop is enough
 // (log-sigmoid) and its SIMD kernels implement the same formulas (tested against these
 // through the op harness, which checks every backend against one reference).
+#include <algorithm>
 #include <cmath>
+#include <limits>
+#include <vector>
 
 #include "depthlab/core/portable.hpp"
+#include "depthlab/core/shape.hpp"
 
 namespace depthlab::elementwise {
 
@@ -52,5 +56,17 @@ DEPTHLAB_HOST_AND_GPU inline T log_sigmoid(T x) { return (x < T(0) ? x : T(0)) -
 /// d log σ(x) / dx = σ(−x)
 template <class T>
 DEPTHLAB_HOST_AND_GPU inline T log_sigmoid_grad(T x) { return T(1) / (T(1) + std::exp(x)); }
+
+/// log_softmax of one row of logits into out (double accumulation; host code: decoding).
+template <class T>
+void log_softmax_row(const T* x, index_t V, std::vector<double>& out) {
+    out.resize(static_cast<std::size_t>(V));
+    double mx = -std::numeric_limits<double>::infinity();
+    for (index_t v = 0; v < V; ++v) mx = std::max(mx, static_cast<double>(x[v]));
+    double s = 0;
+    for (index_t v = 0; v < V; ++v) s += std::exp(static_cast<double>(x[v]) - mx);
+    const double lse = mx + std::log(s);
+    for (index_t v = 0; v < V; ++v) out[static_cast<std::size_t>(v)] = static_cast<double>(x[v]) - lse;
+}
 
 }  // namespace depthlab::elementwise

@@ -45,6 +45,7 @@
 #include <utility>
 #include <vector>
 
+#include "depthlab/backend/elementwise.hpp"
 #include "depthlab/autodiff/ops.hpp"
 #include "depthlab/nn/models.hpp"
 
@@ -222,17 +223,6 @@ void check_search(const Seq2SeqTransformer<T, B>& model, const token_batch& src,
     DEPTHLAB_CHECK(o.bos_id >= 0 && o.bos_id < V && o.eos_id >= 0 && o.eos_id < V, index_error, what, ": BOS ", o.bos_id, " / EOS ", o.eos_id,
                    " outside the vocabulary [0, ", V, ")");
 }
-/// log_softmax of one row of logits into out (double accumulation).
-template <class T>
-void log_softmax_row(const T* x, index_t V, std::vector<double>& out) {
-    out.resize(static_cast<std::size_t>(V));
-    double mx = -std::numeric_limits<double>::infinity();
-    for (index_t v = 0; v < V; ++v) mx = std::max(mx, static_cast<double>(x[v]));
-    double s = 0;
-    for (index_t v = 0; v < V; ++v) s += std::exp(static_cast<double>(x[v]) - mx);
-    const double lse = mx + std::log(s);
-    for (index_t v = 0; v < V; ++v) out[static_cast<std::size_t>(v)] = static_cast<double>(x[v]) - lse;
-}
 }  // namespace detail
 
 /// Greedy search over a batch; `memory` = model.encode(src) (pass it to reuse an encoder
@@ -251,21 +241,23 @@ std::vector<hypothesis> greedy_search(const Seq2SeqTransformer<T, B>& model, con
     std::vector<std::int64_t> live(static_cast<std::size_t>(Bn));  // row -> sentence
     for (index_t b = 0; b < Bn; ++b) live[b] = b;
     std::vector<std::int64_t> ids(static_cast<std::size_t>(Bn), o.bos_id);
-    std::vector<double> lp;
     for (index_t t = 0; !live.empty(); ++t) {
         const Tensor<T, B> logits = st.step(ids);
-        const std::vector<T> L = logits.to_vector();
+        // each row's choice made where the logits are: {first maximum, its log-probability,
+        // EOS's}, 3 numbers a row read back instead of the vocabulary's logits
+        const auto rows = static_cast<index_t>(live.size());
+        auto picked = Tensor<double, B>::empty({rows, 3});
+        primitives<B>::greedy_pick(rows, V, logits.contiguous().data(), o.eos_id, picked.data());
+        const std::vector<double> pick = picked.to_vector();
         std::vector<std::int64_t> keep, next_live, next_ids;
         for (std::size_t r = 0; r < live.size(); ++r) {
-            const T* row = L.data() + static_cast<index_t>(r) * V;
-            detail::log_softmax_row(row, V, lp);
             hypothesis& h = out[static_cast<std::size_t>(live[r])];
             if (t + 1 >= limit[static_cast<std::size_t>(live[r])]) {  // the last position allowed: EOS forced
-                h.score += lp[static_cast<std::size_t>(o.eos_id)];
+                h.score += pick[3 * r + 2];
                 continue;
             }
-            const auto best = static_cast<std::int64_t>(std::max_element(lp.begin(), lp.end()) - lp.begin());  // first maximum
-            h.score += lp[static_cast<std::size_t>(best)];
+            const auto best = static_cast<std::int64_t>(pick[3 * r]);  // the first maximum
+            h.score += pick[3 * r + 1];
             if (best == o.eos_id) {
                 h.finished = true;
                 continue;
@@ -335,7 +327,7 @@ std::vector<hypothesis> beam_search(const Seq2SeqTransformer<T, B>& model, const
                 const double base = s.beams[static_cast<std::size_t>(k)].score;
                 if (base == ninf) continue;
                 const T* row = L.data() + (static_cast<index_t>(si) * K + k) * V;
-                detail::log_softmax_row(row, V, lp);
+                elementwise::log_softmax_row(row, V, lp);
                 if (last) {
                     cands.push_back({base + lp[static_cast<std::size_t>(o.eos_id)], k, o.eos_id});
                     continue;

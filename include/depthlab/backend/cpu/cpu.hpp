@@ -522,6 +522,22 @@ struct host_primitives {
         });
     }
 
+    // greedy decoding's choice per row: the log-softmax in double (elementwise::log_softmax_row,
+    // as beam search), the first maximum, its log-probability and EOS's
+    template <class T>
+    static void greedy_pick(index_t rows, index_t V, const T* logits, std::int64_t eos, double* out) {
+        launch();
+        DEPTHLAB_CHECK(eos >= 0 && eos < V, index_error, "greedy_pick: EOS id ", eos, " outside the vocabulary [0, ", V, ")");
+        std::vector<double> lp;
+        for (index_t r = 0; r < rows; ++r) {
+            elementwise::log_softmax_row(logits + r * V, V, lp);
+            const auto best = std::max_element(lp.begin(), lp.end()) - lp.begin();
+            out[3 * r] = static_cast<double>(best);
+            out[3 * r + 1] = lp[static_cast<std::size_t>(best)];
+            out[3 * r + 2] = lp[static_cast<std::size_t>(eos)];
+        }
+    }
+
     // y = x * dropout_mask's value (y += with accumulate), the mask drawn for 1024 elements at a
     // time into a local buffer and applied by the product kernels mul / mul_acc: the same bits as
     // the stored mask and a product, without the mask (x may be y)

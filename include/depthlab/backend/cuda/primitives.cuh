@@ -547,6 +547,35 @@ void primitives<backend::cuda>::cross_entropy_bwd(index_t rows, index_t V, const
     }, "cross_entropy_bwd");
 }
 
+// One block per row: the maximum (NaN ignored, as std::max on the host), the log-sum-exp in
+// double, the first index of the maximum; a NaN log-sum-exp (a NaN or +inf logit) picks 0, as
+// the host's max_element over NaN log-probabilities does. Only 3 doubles a row go to the host.
+template <class T>
+void primitives<backend::cuda>::greedy_pick(index_t rows, index_t V, const T* logits, std::int64_t eos, double* out) {
+    DEPTHLAB_CHECK(eos >= 0 && eos < V, index_error, "greedy_pick: EOS id ", eos, " outside the vocabulary [0, ", V, ")");
+    cuda::for_each_row(rows, V, [=] __device__(index_t r) {
+        const T* x = logits + r * V;
+        double mx = -std::numeric_limits<double>::infinity();
+        for (index_t c = threadIdx.x; c < V; c += blockDim.x)
+            if (static_cast<double>(x[c]) > mx) mx = static_cast<double>(x[c]);
+        mx = cuda::block_max(mx);
+        double s = 0;
+        index_t first = V;
+        for (index_t c = threadIdx.x; c < V; c += blockDim.x) {
+            s += std::exp(static_cast<double>(x[c]) - mx);
+            if (static_cast<double>(x[c]) == mx && c < first) first = c;
+        }
+        s = cuda::block_sum(s);
+        first = -cuda::block_max(-first);  // the lowest index of the maximum
+        if (threadIdx.x != 0) return;
+        const double lse = mx + std::log(s);
+        const index_t best = lse != lse ? 0 : first;
+        out[3 * r] = static_cast<double>(best);
+        out[3 * r + 1] = static_cast<double>(x[best]) - lse;
+        out[3 * r + 2] = static_cast<double>(x[eos]) - lse;
+    }, "greedy_pick");
+}
+
 template <class T>
 void primitives<backend::cuda>::gather_rows(index_t n, index_t cols, const T* table, index_t limit, const std::int64_t* ids, T* out, bool accumulate) {
     gather_rows_strided(n, cols, cols, cols, table, limit, ids, out, accumulate);
