@@ -83,6 +83,14 @@ inline std::shared_ptr<__nv_bfloat16> bf16_copy(const float* x, index_t n) {
     return y;
 }
 
+/// bf16 copies of a float product's A and B, each over every element the product reads.
+struct bf16_operands {
+    std::shared_ptr<__nv_bfloat16> a, b;
+    bf16_operands(const gemm_args& g, const float* fa, const float* fb)
+        : a(bf16_copy(fa, operand_reach(g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, g.batch, g.stride_a, g.batch2, g.stride_a2))),
+          b(bf16_copy(fb, operand_reach(g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, g.batch, g.stride_b, g.batch2, g.stride_b2))) {}
+};
+
 /// The product once operands have their GEMM type In (T, or bf16 for a float product).
 template <class In, class T>
 void gemm_typed(const gemm_args& g, T alpha, const In* a, const In* b, T beta, T* c) {
@@ -170,9 +178,8 @@ template <class T>
 bool gemm_bias_fused(const gemm_args& g, const T* a, const T* b, const T* bias, T* c) {
     if constexpr (std::is_same_v<T, float>) {
         if (bf16_product(g)) {
-            const auto a16 = bf16_copy(a, operand_reach(g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, 1, 0, 1, 0));
-            const auto b16 = bf16_copy(b, operand_reach(g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, 1, 0, 1, 0));
-            return gemm_bias_lt<__nv_bfloat16, float>(g, a16.get(), b16.get(), bias, c);
+            const bf16_operands ops(g, a, b);
+            return gemm_bias_lt<__nv_bfloat16, float>(g, ops.a.get(), ops.b.get(), bias, c);
         }
     }
     return gemm_bias_lt<T, T>(g, a, b, bias, c);
@@ -194,9 +201,8 @@ void gemm(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c) {
     }
     if constexpr (std::is_same_v<T, float>) {
         if (bf16_product(g)) {
-            const auto a16 = bf16_copy(a, operand_reach(g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, g.batch, g.stride_a, g.batch2, g.stride_a2));
-            const auto b16 = bf16_copy(b, operand_reach(g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, g.batch, g.stride_b, g.batch2, g.stride_b2));
-            gemm_typed<__nv_bfloat16, float>(g, alpha, a16.get(), b16.get(), beta, c);
+            const bf16_operands ops(g, a, b);
+            gemm_typed<__nv_bfloat16, float>(g, alpha, ops.a.get(), ops.b.get(), beta, c);
             return;
         }
     }
