@@ -1,6 +1,8 @@
 // libtorch baselines for depthlab_bench. Compiled alone (torch's flags, C++17) and never
 // with depthlab headers; bench_main.cpp calls register_libtorch_benchmarks().
 //
+//   encoder_layer_train/libtorch/<shape>       forward + backward of torch::nn::TransformerEncoderLayer
+//   encoder_layer_train/libtorch_bf16/<shape>  the same with the forward under CPU bf16 autocast
 //   matmul/libtorch/MxKxN        at::mm_out into a preallocated output (BLAS sgemm: OpenBLAS
 //                                on Debian, hence LD_LIBRARY_PATH=.../openblas-openmp)
 //   gelu/libtorch/N              at::gelu_out(..., "tanh")  (depthlab's GELU is the tanh form)
@@ -16,6 +18,7 @@
 #include <torch/nn/modules/transformerlayer.h>
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <ATen/autocast_mode.h>
 #include <c10/core/GradMode.h>
 
 #include "bench_common.hpp"
@@ -31,7 +34,33 @@ torch::nn::TransformerEncoderLayer make_layer(const layer_shape& l) {
         torch::nn::TransformerEncoderLayerOptions(l.d, l.h).dim_feedforward(l.ff).dropout(0.0));
 }
 
-void bm_encoder_layer_train(benchmark::State& state, layer_shape l) {
+/// What `with torch.autocast("cpu", dtype=torch.bfloat16):` does around a forward pass:
+/// eligible ops (matmul, linear, ...) cast their inputs to bf16 and keep the casts of leaf
+/// tensors (the weights) in a cache until the outermost region ends; master weights,
+/// gradients and the rest stay f32.
+class cpu_bf16_autocast {
+public:
+    cpu_bf16_autocast() : was_enabled_(at::autocast::is_cpu_enabled()), was_dtype_(at::autocast::get_autocast_cpu_dtype()) {
+        at::autocast::set_cpu_enabled(true);
+        at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+        at::autocast::increment_nesting();
+    }
+    ~cpu_bf16_autocast() {
+        if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+        at::autocast::set_cpu_enabled(was_enabled_);
+        at::autocast::set_autocast_cpu_dtype(was_dtype_);
+    }
+    cpu_bf16_autocast(const cpu_bf16_autocast&) = delete;
+    cpu_bf16_autocast& operator=(const cpu_bf16_autocast&) = delete;
+
+private:
+    bool was_enabled_;
+    at::ScalarType was_dtype_;
+};
+
+/// One training step: forward (under bf16 autocast when `bf16`, as a PyTorch user writes it),
+/// then backward of y * 1 outside the autocast region.
+void bm_encoder_layer_train(benchmark::State& state, layer_shape l, bool bf16) {
     auto layer = make_layer(l);
     layer->train();
     const at::Tensor x = random_tensor({l.s, l.b, l.d}).set_requires_grad(true);
@@ -39,8 +68,14 @@ void bm_encoder_layer_train(benchmark::State& state, layer_shape l) {
     auto step = [&] {
         layer->zero_grad();
         x.mutable_grad() = at::Tensor();
-        at::Tensor y = layer->forward(x);
-        y.backward(seed);
+        at::Tensor y;
+        if (bf16) {
+            const cpu_bf16_autocast autocast;
+            y = layer->forward(x);
+        } else {
+            y = layer->forward(x);
+        }
+        y.backward(y.scalar_type() == seed.scalar_type() ? seed : seed.to(y.scalar_type()));
         benchmark::DoNotOptimize(x.grad().data_ptr<float>());
     };
     step();
@@ -139,7 +174,10 @@ std::string one_line(std::string s) {
 std::vector<std::pair<std::string, std::string>> register_libtorch_benchmarks(int threads) {
     at::set_num_threads(threads);  // what torch::set_num_threads does
     for (const layer_shape& l : layer_shapes()) {
-        benchmark::RegisterBenchmark(("encoder_layer_train/libtorch/" + l.name()).c_str(), bm_encoder_layer_train, l)
+        benchmark::RegisterBenchmark(("encoder_layer_train/libtorch/" + l.name()).c_str(), bm_encoder_layer_train, l, false)
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
+        benchmark::RegisterBenchmark(("encoder_layer_train/libtorch_bf16/" + l.name()).c_str(), bm_encoder_layer_train, l, true)
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond);
         benchmark::RegisterBenchmark(("encoder_layer_forward/libtorch/" + l.name()).c_str(), bm_encoder_layer_forward, l)

@@ -8,9 +8,10 @@ Benchmarks are named <what>/<impl>/<shape>[/real_time...]. Runs are grouped by <
 next to matmul) joins the <base> group as impl <impl>:<variant>. Throughput is the GFLOP/s or
 GB/s counter (else 1/real_time); with --benchmark_repetitions the median is used.
 
-Each group prints every impl's throughput, then ratios row / column: depthlab's impls (and
-the ISA paths scalar/avx2/avx512 of the memory-bound kernels) against every other impl,
-and each ISA path against scalar. A ratio above 1 means the row is faster.
+Each group prints every impl's throughput, then ratios row / column: depthlab's impls
+(depthlab, depthlab_bf16, and the ISA paths scalar/avx2/avx512 of the memory-bound kernels)
+against every other impl (libtorch, libtorch_bf16, onednn), each ISA path against scalar and
+each depthlab variant against depthlab's f32. A ratio above 1 means the row is faster.
 
 act_encoder_train/interleaved/... runs three steps in turn (compact, masked, fixed depth)
 and reports their times and ratios as counters: those print as their own table, since
@@ -26,7 +27,8 @@ RATE_COUNTERS = ("GFLOP/s", "GB/s")
 
 
 def is_ours(impl):
-    return impl.split(":")[0] in ("depthlab",) + ISAS
+    name = impl.split(":")[0]
+    return name.startswith("depthlab") or name in ISAS
 
 
 def throughput(entry):
@@ -128,6 +130,8 @@ def print_group(what, shape, g):
     cols = [i for i in impls if not is_ours(i)]
     if "scalar" in impls and any(i in impls for i in ISAS[1:]):
         cols.append("scalar")
+    if "depthlab" in impls and any(r != "depthlab" and r.startswith("depthlab") for r in rows):
+        cols.append("depthlab")  # a variant (depthlab_bf16) against depthlab's f32
     rows = [r for r in rows if not (cols == [r])]
     if not rows or not cols:
         print()

@@ -175,6 +175,76 @@ TEST_CASE_TEMPLATE("primitives: bf16 GEMMs multiply bf16-rounded operands and ac
     }
 }
 
+// bf16 copies made beforehand (prepare_bf16, gemm_args::a_bf16 / b_bf16): a product given
+// the copies of its own operands gives the bits of the product that converts them itself and
+// converts nothing (one launch on a device); a copy of another operand, or of the same one
+// read in another layout, is not used (the product equals the product of its own operands);
+// under f32 precision nothing is made and the product stays f32.
+TEST_CASE_TEMPLATE("primitives: bf16 copies made beforehand serve the products that read the same operand, and only those", B,
+                   DEPTHLAB_TEST_BACKENDS) {
+    const std::vector<gemm_args> shapes = {
+        {.trans_b = true, .m = 37, .n = 29, .k = 70, .lda = 70, .ldb = 70, .ldc = 29},
+        {.trans_a = true, .m = 21, .n = 33, .k = 64, .lda = 25, .ldb = 40, .ldc = 40},
+        {.trans_b = true, .m = 12, .n = 10, .k = 32, .lda = 4 * 32, .ldb = 4 * 32, .ldc = 10, .batch = 4, .stride_a = 32, .stride_b = 32,
+         .stride_c = 12 * 10, .batch2 = 2, .stride_a2 = 12 * 4 * 32, .stride_b2 = 10 * 4 * 32, .stride_c2 = 4 * 12 * 10},
+    };
+    const auto extent = [](const operand_layout& l) {
+        return static_cast<std::size_t>((l.batch2 - 1) * l.stride2 + (l.batch - 1) * l.stride + (l.rows - 1) * l.ld + l.cols);
+    };
+    std::uint64_t seed = 140;
+    for (const gemm_args& g : shapes) {
+        CAPTURE(g.m);
+        const std::size_t na = extent(layout_a(g)), nb = extent(layout_b(g)), nc = static_cast<std::size_t>(
+                                                                                    (g.batch2 - 1) * g.stride_c2 + (g.batch - 1) * g.stride_c + (g.m - 1) * g.ldc + g.n);
+        std::vector<double> a = random_values(na, seed++), b = random_values(nb, seed++), other = random_values(na, seed++);
+        for (std::vector<double>* v : {&a, &b, &other})
+            for (double& e : *v) e = static_cast<float>(e);
+        const auto ta = depthlab_test::from_double<float, B>({static_cast<index_t>(na)}, a);
+        const auto tb = depthlab_test::from_double<float, B>({static_cast<index_t>(nb)}, b);
+        const auto t_other = depthlab_test::from_double<float, B>({static_cast<index_t>(na)}, other);
+        std::int64_t launches = 0;  // of the last product
+        const auto product = [&](const gemm_args& args) {
+            auto tc = Tensor<float, B>::zeros({static_cast<index_t>(nc)});
+            counters<B>().reset();
+            primitives<B>::gemm(args, 1.0f, ta.data(), tb.data(), 0.0f, tc.data());
+            launches = counters<B>().launches.load();
+            return depthlab_test::to_double(tc);
+        };
+        matmul_precision_scope bf16(matmul_precision::bf16);
+        const std::vector<double> converting = product(g);
+        const std::int64_t converting_launches = launches;
+        bf16_operand a16, b16, foreign, other_layout;
+        primitives<B>::prepare_bf16(layout_a(g), ta.data(), a16);
+        primitives<B>::prepare_bf16(layout_b(g), tb.data(), b16);
+        primitives<B>::prepare_bf16(layout_a(g), t_other.data(), foreign);
+        operand_layout shifted = layout_a(g);
+        shifted.cols -= 1;  // the same address read narrower: not this product's operand
+        primitives<B>::prepare_bf16(shifted, ta.data(), other_layout);
+        REQUIRE(a16.serves(ta.data(), layout_a(g)));
+        CHECK_FALSE(foreign.serves(ta.data(), layout_a(g)));
+        CHECK_FALSE(other_layout.serves(ta.data(), layout_a(g)));
+        gemm_args with = g;
+        with.a_bf16 = &a16;
+        with.b_bf16 = &b16;
+        const std::vector<double> prepared = product(with);
+        CHECK(prepared == converting);
+        // (a CUDA conversion is a kernel launch; the CPU's happen inside its one GEMM call)
+        if constexpr (std::is_same_v<B, backend::cuda>) CHECK(converting_launches - launches == 2);
+        for (const bf16_operand* wrong : {&foreign, &other_layout}) {
+            gemm_args mismatched = g;
+            mismatched.a_bf16 = wrong;
+            mismatched.b_bf16 = &b16;
+            CHECK(product(mismatched) == converting);
+        }
+        {
+            matmul_precision_scope f32(matmul_precision::f32);
+            const std::vector<double> plain = product(g);
+            CHECK(product(with) == plain);  // f32 products read the float operands, copies or not
+            CHECK(plain != converting);
+        }
+    }
+}
+
 // A linear layer's forward product with its bias, f32 and bf16: against the reference in
 // double (operands rounded under bf16), with transposed and padded operands, and k = 0 (the
 // bias alone). On CUDA it is one cuBLASLt call with the bias epilogue: no other launch.

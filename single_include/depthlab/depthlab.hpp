@@ -495,6 +495,28 @@ device_counters& counters() {
     return c;
 }
 
+/// One GEMM operand as stored: per batch entry a (rows, cols) row-major matrix with leading
+/// dimension ld; entry (j, i) at j * stride2 + i * stride (a stride of 0 broadcasts).
+struct operand_layout {
+    index_t rows = 0, cols = 0, ld = 0;
+    index_t batch = 1, stride = 0, batch2 = 1, stride2 = 0;
+    friend bool operator==(const operand_layout&, const operand_layout&) = default;
+};
+
+/// A float GEMM operand converted to bf16 once (primitives<B>::prepare_bf16), for the several
+/// products that read it under bf16 precision: a linear layer's input and weight are read in
+/// forward and again by the weight and input gradients, its output gradient by both; the
+/// attention's q, k, v and probabilities likewise. A product given one converts nothing for
+/// that operand — when it is the copy of this very operand (same address, same layout);
+/// otherwise it converts as usual, so a stale or foreign copy is never read.
+struct bf16_operand {
+    const void* source = nullptr;  // the float operand converted
+    operand_layout layout;         // its layout, as the products read it
+    std::shared_ptr<void> data;    // the copy, in backend memory, laid out as `packed`
+    operand_layout packed;
+    [[nodiscard]] bool serves(const void* src, const operand_layout& l) const { return data && source == src && layout == l; }
+};
+
 /// One strided-batched GEMM, row-major, in BLAS terms:
 ///   C[i] = alpha * op(A[i]) * op(B[i]) + beta * C[i],   op(X) = trans ? X^T : X,
 /// with op(A): (m, k), op(B): (k, n), C: (m, n); A[i] = A + i * stride_a, and a stride of 0
@@ -507,7 +529,18 @@ struct gemm_args {
     index_t lda = 0, ldb = 0, ldc = 0;
     index_t batch = 1, stride_a = 0, stride_b = 0, stride_c = 0;
     index_t batch2 = 1, stride_a2 = 0, stride_b2 = 0, stride_c2 = 0;
+    // bf16 copies of A and B made beforehand (bf16 precision only; see bf16_operand)
+    const bf16_operand* a_bf16 = nullptr;
+    const bf16_operand* b_bf16 = nullptr;
 };
+
+/// The stored layouts of op(A) and op(B) of g.
+inline operand_layout layout_a(const gemm_args& g) {
+    return {g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, g.batch, g.stride_a, g.batch2, g.stride_a2};
+}
+inline operand_layout layout_b(const gemm_args& g) {
+    return {g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, g.batch, g.stride_b, g.batch2, g.stride_b2};
+}
 
 /// Throws shape_error unless g describes a valid problem (every backend checks with this).
 inline void check_gemm(const gemm_args& g) {
@@ -1488,6 +1521,16 @@ row_broadcast mask_rows(const char* op, const Shape& sx, const Tensor<T, B>& mas
     DEPTHLAB_CHECK(ok, shape_error, op, ": mask ", sm, " does not broadcast to scores ", sx);
     return map;
 }
+/// The bf16 copy of `src`, read by product g in `layout` (layout_a(g) or layout_b(g)), made
+/// once for every product of the op that reads it the same way (gemm_args::a_bf16 / b_bf16);
+/// empty, and nothing converted, unless g multiplies in bf16 now.
+template <class T, class B>
+bf16_operand bf16_copy_for(const gemm_args& g, const operand_layout& layout, const T* src) {
+    bf16_operand out;
+    if constexpr (std::is_same_v<T, float>)
+        if (bf16_product(g)) primitives<B>::prepare_bf16(layout, src, out);
+    return out;
+}
 }  // namespace detail
 
 }  // namespace depthlab
@@ -1625,25 +1668,35 @@ Var<T, B> linear(const Var<T, B>& x, const Var<T, B>& W, const Var<T, B>& b = {}
     const auto X = detail::contiguous_value(x);
     const auto Wv = detail::contiguous_value(W);
     auto Y = Tensor<T, B>::empty(sx.with_back(out));
+    // Under bf16 precision X and W are converted once, here, and read as bf16 by the forward
+    // product and by the backward products (dX reads W, dW reads X); dY likewise, once for both.
+    gemm_args fwd{.trans_b = true, .m = rows, .n = out, .k = in, .lda = in, .ldb = in, .ldc = out};
+    const bf16_operand Xb = detail::bf16_copy_for<T, B>(fwd, layout_a(fwd), X.data());
+    const bf16_operand Wb = detail::bf16_copy_for<T, B>(fwd, layout_b(fwd), Wv.data());
+    fwd.a_bf16 = &Xb;
+    fwd.b_bf16 = &Wb;
     if (b.defined()) {
         // Y = X W^T + b: the bias is the GEMM's epilogue, added as Y is written
         const auto bv = detail::contiguous_value(b);
-        P::gemm_bias(gemm_args{.trans_b = true, .m = rows, .n = out, .k = in, .lda = in, .ldb = in, .ldc = out},
-                     X.data(), Wv.data(), bv.data(), Y.data());
+        P::gemm_bias(fwd, X.data(), Wv.data(), bv.data(), Y.data());
     } else {
-        P::gemm(gemm_args{.trans_b = true, .m = rows, .n = out, .k = in, .lda = in, .ldb = in, .ldc = out},
-                T(1), X.data(), Wv.data(), T(0), Y.data());
+        P::gemm(fwd, T(1), X.data(), Wv.data(), T(0), Y.data());
     }
     std::vector<Var<T, B>> inputs{x, W};
     if (b.defined()) inputs.push_back(b);
     const bool has_bias = b.defined();
     return detail::make_result<T, B>(op_kind::linear, std::move(Y), std::move(inputs), [=](Node<T, B>& nd) {
         const T* dY = nd.grad.data();  // (dX and dW: written by their GEMM when first, else accumulated)
-        if (const auto gX = detail::parent_grad_out(nd, 0); gX.data)
-            P::gemm(gemm_args{.m = rows, .n = in, .k = out, .lda = out, .ldb = in, .ldc = in}, T(1), dY, Wv.data(), gX.beta, gX.data);
-        if (const auto gW = detail::parent_grad_out(nd, 1); gW.data)
-            P::gemm(gemm_args{.trans_a = true, .m = out, .n = in, .k = rows, .lda = out, .ldb = in, .ldc = in},
-                    T(1), dY, X.data(), gW.beta, gW.data);
+        const auto gX = detail::parent_grad_out(nd, 0);
+        const auto gW = detail::parent_grad_out(nd, 1);
+        // dX (rows, in) = dY W;  dW (out, in) = dY^T X
+        gemm_args dx{.m = rows, .n = in, .k = out, .lda = out, .ldb = in, .ldc = in, .b_bf16 = &Wb};
+        gemm_args dw{.trans_a = true, .m = out, .n = in, .k = rows, .lda = out, .ldb = in, .ldc = in, .b_bf16 = &Xb};
+        const bf16_operand dYb =
+            gX.data && gW.data ? detail::bf16_copy_for<T, B>(dx, layout_a(dx), dY) : bf16_operand{};  // (read by both)
+        dx.a_bf16 = dw.a_bf16 = &dYb;
+        if (gX.data) P::gemm(dx, T(1), dY, Wv.data(), gX.beta, gX.data);
+        if (gW.data) P::gemm(dw, T(1), dY, X.data(), gW.beta, gW.data);
         if (has_bias)
             if (const auto gb = detail::parent_grad_out(nd, 2); gb.data) P::sum_rows_acc(rows, out, dY, gb.data, gb.beta != T(0));
     });
@@ -2426,10 +2479,17 @@ Var<T, B> attention(const projection_slice<T, B>& q, const projection_slice<T, B
     // batch = sequences.
     // scores (Bn, heads, Tq, Tk) = alpha q k^T; then softmax with the mask, in place
     auto probs = Tensor<T, B>::empty(score_shape);
-    P::gemm(gemm_args{.trans_b = true, .m = Tq, .n = Tk, .k = head_dim, .lda = q_width, .ldb = k_width, .ldc = Tk,
-                      .batch = heads, .stride_a = head_dim, .stride_b = head_dim, .stride_c = score_size,
-                      .batch2 = Bn, .stride_a2 = Tq * q_width, .stride_b2 = Tk * k_width, .stride_c2 = heads * score_size},
-            alpha, qp, kp, T(0), probs.data());
+    gemm_args scores{.trans_b = true, .m = Tq, .n = Tk, .k = head_dim, .lda = q_width, .ldb = k_width, .ldc = Tk,
+                     .batch = heads, .stride_a = head_dim, .stride_b = head_dim, .stride_c = score_size,
+                     .batch2 = Bn, .stride_a2 = Tq * q_width, .stride_b2 = Tk * k_width, .stride_c2 = heads * score_size};
+    // Under bf16 precision q, k, v and the kept probabilities are converted once, here: the
+    // backward products read them in the same layouts (dK reads q, dQ reads k, dP reads v, dV
+    // reads the probabilities)
+    const bf16_operand qb = detail::bf16_copy_for<T, B>(scores, layout_a(scores), qp);
+    const bf16_operand kb = detail::bf16_copy_for<T, B>(scores, layout_b(scores), kp);
+    scores.a_bf16 = &qb;
+    scores.b_bf16 = &kb;
+    P::gemm(scores, alpha, qp, kp, T(0), probs.data());
     P::softmax_fwd(Bn * heads * Tq, Tk, probs.data(), T(1), mask_values.defined() ? mask_values.data() : nullptr, map,
                    probs.data());
     // optional dropout on the probabilities (the mask drawn where it is applied, forward and
@@ -2445,40 +2505,53 @@ Var<T, B> attention(const projection_slice<T, B>& q, const projection_slice<T, B
     }
     // out[b, :, h*head_dim:(h+1)*head_dim] (Bn, Tq, dim) = probs_kept[b, h] v[b, :, h]
     auto out = Tensor<T, B>::empty({Bn, Tq, dim});
-    P::gemm(gemm_args{.m = Tq, .n = head_dim, .k = Tk, .lda = Tk, .ldb = v_width, .ldc = dim,
-                      .batch = heads, .stride_a = score_size, .stride_b = head_dim, .stride_c = head_dim,
-                      .batch2 = Bn, .stride_a2 = heads * score_size, .stride_b2 = Tk * v_width, .stride_c2 = Tq * dim},
-            T(1), probs_kept.data(), vp, T(0), out.data());
+    gemm_args mix{.m = Tq, .n = head_dim, .k = Tk, .lda = Tk, .ldb = v_width, .ldc = dim,
+                  .batch = heads, .stride_a = score_size, .stride_b = head_dim, .stride_c = head_dim,
+                  .batch2 = Bn, .stride_a2 = heads * score_size, .stride_b2 = Tk * v_width, .stride_c2 = Tq * dim};
+    const bf16_operand pb = detail::bf16_copy_for<T, B>(mix, layout_a(mix), probs_kept.data());
+    const bf16_operand vb = detail::bf16_copy_for<T, B>(mix, layout_b(mix), vp);
+    mix.a_bf16 = &pb;
+    mix.b_bf16 = &vb;
+    P::gemm(mix, T(1), probs_kept.data(), vp, T(0), out.data());
 
     const index_t qo = q.offset, ko = k.offset, vo = v.offset;
     return detail::make_result<T, B>(op_kind::attention, std::move(out), {q.src, k.src, v.src}, [=](Node<T, B>& nd) {
         const T* d_out = nd.grad.data();  // (Bn, Tq, dim)
         auto d_probs = Tensor<T, B>::empty(score_shape);
         // d_probs_kept = d_out v^T
-        P::gemm(gemm_args{.trans_b = true, .m = Tq, .n = Tk, .k = head_dim, .lda = dim, .ldb = v_width, .ldc = Tk,
-                          .batch = heads, .stride_a = head_dim, .stride_b = head_dim, .stride_c = score_size,
-                          .batch2 = Bn, .stride_a2 = Tq * dim, .stride_b2 = Tk * v_width, .stride_c2 = heads * score_size},
-                T(1), d_out, vp, T(0), d_probs.data());
+        gemm_args d_mix{.trans_b = true, .m = Tq, .n = Tk, .k = head_dim, .lda = dim, .ldb = v_width, .ldc = Tk,
+                        .batch = heads, .stride_a = head_dim, .stride_b = head_dim, .stride_c = score_size,
+                        .batch2 = Bn, .stride_a2 = Tq * dim, .stride_b2 = Tk * v_width, .stride_c2 = heads * score_size,
+                        .b_bf16 = &vb};
+        T* const dv = detail::parent_grad(nd, 2);
+        const bf16_operand d_out_b = dv ? detail::bf16_copy_for<T, B>(d_mix, layout_a(d_mix), d_out) : bf16_operand{};  // (read twice)
+        d_mix.a_bf16 = &d_out_b;
+        P::gemm(d_mix, T(1), d_out, vp, T(0), d_probs.data());
         // dv += probs_kept^T d_out
-        if (T* dv = detail::parent_grad(nd, 2))
+        if (dv)
             P::gemm(gemm_args{.trans_a = true, .m = Tk, .n = head_dim, .k = Tq, .lda = Tk, .ldb = dim, .ldc = v_width,
                               .batch = heads, .stride_a = score_size, .stride_b = head_dim, .stride_c = head_dim,
-                              .batch2 = Bn, .stride_a2 = heads * score_size, .stride_b2 = Tq * dim, .stride_c2 = Tk * v_width},
+                              .batch2 = Bn, .stride_a2 = heads * score_size, .stride_b2 = Tq * dim, .stride_c2 = Tk * v_width,
+                              .a_bf16 = &pb, .b_bf16 = &d_out_b},
                     T(1), probs_kept.data(), d_out, T(1), dv + vo);
         if (dropping) P::dropout_apply(d_probs.numel(), drop_p, drop_words, drop_first, d_probs.data(), d_probs.data());
         // d_scores = probs * (d_probs - <probs, d_probs>), in place
         P::softmax_bwd(Bn * heads * Tq, Tk, probs.data(), d_probs.data(), T(1), d_probs.data(), /*accumulate=*/false);
         // dq += alpha d_scores k ; dk += alpha d_scores^T q
-        if (T* dq = detail::parent_grad(nd, 0))
-            P::gemm(gemm_args{.m = Tq, .n = head_dim, .k = Tk, .lda = Tk, .ldb = k_width, .ldc = q_width,
-                              .batch = heads, .stride_a = score_size, .stride_b = head_dim, .stride_c = head_dim,
-                              .batch2 = Bn, .stride_a2 = heads * score_size, .stride_b2 = Tk * k_width, .stride_c2 = Tq * q_width},
-                    alpha, d_probs.data(), kp, T(1), dq + qo);
-        if (T* dk = detail::parent_grad(nd, 1))
-            P::gemm(gemm_args{.trans_a = true, .m = Tk, .n = head_dim, .k = Tq, .lda = Tk, .ldb = q_width, .ldc = k_width,
-                              .batch = heads, .stride_a = score_size, .stride_b = head_dim, .stride_c = head_dim,
-                              .batch2 = Bn, .stride_a2 = heads * score_size, .stride_b2 = Tq * q_width, .stride_c2 = Tk * k_width},
-                    alpha, d_probs.data(), qp, T(1), dk + ko);
+        gemm_args d_q{.m = Tq, .n = head_dim, .k = Tk, .lda = Tk, .ldb = k_width, .ldc = q_width,
+                      .batch = heads, .stride_a = score_size, .stride_b = head_dim, .stride_c = head_dim,
+                      .batch2 = Bn, .stride_a2 = heads * score_size, .stride_b2 = Tk * k_width, .stride_c2 = Tq * q_width,
+                      .b_bf16 = &kb};
+        gemm_args d_k{.trans_a = true, .m = Tk, .n = head_dim, .k = Tq, .lda = Tk, .ldb = q_width, .ldc = k_width,
+                      .batch = heads, .stride_a = score_size, .stride_b = head_dim, .stride_c = head_dim,
+                      .batch2 = Bn, .stride_a2 = heads * score_size, .stride_b2 = Tq * q_width, .stride_c2 = Tk * k_width,
+                      .b_bf16 = &qb};
+        T* const dq = detail::parent_grad(nd, 0);
+        T* const dk = detail::parent_grad(nd, 1);
+        const bf16_operand d_scores_b = dq && dk ? detail::bf16_copy_for<T, B>(d_q, layout_a(d_q), d_probs.data()) : bf16_operand{};
+        d_q.a_bf16 = d_k.a_bf16 = &d_scores_b;
+        if (dq) P::gemm(d_q, alpha, d_probs.data(), kp, T(1), dq + qo);
+        if (dk) P::gemm(d_k, alpha, d_probs.data(), qp, T(1), dk + ko);
     });
 }
 
@@ -8885,13 +8958,6 @@ inline void to_bf16(const float* src, bf16_bits* dst, index_t n) {
     bf16_impl::to_bf16_portable(src, dst, n);
 }
 
-/// One GEMM operand as stored: per batch entry a (rows, cols) row-major matrix with leading
-/// dimension ld; entry (j, i) at j * stride2 + i * stride (a stride of 0 broadcasts).
-struct operand_layout {
-    index_t rows = 0, cols = 0, ld = 0;
-    index_t batch = 1, stride = 0, batch2 = 1, stride2 = 0;
-};
-
 /// bf16 values as floats (the GEMM input of builds without oneDNN).
 inline void to_bf16(const float* src, float* dst, index_t n) {
     for (index_t i = 0; i < n; ++i) dst[i] = round_to_bf16(src[i]);
@@ -9326,13 +9392,6 @@ void gemm_dispatch(const gemm_args& g, T alpha, const In* a, const In* b, T beta
     else gemm_fixed_grid(g, alpha, a, b, beta, c, bias);
 }
 
-/// The stored layouts of op(A) and op(B) of g.
-inline operand_layout layout_a(const gemm_args& g) {
-    return {g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, g.batch, g.stride_a, g.batch2, g.stride_a2};
-}
-inline operand_layout layout_b(const gemm_args& g) {
-    return {g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, g.batch, g.stride_b, g.batch2, g.stride_b2};
-}
 /// g with its A and B read from dense packed copies.
 inline gemm_args with_packed(gemm_args g, const operand_layout& a, const operand_layout& b) {
     g.lda = a.ld;
@@ -9344,18 +9403,40 @@ inline gemm_args with_packed(gemm_args g, const operand_layout& a, const operand
     return g;
 }
 
+/// Runs f with the element type of this build's bf16 GEMM inputs: bf16 bits where oneDNN
+/// multiplies bf16, else bf16 values held in floats (an f32 GEMM on rounded operands).
+template <class F>
+decltype(auto) with_bf16_input_type(F&& f) {
+#if defined(DEPTHLAB_HAVE_ONEDNN)
+    if (onednn::bf16_supported()) return f(static_cast<bf16_bits*>(nullptr));
+#endif
+    return f(static_cast<float*>(nullptr));
+}
+
+/// The dense bf16 copy of an operand (bf16_operand), made once for several products.
+inline bf16_operand prepare_bf16(const operand_layout& layout, const float* src) {
+    return with_bf16_input_type([&]<class Packed>(Packed*) {
+        packed_operand<Packed> p = pack_operand<Packed>(src, layout);
+        return bf16_operand{.source = src, .layout = layout, .data = std::move(p.data), .packed = p.layout};
+    });
+}
+
+/// The operand of a bf16 product: the copy made beforehand when it is this operand's, else
+/// a fresh one.
+template <class Packed>
+packed_operand<Packed> bf16_input(const bf16_operand* made, const float* src, const operand_layout& layout) {
+    if (made != nullptr && made->serves(src, layout)) return {std::static_pointer_cast<Packed>(made->data), made->packed};
+    return pack_operand<Packed>(src, layout);
+}
+
 /// C = alpha op(A) op(B) + beta C with A and B rounded to bf16 and f32 accumulation.
 inline void gemm_bf16(const gemm_args& g, float alpha, const float* a, const float* b, float beta, float* c,
                       const float* bias = nullptr) {
-    const auto run = [&]<class Packed>(Packed*) {
-        const auto pa = pack_operand<Packed>(a, layout_a(g));
-        const auto pb = pack_operand<Packed>(b, layout_b(g));
+    with_bf16_input_type([&]<class Packed>(Packed*) {
+        const auto pa = bf16_input<Packed>(g.a_bf16, a, layout_a(g));
+        const auto pb = bf16_input<Packed>(g.b_bf16, b, layout_b(g));
         gemm_dispatch(with_packed(g, pa.layout, pb.layout), alpha, pa.data.get(), pb.data.get(), beta, c, bias);
-    };
-#if defined(DEPTHLAB_HAVE_ONEDNN)
-    if (onednn::bf16_supported()) return run(static_cast<bf16_bits*>(nullptr));
-#endif
-    run(static_cast<float*>(nullptr));  // bf16 values held in floats
+    });
 }
 
 /// gemm and gemm_bias: checks, bf16 packing, then the fixed-grid dispatch.
@@ -11467,6 +11548,16 @@ struct host_primitives {
     static void gemm_bias(const gemm_args& g, const T* a, const T* b, const T* bias, T* c) {
         launch_gemm();
         cpu::gemm_bias(g, a, b, bias, c);
+    }
+    /// out = the bf16 copy of the float operand src read in `layout`, for the products given it
+    /// in gemm_args::a_bf16 / b_bf16 (a double operand has none: out is left empty).
+    template <class T>
+    static void prepare_bf16(const operand_layout& layout, const T* src, bf16_operand& out) {
+        out = {};
+        if constexpr (std::is_same_v<T, float>) {
+            launch();
+            out = cpu::prepare_bf16(layout, src);
+        }
     }
 };
 }  // namespace cpu

@@ -130,3 +130,29 @@ TEST_CASE("cuda: the launch, GEMM and synchronisation counts of a dense and an A
     CHECK(act.gemms == 94);
     CHECK(act.syncs == 4);  // one per iteration run (4 here): the running rows' count goes to the host
 }
+
+// Under bf16 every GEMM operand is converted once per step however many products read it:
+// a linear layer converts its input, weight and output gradient (three conversions, three
+// products), attention its q, k, v, probabilities, output gradient and score gradient (six
+// conversions, eight products). Each conversion is one launch and f32 makes none, so the
+// launch counts of the two precisions differ by exactly that many.
+TEST_CASE("cuda: under bf16 each GEMM operand is converted once a step, whatever reads it") {
+    Generator g(2);
+    const index_t width = 48;
+    const auto x = Var<float, cu>::parameter(Tensor<float, cu>::randn({2, 8, width}, g));
+    const auto W = Var<float, cu>::parameter(Tensor<float, cu>::randn({40, width}, g));
+    const auto b = Var<float, cu>::parameter(Tensor<float, cu>::randn({40}, g));
+    const auto qkv = Var<float, cu>::parameter(Tensor<float, cu>::randn({2, 8, 3 * width}, g));
+    auto& k = counters<cu>();
+    const auto launches = [&](matmul_precision p, auto&& step) {
+        const matmul_precision_scope scope(p);
+        for (const Var<float, cu>* v : {&x, &W, &b, &qkv}) v->zero_grad();
+        k.reset();
+        sum(step()).backward();
+        return k.launches.load();
+    };
+    const auto dense = [&] { return linear(x, W, b); };
+    CHECK(launches(matmul_precision::bf16, dense) - launches(matmul_precision::f32, dense) == 3);
+    const auto attend = [&] { return attention<float, cu>({qkv, 0}, {qkv, width}, {qkv, 2 * width}, width, {.heads = 4}); };
+    CHECK(launches(matmul_precision::bf16, attend) - launches(matmul_precision::f32, attend) == 6);
+}

@@ -57,6 +57,28 @@ device_counters& counters() {
     return c;
 }
 
+/// One GEMM operand as stored: per batch entry a (rows, cols) row-major matrix with leading
+/// dimension ld; entry (j, i) at j * stride2 + i * stride (a stride of 0 broadcasts).
+struct operand_layout {
+    index_t rows = 0, cols = 0, ld = 0;
+    index_t batch = 1, stride = 0, batch2 = 1, stride2 = 0;
+    friend bool operator==(const operand_layout&, const operand_layout&) = default;
+};
+
+/// A float GEMM operand converted to bf16 once (primitives<B>::prepare_bf16), for the several
+/// products that read it under bf16 precision: a linear layer's input and weight are read in
+/// forward and again by the weight and input gradients, its output gradient by both; the
+/// attention's q, k, v and probabilities likewise. A product given one converts nothing for
+/// that operand — when it is the copy of this very operand (same address, same layout);
+/// otherwise it converts as usual, so a stale or foreign copy is never read.
+struct bf16_operand {
+    const void* source = nullptr;  // the float operand converted
+    operand_layout layout;         // its layout, as the products read it
+    std::shared_ptr<void> data;    // the copy, in backend memory, laid out as `packed`
+    operand_layout packed;
+    [[nodiscard]] bool serves(const void* src, const operand_layout& l) const { return data && source == src && layout == l; }
+};
+
 /// One strided-batched GEMM, row-major, in BLAS terms:
 ///   C[i] = alpha * op(A[i]) * op(B[i]) + beta * C[i],   op(X) = trans ? X^T : X,
 /// with op(A): (m, k), op(B): (k, n), C: (m, n); A[i] = A + i * stride_a, and a stride of 0
@@ -69,7 +91,18 @@ struct gemm_args {
     index_t lda = 0, ldb = 0, ldc = 0;
     index_t batch = 1, stride_a = 0, stride_b = 0, stride_c = 0;
     index_t batch2 = 1, stride_a2 = 0, stride_b2 = 0, stride_c2 = 0;
+    // bf16 copies of A and B made beforehand (bf16 precision only; see bf16_operand)
+    const bf16_operand* a_bf16 = nullptr;
+    const bf16_operand* b_bf16 = nullptr;
 };
+
+/// The stored layouts of op(A) and op(B) of g.
+inline operand_layout layout_a(const gemm_args& g) {
+    return {g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, g.batch, g.stride_a, g.batch2, g.stride_a2};
+}
+inline operand_layout layout_b(const gemm_args& g) {
+    return {g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, g.batch, g.stride_b, g.batch2, g.stride_b2};
+}
 
 /// Throws shape_error unless g describes a valid problem (every backend checks with this).
 inline void check_gemm(const gemm_args& g) {

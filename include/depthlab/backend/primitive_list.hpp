@@ -93,7 +93,9 @@
     X(clip_scale_many, (index_t count, const optim::rules::tensor_span<T>* tensors, const double* parts, index_t k, double max_norm)) \
     /* ---- GEMM ---- */ \
     X(gemm, (const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c)) \
-    X(gemm_bias, (const gemm_args& g, const T* a, const T* b, const T* bias, T* c))
+    X(gemm_bias, (const gemm_args& g, const T* a, const T* b, const T* bias, T* c)) \
+    /* out = the bf16 copy of a float operand read in `layout` (gemm_args::a_bf16 / b_bf16); double: none */ \
+    X(prepare_bf16, (const operand_layout& layout, const T* src, bf16_operand& out))
 
 // The routines also instantiated for the index and flag types (std::int64_t, std::int32_t),
 // which are only filled and copied.

@@ -135,25 +135,35 @@ Var<T, B> linear(const Var<T, B>& x, const Var<T, B>& W, const Var<T, B>& b = {}
     const auto X = detail::contiguous_value(x);
     const auto Wv = detail::contiguous_value(W);
     auto Y = Tensor<T, B>::empty(sx.with_back(out));
+    // Under bf16 precision X and W are converted once, here, and read as bf16 by the forward
+    // product and by the backward products (dX reads W, dW reads X); dY likewise, once for both.
+    gemm_args fwd{.trans_b = true, .m = rows, .n = out, .k = in, .lda = in, .ldb = in, .ldc = out};
+    const bf16_operand Xb = detail::bf16_copy_for<T, B>(fwd, layout_a(fwd), X.data());
+    const bf16_operand Wb = detail::bf16_copy_for<T, B>(fwd, layout_b(fwd), Wv.data());
+    fwd.a_bf16 = &Xb;
+    fwd.b_bf16 = &Wb;
     if (b.defined()) {
         // Y = X W^T + b: the bias is the GEMM's epilogue, added as Y is written
         const auto bv = detail::contiguous_value(b);
-        P::gemm_bias(gemm_args{.trans_b = true, .m = rows, .n = out, .k = in, .lda = in, .ldb = in, .ldc = out},
-                     X.data(), Wv.data(), bv.data(), Y.data());
+        P::gemm_bias(fwd, X.data(), Wv.data(), bv.data(), Y.data());
     } else {
-        P::gemm(gemm_args{.trans_b = true, .m = rows, .n = out, .k = in, .lda = in, .ldb = in, .ldc = out},
-                T(1), X.data(), Wv.data(), T(0), Y.data());
+        P::gemm(fwd, T(1), X.data(), Wv.data(), T(0), Y.data());
     }
     std::vector<Var<T, B>> inputs{x, W};
     if (b.defined()) inputs.push_back(b);
     const bool has_bias = b.defined();
     return detail::make_result<T, B>(op_kind::linear, std::move(Y), std::move(inputs), [=](Node<T, B>& nd) {
         const T* dY = nd.grad.data();  // (dX and dW: written by their GEMM when first, else accumulated)
-        if (const auto gX = detail::parent_grad_out(nd, 0); gX.data)
-            P::gemm(gemm_args{.m = rows, .n = in, .k = out, .lda = out, .ldb = in, .ldc = in}, T(1), dY, Wv.data(), gX.beta, gX.data);
-        if (const auto gW = detail::parent_grad_out(nd, 1); gW.data)
-            P::gemm(gemm_args{.trans_a = true, .m = out, .n = in, .k = rows, .lda = out, .ldb = in, .ldc = in},
-                    T(1), dY, X.data(), gW.beta, gW.data);
+        const auto gX = detail::parent_grad_out(nd, 0);
+        const auto gW = detail::parent_grad_out(nd, 1);
+        // dX (rows, in) = dY W;  dW (out, in) = dY^T X
+        gemm_args dx{.m = rows, .n = in, .k = out, .lda = out, .ldb = in, .ldc = in, .b_bf16 = &Wb};
+        gemm_args dw{.trans_a = true, .m = out, .n = in, .k = rows, .lda = out, .ldb = in, .ldc = in, .b_bf16 = &Xb};
+        const bf16_operand dYb =
+            gX.data && gW.data ? detail::bf16_copy_for<T, B>(dx, layout_a(dx), dY) : bf16_operand{};  // (read by both)
+        dx.a_bf16 = dw.a_bf16 = &dYb;
+        if (gX.data) P::gemm(dx, T(1), dY, Wv.data(), gX.beta, gX.data);
+        if (gW.data) P::gemm(dw, T(1), dY, X.data(), gW.beta, gW.data);
         if (has_bias)
             if (const auto gb = detail::parent_grad_out(nd, 2); gb.data) P::sum_rows_acc(rows, out, dY, gb.data, gb.beta != T(0));
     });

@@ -86,6 +86,16 @@ row_broadcast mask_rows(const char* op, const Shape& sx, const Tensor<T, B>& mas
     DEPTHLAB_CHECK(ok, shape_error, op, ": mask ", sm, " does not broadcast to scores ", sx);
     return map;
 }
+/// The bf16 copy of `src`, read by product g in `layout` (layout_a(g) or layout_b(g)), made
+/// once for every product of the op that reads it the same way (gemm_args::a_bf16 / b_bf16);
+/// empty, and nothing converted, unless g multiplies in bf16 now.
+template <class T, class B>
+bf16_operand bf16_copy_for(const gemm_args& g, const operand_layout& layout, const T* src) {
+    bf16_operand out;
+    if constexpr (std::is_same_v<T, float>)
+        if (bf16_product(g)) primitives<B>::prepare_bf16(layout, src, out);
+    return out;
+}
 }  // namespace detail
 
 }  // namespace depthlab

@@ -73,13 +73,6 @@ inline void to_bf16(const float* src, bf16_bits* dst, index_t n) {
     bf16_impl::to_bf16_portable(src, dst, n);
 }
 
-/// One GEMM operand as stored: per batch entry a (rows, cols) row-major matrix with leading
-/// dimension ld; entry (j, i) at j * stride2 + i * stride (a stride of 0 broadcasts).
-struct operand_layout {
-    index_t rows = 0, cols = 0, ld = 0;
-    index_t batch = 1, stride = 0, batch2 = 1, stride2 = 0;
-};
-
 /// bf16 values as floats (the GEMM input of builds without oneDNN).
 inline void to_bf16(const float* src, float* dst, index_t n) {
     for (index_t i = 0; i < n; ++i) dst[i] = round_to_bf16(src[i]);

@@ -684,6 +684,16 @@ struct host_primitives {
         launch_gemm();
         cpu::gemm_bias(g, a, b, bias, c);
     }
+    /// out = the bf16 copy of the float operand src read in `layout`, for the products given it
+    /// in gemm_args::a_bf16 / b_bf16 (a double operand has none: out is left empty).
+    template <class T>
+    static void prepare_bf16(const operand_layout& layout, const T* src, bf16_operand& out) {
+        out = {};
+        if constexpr (std::is_same_v<T, float>) {
+            launch();
+            out = cpu::prepare_bf16(layout, src);
+        }
+    }
 };
 }  // namespace cpu
 

@@ -430,13 +430,6 @@ void gemm_dispatch(const gemm_args& g, T alpha, const In* a, const In* b, T beta
     else gemm_fixed_grid(g, alpha, a, b, beta, c, bias);
 }
 
-/// The stored layouts of op(A) and op(B) of g.
-inline operand_layout layout_a(const gemm_args& g) {
-    return {g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, g.batch, g.stride_a, g.batch2, g.stride_a2};
-}
-inline operand_layout layout_b(const gemm_args& g) {
-    return {g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, g.batch, g.stride_b, g.batch2, g.stride_b2};
-}
 /// g with its A and B read from dense packed copies.
 inline gemm_args with_packed(gemm_args g, const operand_layout& a, const operand_layout& b) {
     g.lda = a.ld;
@@ -448,18 +441,40 @@ inline gemm_args with_packed(gemm_args g, const operand_layout& a, const operand
     return g;
 }
 
+/// Runs f with the element type of this build's bf16 GEMM inputs: bf16 bits where oneDNN
+/// multiplies bf16, else bf16 values held in floats (an f32 GEMM on rounded operands).
+template <class F>
+decltype(auto) with_bf16_input_type(F&& f) {
+#if defined(DEPTHLAB_HAVE_ONEDNN)
+    if (onednn::bf16_supported()) return f(static_cast<bf16_bits*>(nullptr));
+#endif
+    return f(static_cast<float*>(nullptr));
+}
+
+/// The dense bf16 copy of an operand (bf16_operand), made once for several products.
+inline bf16_operand prepare_bf16(const operand_layout& layout, const float* src) {
+    return with_bf16_input_type([&]<class Packed>(Packed*) {
+        packed_operand<Packed> p = pack_operand<Packed>(src, layout);
+        return bf16_operand{.source = src, .layout = layout, .data = std::move(p.data), .packed = p.layout};
+    });
+}
+
+/// The operand of a bf16 product: the copy made beforehand when it is this operand's, else
+/// a fresh one.
+template <class Packed>
+packed_operand<Packed> bf16_input(const bf16_operand* made, const float* src, const operand_layout& layout) {
+    if (made != nullptr && made->serves(src, layout)) return {std::static_pointer_cast<Packed>(made->data), made->packed};
+    return pack_operand<Packed>(src, layout);
+}
+
 /// C = alpha op(A) op(B) + beta C with A and B rounded to bf16 and f32 accumulation.
 inline void gemm_bf16(const gemm_args& g, float alpha, const float* a, const float* b, float beta, float* c,
                       const float* bias = nullptr) {
-    const auto run = [&]<class Packed>(Packed*) {
-        const auto pa = pack_operand<Packed>(a, layout_a(g));
-        const auto pb = pack_operand<Packed>(b, layout_b(g));
+    with_bf16_input_type([&]<class Packed>(Packed*) {
+        const auto pa = bf16_input<Packed>(g.a_bf16, a, layout_a(g));
+        const auto pb = bf16_input<Packed>(g.b_bf16, b, layout_b(g));
         gemm_dispatch(with_packed(g, pa.layout, pb.layout), alpha, pa.data.get(), pb.data.get(), beta, c, bias);
-    };
-#if defined(DEPTHLAB_HAVE_ONEDNN)
-    if (onednn::bf16_supported()) return run(static_cast<bf16_bits*>(nullptr));
-#endif
-    run(static_cast<float*>(nullptr));  // bf16 values held in floats
+    });
 }
 
 /// gemm and gemm_bias: checks, bf16 packing, then the fixed-grid dispatch.

@@ -68,12 +68,12 @@ inline void check_cublas_gemm(const gemm_args& g) {
                    "gemm: an extent above cuBLAS's int range (m=", g.m, " n=", g.n, " k=", g.k, " batch=", g.batch, ")");
 }
 
-/// Elements from an operand's first to its last element that a product reads (stored
-/// rows x cols with leading dimension ld, over both batches).
-inline index_t operand_reach(index_t rows, index_t cols, index_t ld, index_t batch, index_t stride, index_t batch2, index_t stride2) {
-    DEPTHLAB_CHECK(stride >= 0 && stride2 >= 0, shape_error, "gemm: bf16 operands need non-negative batch strides (got ", stride, ", ",
-                   stride2, ")");
-    return (batch2 - 1) * stride2 + (batch - 1) * stride + (rows - 1) * ld + cols;
+/// Elements from an operand's first to its last element that a product reads (over both
+/// batches).
+inline index_t operand_reach(const operand_layout& l) {
+    DEPTHLAB_CHECK(l.stride >= 0 && l.stride2 >= 0, shape_error, "gemm: bf16 operands need non-negative batch strides (got ", l.stride,
+                   ", ", l.stride2, ")");
+    return (l.batch2 - 1) * l.stride2 + (l.batch - 1) * l.stride + (l.rows - 1) * l.ld + l.cols;
 }
 /// A bf16 copy (round to nearest even) of the `n` floats from x, on this thread's stream.
 inline std::shared_ptr<__nv_bfloat16> bf16_copy(const float* x, index_t n) {
@@ -82,13 +82,23 @@ inline std::shared_ptr<__nv_bfloat16> bf16_copy(const float* x, index_t n) {
     for_each(n, [=] __device__(index_t i) { p[i] = __float2bfloat16_rn(x[i]); }, "gemm (operand to bf16)");
     return y;
 }
+/// The bf16 copy of an operand, read with the operand's own layout (bf16_operand::packed =
+/// layout): every element from its first to its last that a product reads.
+inline bf16_operand prepare_bf16(const operand_layout& layout, const float* src) {
+    return {.source = src, .layout = layout, .data = bf16_copy(src, operand_reach(layout)), .packed = layout};
+}
+/// The bf16 operand of a product: the copy made beforehand when it is this operand's, else a
+/// fresh one.
+inline std::shared_ptr<__nv_bfloat16> bf16_input(const bf16_operand* made, const float* src, const operand_layout& layout) {
+    if (made != nullptr && made->serves(src, layout)) return std::static_pointer_cast<__nv_bfloat16>(made->data);
+    return bf16_copy(src, operand_reach(layout));
+}
 
 /// bf16 copies of a float product's A and B, each over every element the product reads.
 struct bf16_operands {
     std::shared_ptr<__nv_bfloat16> a, b;
     bf16_operands(const gemm_args& g, const float* fa, const float* fb)
-        : a(bf16_copy(fa, operand_reach(g.trans_a ? g.k : g.m, g.trans_a ? g.m : g.k, g.lda, g.batch, g.stride_a, g.batch2, g.stride_a2))),
-          b(bf16_copy(fb, operand_reach(g.trans_b ? g.n : g.k, g.trans_b ? g.k : g.n, g.ldb, g.batch, g.stride_b, g.batch2, g.stride_b2))) {}
+        : a(bf16_input(g.a_bf16, fa, layout_a(g))), b(bf16_input(g.b_bf16, fb, layout_b(g))) {}
 };
 
 /// The product once operands have their GEMM type In (T, or bf16 for a float product).

@@ -752,4 +752,10 @@ void primitives<backend::cuda>::gemm_bias(const gemm_args& g, const T* a, const 
     cuda::gemm(g, T(1), a, b, T(1), c);
 }
 
+template <class T>
+void primitives<backend::cuda>::prepare_bf16(const operand_layout& layout, const T* src, bf16_operand& out) {
+    out = {};
+    if constexpr (std::is_same_v<T, float>) out = cuda::prepare_bf16(layout, src);
+}
+
 }  // namespace depthlab
