@@ -499,6 +499,31 @@ std::vector<op_case<B>> all_cases() {
                                  }
                                  return y;
                              }));
+    // ACT's halting step: each of its three results over tokens that run on, halt now, or
+    // ran no more (the masks the host decides), against the arithmetic written out
+    {
+        const std::vector<double> ra{1, 0, 0, 1, 0}, nh{0, 1, 0, 0, 1};
+        const auto step = [=](const auto& v) {
+            using T = scalar_of<decltype(v)>;
+            using Bk = typename std::decay_t<decltype(v[0].value())>::backend_type;
+            return halting::act_halting_step(v[0], v[1], v[2], from_double<T, Bk>({5}, ra), from_double<T, Bk>({5}, nh));
+        };
+        const auto ref = [=](int which) {
+            return [=](const inputs_t& x) {
+                vec y(5);
+                for (std::size_t i = 0; i < 5; ++i) {
+                    const double pr = x[0][i] * ra[i], rn = nh[i] * (1 - x[1][i] - pr);
+                    y[i] = which == 0 ? pr + rn : which == 1 ? x[1][i] + pr + rn : x[2][i] + rn;
+                }
+                return y;
+            };
+        };
+        const std::vector<input_spec> in{{{5}}, {{5}}, {{5}}};
+        c.push_back(make_case<B>("act_halting: weights", op_kind::act_halting, in, [=](const auto& v) { return step(v).w; }, ref(0)));
+        c.push_back(make_case<B>("act_halting: cumulative probabilities", op_kind::act_halting, in,
+                                 [=](const auto& v) { return step(v).cum; }, ref(1)));
+        c.push_back(make_case<B>("act_halting: remainders", op_kind::act_halting, in, [=](const auto& v) { return step(v).R; }, ref(2)));
+    }
     return c;
 }
 

@@ -911,7 +911,7 @@ namespace depthlab {
     X(leaf) X(matmul) X(linear) X(add) X(mul) X(scale) X(bias) X(gelu) X(gelu_erf) X(relu) X(tanh) X(sigmoid) \
     X(log_sigmoid) X(softmax) X(log_softmax) X(cross_entropy) X(layer_norm) X(dropout) X(embedding) X(concat) \
     X(split) X(slice) X(reshape) X(transpose) X(gather_rows) X(scatter_rows) X(sum) X(mean) X(mse) X(attention)\
-    X(ragged_attention) X(scale_rows) X(interpolate_rows) X(row_update)
+    X(ragged_attention) X(scale_rows) X(interpolate_rows) X(row_update) X(act_halting)
 
 enum class op_kind : int {
 #define DEPTHLAB_OP_ENUM(name) name,
@@ -3684,6 +3684,29 @@ Var<T, B> Seq2SeqTransformer<T, B>::decode(const Var<T, B>& memory, const token_
 
 
 namespace depthlab::elementwise {
+
+// ACT's halting step for one token (halting/act.hpp), ra and nh its 0/1 masks "runs on" and
+// "halts now" (never both 1): p·ra joins the cumulative probability; a token that halts
+// takes the remainder 1 − cum into R and into its weight; cum then sums to 1. The products
+// are by 0 or 1, so exact: the outputs are those of the same steps done one op at a time.
+template <class T>
+struct halting_outputs {
+    T w, cum, r;
+};
+template <class T>
+DEPTHLAB_HOST_AND_GPU inline halting_outputs<T> act_halting(T p, T cum, T r, T ra, T nh) {
+    const T pr = p * ra;
+    const T c1 = cum + pr;
+    const T rn = (T(1) + -c1) * nh;
+    return {pr + rn, c1 + rn, r + rn};
+}
+// The gradient coefficient c = run·ra + halt·nh + one of one input of one halting output
+// (act_halting_bwd): w, cum and R are affine in p, cum and R with these 0/±1 coefficients.
+template <class T>
+struct halting_coefficient {
+    T run = T(0), halt = T(0), one = T(0);
+    DEPTHLAB_HOST_AND_GPU T at(T ra, T nh) const { return run * ra + halt * nh + one; }
+};
 
 // GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 template <class T>
@@ -6718,6 +6741,45 @@ struct act_state {
     }
 };
 
+/// act_halting_step's three results, each (n).
+template <class T, class B>
+struct halting_step_result {
+    Var<T, B> w, cum, R;
+};
+
+/// One differentiable halting step over n tokens, the paper's arithmetic (elementwise::act_halting):
+/// p the halting probabilities, cum and R the cumulative probabilities and remainders, and the
+/// 0/1 masks running_after and new_halt that act_state::step decided (never both 1 for a token),
+/// all (n). Returns the interpolation weights w = p·ra + nh·(1 − cum − p·ra), and cum and R
+/// after the step. One launch computes the three; each has one launch backward: they are affine
+/// in p, cum and R with coefficients 0 and ±1 chosen by the masks.
+template <class T, class B>
+halting_step_result<T, B> act_halting_step(const Var<T, B>& p, const Var<T, B>& cum, const Var<T, B>& R, const Tensor<T, B>& running_after,
+                                           const Tensor<T, B>& new_halt) {
+    using P = primitives<B>;
+    using coefficient = elementwise::halting_coefficient<T>;
+    const Shape& s = p.shape();
+    DEPTHLAB_CHECK(s.rank() == 1 && cum.shape() == s && R.shape() == s && running_after.shape() == s && new_halt.shape() == s, shape_error,
+                   "act_halting_step: p ", s, ", cum ", cum.shape(), ", R ", R.shape(), " and masks ", running_after.shape(), ", ",
+                   new_halt.shape(), " (expected five (n) vectors)");
+    const index_t n = s[0];
+    const Tensor<T, B> pv = p.value().contiguous(), cv = cum.value().contiguous(), rv = R.value().contiguous();
+    const Tensor<T, B> ra = running_after.contiguous(), nh = new_halt.contiguous();
+    auto w = Tensor<T, B>::empty(s), cum_after = Tensor<T, B>::empty(s), r_after = Tensor<T, B>::empty(s);
+    P::act_halting_fwd(n, pv.data(), cv.data(), rv.data(), ra.data(), nh.data(), w.data(), cum_after.data(), r_after.data());
+    // a result of inputs a and b, with d(result)/da = ca(ra, nh) and d(result)/db = cb(ra, nh)
+    const auto result = [&](Tensor<T, B> value, const Var<T, B>& a, coefficient ca, const Var<T, B>& b, coefficient cb) {
+        return detail::make_result<T, B>(op_kind::act_halting, std::move(value), {a, b}, [=](Node<T, B>& nd) {
+            const auto ga = detail::parent_grad_out(nd, 0);
+            const auto gb = detail::parent_grad_out(nd, 1);
+            P::act_halting_bwd(n, ra.data(), nh.data(), nd.grad.data(), ca, ga.data, ga.beta, cb, gb.data, gb.beta);
+        });
+    };
+    return {result(std::move(w), p, {.run = T(1)}, cum, {.halt = T(-1)}),                  // w = p·ra + nh·(1 − cum)
+            result(std::move(cum_after), p, {.run = T(1)}, cum, {.halt = T(-1), .one = T(1)}),  // cum + p·ra + nh·(1 − cum)
+            result(std::move(r_after), cum, {.halt = T(-1)}, R, {.one = T(1)})};           // R + nh·(1 − cum)
+}
+
 /// A tied encoder layer iterated with per-token halting.
 template <class T, class B = backend::cpu, class Policy = act>
 class ActEncoder : public nn::Module<T, B> {
@@ -6737,17 +6799,14 @@ private:
 
     using step_masks = typename act_state<T>::masks;
     static V constant(const std::vector<T>& v) { return V::constant(Tn::from({static_cast<index_t>(v.size())}, v)); }
-    static V ones_like_vec(index_t n) { return V::constant(Tn::ones({n})); }
     /// The differentiable part of one halting step over m tokens:
     /// returns w and updates cum and R (Vars of length m).
     static V halting_step(const V& p, V& cum, V& R, const step_masks& m) {
         const index_t n = p.shape()[0];
-        const V pr = mul(p, constant(m.running_after));                               // p · running
-        cum = add(cum, pr);
-        const V rn = mul(add(ones_like_vec(n), scale(cum, T(-1))), constant(m.new_halt));  // new_halt · (1 − cum)
-        R = add(R, rn);
-        cum = add(cum, rn);
-        return add(pr, rn);  // w = p·running + new_halt·R
+        halting_step_result<T, B> r = act_halting_step(p, cum, R, Tn::from({n}, m.running_after), Tn::from({n}, m.new_halt));
+        cum = std::move(r.cum);
+        R = std::move(r.R);
+        return r.w;  // w = p·running + new_halt·R
     }
     /// Padding mask over flat tokens and the initial record.
     static std::vector<char> token_mask(const std::vector<index_t>& lengths, index_t Tt) {
@@ -11507,6 +11566,32 @@ struct host_primitives {
         const double f = optim::rules::clip_factor(optim::rules::clip_total(parts, k), max_norm);
         if (f < 1.0) axpby(n, static_cast<T>(f), x, T(0), x);
         else launch();
+    }
+
+    // ---- ACT's halting step (elementwise::act_halting) ----
+    template <class T>
+    static void act_halting_fwd(index_t n, const T* p, const T* cum, const T* r, const T* ra, const T* nh, T* w, T* cum_out, T* r_out) {
+        launch();
+        parallel_for(n, elem_grain, [&](index_t b, index_t e) {
+            for (index_t i = b; i < e; ++i) {
+                const auto o = elementwise::act_halting(p[i], cum[i], r[i], ra[i], nh[i]);
+                w[i] = o.w;
+                cum_out[i] = o.cum;
+                r_out[i] = o.r;
+            }
+        });
+    }
+    // (beta 0 never reads the gradient: a fresh buffer may hold anything, NaN included)
+    template <class T>
+    static void act_halting_bwd(index_t n, const T* ra, const T* nh, const T* dy, elementwise::halting_coefficient<T> ca, T* da, T beta_a,
+                                elementwise::halting_coefficient<T> cb, T* db, T beta_b) {
+        launch();
+        parallel_for(n, elem_grain, [&](index_t b, index_t e) {
+            for (index_t i = b; i < e; ++i) {
+                if (da) da[i] = beta_a == T(0) ? ca.at(ra[i], nh[i]) * dy[i] : ca.at(ra[i], nh[i]) * dy[i] + beta_a * da[i];
+                if (db) db[i] = beta_b == T(0) ? cb.at(ra[i], nh[i]) * dy[i] : cb.at(ra[i], nh[i]) * dy[i] + beta_b * db[i];
+            }
+        });
     }
 
     // ---- multi-tensor forms: the single-tensor routines in turn (so the same bits), counted

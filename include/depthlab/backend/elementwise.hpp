@@ -13,6 +13,29 @@
 
 namespace depthlab::elementwise {
 
+// ACT's halting step for one token (halting/act.hpp), ra and nh its 0/1 masks "runs on" and
+// "halts now" (never both 1): p·ra joins the cumulative probability; a token that halts
+// takes the remainder 1 − cum into R and into its weight; cum then sums to 1. The products
+// are by 0 or 1, so exact: the outputs are those of the same steps done one op at a time.
+template <class T>
+struct halting_outputs {
+    T w, cum, r;
+};
+template <class T>
+DEPTHLAB_HOST_AND_GPU inline halting_outputs<T> act_halting(T p, T cum, T r, T ra, T nh) {
+    const T pr = p * ra;
+    const T c1 = cum + pr;
+    const T rn = (T(1) + -c1) * nh;
+    return {pr + rn, c1 + rn, r + rn};
+}
+// The gradient coefficient c = run·ra + halt·nh + one of one input of one halting output
+// (act_halting_bwd): w, cum and R are affine in p, cum and R with these 0/±1 coefficients.
+template <class T>
+struct halting_coefficient {
+    T run = T(0), halt = T(0), one = T(0);
+    DEPTHLAB_HOST_AND_GPU T at(T ra, T nh) const { return run * ra + halt * nh + one; }
+};
+
 // GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 template <class T>
 DEPTHLAB_HOST_AND_GPU inline T gelu(T x) {

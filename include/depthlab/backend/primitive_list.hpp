@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "depthlab/backend/backend.hpp"
+#include "depthlab/backend/elementwise.hpp"
 #include "depthlab/backend/update_rules.hpp"
 #include "depthlab/core/rng.hpp"
 #include "depthlab/core/shape.hpp"
@@ -79,6 +80,11 @@
     X(dropout_mask, (index_t n, T p, const Generator& gen, std::uint64_t first, T* mask)) \
     /* y = x * mask (or y += with accumulate), the mask drawn in place from the same words: no mask stored */ \
     X(dropout_apply, (index_t n, T p, const Generator& gen, std::uint64_t first, const T* x, T* y, bool accumulate = false)) \
+    /* ---- ACT's halting step over n tokens (elementwise::act_halting): ra, nh its 0/1 masks ---- */ \
+    X(act_halting_fwd, (index_t n, const T* p, const T* cum, const T* r, const T* ra, const T* nh, T* w, T* cum_out, T* r_out)) \
+    /* the gradients of one output: da (=|+=) ca(ra, nh) · dy, db likewise (da or db may be null) */ \
+    X(act_halting_bwd, (index_t n, const T* ra, const T* nh, const T* dy, elementwise::halting_coefficient<T> ca, T* da, T beta_a, \
+                        elementwise::halting_coefficient<T> cb, T* db, T beta_b)) \
     /* ---- optimiser updates ---- */ \
     X(sgd_update, (index_t n, T* w, const T* g, T* buf, const optim::rules::sgd<T>& rule)) \
     X(adam_update, (index_t n, T* w, const T* g, T* m, T* v, const optim::rules::adam<T>& rule)) \

@@ -210,6 +210,45 @@ struct act_state {
     }
 };
 
+/// act_halting_step's three results, each (n).
+template <class T, class B>
+struct halting_step_result {
+    Var<T, B> w, cum, R;
+};
+
+/// One differentiable halting step over n tokens, the paper's arithmetic (elementwise::act_halting):
+/// p the halting probabilities, cum and R the cumulative probabilities and remainders, and the
+/// 0/1 masks running_after and new_halt that act_state::step decided (never both 1 for a token),
+/// all (n). Returns the interpolation weights w = p·ra + nh·(1 − cum − p·ra), and cum and R
+/// after the step. One launch computes the three; each has one launch backward: they are affine
+/// in p, cum and R with coefficients 0 and ±1 chosen by the masks.
+template <class T, class B>
+halting_step_result<T, B> act_halting_step(const Var<T, B>& p, const Var<T, B>& cum, const Var<T, B>& R, const Tensor<T, B>& running_after,
+                                           const Tensor<T, B>& new_halt) {
+    using P = primitives<B>;
+    using coefficient = elementwise::halting_coefficient<T>;
+    const Shape& s = p.shape();
+    DEPTHLAB_CHECK(s.rank() == 1 && cum.shape() == s && R.shape() == s && running_after.shape() == s && new_halt.shape() == s, shape_error,
+                   "act_halting_step: p ", s, ", cum ", cum.shape(), ", R ", R.shape(), " and masks ", running_after.shape(), ", ",
+                   new_halt.shape(), " (expected five (n) vectors)");
+    const index_t n = s[0];
+    const Tensor<T, B> pv = p.value().contiguous(), cv = cum.value().contiguous(), rv = R.value().contiguous();
+    const Tensor<T, B> ra = running_after.contiguous(), nh = new_halt.contiguous();
+    auto w = Tensor<T, B>::empty(s), cum_after = Tensor<T, B>::empty(s), r_after = Tensor<T, B>::empty(s);
+    P::act_halting_fwd(n, pv.data(), cv.data(), rv.data(), ra.data(), nh.data(), w.data(), cum_after.data(), r_after.data());
+    // a result of inputs a and b, with d(result)/da = ca(ra, nh) and d(result)/db = cb(ra, nh)
+    const auto result = [&](Tensor<T, B> value, const Var<T, B>& a, coefficient ca, const Var<T, B>& b, coefficient cb) {
+        return detail::make_result<T, B>(op_kind::act_halting, std::move(value), {a, b}, [=](Node<T, B>& nd) {
+            const auto ga = detail::parent_grad_out(nd, 0);
+            const auto gb = detail::parent_grad_out(nd, 1);
+            P::act_halting_bwd(n, ra.data(), nh.data(), nd.grad.data(), ca, ga.data, ga.beta, cb, gb.data, gb.beta);
+        });
+    };
+    return {result(std::move(w), p, {.run = T(1)}, cum, {.halt = T(-1)}),                  // w = p·ra + nh·(1 − cum)
+            result(std::move(cum_after), p, {.run = T(1)}, cum, {.halt = T(-1), .one = T(1)}),  // cum + p·ra + nh·(1 − cum)
+            result(std::move(r_after), cum, {.halt = T(-1)}, R, {.one = T(1)})};           // R + nh·(1 − cum)
+}
+
 /// A tied encoder layer iterated with per-token halting.
 template <class T, class B = backend::cpu, class Policy = act>
 class ActEncoder : public nn::Module<T, B> {
@@ -229,17 +268,14 @@ private:
 
     using step_masks = typename act_state<T>::masks;
     static V constant(const std::vector<T>& v) { return V::constant(Tn::from({static_cast<index_t>(v.size())}, v)); }
-    static V ones_like_vec(index_t n) { return V::constant(Tn::ones({n})); }
     /// The differentiable part of one halting step over m tokens:
     /// returns w and updates cum and R (Vars of length m).
     static V halting_step(const V& p, V& cum, V& R, const step_masks& m) {
         const index_t n = p.shape()[0];
-        const V pr = mul(p, constant(m.running_after));                               // p · running
-        cum = add(cum, pr);
-        const V rn = mul(add(ones_like_vec(n), scale(cum, T(-1))), constant(m.new_halt));  // new_halt · (1 − cum)
-        R = add(R, rn);
-        cum = add(cum, rn);
-        return add(pr, rn);  // w = p·running + new_halt·R
+        halting_step_result<T, B> r = act_halting_step(p, cum, R, Tn::from({n}, m.running_after), Tn::from({n}, m.new_halt));
+        cum = std::move(r.cum);
+        R = std::move(r.R);
+        return r.w;  // w = p·running + new_halt·R
     }
     /// Padding mask over flat tokens and the initial record.
     static std::vector<char> token_mask(const std::vector<index_t>& lengths, index_t Tt) {

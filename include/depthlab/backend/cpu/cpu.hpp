@@ -644,6 +644,32 @@ struct host_primitives {
         else launch();
     }
 
+    // ---- ACT's halting step (elementwise::act_halting) ----
+    template <class T>
+    static void act_halting_fwd(index_t n, const T* p, const T* cum, const T* r, const T* ra, const T* nh, T* w, T* cum_out, T* r_out) {
+        launch();
+        parallel_for(n, elem_grain, [&](index_t b, index_t e) {
+            for (index_t i = b; i < e; ++i) {
+                const auto o = elementwise::act_halting(p[i], cum[i], r[i], ra[i], nh[i]);
+                w[i] = o.w;
+                cum_out[i] = o.cum;
+                r_out[i] = o.r;
+            }
+        });
+    }
+    // (beta 0 never reads the gradient: a fresh buffer may hold anything, NaN included)
+    template <class T>
+    static void act_halting_bwd(index_t n, const T* ra, const T* nh, const T* dy, elementwise::halting_coefficient<T> ca, T* da, T beta_a,
+                                elementwise::halting_coefficient<T> cb, T* db, T beta_b) {
+        launch();
+        parallel_for(n, elem_grain, [&](index_t b, index_t e) {
+            for (index_t i = b; i < e; ++i) {
+                if (da) da[i] = beta_a == T(0) ? ca.at(ra[i], nh[i]) * dy[i] : ca.at(ra[i], nh[i]) * dy[i] + beta_a * da[i];
+                if (db) db[i] = beta_b == T(0) ? cb.at(ra[i], nh[i]) * dy[i] : cb.at(ra[i], nh[i]) * dy[i] + beta_b * db[i];
+            }
+        });
+    }
+
     // ---- multi-tensor forms: the single-tensor routines in turn (so the same bits), counted
     // as the launches a device makes: one per pass over all the tensors ----
     template <class T>

@@ -316,6 +316,27 @@ void primitives<backend::cuda>::interpolate_rows_bwd(index_t rows, index_t cols,
 }
 
 template <class T>
+void primitives<backend::cuda>::act_halting_fwd(index_t n, const T* p, const T* cum, const T* r, const T* ra, const T* nh, T* w, T* cum_out,
+                                                T* r_out) {
+    cuda::for_each(n, [=] __device__(index_t i) {
+        const auto o = elementwise::act_halting(p[i], cum[i], r[i], ra[i], nh[i]);
+        w[i] = o.w;
+        cum_out[i] = o.cum;
+        r_out[i] = o.r;
+    }, "act_halting_fwd");
+}
+
+template <class T>
+void primitives<backend::cuda>::act_halting_bwd(index_t n, const T* ra, const T* nh, const T* dy, elementwise::halting_coefficient<T> ca, T* da,
+                                                T beta_a, elementwise::halting_coefficient<T> cb, T* db, T beta_b) {
+    // (beta 0 never reads the gradient: a fresh buffer may hold anything, NaN included)
+    cuda::for_each(n, [=] __device__(index_t i) {
+        if (da) da[i] = beta_a == T(0) ? ca.at(ra[i], nh[i]) * dy[i] : ca.at(ra[i], nh[i]) * dy[i] + beta_a * da[i];
+        if (db) db[i] = beta_b == T(0) ? cb.at(ra[i], nh[i]) * dy[i] : cb.at(ra[i], nh[i]) * dy[i] + beta_b * db[i];
+    }, "act_halting_bwd");
+}
+
+template <class T>
 void primitives<backend::cuda>::gelu_fwd(index_t n, const T* x, T* y) {
     cuda::for_each(n, [=] __device__(index_t i) { y[i] = elementwise::gelu(x[i]); }, "gelu_fwd");
 }
