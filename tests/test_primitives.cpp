@@ -95,6 +95,13 @@ TEST_CASE_TEMPLATE("primitives: scatter_add_rows sums repeated ids and skips ids
         auto table = depthlab_test::from_double<float, B>({limit, cols}, table0);
         primitives<B>::scatter_add_rows(n, cols, tsrc.data(), limit, tids.data(), table.data());
         depthlab_test::check_close("scatter_add_rows", depthlab_test::to_double(table), want, 1e-5, 1e-4);
+        // written, not added (a first gradient): every row, named or not, from a NaN-filled table;
+        // the bits of a zero fill followed by the accumulating form
+        auto written = Tensor<float, B>::full({limit, cols}, std::numeric_limits<float>::quiet_NaN());
+        auto zero_then_add = Tensor<float, B>::zeros({limit, cols});
+        primitives<B>::scatter_add_rows(n, cols, tsrc.data(), limit, tids.data(), written.data(), /*accumulate=*/false);
+        primitives<B>::scatter_add_rows(n, cols, tsrc.data(), limit, tids.data(), zero_then_add.data());
+        CHECK(depthlab_test::to_double(written) == depthlab_test::to_double(zero_then_add));
     }
 }
 
@@ -243,6 +250,47 @@ TEST_CASE_TEMPLATE("primitives: bf16 copies made beforehand serve the products t
             CHECK(plain != converting);
         }
     }
+}
+
+// Address tables of two-level batches built together (gemm_address_tables): one launch for
+// all of them on a device; a product given its own table gives the same bits and builds none;
+// given another product's table (another result) it builds its own; under bf16 a table is made
+// only where the product's bf16 copies exist already. The CPU needs none and makes none.
+TEST_CASE_TEMPLATE("primitives: address tables built together serve the products they were built for, and only those", B,
+                   DEPTHLAB_TEST_BACKENDS) {
+    const gemm_args g{.trans_b = true, .m = 12, .n = 10, .k = 32, .lda = 4 * 32, .ldb = 4 * 32, .ldc = 10, .batch = 4, .stride_a = 32,
+                      .stride_b = 32, .stride_c = 12 * 10, .batch2 = 2, .stride_a2 = 12 * 4 * 32, .stride_b2 = 10 * 4 * 32,
+                      .stride_c2 = 4 * 12 * 10};
+    const index_t na = 2 * 12 * 4 * 32, nb = 2 * 10 * 4 * 32, nc = 2 * 4 * 12 * 10;
+    const auto ta = depthlab_test::from_double<float, B>({na}, random_values(static_cast<std::size_t>(na), 190));
+    const auto tb = depthlab_test::from_double<float, B>({nb}, random_values(static_cast<std::size_t>(nb), 191));
+    auto c1 = Tensor<float, B>::zeros({nc}), c2 = Tensor<float, B>::zeros({nc}), plain = Tensor<float, B>::zeros({nc});
+    constexpr bool device = std::is_same_v<B, backend::cuda>;
+    const gemm_table_request<float> requests[2] = {{g, ta.data(), tb.data(), c1.data()}, {g, ta.data(), tb.data(), c2.data()}};
+    gemm_addresses tables[2];
+    counters<B>().reset();
+    primitives<B>::gemm_address_tables(2, requests, tables);
+    if constexpr (device) CHECK(counters<B>().launches.load() == 1);
+    CHECK(static_cast<bool>(tables[0].table) == device);
+    const auto launches_of = [&](const gemm_addresses* table, Tensor<float, B>& c) {
+        gemm_args with = g;
+        with.addresses = table;
+        counters<B>().reset();
+        primitives<B>::gemm(with, 1.0f, ta.data(), tb.data(), 0.0f, c.data());
+        return counters<B>().launches.load();
+    };
+    const auto own = launches_of(nullptr, plain);
+    const auto given = launches_of(&tables[0], c1);
+    CHECK(depthlab_test::to_double(c1) == depthlab_test::to_double(plain));
+    if constexpr (device) CHECK(own - given == 1);
+    auto c3 = Tensor<float, B>::zeros({nc});
+    const auto foreign = launches_of(&tables[1], c3);  // built for c2, asked for c3
+    CHECK(depthlab_test::to_double(c3) == depthlab_test::to_double(plain));
+    CHECK(foreign == own);
+    matmul_precision_scope bf16(matmul_precision::bf16);
+    gemm_addresses none;
+    primitives<B>::gemm_address_tables(1, requests, &none);  // (no bf16 copies made beforehand)
+    CHECK_FALSE(none.table);
 }
 
 // A linear layer's forward product with its bias, f32 and bf16: against the reference in
@@ -440,6 +488,22 @@ TEST_CASE_TEMPLATE("primitives: backward routines write a first gradient without
     CHECK(dx_w.to_vector() == dx_a.to_vector());
     CHECK(dg_w.to_vector() == dg_a.to_vector());
     CHECK(db_w.to_vector() == db_a.to_vector());
+    // the interpolation weights' gradient (ACT's state update); the halting step's gradients
+    const auto w = depthlab_test::from_double<float, B>({rows}, random_values(static_cast<std::size_t>(rows), 124));
+    auto dw_w = s(rows), dw_a = z(rows);
+    float* const none = nullptr;
+    P::interpolate_rows_bwd(rows, cols, x.data(), y.data(), w.data(), dy.data(), none, 0.0f, none, 0.0f, dw_w.data(), 0.0f);
+    P::interpolate_rows_bwd(rows, cols, x.data(), y.data(), w.data(), dy.data(), none, 0.0f, none, 0.0f, dw_a.data(), 1.0f);
+    CHECK(dw_w.to_vector() == dw_a.to_vector());
+    std::vector<double> ra(static_cast<std::size_t>(rows)), nh(static_cast<std::size_t>(rows));
+    for (std::size_t i = 0; i < ra.size(); ++i) (i % 3 == 0 ? ra : i % 3 == 1 ? nh : ra)[i] = i % 3 == 2 ? 0.0 : 1.0;
+    const auto tra = depthlab_test::from_double<float, B>({rows}, ra), tnh = depthlab_test::from_double<float, B>({rows}, nh);
+    auto dp_w = s(rows), dc_w = s(rows), dp_a = z(rows), dc_a = z(rows);
+    const elementwise::halting_coefficient<float> cp{.run = 1}, cc{.halt = -1, .one = 1};
+    P::act_halting_bwd(rows, tra.data(), tnh.data(), dy.data(), cp, dp_w.data(), 0.0f, cc, dc_w.data(), 0.0f);
+    P::act_halting_bwd(rows, tra.data(), tnh.data(), dy.data(), cp, dp_a.data(), 1.0f, cc, dc_a.data(), 1.0f);
+    CHECK(dp_w.to_vector() == dp_a.to_vector());
+    CHECK(dc_w.to_vector() == dc_a.to_vector());
 }
 
 // Dropout applied where the mask is drawn: the same bits as dropout_mask then a product (or a

@@ -517,6 +517,8 @@ struct bf16_operand {
     [[nodiscard]] bool serves(const void* src, const operand_layout& l) const { return data && source == src && layout == l; }
 };
 
+struct gemm_addresses;
+
 /// One strided-batched GEMM, row-major, in BLAS terms:
 ///   C[i] = alpha * op(A[i]) * op(B[i]) + beta * C[i],   op(X) = trans ? X^T : X,
 /// with op(A): (m, k), op(B): (k, n), C: (m, n); A[i] = A + i * stride_a, and a stride of 0
@@ -532,6 +534,36 @@ struct gemm_args {
     // bf16 copies of A and B made beforehand (bf16 precision only; see bf16_operand)
     const bf16_operand* a_bf16 = nullptr;
     const bf16_operand* b_bf16 = nullptr;
+    // the matrix addresses of a two-level batch, built beforehand (see gemm_addresses)
+    const gemm_addresses* addresses = nullptr;
+};
+
+/// The matrix addresses a device needs for a product whose two batch strides do not fold into
+/// one (attention over (sequence, head) views of a projection: pointer-batched cuBLAS). A
+/// product builds its table itself, one launch; primitives<B>::gemm_address_tables builds the
+/// tables of several products in one launch before the first of them runs (an attention's two
+/// forward products, its four backward ones), and a product given one (gemm_args::addresses)
+/// reads it — when it was built for this very product (operands, result and batches),
+/// otherwise it builds its own. Backends that need no tables (the CPU) make none.
+struct gemm_addresses {
+    const void* a = nullptr;  // the operands and the result the table holds (bf16 copies under bf16)
+    const void* b = nullptr;
+    const void* c = nullptr;
+    index_t batch = 1, batch2 = 1, stride_a = 0, stride_b = 0, stride_c = 0, stride_a2 = 0, stride_b2 = 0, stride_c2 = 0;
+    std::shared_ptr<void> table;  // device memory: [B addresses | A addresses | C addresses], batch-major
+    [[nodiscard]] bool serves(const void* a_, const void* b_, const void* c_, index_t batch_, index_t batch2_, index_t sa, index_t sb,
+                              index_t sc, index_t sa2, index_t sb2, index_t sc2) const {
+        return table && a == a_ && b == b_ && c == c_ && batch == batch_ && batch2 == batch2_ && stride_a == sa && stride_b == sb &&
+               stride_c == sc && stride_a2 == sa2 && stride_b2 == sb2 && stride_c2 == sc2;
+    }
+};
+/// One product whose table gemm_address_tables is asked to build.
+template <class T>
+struct gemm_table_request {
+    gemm_args g;
+    const T* a = nullptr;
+    const T* b = nullptr;
+    T* c = nullptr;
 };
 
 /// The stored layouts of op(A) and op(B) of g.
@@ -2058,7 +2090,9 @@ Var<T, B> gather_rows(const Var<T, B>& x, const Tensor<std::int64_t, B>& idx, op
     auto Y = Tensor<T, B>::empty(so);
     P::gather_rows(n, cols, X.data(), limit, ids.data(), Y.data());
     return detail::make_result<T, B>(op, std::move(Y), {x}, [=](Node<T, B>& nd) {
-        if (T* dX = detail::parent_grad(nd, 0)) P::scatter_add_rows(n, cols, nd.grad.data(), limit, ids.data(), dX);
+        // a first gradient is written whole (rows no id names get zeros) by the scatter itself
+        if (const auto gX = detail::parent_grad_out(nd, 0); gX.data)
+            P::scatter_add_rows(n, cols, nd.grad.data(), limit, ids.data(), gX.data, gX.beta != T(0));
     });
 }
 /// The same with host indices (checked here, then uploaded).
@@ -2081,10 +2115,11 @@ Var<T, B> scatter_rows(const Var<T, B>& x, const Tensor<std::int64_t, B>& idx, i
     so[0] = rows;
     const Tensor<std::int64_t, B> ids = idx;
     const auto X = detail::contiguous_value(x);
-    auto Y = Tensor<T, B>::zeros(so);
-    P::scatter_add_rows(n, cols, X.data(), rows, ids.data(), Y.data());
+    auto Y = Tensor<T, B>::empty(so);
+    P::scatter_add_rows(n, cols, X.data(), rows, ids.data(), Y.data(), /*accumulate=*/false);
     return detail::make_result<T, B>(op_kind::scatter_rows, std::move(Y), {x}, [=](Node<T, B>& nd) {
-        if (T* dX = detail::parent_grad(nd, 0)) P::gather_rows(n, cols, nd.grad.data(), rows, ids.data(), dX, /*accumulate=*/true);
+        if (const auto gX = detail::parent_grad_out(nd, 0); gX.data)  // (every row of x is gathered: a first gradient is written)
+            P::gather_rows(n, cols, nd.grad.data(), rows, ids.data(), gX.data, /*accumulate=*/gX.beta != T(0));
     });
 }
 template <class T, class B>
@@ -2127,7 +2162,8 @@ Var<T, B> row_update(const Var<T, B>& base, const Tensor<std::int64_t, B>& idx, 
     P::scatter_rows_set(n, cols, R.data(), limit, ids.data(), Y.data());
     return detail::make_result<T, B>(op_kind::row_update, std::move(Y), {base, rows}, [=](Node<T, B>& nd) {
         const T* dY = nd.grad.data();
-        if (T* dR = detail::parent_grad(nd, 1)) P::gather_rows(n, cols, dY, limit, ids.data(), dR, /*accumulate=*/true);
+        if (const auto gR = detail::parent_grad_out(nd, 1); gR.data)
+            P::gather_rows(n, cols, dY, limit, ids.data(), gR.data, /*accumulate=*/gR.beta != T(0));
         Node<T, B>& pb = *nd.parents[0];
         if (!pb.requires_grad) return;
         if (!pb.grad.defined() && !nd.retain_grad) {
@@ -2189,8 +2225,9 @@ Var<T, B> interpolate_rows(const Var<T, B>& a, const Var<T, B>& b, const Var<T, 
         // (a and b the same node: a's write comes first, b's adds to it)
         const auto gA = detail::parent_grad_out(nd, 0);
         const auto gB = detail::parent_grad_out(nd, 1);
-        P::interpolate_rows_bwd(rows, cols, A.data(), Bv.data(), Wt.data(), nd.grad.data(), gA.data, gA.beta, gB.data, gB.beta,
-                                detail::parent_grad(nd, 2));
+        const auto gW = detail::parent_grad_out(nd, 2);
+        P::interpolate_rows_bwd(rows, cols, A.data(), Bv.data(), Wt.data(), nd.grad.data(), gA.data, gA.beta, gB.data, gB.beta, gW.data,
+                                gW.beta);
     });
 }
 
@@ -2479,64 +2516,62 @@ Var<T, B> attention(const projection_slice<T, B>& q, const projection_slice<T, B
     // batch = sequences.
     // scores (Bn, heads, Tq, Tk) = alpha q k^T; then softmax with the mask, in place
     auto probs = Tensor<T, B>::empty(score_shape);
+    // optional dropout on the probabilities (the mask drawn where it is applied, forward and
+    // backward, from the same counter words: never stored)
+    const bool dropping = opt.dropout > 0;
+    Tensor<T, B> probs_kept = dropping ? Tensor<T, B>::empty(score_shape) : probs;
+    const T drop_p = static_cast<T>(opt.dropout);
+    const Generator drop_words = dropping ? *gen : Generator();
+    const std::uint64_t drop_first = dropping ? gen->reserve(static_cast<std::uint64_t>(probs.numel())) : 0;
+    auto out = Tensor<T, B>::empty({Bn, Tq, dim});
+    // scores (Bn, heads, Tq, Tk) = alpha q k^T; then softmax with the mask, in place
     gemm_args scores{.trans_b = true, .m = Tq, .n = Tk, .k = head_dim, .lda = q_width, .ldb = k_width, .ldc = Tk,
                      .batch = heads, .stride_a = head_dim, .stride_b = head_dim, .stride_c = score_size,
                      .batch2 = Bn, .stride_a2 = Tq * q_width, .stride_b2 = Tk * k_width, .stride_c2 = heads * score_size};
+    // out[b, :, h*head_dim:(h+1)*head_dim] (Bn, Tq, dim) = probs_kept[b, h] v[b, :, h]
+    gemm_args mix{.m = Tq, .n = head_dim, .k = Tk, .lda = Tk, .ldb = v_width, .ldc = dim,
+                  .batch = heads, .stride_a = score_size, .stride_b = head_dim, .stride_c = head_dim,
+                  .batch2 = Bn, .stride_a2 = heads * score_size, .stride_b2 = Tk * v_width, .stride_c2 = Tq * dim};
     // Under bf16 precision q, k, v and the kept probabilities are converted once, here: the
     // backward products read them in the same layouts (dK reads q, dQ reads k, dP reads v, dV
     // reads the probabilities)
     const bf16_operand qb = detail::bf16_copy_for<T, B>(scores, layout_a(scores), qp);
     const bf16_operand kb = detail::bf16_copy_for<T, B>(scores, layout_b(scores), kp);
+    const bf16_operand vb = detail::bf16_copy_for<T, B>(mix, layout_b(mix), vp);
     scores.a_bf16 = &qb;
     scores.b_bf16 = &kb;
+    mix.b_bf16 = &vb;
+    // both products' address tables (a device's (sequence, head) batches) in one launch
+    gemm_addresses forward_tables[2];
+    const gemm_table_request<T> forward_products[2] = {{scores, qp, kp, probs.data()}, {mix, probs_kept.data(), vp, out.data()}};
+    P::gemm_address_tables(2, forward_products, forward_tables);
+    scores.addresses = &forward_tables[0];
+    mix.addresses = &forward_tables[1];
     P::gemm(scores, alpha, qp, kp, T(0), probs.data());
     P::softmax_fwd(Bn * heads * Tq, Tk, probs.data(), T(1), mask_values.defined() ? mask_values.data() : nullptr, map,
                    probs.data());
-    // optional dropout on the probabilities (the mask drawn where it is applied, forward and
-    // backward, from the same counter words: never stored)
-    Tensor<T, B> probs_kept = probs;
-    const bool dropping = opt.dropout > 0;
-    const T drop_p = static_cast<T>(opt.dropout);
-    const Generator drop_words = dropping ? *gen : Generator();
-    const std::uint64_t drop_first = dropping ? gen->reserve(static_cast<std::uint64_t>(probs.numel())) : 0;
-    if (dropping) {
-        probs_kept = Tensor<T, B>::empty(score_shape);
-        P::dropout_apply(probs.numel(), drop_p, drop_words, drop_first, probs.data(), probs_kept.data());
-    }
-    // out[b, :, h*head_dim:(h+1)*head_dim] (Bn, Tq, dim) = probs_kept[b, h] v[b, :, h]
-    auto out = Tensor<T, B>::empty({Bn, Tq, dim});
-    gemm_args mix{.m = Tq, .n = head_dim, .k = Tk, .lda = Tk, .ldb = v_width, .ldc = dim,
-                  .batch = heads, .stride_a = score_size, .stride_b = head_dim, .stride_c = head_dim,
-                  .batch2 = Bn, .stride_a2 = heads * score_size, .stride_b2 = Tk * v_width, .stride_c2 = Tq * dim};
+    if (dropping) P::dropout_apply(probs.numel(), drop_p, drop_words, drop_first, probs.data(), probs_kept.data());
     const bf16_operand pb = detail::bf16_copy_for<T, B>(mix, layout_a(mix), probs_kept.data());
-    const bf16_operand vb = detail::bf16_copy_for<T, B>(mix, layout_b(mix), vp);
     mix.a_bf16 = &pb;
-    mix.b_bf16 = &vb;
     P::gemm(mix, T(1), probs_kept.data(), vp, T(0), out.data());
 
     const index_t qo = q.offset, ko = k.offset, vo = v.offset;
     return detail::make_result<T, B>(op_kind::attention, std::move(out), {q.src, k.src, v.src}, [=](Node<T, B>& nd) {
         const T* d_out = nd.grad.data();  // (Bn, Tq, dim)
         auto d_probs = Tensor<T, B>::empty(score_shape);
+        T* const dv = detail::parent_grad(nd, 2);
+        T* const dq = detail::parent_grad(nd, 0);
+        T* const dk = detail::parent_grad(nd, 1);
         // d_probs_kept = d_out v^T
         gemm_args d_mix{.trans_b = true, .m = Tq, .n = Tk, .k = head_dim, .lda = dim, .ldb = v_width, .ldc = Tk,
                         .batch = heads, .stride_a = head_dim, .stride_b = head_dim, .stride_c = score_size,
                         .batch2 = Bn, .stride_a2 = Tq * dim, .stride_b2 = Tk * v_width, .stride_c2 = heads * score_size,
                         .b_bf16 = &vb};
-        T* const dv = detail::parent_grad(nd, 2);
-        const bf16_operand d_out_b = dv ? detail::bf16_copy_for<T, B>(d_mix, layout_a(d_mix), d_out) : bf16_operand{};  // (read twice)
-        d_mix.a_bf16 = &d_out_b;
-        P::gemm(d_mix, T(1), d_out, vp, T(0), d_probs.data());
         // dv += probs_kept^T d_out
-        if (dv)
-            P::gemm(gemm_args{.trans_a = true, .m = Tk, .n = head_dim, .k = Tq, .lda = Tk, .ldb = dim, .ldc = v_width,
-                              .batch = heads, .stride_a = score_size, .stride_b = head_dim, .stride_c = head_dim,
-                              .batch2 = Bn, .stride_a2 = heads * score_size, .stride_b2 = Tq * dim, .stride_c2 = Tk * v_width,
-                              .a_bf16 = &pb, .b_bf16 = &d_out_b},
-                    T(1), probs_kept.data(), d_out, T(1), dv + vo);
-        if (dropping) P::dropout_apply(d_probs.numel(), drop_p, drop_words, drop_first, d_probs.data(), d_probs.data());
-        // d_scores = probs * (d_probs - <probs, d_probs>), in place
-        P::softmax_bwd(Bn * heads * Tq, Tk, probs.data(), d_probs.data(), T(1), d_probs.data(), /*accumulate=*/false);
+        gemm_args d_v{.trans_a = true, .m = Tk, .n = head_dim, .k = Tq, .lda = Tk, .ldb = dim, .ldc = v_width,
+                      .batch = heads, .stride_a = score_size, .stride_b = head_dim, .stride_c = head_dim,
+                      .batch2 = Bn, .stride_a2 = heads * score_size, .stride_b2 = Tq * dim, .stride_c2 = Tk * v_width,
+                      .a_bf16 = &pb};
         // dq += alpha d_scores k ; dk += alpha d_scores^T q
         gemm_args d_q{.m = Tq, .n = head_dim, .k = Tk, .lda = Tk, .ldb = k_width, .ldc = q_width,
                       .batch = heads, .stride_a = score_size, .stride_b = head_dim, .stride_c = head_dim,
@@ -2546,8 +2581,33 @@ Var<T, B> attention(const projection_slice<T, B>& q, const projection_slice<T, B
                       .batch = heads, .stride_a = score_size, .stride_b = head_dim, .stride_c = head_dim,
                       .batch2 = Bn, .stride_a2 = heads * score_size, .stride_b2 = Tq * q_width, .stride_c2 = Tk * k_width,
                       .b_bf16 = &qb};
-        T* const dq = detail::parent_grad(nd, 0);
-        T* const dk = detail::parent_grad(nd, 1);
+        const bf16_operand d_out_b = dv ? detail::bf16_copy_for<T, B>(d_mix, layout_a(d_mix), d_out) : bf16_operand{};  // (read twice)
+        d_mix.a_bf16 = &d_out_b;
+        d_v.b_bf16 = &d_out_b;
+        // the four products' address tables in one launch (under bf16 the score gradient's copy
+        // is made later, so dq's and dk's products build their own)
+        std::vector<gemm_table_request<T>> products{{d_mix, d_out, vp, d_probs.data()}};
+        std::vector<gemm_args*> users{&d_mix};
+        if (dv) {
+            products.push_back({d_v, probs_kept.data(), d_out, dv + vo});
+            users.push_back(&d_v);
+        }
+        if (dq) {
+            products.push_back({d_q, d_probs.data(), kp, dq + qo});
+            users.push_back(&d_q);
+        }
+        if (dk) {
+            products.push_back({d_k, d_probs.data(), qp, dk + ko});
+            users.push_back(&d_k);
+        }
+        std::vector<gemm_addresses> tables(products.size());
+        P::gemm_address_tables(static_cast<index_t>(products.size()), products.data(), tables.data());
+        for (std::size_t i = 0; i < users.size(); ++i) users[i]->addresses = &tables[i];
+        P::gemm(d_mix, T(1), d_out, vp, T(0), d_probs.data());
+        if (dv) P::gemm(d_v, T(1), probs_kept.data(), d_out, T(1), dv + vo);
+        if (dropping) P::dropout_apply(d_probs.numel(), drop_p, drop_words, drop_first, d_probs.data(), d_probs.data());
+        // d_scores = probs * (d_probs - <probs, d_probs>), in place
+        P::softmax_bwd(Bn * heads * Tq, Tk, probs.data(), d_probs.data(), T(1), d_probs.data(), /*accumulate=*/false);
         const bf16_operand d_scores_b = dq && dk ? detail::bf16_copy_for<T, B>(d_q, layout_a(d_q), d_probs.data()) : bf16_operand{};
         d_q.a_bf16 = d_k.a_bf16 = &d_scores_b;
         if (dq) P::gemm(d_q, alpha, d_probs.data(), kp, T(1), dq + qo);
@@ -11138,12 +11198,15 @@ struct host_primitives {
     // dw[r] += <dy[r], b[r] - a[r]> (dw may be null)
     template <class T>
     static void interpolate_rows_bwd(index_t rows, index_t cols, const T* a, const T* b, const T* w, const T* dy, T* da, T beta_a,
-                                     T* db, T beta_b, T* dw) {
+                                     T* db, T beta_b, T* dw, T beta_w = T(1)) {
         rowwise<T>(rows, cols, [&]<class K>(index_t r) {
             const index_t o = r * cols;
             if (da) K::axpby(cols, T(1) - w[r], dy + o, beta_a, da + o);
             if (db) K::axpby(cols, w[r], dy + o, beta_b, db + o);
-            if (dw) dw[r] += K::dot_diff(cols, dy + o, b + o, a + o);
+            if (dw) {
+                const T g = K::dot_diff(cols, dy + o, b + o, a + o);
+                dw[r] = beta_w == T(0) ? g : dw[r] + g;  // (beta 0 never reads dw)
+            }
         });
     }
 
@@ -11399,8 +11462,11 @@ struct host_primitives {
     }
     // table[ids[i]] += src[i]  (repeated ids accumulate; threads own column blocks)
     template <class T>
-    static void scatter_add_rows(index_t n, index_t cols, const T* src, index_t limit, const std::int64_t* ids, T* table) {
+    static void scatter_add_rows(index_t n, index_t cols, const T* src, index_t limit, const std::int64_t* ids, T* table,
+                                 bool accumulate = true) {
         columnwise<T>(n, cols, [&]<class K>(index_t c0, index_t nc) {
+            if (!accumulate)  // every row of the table written: zeros, then the sums (the bits of a zero fill and adds)
+                for (index_t r = 0; r < limit; ++r) std::fill_n(table + r * cols + c0, nc, T(0));
             for (index_t i = 0; i < n; ++i)
                 if (ids[i] >= 0 && ids[i] < limit)
                     K::add(nc, table + ids[i] * cols + c0, src + i * cols + c0, table + ids[i] * cols + c0);
@@ -11633,6 +11699,11 @@ struct host_primitives {
     static void gemm_bias(const gemm_args& g, const T* a, const T* b, const T* bias, T* c) {
         launch_gemm();
         cpu::gemm_bias(g, a, b, bias, c);
+    }
+    /// The CPU's products need no address tables: none are made (and nothing is launched).
+    template <class T>
+    static void gemm_address_tables(index_t count, const gemm_table_request<T>*, gemm_addresses* out) {
+        for (index_t i = 0; i < count; ++i) out[i] = {};
     }
     /// out = the bf16 copy of the float operand src read in `layout`, for the products given it
     /// in gemm_args::a_bf16 / b_bf16 (a double operand has none: out is left empty).

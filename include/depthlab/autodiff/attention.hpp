@@ -90,64 +90,62 @@ Var<T, B> attention(const projection_slice<T, B>& q, const projection_slice<T, B
     // batch = sequences.
     // scores (Bn, heads, Tq, Tk) = alpha q k^T; then softmax with the mask, in place
     auto probs = Tensor<T, B>::empty(score_shape);
+    // optional dropout on the probabilities (the mask drawn where it is applied, forward and
+    // backward, from the same counter words: never stored)
+    const bool dropping = opt.dropout > 0;
+    Tensor<T, B> probs_kept = dropping ? Tensor<T, B>::empty(score_shape) : probs;
+    const T drop_p = static_cast<T>(opt.dropout);
+    const Generator drop_words = dropping ? *gen : Generator();
+    const std::uint64_t drop_first = dropping ? gen->reserve(static_cast<std::uint64_t>(probs.numel())) : 0;
+    auto out = Tensor<T, B>::empty({Bn, Tq, dim});
+    // scores (Bn, heads, Tq, Tk) = alpha q k^T; then softmax with the mask, in place
     gemm_args scores{.trans_b = true, .m = Tq, .n = Tk, .k = head_dim, .lda = q_width, .ldb = k_width, .ldc = Tk,
                      .batch = heads, .stride_a = head_dim, .stride_b = head_dim, .stride_c = score_size,
                      .batch2 = Bn, .stride_a2 = Tq * q_width, .stride_b2 = Tk * k_width, .stride_c2 = heads * score_size};
+    // out[b, :, h*head_dim:(h+1)*head_dim] (Bn, Tq, dim) = probs_kept[b, h] v[b, :, h]
+    gemm_args mix{.m = Tq, .n = head_dim, .k = Tk, .lda = Tk, .ldb = v_width, .ldc = dim,
+                  .batch = heads, .stride_a = score_size, .stride_b = head_dim, .stride_c = head_dim,
+                  .batch2 = Bn, .stride_a2 = heads * score_size, .stride_b2 = Tk * v_width, .stride_c2 = Tq * dim};
     // Under bf16 precision q, k, v and the kept probabilities are converted once, here: the
     // backward products read them in the same layouts (dK reads q, dQ reads k, dP reads v, dV
     // reads the probabilities)
     const bf16_operand qb = detail::bf16_copy_for<T, B>(scores, layout_a(scores), qp);
     const bf16_operand kb = detail::bf16_copy_for<T, B>(scores, layout_b(scores), kp);
+    const bf16_operand vb = detail::bf16_copy_for<T, B>(mix, layout_b(mix), vp);
     scores.a_bf16 = &qb;
     scores.b_bf16 = &kb;
+    mix.b_bf16 = &vb;
+    // both products' address tables (a device's (sequence, head) batches) in one launch
+    gemm_addresses forward_tables[2];
+    const gemm_table_request<T> forward_products[2] = {{scores, qp, kp, probs.data()}, {mix, probs_kept.data(), vp, out.data()}};
+    P::gemm_address_tables(2, forward_products, forward_tables);
+    scores.addresses = &forward_tables[0];
+    mix.addresses = &forward_tables[1];
     P::gemm(scores, alpha, qp, kp, T(0), probs.data());
     P::softmax_fwd(Bn * heads * Tq, Tk, probs.data(), T(1), mask_values.defined() ? mask_values.data() : nullptr, map,
                    probs.data());
-    // optional dropout on the probabilities (the mask drawn where it is applied, forward and
-    // backward, from the same counter words: never stored)
-    Tensor<T, B> probs_kept = probs;
-    const bool dropping = opt.dropout > 0;
-    const T drop_p = static_cast<T>(opt.dropout);
-    const Generator drop_words = dropping ? *gen : Generator();
-    const std::uint64_t drop_first = dropping ? gen->reserve(static_cast<std::uint64_t>(probs.numel())) : 0;
-    if (dropping) {
-        probs_kept = Tensor<T, B>::empty(score_shape);
-        P::dropout_apply(probs.numel(), drop_p, drop_words, drop_first, probs.data(), probs_kept.data());
-    }
-    // out[b, :, h*head_dim:(h+1)*head_dim] (Bn, Tq, dim) = probs_kept[b, h] v[b, :, h]
-    auto out = Tensor<T, B>::empty({Bn, Tq, dim});
-    gemm_args mix{.m = Tq, .n = head_dim, .k = Tk, .lda = Tk, .ldb = v_width, .ldc = dim,
-                  .batch = heads, .stride_a = score_size, .stride_b = head_dim, .stride_c = head_dim,
-                  .batch2 = Bn, .stride_a2 = heads * score_size, .stride_b2 = Tk * v_width, .stride_c2 = Tq * dim};
+    if (dropping) P::dropout_apply(probs.numel(), drop_p, drop_words, drop_first, probs.data(), probs_kept.data());
     const bf16_operand pb = detail::bf16_copy_for<T, B>(mix, layout_a(mix), probs_kept.data());
-    const bf16_operand vb = detail::bf16_copy_for<T, B>(mix, layout_b(mix), vp);
     mix.a_bf16 = &pb;
-    mix.b_bf16 = &vb;
     P::gemm(mix, T(1), probs_kept.data(), vp, T(0), out.data());
 
     const index_t qo = q.offset, ko = k.offset, vo = v.offset;
     return detail::make_result<T, B>(op_kind::attention, std::move(out), {q.src, k.src, v.src}, [=](Node<T, B>& nd) {
         const T* d_out = nd.grad.data();  // (Bn, Tq, dim)
         auto d_probs = Tensor<T, B>::empty(score_shape);
+        T* const dv = detail::parent_grad(nd, 2);
+        T* const dq = detail::parent_grad(nd, 0);
+        T* const dk = detail::parent_grad(nd, 1);
         // d_probs_kept = d_out v^T
         gemm_args d_mix{.trans_b = true, .m = Tq, .n = Tk, .k = head_dim, .lda = dim, .ldb = v_width, .ldc = Tk,
                         .batch = heads, .stride_a = head_dim, .stride_b = head_dim, .stride_c = score_size,
                         .batch2 = Bn, .stride_a2 = Tq * dim, .stride_b2 = Tk * v_width, .stride_c2 = heads * score_size,
                         .b_bf16 = &vb};
-        T* const dv = detail::parent_grad(nd, 2);
-        const bf16_operand d_out_b = dv ? detail::bf16_copy_for<T, B>(d_mix, layout_a(d_mix), d_out) : bf16_operand{};  // (read twice)
-        d_mix.a_bf16 = &d_out_b;
-        P::gemm(d_mix, T(1), d_out, vp, T(0), d_probs.data());
         // dv += probs_kept^T d_out
-        if (dv)
-            P::gemm(gemm_args{.trans_a = true, .m = Tk, .n = head_dim, .k = Tq, .lda = Tk, .ldb = dim, .ldc = v_width,
-                              .batch = heads, .stride_a = score_size, .stride_b = head_dim, .stride_c = head_dim,
-                              .batch2 = Bn, .stride_a2 = heads * score_size, .stride_b2 = Tq * dim, .stride_c2 = Tk * v_width,
-                              .a_bf16 = &pb, .b_bf16 = &d_out_b},
-                    T(1), probs_kept.data(), d_out, T(1), dv + vo);
-        if (dropping) P::dropout_apply(d_probs.numel(), drop_p, drop_words, drop_first, d_probs.data(), d_probs.data());
-        // d_scores = probs * (d_probs - <probs, d_probs>), in place
-        P::softmax_bwd(Bn * heads * Tq, Tk, probs.data(), d_probs.data(), T(1), d_probs.data(), /*accumulate=*/false);
+        gemm_args d_v{.trans_a = true, .m = Tk, .n = head_dim, .k = Tq, .lda = Tk, .ldb = dim, .ldc = v_width,
+                      .batch = heads, .stride_a = score_size, .stride_b = head_dim, .stride_c = head_dim,
+                      .batch2 = Bn, .stride_a2 = heads * score_size, .stride_b2 = Tq * dim, .stride_c2 = Tk * v_width,
+                      .a_bf16 = &pb};
         // dq += alpha d_scores k ; dk += alpha d_scores^T q
         gemm_args d_q{.m = Tq, .n = head_dim, .k = Tk, .lda = Tk, .ldb = k_width, .ldc = q_width,
                       .batch = heads, .stride_a = score_size, .stride_b = head_dim, .stride_c = head_dim,
@@ -157,8 +155,33 @@ Var<T, B> attention(const projection_slice<T, B>& q, const projection_slice<T, B
                       .batch = heads, .stride_a = score_size, .stride_b = head_dim, .stride_c = head_dim,
                       .batch2 = Bn, .stride_a2 = heads * score_size, .stride_b2 = Tq * q_width, .stride_c2 = Tk * k_width,
                       .b_bf16 = &qb};
-        T* const dq = detail::parent_grad(nd, 0);
-        T* const dk = detail::parent_grad(nd, 1);
+        const bf16_operand d_out_b = dv ? detail::bf16_copy_for<T, B>(d_mix, layout_a(d_mix), d_out) : bf16_operand{};  // (read twice)
+        d_mix.a_bf16 = &d_out_b;
+        d_v.b_bf16 = &d_out_b;
+        // the four products' address tables in one launch (under bf16 the score gradient's copy
+        // is made later, so dq's and dk's products build their own)
+        std::vector<gemm_table_request<T>> products{{d_mix, d_out, vp, d_probs.data()}};
+        std::vector<gemm_args*> users{&d_mix};
+        if (dv) {
+            products.push_back({d_v, probs_kept.data(), d_out, dv + vo});
+            users.push_back(&d_v);
+        }
+        if (dq) {
+            products.push_back({d_q, d_probs.data(), kp, dq + qo});
+            users.push_back(&d_q);
+        }
+        if (dk) {
+            products.push_back({d_k, d_probs.data(), qp, dk + ko});
+            users.push_back(&d_k);
+        }
+        std::vector<gemm_addresses> tables(products.size());
+        P::gemm_address_tables(static_cast<index_t>(products.size()), products.data(), tables.data());
+        for (std::size_t i = 0; i < users.size(); ++i) users[i]->addresses = &tables[i];
+        P::gemm(d_mix, T(1), d_out, vp, T(0), d_probs.data());
+        if (dv) P::gemm(d_v, T(1), probs_kept.data(), d_out, T(1), dv + vo);
+        if (dropping) P::dropout_apply(d_probs.numel(), drop_p, drop_words, drop_first, d_probs.data(), d_probs.data());
+        // d_scores = probs * (d_probs - <probs, d_probs>), in place
+        P::softmax_bwd(Bn * heads * Tq, Tk, probs.data(), d_probs.data(), T(1), d_probs.data(), /*accumulate=*/false);
         const bf16_operand d_scores_b = dq && dk ? detail::bf16_copy_for<T, B>(d_q, layout_a(d_q), d_probs.data()) : bf16_operand{};
         d_q.a_bf16 = d_k.a_bf16 = &d_scores_b;
         if (dq) P::gemm(d_q, alpha, d_probs.data(), kp, T(1), dq + qo);

@@ -79,6 +79,8 @@ struct bf16_operand {
     [[nodiscard]] bool serves(const void* src, const operand_layout& l) const { return data && source == src && layout == l; }
 };
 
+struct gemm_addresses;
+
 /// One strided-batched GEMM, row-major, in BLAS terms:
 ///   C[i] = alpha * op(A[i]) * op(B[i]) + beta * C[i],   op(X) = trans ? X^T : X,
 /// with op(A): (m, k), op(B): (k, n), C: (m, n); A[i] = A + i * stride_a, and a stride of 0
@@ -94,6 +96,36 @@ struct gemm_args {
     // bf16 copies of A and B made beforehand (bf16 precision only; see bf16_operand)
     const bf16_operand* a_bf16 = nullptr;
     const bf16_operand* b_bf16 = nullptr;
+    // the matrix addresses of a two-level batch, built beforehand (see gemm_addresses)
+    const gemm_addresses* addresses = nullptr;
+};
+
+/// The matrix addresses a device needs for a product whose two batch strides do not fold into
+/// one (attention over (sequence, head) views of a projection: pointer-batched cuBLAS). A
+/// product builds its table itself, one launch; primitives<B>::gemm_address_tables builds the
+/// tables of several products in one launch before the first of them runs (an attention's two
+/// forward products, its four backward ones), and a product given one (gemm_args::addresses)
+/// reads it — when it was built for this very product (operands, result and batches),
+/// otherwise it builds its own. Backends that need no tables (the CPU) make none.
+struct gemm_addresses {
+    const void* a = nullptr;  // the operands and the result the table holds (bf16 copies under bf16)
+    const void* b = nullptr;
+    const void* c = nullptr;
+    index_t batch = 1, batch2 = 1, stride_a = 0, stride_b = 0, stride_c = 0, stride_a2 = 0, stride_b2 = 0, stride_c2 = 0;
+    std::shared_ptr<void> table;  // device memory: [B addresses | A addresses | C addresses], batch-major
+    [[nodiscard]] bool serves(const void* a_, const void* b_, const void* c_, index_t batch_, index_t batch2_, index_t sa, index_t sb,
+                              index_t sc, index_t sa2, index_t sb2, index_t sc2) const {
+        return table && a == a_ && b == b_ && c == c_ && batch == batch_ && batch2 == batch2_ && stride_a == sa && stride_b == sb &&
+               stride_c == sc && stride_a2 == sa2 && stride_b2 == sb2 && stride_c2 == sc2;
+    }
+};
+/// One product whose table gemm_address_tables is asked to build.
+template <class T>
+struct gemm_table_request {
+    gemm_args g;
+    const T* a = nullptr;
+    const T* b = nullptr;
+    T* c = nullptr;
 };
 
 /// The stored layouts of op(A) and op(B) of g.

@@ -37,7 +37,7 @@
     X(scale_rows, (index_t rows, index_t cols, const T* x, const T* w, T* y)) \
     X(scale_rows_bwd, (index_t rows, index_t cols, const T* x, const T* w, const T* dy, T* dx, T* dw)) \
     X(interpolate_rows, (index_t rows, index_t cols, const T* a, const T* b, const T* w, T* y)) \
-    X(interpolate_rows_bwd, (index_t rows, index_t cols, const T* a, const T* b, const T* w, const T* dy, T* da, T beta_a, T* db, T beta_b, T* dw)) \
+    X(interpolate_rows_bwd, (index_t rows, index_t cols, const T* a, const T* b, const T* w, const T* dy, T* da, T beta_a, T* db, T beta_b, T* dw, T beta_w = T(1))) \
     /* ---- activations ---- */ \
     X(gelu_fwd, (index_t n, const T* x, T* y)) \
     X(gelu_bwd, (index_t n, const T* x, const T* dy, T* dx, bool accumulate = true)) \
@@ -73,7 +73,7 @@
     X(gather_rows, (index_t n, index_t cols, const T* table, index_t limit, const std::int64_t* ids, T* out, bool accumulate = false)) \
     X(gather_rows_strided, (index_t n, index_t cols, index_t src_stride, index_t dst_stride, const T* table, index_t limit, const std::int64_t* ids, T* out, bool accumulate = false)) \
     /* repeated ids accumulate in index order: one thread per column walks the ids */ \
-    X(scatter_add_rows, (index_t n, index_t cols, const T* src, index_t limit, const std::int64_t* ids, T* table)) \
+    X(scatter_add_rows, (index_t n, index_t cols, const T* src, index_t limit, const std::int64_t* ids, T* table, bool accumulate = true)) \
     X(scatter_rows_set, (index_t n, index_t cols, const T* src, index_t limit, const std::int64_t* ids, T* dst)) \
     X(rows_axpy, (index_t n, index_t cols, T alpha, const T* src, index_t limit, const std::int64_t* ids, T* dst)) \
     /* ---- dropout (the CPU's masks: the same Philox words) ---- */ \
@@ -101,7 +101,9 @@
     X(gemm, (const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c)) \
     X(gemm_bias, (const gemm_args& g, const T* a, const T* b, const T* bias, T* c)) \
     /* out = the bf16 copy of a float operand read in `layout` (gemm_args::a_bf16 / b_bf16); double: none */ \
-    X(prepare_bf16, (const operand_layout& layout, const T* src, bf16_operand& out))
+    X(prepare_bf16, (const operand_layout& layout, const T* src, bf16_operand& out)) \
+    /* out[i] = the address table of product requests[i] (gemm_addresses), all in one launch; empty where none is needed or known */ \
+    X(gemm_address_tables, (index_t count, const gemm_table_request<T>* requests, gemm_addresses* out))
 
 // The routines also instantiated for the index and flag types (std::int64_t, std::int32_t),
 // which are only filled and copied.

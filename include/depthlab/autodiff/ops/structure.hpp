@@ -32,7 +32,9 @@ Var<T, B> gather_rows(const Var<T, B>& x, const Tensor<std::int64_t, B>& idx, op
     auto Y = Tensor<T, B>::empty(so);
     P::gather_rows(n, cols, X.data(), limit, ids.data(), Y.data());
     return detail::make_result<T, B>(op, std::move(Y), {x}, [=](Node<T, B>& nd) {
-        if (T* dX = detail::parent_grad(nd, 0)) P::scatter_add_rows(n, cols, nd.grad.data(), limit, ids.data(), dX);
+        // a first gradient is written whole (rows no id names get zeros) by the scatter itself
+        if (const auto gX = detail::parent_grad_out(nd, 0); gX.data)
+            P::scatter_add_rows(n, cols, nd.grad.data(), limit, ids.data(), gX.data, gX.beta != T(0));
     });
 }
 /// The same with host indices (checked here, then uploaded).
@@ -55,10 +57,11 @@ Var<T, B> scatter_rows(const Var<T, B>& x, const Tensor<std::int64_t, B>& idx, i
     so[0] = rows;
     const Tensor<std::int64_t, B> ids = idx;
     const auto X = detail::contiguous_value(x);
-    auto Y = Tensor<T, B>::zeros(so);
-    P::scatter_add_rows(n, cols, X.data(), rows, ids.data(), Y.data());
+    auto Y = Tensor<T, B>::empty(so);
+    P::scatter_add_rows(n, cols, X.data(), rows, ids.data(), Y.data(), /*accumulate=*/false);
     return detail::make_result<T, B>(op_kind::scatter_rows, std::move(Y), {x}, [=](Node<T, B>& nd) {
-        if (T* dX = detail::parent_grad(nd, 0)) P::gather_rows(n, cols, nd.grad.data(), rows, ids.data(), dX, /*accumulate=*/true);
+        if (const auto gX = detail::parent_grad_out(nd, 0); gX.data)  // (every row of x is gathered: a first gradient is written)
+            P::gather_rows(n, cols, nd.grad.data(), rows, ids.data(), gX.data, /*accumulate=*/gX.beta != T(0));
     });
 }
 template <class T, class B>
@@ -101,7 +104,8 @@ Var<T, B> row_update(const Var<T, B>& base, const Tensor<std::int64_t, B>& idx, 
     P::scatter_rows_set(n, cols, R.data(), limit, ids.data(), Y.data());
     return detail::make_result<T, B>(op_kind::row_update, std::move(Y), {base, rows}, [=](Node<T, B>& nd) {
         const T* dY = nd.grad.data();
-        if (T* dR = detail::parent_grad(nd, 1)) P::gather_rows(n, cols, dY, limit, ids.data(), dR, /*accumulate=*/true);
+        if (const auto gR = detail::parent_grad_out(nd, 1); gR.data)
+            P::gather_rows(n, cols, dY, limit, ids.data(), gR.data, /*accumulate=*/gR.beta != T(0));
         Node<T, B>& pb = *nd.parents[0];
         if (!pb.requires_grad) return;
         if (!pb.grad.defined() && !nd.retain_grad) {
@@ -163,8 +167,9 @@ Var<T, B> interpolate_rows(const Var<T, B>& a, const Var<T, B>& b, const Var<T, 
         // (a and b the same node: a's write comes first, b's adds to it)
         const auto gA = detail::parent_grad_out(nd, 0);
         const auto gB = detail::parent_grad_out(nd, 1);
-        P::interpolate_rows_bwd(rows, cols, A.data(), Bv.data(), Wt.data(), nd.grad.data(), gA.data, gA.beta, gB.data, gB.beta,
-                                detail::parent_grad(nd, 2));
+        const auto gW = detail::parent_grad_out(nd, 2);
+        P::interpolate_rows_bwd(rows, cols, A.data(), Bv.data(), Wt.data(), nd.grad.data(), gA.data, gA.beta, gB.data, gB.beta, gW.data,
+                                gW.beta);
     });
 }
 

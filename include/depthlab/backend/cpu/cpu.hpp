@@ -214,12 +214,15 @@ struct host_primitives {
     // dw[r] += <dy[r], b[r] - a[r]> (dw may be null)
     template <class T>
     static void interpolate_rows_bwd(index_t rows, index_t cols, const T* a, const T* b, const T* w, const T* dy, T* da, T beta_a,
-                                     T* db, T beta_b, T* dw) {
+                                     T* db, T beta_b, T* dw, T beta_w = T(1)) {
         rowwise<T>(rows, cols, [&]<class K>(index_t r) {
             const index_t o = r * cols;
             if (da) K::axpby(cols, T(1) - w[r], dy + o, beta_a, da + o);
             if (db) K::axpby(cols, w[r], dy + o, beta_b, db + o);
-            if (dw) dw[r] += K::dot_diff(cols, dy + o, b + o, a + o);
+            if (dw) {
+                const T g = K::dot_diff(cols, dy + o, b + o, a + o);
+                dw[r] = beta_w == T(0) ? g : dw[r] + g;  // (beta 0 never reads dw)
+            }
         });
     }
 
@@ -475,8 +478,11 @@ struct host_primitives {
     }
     // table[ids[i]] += src[i]  (repeated ids accumulate; threads own column blocks)
     template <class T>
-    static void scatter_add_rows(index_t n, index_t cols, const T* src, index_t limit, const std::int64_t* ids, T* table) {
+    static void scatter_add_rows(index_t n, index_t cols, const T* src, index_t limit, const std::int64_t* ids, T* table,
+                                 bool accumulate = true) {
         columnwise<T>(n, cols, [&]<class K>(index_t c0, index_t nc) {
+            if (!accumulate)  // every row of the table written: zeros, then the sums (the bits of a zero fill and adds)
+                for (index_t r = 0; r < limit; ++r) std::fill_n(table + r * cols + c0, nc, T(0));
             for (index_t i = 0; i < n; ++i)
                 if (ids[i] >= 0 && ids[i] < limit)
                     K::add(nc, table + ids[i] * cols + c0, src + i * cols + c0, table + ids[i] * cols + c0);
@@ -709,6 +715,11 @@ struct host_primitives {
     static void gemm_bias(const gemm_args& g, const T* a, const T* b, const T* bias, T* c) {
         launch_gemm();
         cpu::gemm_bias(g, a, b, bias, c);
+    }
+    /// The CPU's products need no address tables: none are made (and nothing is launched).
+    template <class T>
+    static void gemm_address_tables(index_t count, const gemm_table_request<T>*, gemm_addresses* out) {
+        for (index_t i = 0; i < count; ++i) out[i] = {};
     }
     /// out = the bf16 copy of the float operand src read in `layout`, for the products given it
     /// in gemm_args::a_bf16 / b_bf16 (a double operand has none: out is left empty).

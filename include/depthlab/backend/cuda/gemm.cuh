@@ -117,16 +117,23 @@ void gemm_typed(const gemm_args& g, T alpha, const In* a, const In* b, T beta, T
     }
     const index_t count = g.batch * g.batch2, nb = g.batch;
     DEPTHLAB_CHECK(count <= 2147483647, shape_error, "gemm: ", g.batch, " x ", g.batch2, " matrices exceed cuBLAS's int batch count");
-    // the matrices' addresses: [op(B)^T operands | op(A)^T operands | C], batch-major
-    const auto table = memory<backend::cuda>::allocate<const void*>(static_cast<std::size_t>(3 * count));
-    const void** p = table.get();
+    // the matrices' addresses: [op(B)^T operands | op(A)^T operands | C], batch-major; built
+    // beforehand with others (gemm_addresses) or here
     const index_t sa = g.stride_a, sb = g.stride_b, sc = g.stride_c, sa2 = g.stride_a2, sb2 = g.stride_b2, sc2 = g.stride_c2;
-    for_each(count, [=] __device__(index_t q) {
-        const index_t outer = q / nb, inner = q % nb;
-        p[q] = b + outer * sb2 + inner * sb;
-        p[count + q] = a + outer * sa2 + inner * sa;
-        p[2 * count + q] = c + outer * sc2 + inner * sc;
-    }, "gemm (batch addresses)");
+    std::shared_ptr<const void*> table;
+    const void** p = nullptr;
+    if (g.addresses != nullptr && g.addresses->serves(a, b, c, g.batch, g.batch2, sa, sb, sc, sa2, sb2, sc2)) {
+        p = static_cast<const void**>(g.addresses->table.get());
+    } else {
+        table = memory<backend::cuda>::allocate<const void*>(static_cast<std::size_t>(3 * count));
+        p = table.get();
+        for_each(count, [=] __device__(index_t q) {
+            const index_t outer = q / nb, inner = q % nb;
+            p[q] = b + outer * sb2 + inner * sb;
+            p[count + q] = a + outer * sa2 + inner * sa;
+            p[2 * count + q] = c + outer * sc2 + inner * sc;
+        }, "gemm (batch addresses)");
+    }
     note_gemm();
     check(pointer_batched<In, T>(h, ta, tb, m, n, k, &alpha, reinterpret_cast<const In* const*>(p), static_cast<int>(g.ldb),
                                  reinterpret_cast<const In* const*>(p + count), static_cast<int>(g.lda), &beta,

@@ -294,7 +294,7 @@ void primitives<backend::cuda>::interpolate_rows(index_t rows, index_t cols, con
 
 template <class T>
 void primitives<backend::cuda>::interpolate_rows_bwd(index_t rows, index_t cols, const T* a, const T* b, const T* w, const T* dy, T* da,
-                                                     T beta_a, T* db, T beta_b, T* dw) {
+                                                     T beta_a, T* db, T beta_b, T* dw, T beta_w) {
     // (beta 0 never reads the gradient: a fresh buffer may hold anything, NaN included)
     if (da)
         cuda::for_each(rows * cols, [=] __device__(index_t i) {
@@ -311,7 +311,7 @@ void primitives<backend::cuda>::interpolate_rows_bwd(index_t rows, index_t cols,
             T s = T(0);
             for (index_t c = threadIdx.x; c < cols; c += blockDim.x) s += dy[r * cols + c] * (b[r * cols + c] - a[r * cols + c]);
             s = cuda::block_sum(s);
-            if (threadIdx.x == 0) dw[r] += s;
+            if (threadIdx.x == 0) dw[r] = beta_w == T(0) ? s : dw[r] + s;
         }, "interpolate_rows_bwd (dw)");
 }
 
@@ -618,11 +618,14 @@ void primitives<backend::cuda>::gather_rows_strided(index_t n, index_t cols, ind
 // (deterministic, no atomics), and a vocabulary's buckets keep the grid full where one thread
 // per column would leave it nearly empty. Buckets depend on the shape alone.
 template <class T>
-void primitives<backend::cuda>::scatter_add_rows(index_t n, index_t cols, const T* src, index_t limit, const std::int64_t* ids, T* table) {
+void primitives<backend::cuda>::scatter_add_rows(index_t n, index_t cols, const T* src, index_t limit, const std::int64_t* ids, T* table,
+                                                 bool accumulate) {
     const index_t buckets = std::clamp<index_t>(65536 / std::max<index_t>(cols, 1), 1, std::max<index_t>(limit, 1));
     const index_t width = (limit + buckets - 1) / buckets;
     cuda::for_each(cols * buckets, [=] __device__(index_t k) {
         const index_t c = k % cols, lo = (k / cols) * width, hi = std::min(limit, lo + width);
+        if (!accumulate)  // this thread owns rows [lo, hi) of column c: zeros, then the sums
+            for (index_t r = lo; r < hi; ++r) table[r * cols + c] = T(0);
         for (index_t i = 0; i < n; ++i)
             if (ids[i] >= lo && ids[i] < hi) table[ids[i] * cols + c] += src[i * cols + c];
     }, "scatter_add_rows");
@@ -771,6 +774,61 @@ void primitives<backend::cuda>::gemm_bias(const gemm_args& g, const T* a, const 
     const index_t n = g.n, ldc = g.ldc;
     cuda::for_each(g.m * n, [=] __device__(index_t i) { c[(i / n) * ldc + i % n] = bias[i % n]; }, "gemm_bias (bias)");
     cuda::gemm(g, T(1), a, b, T(1), c);
+}
+
+// The address tables of several pointer-batched products in one launch. A product under bf16
+// reads bf16 copies: its table is built only when both were made beforehand (bf16_operand),
+// the only copies whose addresses are known now.
+template <class T>
+void primitives<backend::cuda>::gemm_address_tables(index_t count, const gemm_table_request<T>* requests, gemm_addresses* out) {
+    struct source {  // one table: its products' matrices, addressed in bytes
+        const char* a;
+        const char* b;
+        char* c;
+        const void** table;
+        index_t first, matrices, batch, in_size, out_size, sa, sb, sc, sa2, sb2, sc2;
+    };
+    std::vector<source> sources;
+    index_t entries = 0;
+    for (index_t i = 0; i < count; ++i) {
+        out[i] = {};
+        const gemm_table_request<T>& r = requests[i];
+        const gemm_args& g = r.g;
+        if (g.batch2 == 1 || g.m == 0 || g.n == 0 || g.k == 0) continue;  // strided batched, or nothing to multiply: no table
+        const void* a = r.a;
+        const void* b = r.b;
+        index_t in_size = sizeof(T);
+        if constexpr (std::is_same_v<T, float>) {
+            if (bf16_product(g)) {
+                if (!(g.a_bf16 && g.a_bf16->serves(r.a, layout_a(g)) && g.b_bf16 && g.b_bf16->serves(r.b, layout_b(g)))) continue;
+                a = g.a_bf16->data.get();
+                b = g.b_bf16->data.get();
+                in_size = sizeof(__nv_bfloat16);
+            }
+        }
+        const index_t matrices = g.batch * g.batch2;
+        auto table = memory<backend::cuda>::allocate<const void*>(static_cast<std::size_t>(3 * matrices));
+        sources.push_back({static_cast<const char*>(a), static_cast<const char*>(b), reinterpret_cast<char*>(r.c), table.get(), entries, matrices,
+                           g.batch, in_size, static_cast<index_t>(sizeof(T)), g.stride_a, g.stride_b, g.stride_c, g.stride_a2, g.stride_b2,
+                           g.stride_c2});
+        out[i] = {.a = a, .b = b, .c = r.c, .batch = g.batch, .batch2 = g.batch2, .stride_a = g.stride_a, .stride_b = g.stride_b,
+                  .stride_c = g.stride_c, .stride_a2 = g.stride_a2, .stride_b2 = g.stride_b2, .stride_c2 = g.stride_c2, .table = std::move(table)};
+        entries += matrices;
+    }
+    if (sources.empty()) return;
+    const auto described = memory<backend::cuda>::allocate<source>(sources.size());
+    memory<backend::cuda>::from_host(sources.data(), described.get(), sources.size());
+    const source* d = described.get();
+    const index_t k = static_cast<index_t>(sources.size());
+    cuda::for_each(entries, [=] __device__(index_t e) {
+        index_t j = 0;
+        while (j + 1 < k && e >= d[j + 1].first) ++j;  // (a handful of tables)
+        const source& s = d[j];
+        const index_t q = e - s.first, outer = q / s.batch, inner = q % s.batch, n = s.matrices;
+        s.table[q] = s.b + (outer * s.sb2 + inner * s.sb) * s.in_size;
+        s.table[n + q] = s.a + (outer * s.sa2 + inner * s.sa) * s.in_size;
+        s.table[2 * n + q] = s.c + (outer * s.sc2 + inner * s.sc) * s.out_size;
+    }, "gemm (batch addresses)");
 }
 
 template <class T>
