@@ -11464,9 +11464,9 @@ struct host_primitives {
     template <class T>
     static void scatter_add_rows(index_t n, index_t cols, const T* src, index_t limit, const std::int64_t* ids, T* table,
                                  bool accumulate = true) {
+        if (!accumulate)  // every row of the table written: zeros (a streaming pass, faster than by column blocks), then the sums
+            parallel_for(limit * cols, elem_grain, [&](index_t b, index_t e) { std::fill(table + b, table + e, T(0)); });
         columnwise<T>(n, cols, [&]<class K>(index_t c0, index_t nc) {
-            if (!accumulate)  // every row of the table written: zeros, then the sums (the bits of a zero fill and adds)
-                for (index_t r = 0; r < limit; ++r) std::fill_n(table + r * cols + c0, nc, T(0));
             for (index_t i = 0; i < n; ++i)
                 if (ids[i] >= 0 && ids[i] < limit)
                     K::add(nc, table + ids[i] * cols + c0, src + i * cols + c0, table + ids[i] * cols + c0);

@@ -48,6 +48,7 @@
 #include <string>
 #include <vector>
 
+#include "depthlab/backend/elementwise.hpp"
 #include "depthlab/nn/transformer.hpp"
 
 namespace depthlab::halting {

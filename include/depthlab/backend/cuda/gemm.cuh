@@ -101,6 +101,17 @@ struct bf16_operands {
         : a(bf16_input(g.a_bf16, fa, layout_a(g))), b(bf16_input(g.b_bf16, fb, layout_b(g))) {}
 };
 
+/// One product's address table as gemm_address_tables builds it: the matrices addressed in
+/// bytes, the table's first entry among all the tables built in the same launch. (At namespace
+/// scope: nvcc refuses a function's local type in a device lambda's captures.)
+struct address_table_source {
+    const char* a;
+    const char* b;
+    char* c;
+    const void** table;
+    index_t first, matrices, batch, in_size, out_size, sa, sb, sc, sa2, sb2, sc2;
+};
+
 /// The product once operands have their GEMM type In (T, or bf16 for a float product).
 template <class In, class T>
 void gemm_typed(const gemm_args& g, T alpha, const In* a, const In* b, T beta, T* c) {

@@ -781,14 +781,7 @@ void primitives<backend::cuda>::gemm_bias(const gemm_args& g, const T* a, const 
 // the only copies whose addresses are known now.
 template <class T>
 void primitives<backend::cuda>::gemm_address_tables(index_t count, const gemm_table_request<T>* requests, gemm_addresses* out) {
-    struct source {  // one table: its products' matrices, addressed in bytes
-        const char* a;
-        const char* b;
-        char* c;
-        const void** table;
-        index_t first, matrices, batch, in_size, out_size, sa, sb, sc, sa2, sb2, sc2;
-    };
-    std::vector<source> sources;
+    std::vector<cuda::address_table_source> sources;
     index_t entries = 0;
     for (index_t i = 0; i < count; ++i) {
         out[i] = {};
@@ -816,14 +809,14 @@ void primitives<backend::cuda>::gemm_address_tables(index_t count, const gemm_ta
         entries += matrices;
     }
     if (sources.empty()) return;
-    const auto described = memory<backend::cuda>::allocate<source>(sources.size());
+    const auto described = memory<backend::cuda>::allocate<cuda::address_table_source>(sources.size());
     memory<backend::cuda>::from_host(sources.data(), described.get(), sources.size());
-    const source* d = described.get();
+    const cuda::address_table_source* d = described.get();
     const index_t k = static_cast<index_t>(sources.size());
     cuda::for_each(entries, [=] __device__(index_t e) {
         index_t j = 0;
         while (j + 1 < k && e >= d[j + 1].first) ++j;  // (a handful of tables)
-        const source& s = d[j];
+        const cuda::address_table_source& s = d[j];
         const index_t q = e - s.first, outer = q / s.batch, inner = q % s.batch, n = s.matrices;
         s.table[q] = s.b + (outer * s.sb2 + inner * s.sb) * s.in_size;
         s.table[n + q] = s.a + (outer * s.sa2 + inner * s.sa) * s.in_size;
