@@ -549,12 +549,13 @@ struct gemm_addresses {
     const void* a = nullptr;  // the operands and the result the table holds (bf16 copies under bf16)
     const void* b = nullptr;
     const void* c = nullptr;
-    index_t batch = 1, batch2 = 1, stride_a = 0, stride_b = 0, stride_c = 0, stride_a2 = 0, stride_b2 = 0, stride_c2 = 0;
+    gemm_args batches;            // the product's batches and strides (the fields a table depends on)
     std::shared_ptr<void> table;  // device memory: [B addresses | A addresses | C addresses], batch-major
-    [[nodiscard]] bool serves(const void* a_, const void* b_, const void* c_, index_t batch_, index_t batch2_, index_t sa, index_t sb,
-                              index_t sc, index_t sa2, index_t sb2, index_t sc2) const {
-        return table && a == a_ && b == b_ && c == c_ && batch == batch_ && batch2 == batch2_ && stride_a == sa && stride_b == sb &&
-               stride_c == sc && stride_a2 == sa2 && stride_b2 == sb2 && stride_c2 == sc2;
+    [[nodiscard]] bool serves(const void* a_, const void* b_, const void* c_, const gemm_args& g) const {
+        const gemm_args& h = batches;
+        return table && a == a_ && b == b_ && c == c_ && h.batch == g.batch && h.batch2 == g.batch2 && h.stride_a == g.stride_a &&
+               h.stride_b == g.stride_b && h.stride_c == g.stride_c && h.stride_a2 == g.stride_a2 && h.stride_b2 == g.stride_b2 &&
+               h.stride_c2 == g.stride_c2;
     }
 };
 /// One product whose table gemm_address_tables is asked to build.
@@ -3767,6 +3768,13 @@ struct halting_coefficient {
     T run = T(0), halt = T(0), one = T(0);
     DEPTHLAB_HOST_AND_GPU T at(T ra, T nh) const { return run * ra + halt * nh + one; }
 };
+/// One element of such a gradient: c(ra, nh)·dy, written (beta 0: the old value is never
+/// read, it may be NaN) or added to `old` (beta 1).
+template <class T>
+DEPTHLAB_HOST_AND_GPU inline T halting_grad(halting_coefficient<T> c, T ra, T nh, T dy, T beta, T old) {
+    const T g = c.at(ra, nh) * dy;
+    return beta == T(0) ? g : g + beta * old;
+}
 
 // GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 template <class T>
@@ -11195,7 +11203,7 @@ struct host_primitives {
     }
     // da[r] = (1 - w[r]) dy[r] + beta_a da[r],  db[r] = w[r] dy[r] + beta_b db[r]  (beta 0 never
     // reads; a null pointer is skipped; da before db, so da == db sums both),
-    // dw[r] += <dy[r], b[r] - a[r]> (dw may be null)
+    // dw[r] (=|+= by beta_w) <dy[r], b[r] - a[r]> (dw may be null)
     template <class T>
     static void interpolate_rows_bwd(index_t rows, index_t cols, const T* a, const T* b, const T* w, const T* dy, T* da, T beta_a,
                                      T* db, T beta_b, T* dw, T beta_w = T(1)) {
@@ -11654,8 +11662,8 @@ struct host_primitives {
         launch();
         parallel_for(n, elem_grain, [&](index_t b, index_t e) {
             for (index_t i = b; i < e; ++i) {
-                if (da) da[i] = beta_a == T(0) ? ca.at(ra[i], nh[i]) * dy[i] : ca.at(ra[i], nh[i]) * dy[i] + beta_a * da[i];
-                if (db) db[i] = beta_b == T(0) ? cb.at(ra[i], nh[i]) * dy[i] : cb.at(ra[i], nh[i]) * dy[i] + beta_b * db[i];
+                if (da) da[i] = elementwise::halting_grad(ca, ra[i], nh[i], dy[i], beta_a, da[i]);
+                if (db) db[i] = elementwise::halting_grad(cb, ra[i], nh[i], dy[i], beta_b, db[i]);
             }
         });
     }

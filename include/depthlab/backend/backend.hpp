@@ -111,12 +111,13 @@ struct gemm_addresses {
     const void* a = nullptr;  // the operands and the result the table holds (bf16 copies under bf16)
     const void* b = nullptr;
     const void* c = nullptr;
-    index_t batch = 1, batch2 = 1, stride_a = 0, stride_b = 0, stride_c = 0, stride_a2 = 0, stride_b2 = 0, stride_c2 = 0;
+    gemm_args batches;            // the product's batches and strides (the fields a table depends on)
     std::shared_ptr<void> table;  // device memory: [B addresses | A addresses | C addresses], batch-major
-    [[nodiscard]] bool serves(const void* a_, const void* b_, const void* c_, index_t batch_, index_t batch2_, index_t sa, index_t sb,
-                              index_t sc, index_t sa2, index_t sb2, index_t sc2) const {
-        return table && a == a_ && b == b_ && c == c_ && batch == batch_ && batch2 == batch2_ && stride_a == sa && stride_b == sb &&
-               stride_c == sc && stride_a2 == sa2 && stride_b2 == sb2 && stride_c2 == sc2;
+    [[nodiscard]] bool serves(const void* a_, const void* b_, const void* c_, const gemm_args& g) const {
+        const gemm_args& h = batches;
+        return table && a == a_ && b == b_ && c == c_ && h.batch == g.batch && h.batch2 == g.batch2 && h.stride_a == g.stride_a &&
+               h.stride_b == g.stride_b && h.stride_c == g.stride_c && h.stride_a2 == g.stride_a2 && h.stride_b2 == g.stride_b2 &&
+               h.stride_c2 == g.stride_c2;
     }
 };
 /// One product whose table gemm_address_tables is asked to build.

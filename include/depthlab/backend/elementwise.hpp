@@ -35,6 +35,13 @@ struct halting_coefficient {
     T run = T(0), halt = T(0), one = T(0);
     DEPTHLAB_HOST_AND_GPU T at(T ra, T nh) const { return run * ra + halt * nh + one; }
 };
+/// One element of such a gradient: c(ra, nh)·dy, written (beta 0: the old value is never
+/// read, it may be NaN) or added to `old` (beta 1).
+template <class T>
+DEPTHLAB_HOST_AND_GPU inline T halting_grad(halting_coefficient<T> c, T ra, T nh, T dy, T beta, T old) {
+    const T g = c.at(ra, nh) * dy;
+    return beta == T(0) ? g : g + beta * old;
+}
 
 // GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 template <class T>

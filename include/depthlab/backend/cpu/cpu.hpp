@@ -211,7 +211,7 @@ struct host_primitives {
     }
     // da[r] = (1 - w[r]) dy[r] + beta_a da[r],  db[r] = w[r] dy[r] + beta_b db[r]  (beta 0 never
     // reads; a null pointer is skipped; da before db, so da == db sums both),
-    // dw[r] += <dy[r], b[r] - a[r]> (dw may be null)
+    // dw[r] (=|+= by beta_w) <dy[r], b[r] - a[r]> (dw may be null)
     template <class T>
     static void interpolate_rows_bwd(index_t rows, index_t cols, const T* a, const T* b, const T* w, const T* dy, T* da, T beta_a,
                                      T* db, T beta_b, T* dw, T beta_w = T(1)) {
@@ -670,8 +670,8 @@ struct host_primitives {
         launch();
         parallel_for(n, elem_grain, [&](index_t b, index_t e) {
             for (index_t i = b; i < e; ++i) {
-                if (da) da[i] = beta_a == T(0) ? ca.at(ra[i], nh[i]) * dy[i] : ca.at(ra[i], nh[i]) * dy[i] + beta_a * da[i];
-                if (db) db[i] = beta_b == T(0) ? cb.at(ra[i], nh[i]) * dy[i] : cb.at(ra[i], nh[i]) * dy[i] + beta_b * db[i];
+                if (da) da[i] = elementwise::halting_grad(ca, ra[i], nh[i], dy[i], beta_a, da[i]);
+                if (db) db[i] = elementwise::halting_grad(cb, ra[i], nh[i], dy[i], beta_b, db[i]);
             }
         });
     }

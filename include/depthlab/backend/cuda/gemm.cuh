@@ -101,16 +101,30 @@ struct bf16_operands {
         : a(bf16_input(g.a_bf16, fa, layout_a(g))), b(bf16_input(g.b_bf16, fb, layout_b(g))) {}
 };
 
-/// One product's address table as gemm_address_tables builds it: the matrices addressed in
-/// bytes, the table's first entry among all the tables built in the same launch. (At namespace
-/// scope: nvcc refuses a function's local type in a device lambda's captures.)
+/// One product's address table: the matrices addressed in bytes, and where the table's
+/// entries start among those of the tables built in the same launch (gemm_address_tables; a
+/// product building its own has first = 0). (At namespace scope: nvcc refuses a function's
+/// local type in a device lambda's captures.)
 struct address_table_source {
     const char* a;
     const char* b;
     char* c;
     const void** table;
     index_t first, matrices, batch, in_size, out_size, sa, sb, sc, sa2, sb2, sc2;
+    /// Writes the addresses of matrix q: [op(B)^T operands | op(A)^T operands | C], batch-major.
+    DEPTHLAB_HOST_AND_GPU void write(index_t q) const {
+        const index_t outer = q / batch, inner = q % batch;
+        table[q] = b + (outer * sb2 + inner * sb) * in_size;
+        table[matrices + q] = a + (outer * sa2 + inner * sa) * in_size;
+        table[2 * matrices + q] = c + (outer * sc2 + inner * sc) * out_size;
+    }
 };
+/// The table source of product g reading a and b (elements of in_size bytes), writing c.
+inline address_table_source address_source(const gemm_args& g, const void* a, const void* b, void* c, index_t in_size, index_t out_size,
+                                           const void** table, index_t first = 0) {
+    return {static_cast<const char*>(a), static_cast<const char*>(b), static_cast<char*>(c), table, first, g.batch * g.batch2, g.batch,
+            in_size, out_size, g.stride_a, g.stride_b, g.stride_c, g.stride_a2, g.stride_b2, g.stride_c2};
+}
 
 /// The product once operands have their GEMM type In (T, or bf16 for a float product).
 template <class In, class T>
@@ -126,24 +140,19 @@ void gemm_typed(const gemm_args& g, T alpha, const In* a, const In* b, T beta, T
               "gemm (strided batched)");
         return;
     }
-    const index_t count = g.batch * g.batch2, nb = g.batch;
+    const index_t count = g.batch * g.batch2;
     DEPTHLAB_CHECK(count <= 2147483647, shape_error, "gemm: ", g.batch, " x ", g.batch2, " matrices exceed cuBLAS's int batch count");
-    // the matrices' addresses: [op(B)^T operands | op(A)^T operands | C], batch-major; built
-    // beforehand with others (gemm_addresses) or here
-    const index_t sa = g.stride_a, sb = g.stride_b, sc = g.stride_c, sa2 = g.stride_a2, sb2 = g.stride_b2, sc2 = g.stride_c2;
+    // the matrices' addresses (address_table_source::write), built beforehand with others
+    // (gemm_addresses) or here
     std::shared_ptr<const void*> table;
     const void** p = nullptr;
-    if (g.addresses != nullptr && g.addresses->serves(a, b, c, g.batch, g.batch2, sa, sb, sc, sa2, sb2, sc2)) {
+    if (g.addresses != nullptr && g.addresses->serves(a, b, c, g)) {
         p = static_cast<const void**>(g.addresses->table.get());
     } else {
         table = memory<backend::cuda>::allocate<const void*>(static_cast<std::size_t>(3 * count));
         p = table.get();
-        for_each(count, [=] __device__(index_t q) {
-            const index_t outer = q / nb, inner = q % nb;
-            p[q] = b + outer * sb2 + inner * sb;
-            p[count + q] = a + outer * sa2 + inner * sa;
-            p[2 * count + q] = c + outer * sc2 + inner * sc;
-        }, "gemm (batch addresses)");
+        const address_table_source s = address_source(g, a, b, c, sizeof(In), sizeof(T), p);
+        for_each(count, [=] __device__(index_t q) { s.write(q); }, "gemm (batch addresses)");
     }
     note_gemm();
     check(pointer_batched<In, T>(h, ta, tb, m, n, k, &alpha, reinterpret_cast<const In* const*>(p), static_cast<int>(g.ldb),

@@ -331,8 +331,8 @@ void primitives<backend::cuda>::act_halting_bwd(index_t n, const T* ra, const T*
                                                 T beta_a, elementwise::halting_coefficient<T> cb, T* db, T beta_b) {
     // (beta 0 never reads the gradient: a fresh buffer may hold anything, NaN included)
     cuda::for_each(n, [=] __device__(index_t i) {
-        if (da) da[i] = beta_a == T(0) ? ca.at(ra[i], nh[i]) * dy[i] : ca.at(ra[i], nh[i]) * dy[i] + beta_a * da[i];
-        if (db) db[i] = beta_b == T(0) ? cb.at(ra[i], nh[i]) * dy[i] : cb.at(ra[i], nh[i]) * dy[i] + beta_b * db[i];
+        if (da) da[i] = elementwise::halting_grad(ca, ra[i], nh[i], dy[i], beta_a, da[i]);
+        if (db) db[i] = elementwise::halting_grad(cb, ra[i], nh[i], dy[i], beta_b, db[i]);
     }, "act_halting_bwd");
 }
 
@@ -801,11 +801,11 @@ void primitives<backend::cuda>::gemm_address_tables(index_t count, const gemm_ta
         }
         const index_t matrices = g.batch * g.batch2;
         auto table = memory<backend::cuda>::allocate<const void*>(static_cast<std::size_t>(3 * matrices));
-        sources.push_back({static_cast<const char*>(a), static_cast<const char*>(b), reinterpret_cast<char*>(r.c), table.get(), entries, matrices,
-                           g.batch, in_size, static_cast<index_t>(sizeof(T)), g.stride_a, g.stride_b, g.stride_c, g.stride_a2, g.stride_b2,
-                           g.stride_c2});
-        out[i] = {.a = a, .b = b, .c = r.c, .batch = g.batch, .batch2 = g.batch2, .stride_a = g.stride_a, .stride_b = g.stride_b,
-                  .stride_c = g.stride_c, .stride_a2 = g.stride_a2, .stride_b2 = g.stride_b2, .stride_c2 = g.stride_c2, .table = std::move(table)};
+        sources.push_back(cuda::address_source(g, a, b, r.c, in_size, sizeof(T), table.get(), entries));
+        gemm_args batches = g;
+        batches.a_bf16 = batches.b_bf16 = nullptr;
+        batches.addresses = nullptr;
+        out[i] = {.a = a, .b = b, .c = r.c, .batches = batches, .table = std::move(table)};
         entries += matrices;
     }
     if (sources.empty()) return;
@@ -816,11 +816,7 @@ void primitives<backend::cuda>::gemm_address_tables(index_t count, const gemm_ta
     cuda::for_each(entries, [=] __device__(index_t e) {
         index_t j = 0;
         while (j + 1 < k && e >= d[j + 1].first) ++j;  // (a handful of tables)
-        const cuda::address_table_source& s = d[j];
-        const index_t q = e - s.first, outer = q / s.batch, inner = q % s.batch, n = s.matrices;
-        s.table[q] = s.b + (outer * s.sb2 + inner * s.sb) * s.in_size;
-        s.table[n + q] = s.a + (outer * s.sa2 + inner * s.sa) * s.in_size;
-        s.table[2 * n + q] = s.c + (outer * s.sc2 + inner * s.sc) * s.out_size;
+        d[j].write(e - d[j].first);
     }, "gemm (batch addresses)");
 }
 
