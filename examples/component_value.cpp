@@ -166,10 +166,21 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
             const double loss = train::finetune_translation(model, batcher, recipe, o.rewind_steps, ft_lr);
             std::fprintf(stderr, "rewinding: k=%d fine-tuned %lld steps at lr %.2e, mean loss %.3f\n", k, static_cast<long long>(o.rewind_steps), ft_lr, loss);
         };
+        const auto modules = analysis::default_modules(model);
+        const nn::ablation_kind ablation = nn::parse_ablation_kind(o.ablation, "--ablation");
+        if (ablation == nn::ablation_kind::mean) {  // the reference: teacher-forced training batches, their own stream
+            data::translation_stream reference(batcher, recipe.seed + 2000);
+            analysis::record_ablation_means(modules, static_cast<std::size_t>(o.ablation_batches), [&](std::size_t) {
+                const auto b = reference.next();
+                (void)model.decode(model.encode(b.src), b.src, b.tgt_in);
+            });
+            std::printf("ablation: mean outputs of %zu modules over %lld training batches\n", modules.size(), static_cast<long long>(o.ablation_batches));
+        }
+        summary["ablation"] = o.ablation;
         const analysis::study_result study = analysis::run_component_value_study(
-            comm, model, analysis::default_modules(model), theta0, thetaf, metric, finetune,
+            comm, model, modules, theta0, thetaf, metric, finetune,
             {.contribution = {.clip_fraction = o.clip_fraction, .clip = o.no_clip ? std::optional(std::numeric_limits<double>::infinity()) : std::nullopt,
-                              .base = base},
+                              .base = base, .ablation = ablation},
              .criticality = {.epsilon = o.epsilon, .method = o.search == "grid" ? analysis::search_method::grid : analysis::search_method::bisection,
                              .grid_steps = static_cast<int>(o.grid_steps), .tolerance = o.tolerance, .max_evaluations = static_cast<int>(o.max_evaluations)},
              .run = {.progress = {}, .print_progress = comm.is_root()}, .prune_max_k = static_cast<int>(o.prune_max_k),

@@ -209,6 +209,144 @@ TEST_CASE("component value: ablation equals zeroing the branch's last linear; sc
     for (const auto& e : z.modules) CHECK(e.score == 0.0);
 }
 
+namespace {
+/// Every sequence of a token batch replaced by its first.
+data::token_batch repeat_first(const data::token_batch& b) {
+    data::token_batch r = b;
+    for (index_t i = 1; i < b.batch; ++i) {
+        std::copy(b.ids.begin(), b.ids.begin() + b.length, r.ids.begin() + i * b.length);
+        std::copy(b.segments.begin(), b.segments.begin() + b.length, r.segments.begin() + i * b.length);
+        r.lengths[static_cast<std::size_t>(i)] = b.lengths[0];
+    }
+    return r;
+}
+}  // namespace
+
+// Known by construction: when every sequence of the batch is the same sentence, a module's
+// mean output over that batch is its output, and another sequence's output is its own, so
+// mean and resample ablation leave every logit as it is, while zero ablation does not.
+TEST_CASE("component value: ablation kinds on a batch of one repeated sentence; kinds in the table; refusals") {
+    cv_fixture f;
+    f.batch.src = repeat_first(f.batch.src);
+    f.batch.tgt_in = repeat_first(f.batch.tgt_in);
+    f.ref = f.logits();
+    const auto mods = default_modules(f.model);
+    CHECK_THROWS_WITH_AS(contribution(mods, [&] { return f.neg_mse(); }, {.clip = 1e9, .ablation = ablation_kind::mean}),
+                         doctest::Contains("record_ablation_means"), usage_error);
+    record_ablation_means(mods, 2, [&](std::size_t) { (void)f.logits(); });
+    for (const auto& m : mods) CHECK(m.sublayer->has_mean());
+    for (const auto kind : {ablation_kind::mean, ablation_kind::resample, ablation_kind::zero}) {
+        CAPTURE(to_string(kind));
+        const auto r = contribution(mods, [&] { return f.neg_mse(); }, {.clip = 1e9, .ablation = kind});
+        CHECK(r.ablation == kind);
+        for (const auto& e : r.modules) {
+            CAPTURE(e.name);
+            if (kind == ablation_kind::zero) CHECK(e.metric_without < 0);
+            else CHECK(std::abs(e.metric_without) < 1e-24);
+        }
+        CHECK(f.pristine());
+        for (const auto& [name, sub] : sublayers(f.model)) CHECK(sub->ablation == ablation_kind::zero);
+        std::ostringstream csv;
+        csv_table(r).write(csv);
+        const std::string header = csv.str().substr(0, csv.str().find('\n'));
+        CHECK(header == (kind == ablation_kind::zero ? "module,type,layer,metric_without,score"
+                                                     : std::string("module,type,layer,metric_without_") + to_string(kind) + ",score"));
+    }
+    // pruning under a kind: k modules replaced together
+    const auto p = pruning_curve(f.model, mods, std::vector<double>(mods.size(), 0.0), [&] { return f.neg_mse(); }, 3, {}, ablation_kind::mean);
+    for (const auto& pt : p.curve) CHECK(std::abs(pt.metric) < 1e-24);
+    // a hand-built module knows only zero
+    fake_modules fm(2);
+    CHECK_THROWS_WITH_AS(contribution(fm.modules, [] { return 1.0; }, {.ablation = ablation_kind::resample}),
+                         doctest::Contains("only zero ablation"), usage_error);
+    CHECK_THROWS_WITH_AS(parse_ablation_kind("half", "--ablation"), "--ablation: 'half' is not an ablation kind (zero, mean or resample)", usage_error);
+}
+
+// The kinds' definitions on one layer, by hand: mean = the recorded per-position mean (a
+// position past the reference takes the mean over all positions); resample = sequence b
+// takes sequence b + 1's branch output, cyclically.
+TEST_CASE("component value: mean and resample ablation are the per-position mean and the next sequence's output") {
+    const nn::transformer_config cfg{.dim = 8, .heads = 2, .ff_dim = 16, .dropout = 0, .attention_dropout = 0};
+    Generator g(4);
+    nn::EncoderLayer<double> layer(cfg, g);
+    layer.eval();
+    no_grad guard;
+    const auto x = Var<double>::constant(Tensor<double>::randn({3, 4, 8}, g));
+    auto& ff = layer.feed_forward;
+    const auto h = layer.self_attention(x);
+    const auto branch = ff.branch(h).value().to_vector();  // (3, 4, 8)
+    ff.record_mean(true);
+    (void)layer(x);
+    const auto x2 = Var<double>::constant(Tensor<double>::randn({2, 2, 8}, g));  // a shorter batch: positions 0, 1 count 5 sequences
+    const auto branch2 = ff.branch(layer.self_attention(x2)).value().to_vector();
+    (void)layer(x2);
+    ff.record_mean(false);
+    ff.enabled = false;
+    ff.ablation = ablation_kind::mean;
+    const auto x5 = Var<double>::constant(Tensor<double>::randn({2, 5, 8}, g));  // position 4: past the reference
+    const auto h5 = layer.self_attention(x5).value().to_vector();
+    const auto got = ff(layer.self_attention(x5)).value();
+    std::vector<double> mean(5 * 8, 0.0), pooled(8, 0.0);
+    for (index_t t = 0; t < 4; ++t)
+        for (index_t d = 0; d < 8; ++d) {
+            double s = 0;
+            for (index_t b = 0; b < 3; ++b) s += branch[static_cast<std::size_t>((b * 4 + t) * 8 + d)];
+            double n = 3;
+            if (t < 2) {
+                for (index_t b = 0; b < 2; ++b) s += branch2[static_cast<std::size_t>((b * 2 + t) * 8 + d)];
+                n = 5;
+            }
+            mean[static_cast<std::size_t>(t * 8 + d)] = s / n;
+            pooled[static_cast<std::size_t>(d)] += s;
+        }
+    for (index_t d = 0; d < 8; ++d) mean[static_cast<std::size_t>(4 * 8 + d)] = pooled[static_cast<std::size_t>(d)] / 16.0;
+    std::vector<double> pre(h5.size());
+    for (std::size_t i = 0; i < pre.size(); ++i) pre[i] = h5[i] + mean[i % 40];
+    const auto want = ff.norm(Var<double>::constant(Tensor<double>::from({2, 5, 8}, pre))).value().to_vector();
+    const auto g1 = got.to_vector();
+    for (std::size_t i = 0; i < want.size(); ++i) CHECK(g1[i] == Approx(want[i]).epsilon(1e-12));
+
+    ff.ablation = ablation_kind::resample;
+    const auto h3 = layer.self_attention(x).value().to_vector();
+    const auto r = ff(layer.self_attention(x)).value();
+    std::vector<double> pre3(h3.size());
+    for (index_t b = 0; b < 3; ++b)
+        for (index_t i = 0; i < 32; ++i)
+            pre3[static_cast<std::size_t>(b * 32 + i)] = h3[static_cast<std::size_t>(b * 32 + i)] + branch[static_cast<std::size_t>(((b + 1) % 3) * 32 + i)];
+    const auto want3 = ff.norm(Var<double>::constant(Tensor<double>::from({3, 4, 8}, pre3))).value().to_vector();
+    const auto g3 = r.to_vector();
+    for (std::size_t i = 0; i < want3.size(); ++i) CHECK(g3[i] == Approx(want3[i]).epsilon(1e-12));
+}
+
+// In decoding: a decoder module whose output is the same for every input (its last linear's
+// weight zeroed, its bias kept) decodes the same hypotheses under mean and resample
+// ablation, and differently under zero ablation.
+TEST_CASE("component value: ablation kinds in greedy and beam decoding") {
+    cv_fixture f;
+    const std::string ffn = "decoder.1.feed_forward";
+    f.model.parameter(ffn + ".linear2.weight").value().zero_();
+    Generator g(12);
+    f.model.parameter(ffn + ".linear2.bias").value() = Tensor<double>::randn({tiny_cv().layer.dim}, g, 3.0);
+    auto mods = default_modules(f.model);
+    const auto it = std::find_if(mods.begin(), mods.end(), [&](const module_ref& m) { return m.name == ffn; });
+    REQUIRE(it != mods.end());
+    record_ablation_means({*it}, 1, [&](std::size_t) { (void)f.logits(); });
+    no_grad guard;
+    for (const int beam : {1, 3}) {
+        CAPTURE(beam);
+        const nn::search_options o{.beam = beam, .max_len_a = 0, .max_len_b = 6};
+        const auto clean = nn::generate(f.model, f.batch.src, o);
+        for (const auto kind : {ablation_kind::mean, ablation_kind::resample, ablation_kind::zero}) {
+            CAPTURE(to_string(kind));
+            scoped_ablation off(*it, kind);
+            const auto got = nn::generate(f.model, f.batch.src, o);
+            bool same = true;
+            for (std::size_t i = 0; i < got.size(); ++i) same = same && got[i].tokens == clean[i].tokens && std::abs(got[i].score - clean[i].score) < 1e-9;
+            CHECK(same == (kind != ablation_kind::zero));
+        }
+    }
+}
+
 TEST_CASE("component value: contribution clips at C and normalises by the largest drop") {
     fake_modules fm(5);
     const std::vector<double> weight{0.5, 3.0, 0.0, -1.0, 0.2};  // -1: removing it improves the metric

@@ -565,3 +565,56 @@ TEST_CASE_TEMPLATE("primitives: greedy_pick chooses the first maximum with its l
     CHECK(got[3 * 5] == static_cast<double>(V - 1));
     CHECK_THROWS_AS(primitives<B>::greedy_pick(rows, V, logits.data(), std::int64_t{V}, out.data()), index_error);
 }
+
+// Beam search's per-row candidates against a full sort of base + log-probability on the
+// host in elementwise::beam_before order: ties go to the lower id, a NaN row's candidates
+// rank after every number, a −inf base ranks its row's candidates as −inf (ids ascending).
+TEST_CASE_TEMPLATE("primitives: beam_pick returns each row's best candidates in beam order", B, DEPTHLAB_TEST_BACKENDS) {
+    const index_t V = 300, rows = 6, take = 8;
+    std::vector<double> x = random_values(static_cast<std::size_t>(rows * V), 141);
+    for (const index_t c : {17, 250, 40}) x[static_cast<std::size_t>(1 * V + c)] = 9.0;  // a three-way tie: 17, 40, 250
+    x[2 * V + 5] = std::numeric_limits<double>::quiet_NaN();
+    for (index_t c = 0; c < V; ++c) x[static_cast<std::size_t>(4 * V + c)] = -3.0;  // all equal: ids 0..take-1
+    x[5 * V + V - 1] = 40.0;
+    const std::vector<double> bases = {-1.5, 0.0, -2.0, -std::numeric_limits<double>::infinity(), -0.25, -7.0};
+    const std::int64_t eos = 2;
+    const auto logits = depthlab_test::from_double<float, B>({rows, V}, x);
+    const auto base = Tensor<double, B>::from({rows}, bases);
+    auto out = Tensor<double, B>::empty({rows, 2 * take + 1});
+    primitives<B>::beam_pick(rows, V, logits.data(), base.data(), take, eos, out.data());
+    const auto got = out.to_vector();
+    const std::vector<float> xf(x.begin(), x.end());
+    std::vector<double> lp;
+    for (index_t r = 0; r < rows; ++r) {
+        CAPTURE(r);
+        elementwise::log_softmax_row(xf.data() + r * V, V, lp);
+        std::vector<double> score(lp.size());
+        for (std::size_t v = 0; v < lp.size(); ++v) score[v] = bases[static_cast<std::size_t>(r)] + lp[v];
+        std::vector<index_t> order(static_cast<std::size_t>(V));
+        for (index_t v = 0; v < V; ++v) order[static_cast<std::size_t>(v)] = v;
+        std::stable_sort(order.begin(), order.end(), [&](index_t a, index_t b) {
+            return elementwise::beam_before(score[static_cast<std::size_t>(a)], 0, a, score[static_cast<std::size_t>(b)], 0, b);
+        });
+        const double* row = got.data() + r * (2 * take + 1);
+        for (index_t c = 0; c < take; ++c) {
+            CAPTURE(c);
+            const index_t want = order[static_cast<std::size_t>(c)];
+            CHECK(row[2 * c + 1] == static_cast<double>(want));
+            const double w = score[static_cast<std::size_t>(want)];
+            if (std::isnan(w)) CHECK(std::isnan(row[2 * c]));
+            else if (std::isinf(w)) CHECK(row[2 * c] == w);
+            else CHECK(row[2 * c] == doctest::Approx(w).epsilon(1e-12));
+        }
+        const double w = score[static_cast<std::size_t>(eos)];
+        if (std::isnan(w) || std::isinf(w)) CHECK((std::isnan(row[2 * take]) == std::isnan(w)));
+        else CHECK(row[2 * take] == doctest::Approx(w).epsilon(1e-12));
+    }
+    const double* tie = got.data() + 1 * (2 * take + 1);
+    CHECK(tie[1] == 17);
+    CHECK(tie[3] == 40);
+    CHECK(tie[5] == 250);
+    CHECK(got[static_cast<std::size_t>(4 * (2 * take + 1) + 2 * (take - 1) + 1)] == static_cast<double>(take - 1));
+    CHECK(got[static_cast<std::size_t>(5 * (2 * take + 1) + 1)] == static_cast<double>(V - 1));
+    CHECK_THROWS_AS(primitives<B>::beam_pick(rows, V, logits.data(), base.data(), take, std::int64_t{V}, out.data()), index_error);
+    CHECK_THROWS_AS(primitives<B>::beam_pick(rows, V, logits.data(), base.data(), V + 1, eos, out.data()), shape_error);
+}

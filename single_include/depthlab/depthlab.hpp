@@ -2961,10 +2961,12 @@ public:
 // LayerNorm still normalises that path (y = LN(x)); in a pre-LN layer y = x.
 #include <cmath>
 #include <concepts>
+#include <cstdint>
 #include <limits>
 #include <span>
 #include <type_traits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -3194,12 +3196,60 @@ inline const char* to_string(sublayer_type t) {
     }
 }
 
+/// What a switched-off sub-layer's branch outputs instead (the analyses' ablation kinds):
+///   zero      nothing: y = LN(x) post-LN, y = x pre-LN (the residual path alone);
+///   mean      its mean output over a reference set, per position and feature
+///             (residual_base::record_mean; a position the reference never reached takes
+///             the mean over all positions);
+///   resample  its output for another input of the same batch: sequence b takes the output
+///             computed for sequence b + 1 (cyclically; see ablation_site for decoding).
+enum class ablation_kind { zero, mean, resample };
+inline const char* to_string(ablation_kind k) {
+    switch (k) {
+        case ablation_kind::mean: return "mean";
+        case ablation_kind::resample: return "resample";
+        default: return "zero";
+    }
+}
+/// "zero", "mean" or "resample"; usage_error naming `what` (a flag or key) otherwise.
+inline ablation_kind parse_ablation_kind(const std::string& s, const std::string& what = "ablation") {
+    for (const ablation_kind k : {ablation_kind::zero, ablation_kind::mean, ablation_kind::resample})
+        if (s == to_string(k)) return k;
+    throw usage_error(what + ": '" + s + "' is not an ablation kind (zero, mean or resample)");
+}
+
+/// Where a sub-layer's rows are, for the ablation kinds that depend on it.
+struct ablation_site {
+    index_t first_position = 0;                     // the position of x's first column (incremental decoding: t)
+    std::span<const std::int64_t> resample_from{};  // row r takes row resample_from[r]'s output (empty: row r + 1, cyclically)
+};
+
 /// What the analyses see of a sub-layer, whatever its branch type.
 struct residual_base {
     sublayer_type type;
-    bool enabled = true;  // false: the branch outputs zero (ablation)
+    bool enabled = true;                           // false: the branch is ablated ...
+    ablation_kind ablation = ablation_kind::zero;  // ... and outputs this instead
     explicit residual_base(sublayer_type t) : type(t) {}
     virtual ~residual_base() = default;
+    /// record_mean(true) starts summing the branch's outputs per position and feature (every
+    /// forward, over every sequence of the batch, padding positions as computed);
+    /// record_mean(false) stops and makes their mean the one `mean` ablation outputs.
+    virtual void record_mean(bool on) = 0;
+    /// Stops recording and keeps the previous mean, if any.
+    virtual void discard_recording() noexcept = 0;
+    [[nodiscard]] virtual bool has_mean() const = 0;
+    /// What the sub-layer outputs, as far as a cache of its results must know: switched on
+    /// or off, the kind, and which recorded mean (counted up by each record_mean(false)).
+    struct output_state {
+        bool enabled;
+        ablation_kind ablation;
+        std::uint64_t mean_generation;
+        bool operator==(const output_state&) const = default;
+    };
+    [[nodiscard]] output_state state() const { return {enabled, ablation, mean_generation_}; }
+
+protected:
+    std::uint64_t mean_generation_ = 0;
 };
 
 /// post-LN: y = LN(x + Drop(branch(x, ...)));  pre-LN: y = x + Drop(branch(LN(x), ...)).
@@ -3218,24 +3268,105 @@ public:
     }
     /// The sub-layer around any computation of the branch, f(branch input) -> branch output
     /// (e.g. an incremental attention step with a cache): the same residual, LayerNorm,
-    /// dropout and ablation as operator(). An ablated sub-layer never calls f.
+    /// dropout and ablation as operator(). A sub-layer ablated to zero or its mean never
+    /// calls f.
     template <class F>
-    Var<T, B> wrap(const Var<T, B>& x, F&& f) const {
+    Var<T, B> wrap(const Var<T, B>& x, F&& f, const ablation_site& site = {}) const {
         const T p = static_cast<T>(cfg_.dropout);
         const bool train = this->is_training();
+        const auto out = [&](const Var<T, B>& in) {
+            if (enabled) {
+                Var<T, B> y = f(in);
+                if (recording_) record(y.value());
+                return dropout(y, p, *rng_, train);
+            }
+            return ablated(in, f, site);
+        };
         if (cfg_.norm_first) {
-            if (!enabled) return x;
-            return x + dropout(f(norm(x)), p, *rng_, train);
+            if (!enabled && ablation == ablation_kind::zero) return x;
+            return x + out(norm(x));
         }
-        if (!enabled) return norm(x);
-        return norm(x + dropout(f(x), p, *rng_, train));
+        if (!enabled && ablation == ablation_kind::zero) return norm(x);
+        return norm(x + out(x));
     }
+    void record_mean(bool on) override {
+        if (on) {
+            recording_.emplace();
+            return;
+        }
+        DEPTHLAB_CHECK(recording_ && !recording_->count.empty(), usage_error, "record_mean: no ", to_string(type),
+                       " branch output was recorded (no forward pass ran while recording)");
+        const auto& r = *recording_;
+        const index_t P = static_cast<index_t>(r.count.size()), D = cfg_.dim;
+        std::vector<T> mean(static_cast<std::size_t>((P + 1) * D));
+        std::vector<double> pooled(static_cast<std::size_t>(D), 0.0);
+        std::int64_t total = 0;
+        for (index_t t = 0; t < P; ++t) {
+            total += r.count[static_cast<std::size_t>(t)];
+            for (index_t d = 0; d < D; ++d) {
+                const double v = r.sum[static_cast<std::size_t>(t * D + d)];
+                pooled[static_cast<std::size_t>(d)] += v;
+                mean[static_cast<std::size_t>(t * D + d)] = static_cast<T>(v / static_cast<double>(r.count[static_cast<std::size_t>(t)]));
+            }
+        }
+        for (index_t d = 0; d < D; ++d)
+            mean[static_cast<std::size_t>(P * D + d)] = static_cast<T>(pooled[static_cast<std::size_t>(d)] / static_cast<double>(total));
+        mean_ = Tensor<T, B>::from({P + 1, D}, mean);
+        ++mean_generation_;
+        recording_.reset();
+    }
+    void discard_recording() noexcept override { recording_.reset(); }
+    [[nodiscard]] bool has_mean() const override { return mean_.defined(); }
+
     Branch branch;
     LayerNorm<T, B> norm;
 
 private:
+    struct mean_sums {
+        std::vector<double> sum;          // (positions, D)
+        std::vector<std::int64_t> count;  // sequences summed at each position
+    };
+    // y: (N, T, D) branch outputs, summed on the host in double
+    void record(const Tensor<T, B>& y) const {
+        DEPTHLAB_CHECK(y.shape().rank() == 3 && y.dim(2) == cfg_.dim, shape_error, "record_mean: ", to_string(type), " branch output ", y.shape(),
+                       ", expected (N, T, ", cfg_.dim, ")");
+        const index_t D = cfg_.dim, Tn = y.dim(1), N = y.dim(0);
+        auto& r = *recording_;
+        if (static_cast<index_t>(r.count.size()) < Tn) {
+            r.count.resize(static_cast<std::size_t>(Tn), 0);
+            r.sum.resize(static_cast<std::size_t>(Tn * D), 0.0);
+        }
+        const std::vector<T> v = y.to_vector();
+        for (index_t t = 0; t < Tn; ++t) r.count[static_cast<std::size_t>(t)] += N;
+        for (index_t n = 0; n < N; ++n)
+            for (index_t i = 0; i < Tn * D; ++i) r.sum[static_cast<std::size_t>(i)] += static_cast<double>(v[static_cast<std::size_t>(n * Tn * D + i)]);
+    }
+    // the output of an ablated branch for input `in` (N, T, D): its mean at the positions of
+    // the site, or its output for the rows the site names
+    template <class F>
+    Var<T, B> ablated(const Var<T, B>& in, F& f, const ablation_site& site) const {
+        const Shape& s = in.shape();
+        DEPTHLAB_CHECK(s.rank() == 3, shape_error, "ablation: ", to_string(ablation), "-ablating a ", to_string(type), " sub-layer needs (N, T, D) inputs, got ", s);
+        const index_t rows = s[0], Tn = s[1];
+        if (ablation == ablation_kind::mean) {
+            DEPTHLAB_CHECK(mean_.defined(), usage_error, "ablation: a mean-ablated ", to_string(type),
+                           " sub-layer without a recorded mean (record_mean, or analysis::record_ablation_means)");
+            const index_t P = mean_.dim(0) - 1;
+            std::vector<std::int64_t> at(static_cast<std::size_t>(Tn));
+            for (index_t t = 0; t < Tn; ++t) at[static_cast<std::size_t>(t)] = std::min(site.first_position + t, P);
+            return gather_rows(Var<T, B>::constant(mean_), std::span<const std::int64_t>(at));  // (T, D): broadcast over the rows
+        }
+        std::vector<std::int64_t> from(site.resample_from.begin(), site.resample_from.end());
+        if (from.empty())
+            for (index_t r = 0; r < rows; ++r) from.push_back((r + 1) % rows);
+        DEPTHLAB_CHECK(static_cast<index_t>(from.size()) == rows, shape_error, "ablation: resampling ", rows, " rows from a map of ", from.size());
+        return gather_rows(f(in), std::span<const std::int64_t>(from));
+    }
+
     transformer_config cfg_;
     Generator* rng_;
+    mutable std::optional<mean_sums> recording_;
+    Tensor<T, B> mean_;  // (positions + 1, D): the mean at each recorded position, then over all of them
 };
 
 template <class T, class B = backend::cpu>
@@ -3273,11 +3404,13 @@ public:
     /// position t; self_kv (N, capacity, 2D) the self-attention cache (position t is
     /// written); memory_kv (N, Tk, 2D) = cross_attention.branch.project_memory(memory);
     /// memory_mask additive, broadcastable to (N, H, 1, Tk). Equals row t of operator().
-    Var<T, B> step(const Var<T, B>& x, Tensor<T, B>& self_kv, const Tensor<T, B>& memory_kv, const Tensor<T, B>& memory_mask,
-                   index_t t) const {
-        Var<T, B> h = self_attention.wrap(x, [&](const Var<T, B>& in) { return self_attention.branch.step(in, self_kv, t); });
-        h = cross_attention.wrap(h, [&](const Var<T, B>& in) { return cross_attention.branch.step_cross(in, memory_kv, memory_mask); });
-        return feed_forward(h);
+    /// `resample_from`: the rows a resample-ablated sub-layer takes its output from.
+    Var<T, B> step(const Var<T, B>& x, Tensor<T, B>& self_kv, const Tensor<T, B>& memory_kv, const Tensor<T, B>& memory_mask, index_t t,
+                   std::span<const std::int64_t> resample_from = {}) const {
+        const ablation_site site{.first_position = t, .resample_from = resample_from};
+        Var<T, B> h = self_attention.wrap(x, [&](const Var<T, B>& in) { return self_attention.branch.step(in, self_kv, t); }, site);
+        h = cross_attention.wrap(h, [&](const Var<T, B>& in) { return cross_attention.branch.step_cross(in, memory_kv, memory_mask); }, site);
+        return feed_forward.wrap(h, [&](const Var<T, B>& in) { return feed_forward.branch(in); }, site);
     }
 
     Residual<MultiHeadAttention<T, B>, T, B> self_attention;
@@ -3821,6 +3954,20 @@ template <class T>
 DEPTHLAB_HOST_AND_GPU inline T log_sigmoid_grad(T x) { return T(1) / (T(1) + std::exp(x)); }
 
 /// log_softmax of one row of logits into out (double accumulation; host code: decoding).
+// Beam search's order of candidates (nn/decoding.hpp): higher score first, a NaN score after
+// every number (ranked as −inf), then the lower beam, then the lower token id. A strict weak
+// order even with NaN, shared by the device's per-row selection and the host's merge.
+DEPTHLAB_HOST_AND_GPU inline double beam_rank(double score) {
+    return score != score ? -std::numeric_limits<double>::infinity() : score;
+}
+DEPTHLAB_HOST_AND_GPU inline bool beam_before(double score_a, long long beam_a, long long token_a, double score_b, long long beam_b,
+                                              long long token_b) {
+    const double a = beam_rank(score_a), b = beam_rank(score_b);
+    if (a != b) return a > b;
+    if (beam_a != beam_b) return beam_a < beam_b;
+    return token_a < token_b;
+}
+
 template <class T>
 void log_softmax_row(const T* x, index_t V, std::vector<double>& out) {
     out.resize(static_cast<std::size_t>(V));
@@ -3917,7 +4064,8 @@ public:
         for (int l = 0; l < L; ++l) {
             const auto& layer = model.decoder->layer(l);
             // an ablated cross-attention is never called: no projection needed
-            Tensor<T, B> kv = layer.cross_attention.enabled ? layer.cross_attention.branch.project_memory(memory) : Tensor<T, B>::zeros({Bs, Ts, 2 * D});
+            const bool runs = layer.cross_attention.enabled || layer.cross_attention.ablation == ablation_kind::resample;
+            Tensor<T, B> kv = runs ? layer.cross_attention.branch.project_memory(memory) : Tensor<T, B>::zeros({Bs, Ts, 2 * D});
             memory_kv_.push_back(copies == 1 ? kv : gather(kv, expand_ids));
             // positions are written before they are read: no need to clear
             buffers_.push_back({Tensor<T, B>::empty({rows_, capacity_, 2 * D}), Tensor<T, B>::empty({rows_, capacity_, 2 * D})});
@@ -3939,9 +4087,10 @@ public:
         DEPTHLAB_CHECK(length_ < capacity_, usage_error, "decoder_state::step: the cache is full (", capacity_, " positions)");
         DEPTHLAB_CHECK(!grad_enabled(), usage_error, "decoder_state::step: incremental decoding is inference only (use depthlab::no_grad)");
         Var<T, B> y = model_->embed_target_at(ids, length_);
+        const std::vector<std::int64_t> resample_from = resample_rows();
         for (int l = 0; l < model_->decoder->depth; ++l)
             y = model_->decoder->layer(l).step(y, self_kv_[static_cast<std::size_t>(l)], memory_kv_[static_cast<std::size_t>(l)], memory_mask_,
-                                               length_);
+                                               length_, resample_from);
         ++length_;
         const Tensor<T, B> logits = model_->output_logits(y).value();
         return logits.reshape({rows_, logits.dim(2)});
@@ -3975,6 +4124,26 @@ public:
             kv = fresh;
         }
         rows_ = n;
+    }
+
+    /// The rows a resample-ablated decoder sub-layer takes its output from at this step: row
+    /// r of sentence s takes the row of the same rank among the rows of the next sentence
+    /// still decoded (cyclically, in sentence order); a sentence decoded alone takes its own.
+    [[nodiscard]] std::vector<std::int64_t> resample_rows() const {
+        std::vector<std::int64_t> sentences(sentence_);
+        std::sort(sentences.begin(), sentences.end());
+        sentences.erase(std::unique(sentences.begin(), sentences.end()), sentences.end());
+        std::vector<std::vector<std::int64_t>> rows_of(sentences.size());
+        const auto slot = [&](std::int64_t s) { return static_cast<std::size_t>(std::lower_bound(sentences.begin(), sentences.end(), s) - sentences.begin()); };
+        for (index_t r = 0; r < rows_; ++r) rows_of[slot(sentence_[static_cast<std::size_t>(r)])].push_back(r);
+        std::vector<std::int64_t> from(static_cast<std::size_t>(rows_));
+        std::vector<std::size_t> rank(sentences.size(), 0);
+        for (index_t r = 0; r < rows_; ++r) {
+            const std::size_t i = slot(sentence_[static_cast<std::size_t>(r)]);
+            const auto& next = rows_of[(i + 1) % sentences.size()];
+            from[static_cast<std::size_t>(r)] = next[rank[i]++ % next.size()];
+        }
+        return from;
     }
 
 private:
@@ -4093,16 +4262,28 @@ std::vector<hypothesis> beam_search(const Seq2SeqTransformer<T, B>& model, const
     decoder_state<T, B> st(model, memory, src.lengths, K, cap);
     std::vector<hypothesis> out(static_cast<std::size_t>(Bn));
     std::vector<std::int64_t> ids(static_cast<std::size_t>(Bn * K), o.bos_id);
-    std::vector<double> lp;
     struct cand {
         double score;
         index_t beam;
         std::int64_t token;
     };
+    const auto better = [](const cand& a, const cand& b) { return elementwise::beam_before(a.score, a.beam, a.token, b.score, b.beam, b.token); };
+    // a sentence's 2K best candidates over K × V are among its beams' 2K best each (within a
+    // beam the order is that of the beam's own candidates): each row's are chosen where the
+    // logits are, 2·(2K) + 1 numbers a row read back instead of V
+    const index_t take = std::min<index_t>(2 * K, V);
     std::vector<cand> cands;
+    std::vector<double> bases;
     for (index_t t = 0; !live.empty(); ++t) {
         const Tensor<T, B> logits = st.step(ids);
-        const std::vector<T> L = logits.to_vector();
+        bases.clear();
+        for (const sentence& s : live)
+            for (const beam_entry& e : s.beams) bases.push_back(e.score);
+        const auto rows = static_cast<index_t>(bases.size());
+        const auto base = Tensor<double, B>::from({rows}, bases);
+        auto picked = Tensor<double, B>::empty({rows, 2 * take + 1});
+        primitives<B>::beam_pick(rows, V, logits.contiguous().data(), base.data(), take, o.eos_id, picked.data());
+        const std::vector<double> P = picked.to_vector();
         std::vector<sentence> next_live;
         std::vector<std::int64_t> keep, next_ids;
         for (std::size_t si = 0; si < live.size(); ++si) {
@@ -4110,25 +4291,18 @@ std::vector<hypothesis> beam_search(const Seq2SeqTransformer<T, B>& model, const
             const bool last = t + 1 >= s.limit;  // the last position allowed: only EOS
             cands.clear();
             for (index_t k = 0; k < K; ++k) {
-                const double base = s.beams[static_cast<std::size_t>(k)].score;
-                if (base == ninf) continue;
-                const T* row = L.data() + (static_cast<index_t>(si) * K + k) * V;
-                elementwise::log_softmax_row(row, V, lp);
+                if (s.beams[static_cast<std::size_t>(k)].score == ninf) continue;
+                const double* row = P.data() + (static_cast<index_t>(si) * K + k) * (2 * take + 1);
                 if (last) {
-                    cands.push_back({base + lp[static_cast<std::size_t>(o.eos_id)], k, o.eos_id});
+                    cands.push_back({row[2 * take], k, o.eos_id});
                     continue;
                 }
-                for (index_t v = 0; v < V; ++v) cands.push_back({base + lp[static_cast<std::size_t>(v)], k, static_cast<std::int64_t>(v)});
+                for (index_t c = 0; c < take; ++c) cands.push_back({row[2 * c], k, static_cast<std::int64_t>(row[2 * c + 1])});
             }
-            const auto better = [](const cand& a, const cand& b) {
-                if (a.score != b.score) return a.score > b.score;
-                if (a.beam != b.beam) return a.beam < b.beam;
-                return a.token < b.token;
-            };
-            const std::size_t take = std::min(cands.size(), static_cast<std::size_t>(2 * K));
-            std::partial_sort(cands.begin(), cands.begin() + static_cast<std::ptrdiff_t>(take), cands.end(), better);
+            const std::size_t take_best = std::min(cands.size(), static_cast<std::size_t>(2 * K));
+            std::partial_sort(cands.begin(), cands.begin() + static_cast<std::ptrdiff_t>(take_best), cands.end(), better);
             std::vector<beam_entry> next;
-            for (std::size_t c = 0; c < take && static_cast<index_t>(next.size()) < K; ++c) {
+            for (std::size_t c = 0; c < take_best && static_cast<index_t>(next.size()) < K; ++c) {
                 const cand& cd = cands[c];
                 const beam_entry& from = s.beams[static_cast<std::size_t>(cd.beam)];
                 if (cd.token == o.eos_id) {
@@ -7462,6 +7636,9 @@ struct module_ref {
     /// Whether the model holding the module is in training mode (set by default_modules):
     /// the analyses that evaluate a metric refuse a model with dropout on.
     std::function<bool()> training;
+    /// The residual sub-layer behind the module (set by default_modules): the ablation kinds
+    /// other than zero act on it. Null for a hand-built module, which only knows zero.
+    nn::residual_base* sublayer = nullptr;
 };
 
 namespace detail {
@@ -7528,6 +7705,7 @@ std::vector<module_ref> default_modules(Model& model, std::optional<bool> norm_f
         m.prefix = name;
         nn::residual_base* sub = r;
         m.ablate = [sub](bool off) { sub->enabled = !off; };
+        m.sublayer = sub;
         if (!pre_ln) m.kept_prefixes.push_back(name + ".norm");
         m.training = [&base] { return base.is_training(); };
         out.push_back(std::move(m));
@@ -7564,20 +7742,33 @@ index_t parameters_removed(const nn::Module<T, B>& model, const std::vector<modu
 
 // ============================================================================ guards
 
-/// Switches modules off for its lifetime; switches them on again (reverse order) when
-/// destroyed, also during stack unwinding. Errors while switching on are swallowed there.
+/// Refuses an ablation kind a module cannot take: anything but zero without a sub-layer,
+/// mean without a recorded mean.
+inline void check_ablation(const module_ref& m, nn::ablation_kind kind) {
+    if (kind == nn::ablation_kind::zero) return;
+    DEPTHLAB_CHECK(m.sublayer != nullptr, usage_error, "ablation: module '", m.name, "' is not a residual sub-layer; only zero ablation applies to it, not ",
+                   nn::to_string(kind));
+    DEPTHLAB_CHECK(kind != nn::ablation_kind::mean || m.sublayer->has_mean(), usage_error, "ablation: module '", m.name,
+                   "' has no recorded mean output for mean ablation (analysis::record_ablation_means first)");
+}
+
+/// Switches modules off for its lifetime, each replaced as its ablation kind says; switches
+/// them on again (reverse order, back to the zero kind) when destroyed, also during stack
+/// unwinding. Errors while switching on are swallowed there.
 class scoped_ablation {
 public:
     scoped_ablation() = default;
-    explicit scoped_ablation(const module_ref& m) { add(m); }
+    explicit scoped_ablation(const module_ref& m, nn::ablation_kind kind = nn::ablation_kind::zero) { add(m, kind); }
     scoped_ablation(const scoped_ablation&) = delete;
     scoped_ablation& operator=(const scoped_ablation&) = delete;
     ~scoped_ablation() { restore(); }
 
     /// Switches one more module off.
-    void add(const module_ref& m) {
+    void add(const module_ref& m, nn::ablation_kind kind = nn::ablation_kind::zero) {
         DEPTHLAB_CHECK(static_cast<bool>(m.ablate), usage_error, "ablation: module '", m.name, "' has no ablate function");
-        off_.push_back(&m);  // before the call: a half-done ablate(true) is undone too
+        check_ablation(m, kind);
+        off_.push_back(&m);  // before the calls: a half-done ablate(true) is undone too
+        if (m.sublayer) m.sublayer->ablation = kind;
         m.ablate(true);
     }
     /// Switches every module on again now.
@@ -7587,6 +7778,7 @@ public:
                 off_.back()->ablate(false);
             } catch (...) {
             }
+            if (off_.back()->sublayer) off_.back()->sublayer->ablation = nn::ablation_kind::zero;
             off_.pop_back();
         }
     }
@@ -7595,6 +7787,35 @@ public:
 private:
     std::vector<const module_ref*> off_;
 };
+
+/// Records the mean output of every module's sub-layer, per position and feature, over the
+/// reference forward passes forward(0), ..., forward(batches − 1) (the caller's: e.g. the
+/// model on N training batches, teacher-forced, in eval mode), for mean ablation. Modules
+/// without a sub-layer are skipped. On an exception no partial mean is kept.
+inline void record_ablation_means(const std::vector<module_ref>& modules, std::size_t batches, const std::function<void(std::size_t)>& forward) {
+    DEPTHLAB_CHECK(batches >= 1, usage_error, "record_ablation_means: ", batches, " reference batches (at least 1)");
+    DEPTHLAB_CHECK(static_cast<bool>(forward), usage_error, "record_ablation_means: no reference forward function");
+    std::vector<nn::residual_base*> subs;
+    for (const auto& m : modules) {
+        DEPTHLAB_CHECK(!m.sublayer || m.sublayer->enabled, usage_error, "record_ablation_means: module '", m.name, "' is switched off");
+        if (m.sublayer && std::find(subs.begin(), subs.end(), m.sublayer) == subs.end()) subs.push_back(m.sublayer);
+    }
+    struct recording {
+        std::vector<nn::residual_base*>& subs;
+        bool done = false;
+        ~recording() {
+            if (!done)
+                for (auto* s : subs) s->discard_recording();
+        }
+    } guard{subs};
+    for (auto* s : subs) s->record_mean(true);
+    {
+        no_grad g;
+        for (std::size_t i = 0; i < batches; ++i) forward(i);
+    }
+    for (auto* s : subs) s->record_mean(false);
+    guard.done = true;
+}
 
 /// Sets the parameters under `prefix` to (1 − α) θ⁰ + α θᶠ for its lifetime (set() moves α);
 /// writes θᶠ back under the prefix when destroyed, also during stack unwinding.
@@ -7684,6 +7905,7 @@ struct contribution_options {
     double clip_fraction = 0.1;
     std::optional<double> clip{}; // absolute C, overrides clip_fraction; +inf: no clipping
     std::optional<double> base{}; // the baseline metric when already known (saves one evaluation)
+    nn::ablation_kind ablation = nn::ablation_kind::zero;  // what a removed module outputs (nn::ablation_kind)
     run_options run{};
 };
 
@@ -7712,6 +7934,7 @@ struct contribution_entry {
     double score = 0;           // d_n / max_m d_m ∈ [0, 1]
 };
 struct contribution_result {
+    nn::ablation_kind ablation = nn::ablation_kind::zero;  // how the modules were removed
     double base = 0;             // metric of the full model
     double clip = 0;             // C used
     double max_drop = 0;         // max_m d_m
@@ -7862,8 +8085,10 @@ void check_holds(const nn::Module<T, B>& model, const nn::Snapshot<T, B>& snap, 
 inline contribution_result contribution(const std::vector<module_ref>& modules, const metric_fn& metric, const contribution_options& opts = {}) {
     detail::check_modules(modules, "contribution", true, false);
     detail::check_options(opts);
+    for (const auto& m : modules) check_ablation(m, opts.ablation);  // (before the baseline: a refusal costs no evaluation)
     detail::evaluator eval(metric, opts.run, "contribution");
     contribution_result r;
+    r.ablation = opts.ablation;
     r.base = opts.base ? *opts.base : eval();
     DEPTHLAB_CHECK(!std::isnan(r.base), numeric_error, "contribution: the baseline metric is NaN");
     r.clip = opts.clip ? *opts.clip : opts.clip_fraction * std::abs(r.base);
@@ -7872,7 +8097,7 @@ inline contribution_result contribution(const std::vector<module_ref>& modules, 
         eval.step(i, modules.size(), m.name);
         double v;
         {
-            scoped_ablation off(m);
+            scoped_ablation off(m, opts.ablation);
             v = eval();
         }
         const double d = std::isnan(v) ? r.clip : std::clamp(r.base - v, 0.0, r.clip);
@@ -7998,13 +8223,14 @@ inline std::vector<std::size_t> least_important_first(const std::vector<module_r
     return idx;
 }
 
-/// Pruning curve: for k = 0..max_k, the k least important modules switched off together,
-/// the metric and the parameters they stop using. Every module is switched on again at the
-/// end, also on exceptions. k = 0 evaluates the full model.
+/// Pruning curve: for k = 0..max_k, the k least important modules switched off together
+/// (each replaced as `ablation` says), the metric and the parameters they stop using. Every
+/// module is switched on again at the end, also on exceptions. k = 0 evaluates the full model.
 template <class T, class B>
 pruning_result pruning_curve(const nn::Module<T, B>& model, const std::vector<module_ref>& modules, const std::vector<double>& importance,
-                             const metric_fn& metric, int max_k, const run_options& run = {}) {
+                             const metric_fn& metric, int max_k, const run_options& run = {}, nn::ablation_kind ablation = nn::ablation_kind::zero) {
     detail::check_modules(modules, "pruning", true, false);
+    for (const auto& m : modules) check_ablation(m, ablation);
     DEPTHLAB_CHECK(max_k >= 0 && static_cast<std::size_t>(max_k) <= modules.size(), usage_error, "pruning: max_k ", max_k, " outside [0, ",
                    modules.size(), "]");
     const auto order = least_important_first(modules, importance);
@@ -8017,7 +8243,7 @@ pruning_result pruning_curve(const nn::Module<T, B>& model, const std::vector<mo
     for (int k = 0; k <= max_k; ++k) {
         if (k > 0) {
             const module_ref& m = modules[order[static_cast<std::size_t>(k - 1)]];
-            off.add(m);
+            off.add(m, ablation);
             removed.push_back(&m);
             pt.modules_removed.push_back(m.name);
         }
@@ -8432,6 +8658,7 @@ inline contribution_result contribution(dist::communicator& comm, const std::vec
     if (!comm.distributed()) return contribution(modules, metric, opts);
     detail::check_modules(modules, "contribution", true, false);
     detail::check_options(opts);  // (on every rank, also one without modules: all throw or none)
+    for (const auto& m : modules) check_ablation(m, opts.ablation);
     std::size_t own_evaluations = 0;
     opts.base = detail::shared_baseline(metric, opts.base, own_evaluations);
     const std::vector<module_ref> mine = detail::modules_of_rank(modules, comm);
@@ -8443,6 +8670,7 @@ inline contribution_result contribution(dist::communicator& comm, const std::vec
     }
     own_evaluations += part.evaluations;
     contribution_result r;
+    r.ablation = opts.ablation;
     r.base = *opts.base;
     r.clip = opts.clip ? *opts.clip : opts.clip_fraction * std::abs(r.base);
     const std::vector<nlohmann::json> all = detail::gather_entries(comm, out, modules.size());
@@ -8599,7 +8827,9 @@ inline std::string join(const std::vector<std::string>& v, char sep = ';') {
 }  // namespace detail
 
 inline io::csv_writer csv_table(const contribution_result& r) {
-    io::csv_writer csv({"module", "type", "layer", "metric_without", "score"});
+    // the kind in the header: metric_without (zero: the module removed), metric_without_mean, metric_without_resample
+    const std::string without = r.ablation == nn::ablation_kind::zero ? "metric_without" : std::string("metric_without_") + nn::to_string(r.ablation);
+    io::csv_writer csv({"module", "type", "layer", without, "score"});
     for (const auto& e : r.modules) csv.row(e.name, e.type, e.layer, e.metric_without, e.score);
     return csv;
 }
@@ -11533,6 +11763,30 @@ struct host_primitives {
             out[3 * r] = static_cast<double>(best);
             out[3 * r + 1] = lp[static_cast<std::size_t>(best)];
             out[3 * r + 2] = lp[static_cast<std::size_t>(eos)];
+        }
+    }
+
+    template <class T>
+    static void beam_pick(index_t rows, index_t V, const T* logits, const double* base, index_t take, std::int64_t eos, double* out) {
+        launch();
+        DEPTHLAB_CHECK(eos >= 0 && eos < V, index_error, "beam_pick: EOS id ", eos, " outside the vocabulary [0, ", V, ")");
+        DEPTHLAB_CHECK(take >= 1 && take <= V, shape_error, "beam_pick: ", take, " candidates a row from a vocabulary of ", V);
+        std::vector<double> lp;
+        std::vector<index_t> order(static_cast<std::size_t>(V));
+        for (index_t r = 0; r < rows; ++r) {
+            elementwise::log_softmax_row(logits + r * V, V, lp);
+            for (auto& x : lp) x = base[r] + x;
+            for (index_t v = 0; v < V; ++v) order[static_cast<std::size_t>(v)] = v;
+            std::partial_sort(order.begin(), order.begin() + take, order.end(), [&](index_t a, index_t b) {
+                return elementwise::beam_before(lp[static_cast<std::size_t>(a)], 0, a, lp[static_cast<std::size_t>(b)], 0, b);
+            });
+            double* o = out + r * (2 * take + 1);
+            for (index_t c = 0; c < take; ++c) {
+                const index_t v = order[static_cast<std::size_t>(c)];
+                o[2 * c] = lp[static_cast<std::size_t>(v)];
+                o[2 * c + 1] = static_cast<double>(v);
+            }
+            o[2 * take] = lp[static_cast<std::size_t>(eos)];
         }
     }
 
@@ -18701,7 +18955,7 @@ public:
 private:
     bool encoder_unchanged() const {
         for (std::size_t i = 0; i < encoder_sublayers_.size(); ++i)
-            if (encoder_sublayers_[i]->enabled != enabled_[i]) return false;
+            if (encoder_sublayers_[i]->state() != states_[i]) return false;
         for (std::size_t i = 0; i < encoder_params_.size(); ++i) {
             const auto& v = encoder_params_[i].value();
             if constexpr (B::host_accessible) {
@@ -18713,8 +18967,8 @@ private:
         return true;
     }
     void remember_encoder() {
-        enabled_.clear();
-        for (const auto* r : encoder_sublayers_) enabled_.push_back(r->enabled);
+        states_.clear();
+        for (const auto* r : encoder_sublayers_) states_.push_back(r->state());
         values_.clear();
         for (const auto& p : encoder_params_) values_.push_back(p.value().to_vector());
     }
@@ -18726,7 +18980,7 @@ private:
     std::uint64_t cached_set_ = 0;  // translation_set::id of the cached encoder outputs
     batch_shard cached_shard_;  // the batches they were computed for
     std::vector<Var<T, B>> memories_;
-    std::vector<bool> enabled_;
+    std::vector<residual_base::output_state> states_;
     std::vector<std::vector<T>> values_;
     std::size_t encoder_runs_ = 0, encoder_reuses_ = 0;
 };
@@ -19242,7 +19496,7 @@ inline std::vector<finding> pruning_findings(const pruning_result& by_contributi
 namespace depthlab::analysis {
 
 struct study_options {
-    contribution_options contribution{};  // .base and .run are set by the study
+    contribution_options contribution{};  // .base and .run are set by the study; .ablation serves pruning too
     criticality_options criticality{};    // .base and .run are set by the study
     run_options run{};                    // progress of every analysis
     int prune_max_k = 8;                  // pruning curves for k = 0..min(prune_max_k, modules)
@@ -19321,8 +19575,8 @@ study_result run_component_value_study(dist::communicator& comm, nn::Module<T, B
     // pruning and rewinding rank by a score, ties broken by the unclipped drop
     const auto rank_c = importance_ranks(r.contribution), rank_k = importance_ranks(r.criticality);
     const int K = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(o.prune_max_k), modules.size()));
-    r.pruning_by_contribution = pruning_curve(model, modules, rank_c, metric, K, o.run);
-    r.pruning_by_criticality = pruning_curve(model, modules, rank_k, metric, K, o.run);
+    r.pruning_by_contribution = pruning_curve(model, modules, rank_c, metric, K, o.run, o.contribution.ablation);
+    r.pruning_by_criticality = pruning_curve(model, modules, rank_k, metric, K, o.run, o.contribution.ablation);
     phase.lap("pruning");
     if (write) {
         write_csv(o.out + "/pruning.csv", r.pruning_by_contribution);
@@ -19401,13 +19655,18 @@ inline line_series step_series(std::string name, const std::vector<std::pair<std
 inline void contribution_section(html_page& page, const analysis::contribution_result& c, const study_labels& l) {
     using detail::fixed;
     page.section("Contribution scores");
-    page.paragraph("Module n is removed (its residual branch outputs zero; the sub-layer's LayerNorm still normalises the residual path, " +
-                   std::string(l.post_ln ? "y = LN(x), since the model is post-LN" : "y = x, since the model is pre-LN") +
-                   ") and the analysis metric is measured again: d_n = clip(" + l.metric + "_base − " + l.metric + "_without_n, 0, C), C = " +
+    const std::string removal =
+        c.ablation == nn::ablation_kind::mean
+            ? "Ablation kind: mean. Module n's residual branch outputs its mean over the reference batches (per position and feature) instead of its output"
+        : c.ablation == nn::ablation_kind::resample
+            ? "Ablation kind: resample. Module n's residual branch outputs what it computes for another sentence of the same batch (the next one, cyclically)"
+            : std::string("Ablation kind: zero. Module n is removed (its residual branch outputs zero; the sub-layer's LayerNorm still normalises the residual path, ") +
+                  (l.post_ln ? "y = LN(x), since the model is post-LN)" : "y = x, since the model is pre-LN)");
+    page.paragraph(removal + ", and the analysis metric is measured again: d_n = clip(" + l.metric + "_base − " + l.metric + "_without_n, 0, C), C = " +
                    fixed(c.clip, 3) + ", score = d_n / max_m d_m.");
     page.figure(type_layer_heat_map(analysis::by_type_and_layer(analysis::values_of(c)),
                                     {.title = "Contribution score (darker = more important)",
-                                     .subtitle = "one module removed at a time · " + l.metric + " drop, clipped at C, normalised",
+                                     .subtitle = "one module removed at a time (" + std::string(nn::to_string(c.ablation)) + " ablation) · " + l.metric + " drop, clipped at C, normalised",
                                      .x_label = "layer",
                                      .y_label = "module",
                                      .value_label = "contribution"}),

@@ -69,7 +69,7 @@ TEST_CASE("cuda: an ACT step synchronises once per iteration run, plus the loss 
     }
 }
 
-TEST_CASE("cuda: greedy decoding synchronises once per output position") {
+TEST_CASE("cuda: greedy decoding synchronises once per output position; beam search picks on the device") {
     nn::seq2seq_config c = depthlab_test::tiny_seq2seq(14, 12, 16, 2, 32);
     nn::Seq2SeqTransformer<float, cu> model(c, 4);
     model.eval();
@@ -82,6 +82,14 @@ TEST_CASE("cuda: greedy decoding synchronises once per output position") {
     std::size_t positions = 0;
     for (const auto& h : hyps) positions = std::max(positions, h.tokens.size() + 1);
     CHECK(k.syncs == static_cast<std::int64_t>(positions));
+    // beam search: the candidates chosen on the device (their choice is tested against a
+    // host sort in test_primitives), one read-back a position; beam 1 is the greedy output
+    k.reset();
+    const auto beams = nn::beam_search(model, memory, src, {.beam = 3, .max_len_a = 0, .max_len_b = 6});
+    CHECK(k.syncs <= 6);
+    for (const auto& h : beams) CHECK(std::isfinite(h.score));
+    const auto beam1 = nn::beam_search(model, memory, src, {.beam = 1, .max_len_a = 0, .max_len_b = 6});
+    for (std::size_t i = 0; i < hyps.size(); ++i) CHECK(beam1[i].tokens == hyps[i].tokens);
 }
 
 TEST_CASE("cuda: SGD, Adam and LAMB steps, clipping and dropout run on the device") {

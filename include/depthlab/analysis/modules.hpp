@@ -55,6 +55,9 @@ struct module_ref {
     /// Whether the model holding the module is in training mode (set by default_modules):
     /// the analyses that evaluate a metric refuse a model with dropout on.
     std::function<bool()> training;
+    /// The residual sub-layer behind the module (set by default_modules): the ablation kinds
+    /// other than zero act on it. Null for a hand-built module, which only knows zero.
+    nn::residual_base* sublayer = nullptr;
 };
 
 namespace detail {
@@ -121,6 +124,7 @@ std::vector<module_ref> default_modules(Model& model, std::optional<bool> norm_f
         m.prefix = name;
         nn::residual_base* sub = r;
         m.ablate = [sub](bool off) { sub->enabled = !off; };
+        m.sublayer = sub;
         if (!pre_ln) m.kept_prefixes.push_back(name + ".norm");
         m.training = [&base] { return base.is_training(); };
         out.push_back(std::move(m));
@@ -157,20 +161,33 @@ index_t parameters_removed(const nn::Module<T, B>& model, const std::vector<modu
 
 // ============================================================================ guards
 
-/// Switches modules off for its lifetime; switches them on again (reverse order) when
-/// destroyed, also during stack unwinding. Errors while switching on are swallowed there.
+/// Refuses an ablation kind a module cannot take: anything but zero without a sub-layer,
+/// mean without a recorded mean.
+inline void check_ablation(const module_ref& m, nn::ablation_kind kind) {
+    if (kind == nn::ablation_kind::zero) return;
+    DEPTHLAB_CHECK(m.sublayer != nullptr, usage_error, "ablation: module '", m.name, "' is not a residual sub-layer; only zero ablation applies to it, not ",
+                   nn::to_string(kind));
+    DEPTHLAB_CHECK(kind != nn::ablation_kind::mean || m.sublayer->has_mean(), usage_error, "ablation: module '", m.name,
+                   "' has no recorded mean output for mean ablation (analysis::record_ablation_means first)");
+}
+
+/// Switches modules off for its lifetime, each replaced as its ablation kind says; switches
+/// them on again (reverse order, back to the zero kind) when destroyed, also during stack
+/// unwinding. Errors while switching on are swallowed there.
 class scoped_ablation {
 public:
     scoped_ablation() = default;
-    explicit scoped_ablation(const module_ref& m) { add(m); }
+    explicit scoped_ablation(const module_ref& m, nn::ablation_kind kind = nn::ablation_kind::zero) { add(m, kind); }
     scoped_ablation(const scoped_ablation&) = delete;
     scoped_ablation& operator=(const scoped_ablation&) = delete;
     ~scoped_ablation() { restore(); }
 
     /// Switches one more module off.
-    void add(const module_ref& m) {
+    void add(const module_ref& m, nn::ablation_kind kind = nn::ablation_kind::zero) {
         DEPTHLAB_CHECK(static_cast<bool>(m.ablate), usage_error, "ablation: module '", m.name, "' has no ablate function");
-        off_.push_back(&m);  // before the call: a half-done ablate(true) is undone too
+        check_ablation(m, kind);
+        off_.push_back(&m);  // before the calls: a half-done ablate(true) is undone too
+        if (m.sublayer) m.sublayer->ablation = kind;
         m.ablate(true);
     }
     /// Switches every module on again now.
@@ -180,6 +197,7 @@ public:
                 off_.back()->ablate(false);
             } catch (...) {
             }
+            if (off_.back()->sublayer) off_.back()->sublayer->ablation = nn::ablation_kind::zero;
             off_.pop_back();
         }
     }
@@ -188,6 +206,35 @@ public:
 private:
     std::vector<const module_ref*> off_;
 };
+
+/// Records the mean output of every module's sub-layer, per position and feature, over the
+/// reference forward passes forward(0), ..., forward(batches − 1) (the caller's: e.g. the
+/// model on N training batches, teacher-forced, in eval mode), for mean ablation. Modules
+/// without a sub-layer are skipped. On an exception no partial mean is kept.
+inline void record_ablation_means(const std::vector<module_ref>& modules, std::size_t batches, const std::function<void(std::size_t)>& forward) {
+    DEPTHLAB_CHECK(batches >= 1, usage_error, "record_ablation_means: ", batches, " reference batches (at least 1)");
+    DEPTHLAB_CHECK(static_cast<bool>(forward), usage_error, "record_ablation_means: no reference forward function");
+    std::vector<nn::residual_base*> subs;
+    for (const auto& m : modules) {
+        DEPTHLAB_CHECK(!m.sublayer || m.sublayer->enabled, usage_error, "record_ablation_means: module '", m.name, "' is switched off");
+        if (m.sublayer && std::find(subs.begin(), subs.end(), m.sublayer) == subs.end()) subs.push_back(m.sublayer);
+    }
+    struct recording {
+        std::vector<nn::residual_base*>& subs;
+        bool done = false;
+        ~recording() {
+            if (!done)
+                for (auto* s : subs) s->discard_recording();
+        }
+    } guard{subs};
+    for (auto* s : subs) s->record_mean(true);
+    {
+        no_grad g;
+        for (std::size_t i = 0; i < batches; ++i) forward(i);
+    }
+    for (auto* s : subs) s->record_mean(false);
+    guard.done = true;
+}
 
 /// Sets the parameters under `prefix` to (1 − α) θ⁰ + α θᶠ for its lifetime (set() moves α);
 /// writes θᶠ back under the prefix when destroyed, also during stack unwinding.

@@ -30,7 +30,7 @@
 namespace depthlab::analysis {
 
 struct study_options {
-    contribution_options contribution{};  // .base and .run are set by the study
+    contribution_options contribution{};  // .base and .run are set by the study; .ablation serves pruning too
     criticality_options criticality{};    // .base and .run are set by the study
     run_options run{};                    // progress of every analysis
     int prune_max_k = 8;                  // pruning curves for k = 0..min(prune_max_k, modules)
@@ -109,8 +109,8 @@ study_result run_component_value_study(dist::communicator& comm, nn::Module<T, B
     // pruning and rewinding rank by a score, ties broken by the unclipped drop
     const auto rank_c = importance_ranks(r.contribution), rank_k = importance_ranks(r.criticality);
     const int K = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(o.prune_max_k), modules.size()));
-    r.pruning_by_contribution = pruning_curve(model, modules, rank_c, metric, K, o.run);
-    r.pruning_by_criticality = pruning_curve(model, modules, rank_k, metric, K, o.run);
+    r.pruning_by_contribution = pruning_curve(model, modules, rank_c, metric, K, o.run, o.contribution.ablation);
+    r.pruning_by_criticality = pruning_curve(model, modules, rank_k, metric, K, o.run, o.contribution.ablation);
     phase.lap("pruning");
     if (write) {
         write_csv(o.out + "/pruning.csv", r.pruning_by_contribution);

@@ -63,6 +63,7 @@ struct contribution_options {
     double clip_fraction = 0.1;
     std::optional<double> clip{}; // absolute C, overrides clip_fraction; +inf: no clipping
     std::optional<double> base{}; // the baseline metric when already known (saves one evaluation)
+    nn::ablation_kind ablation = nn::ablation_kind::zero;  // what a removed module outputs (nn::ablation_kind)
     run_options run{};
 };
 
@@ -91,6 +92,7 @@ struct contribution_entry {
     double score = 0;           // d_n / max_m d_m ∈ [0, 1]
 };
 struct contribution_result {
+    nn::ablation_kind ablation = nn::ablation_kind::zero;  // how the modules were removed
     double base = 0;             // metric of the full model
     double clip = 0;             // C used
     double max_drop = 0;         // max_m d_m
@@ -241,8 +243,10 @@ void check_holds(const nn::Module<T, B>& model, const nn::Snapshot<T, B>& snap, 
 inline contribution_result contribution(const std::vector<module_ref>& modules, const metric_fn& metric, const contribution_options& opts = {}) {
     detail::check_modules(modules, "contribution", true, false);
     detail::check_options(opts);
+    for (const auto& m : modules) check_ablation(m, opts.ablation);  // (before the baseline: a refusal costs no evaluation)
     detail::evaluator eval(metric, opts.run, "contribution");
     contribution_result r;
+    r.ablation = opts.ablation;
     r.base = opts.base ? *opts.base : eval();
     DEPTHLAB_CHECK(!std::isnan(r.base), numeric_error, "contribution: the baseline metric is NaN");
     r.clip = opts.clip ? *opts.clip : opts.clip_fraction * std::abs(r.base);
@@ -251,7 +255,7 @@ inline contribution_result contribution(const std::vector<module_ref>& modules, 
         eval.step(i, modules.size(), m.name);
         double v;
         {
-            scoped_ablation off(m);
+            scoped_ablation off(m, opts.ablation);
             v = eval();
         }
         const double d = std::isnan(v) ? r.clip : std::clamp(r.base - v, 0.0, r.clip);
@@ -377,13 +381,14 @@ inline std::vector<std::size_t> least_important_first(const std::vector<module_r
     return idx;
 }
 
-/// Pruning curve: for k = 0..max_k, the k least important modules switched off together,
-/// the metric and the parameters they stop using. Every module is switched on again at the
-/// end, also on exceptions. k = 0 evaluates the full model.
+/// Pruning curve: for k = 0..max_k, the k least important modules switched off together
+/// (each replaced as `ablation` says), the metric and the parameters they stop using. Every
+/// module is switched on again at the end, also on exceptions. k = 0 evaluates the full model.
 template <class T, class B>
 pruning_result pruning_curve(const nn::Module<T, B>& model, const std::vector<module_ref>& modules, const std::vector<double>& importance,
-                             const metric_fn& metric, int max_k, const run_options& run = {}) {
+                             const metric_fn& metric, int max_k, const run_options& run = {}, nn::ablation_kind ablation = nn::ablation_kind::zero) {
     detail::check_modules(modules, "pruning", true, false);
+    for (const auto& m : modules) check_ablation(m, ablation);
     DEPTHLAB_CHECK(max_k >= 0 && static_cast<std::size_t>(max_k) <= modules.size(), usage_error, "pruning: max_k ", max_k, " outside [0, ",
                    modules.size(), "]");
     const auto order = least_important_first(modules, importance);
@@ -396,7 +401,7 @@ pruning_result pruning_curve(const nn::Module<T, B>& model, const std::vector<mo
     for (int k = 0; k <= max_k; ++k) {
         if (k > 0) {
             const module_ref& m = modules[order[static_cast<std::size_t>(k - 1)]];
-            off.add(m);
+            off.add(m, ablation);
             removed.push_back(&m);
             pt.modules_removed.push_back(m.name);
         }

@@ -65,6 +65,7 @@ inline contribution_result contribution(dist::communicator& comm, const std::vec
     if (!comm.distributed()) return contribution(modules, metric, opts);
     detail::check_modules(modules, "contribution", true, false);
     detail::check_options(opts);  // (on every rank, also one without modules: all throw or none)
+    for (const auto& m : modules) check_ablation(m, opts.ablation);
     std::size_t own_evaluations = 0;
     opts.base = detail::shared_baseline(metric, opts.base, own_evaluations);
     const std::vector<module_ref> mine = detail::modules_of_rank(modules, comm);
@@ -76,6 +77,7 @@ inline contribution_result contribution(dist::communicator& comm, const std::vec
     }
     own_evaluations += part.evaluations;
     contribution_result r;
+    r.ablation = opts.ablation;
     r.base = *opts.base;
     r.clip = opts.clip ? *opts.clip : opts.clip_fraction * std::abs(r.base);
     const std::vector<nlohmann::json> all = detail::gather_entries(comm, out, modules.size());

@@ -110,7 +110,9 @@ inline std::string join(const std::vector<std::string>& v, char sep = ';') {
 }  // namespace detail
 
 inline io::csv_writer csv_table(const contribution_result& r) {
-    io::csv_writer csv({"module", "type", "layer", "metric_without", "score"});
+    // the kind in the header: metric_without (zero: the module removed), metric_without_mean, metric_without_resample
+    const std::string without = r.ablation == nn::ablation_kind::zero ? "metric_without" : std::string("metric_without_") + nn::to_string(r.ablation);
+    io::csv_writer csv({"module", "type", "layer", without, "score"});
     for (const auto& e : r.modules) csv.row(e.name, e.type, e.layer, e.metric_without, e.score);
     return csv;
 }

@@ -88,6 +88,20 @@ template <class T>
 DEPTHLAB_HOST_AND_GPU inline T log_sigmoid_grad(T x) { return T(1) / (T(1) + std::exp(x)); }
 
 /// log_softmax of one row of logits into out (double accumulation; host code: decoding).
+// Beam search's order of candidates (nn/decoding.hpp): higher score first, a NaN score after
+// every number (ranked as −inf), then the lower beam, then the lower token id. A strict weak
+// order even with NaN, shared by the device's per-row selection and the host's merge.
+DEPTHLAB_HOST_AND_GPU inline double beam_rank(double score) {
+    return score != score ? -std::numeric_limits<double>::infinity() : score;
+}
+DEPTHLAB_HOST_AND_GPU inline bool beam_before(double score_a, long long beam_a, long long token_a, double score_b, long long beam_b,
+                                              long long token_b) {
+    const double a = beam_rank(score_a), b = beam_rank(score_b);
+    if (a != b) return a > b;
+    if (beam_a != beam_b) return beam_a < beam_b;
+    return token_a < token_b;
+}
+
 template <class T>
 void log_softmax_row(const T* x, index_t V, std::vector<double>& out) {
     out.resize(static_cast<std::size_t>(V));

@@ -69,6 +69,9 @@
     X(cross_entropy_bwd, (index_t rows, index_t V, const T* logits, const std::int64_t* target, std::int64_t ignore, T smoothing, const T* lse, const T* g, index_t g_stride, const T* g_scale, T* dlogits)) \
     /* greedy decoding's choice per row of logits: out[3r..3r+3) = {first argmax, its log-probability, EOS's} */ \
     X(greedy_pick, (index_t rows, index_t V, const T* logits, std::int64_t eos, double* out)) \
+    /* beam search's candidates per row: with score = base[r] + log-probability, the `take` best (score, id) */ \
+    /* in elementwise::beam_before order, then base[r] + EOS's log-probability: 2·take + 1 doubles a row */ \
+    X(beam_pick, (index_t rows, index_t V, const T* logits, const double* base, index_t take, std::int64_t eos, double* out)) \
     /* ---- rows by index ---- */ \
     X(gather_rows, (index_t n, index_t cols, const T* table, index_t limit, const std::int64_t* ids, T* out, bool accumulate = false)) \
     X(gather_rows_strided, (index_t n, index_t cols, index_t src_stride, index_t dst_stride, const T* table, index_t limit, const std::int64_t* ids, T* out, bool accumulate = false)) \

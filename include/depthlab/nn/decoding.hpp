@@ -131,7 +131,8 @@ public:
         for (int l = 0; l < L; ++l) {
             const auto& layer = model.decoder->layer(l);
             // an ablated cross-attention is never called: no projection needed
-            Tensor<T, B> kv = layer.cross_attention.enabled ? layer.cross_attention.branch.project_memory(memory) : Tensor<T, B>::zeros({Bs, Ts, 2 * D});
+            const bool runs = layer.cross_attention.enabled || layer.cross_attention.ablation == ablation_kind::resample;
+            Tensor<T, B> kv = runs ? layer.cross_attention.branch.project_memory(memory) : Tensor<T, B>::zeros({Bs, Ts, 2 * D});
             memory_kv_.push_back(copies == 1 ? kv : gather(kv, expand_ids));
             // positions are written before they are read: no need to clear
             buffers_.push_back({Tensor<T, B>::empty({rows_, capacity_, 2 * D}), Tensor<T, B>::empty({rows_, capacity_, 2 * D})});
@@ -153,9 +154,10 @@ public:
         DEPTHLAB_CHECK(length_ < capacity_, usage_error, "decoder_state::step: the cache is full (", capacity_, " positions)");
         DEPTHLAB_CHECK(!grad_enabled(), usage_error, "decoder_state::step: incremental decoding is inference only (use depthlab::no_grad)");
         Var<T, B> y = model_->embed_target_at(ids, length_);
+        const std::vector<std::int64_t> resample_from = resample_rows();
         for (int l = 0; l < model_->decoder->depth; ++l)
             y = model_->decoder->layer(l).step(y, self_kv_[static_cast<std::size_t>(l)], memory_kv_[static_cast<std::size_t>(l)], memory_mask_,
-                                               length_);
+                                               length_, resample_from);
         ++length_;
         const Tensor<T, B> logits = model_->output_logits(y).value();
         return logits.reshape({rows_, logits.dim(2)});
@@ -189,6 +191,26 @@ public:
             kv = fresh;
         }
         rows_ = n;
+    }
+
+    /// The rows a resample-ablated decoder sub-layer takes its output from at this step: row
+    /// r of sentence s takes the row of the same rank among the rows of the next sentence
+    /// still decoded (cyclically, in sentence order); a sentence decoded alone takes its own.
+    [[nodiscard]] std::vector<std::int64_t> resample_rows() const {
+        std::vector<std::int64_t> sentences(sentence_);
+        std::sort(sentences.begin(), sentences.end());
+        sentences.erase(std::unique(sentences.begin(), sentences.end()), sentences.end());
+        std::vector<std::vector<std::int64_t>> rows_of(sentences.size());
+        const auto slot = [&](std::int64_t s) { return static_cast<std::size_t>(std::lower_bound(sentences.begin(), sentences.end(), s) - sentences.begin()); };
+        for (index_t r = 0; r < rows_; ++r) rows_of[slot(sentence_[static_cast<std::size_t>(r)])].push_back(r);
+        std::vector<std::int64_t> from(static_cast<std::size_t>(rows_));
+        std::vector<std::size_t> rank(sentences.size(), 0);
+        for (index_t r = 0; r < rows_; ++r) {
+            const std::size_t i = slot(sentence_[static_cast<std::size_t>(r)]);
+            const auto& next = rows_of[(i + 1) % sentences.size()];
+            from[static_cast<std::size_t>(r)] = next[rank[i]++ % next.size()];
+        }
+        return from;
     }
 
 private:
@@ -307,16 +329,28 @@ std::vector<hypothesis> beam_search(const Seq2SeqTransformer<T, B>& model, const
     decoder_state<T, B> st(model, memory, src.lengths, K, cap);
     std::vector<hypothesis> out(static_cast<std::size_t>(Bn));
     std::vector<std::int64_t> ids(static_cast<std::size_t>(Bn * K), o.bos_id);
-    std::vector<double> lp;
     struct cand {
         double score;
         index_t beam;
         std::int64_t token;
     };
+    const auto better = [](const cand& a, const cand& b) { return elementwise::beam_before(a.score, a.beam, a.token, b.score, b.beam, b.token); };
+    // a sentence's 2K best candidates over K × V are among its beams' 2K best each (within a
+    // beam the order is that of the beam's own candidates): each row's are chosen where the
+    // logits are, 2·(2K) + 1 numbers a row read back instead of V
+    const index_t take = std::min<index_t>(2 * K, V);
     std::vector<cand> cands;
+    std::vector<double> bases;
     for (index_t t = 0; !live.empty(); ++t) {
         const Tensor<T, B> logits = st.step(ids);
-        const std::vector<T> L = logits.to_vector();
+        bases.clear();
+        for (const sentence& s : live)
+            for (const beam_entry& e : s.beams) bases.push_back(e.score);
+        const auto rows = static_cast<index_t>(bases.size());
+        const auto base = Tensor<double, B>::from({rows}, bases);
+        auto picked = Tensor<double, B>::empty({rows, 2 * take + 1});
+        primitives<B>::beam_pick(rows, V, logits.contiguous().data(), base.data(), take, o.eos_id, picked.data());
+        const std::vector<double> P = picked.to_vector();
         std::vector<sentence> next_live;
         std::vector<std::int64_t> keep, next_ids;
         for (std::size_t si = 0; si < live.size(); ++si) {
@@ -324,25 +358,18 @@ std::vector<hypothesis> beam_search(const Seq2SeqTransformer<T, B>& model, const
             const bool last = t + 1 >= s.limit;  // the last position allowed: only EOS
             cands.clear();
             for (index_t k = 0; k < K; ++k) {
-                const double base = s.beams[static_cast<std::size_t>(k)].score;
-                if (base == ninf) continue;
-                const T* row = L.data() + (static_cast<index_t>(si) * K + k) * V;
-                elementwise::log_softmax_row(row, V, lp);
+                if (s.beams[static_cast<std::size_t>(k)].score == ninf) continue;
+                const double* row = P.data() + (static_cast<index_t>(si) * K + k) * (2 * take + 1);
                 if (last) {
-                    cands.push_back({base + lp[static_cast<std::size_t>(o.eos_id)], k, o.eos_id});
+                    cands.push_back({row[2 * take], k, o.eos_id});
                     continue;
                 }
-                for (index_t v = 0; v < V; ++v) cands.push_back({base + lp[static_cast<std::size_t>(v)], k, static_cast<std::int64_t>(v)});
+                for (index_t c = 0; c < take; ++c) cands.push_back({row[2 * c], k, static_cast<std::int64_t>(row[2 * c + 1])});
             }
-            const auto better = [](const cand& a, const cand& b) {
-                if (a.score != b.score) return a.score > b.score;
-                if (a.beam != b.beam) return a.beam < b.beam;
-                return a.token < b.token;
-            };
-            const std::size_t take = std::min(cands.size(), static_cast<std::size_t>(2 * K));
-            std::partial_sort(cands.begin(), cands.begin() + static_cast<std::ptrdiff_t>(take), cands.end(), better);
+            const std::size_t take_best = std::min(cands.size(), static_cast<std::size_t>(2 * K));
+            std::partial_sort(cands.begin(), cands.begin() + static_cast<std::ptrdiff_t>(take_best), cands.end(), better);
             std::vector<beam_entry> next;
-            for (std::size_t c = 0; c < take && static_cast<index_t>(next.size()) < K; ++c) {
+            for (std::size_t c = 0; c < take_best && static_cast<index_t>(next.size()) < K; ++c) {
                 const cand& cd = cands[c];
                 const beam_entry& from = s.beams[static_cast<std::size_t>(cd.beam)];
                 if (cd.token == o.eos_id) {

@@ -12,10 +12,12 @@
 // LayerNorm still normalises that path (y = LN(x)); in a pre-LN layer y = x.
 #include <cmath>
 #include <concepts>
+#include <cstdint>
 #include <limits>
 #include <span>
 #include <type_traits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -247,12 +249,60 @@ inline const char* to_string(sublayer_type t) {
     }
 }
 
+/// What a switched-off sub-layer's branch outputs instead (the analyses' ablation kinds):
+///   zero      nothing: y = LN(x) post-LN, y = x pre-LN (the residual path alone);
+///   mean      its mean output over a reference set, per position and feature
+///             (residual_base::record_mean; a position the reference never reached takes
+///             the mean over all positions);
+///   resample  its output for another input of the same batch: sequence b takes the output
+///             computed for sequence b + 1 (cyclically; see ablation_site for decoding).
+enum class ablation_kind { zero, mean, resample };
+inline const char* to_string(ablation_kind k) {
+    switch (k) {
+        case ablation_kind::mean: return "mean";
+        case ablation_kind::resample: return "resample";
+        default: return "zero";
+    }
+}
+/// "zero", "mean" or "resample"; usage_error naming `what` (a flag or key) otherwise.
+inline ablation_kind parse_ablation_kind(const std::string& s, const std::string& what = "ablation") {
+    for (const ablation_kind k : {ablation_kind::zero, ablation_kind::mean, ablation_kind::resample})
+        if (s == to_string(k)) return k;
+    throw usage_error(what + ": '" + s + "' is not an ablation kind (zero, mean or resample)");
+}
+
+/// Where a sub-layer's rows are, for the ablation kinds that depend on it.
+struct ablation_site {
+    index_t first_position = 0;                     // the position of x's first column (incremental decoding: t)
+    std::span<const std::int64_t> resample_from{};  // row r takes row resample_from[r]'s output (empty: row r + 1, cyclically)
+};
+
 /// What the analyses see of a sub-layer, whatever its branch type.
 struct residual_base {
     sublayer_type type;
-    bool enabled = true;  // false: the branch outputs zero (ablation)
+    bool enabled = true;                           // false: the branch is ablated ...
+    ablation_kind ablation = ablation_kind::zero;  // ... and outputs this instead
     explicit residual_base(sublayer_type t) : type(t) {}
     virtual ~residual_base() = default;
+    /// record_mean(true) starts summing the branch's outputs per position and feature (every
+    /// forward, over every sequence of the batch, padding positions as computed);
+    /// record_mean(false) stops and makes their mean the one `mean` ablation outputs.
+    virtual void record_mean(bool on) = 0;
+    /// Stops recording and keeps the previous mean, if any.
+    virtual void discard_recording() noexcept = 0;
+    [[nodiscard]] virtual bool has_mean() const = 0;
+    /// What the sub-layer outputs, as far as a cache of its results must know: switched on
+    /// or off, the kind, and which recorded mean (counted up by each record_mean(false)).
+    struct output_state {
+        bool enabled;
+        ablation_kind ablation;
+        std::uint64_t mean_generation;
+        bool operator==(const output_state&) const = default;
+    };
+    [[nodiscard]] output_state state() const { return {enabled, ablation, mean_generation_}; }
+
+protected:
+    std::uint64_t mean_generation_ = 0;
 };
 
 /// post-LN: y = LN(x + Drop(branch(x, ...)));  pre-LN: y = x + Drop(branch(LN(x), ...)).
@@ -271,24 +321,105 @@ public:
     }
     /// The sub-layer around any computation of the branch, f(branch input) -> branch output
     /// (e.g. an incremental attention step with a cache): the same residual, LayerNorm,
-    /// dropout and ablation as operator(). An ablated sub-layer never calls f.
+    /// dropout and ablation as operator(). A sub-layer ablated to zero or its mean never
+    /// calls f.
     template <class F>
-    Var<T, B> wrap(const Var<T, B>& x, F&& f) const {
+    Var<T, B> wrap(const Var<T, B>& x, F&& f, const ablation_site& site = {}) const {
         const T p = static_cast<T>(cfg_.dropout);
         const bool train = this->is_training();
+        const auto out = [&](const Var<T, B>& in) {
+            if (enabled) {
+                Var<T, B> y = f(in);
+                if (recording_) record(y.value());
+                return dropout(y, p, *rng_, train);
+            }
+            return ablated(in, f, site);
+        };
         if (cfg_.norm_first) {
-            if (!enabled) return x;
-            return x + dropout(f(norm(x)), p, *rng_, train);
+            if (!enabled && ablation == ablation_kind::zero) return x;
+            return x + out(norm(x));
         }
-        if (!enabled) return norm(x);
-        return norm(x + dropout(f(x), p, *rng_, train));
+        if (!enabled && ablation == ablation_kind::zero) return norm(x);
+        return norm(x + out(x));
     }
+    void record_mean(bool on) override {
+        if (on) {
+            recording_.emplace();
+            return;
+        }
+        DEPTHLAB_CHECK(recording_ && !recording_->count.empty(), usage_error, "record_mean: no ", to_string(type),
+                       " branch output was recorded (no forward pass ran while recording)");
+        const auto& r = *recording_;
+        const index_t P = static_cast<index_t>(r.count.size()), D = cfg_.dim;
+        std::vector<T> mean(static_cast<std::size_t>((P + 1) * D));
+        std::vector<double> pooled(static_cast<std::size_t>(D), 0.0);
+        std::int64_t total = 0;
+        for (index_t t = 0; t < P; ++t) {
+            total += r.count[static_cast<std::size_t>(t)];
+            for (index_t d = 0; d < D; ++d) {
+                const double v = r.sum[static_cast<std::size_t>(t * D + d)];
+                pooled[static_cast<std::size_t>(d)] += v;
+                mean[static_cast<std::size_t>(t * D + d)] = static_cast<T>(v / static_cast<double>(r.count[static_cast<std::size_t>(t)]));
+            }
+        }
+        for (index_t d = 0; d < D; ++d)
+            mean[static_cast<std::size_t>(P * D + d)] = static_cast<T>(pooled[static_cast<std::size_t>(d)] / static_cast<double>(total));
+        mean_ = Tensor<T, B>::from({P + 1, D}, mean);
+        ++mean_generation_;
+        recording_.reset();
+    }
+    void discard_recording() noexcept override { recording_.reset(); }
+    [[nodiscard]] bool has_mean() const override { return mean_.defined(); }
+
     Branch branch;
     LayerNorm<T, B> norm;
 
 private:
+    struct mean_sums {
+        std::vector<double> sum;          // (positions, D)
+        std::vector<std::int64_t> count;  // sequences summed at each position
+    };
+    // y: (N, T, D) branch outputs, summed on the host in double
+    void record(const Tensor<T, B>& y) const {
+        DEPTHLAB_CHECK(y.shape().rank() == 3 && y.dim(2) == cfg_.dim, shape_error, "record_mean: ", to_string(type), " branch output ", y.shape(),
+                       ", expected (N, T, ", cfg_.dim, ")");
+        const index_t D = cfg_.dim, Tn = y.dim(1), N = y.dim(0);
+        auto& r = *recording_;
+        if (static_cast<index_t>(r.count.size()) < Tn) {
+            r.count.resize(static_cast<std::size_t>(Tn), 0);
+            r.sum.resize(static_cast<std::size_t>(Tn * D), 0.0);
+        }
+        const std::vector<T> v = y.to_vector();
+        for (index_t t = 0; t < Tn; ++t) r.count[static_cast<std::size_t>(t)] += N;
+        for (index_t n = 0; n < N; ++n)
+            for (index_t i = 0; i < Tn * D; ++i) r.sum[static_cast<std::size_t>(i)] += static_cast<double>(v[static_cast<std::size_t>(n * Tn * D + i)]);
+    }
+    // the output of an ablated branch for input `in` (N, T, D): its mean at the positions of
+    // the site, or its output for the rows the site names
+    template <class F>
+    Var<T, B> ablated(const Var<T, B>& in, F& f, const ablation_site& site) const {
+        const Shape& s = in.shape();
+        DEPTHLAB_CHECK(s.rank() == 3, shape_error, "ablation: ", to_string(ablation), "-ablating a ", to_string(type), " sub-layer needs (N, T, D) inputs, got ", s);
+        const index_t rows = s[0], Tn = s[1];
+        if (ablation == ablation_kind::mean) {
+            DEPTHLAB_CHECK(mean_.defined(), usage_error, "ablation: a mean-ablated ", to_string(type),
+                           " sub-layer without a recorded mean (record_mean, or analysis::record_ablation_means)");
+            const index_t P = mean_.dim(0) - 1;
+            std::vector<std::int64_t> at(static_cast<std::size_t>(Tn));
+            for (index_t t = 0; t < Tn; ++t) at[static_cast<std::size_t>(t)] = std::min(site.first_position + t, P);
+            return gather_rows(Var<T, B>::constant(mean_), std::span<const std::int64_t>(at));  // (T, D): broadcast over the rows
+        }
+        std::vector<std::int64_t> from(site.resample_from.begin(), site.resample_from.end());
+        if (from.empty())
+            for (index_t r = 0; r < rows; ++r) from.push_back((r + 1) % rows);
+        DEPTHLAB_CHECK(static_cast<index_t>(from.size()) == rows, shape_error, "ablation: resampling ", rows, " rows from a map of ", from.size());
+        return gather_rows(f(in), std::span<const std::int64_t>(from));
+    }
+
     transformer_config cfg_;
     Generator* rng_;
+    mutable std::optional<mean_sums> recording_;
+    Tensor<T, B> mean_;  // (positions + 1, D): the mean at each recorded position, then over all of them
 };
 
 template <class T, class B = backend::cpu>
@@ -326,11 +457,13 @@ public:
     /// position t; self_kv (N, capacity, 2D) the self-attention cache (position t is
     /// written); memory_kv (N, Tk, 2D) = cross_attention.branch.project_memory(memory);
     /// memory_mask additive, broadcastable to (N, H, 1, Tk). Equals row t of operator().
-    Var<T, B> step(const Var<T, B>& x, Tensor<T, B>& self_kv, const Tensor<T, B>& memory_kv, const Tensor<T, B>& memory_mask,
-                   index_t t) const {
-        Var<T, B> h = self_attention.wrap(x, [&](const Var<T, B>& in) { return self_attention.branch.step(in, self_kv, t); });
-        h = cross_attention.wrap(h, [&](const Var<T, B>& in) { return cross_attention.branch.step_cross(in, memory_kv, memory_mask); });
-        return feed_forward(h);
+    /// `resample_from`: the rows a resample-ablated sub-layer takes its output from.
+    Var<T, B> step(const Var<T, B>& x, Tensor<T, B>& self_kv, const Tensor<T, B>& memory_kv, const Tensor<T, B>& memory_mask, index_t t,
+                   std::span<const std::int64_t> resample_from = {}) const {
+        const ablation_site site{.first_position = t, .resample_from = resample_from};
+        Var<T, B> h = self_attention.wrap(x, [&](const Var<T, B>& in) { return self_attention.branch.step(in, self_kv, t); }, site);
+        h = cross_attention.wrap(h, [&](const Var<T, B>& in) { return cross_attention.branch.step_cross(in, memory_kv, memory_mask); }, site);
+        return feed_forward.wrap(h, [&](const Var<T, B>& in) { return feed_forward.branch(in); }, site);
     }
 
     Residual<MultiHeadAttention<T, B>, T, B> self_attention;

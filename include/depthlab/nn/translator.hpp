@@ -182,7 +182,7 @@ public:
 private:
     bool encoder_unchanged() const {
         for (std::size_t i = 0; i < encoder_sublayers_.size(); ++i)
-            if (encoder_sublayers_[i]->enabled != enabled_[i]) return false;
+            if (encoder_sublayers_[i]->state() != states_[i]) return false;
         for (std::size_t i = 0; i < encoder_params_.size(); ++i) {
             const auto& v = encoder_params_[i].value();
             if constexpr (B::host_accessible) {
@@ -194,8 +194,8 @@ private:
         return true;
     }
     void remember_encoder() {
-        enabled_.clear();
-        for (const auto* r : encoder_sublayers_) enabled_.push_back(r->enabled);
+        states_.clear();
+        for (const auto* r : encoder_sublayers_) states_.push_back(r->state());
         values_.clear();
         for (const auto& p : encoder_params_) values_.push_back(p.value().to_vector());
     }
@@ -207,7 +207,7 @@ private:
     std::uint64_t cached_set_ = 0;  // translation_set::id of the cached encoder outputs
     batch_shard cached_shard_;  // the batches they were computed for
     std::vector<Var<T, B>> memories_;
-    std::vector<bool> enabled_;
+    std::vector<residual_base::output_state> states_;
     std::vector<std::vector<T>> values_;
     std::size_t encoder_runs_ = 0, encoder_reuses_ = 0;
 };

@@ -61,13 +61,18 @@ inline line_series step_series(std::string name, const std::vector<std::pair<std
 inline void contribution_section(html_page& page, const analysis::contribution_result& c, const study_labels& l) {
     using detail::fixed;
     page.section("Contribution scores");
-    page.paragraph("Module n is removed (its residual branch outputs zero; the sub-layer's LayerNorm still normalises the residual path, " +
-                   std::string(l.post_ln ? "y = LN(x), since the model is post-LN" : "y = x, since the model is pre-LN") +
-                   ") and the analysis metric is measured again: d_n = clip(" + l.metric + "_base − " + l.metric + "_without_n, 0, C), C = " +
+    const std::string removal =
+        c.ablation == nn::ablation_kind::mean
+            ? "Ablation kind: mean. Module n's residual branch outputs its mean over the reference batches (per position and feature) instead of its output"
+        : c.ablation == nn::ablation_kind::resample
+            ? "Ablation kind: resample. Module n's residual branch outputs what it computes for another sentence of the same batch (the next one, cyclically)"
+            : std::string("Ablation kind: zero. Module n is removed (its residual branch outputs zero; the sub-layer's LayerNorm still normalises the residual path, ") +
+                  (l.post_ln ? "y = LN(x), since the model is post-LN)" : "y = x, since the model is pre-LN)");
+    page.paragraph(removal + ", and the analysis metric is measured again: d_n = clip(" + l.metric + "_base − " + l.metric + "_without_n, 0, C), C = " +
                    fixed(c.clip, 3) + ", score = d_n / max_m d_m.");
     page.figure(type_layer_heat_map(analysis::by_type_and_layer(analysis::values_of(c)),
                                     {.title = "Contribution score (darker = more important)",
-                                     .subtitle = "one module removed at a time · " + l.metric + " drop, clipped at C, normalised",
+                                     .subtitle = "one module removed at a time (" + std::string(nn::to_string(c.ablation)) + " ablation) · " + l.metric + " drop, clipped at C, normalised",
                                      .x_label = "layer",
                                      .y_label = "module",
                                      .value_label = "contribution"}),

@@ -544,6 +544,30 @@ struct host_primitives {
         }
     }
 
+    template <class T>
+    static void beam_pick(index_t rows, index_t V, const T* logits, const double* base, index_t take, std::int64_t eos, double* out) {
+        launch();
+        DEPTHLAB_CHECK(eos >= 0 && eos < V, index_error, "beam_pick: EOS id ", eos, " outside the vocabulary [0, ", V, ")");
+        DEPTHLAB_CHECK(take >= 1 && take <= V, shape_error, "beam_pick: ", take, " candidates a row from a vocabulary of ", V);
+        std::vector<double> lp;
+        std::vector<index_t> order(static_cast<std::size_t>(V));
+        for (index_t r = 0; r < rows; ++r) {
+            elementwise::log_softmax_row(logits + r * V, V, lp);
+            for (auto& x : lp) x = base[r] + x;
+            for (index_t v = 0; v < V; ++v) order[static_cast<std::size_t>(v)] = v;
+            std::partial_sort(order.begin(), order.begin() + take, order.end(), [&](index_t a, index_t b) {
+                return elementwise::beam_before(lp[static_cast<std::size_t>(a)], 0, a, lp[static_cast<std::size_t>(b)], 0, b);
+            });
+            double* o = out + r * (2 * take + 1);
+            for (index_t c = 0; c < take; ++c) {
+                const index_t v = order[static_cast<std::size_t>(c)];
+                o[2 * c] = lp[static_cast<std::size_t>(v)];
+                o[2 * c + 1] = static_cast<double>(v);
+            }
+            o[2 * take] = lp[static_cast<std::size_t>(eos)];
+        }
+    }
+
     // y = x * dropout_mask's value (y += with accumulate), the mask drawn for 1024 elements at a
     // time into a local buffer and applied by the product kernels mul / mul_acc: the same bits as
     // the stored mask and a product, without the mask (x may be y)

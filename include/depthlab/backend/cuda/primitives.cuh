@@ -597,6 +597,53 @@ void primitives<backend::cuda>::greedy_pick(index_t rows, index_t V, const T* lo
     }, "greedy_pick");
 }
 
+// One block per row: the log-sum-exp as greedy_pick, then `take` rounds, each a block-wide
+// selection of the first candidate in elementwise::beam_before order after the one the
+// previous round took (rank, then the lowest id: two block reductions). 2·take + 1 doubles a
+// row go to the host instead of the row's V logits.
+template <class T>
+void primitives<backend::cuda>::beam_pick(index_t rows, index_t V, const T* logits, const double* base, index_t take, std::int64_t eos,
+                                          double* out) {
+    DEPTHLAB_CHECK(eos >= 0 && eos < V, index_error, "beam_pick: EOS id ", eos, " outside the vocabulary [0, ", V, ")");
+    DEPTHLAB_CHECK(take >= 1 && take <= V, shape_error, "beam_pick: ", take, " candidates a row from a vocabulary of ", V);
+    cuda::for_each_row(rows, V, [=] __device__(index_t r) {
+        const T* x = logits + r * V;
+        double mx = -std::numeric_limits<double>::infinity();
+        for (index_t c = threadIdx.x; c < V; c += blockDim.x)
+            if (static_cast<double>(x[c]) > mx) mx = static_cast<double>(x[c]);
+        mx = cuda::block_max(mx);
+        double s = 0;
+        for (index_t c = threadIdx.x; c < V; c += blockDim.x) s += std::exp(static_cast<double>(x[c]) - mx);
+        s = cuda::block_sum(s);
+        const double lse = mx + std::log(s), b = base[r];
+        const auto score = [=](index_t c) { return b + (static_cast<double>(x[c]) - lse); };
+        double* o = out + r * (2 * take + 1);
+        double prev_rank = 0;
+        index_t prev = -1;
+        for (index_t k = 0; k < take; ++k) {
+            double best_rank = -std::numeric_limits<double>::infinity();
+            index_t best = V;  // none: every thread's candidates may have been taken
+            for (index_t c = threadIdx.x; c < V; c += blockDim.x) {
+                const double rc = elementwise::beam_rank(score(c));
+                const bool after = k == 0 || rc < prev_rank || (rc == prev_rank && c > prev);
+                if (after && (best == V || rc > best_rank)) {  // columns ascend: the first of equal ranks stays
+                    best_rank = rc;
+                    best = c;
+                }
+            }
+            const double top = cuda::block_max(best_rank);
+            const index_t pick = -cuda::block_max(best != V && best_rank == top ? -best : -V);
+            if (threadIdx.x == 0) {
+                o[2 * k] = score(pick);
+                o[2 * k + 1] = static_cast<double>(pick);
+            }
+            prev_rank = top;
+            prev = pick;
+        }
+        if (threadIdx.x == 0) o[2 * take] = score(eos);
+    }, "beam_pick");
+}
+
 template <class T>
 void primitives<backend::cuda>::gather_rows(index_t n, index_t cols, const T* table, index_t limit, const std::int64_t* ids, T* out, bool accumulate) {
     gather_rows_strided(n, cols, cols, cols, table, limit, ids, out, accumulate);
