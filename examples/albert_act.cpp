@@ -194,7 +194,11 @@ int run(options o, dist::communicator& comm) {
                                              {"training time", train::format_duration(fit.seconds)},
                                              {"GEMM precision / ISA / threads", examples::precision_description(B::name) + " / " +
                                                                                      cpu::to_string(cpu::active_isa()) + " / " + std::to_string(max_threads())},
-                                             {"dev MLM / SOP accuracy", fmt(final_ev.mlm_acc, 1) + "% / " + fmt(final_ev.sop_acc, 1) + "%"}},
+                                             {"dev MLM / SOP accuracy", fmt(final_ev.mlm_acc, 1) + "% / " + fmt(final_ev.sop_acc, 1) + "%"},
+                                             {"dev encoder FLOPs per token (products that ran) / fixed depth of equal FLOPs",
+                                              fmt(final_ev.stats.flops_per_token() / 1e6, 3) + " MFLOP / " +
+                                                  fmt(final_ev.stats.flops_per_token() / halting::dense_iteration_flops_per_token(cfg.layer, o.seq_len), 2) +
+                                                  " iterations (N_max " + std::to_string(n_max) + ")"}},
                                    .eval = &final_ev, .n_max = n_max, .steps = fit.steps, .log = train::read_metrics_log(trainer.metrics_path()),
                                    .outputs = "Outputs next to this page: halting.csv, fixed_point.csv, metrics.jsonl, checkpoint.safetensors.",
                                    .provenance = "depthlab examples/albert_act, preset " + o.preset + ", seed " + std::to_string(o.seed)})

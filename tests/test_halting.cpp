@@ -182,6 +182,78 @@ TEST_CASE_TEMPLATE("ACT: the compact path equals the dense masked reference (val
         }
 }
 
+// FLOPs counted where products are issued (flop_scope): a dense encoder layer's forward is
+// the analytic 2·BT·(4D² + 2DF) + 4·B·T²·D, its backward twice that; the compact ACT
+// forward counts the rows it computed, iteration by iteration, from the tokens' N.
+TEST_CASE("FLOPs: a dense layer's count is the analytic formula; the compact ACT count is the sum over executed rows") {
+    const nn::transformer_config cfg = small_layer();
+    const index_t Bn = 3, Tt = 7, D = cfg.dim, F = cfg.ff_dim;
+    Generator gen(5);
+    nn::EncoderLayer<double> layer(cfg, gen);
+    const auto x = Var<double>::parameter(Tensor<double>::randn({Bn, Tt, D}, gen));
+    const std::int64_t forward = 2 * Bn * Tt * (4 * D * D + 2 * D * F) + 4 * Bn * Tt * Tt * D;
+    {
+        no_grad g;
+        const flop_scope f;
+        (void)layer(x);
+        CHECK(f.flops() == forward);
+    }
+    const flop_scope f;
+    auto y = layer(x);
+    CHECK(f.flops() == forward);
+    sum(y).backward();
+    CHECK(f.flops() == 3 * forward);
+
+    for (int quantum : {1, 16}) {
+        CAPTURE(quantum);
+        Generator g2(6);
+        act_options opt;
+        opt.max_iterations = 6;
+        opt.row_quantum = quantum;
+        ActEncoder<double> enc(cfg, g2, opt);
+        spread_halting(enc, -1.0, 101);
+        const std::vector<index_t> lengths{7, 4, 1};
+        const auto x0 = Var<double>::constant(Tensor<double>::randn({Bn, Tt, D}, g2));
+        no_grad ng;
+        const auto r = enc(x0, lengths);
+        REQUIRE(r.record.compact);
+        const auto& N = r.record.N;
+        std::int64_t want = 2 * Bn * Tt * D * 2 * D;  // keys and values of every position, once
+        index_t prev_rows = 0;
+        for (int n = 1; n <= r.record.iterations; ++n) {
+            std::vector<index_t> running(static_cast<std::size_t>(Bn), 0);
+            for (index_t i = 0; i < Bn * Tt; ++i) running[static_cast<std::size_t>(i / Tt)] += N[static_cast<std::size_t>(i)] >= n;
+            index_t rows = 0, most = 0;
+            for (const index_t c : running) {
+                rows += c;
+                most = std::max(most, c);
+            }
+            if (quantum > 1) break;  // (padded rows: checked below as a bound)
+            const bool block = rows == Bn * most;  // every sequence runs as many: no padding block
+            const index_t block_rows = block ? most : std::max<index_t>(1, (most + 7) / 8 * 8);
+            if (n > 1) want += 2 * prev_rows * D * 2 * D;                // the previous iteration's keys and values again
+            want += 2 * rows * D * D * 2 + 2 * rows * D * F * 2 + 2 * rows * D;  // q, out projections; FF; halting unit
+            want += 4 * Bn * block_rows * Tt * D;                       // scores and mix over the (B, block_rows) block
+            prev_rows = rows;
+        }
+        if (quantum == 1) {
+            CHECK(r.record.flops == want);
+        } else {
+            // padded to 16 rows an iteration: more than the exact rows, less than the dense path's
+            act_options dense_opt = opt;
+            dense_opt.compact = false;
+            Generator g3(6);  // the same parameters as enc's
+            ActEncoder<double> dense(cfg, g3, dense_opt);
+            spread_halting(dense, -1.0, 101);
+            const auto rd = dense(x0, lengths);
+            CHECK(rd.record.N == r.record.N);
+            CHECK(r.record.flops < rd.record.flops);
+            CHECK(rd.record.flops == static_cast<std::int64_t>(rd.record.iterations) * (forward + 2 * Bn * Tt * D));
+        }
+        CHECK(r.record.flops_per_token() == doctest::Approx(static_cast<double>(r.record.flops) / 12.0));
+    }
+}
+
 TEST_CASE("ACT: the default options train with dropout and pre-LN (the dense path runs where the compact one does not apply)") {
     for (const bool norm_first : {false, true}) {
         CAPTURE(norm_first);

@@ -538,6 +538,33 @@ struct gemm_args {
     const gemm_addresses* addresses = nullptr;
 };
 
+/// The floating-point operations of one product: 2·m·n·k (a multiply and an add per term)
+/// for each of its batch × batch2 matrices.
+inline std::int64_t gemm_flops(const gemm_args& g) { return 2 * g.m * g.n * g.k * g.batch * g.batch2; }
+
+namespace detail {
+inline std::int64_t& issued_flops() {
+    thread_local std::int64_t n = 0;
+    return n;
+}
+}  // namespace detail
+/// Every backend's gemm and gemm_bias count their product here when they issue it (on the
+/// issuing host thread): the FLOPs of what ran — an ACT encoder's compact rows, not its padded
+/// batch; a pruned or ablated sub-layer's products not at all. Elementwise work, softmax and
+/// norms are not counted (linear in the width, against the products' quadratic).
+inline void count_gemm_flops(const gemm_args& g) { detail::issued_flops() += gemm_flops(g); }
+/// The products' FLOPs this thread has issued so far; differences measure a span (flop_scope).
+inline std::int64_t flops_issued() { return detail::issued_flops(); }
+/// The FLOPs issued by this thread during the scope's life so far.
+class flop_scope {
+public:
+    flop_scope() : start_(flops_issued()) {}
+    [[nodiscard]] std::int64_t flops() const { return flops_issued() - start_; }
+
+private:
+    std::int64_t start_;
+};
+
 /// The matrix addresses a device needs for a product whose two batch strides do not fold into
 /// one (attention over (sequence, head) views of a projection: pointer-batched cuBLAS). A
 /// product builds its table itself, one launch; primitives<B>::gemm_address_tables builds the
@@ -6915,6 +6942,12 @@ struct halting_record {
     std::vector<std::vector<double>> cosine;  // [iteration][token]: cos(s^{n-1}, s^n), NaN when not running
     std::vector<index_t> running_per_iteration;
     bool compact = false;                // the compact path ran (act_options::compact)
+    std::int64_t flops = 0;              // the forward's matrix-product FLOPs that ran (flop_scope): the iterations' rows
+    /// flops per real token (N > 0); 0 for an empty record.
+    [[nodiscard]] double flops_per_token() const {
+        const auto real = std::count_if(N.begin(), N.end(), [](int n) { return n > 0; });
+        return real > 0 ? static_cast<double>(flops) / static_cast<double>(real) : 0.0;
+    }
 };
 
 template <class T, class B = backend::cpu>
@@ -7431,15 +7464,20 @@ act_result<T, B> ActEncoder<T, B, Policy>::operator()(const Var<T, B>& x, const 
     for (std::size_t b = 0; b < lengths.size(); ++b)
         DEPTHLAB_CHECK(lengths[b] >= 1 && lengths[b] <= sx[1], usage_error, "ActEncoder: sequence ", b, " has length ", lengths[b],
                        ", outside [1, ", sx[1], "]");
+    const flop_scope flops;
+    const auto counted = [&](act_result<T, B> r) {
+        r.record.flops = flops.flops();
+        return r;
+    };
     if constexpr (std::is_same_v<Policy, act>) {
-        if (opt.compact && compact_applies()) return compact_forward(x, lengths);
+        if (opt.compact && compact_applies()) return counted(compact_forward(x, lengths));
     }
     if constexpr (std::is_same_v<Policy, pondernet>) {
         DEPTHLAB_CHECK(opt.lambda_p > 0 && opt.lambda_p < 1, usage_error, "ActEncoder<pondernet>: lambda_p must lie in (0, 1), got ",
                        opt.lambda_p);
-        return pondernet_forward(x, lengths);
+        return counted(pondernet_forward(x, lengths));
     } else {
-        return dense_forward(x, lengths);
+        return counted(dense_forward(x, lengths));
     }
 }
 
@@ -11283,9 +11321,10 @@ struct host_primitives {
         }
         if constexpr (!B::host_accessible) counters<B>().launches.fetch_add(1, std::memory_order_relaxed);
     }
-    /// A GEMM call: a launch, and counted as a GEMM.
-    static void launch_gemm() {
+    /// A GEMM call: a launch, counted as a GEMM and by its FLOPs.
+    static void launch_gemm(const gemm_args& g) {
         launch();
+        count_gemm_flops(g);
         if constexpr (!B::host_accessible) counters<B>().gemms.fetch_add(1, std::memory_order_relaxed);
     }
 
@@ -11953,13 +11992,13 @@ struct host_primitives {
     // ---- GEMM ----
     template <class T>
     static void gemm(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c) {
-        launch_gemm();
+        launch_gemm(g);
         cpu::gemm(g, alpha, a, b, beta, c);
     }
     // c = op(a) op(b) + bias in every row (one product): the bias is the GEMM's epilogue
     template <class T>
     static void gemm_bias(const gemm_args& g, const T* a, const T* b, const T* bias, T* c) {
-        launch_gemm();
+        launch_gemm(g);
         cpu::gemm_bias(g, a, b, bias, c);
     }
     /// The CPU's products need no address tables: none are made (and nothing is launched).
@@ -14787,9 +14826,12 @@ fit_result Trainer<T, B>::fit(const std::function<micro_batch<T, B>()>& next) {
     std::optional<op_profiler> profiler;
     std::int64_t profiled = 0;
     const std::int64_t profile_from = r.first_step + 5;
+    // the matrix products' FLOPs of this rank's steps since the last progress line (flop_scope)
+    std::int64_t step_flops = 0, flop_steps = 0;
     model_.train();
     while (step_ < o_.steps) {
         if (o_.profile_steps > 0 && step_ == profile_from) profiler.emplace();
+        const flop_scope this_step;
         try {
             clock();
             const std::int64_t scheduled = agreed_schedule_step();
@@ -14842,6 +14884,8 @@ fit_result Trainer<T, B>::fit(const std::function<micro_batch<T, B>()>& next) {
             throw numeric_error(depthlab::detail::cat("trainer: step ", step_ + 1, ": ", e.what(), "; training stopped", keep_good_checkpoint()));
         }
         ++step_;
+        step_flops += this_step.flops();
+        ++flop_steps;
         clock();
         const bool out_of_time = time_is_up(minutes_);
         if (step_ % o_.log_every == 0 || step_ == o_.steps || out_of_time) {
@@ -14852,6 +14896,8 @@ fit_result Trainer<T, B>::fit(const std::function<micro_batch<T, B>()>& next) {
                 for (auto& kv : log_extra(step_)) line.push_back(std::move(kv));
             if (o_.clip > 0) line.emplace_back("grad_norm", gnorm);
             line.emplace_back("lr", opt_.lr());
+            line.emplace_back("gflop_per_step", static_cast<double>(step_flops) / static_cast<double>(flop_steps) / 1e9);
+            step_flops = flop_steps = 0;
             if (is_root()) meter_->report(step_, line);
             if (on_log) on_log(step_, line);
             r.last_log = line;
@@ -18591,6 +18637,13 @@ public:
             add_token(name, rec, i);
             if (labels && !(*labels)[i].empty()) add_token("label:" + (*labels)[i], rec, i);
         }
+        flops_ += rec.flops;
+    }
+    /// The encoder forwards' matrix-product FLOPs per real token (halting_record::flops over
+    /// every batch added); NaN before any token.
+    [[nodiscard]] double flops_per_token() const {
+        const std::int64_t n = count("all");
+        return n == 0 ? NAN : static_cast<double>(flops_) / static_cast<double>(n);
     }
     [[nodiscard]] const std::map<std::string, cell>& table() const { return table_; }
     [[nodiscard]] const std::map<std::string, std::vector<trace_cell>>& trace() const { return trace_; }
@@ -18667,6 +18720,7 @@ private:
         }
     }
     std::map<std::string, cell> table_;
+    std::int64_t flops_ = 0;
     std::map<std::string, std::vector<trace_cell>> trace_;
 };
 
@@ -18679,6 +18733,16 @@ inline double mean_iterations(const halting_record& rec) {
             ++c;
         }
     return n / std::max(c, 1.0);
+}
+
+/// The matrix-product FLOPs per token of one dense iteration of an encoder layer over
+/// sequences of `length` tokens: the four D×D projections and the feed-forward (2·(4D² +
+/// 2·D·F)), scores and mix over `length` keys (4·length·D), the halting unit (2·D). What a
+/// fixed-depth model pays per layer, so flops_per_token() / this is the fixed depth of equal
+/// compute.
+inline double dense_iteration_flops_per_token(const nn::transformer_config& layer, index_t length) {
+    const auto D = static_cast<double>(layer.dim), F = static_cast<double>(layer.ff_dim);
+    return 2 * (4 * D * D + 2 * D * F) + 4 * static_cast<double>(length) * D + 2 * D;
 }
 
 /// A dev evaluation of an ALBERT-style model (encode / mlm_logits / sop_logits): MLM and SOP
@@ -18719,6 +18783,7 @@ inline nlohmann::ordered_json to_json(const albert_eval& ev) {
     j["dev_sop_acc"] = ev.sop_acc;
     j["dev_mlm_loss"] = ev.mlm_loss;
     j["dev_mean_N"] = ev.stats.mean_iterations("all");
+    j["dev_encoder_flops_per_token"] = ev.stats.flops_per_token();
     for (const auto& c : ev.stats.ordered_names()) j["dev_halting"][c] = ev.stats.mean_iterations(c);
     return j;
 }

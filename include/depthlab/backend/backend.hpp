@@ -100,6 +100,33 @@ struct gemm_args {
     const gemm_addresses* addresses = nullptr;
 };
 
+/// The floating-point operations of one product: 2·m·n·k (a multiply and an add per term)
+/// for each of its batch × batch2 matrices.
+inline std::int64_t gemm_flops(const gemm_args& g) { return 2 * g.m * g.n * g.k * g.batch * g.batch2; }
+
+namespace detail {
+inline std::int64_t& issued_flops() {
+    thread_local std::int64_t n = 0;
+    return n;
+}
+}  // namespace detail
+/// Every backend's gemm and gemm_bias count their product here when they issue it (on the
+/// issuing host thread): the FLOPs of what ran — an ACT encoder's compact rows, not its padded
+/// batch; a pruned or ablated sub-layer's products not at all. Elementwise work, softmax and
+/// norms are not counted (linear in the width, against the products' quadratic).
+inline void count_gemm_flops(const gemm_args& g) { detail::issued_flops() += gemm_flops(g); }
+/// The products' FLOPs this thread has issued so far; differences measure a span (flop_scope).
+inline std::int64_t flops_issued() { return detail::issued_flops(); }
+/// The FLOPs issued by this thread during the scope's life so far.
+class flop_scope {
+public:
+    flop_scope() : start_(flops_issued()) {}
+    [[nodiscard]] std::int64_t flops() const { return flops_issued() - start_; }
+
+private:
+    std::int64_t start_;
+};
+
 /// The matrix addresses a device needs for a product whose two batch strides do not fold into
 /// one (attention over (sequence, head) views of a projection: pointer-batched cuBLAS). A
 /// product builds its table itself, one launch; primitives<B>::gemm_address_tables builds the

@@ -143,6 +143,12 @@ struct halting_record {
     std::vector<std::vector<double>> cosine;  // [iteration][token]: cos(s^{n-1}, s^n), NaN when not running
     std::vector<index_t> running_per_iteration;
     bool compact = false;                // the compact path ran (act_options::compact)
+    std::int64_t flops = 0;              // the forward's matrix-product FLOPs that ran (flop_scope): the iterations' rows
+    /// flops per real token (N > 0); 0 for an empty record.
+    [[nodiscard]] double flops_per_token() const {
+        const auto real = std::count_if(N.begin(), N.end(), [](int n) { return n > 0; });
+        return real > 0 ? static_cast<double>(flops) / static_cast<double>(real) : 0.0;
+    }
 };
 
 template <class T, class B = backend::cpu>
@@ -659,15 +665,20 @@ act_result<T, B> ActEncoder<T, B, Policy>::operator()(const Var<T, B>& x, const 
     for (std::size_t b = 0; b < lengths.size(); ++b)
         DEPTHLAB_CHECK(lengths[b] >= 1 && lengths[b] <= sx[1], usage_error, "ActEncoder: sequence ", b, " has length ", lengths[b],
                        ", outside [1, ", sx[1], "]");
+    const flop_scope flops;
+    const auto counted = [&](act_result<T, B> r) {
+        r.record.flops = flops.flops();
+        return r;
+    };
     if constexpr (std::is_same_v<Policy, act>) {
-        if (opt.compact && compact_applies()) return compact_forward(x, lengths);
+        if (opt.compact && compact_applies()) return counted(compact_forward(x, lengths));
     }
     if constexpr (std::is_same_v<Policy, pondernet>) {
         DEPTHLAB_CHECK(opt.lambda_p > 0 && opt.lambda_p < 1, usage_error, "ActEncoder<pondernet>: lambda_p must lie in (0, 1), got ",
                        opt.lambda_p);
-        return pondernet_forward(x, lengths);
+        return counted(pondernet_forward(x, lengths));
     } else {
-        return dense_forward(x, lengths);
+        return counted(dense_forward(x, lengths));
     }
 }
 

@@ -56,6 +56,13 @@ public:
             add_token(name, rec, i);
             if (labels && !(*labels)[i].empty()) add_token("label:" + (*labels)[i], rec, i);
         }
+        flops_ += rec.flops;
+    }
+    /// The encoder forwards' matrix-product FLOPs per real token (halting_record::flops over
+    /// every batch added); NaN before any token.
+    [[nodiscard]] double flops_per_token() const {
+        const std::int64_t n = count("all");
+        return n == 0 ? NAN : static_cast<double>(flops_) / static_cast<double>(n);
     }
     [[nodiscard]] const std::map<std::string, cell>& table() const { return table_; }
     [[nodiscard]] const std::map<std::string, std::vector<trace_cell>>& trace() const { return trace_; }
@@ -132,6 +139,7 @@ private:
         }
     }
     std::map<std::string, cell> table_;
+    std::int64_t flops_ = 0;
     std::map<std::string, std::vector<trace_cell>> trace_;
 };
 
@@ -144,6 +152,16 @@ inline double mean_iterations(const halting_record& rec) {
             ++c;
         }
     return n / std::max(c, 1.0);
+}
+
+/// The matrix-product FLOPs per token of one dense iteration of an encoder layer over
+/// sequences of `length` tokens: the four D×D projections and the feed-forward (2·(4D² +
+/// 2·D·F)), scores and mix over `length` keys (4·length·D), the halting unit (2·D). What a
+/// fixed-depth model pays per layer, so flops_per_token() / this is the fixed depth of equal
+/// compute.
+inline double dense_iteration_flops_per_token(const nn::transformer_config& layer, index_t length) {
+    const auto D = static_cast<double>(layer.dim), F = static_cast<double>(layer.ff_dim);
+    return 2 * (4 * D * D + 2 * D * F) + 4 * static_cast<double>(length) * D + 2 * D;
 }
 
 /// A dev evaluation of an ALBERT-style model (encode / mlm_logits / sop_logits): MLM and SOP
@@ -184,6 +202,7 @@ inline nlohmann::ordered_json to_json(const albert_eval& ev) {
     j["dev_sop_acc"] = ev.sop_acc;
     j["dev_mlm_loss"] = ev.mlm_loss;
     j["dev_mean_N"] = ev.stats.mean_iterations("all");
+    j["dev_encoder_flops_per_token"] = ev.stats.flops_per_token();
     for (const auto& c : ev.stats.ordered_names()) j["dev_halting"][c] = ev.stats.mean_iterations(c);
     return j;
 }

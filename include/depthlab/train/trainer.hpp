@@ -496,9 +496,12 @@ fit_result Trainer<T, B>::fit(const std::function<micro_batch<T, B>()>& next) {
     std::optional<op_profiler> profiler;
     std::int64_t profiled = 0;
     const std::int64_t profile_from = r.first_step + 5;
+    // the matrix products' FLOPs of this rank's steps since the last progress line (flop_scope)
+    std::int64_t step_flops = 0, flop_steps = 0;
     model_.train();
     while (step_ < o_.steps) {
         if (o_.profile_steps > 0 && step_ == profile_from) profiler.emplace();
+        const flop_scope this_step;
         try {
             clock();
             const std::int64_t scheduled = agreed_schedule_step();
@@ -551,6 +554,8 @@ fit_result Trainer<T, B>::fit(const std::function<micro_batch<T, B>()>& next) {
             throw numeric_error(depthlab::detail::cat("trainer: step ", step_ + 1, ": ", e.what(), "; training stopped", keep_good_checkpoint()));
         }
         ++step_;
+        step_flops += this_step.flops();
+        ++flop_steps;
         clock();
         const bool out_of_time = time_is_up(minutes_);
         if (step_ % o_.log_every == 0 || step_ == o_.steps || out_of_time) {
@@ -561,6 +566,8 @@ fit_result Trainer<T, B>::fit(const std::function<micro_batch<T, B>()>& next) {
                 for (auto& kv : log_extra(step_)) line.push_back(std::move(kv));
             if (o_.clip > 0) line.emplace_back("grad_norm", gnorm);
             line.emplace_back("lr", opt_.lr());
+            line.emplace_back("gflop_per_step", static_cast<double>(step_flops) / static_cast<double>(flop_steps) / 1e9);
+            step_flops = flop_steps = 0;
             if (is_root()) meter_->report(step_, line);
             if (on_log) on_log(step_, line);
             r.last_log = line;

@@ -61,9 +61,10 @@ struct host_primitives {
         }
         if constexpr (!B::host_accessible) counters<B>().launches.fetch_add(1, std::memory_order_relaxed);
     }
-    /// A GEMM call: a launch, and counted as a GEMM.
-    static void launch_gemm() {
+    /// A GEMM call: a launch, counted as a GEMM and by its FLOPs.
+    static void launch_gemm(const gemm_args& g) {
         launch();
+        count_gemm_flops(g);
         if constexpr (!B::host_accessible) counters<B>().gemms.fetch_add(1, std::memory_order_relaxed);
     }
 
@@ -731,13 +732,13 @@ struct host_primitives {
     // ---- GEMM ----
     template <class T>
     static void gemm(const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c) {
-        launch_gemm();
+        launch_gemm(g);
         cpu::gemm(g, alpha, a, b, beta, c);
     }
     // c = op(a) op(b) + bias in every row (one product): the bias is the GEMM's epilogue
     template <class T>
     static void gemm_bias(const gemm_args& g, const T* a, const T* b, const T* bias, T* c) {
-        launch_gemm();
+        launch_gemm(g);
         cpu::gemm_bias(g, a, b, bias, c);
     }
     /// The CPU's products need no address tables: none are made (and nothing is launched).

@@ -134,7 +134,7 @@ void gemm_typed(const gemm_args& g, T alpha, const In* a, const In* b, T beta, T
     const cublasOperation_t ta = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, tb = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
     const int m = static_cast<int>(g.n), n = static_cast<int>(g.m), k = static_cast<int>(g.k);  // (column-major)
     if (g.batch2 == 1) {
-        note_gemm();
+        note_gemm(g);
         check(strided_batched<In, T>(h, ta, tb, m, n, k, &alpha, b, static_cast<int>(g.ldb), g.stride_b, a, static_cast<int>(g.lda), g.stride_a,
                                      &beta, c, static_cast<int>(g.ldc), g.stride_c, static_cast<int>(g.batch)),
               "gemm (strided batched)");
@@ -154,7 +154,7 @@ void gemm_typed(const gemm_args& g, T alpha, const In* a, const In* b, T beta, T
         const address_table_source s = address_source(g, a, b, c, sizeof(In), sizeof(T), p);
         for_each(count, [=] __device__(index_t q) { s.write(q); }, "gemm (batch addresses)");
     }
-    note_gemm();
+    note_gemm(g);
     check(pointer_batched<In, T>(h, ta, tb, m, n, k, &alpha, reinterpret_cast<const In* const*>(p), static_cast<int>(g.ldb),
                                  reinterpret_cast<const In* const*>(p + count), static_cast<int>(g.lda), &beta,
                                  reinterpret_cast<T* const*>(const_cast<void**>(p + 2 * count)), static_cast<int>(g.ldc), static_cast<int>(count)),
@@ -206,7 +206,7 @@ bool gemm_bias_lt(const gemm_args& g, const In* a, const In* b, const T* bias, T
                                              blas_workspace_bytes, stream());
     if (st == CUBLAS_STATUS_NOT_SUPPORTED) return false;
     check(st, "gemm_bias (cublasLtMatmul)");
-    note_gemm();
+    note_gemm(g);
     return true;
 }
 /// gemm_bias in one cuBLASLt call (under bf16, after converting the operands); false where

@@ -27,8 +27,9 @@ inline unsigned grid_for(index_t n) {
 }
 inline void note_launch() { counters<backend::cuda>().launches.fetch_add(1, std::memory_order_relaxed); }
 /// A cuBLAS call: a launch, and a GEMM.
-inline void note_gemm() {
+inline void note_gemm(const gemm_args& g) {
     note_launch();
+    count_gemm_flops(g);
     counters<backend::cuda>().gemms.fetch_add(1, std::memory_order_relaxed);
 }
 
