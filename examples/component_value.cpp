@@ -3,8 +3,9 @@
 // measure test BLEU, then run the analyses of analysis/component_value.hpp with BLEU on the
 // first --eval-sentences test sentences as the metric — contribution (ablation), criticality
 // (rewinding by interpolation), pruning curves, rewinding + fine-tuning — and write
-// contribution.csv, criticality.csv, criticality_trace.csv, pruning.csv, pruning_criticality.csv,
-// rewinding.csv, metrics.jsonl, summary.json and report.html into --out.
+// contribution.csv, contribution_ci.csv (each drop with its paired-bootstrap interval),
+// criticality.csv, criticality_trace.csv, pruning.csv, pruning_criticality.csv, rewinding.csv,
+// metrics.jsonl, summary.json and report.html into --out.
 //
 // The data folder holds {train,dev,test}.{src,tgt}, spm.model and meta.json (its "src"/"tgt"
 // name the pair): scripts/fetch-data translation (Ding, en-de) or scripts/prepare-parallel.
@@ -18,6 +19,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -154,9 +156,28 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
         // ---- the analyses, with BLEU on the first --eval-sentences test sentences as the metric
         const nn::translation_set analysis_set = set("analysis", test, static_cast<std::size_t>(o.eval_sentences), o.analysis_beam);
         const nn::search_options metric_search{.beam = static_cast<int>(o.analysis_beam), .alpha = o.alpha};
-        analysis::timed_metric metric([&] { return train::score(trans, analysis_set, metric_search).bleu; });
+        const auto modules = analysis::default_modules(model);
+        // the hypotheses of the last evaluation, and of every evaluation with exactly one module
+        // ablated (contribution; pruning's k = 1 repeats one): their paired bootstraps against
+        // the full model's give each contribution drop its interval
+        std::vector<std::string> last_hypotheses;
+        std::map<std::string, std::vector<std::string>> hypotheses_without;
+        analysis::timed_metric metric([&] {
+            train::translation_score s = train::score(trans, analysis_set, metric_search);
+            const analysis::module_ref* off = nullptr;
+            int n_off = 0;
+            for (const auto& m : modules)
+                if (!m.sublayer->enabled) {
+                    off = &m;
+                    ++n_off;
+                }
+            if (n_off == 1) hypotheses_without[off->name] = s.hypotheses;
+            last_hypotheses = std::move(s.hypotheses);
+            return s.bleu;
+        });
         const nn::Snapshot<float, B> thetaf(model);
         const double base = metric();
+        const std::vector<std::string> base_hypotheses = last_hypotheses;
         std::printf("analysis metric: BLEU of %s decoding on the first %zu test sentences = %.2f (%.2fs per evaluation)\n",
                     o.analysis_beam > 1 ? "beam" : "greedy", analysis_set.size(), base, metric.seconds());
         summary.update({{"analysis_sentences", analysis_set.size()}, {"analysis_beam", o.analysis_beam}, {"analysis_base_bleu", base}});
@@ -166,7 +187,6 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
             const double loss = train::finetune_translation(model, batcher, recipe, o.rewind_steps, ft_lr);
             std::fprintf(stderr, "rewinding: k=%d fine-tuned %lld steps at lr %.2e, mean loss %.3f\n", k, static_cast<long long>(o.rewind_steps), ft_lr, loss);
         };
-        const auto modules = analysis::default_modules(model);
         const nn::ablation_kind ablation = nn::parse_ablation_kind(o.ablation, "--ablation");
         if (ablation == nn::ablation_kind::mean) {  // the reference: teacher-forced training batches, their own stream
             data::translation_stream reference(batcher, recipe.seed + 2000);
@@ -188,6 +208,24 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
              .metric_name = "BLEU"});
         if (!study.complete) return 0;  // pruning, rewinding and the outputs: rank 0
         trans.invalidate();
+        // each contribution drop with its paired-bootstrap interval over the analysis sentences
+        // (modules another rank evaluated under --distributed have none: empty fields)
+        io::csv_writer ci({"module", "type", "layer", "drop", "lo", "hi", "p_value", "verdict"});
+        int within_noise = 0;
+        for (const auto& e : study.contribution.modules) {
+            const auto it = hypotheses_without.find(e.name);
+            if (it == hypotheses_without.end()) {
+                ci.row(e.name, e.type, e.layer, base - e.metric_without, "", "", "", "");
+                continue;
+            }
+            const auto d = metrics::paired_bootstrap_bleu(base_hypotheses, it->second, analysis_set.references, {.resamples = static_cast<int>(o.bootstrap)});
+            within_noise += !d.significant();
+            ci.row(e.name, e.type, e.layer, d.delta, d.lo, d.hi, d.p_value, d.lo > 0 ? "matters" : d.hi < 0 ? "better without" : "within noise");
+        }
+        ci.write(o.out + "/contribution_ci.csv");
+        std::printf("contribution intervals (paired bootstrap, %lld resamples, 95%%): %d of %zu drops within noise\n", static_cast<long long>(o.bootstrap),
+                    within_noise, study.contribution.modules.size());
+        summary.update({{"contribution_within_noise", within_noise}, {"bootstrap_resamples", o.bootstrap}});
         // --shallow-checkpoint: a model with fewer decoder layers, trained separately with the same recipe
         std::optional<train::shallow_comparison> shallow;
         if (!o.shallow_checkpoint.empty()) {
@@ -223,7 +261,7 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
              .command = command_line, .provenance = std::string("examples/component_value, git ") + examples::git_commit},
             log, &study);
         page.write(o.out + "/report.html");
-        std::printf("wrote %s/{contribution,criticality,criticality_trace,pruning,pruning_criticality,rewinding}.csv, summary.json, report.html in %s\n",
+        std::printf("wrote %s/{contribution,contribution_ci,criticality,criticality_trace,pruning,pruning_criticality,rewinding}.csv, summary.json, report.html in %s\n",
                     o.out.c_str(), train::format_duration(run_time.elapsed()).c_str());
         return 0;
     } catch (const std::exception& e) {  // depthlab::error and the standard library's (bad_alloc, filesystem)

@@ -10,6 +10,7 @@
 
 #include <depthlab/metrics/bleu.hpp>
 #include <depthlab/metrics/chrf.hpp>
+#include <depthlab/metrics/bootstrap.hpp>
 
 using namespace depthlab::metrics;
 using strings = std::vector<std::string>;
@@ -391,4 +392,50 @@ TEST_CASE("BLEU and chrF: values published in sacreBLEU's own test suite") {
         wr2{"risk assessment has to be undertaken by those who are qualified and expert in that area - that is the scientists ."};
     CHECK(std::abs(corpus_chrf(wh2, wr2, ws).score - 65.2414427) < 1e-4);
     CHECK(sentence_chrf("a", strings{"a"}, b3).name() == "chrF3");
+}
+
+// Paired bootstrap against cases whose answer is known: identical systems are tied with a
+// zero-width interval around 0; a system that gets half the sentences wrong is excluded from
+// zero; one changed sentence in 200 is within the noise; swapping the systems mirrors the
+// interval (the same draws).
+TEST_CASE("paired bootstrap: identical systems tie, a planted difference is excluded from zero, a tiny one is not") {
+    strings refs, good, bad, nearly;
+    const strings words = {"the", "cat", "sat", "on", "a", "mat", "while", "dogs", "ran", "far", "away", "today"};
+    for (int i = 0; i < 200; ++i) {
+        std::string s;
+        for (int k = 0; k < 8; ++k) s += words[static_cast<std::size_t>((i * 7 + k * (i % 5 + 1)) % 12)] + (k < 7 ? " " : "");
+        refs.push_back(s);
+        good.push_back(s);
+        bad.push_back(i % 2 ? s : "completely unrelated output");
+        nearly.push_back(i == 17 ? s + " extra" : s);
+    }
+    const auto same = paired_bootstrap_bleu(good, good, refs);
+    CHECK(same.delta == 0);
+    CHECK(same.lo == 0);
+    CHECK(same.hi == 0);
+    CHECK(std::string(same.verdict()) == "tied");
+    CHECK(!same.significant());
+    CHECK(same.p_value == 1);
+
+    const auto planted = paired_bootstrap_bleu(good, bad, refs, {.resamples = 300});
+    CHECK(planted.a == doctest::Approx(100));
+    CHECK(planted.delta > 10);
+    CHECK(planted.lo > 0);
+    CHECK(planted.lo <= planted.delta);
+    CHECK(planted.hi >= planted.delta);
+    CHECK(std::string(planted.verdict()) == "A better");
+    CHECK(planted.p_value == 0);
+    const auto mirrored = paired_bootstrap_bleu(bad, good, refs, {.resamples = 300});
+    CHECK(mirrored.delta == doctest::Approx(-planted.delta));
+    CHECK(mirrored.lo == doctest::Approx(-planted.hi));
+    CHECK(mirrored.hi == doctest::Approx(-planted.lo));
+    CHECK(std::string(mirrored.verdict()) == "B better");
+
+    const auto tiny = paired_bootstrap_bleu(good, nearly, refs, {.resamples = 300});
+    CHECK(tiny.delta > 0);
+    CHECK(!tiny.significant());
+    CHECK(tiny.p_value > 0.05);
+
+    CHECK_THROWS_AS((void)paired_bootstrap_bleu(good, strings(good.begin(), good.end() - 1), refs), depthlab::shape_error);
+    CHECK_THROWS_AS((void)paired_bootstrap_bleu(good, good, refs, {.resamples = 0}), depthlab::usage_error);
 }

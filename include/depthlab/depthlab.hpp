@@ -25,6 +25,7 @@
 #include "depthlab/nn/translator.hpp"
 #include "depthlab/train/translation.hpp"
 #include "depthlab/train/translation_score.hpp"
+#include "depthlab/metrics/bootstrap.hpp"
 #include "depthlab/analysis/study.hpp"
 #include "depthlab/analysis/pipeline.hpp"
 #include "depthlab/report/component_value.hpp"
