@@ -226,6 +226,51 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
         std::printf("contribution intervals (paired bootstrap, %lld resamples, 95%%): %d of %zu drops within noise\n", static_cast<long long>(o.bootstrap),
                     within_noise, study.contribution.modules.size());
         summary.update({{"contribution_within_noise", within_noise}, {"bootstrap_resamples", o.bootstrap}});
+        // scores_agreement.csv: Spearman between every pair of scores, sub-layer and head level
+        io::csv_writer agreement({"level", "score_a", "score_b", "spearman"});
+        agreement.row("sublayer", "contribution", "criticality", study.spearman);
+        if (o.granularity == "head") {
+            // ---- every attention head: contribution (switched off one at a time), Michel et al.'s
+            // gradient importance over --ablation-batches teacher-forced training batches, and
+            // pruning heads in the order of each score
+            const auto heads = analysis::head_modules<float, B>(model);
+            const analysis::contribution_result head_c = analysis::contribution(
+                heads.modules, metric, {.clip_fraction = o.clip_fraction, .clip = o.no_clip ? std::optional(std::numeric_limits<double>::infinity()) : std::nullopt,
+                                        .base = base, .run = {.progress = {}, .print_progress = true}});
+            data::translation_stream reference(batcher, recipe.seed + 3000);
+            const std::vector<double> importance = analysis::head_importance<float, B>(
+                model, heads,
+                [&](std::size_t) {
+                    const auto b = reference.next();
+                    return cross_entropy(model.decode(model.encode(b.src), b.src, b.tgt_in), b.tgt_out, -100, 0.0f);
+                },
+                static_cast<std::size_t>(o.ablation_batches));
+            const auto write_heads = [&](const std::string& file, const std::vector<double>& score) {
+                io::csv_writer csv({"layer", "module", "head", "score"});
+                for (std::size_t i = 0; i < heads.modules.size(); ++i) csv.row(heads.modules[i].layer, heads.sublayer[i], heads.head[i], score[i]);
+                csv.write(o.out + "/" + file);
+            };
+            write_heads("head_contribution.csv", head_c.scores());
+            write_heads("head_importance.csv", importance);
+            const int K = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(o.prune_max_k), heads.modules.size()));
+            io::csv_writer pruning({"ranking", "k", "heads_removed", "metric"});
+            for (const auto& [ranking, score] : {std::pair<std::string, std::vector<double>>{"contribution", analysis::importance_ranks(head_c)},
+                                                {"importance", importance}}) {
+                const auto curve = analysis::pruning_curve(model, heads.modules, score, metric, K, {.progress = {}, .print_progress = true});
+                for (const auto& pt : curve.curve) {
+                    std::string removed;
+                    for (const auto& m : pt.modules_removed) removed += (removed.empty() ? "" : ";") + m;
+                    pruning.row(ranking, pt.k, removed, pt.metric);
+                }
+            }
+            pruning.write(o.out + "/head_pruning.csv");
+            const double rho = analysis::spearman(head_c.scores(), importance);
+            agreement.row("head", "contribution", "gradient importance", rho);
+            std::printf("heads: %zu; Spearman contribution vs gradient importance %.3f; wrote head_contribution.csv, head_importance.csv, head_pruning.csv\n",
+                        heads.modules.size(), rho);
+            summary.update({{"heads", heads.modules.size()}, {"head_spearman", std::isnan(rho) ? nlohmann::json(nullptr) : nlohmann::json(rho)}});
+        }
+        agreement.write(o.out + "/scores_agreement.csv");
         // --shallow-checkpoint: a model with fewer decoder layers, trained separately with the same recipe
         std::optional<train::shallow_comparison> shallow;
         if (!o.shallow_checkpoint.empty()) {

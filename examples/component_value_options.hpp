@@ -22,7 +22,7 @@ struct options {
     std::int64_t beam = 4, analysis_beam = 1, eval_sentences = 200, decode_batch = 100, grid_steps = 10, max_evaluations = 8,
                  prune_max_k = 8, rewind_steps = 200;
     double alpha = 0.6, epsilon = 0.5, rewind_lr = 0, tolerance = 1.0 / 16, clip_fraction = 0.1;
-    std::string search = "grid", rank_by = "contribution", shallow_checkpoint, ablation = "zero";
+    std::string search = "grid", rank_by = "contribution", shallow_checkpoint, ablation = "zero", granularity = "sublayer";
     std::int64_t ablation_batches = 8, bootstrap = 1000;
     std::vector<int> rewind_k = {0, 2, 4};
 };
@@ -71,6 +71,8 @@ inline void add_options(examples::cli& args, options& o) {
         .option("ablation", o.ablation, "what a removed module outputs (contribution and pruning): zero | mean (its mean over reference batches) | "
                                         "resample (its output for another sentence of the batch)").one_of({"zero", "mean", "resample"})
         .option("ablation-batches", o.ablation_batches, "--ablation mean: training batches the mean output is taken over").range<std::int64_t>(1, 1000000)
+        .option("granularity", o.granularity, "sublayer: the sub-layer study; head: also every attention head (contribution, gradient importance, "
+                                              "pruning; head_*.csv, scores_agreement.csv)").one_of({"sublayer", "head"})
         .option("bootstrap", o.bootstrap, "contribution_ci.csv: paired-bootstrap resamples per module (95% interval of each BLEU drop)").range<std::int64_t>(1, 1000000)
         .option("search", o.search, "criticality search: grid | bisection").one_of({"grid", "bisection"})
         .option("grid-steps", o.grid_steps, "criticality grid: alpha in {0, 1/k, ..., 1}").range<std::int64_t>(1, 10000)

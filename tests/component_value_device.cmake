@@ -1,7 +1,8 @@
 # ctest -P script: component_value --device host_device (the CPU kernels behind a device
 # interface) must train the same checkpoint, bit for bit, and write the same contribution,
 # criticality, pruning and rewinding tables as --device cpu; so must the analyses of the cpu
-# checkpoint under the mean and resample ablation kinds (their tables name the kind).
+# checkpoint under the mean and resample ablation kinds (their tables name the kind), and the
+# head-level analyses.
 #   cmake -DEXE=<component_value> -DDATA=<tests/fixtures/translation_tiny> -DWORK=<dir> -P component_value_device.cmake
 file(REMOVE_RECURSE "${WORK}")
 set(common --data "${DATA}" --preset tiny --steps 200 --lr 3e-3 --warmup 50 --log-every 100 --save-every 200 --dev-every 0
@@ -47,3 +48,19 @@ foreach(kind mean resample)
   endif()
   message(STATUS "component_value --ablation ${kind}: cpu and host_device agree")
 endforeach()
+# --granularity head: every attention head's contribution, gradient importance and pruning
+foreach(device cpu host_device)
+  execute_process(COMMAND "${EXE}" ${common} --device ${device} --checkpoint "${WORK}/cpu/checkpoint.safetensors" --granularity head
+                          --ablation-batches 2 --out "${WORK}/head_${device}"
+                  OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0 OR NOT out MATCHES "heads: 24;")
+    message(FATAL_ERROR "component_value --granularity head --device ${device} failed (rc ${rc}):\n${out}\n${err}")
+  endif()
+endforeach()
+foreach(f head_contribution.csv head_importance.csv head_pruning.csv scores_agreement.csv)
+  execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files "${WORK}/head_cpu/${f}" "${WORK}/head_host_device/${f}" RESULT_VARIABLE differ)
+  if(NOT differ EQUAL 0)
+    message(FATAL_ERROR "component_value --granularity head: ${f} differs between --device cpu and --device host_device")
+  endif()
+endforeach()
+message(STATUS "component_value --granularity head: cpu and host_device agree")

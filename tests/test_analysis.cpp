@@ -347,6 +347,78 @@ TEST_CASE("component value: ablation kinds in greedy and beam decoding") {
     }
 }
 
+// Heads: a planted dead head (its columns of W_o zeroed) has contribution 0 and importance 0
+// exactly; switching a head off equals zeroing its W_o columns; the gradient importance of
+// one batch is |finite difference of the loss in the head's gate|; pruning heads restores
+// every gate.
+TEST_CASE("component value: attention heads — a dead head scores 0, ablation is zeroing its W_o columns, importance by finite differences") {
+    cv_fixture f;
+    const index_t D = tiny_cv().layer.dim, H = tiny_cv().layer.heads, width = D / H;
+    const std::string dead = "decoder.0.self_attention";
+    auto& wo = f.model.parameter(dead + ".out_proj.weight").value();  // (D, D): column c multiplies input feature c
+    for (index_t r = 0; r < D; ++r)
+        for (index_t c = width; c < 2 * width; ++c) wo.data()[r * D + c] = 0;  // head 1
+    f.thetaf = Snapshot<double>(f.model);
+    f.ref = f.logits();
+    const auto heads = head_modules(f.model);
+    CHECK(heads.modules.size() == static_cast<std::size_t>(tiny_cv().encoder_layers + 2 * tiny_cv().decoder_layers) * static_cast<std::size_t>(H));
+    CHECK(heads.modules[0].name == "encoder.0.self_attention.head0");
+    CHECK(heads.modules[0].type == "E:SA");
+    const auto r = contribution(heads.modules, [&] { return f.neg_mse(); }, {.clip = 1e9});
+    std::size_t dead_index = 0;
+    for (std::size_t i = 0; i < heads.modules.size(); ++i) {
+        CAPTURE(heads.modules[i].name);
+        if (heads.sublayer[i] == dead && heads.head[i] == 1) {
+            dead_index = i;
+            CHECK(r.modules[i].metric_without == 0.0);
+        } else {
+            CHECK(r.modules[i].metric_without < 0);
+        }
+    }
+    for (auto* a : heads.attention) CHECK(!a->head_gate().defined());  // every gate removed again
+    // switching head 0 of encoder.1's self-attention off = zeroing its columns of W_o
+    {
+        scoped_ablation off(heads.modules[static_cast<std::size_t>(H)]);
+        REQUIRE(heads.modules[static_cast<std::size_t>(H)].name == "encoder.1.self_attention.head0");
+        const double gated = f.neg_mse();
+        off.restore();
+        auto& w = f.model.parameter("encoder.1.self_attention.out_proj.weight").value();
+        for (index_t rr = 0; rr < D; ++rr)
+            for (index_t c = 0; c < width; ++c) w.data()[rr * D + c] = 0;
+        CHECK(f.neg_mse() == Approx(gated).epsilon(1e-12));
+        f.thetaf.restore(f.model);
+    }
+    // importance of one batch against finite differences of the gate
+    const auto loss = [&](std::size_t) {
+        return cross_entropy(f.model.decode(f.model.encode(f.batch.src), f.batch.src, f.batch.tgt_in), f.batch.tgt_out, -100, 0.0);
+    };
+    const auto imp = head_importance<double, backend::cpu>(f.model, heads, loss, 1);
+    CHECK(imp[dead_index] == 0.0);
+    for (auto* a : heads.attention) CHECK(!a->head_gate().defined());
+    for (const std::size_t i : {std::size_t{0}, std::size_t{3}, heads.modules.size() - 1}) {
+        CAPTURE(heads.modules[i].name);
+        auto* a = heads.attention[i];
+        const double h = 1e-5;
+        double l[2];
+        for (int s = 0; s < 2; ++s) {
+            std::vector<double> gate(static_cast<std::size_t>(D), 1.0);
+            for (index_t c = 0; c < width; ++c) gate[static_cast<std::size_t>(heads.head[i] * width + c)] = 1.0 + (s ? h : -h);
+            a->set_head_gate(Var<double>::constant(Tensor<double>::from({D}, gate)));
+            no_grad g;
+            l[s] = loss(0).value().item();
+        }
+        a->set_head_gate(Var<double>());
+        CHECK(imp[i] == Approx(std::abs(l[1] - l[0]) / (2 * h)).epsilon(1e-6));
+    }
+    // pruning heads in contribution order: every gate removed at the end
+    const auto p = pruning_curve(f.model, heads.modules, r.scores(), [&] { return f.neg_mse(); }, 3);
+    CHECK(p.curve.size() == 4);
+    CHECK(p.curve[1].modules_removed.front() == heads.modules[dead_index].name);  // the dead head goes first
+    CHECK(p.curve[1].metric == 0.0);
+    for (auto* a : heads.attention) CHECK(!a->head_gate().defined());
+    CHECK_THROWS_WITH_AS(criticality(f.model, heads.modules, f.theta0, f.thetaf, [&] { return f.neg_mse(); }), Contains("no parameter prefix"), usage_error);
+}
+
 TEST_CASE("component value: contribution clips at C and normalises by the largest drop") {
     fake_modules fm(5);
     const std::vector<double> weight{0.5, 3.0, 0.0, -1.0, 0.2};  // -1: removing it improves the metric

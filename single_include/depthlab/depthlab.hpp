@@ -3111,14 +3111,14 @@ public:
     Var<T, B> operator()(const Var<T, B>& x, const Tensor<T, B>& mask = {}) const {
         const index_t D = cfg_.dim;
         const Var<T, B> qkv = linear(x, in_proj_weight, in_proj_bias);  // (B, T, 3D)
-        return (*out_proj)(attention<T, B>({qkv, 0}, {qkv, D}, {qkv, 2 * D}, D, options(), mask, rng_));
+        return project_out(attention<T, B>({qkv, 0}, {qkv, D}, {qkv, 2 * D}, D, options(), mask, rng_));
     }
     /// Cross-attention: queries from x (B, Tq, D), keys and values from memory (B, Tk, D).
     Var<T, B> operator()(const Var<T, B>& x, const Var<T, B>& memory, const Tensor<T, B>& mask) const {
         const index_t D = cfg_.dim;
         const Var<T, B> q = linear(x, slice(in_proj_weight, 0, 0, D), slice(in_proj_bias, 0, 0, D));
         const Var<T, B> kv = linear(memory, slice(in_proj_weight, 0, D, 3 * D), slice(in_proj_bias, 0, D, 3 * D));
-        return (*out_proj)(attention<T, B>({q, 0}, {kv, 0}, {kv, D}, D, options(), mask, rng_));
+        return project_out(attention<T, B>({q, 0}, {kv, 0}, {kv, D}, D, options(), mask, rng_));
     }
 
     // ---- incremental decoding (inference only: call under depthlab::no_grad, eval mode) ----
@@ -3159,7 +3159,7 @@ public:
                           .batch = heads, .stride_a = Tk, .stride_b = head_dim, .stride_c = head_dim,
                           .batch2 = rows, .stride_a2 = heads * Tk, .stride_b2 = cap * cache_width, .stride_c2 = D},
                 T(1), probs.data(), kv_cache.data() + D, T(0), out.data());
-        return (*out_proj)(Var<T, B>::constant(std::move(out)));
+        return project_out(Var<T, B>::constant(std::move(out)));
     }
     /// [K | V] of a memory (N, Tk, D) for cross-attention: (N, Tk, 2D). Computed once per
     /// source sentence, then used by every step_cross.
@@ -3176,13 +3176,32 @@ public:
                        memory_kv.shape(), " (expected (N, Tk, ", 2 * D, "))");
         const Var<T, B> q = linear(x, slice(in_proj_weight, 0, 0, D), slice(in_proj_bias, 0, 0, D));
         const Var<T, B> kv = Var<T, B>::constant(memory_kv);
-        return (*out_proj)(attention<T, B>({q, 0}, {kv, 0}, {kv, D}, D, options(), mask, rng_));
+        return project_out(attention<T, B>({q, 0}, {kv, 0}, {kv, D}, D, options(), mask, rng_));
     }
+
+    [[nodiscard]] const transformer_config& config() const { return cfg_; }
+    /// out_proj of the heads' outputs (N, T, D), each head's head_dim columns first scaled by
+    /// its gate when head_gate is set.
+    Var<T, B> project_out(const Var<T, B>& heads) const { return (*out_proj)(head_gate_.defined() ? mul(heads, head_gate_) : heads); }
+    /// The analyses' per-head gate ξ, (D,): head h's columns hold ξ_h (0: the head switched
+    /// off; a parameter of ones: Michel et al.'s gradient importance). Undefined by default:
+    /// no gate and no extra op. Not a parameter of the model (never saved or trained).
+    void set_head_gate(Var<T, B> gate) {
+        DEPTHLAB_CHECK(!gate.defined() || gate.shape() == Shape{cfg_.dim}, shape_error, "MultiHeadAttention::set_head_gate: gate ", gate.shape(),
+                       ", expected (", cfg_.dim, ")");
+        head_gate_ = std::move(gate);
+        ++gate_version_;
+    }
+    [[nodiscard]] const Var<T, B>& head_gate() const { return head_gate_; }
+    /// Counts set_head_gate calls: a cache of this attention's outputs compares it.
+    [[nodiscard]] std::uint64_t gate_version() const { return gate_version_; }
 
     Var<T, B> in_proj_weight, in_proj_bias;
     Linear<T, B>* out_proj;
 
 private:
+    Var<T, B> head_gate_;
+    std::uint64_t gate_version_ = 0;
     attention_options options() const {
         return {.heads = cfg_.heads, .scale = 0, .dropout = this->is_training() ? cfg_.attention_dropout : 0.0};
     }
@@ -3270,10 +3289,13 @@ struct residual_base {
     struct output_state {
         bool enabled;
         ablation_kind ablation;
-        std::uint64_t mean_generation;
+        std::uint64_t mean_generation, branch_version;
         bool operator==(const output_state&) const = default;
     };
-    [[nodiscard]] output_state state() const { return {enabled, ablation, mean_generation_}; }
+    [[nodiscard]] output_state state() const { return {enabled, ablation, mean_generation_, branch_version()}; }
+    /// What else changes the branch's output without changing its parameters (an attention's
+    /// head gates: MultiHeadAttention::gate_version); 0 for a branch without such state.
+    [[nodiscard]] virtual std::uint64_t branch_version() const = 0;
 
 protected:
     std::uint64_t mean_generation_ = 0;
@@ -3343,6 +3365,10 @@ public:
         recording_.reset();
     }
     void discard_recording() noexcept override { recording_.reset(); }
+    [[nodiscard]] std::uint64_t branch_version() const override {
+        if constexpr (requires { branch.gate_version(); }) return branch.gate_version();
+        else return 0;
+    }
     [[nodiscard]] bool has_mean() const override { return mean_.defined(); }
 
     Branch branch;
@@ -7345,7 +7371,7 @@ private:
             V cum_run = every ? cum_src : gather_rows(cum_src, rows);
             V r_run = every ? r_src : gather_rows(r_src, rows);
             const V q = linear(s_run, w_q, b_q);
-            const V a = (*attn.out_proj)(ragged_attention<T, B>({q, 0}, q_off, {KV, 0}, {KV, H}, Tt, lengths, H, cfg_.heads));
+            const V a = attn.project_out(ragged_attention<T, B>({q, 0}, q_off, {KV, 0}, {KV, H}, Tt, lengths, H, cfg_.heads));
             const V y = run_rest_of_layer(s_run, a);
             const V p = reshape(sigmoid((*halting_unit)(y)), {nr});
             const step_masks m = st.step(p.value().to_vector(), idx, n);  // (padding rows: masks 0, so w 0)
@@ -7523,11 +7549,33 @@ act_result<T, B> ActEncoder<T, B, Policy>::operator()(const Var<T, B>& x, const 
 //  * Result vectors follow the order of the module list given.
 //  * Like every depthlab header, include it after <depthlab/depthlab.hpp> (or through it).
 //
-// The analyses live in four headers, all included here:
+// The analyses live in five headers, all included here:
 //   analysis/modules.hpp  module_ref, default_modules, parameter counts, the RAII guards
+//   analysis/heads.hpp    attention heads as modules, Michel et al.'s gradient importance
 //   analysis/scores.hpp   options, results, contribution, criticality, pruning, rewinding
 //   analysis/sharded.hpp  contribution and criticality with the modules split across ranks
 //   analysis/tables.hpp   average ranks, Spearman, the CSV files
+// ---- begin depthlab/analysis/heads.hpp ----
+// Attention heads as units of the component-value analyses (Michel, Levy & Neubig 2019, "Are
+// Sixteen Heads Really Better than One?"):
+//
+//   const auto heads = analysis::head_modules(model);          // every head of every attention sub-layer
+//   const auto c = analysis::contribution(heads.modules, metric, {.clip = inf});   // one head switched off at a time
+//   const auto imp = analysis::head_importance(model, heads, loss, batches);      // Michel et al.'s I_h
+//
+// A head is switched off by a zero gate on its output columns before the output projection
+// (MultiHeadAttention::set_head_gate), so contribution() and pruning_curve() take heads as they
+// take sub-layers (zero ablation: a head has no module of its own for the other kinds). A
+// head has no parameters of its own under a name prefix (its rows of W_q, W_k, W_v and
+// columns of W_o are slices), so criticality and rewinding refuse it.
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
 // ---- begin depthlab/analysis/modules.hpp ----
 // The modules the component-value analyses act on (analysis/component_value.hpp): module_ref
 // (a name, a type, a layer, its parameters and how to switch it off), default_modules(model)
@@ -7886,6 +7934,118 @@ private:
 
 }  // namespace depthlab::analysis
 // ---- end depthlab/analysis/modules.hpp ----
+
+namespace depthlab::analysis {
+
+/// Every head of a model's attention sub-layers, in model order, head by head.
+template <class T, class B>
+struct head_set {
+    std::vector<module_ref> modules;                          // "decoder.1.self_attention.head2": ablate switches the head off
+    std::vector<std::string> sublayer;                        // its attention sub-layer's name
+    std::vector<int> head;                                    // its index there
+    std::vector<nn::MultiHeadAttention<T, B>*> attention;     // its attention
+};
+
+namespace detail {
+// The switched-off heads of one attention, applied as its head gate (none off: no gate).
+template <class T, class B>
+struct head_switches {
+    nn::MultiHeadAttention<T, B>* attention;
+    std::vector<char> off;
+    void apply() const {
+        if (std::none_of(off.begin(), off.end(), [](char c) { return c != 0; })) {
+            attention->set_head_gate(Var<T, B>());
+            return;
+        }
+        const index_t D = attention->config().dim, width = D / static_cast<index_t>(off.size());
+        std::vector<T> gate(static_cast<std::size_t>(D), T(1));
+        for (index_t c = 0; c < D; ++c)
+            if (off[static_cast<std::size_t>(c / width)]) gate[static_cast<std::size_t>(c)] = T(0);
+        attention->set_head_gate(Var<T, B>::constant(Tensor<T, B>::from({D}, gate)));
+    }
+};
+}  // namespace detail
+
+/// Every head of every attention sub-layer of `model` (nn::sublayers whose branch is a
+/// MultiHeadAttention), with the sub-layer's paper type and layer. The ablate functions point
+/// into `model`: keep it alive while using them.
+template <class T, class B>
+head_set<T, B> head_modules(nn::Module<T, B>& model) {
+    head_set<T, B> out;
+    for (auto& [name, r] : nn::sublayers(model)) {
+        auto* res = dynamic_cast<nn::Residual<nn::MultiHeadAttention<T, B>, T, B>*>(r);
+        if (!res) continue;
+        auto state = std::make_shared<detail::head_switches<T, B>>();
+        state->attention = &res->branch;
+        const int H = res->branch.config().heads;
+        state->off.assign(static_cast<std::size_t>(H), 0);
+        const auto [type, layer] = paper_type(name, r->type);
+        for (int h = 0; h < H; ++h) {
+            module_ref m;
+            m.name = name + ".head" + std::to_string(h);
+            m.type = type;
+            m.layer = layer;
+            m.ablate = [state, h](bool off) {
+                state->off[static_cast<std::size_t>(h)] = off ? 1 : 0;
+                state->apply();
+            };
+            m.training = [&model] { return model.is_training(); };
+            out.modules.push_back(std::move(m));
+            out.sublayer.push_back(name);
+            out.head.push_back(h);
+            out.attention.push_back(&res->branch);
+        }
+    }
+    DEPTHLAB_CHECK(!out.modules.empty(), usage_error, "head_modules: the model has no attention sub-layers");
+    return out;
+}
+
+/// Michel et al.'s head importance: I_h = Σ_i |∂L_i/∂ξ_h| over `batches` loss evaluations
+/// loss(0), ..., loss(batches − 1), ξ_h a gate of 1 on head h's output (so the model computes
+/// what it computes without gates). Every head must be on. The gates are removed and the
+/// model's gradients cleared at the end, also on exceptions. Per-layer normalisation, if
+/// wanted, is the caller's (Michel et al. divide each layer's scores by their L2 norm).
+template <class T, class B>
+std::vector<double> head_importance(nn::Module<T, B>& model, const head_set<T, B>& heads, const std::function<Var<T, B>(std::size_t)>& loss,
+                                    std::size_t batches) {
+    DEPTHLAB_CHECK(batches >= 1 && static_cast<bool>(loss), usage_error, "head_importance: ", batches, " batches and ",
+                   loss ? "a" : "no", " loss function (at least 1 batch and a loss)");
+    std::vector<nn::MultiHeadAttention<T, B>*> attns;
+    for (auto* a : heads.attention)
+        if (std::find(attns.begin(), attns.end(), a) == attns.end()) attns.push_back(a);
+    for (auto* a : attns)
+        DEPTHLAB_CHECK(!a->head_gate().defined(), usage_error, "head_importance: a head of the model is switched off (or gated); switch every head on first");
+    struct cleanup {
+        std::vector<nn::MultiHeadAttention<T, B>*>& attns;
+        nn::Module<T, B>& model;
+        ~cleanup() {
+            for (auto* a : attns) a->set_head_gate(Var<T, B>());
+            model.zero_grad();
+        }
+    } guard{attns, model};
+    for (auto* a : attns) a->set_head_gate(Var<T, B>::parameter(Tensor<T, B>::ones({a->config().dim})));
+    std::vector<double> score(heads.modules.size(), 0.0);
+    for (std::size_t i = 0; i < batches; ++i) {
+        model.zero_grad();
+        for (auto* a : attns) a->head_gate().zero_grad();
+        loss(i).backward();
+        for (auto* a : attns) {
+            if (!a->head_gate().grad().defined()) continue;  // an attention the loss does not reach: 0
+            const auto g = a->head_gate().grad().to_vector();
+            const index_t width = a->config().dim / a->config().heads;
+            for (std::size_t j = 0; j < heads.modules.size(); ++j) {
+                if (heads.attention[j] != a) continue;
+                double d = 0;
+                for (index_t c = 0; c < width; ++c) d += static_cast<double>(g[static_cast<std::size_t>(heads.head[j] * width + c)]);
+                score[j] += std::abs(d);
+            }
+        }
+    }
+    return score;
+}
+
+}  // namespace depthlab::analysis
+// ---- end depthlab/analysis/heads.hpp ----
 // ---- begin depthlab/analysis/scores.hpp ----
 // The component-value analyses themselves: options, results, contribution, criticality,
 // pruning and rewinding. The conventions (metric direction, determinism, what removing a

@@ -38,11 +38,13 @@
 //  * Result vectors follow the order of the module list given.
 //  * Like every depthlab header, include it after <depthlab/depthlab.hpp> (or through it).
 //
-// The analyses live in four headers, all included here:
+// The analyses live in five headers, all included here:
 //   analysis/modules.hpp  module_ref, default_modules, parameter counts, the RAII guards
+//   analysis/heads.hpp    attention heads as modules, Michel et al.'s gradient importance
 //   analysis/scores.hpp   options, results, contribution, criticality, pruning, rewinding
 //   analysis/sharded.hpp  contribution and criticality with the modules split across ranks
 //   analysis/tables.hpp   average ranks, Spearman, the CSV files
+#include "depthlab/analysis/heads.hpp"
 #include "depthlab/analysis/modules.hpp"
 #include "depthlab/analysis/scores.hpp"
 #include "depthlab/analysis/sharded.hpp"

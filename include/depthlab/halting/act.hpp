@@ -546,7 +546,7 @@ private:
             V cum_run = every ? cum_src : gather_rows(cum_src, rows);
             V r_run = every ? r_src : gather_rows(r_src, rows);
             const V q = linear(s_run, w_q, b_q);
-            const V a = (*attn.out_proj)(ragged_attention<T, B>({q, 0}, q_off, {KV, 0}, {KV, H}, Tt, lengths, H, cfg_.heads));
+            const V a = attn.project_out(ragged_attention<T, B>({q, 0}, q_off, {KV, 0}, {KV, H}, Tt, lengths, H, cfg_.heads));
             const V y = run_rest_of_layer(s_run, a);
             const V p = reshape(sigmoid((*halting_unit)(y)), {nr});
             const step_masks m = st.step(p.value().to_vector(), idx, n);  // (padding rows: masks 0, so w 0)

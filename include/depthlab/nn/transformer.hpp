@@ -137,14 +137,14 @@ public:
     Var<T, B> operator()(const Var<T, B>& x, const Tensor<T, B>& mask = {}) const {
         const index_t D = cfg_.dim;
         const Var<T, B> qkv = linear(x, in_proj_weight, in_proj_bias);  // (B, T, 3D)
-        return (*out_proj)(attention<T, B>({qkv, 0}, {qkv, D}, {qkv, 2 * D}, D, options(), mask, rng_));
+        return project_out(attention<T, B>({qkv, 0}, {qkv, D}, {qkv, 2 * D}, D, options(), mask, rng_));
     }
     /// Cross-attention: queries from x (B, Tq, D), keys and values from memory (B, Tk, D).
     Var<T, B> operator()(const Var<T, B>& x, const Var<T, B>& memory, const Tensor<T, B>& mask) const {
         const index_t D = cfg_.dim;
         const Var<T, B> q = linear(x, slice(in_proj_weight, 0, 0, D), slice(in_proj_bias, 0, 0, D));
         const Var<T, B> kv = linear(memory, slice(in_proj_weight, 0, D, 3 * D), slice(in_proj_bias, 0, D, 3 * D));
-        return (*out_proj)(attention<T, B>({q, 0}, {kv, 0}, {kv, D}, D, options(), mask, rng_));
+        return project_out(attention<T, B>({q, 0}, {kv, 0}, {kv, D}, D, options(), mask, rng_));
     }
 
     // ---- incremental decoding (inference only: call under depthlab::no_grad, eval mode) ----
@@ -185,7 +185,7 @@ public:
                           .batch = heads, .stride_a = Tk, .stride_b = head_dim, .stride_c = head_dim,
                           .batch2 = rows, .stride_a2 = heads * Tk, .stride_b2 = cap * cache_width, .stride_c2 = D},
                 T(1), probs.data(), kv_cache.data() + D, T(0), out.data());
-        return (*out_proj)(Var<T, B>::constant(std::move(out)));
+        return project_out(Var<T, B>::constant(std::move(out)));
     }
     /// [K | V] of a memory (N, Tk, D) for cross-attention: (N, Tk, 2D). Computed once per
     /// source sentence, then used by every step_cross.
@@ -202,13 +202,32 @@ public:
                        memory_kv.shape(), " (expected (N, Tk, ", 2 * D, "))");
         const Var<T, B> q = linear(x, slice(in_proj_weight, 0, 0, D), slice(in_proj_bias, 0, 0, D));
         const Var<T, B> kv = Var<T, B>::constant(memory_kv);
-        return (*out_proj)(attention<T, B>({q, 0}, {kv, 0}, {kv, D}, D, options(), mask, rng_));
+        return project_out(attention<T, B>({q, 0}, {kv, 0}, {kv, D}, D, options(), mask, rng_));
     }
+
+    [[nodiscard]] const transformer_config& config() const { return cfg_; }
+    /// out_proj of the heads' outputs (N, T, D), each head's head_dim columns first scaled by
+    /// its gate when head_gate is set.
+    Var<T, B> project_out(const Var<T, B>& heads) const { return (*out_proj)(head_gate_.defined() ? mul(heads, head_gate_) : heads); }
+    /// The analyses' per-head gate ξ, (D,): head h's columns hold ξ_h (0: the head switched
+    /// off; a parameter of ones: Michel et al.'s gradient importance). Undefined by default:
+    /// no gate and no extra op. Not a parameter of the model (never saved or trained).
+    void set_head_gate(Var<T, B> gate) {
+        DEPTHLAB_CHECK(!gate.defined() || gate.shape() == Shape{cfg_.dim}, shape_error, "MultiHeadAttention::set_head_gate: gate ", gate.shape(),
+                       ", expected (", cfg_.dim, ")");
+        head_gate_ = std::move(gate);
+        ++gate_version_;
+    }
+    [[nodiscard]] const Var<T, B>& head_gate() const { return head_gate_; }
+    /// Counts set_head_gate calls: a cache of this attention's outputs compares it.
+    [[nodiscard]] std::uint64_t gate_version() const { return gate_version_; }
 
     Var<T, B> in_proj_weight, in_proj_bias;
     Linear<T, B>* out_proj;
 
 private:
+    Var<T, B> head_gate_;
+    std::uint64_t gate_version_ = 0;
     attention_options options() const {
         return {.heads = cfg_.heads, .scale = 0, .dropout = this->is_training() ? cfg_.attention_dropout : 0.0};
     }
@@ -296,10 +315,13 @@ struct residual_base {
     struct output_state {
         bool enabled;
         ablation_kind ablation;
-        std::uint64_t mean_generation;
+        std::uint64_t mean_generation, branch_version;
         bool operator==(const output_state&) const = default;
     };
-    [[nodiscard]] output_state state() const { return {enabled, ablation, mean_generation_}; }
+    [[nodiscard]] output_state state() const { return {enabled, ablation, mean_generation_, branch_version()}; }
+    /// What else changes the branch's output without changing its parameters (an attention's
+    /// head gates: MultiHeadAttention::gate_version); 0 for a branch without such state.
+    [[nodiscard]] virtual std::uint64_t branch_version() const = 0;
 
 protected:
     std::uint64_t mean_generation_ = 0;
@@ -369,6 +391,10 @@ public:
         recording_.reset();
     }
     void discard_recording() noexcept override { recording_.reset(); }
+    [[nodiscard]] std::uint64_t branch_version() const override {
+        if constexpr (requires { branch.gate_version(); }) return branch.gate_version();
+        else return 0;
+    }
     [[nodiscard]] bool has_mean() const override { return mean_.defined(); }
 
     Branch branch;

@@ -1,0 +1,136 @@
+#pragma once
+// Attention heads as units of the component-value analyses (Michel, Levy & Neubig 2019, "Are
+// Sixteen Heads Really Better than One?"):
+//
+//   const auto heads = analysis::head_modules(model);          // every head of every attention sub-layer
+//   const auto c = analysis::contribution(heads.modules, metric, {.clip = inf});   // one head switched off at a time
+//   const auto imp = analysis::head_importance(model, heads, loss, batches);      // Michel et al.'s I_h
+//
+// A head is switched off by a zero gate on its output columns before the output projection
+// (MultiHeadAttention::set_head_gate), so contribution() and pruning_curve() take heads as they
+// take sub-layers (zero ablation: a head has no module of its own for the other kinds). A
+// head has no parameters of its own under a name prefix (its rows of W_q, W_k, W_v and
+// columns of W_o are slices), so criticality and rewinding refuse it.
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "depthlab/analysis/modules.hpp"
+#include "depthlab/autodiff/ops.hpp"
+#include "depthlab/core/error.hpp"
+#include "depthlab/nn/transformer.hpp"
+
+namespace depthlab::analysis {
+
+/// Every head of a model's attention sub-layers, in model order, head by head.
+template <class T, class B>
+struct head_set {
+    std::vector<module_ref> modules;                          // "decoder.1.self_attention.head2": ablate switches the head off
+    std::vector<std::string> sublayer;                        // its attention sub-layer's name
+    std::vector<int> head;                                    // its index there
+    std::vector<nn::MultiHeadAttention<T, B>*> attention;     // its attention
+};
+
+namespace detail {
+// The switched-off heads of one attention, applied as its head gate (none off: no gate).
+template <class T, class B>
+struct head_switches {
+    nn::MultiHeadAttention<T, B>* attention;
+    std::vector<char> off;
+    void apply() const {
+        if (std::none_of(off.begin(), off.end(), [](char c) { return c != 0; })) {
+            attention->set_head_gate(Var<T, B>());
+            return;
+        }
+        const index_t D = attention->config().dim, width = D / static_cast<index_t>(off.size());
+        std::vector<T> gate(static_cast<std::size_t>(D), T(1));
+        for (index_t c = 0; c < D; ++c)
+            if (off[static_cast<std::size_t>(c / width)]) gate[static_cast<std::size_t>(c)] = T(0);
+        attention->set_head_gate(Var<T, B>::constant(Tensor<T, B>::from({D}, gate)));
+    }
+};
+}  // namespace detail
+
+/// Every head of every attention sub-layer of `model` (nn::sublayers whose branch is a
+/// MultiHeadAttention), with the sub-layer's paper type and layer. The ablate functions point
+/// into `model`: keep it alive while using them.
+template <class T, class B>
+head_set<T, B> head_modules(nn::Module<T, B>& model) {
+    head_set<T, B> out;
+    for (auto& [name, r] : nn::sublayers(model)) {
+        auto* res = dynamic_cast<nn::Residual<nn::MultiHeadAttention<T, B>, T, B>*>(r);
+        if (!res) continue;
+        auto state = std::make_shared<detail::head_switches<T, B>>();
+        state->attention = &res->branch;
+        const int H = res->branch.config().heads;
+        state->off.assign(static_cast<std::size_t>(H), 0);
+        const auto [type, layer] = paper_type(name, r->type);
+        for (int h = 0; h < H; ++h) {
+            module_ref m;
+            m.name = name + ".head" + std::to_string(h);
+            m.type = type;
+            m.layer = layer;
+            m.ablate = [state, h](bool off) {
+                state->off[static_cast<std::size_t>(h)] = off ? 1 : 0;
+                state->apply();
+            };
+            m.training = [&model] { return model.is_training(); };
+            out.modules.push_back(std::move(m));
+            out.sublayer.push_back(name);
+            out.head.push_back(h);
+            out.attention.push_back(&res->branch);
+        }
+    }
+    DEPTHLAB_CHECK(!out.modules.empty(), usage_error, "head_modules: the model has no attention sub-layers");
+    return out;
+}
+
+/// Michel et al.'s head importance: I_h = Σ_i |∂L_i/∂ξ_h| over `batches` loss evaluations
+/// loss(0), ..., loss(batches − 1), ξ_h a gate of 1 on head h's output (so the model computes
+/// what it computes without gates). Every head must be on. The gates are removed and the
+/// model's gradients cleared at the end, also on exceptions. Per-layer normalisation, if
+/// wanted, is the caller's (Michel et al. divide each layer's scores by their L2 norm).
+template <class T, class B>
+std::vector<double> head_importance(nn::Module<T, B>& model, const head_set<T, B>& heads, const std::function<Var<T, B>(std::size_t)>& loss,
+                                    std::size_t batches) {
+    DEPTHLAB_CHECK(batches >= 1 && static_cast<bool>(loss), usage_error, "head_importance: ", batches, " batches and ",
+                   loss ? "a" : "no", " loss function (at least 1 batch and a loss)");
+    std::vector<nn::MultiHeadAttention<T, B>*> attns;
+    for (auto* a : heads.attention)
+        if (std::find(attns.begin(), attns.end(), a) == attns.end()) attns.push_back(a);
+    for (auto* a : attns)
+        DEPTHLAB_CHECK(!a->head_gate().defined(), usage_error, "head_importance: a head of the model is switched off (or gated); switch every head on first");
+    struct cleanup {
+        std::vector<nn::MultiHeadAttention<T, B>*>& attns;
+        nn::Module<T, B>& model;
+        ~cleanup() {
+            for (auto* a : attns) a->set_head_gate(Var<T, B>());
+            model.zero_grad();
+        }
+    } guard{attns, model};
+    for (auto* a : attns) a->set_head_gate(Var<T, B>::parameter(Tensor<T, B>::ones({a->config().dim})));
+    std::vector<double> score(heads.modules.size(), 0.0);
+    for (std::size_t i = 0; i < batches; ++i) {
+        model.zero_grad();
+        for (auto* a : attns) a->head_gate().zero_grad();
+        loss(i).backward();
+        for (auto* a : attns) {
+            if (!a->head_gate().grad().defined()) continue;  // an attention the loss does not reach: 0
+            const auto g = a->head_gate().grad().to_vector();
+            const index_t width = a->config().dim / a->config().heads;
+            for (std::size_t j = 0; j < heads.modules.size(); ++j) {
+                if (heads.attention[j] != a) continue;
+                double d = 0;
+                for (index_t c = 0; c < width; ++c) d += static_cast<double>(g[static_cast<std::size_t>(heads.head[j] * width + c)]);
+                score[j] += std::abs(d);
+            }
+        }
+    }
+    return score;
+}
+
+}  // namespace depthlab::analysis
