@@ -233,7 +233,7 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
             // ---- every attention head: contribution (switched off one at a time), Michel et al.'s
             // gradient importance over --ablation-batches teacher-forced training batches, and
             // pruning heads in the order of each score
-            const auto heads = analysis::head_modules<float, B>(model);
+            const auto heads = analysis::head_modules<float, B>(model, &theta0, &thetaf);
             const analysis::contribution_result head_c = analysis::contribution(
                 heads.modules, metric, {.clip_fraction = o.clip_fraction, .clip = o.no_clip ? std::optional(std::numeric_limits<double>::infinity()) : std::nullopt,
                                         .base = base, .run = {.progress = {}, .print_progress = true}});
@@ -250,7 +250,11 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
                 for (std::size_t i = 0; i < heads.modules.size(); ++i) csv.row(heads.modules[i].layer, heads.sublayer[i], heads.head[i], score[i]);
                 csv.write(o.out + "/" + file);
             };
+            analysis::criticality_options head_k = study.criticality_options;
+            head_k.run = {.progress = {}, .print_progress = true};
+            const analysis::criticality_result head_crit = analysis::criticality(model, heads.modules, theta0, thetaf, metric, head_k);
             write_heads("head_contribution.csv", head_c.scores());
+            write_heads("head_criticality.csv", head_crit.scores());
             write_heads("head_importance.csv", importance);
             const int K = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(o.prune_max_k), heads.modules.size()));
             io::csv_writer pruning({"ranking", "k", "heads_removed", "metric"});
@@ -266,7 +270,10 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
             pruning.write(o.out + "/head_pruning.csv");
             const double rho = analysis::spearman(head_c.scores(), importance);
             agreement.row("head", "contribution", "gradient importance", rho);
-            std::printf("heads: %zu; Spearman contribution vs gradient importance %.3f; wrote head_contribution.csv, head_importance.csv, head_pruning.csv\n",
+            agreement.row("head", "contribution", "criticality", analysis::spearman(head_c.scores(), head_crit.scores()));
+            agreement.row("head", "criticality", "gradient importance", analysis::spearman(head_crit.scores(), importance));
+            std::printf("heads: %zu; Spearman contribution vs gradient importance %.3f; wrote head_contribution.csv, head_criticality.csv, "
+                        "head_importance.csv, head_pruning.csv\n",
                         heads.modules.size(), rho);
             summary.update({{"heads", heads.modules.size()}, {"head_spearman", std::isnan(rho) ? nlohmann::json(nullptr) : nlohmann::json(rho)}});
         }

@@ -351,7 +351,7 @@ TEST_CASE("component value: ablation kinds in greedy and beam decoding") {
 // exactly; switching a head off equals zeroing its W_o columns; the gradient importance of
 // one batch is |finite difference of the loss in the head's gate|; pruning heads restores
 // every gate.
-TEST_CASE("component value: attention heads — a dead head scores 0, ablation is zeroing its W_o columns, importance by finite differences") {
+TEST_CASE("component value: attention heads — a dead head scores 0, ablation is zeroing its W_o columns, importance by finite differences, criticality moves the head's slices") {
     cv_fixture f;
     const index_t D = tiny_cv().layer.dim, H = tiny_cv().layer.heads, width = D / H;
     const std::string dead = "decoder.0.self_attention";
@@ -417,6 +417,38 @@ TEST_CASE("component value: attention heads — a dead head scores 0, ablation i
     CHECK(p.curve[1].metric == 0.0);
     for (auto* a : heads.attention) CHECK(!a->head_gate().defined());
     CHECK_THROWS_WITH_AS(criticality(f.model, heads.modules, f.theta0, f.thetaf, [&] { return f.neg_mse(); }), Contains("no parameter prefix"), usage_error);
+
+    // criticality per head: interpolate moves exactly the head's rows of W_q, W_k, W_v and its
+    // columns of W_o (α = 0: θ⁰ there, θᶠ elsewhere); α = 1 gives θᶠ back bit for bit
+    const auto hk = head_modules(f.model, &f.theta0, &f.thetaf);
+    const std::size_t j = static_cast<std::size_t>(H) + 1;  // encoder.1.self_attention.head1
+    REQUIRE(hk.modules[j].name == "encoder.1.self_attention.head1");
+    hk.modules[j].interpolate(0.0);
+    const std::string sub = "encoder.1.self_attention";
+    const auto w = f.model.parameter(sub + ".in_proj_weight").value().to_vector(), w0 = f.theta0.at(sub + ".in_proj_weight").to_vector(),
+               wf = f.thetaf.at(sub + ".in_proj_weight").to_vector();
+    for (index_t r = 0; r < 3 * D; ++r)
+        for (index_t c = 0; c < D; ++c) {
+            const auto i = static_cast<std::size_t>(r * D + c);
+            CHECK(w[i] == ((r % D) / width == 1 ? w0[i] : wf[i]));
+        }
+    const auto o = f.model.parameter(sub + ".out_proj.weight").value().to_vector(), o0 = f.theta0.at(sub + ".out_proj.weight").to_vector(),
+               of = f.thetaf.at(sub + ".out_proj.weight").to_vector();
+    for (index_t r = 0; r < D; ++r)
+        for (index_t c = 0; c < D; ++c) {
+            const auto i = static_cast<std::size_t>(r * D + c);
+            CHECK(o[i] == (c / width == 1 ? o0[i] : of[i]));
+        }
+    CHECK(f.model.parameter(sub + ".out_proj.bias").value().to_vector() == f.thetaf.at(sub + ".out_proj.bias").to_vector());
+    hk.modules[j].interpolate(1.0);
+    CHECK(f.pristine());
+    const auto k = criticality(f.model, hk.modules, f.theta0, f.thetaf, [&] { return f.neg_mse(); }, {.epsilon = 0, .grid_steps = 4});
+    CHECK(f.pristine());
+    REQUIRE(k.modules.size() == hk.modules.size());
+    for (const auto& e : k.modules) {
+        CHECK(e.found);
+        CHECK(e.alpha > 0);  // ε = 0: any change of the logits fails, so α = 0 does
+    }
 }
 
 TEST_CASE("component value: contribution clips at C and normalises by the largest drop") {

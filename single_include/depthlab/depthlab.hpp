@@ -4140,7 +4140,7 @@ public:
         DEPTHLAB_CHECK(length_ < capacity_, usage_error, "decoder_state::step: the cache is full (", capacity_, " positions)");
         DEPTHLAB_CHECK(!grad_enabled(), usage_error, "decoder_state::step: incremental decoding is inference only (use depthlab::no_grad)");
         Var<T, B> y = model_->embed_target_at(ids, length_);
-        const std::vector<std::int64_t> resample_from = resample_rows();
+        const std::vector<std::int64_t> resample_from = resampling() ? resample_rows() : std::vector<std::int64_t>{};
         for (int l = 0; l < model_->decoder->depth; ++l)
             y = model_->decoder->layer(l).step(y, self_kv_[static_cast<std::size_t>(l)], memory_kv_[static_cast<std::size_t>(l)], memory_mask_,
                                                length_, resample_from);
@@ -4200,6 +4200,17 @@ public:
     }
 
 private:
+    // whether a decoder sub-layer is switched off with the resample kind (the row map is only
+    // built then)
+    [[nodiscard]] bool resampling() const {
+        for (int l = 0; l < model_->decoder->depth; ++l) {
+            const auto& layer = model_->decoder->layer(l);
+            for (const residual_base* r : {static_cast<const residual_base*>(&layer.self_attention), static_cast<const residual_base*>(&layer.cross_attention),
+                                           static_cast<const residual_base*>(&layer.feed_forward)})
+                if (!r->enabled && r->ablation == ablation_kind::resample) return true;
+        }
+        return false;
+    }
     static Tensor<T, B> gather(const Tensor<T, B>& t, const Tensor<std::int64_t, B>& idx) {
         Shape s = t.shape();
         const index_t cols = t.numel() / std::max<index_t>(s[0], 1);
@@ -7562,12 +7573,15 @@ act_result<T, B> ActEncoder<T, B, Policy>::operator()(const Var<T, B>& x, const 
 //   const auto heads = analysis::head_modules(model);          // every head of every attention sub-layer
 //   const auto c = analysis::contribution(heads.modules, metric, {.clip = inf});   // one head switched off at a time
 //   const auto imp = analysis::head_importance(model, heads, loss, batches);      // Michel et al.'s I_h
+//   const auto k = analysis::criticality(model, analysis::head_modules(model, &theta0, &thetaf).modules, theta0, thetaf, metric);
 //
 // A head is switched off by a zero gate on its output columns before the output projection
 // (MultiHeadAttention::set_head_gate), so contribution() and pruning_curve() take heads as they
 // take sub-layers (zero ablation: a head has no module of its own for the other kinds). A
-// head has no parameters of its own under a name prefix (its rows of W_q, W_k, W_v and
-// columns of W_o are slices), so criticality and rewinding refuse it.
+// head's parameters are slices (its rows of W_q, W_k, W_v and columns of W_o), not a name
+// prefix: given θ⁰ and θᶠ, head_modules gives each head an interpolate function, so
+// criticality() moves exactly those slices; rewinding and pruning's parameter counts refuse
+// or skip heads.
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -7725,6 +7739,10 @@ struct module_ref {
     /// The residual sub-layer behind the module (set by default_modules): the ablation kinds
     /// other than zero act on it. Null for a hand-built module, which only knows zero.
     nn::residual_base* sublayer = nullptr;
+    /// For a module whose parameters are not a name prefix (an attention head's slices):
+    /// interpolate(α) sets them to (1 − α)θ⁰ + αθᶠ, α = 1 writes θᶠ back. Criticality uses it
+    /// instead of `prefix` when set; rewinding and pruning's counts still need a prefix.
+    std::function<void(double alpha)> interpolate;
 };
 
 namespace detail {
@@ -7903,6 +7921,28 @@ inline void record_ablation_means(const std::vector<module_ref>& modules, std::s
     guard.done = true;
 }
 
+/// A module's own interpolation (module_ref::interpolate) for its lifetime (set() moves α);
+/// θᶠ written back (α = 1) when destroyed, also during stack unwinding.
+class scoped_module_interpolation {
+public:
+    explicit scoped_module_interpolation(std::function<void(double)> f) : f_(std::move(f)) {}
+    scoped_module_interpolation(const scoped_module_interpolation&) = delete;
+    scoped_module_interpolation& operator=(const scoped_module_interpolation&) = delete;
+    ~scoped_module_interpolation() {
+        try {
+            f_(1.0);
+        } catch (...) {
+        }
+    }
+    void set(double alpha) {
+        DEPTHLAB_CHECK(alpha >= 0.0 && alpha <= 1.0, usage_error, "interpolation: alpha ", alpha, " outside [0, 1]");
+        f_(alpha);
+    }
+
+private:
+    std::function<void(double)> f_;
+};
+
 /// Sets the parameters under `prefix` to (1 − α) θ⁰ + α θᶠ for its lifetime (set() moves α);
 /// writes θᶠ back under the prefix when destroyed, also during stack unwinding.
 template <class T, class B>
@@ -7964,13 +8004,41 @@ struct head_switches {
         attention->set_head_gate(Var<T, B>::constant(Tensor<T, B>::from({D}, gate)));
     }
 };
+
+// Head h's slices of an attention's parameters, named under `sublayer`: its rows of W_q, W_k,
+// W_v (in_proj_weight, in_proj_bias) and its columns of W_o (out_proj.weight; the output
+// bias is every head's and stays), set to (1 − α)θ⁰ + αθᶠ (α = 0 and 1: exact copies).
+template <class T, class B>
+void interpolate_head(nn::Module<T, B>& model, const std::string& sublayer, int h, int heads, const nn::Snapshot<T, B>& initial,
+                      const nn::Snapshot<T, B>& final_, double alpha) {
+    const auto mix = [alpha](T a, T b) { return alpha == 0.0 ? a : alpha == 1.0 ? b : static_cast<T>(1.0 - alpha) * a + static_cast<T>(alpha) * b; };
+    for (const char* which : {".in_proj_weight", ".in_proj_bias", ".out_proj.weight"}) {
+        const std::string name = sublayer + which;
+        Tensor<T, B>& p = model.parameter(name).value();
+        const std::vector<T> a = initial.at(name).to_vector(), b = final_.at(name).to_vector();
+        std::vector<T> v = p.to_vector();
+        const index_t rows = p.dim(0), cols = p.shape().rank() == 2 ? p.dim(1) : 1;
+        const bool out = std::string(which) == ".out_proj.weight";
+        const index_t D = out ? rows : rows / 3, width = D / heads;
+        for (index_t r = 0; r < rows; ++r)
+            for (index_t c = 0; c < cols; ++c) {
+                const bool mine = out ? c / width == h : (r % D) / width == h;
+                const auto i = static_cast<std::size_t>(r * cols + c);
+                if (mine) v[i] = mix(a[i], b[i]);
+            }
+        p.copy_(Tensor<T, B>::from(p.shape(), v));
+    }
+}
 }  // namespace detail
 
 /// Every head of every attention sub-layer of `model` (nn::sublayers whose branch is a
-/// MultiHeadAttention), with the sub-layer's paper type and layer. The ablate functions point
-/// into `model`: keep it alive while using them.
+/// MultiHeadAttention), with the sub-layer's paper type and layer. Given θ⁰ and θᶠ, each
+/// head also gets an interpolate function (its slices of W_q, W_k, W_v and W_o), so that
+/// criticality() takes heads too. The functions point into `model` and the snapshots: keep
+/// them alive while using them.
 template <class T, class B>
-head_set<T, B> head_modules(nn::Module<T, B>& model) {
+head_set<T, B> head_modules(nn::Module<T, B>& model, const nn::Snapshot<T, B>* initial = nullptr, const nn::Snapshot<T, B>* final_ = nullptr) {
+    DEPTHLAB_CHECK((initial == nullptr) == (final_ == nullptr), usage_error, "head_modules: give both snapshots (θ⁰ and θᶠ) or neither");
     head_set<T, B> out;
     for (auto& [name, r] : nn::sublayers(model)) {
         auto* res = dynamic_cast<nn::Residual<nn::MultiHeadAttention<T, B>, T, B>*>(r);
@@ -7990,6 +8058,10 @@ head_set<T, B> head_modules(nn::Module<T, B>& model) {
                 state->apply();
             };
             m.training = [&model] { return model.is_training(); };
+            if (initial) {
+                const std::string sub = name;  // (a copy: clang 14 cannot capture a structured binding)
+                m.interpolate = [&model, sub, h, H, initial, final_](double alpha) { detail::interpolate_head(model, sub, h, H, *initial, *final_, alpha); };
+            }
             out.modules.push_back(std::move(m));
             out.sublayer.push_back(name);
             out.head.push_back(h);
@@ -8192,7 +8264,11 @@ namespace detail {
 
 /// need_eval: the analysis evaluates the metric on the model as it is, so a model in training
 /// mode (dropout drawing new masks at every evaluation) would make its scores noise.
-inline void check_modules(const std::vector<module_ref>& modules, const char* what, bool need_ablate, bool need_prefix, bool need_eval = true) {
+// What an analysis moves of a module's parameters: nothing, those under its prefix
+// (rewinding), or those its own interpolate function moves when it has one (criticality).
+enum class parameters_needed { none, prefix, prefix_or_interpolation };
+inline void check_modules(const std::vector<module_ref>& modules, const char* what, bool need_ablate, parameters_needed need_prefix,
+                          bool need_eval = true) {
     DEPTHLAB_CHECK(!modules.empty(), usage_error, what, ": no modules");
     DEPTHLAB_CHECK(!need_eval || !modules.front().training || !modules.front().training(), usage_error, what,
                    ": the model is in training mode (dropout on: every evaluation would draw new masks, and the scores would be noise); "
@@ -8202,7 +8278,10 @@ inline void check_modules(const std::vector<module_ref>& modules, const char* wh
         DEPTHLAB_CHECK(!m.name.empty(), usage_error, what, ": a module has an empty name");
         DEPTHLAB_CHECK(seen.insert(m.name).second, usage_error, what, ": module name '", m.name, "' appears twice");
         DEPTHLAB_CHECK(!need_ablate || static_cast<bool>(m.ablate), usage_error, what, ": module '", m.name, "' has no ablate function");
-        DEPTHLAB_CHECK(!need_prefix || !m.prefix.empty(), usage_error, what, ": module '", m.name, "' has no parameter prefix");
+        DEPTHLAB_CHECK(need_prefix == parameters_needed::none || !m.prefix.empty() ||
+                           (need_prefix == parameters_needed::prefix_or_interpolation && m.interpolate),
+                       usage_error, what,
+                       ": module '", m.name, "' has no parameter prefix");
     }
 }
 
@@ -8281,7 +8360,7 @@ void check_holds(const nn::Module<T, B>& model, const nn::Snapshot<T, B>& snap, 
 /// Contribution score of every module (see the top of the file). Each module is switched
 /// off for one evaluation and on again, even when the metric throws.
 inline contribution_result contribution(const std::vector<module_ref>& modules, const metric_fn& metric, const contribution_options& opts = {}) {
-    detail::check_modules(modules, "contribution", true, false);
+    detail::check_modules(modules, "contribution", true, detail::parameters_needed::none);
     detail::check_options(opts);
     for (const auto& m : modules) check_ablation(m, opts.ablation);  // (before the baseline: a refusal costs no evaluation)
     detail::evaluator eval(metric, opts.run, "contribution");
@@ -8327,7 +8406,7 @@ contribution_result contribution(Model& model, const metric_fn& metric, const co
 template <class T, class B>
 criticality_result criticality(nn::Module<T, B>& model, const std::vector<module_ref>& modules, const nn::Snapshot<T, B>& initial,
                                const nn::Snapshot<T, B>& final_, const metric_fn& metric, const criticality_options& opts = {}) {
-    detail::check_modules(modules, "criticality", false, true);
+    detail::check_modules(modules, "criticality", false, detail::parameters_needed::prefix_or_interpolation);
     detail::check_options(opts);
     if (opts.check_final) detail::check_holds(model, final_, "criticality");
     detail::evaluator eval(metric, opts.run, "criticality");
@@ -8341,9 +8420,13 @@ criticality_result criticality(nn::Module<T, B>& model, const std::vector<module
         const module_ref& m = modules[i];
         eval.step(i, modules.size(), m.name);
         criticality_entry e{m.name, m.type, m.layer, 1.0, r.base, to_string(opts.method), true, {}};
-        scoped_interpolation<T, B> interp(model, m.prefix, initial, final_);
+        std::optional<scoped_interpolation<T, B>> by_prefix;
+        std::optional<scoped_module_interpolation> own;
+        if (m.interpolate) own.emplace(m.interpolate);
+        else by_prefix.emplace(model, m.prefix, initial, final_);
         auto at = [&](double alpha) {
-            interp.set(alpha);
+            if (own) own->set(alpha);
+            else by_prefix->set(alpha);
             const double v = eval();
             e.trace.emplace_back(alpha, v);
             return v;
@@ -8427,7 +8510,7 @@ inline std::vector<std::size_t> least_important_first(const std::vector<module_r
 template <class T, class B>
 pruning_result pruning_curve(const nn::Module<T, B>& model, const std::vector<module_ref>& modules, const std::vector<double>& importance,
                              const metric_fn& metric, int max_k, const run_options& run = {}, nn::ablation_kind ablation = nn::ablation_kind::zero) {
-    detail::check_modules(modules, "pruning", true, false);
+    detail::check_modules(modules, "pruning", true, detail::parameters_needed::none);
     for (const auto& m : modules) check_ablation(m, ablation);
     DEPTHLAB_CHECK(max_k >= 0 && static_cast<std::size_t>(max_k) <= modules.size(), usage_error, "pruning: max_k ", max_k, " outside [0, ",
                    modules.size(), "]");
@@ -8494,7 +8577,7 @@ template <class T, class B>
 rewinding_point rewind_and_finetune(nn::Module<T, B>& model, const std::vector<module_ref>& modules, const std::vector<double>& importance,
                                     int k, const nn::Snapshot<T, B>& initial, const metric_fn& metric, const std::function<void()>& finetune,
                                     const run_options& run = {}) {
-    detail::check_modules(modules, "rewinding", false, true, /*need_eval=*/false);
+    detail::check_modules(modules, "rewinding", false, detail::parameters_needed::prefix, /*need_eval=*/false);
     const auto order = least_important_first(modules, importance);
     detail::evaluator eval(metric, run, "rewinding");
     return detail::rewind_once(model, modules, order, k, initial, eval, finetune);
@@ -8507,7 +8590,7 @@ template <class T, class B>
 std::vector<rewinding_point> rewinding_curve(nn::Module<T, B>& model, const std::vector<module_ref>& modules, const std::vector<double>& importance,
                                              const std::vector<int>& ks, const nn::Snapshot<T, B>& initial, const nn::Snapshot<T, B>& final_,
                                              const metric_fn& metric, const std::function<void(int)>& finetune, const run_options& run = {}) {
-    detail::check_modules(modules, "rewinding", false, true, /*need_eval=*/false);
+    detail::check_modules(modules, "rewinding", false, detail::parameters_needed::prefix, /*need_eval=*/false);
     const auto order = least_important_first(modules, importance);
     struct restore_final {
         nn::Module<T, B>& m;
@@ -8854,7 +8937,7 @@ inline double shared_baseline(const metric_fn& metric, const std::optional<doubl
 inline contribution_result contribution(dist::communicator& comm, const std::vector<module_ref>& modules, const metric_fn& metric,
                                         contribution_options opts = {}) {
     if (!comm.distributed()) return contribution(modules, metric, opts);
-    detail::check_modules(modules, "contribution", true, false);
+    detail::check_modules(modules, "contribution", true, detail::parameters_needed::none);
     detail::check_options(opts);  // (on every rank, also one without modules: all throw or none)
     for (const auto& m : modules) check_ablation(m, opts.ablation);
     std::size_t own_evaluations = 0;
@@ -8887,7 +8970,7 @@ criticality_result criticality(dist::communicator& comm, nn::Module<T, B>& model
                                const nn::Snapshot<T, B>& initial, const nn::Snapshot<T, B>& final_, const metric_fn& metric,
                                criticality_options opts = {}) {
     if (!comm.distributed()) return criticality(model, modules, initial, final_, metric, opts);
-    detail::check_modules(modules, "criticality", false, true);
+    detail::check_modules(modules, "criticality", false, detail::parameters_needed::prefix_or_interpolation);
     detail::check_options(opts);
     std::size_t own_evaluations = 0;
     opts.base = detail::shared_baseline(metric, opts.base, own_evaluations);

@@ -5,12 +5,15 @@
 //   const auto heads = analysis::head_modules(model);          // every head of every attention sub-layer
 //   const auto c = analysis::contribution(heads.modules, metric, {.clip = inf});   // one head switched off at a time
 //   const auto imp = analysis::head_importance(model, heads, loss, batches);      // Michel et al.'s I_h
+//   const auto k = analysis::criticality(model, analysis::head_modules(model, &theta0, &thetaf).modules, theta0, thetaf, metric);
 //
 // A head is switched off by a zero gate on its output columns before the output projection
 // (MultiHeadAttention::set_head_gate), so contribution() and pruning_curve() take heads as they
 // take sub-layers (zero ablation: a head has no module of its own for the other kinds). A
-// head has no parameters of its own under a name prefix (its rows of W_q, W_k, W_v and
-// columns of W_o are slices), so criticality and rewinding refuse it.
+// head's parameters are slices (its rows of W_q, W_k, W_v and columns of W_o), not a name
+// prefix: given θ⁰ and θᶠ, head_modules gives each head an interpolate function, so
+// criticality() moves exactly those slices; rewinding and pruning's parameter counts refuse
+// or skip heads.
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -22,6 +25,7 @@
 #include "depthlab/analysis/modules.hpp"
 #include "depthlab/autodiff/ops.hpp"
 #include "depthlab/core/error.hpp"
+#include "depthlab/nn/snapshot.hpp"
 #include "depthlab/nn/transformer.hpp"
 
 namespace depthlab::analysis {
@@ -53,13 +57,41 @@ struct head_switches {
         attention->set_head_gate(Var<T, B>::constant(Tensor<T, B>::from({D}, gate)));
     }
 };
+
+// Head h's slices of an attention's parameters, named under `sublayer`: its rows of W_q, W_k,
+// W_v (in_proj_weight, in_proj_bias) and its columns of W_o (out_proj.weight; the output
+// bias is every head's and stays), set to (1 − α)θ⁰ + αθᶠ (α = 0 and 1: exact copies).
+template <class T, class B>
+void interpolate_head(nn::Module<T, B>& model, const std::string& sublayer, int h, int heads, const nn::Snapshot<T, B>& initial,
+                      const nn::Snapshot<T, B>& final_, double alpha) {
+    const auto mix = [alpha](T a, T b) { return alpha == 0.0 ? a : alpha == 1.0 ? b : static_cast<T>(1.0 - alpha) * a + static_cast<T>(alpha) * b; };
+    for (const char* which : {".in_proj_weight", ".in_proj_bias", ".out_proj.weight"}) {
+        const std::string name = sublayer + which;
+        Tensor<T, B>& p = model.parameter(name).value();
+        const std::vector<T> a = initial.at(name).to_vector(), b = final_.at(name).to_vector();
+        std::vector<T> v = p.to_vector();
+        const index_t rows = p.dim(0), cols = p.shape().rank() == 2 ? p.dim(1) : 1;
+        const bool out = std::string(which) == ".out_proj.weight";
+        const index_t D = out ? rows : rows / 3, width = D / heads;
+        for (index_t r = 0; r < rows; ++r)
+            for (index_t c = 0; c < cols; ++c) {
+                const bool mine = out ? c / width == h : (r % D) / width == h;
+                const auto i = static_cast<std::size_t>(r * cols + c);
+                if (mine) v[i] = mix(a[i], b[i]);
+            }
+        p.copy_(Tensor<T, B>::from(p.shape(), v));
+    }
+}
 }  // namespace detail
 
 /// Every head of every attention sub-layer of `model` (nn::sublayers whose branch is a
-/// MultiHeadAttention), with the sub-layer's paper type and layer. The ablate functions point
-/// into `model`: keep it alive while using them.
+/// MultiHeadAttention), with the sub-layer's paper type and layer. Given θ⁰ and θᶠ, each
+/// head also gets an interpolate function (its slices of W_q, W_k, W_v and W_o), so that
+/// criticality() takes heads too. The functions point into `model` and the snapshots: keep
+/// them alive while using them.
 template <class T, class B>
-head_set<T, B> head_modules(nn::Module<T, B>& model) {
+head_set<T, B> head_modules(nn::Module<T, B>& model, const nn::Snapshot<T, B>* initial = nullptr, const nn::Snapshot<T, B>* final_ = nullptr) {
+    DEPTHLAB_CHECK((initial == nullptr) == (final_ == nullptr), usage_error, "head_modules: give both snapshots (θ⁰ and θᶠ) or neither");
     head_set<T, B> out;
     for (auto& [name, r] : nn::sublayers(model)) {
         auto* res = dynamic_cast<nn::Residual<nn::MultiHeadAttention<T, B>, T, B>*>(r);
@@ -79,6 +111,10 @@ head_set<T, B> head_modules(nn::Module<T, B>& model) {
                 state->apply();
             };
             m.training = [&model] { return model.is_training(); };
+            if (initial) {
+                const std::string sub = name;  // (a copy: clang 14 cannot capture a structured binding)
+                m.interpolate = [&model, sub, h, H, initial, final_](double alpha) { detail::interpolate_head(model, sub, h, H, *initial, *final_, alpha); };
+            }
             out.modules.push_back(std::move(m));
             out.sublayer.push_back(name);
             out.head.push_back(h);

@@ -58,6 +58,10 @@ struct module_ref {
     /// The residual sub-layer behind the module (set by default_modules): the ablation kinds
     /// other than zero act on it. Null for a hand-built module, which only knows zero.
     nn::residual_base* sublayer = nullptr;
+    /// For a module whose parameters are not a name prefix (an attention head's slices):
+    /// interpolate(α) sets them to (1 − α)θ⁰ + αθᶠ, α = 1 writes θᶠ back. Criticality uses it
+    /// instead of `prefix` when set; rewinding and pruning's counts still need a prefix.
+    std::function<void(double alpha)> interpolate;
 };
 
 namespace detail {
@@ -235,6 +239,28 @@ inline void record_ablation_means(const std::vector<module_ref>& modules, std::s
     for (auto* s : subs) s->record_mean(false);
     guard.done = true;
 }
+
+/// A module's own interpolation (module_ref::interpolate) for its lifetime (set() moves α);
+/// θᶠ written back (α = 1) when destroyed, also during stack unwinding.
+class scoped_module_interpolation {
+public:
+    explicit scoped_module_interpolation(std::function<void(double)> f) : f_(std::move(f)) {}
+    scoped_module_interpolation(const scoped_module_interpolation&) = delete;
+    scoped_module_interpolation& operator=(const scoped_module_interpolation&) = delete;
+    ~scoped_module_interpolation() {
+        try {
+            f_(1.0);
+        } catch (...) {
+        }
+    }
+    void set(double alpha) {
+        DEPTHLAB_CHECK(alpha >= 0.0 && alpha <= 1.0, usage_error, "interpolation: alpha ", alpha, " outside [0, 1]");
+        f_(alpha);
+    }
+
+private:
+    std::function<void(double)> f_;
+};
 
 /// Sets the parameters under `prefix` to (1 − α) θ⁰ + α θᶠ for its lifetime (set() moves α);
 /// writes θᶠ back under the prefix when destroyed, also during stack unwinding.

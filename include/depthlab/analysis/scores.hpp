@@ -152,7 +152,11 @@ namespace detail {
 
 /// need_eval: the analysis evaluates the metric on the model as it is, so a model in training
 /// mode (dropout drawing new masks at every evaluation) would make its scores noise.
-inline void check_modules(const std::vector<module_ref>& modules, const char* what, bool need_ablate, bool need_prefix, bool need_eval = true) {
+// What an analysis moves of a module's parameters: nothing, those under its prefix
+// (rewinding), or those its own interpolate function moves when it has one (criticality).
+enum class parameters_needed { none, prefix, prefix_or_interpolation };
+inline void check_modules(const std::vector<module_ref>& modules, const char* what, bool need_ablate, parameters_needed need_prefix,
+                          bool need_eval = true) {
     DEPTHLAB_CHECK(!modules.empty(), usage_error, what, ": no modules");
     DEPTHLAB_CHECK(!need_eval || !modules.front().training || !modules.front().training(), usage_error, what,
                    ": the model is in training mode (dropout on: every evaluation would draw new masks, and the scores would be noise); "
@@ -162,7 +166,10 @@ inline void check_modules(const std::vector<module_ref>& modules, const char* wh
         DEPTHLAB_CHECK(!m.name.empty(), usage_error, what, ": a module has an empty name");
         DEPTHLAB_CHECK(seen.insert(m.name).second, usage_error, what, ": module name '", m.name, "' appears twice");
         DEPTHLAB_CHECK(!need_ablate || static_cast<bool>(m.ablate), usage_error, what, ": module '", m.name, "' has no ablate function");
-        DEPTHLAB_CHECK(!need_prefix || !m.prefix.empty(), usage_error, what, ": module '", m.name, "' has no parameter prefix");
+        DEPTHLAB_CHECK(need_prefix == parameters_needed::none || !m.prefix.empty() ||
+                           (need_prefix == parameters_needed::prefix_or_interpolation && m.interpolate),
+                       usage_error, what,
+                       ": module '", m.name, "' has no parameter prefix");
     }
 }
 
@@ -241,7 +248,7 @@ void check_holds(const nn::Module<T, B>& model, const nn::Snapshot<T, B>& snap, 
 /// Contribution score of every module (see the top of the file). Each module is switched
 /// off for one evaluation and on again, even when the metric throws.
 inline contribution_result contribution(const std::vector<module_ref>& modules, const metric_fn& metric, const contribution_options& opts = {}) {
-    detail::check_modules(modules, "contribution", true, false);
+    detail::check_modules(modules, "contribution", true, detail::parameters_needed::none);
     detail::check_options(opts);
     for (const auto& m : modules) check_ablation(m, opts.ablation);  // (before the baseline: a refusal costs no evaluation)
     detail::evaluator eval(metric, opts.run, "contribution");
@@ -287,7 +294,7 @@ contribution_result contribution(Model& model, const metric_fn& metric, const co
 template <class T, class B>
 criticality_result criticality(nn::Module<T, B>& model, const std::vector<module_ref>& modules, const nn::Snapshot<T, B>& initial,
                                const nn::Snapshot<T, B>& final_, const metric_fn& metric, const criticality_options& opts = {}) {
-    detail::check_modules(modules, "criticality", false, true);
+    detail::check_modules(modules, "criticality", false, detail::parameters_needed::prefix_or_interpolation);
     detail::check_options(opts);
     if (opts.check_final) detail::check_holds(model, final_, "criticality");
     detail::evaluator eval(metric, opts.run, "criticality");
@@ -301,9 +308,13 @@ criticality_result criticality(nn::Module<T, B>& model, const std::vector<module
         const module_ref& m = modules[i];
         eval.step(i, modules.size(), m.name);
         criticality_entry e{m.name, m.type, m.layer, 1.0, r.base, to_string(opts.method), true, {}};
-        scoped_interpolation<T, B> interp(model, m.prefix, initial, final_);
+        std::optional<scoped_interpolation<T, B>> by_prefix;
+        std::optional<scoped_module_interpolation> own;
+        if (m.interpolate) own.emplace(m.interpolate);
+        else by_prefix.emplace(model, m.prefix, initial, final_);
         auto at = [&](double alpha) {
-            interp.set(alpha);
+            if (own) own->set(alpha);
+            else by_prefix->set(alpha);
             const double v = eval();
             e.trace.emplace_back(alpha, v);
             return v;
@@ -387,7 +398,7 @@ inline std::vector<std::size_t> least_important_first(const std::vector<module_r
 template <class T, class B>
 pruning_result pruning_curve(const nn::Module<T, B>& model, const std::vector<module_ref>& modules, const std::vector<double>& importance,
                              const metric_fn& metric, int max_k, const run_options& run = {}, nn::ablation_kind ablation = nn::ablation_kind::zero) {
-    detail::check_modules(modules, "pruning", true, false);
+    detail::check_modules(modules, "pruning", true, detail::parameters_needed::none);
     for (const auto& m : modules) check_ablation(m, ablation);
     DEPTHLAB_CHECK(max_k >= 0 && static_cast<std::size_t>(max_k) <= modules.size(), usage_error, "pruning: max_k ", max_k, " outside [0, ",
                    modules.size(), "]");
@@ -454,7 +465,7 @@ template <class T, class B>
 rewinding_point rewind_and_finetune(nn::Module<T, B>& model, const std::vector<module_ref>& modules, const std::vector<double>& importance,
                                     int k, const nn::Snapshot<T, B>& initial, const metric_fn& metric, const std::function<void()>& finetune,
                                     const run_options& run = {}) {
-    detail::check_modules(modules, "rewinding", false, true, /*need_eval=*/false);
+    detail::check_modules(modules, "rewinding", false, detail::parameters_needed::prefix, /*need_eval=*/false);
     const auto order = least_important_first(modules, importance);
     detail::evaluator eval(metric, run, "rewinding");
     return detail::rewind_once(model, modules, order, k, initial, eval, finetune);
@@ -467,7 +478,7 @@ template <class T, class B>
 std::vector<rewinding_point> rewinding_curve(nn::Module<T, B>& model, const std::vector<module_ref>& modules, const std::vector<double>& importance,
                                              const std::vector<int>& ks, const nn::Snapshot<T, B>& initial, const nn::Snapshot<T, B>& final_,
                                              const metric_fn& metric, const std::function<void(int)>& finetune, const run_options& run = {}) {
-    detail::check_modules(modules, "rewinding", false, true, /*need_eval=*/false);
+    detail::check_modules(modules, "rewinding", false, detail::parameters_needed::prefix, /*need_eval=*/false);
     const auto order = least_important_first(modules, importance);
     struct restore_final {
         nn::Module<T, B>& m;

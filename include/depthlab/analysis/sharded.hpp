@@ -63,7 +63,7 @@ inline double shared_baseline(const metric_fn& metric, const std::optional<doubl
 inline contribution_result contribution(dist::communicator& comm, const std::vector<module_ref>& modules, const metric_fn& metric,
                                         contribution_options opts = {}) {
     if (!comm.distributed()) return contribution(modules, metric, opts);
-    detail::check_modules(modules, "contribution", true, false);
+    detail::check_modules(modules, "contribution", true, detail::parameters_needed::none);
     detail::check_options(opts);  // (on every rank, also one without modules: all throw or none)
     for (const auto& m : modules) check_ablation(m, opts.ablation);
     std::size_t own_evaluations = 0;
@@ -96,7 +96,7 @@ criticality_result criticality(dist::communicator& comm, nn::Module<T, B>& model
                                const nn::Snapshot<T, B>& initial, const nn::Snapshot<T, B>& final_, const metric_fn& metric,
                                criticality_options opts = {}) {
     if (!comm.distributed()) return criticality(model, modules, initial, final_, metric, opts);
-    detail::check_modules(modules, "criticality", false, true);
+    detail::check_modules(modules, "criticality", false, detail::parameters_needed::prefix_or_interpolation);
     detail::check_options(opts);
     std::size_t own_evaluations = 0;
     opts.base = detail::shared_baseline(metric, opts.base, own_evaluations);

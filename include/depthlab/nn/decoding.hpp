@@ -154,7 +154,7 @@ public:
         DEPTHLAB_CHECK(length_ < capacity_, usage_error, "decoder_state::step: the cache is full (", capacity_, " positions)");
         DEPTHLAB_CHECK(!grad_enabled(), usage_error, "decoder_state::step: incremental decoding is inference only (use depthlab::no_grad)");
         Var<T, B> y = model_->embed_target_at(ids, length_);
-        const std::vector<std::int64_t> resample_from = resample_rows();
+        const std::vector<std::int64_t> resample_from = resampling() ? resample_rows() : std::vector<std::int64_t>{};
         for (int l = 0; l < model_->decoder->depth; ++l)
             y = model_->decoder->layer(l).step(y, self_kv_[static_cast<std::size_t>(l)], memory_kv_[static_cast<std::size_t>(l)], memory_mask_,
                                                length_, resample_from);
@@ -214,6 +214,17 @@ public:
     }
 
 private:
+    // whether a decoder sub-layer is switched off with the resample kind (the row map is only
+    // built then)
+    [[nodiscard]] bool resampling() const {
+        for (int l = 0; l < model_->decoder->depth; ++l) {
+            const auto& layer = model_->decoder->layer(l);
+            for (const residual_base* r : {static_cast<const residual_base*>(&layer.self_attention), static_cast<const residual_base*>(&layer.cross_attention),
+                                           static_cast<const residual_base*>(&layer.feed_forward)})
+                if (!r->enabled && r->ablation == ablation_kind::resample) return true;
+        }
+        return false;
+    }
     static Tensor<T, B> gather(const Tensor<T, B>& t, const Tensor<std::int64_t, B>& idx) {
         Shape s = t.shape();
         const index_t cols = t.numel() / std::max<index_t>(s[0], 1);

@@ -568,32 +568,42 @@ void primitives<backend::cuda>::cross_entropy_bwd(index_t rows, index_t V, const
     }, "cross_entropy_bwd");
 }
 
-// One block per row: the maximum (NaN ignored, as std::max on the host), the log-sum-exp in
-// double, the first index of the maximum; a NaN log-sum-exp (a NaN or +inf logit) picks 0, as
-// the host's max_element over NaN log-probabilities does. Only 3 doubles a row go to the host.
+namespace cuda {
+/// The maximum (NaN ignored, as std::max on the host) and the log-sum-exp in double of a row
+/// of V logits, reduced over the block (every thread gets both): decoding's log-softmax.
+struct row_lse {
+    double max, lse;
+};
+template <class T>
+__device__ inline row_lse block_log_sum_exp(const T* x, index_t V) {
+    double mx = -std::numeric_limits<double>::infinity();
+    for (index_t c = threadIdx.x; c < V; c += blockDim.x)
+        if (static_cast<double>(x[c]) > mx) mx = static_cast<double>(x[c]);
+    mx = block_max(mx);
+    double s = 0;
+    for (index_t c = threadIdx.x; c < V; c += blockDim.x) s += std::exp(static_cast<double>(x[c]) - mx);
+    return {mx, mx + std::log(block_sum(s))};
+}
+}  // namespace cuda
+
+// One block per row: the log-sum-exp, the first index of the maximum; a NaN log-sum-exp (a
+// NaN or +inf logit) picks 0, as the host's max_element over NaN log-probabilities does. Only
+// 3 doubles a row go to the host.
 template <class T>
 void primitives<backend::cuda>::greedy_pick(index_t rows, index_t V, const T* logits, std::int64_t eos, double* out) {
     DEPTHLAB_CHECK(eos >= 0 && eos < V, index_error, "greedy_pick: EOS id ", eos, " outside the vocabulary [0, ", V, ")");
     cuda::for_each_row(rows, V, [=] __device__(index_t r) {
         const T* x = logits + r * V;
-        double mx = -std::numeric_limits<double>::infinity();
-        for (index_t c = threadIdx.x; c < V; c += blockDim.x)
-            if (static_cast<double>(x[c]) > mx) mx = static_cast<double>(x[c]);
-        mx = cuda::block_max(mx);
-        double s = 0;
+        const cuda::row_lse l = cuda::block_log_sum_exp(x, V);
         index_t first = V;
-        for (index_t c = threadIdx.x; c < V; c += blockDim.x) {
-            s += std::exp(static_cast<double>(x[c]) - mx);
-            if (static_cast<double>(x[c]) == mx && c < first) first = c;
-        }
-        s = cuda::block_sum(s);
+        for (index_t c = threadIdx.x; c < V; c += blockDim.x)
+            if (static_cast<double>(x[c]) == l.max && c < first) first = c;
         first = -cuda::block_max(-first);  // the lowest index of the maximum
         if (threadIdx.x != 0) return;
-        const double lse = mx + std::log(s);
-        const index_t best = lse != lse ? 0 : first;
+        const index_t best = l.lse != l.lse ? 0 : first;
         out[3 * r] = static_cast<double>(best);
-        out[3 * r + 1] = static_cast<double>(x[best]) - lse;
-        out[3 * r + 2] = static_cast<double>(x[eos]) - lse;
+        out[3 * r + 1] = static_cast<double>(x[best]) - l.lse;
+        out[3 * r + 2] = static_cast<double>(x[eos]) - l.lse;
     }, "greedy_pick");
 }
 
@@ -608,14 +618,7 @@ void primitives<backend::cuda>::beam_pick(index_t rows, index_t V, const T* logi
     DEPTHLAB_CHECK(take >= 1 && take <= V, shape_error, "beam_pick: ", take, " candidates a row from a vocabulary of ", V);
     cuda::for_each_row(rows, V, [=] __device__(index_t r) {
         const T* x = logits + r * V;
-        double mx = -std::numeric_limits<double>::infinity();
-        for (index_t c = threadIdx.x; c < V; c += blockDim.x)
-            if (static_cast<double>(x[c]) > mx) mx = static_cast<double>(x[c]);
-        mx = cuda::block_max(mx);
-        double s = 0;
-        for (index_t c = threadIdx.x; c < V; c += blockDim.x) s += std::exp(static_cast<double>(x[c]) - mx);
-        s = cuda::block_sum(s);
-        const double lse = mx + std::log(s), b = base[r];
+        const double lse = cuda::block_log_sum_exp(x, V).lse, b = base[r];
         const auto score = [=](index_t c) { return b + (static_cast<double>(x[c]) - lse); };
         double* o = out + r * (2 * take + 1);
         double prev_rank = 0;
