@@ -228,6 +228,7 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
         summary.update({{"contribution_within_noise", within_noise}, {"bootstrap_resamples", o.bootstrap}});
         // scores_agreement.csv: Spearman between every pair of scores, sub-layer and head level
         io::csv_writer agreement({"level", "score_a", "score_b", "spearman"});
+        std::optional<report::head_scores> head_report;  // --granularity head: the report's head heat maps
         agreement.row("sublayer", "contribution", "criticality", study.spearman);
         if (o.granularity == "head") {
             // ---- every attention head: contribution (switched off one at a time), Michel et al.'s
@@ -275,6 +276,8 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
             std::printf("heads: %zu; Spearman contribution vs gradient importance %.3f; wrote head_contribution.csv, head_criticality.csv, "
                         "head_importance.csv, head_pruning.csv\n",
                         heads.modules.size(), rho);
+            head_report = report::head_scores{.sublayer = heads.sublayer, .head = heads.head,
+                                              .scores = {{"contribution", head_c.scores()}, {"criticality", head_crit.scores()}, {"importance", importance}}};
             summary.update({{"heads", heads.modules.size()}, {"head_spearman", std::isnan(rho) ? nlohmann::json(nullptr) : nlohmann::json(rho)}});
         }
         agreement.write(o.out + "/scores_agreement.csv");
@@ -310,7 +313,8 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
              .analysis_beam = static_cast<int>(o.analysis_beam), .alpha = o.alpha, .analysis_bleu = base, .shallow = shallow, .rank_by = o.rank_by,
              .rewind_steps = o.rewind_steps, .finetune_lr = ft_lr, .metric_calls = metric.calls(), .encoder_runs = trans.encoder_runs(),
              .encoder_reuses = trans.encoder_reuses(), .metric_seconds = metric.seconds(), .total_seconds = run_time.elapsed(),
-             .command = command_line, .provenance = std::string("examples/component_value, git ") + examples::git_commit},
+             .command = command_line, .provenance = std::string("examples/component_value, git ") + examples::git_commit,
+             .heads = head_report ? &*head_report : nullptr},
             log, &study);
         page.write(o.out + "/report.html");
         std::printf("wrote %s/{contribution,contribution_ci,criticality,criticality_trace,pruning,pruning_criticality,rewinding}.csv, summary.json, report.html in %s\n",

@@ -326,4 +326,19 @@ TEST_CASE("translation recipe: saved and loaded by name; the shallower-model che
     CHECK(html.find("512 padded tokens; Adam (0.9, 0.98), lr 0.0020, inverse-sqrt warm-up 77; label smoothing 0.20") != std::string::npos);
     CHECK(html.find("13.25 (GNMT length penalty") != std::string::npos);
     CHECK(html.find("Contribution") == std::string::npos);
+
+    // the heads' section: a heat map per score, a row per attention sub-layer, a cell per head
+    const report::head_scores heads{.sublayer = {"encoder.0.self_attention", "encoder.0.self_attention", "decoder.0.cross_attention",
+                                                 "decoder.0.cross_attention"},
+                                    .head = {0, 1, 0, 1},
+                                    .scores = {{"contribution", {0.25, 1.0, 0.0, 0.5}}, {"importance", {3.0, 7.5, 0.5, 2.0}}}};
+    report::html_page with_heads("heads");
+    report::heads_section(with_heads, heads);
+    const std::string hh = with_heads.html();
+    CHECK(hh.find("Attention heads") != std::string::npos);
+    CHECK(hh.find("Head contribution (darker = more important)") != std::string::npos);
+    CHECK(hh.find("Head importance (darker = more important)") != std::string::npos);
+    CHECK(hh.find(">decoder.0.cross_attention</text>") != std::string::npos);
+    CHECK(hh.find(">7.50</text>") != std::string::npos);
+    CHECK(hh.find(">head 1</text>") != std::string::npos);
 }

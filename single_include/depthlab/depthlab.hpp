@@ -20023,6 +20023,7 @@ study_result run_component_value_study(dist::communicator& comm, nn::Module<T, B
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -20219,6 +20220,44 @@ inline void rewinding_section(html_page& page, const std::vector<analysis::rewin
                {.caption = "Rewinding + fine-tuning (baseline " + fixed(base) + ")"});
 }
 
+/// Scores of every attention head (component_value --granularity head): the head's attention
+/// sub-layer and index, and named score vectors in the same order.
+struct head_scores {
+    std::vector<std::string> sublayer;
+    std::vector<int> head;
+    std::vector<std::pair<std::string, std::vector<double>>> scores;  // ("contribution", ...), ...
+};
+
+/// "Attention heads": one heat map per score, a row per attention sub-layer, a column per
+/// head; a score outside [0, 1] (the gradient importance) is drawn on [0, its maximum].
+inline void heads_section(html_page& page, const head_scores& h) {
+    page.section("Attention heads");
+    page.paragraph("Each head is scored as the sub-layers are: contribution (its output gated to zero before the output projection), "
+                   "criticality (its rows of W_q, W_k, W_v and columns of W_o moved towards θ⁰) and Michel et al.'s gradient importance "
+                   "(Σ |∂L/∂ξ_h| of a gate ξ_h = 1 on its output, over teacher-forced training batches).");
+    std::vector<std::string> rows;
+    int heads = 0;
+    for (std::size_t i = 0; i < h.sublayer.size(); ++i) {
+        if (rows.empty() || rows.back() != h.sublayer[i]) rows.push_back(h.sublayer[i]);
+        heads = std::max(heads, h.head[i] + 1);
+    }
+    std::vector<std::string> cols;
+    for (int k = 0; k < heads; ++k) cols.push_back("head " + std::to_string(k));
+    for (const auto& [name, score] : h.scores) {
+        std::vector<std::vector<double>> grid(rows.size(), std::vector<double>(static_cast<std::size_t>(heads), std::numeric_limits<double>::quiet_NaN()));
+        double top = 0;
+        for (std::size_t i = 0; i < score.size() && i < h.sublayer.size(); ++i) {
+            const auto r = static_cast<std::size_t>(std::find(rows.begin(), rows.end(), h.sublayer[i]) - rows.begin());
+            grid[r][static_cast<std::size_t>(h.head[i])] = score[i];
+            if (std::isfinite(score[i])) top = std::max(top, score[i]);
+        }
+        page.figure(heat_map(rows, cols, grid,
+                             {.title = "Head " + name + " (darker = more important)", .x_label = "head", .y_label = "attention sub-layer",
+                              .value_label = name, .lo = 0, .hi = top > 1 ? top : 1.0}),
+                    "Head " + name + " per attention sub-layer and head.");
+    }
+}
+
 /// A curve of metrics.jsonl (train::metrics_log) for the report.
 struct curve_spec {
     std::string key{}, legend{}, title{}, subtitle{}, y_label{}, caption{};
@@ -20242,6 +20281,7 @@ struct component_value_run {
     std::vector<std::pair<std::string, std::string>> run_details{};  // "Where the time went"
     std::string command{}, provenance{};
     study_labels labels{};
+    const head_scores* heads = nullptr;                              // --granularity head; null: no head section
 };
 
 /// The page: baseline and curves, contribution, criticality, rank agreement, the paper's
@@ -20261,6 +20301,7 @@ inline html_page component_value_report(const component_value_run& r) {
         criticality_section(page, st->criticality, st->criticality_options, r.labels);
         rank_agreement_figure(page, st->contribution, st->criticality);
         findings_section(page, st->contribution, st->criticality, r.encoder_layers, r.decoder_layers);
+        if (r.heads) heads_section(page, *r.heads);
         if (st->complete) {
             pruning_section(page, st->pruning_by_contribution, st->pruning_by_criticality, r.labels);
             if (!r.pruning_note.empty()) page.paragraph(r.pruning_note);
@@ -20306,6 +20347,7 @@ struct translation_run {
     std::size_t metric_calls = 0, encoder_runs = 0, encoder_reuses = 0;
     double metric_seconds = 0, total_seconds = 0;
     std::string command{}, provenance{};
+    const head_scores* heads = nullptr;  // --granularity head; null: none
 };
 
 /// The component-value report of a translation run: component_value_report with BLEU as
@@ -20373,7 +20415,8 @@ inline html_page translation_study_report(const translation_run& r, const train:
         .run_details = times,
         .command = r.command,
         .provenance = r.provenance,
-        .labels = {.metric = "BLEU", .measured_on = sentences, .post_ln = r.post_ln}});
+        .labels = {.metric = "BLEU", .measured_on = sentences, .post_ln = r.post_ln},
+        .heads = r.heads});
 }
 
 }  // namespace depthlab::report
