@@ -3404,9 +3404,10 @@ private:
         if (ablation == ablation_kind::mean) {
             DEPTHLAB_CHECK(mean_.defined(), usage_error, "ablation: a mean-ablated ", to_string(type),
                            " sub-layer without a recorded mean (record_mean, or analysis::record_ablation_means)");
-            const index_t P = mean_.dim(0) - 1;
+            const index_t P = mean_.dim(0) - 1, p0 = site.first_position;
+            if (p0 + Tn <= P) return Var<T, B>::constant(mean_.slice(0, p0, p0 + Tn));  // (T, D), every position recorded: a view
             std::vector<std::int64_t> at(static_cast<std::size_t>(Tn));
-            for (index_t t = 0; t < Tn; ++t) at[static_cast<std::size_t>(t)] = std::min(site.first_position + t, P);
+            for (index_t t = 0; t < Tn; ++t) at[static_cast<std::size_t>(t)] = std::min(p0 + t, P);
             return gather_rows(Var<T, B>::constant(mean_), std::span<const std::int64_t>(at));  // (T, D): broadcast over the rows
         }
         std::vector<std::int64_t> from(site.resample_from.begin(), site.resample_from.end());
@@ -4205,8 +4206,8 @@ private:
     [[nodiscard]] bool resampling() const {
         for (int l = 0; l < model_->decoder->depth; ++l) {
             const auto& layer = model_->decoder->layer(l);
-            for (const residual_base* r : {static_cast<const residual_base*>(&layer.self_attention), static_cast<const residual_base*>(&layer.cross_attention),
-                                           static_cast<const residual_base*>(&layer.feed_forward)})
+            const residual_base* subs[] = {&layer.self_attention, &layer.cross_attention, &layer.feed_forward};
+            for (const residual_base* r : subs)
                 if (!r->enabled && r->ablation == ablation_kind::resample) return true;
         }
         return false;
@@ -7921,8 +7922,9 @@ inline void record_ablation_means(const std::vector<module_ref>& modules, std::s
     guard.done = true;
 }
 
-/// A module's own interpolation (module_ref::interpolate) for its lifetime (set() moves α);
-/// θᶠ written back (α = 1) when destroyed, also during stack unwinding.
+/// Moves a module's parameters for its lifetime: set(α) calls the function (a module's own
+/// interpolate, or interpolation_by_prefix), and θᶠ is written back (α = 1) when destroyed,
+/// also during stack unwinding.
 class scoped_module_interpolation {
 public:
     explicit scoped_module_interpolation(std::function<void(double)> f) : f_(std::move(f)) {}
@@ -7943,33 +7945,21 @@ private:
     std::function<void(double)> f_;
 };
 
+/// α ↦ the parameters under `prefix` set to (1 − α) θ⁰ + α θᶠ (nn::Snapshot::interpolate).
+template <class T, class B>
+std::function<void(double)> interpolation_by_prefix(nn::Module<T, B>& model, std::string prefix, const nn::Snapshot<T, B>& initial,
+                                                    const nn::Snapshot<T, B>& final_) {
+    DEPTHLAB_CHECK(!prefix.empty(), usage_error, "interpolation: empty parameter prefix (it would move the whole model)");
+    return [&model, prefix = std::move(prefix), &initial, &final_](double alpha) { nn::Snapshot<T, B>::interpolate(model, initial, final_, alpha, prefix); };
+}
+
 /// Sets the parameters under `prefix` to (1 − α) θ⁰ + α θᶠ for its lifetime (set() moves α);
 /// writes θᶠ back under the prefix when destroyed, also during stack unwinding.
 template <class T, class B>
-class scoped_interpolation {
+class scoped_interpolation : public scoped_module_interpolation {
 public:
     scoped_interpolation(nn::Module<T, B>& model, std::string prefix, const nn::Snapshot<T, B>& initial, const nn::Snapshot<T, B>& final_)
-        : model_(model), prefix_(std::move(prefix)), initial_(initial), final_snapshot_(final_) {
-        DEPTHLAB_CHECK(!prefix_.empty(), usage_error, "interpolation: empty parameter prefix (it would move the whole model)");
-    }
-    scoped_interpolation(const scoped_interpolation&) = delete;
-    scoped_interpolation& operator=(const scoped_interpolation&) = delete;
-    ~scoped_interpolation() {
-        try {
-            final_snapshot_.restore(model_, prefix_);
-        } catch (...) {
-        }
-    }
-    void set(double alpha) {
-        DEPTHLAB_CHECK(alpha >= 0.0 && alpha <= 1.0, usage_error, "interpolation: alpha ", alpha, " outside [0, 1]");
-        nn::Snapshot<T, B>::interpolate(model_, initial_, final_snapshot_, alpha, prefix_);
-    }
-
-private:
-    nn::Module<T, B>& model_;
-    std::string prefix_;
-    const nn::Snapshot<T, B>& initial_;
-    const nn::Snapshot<T, B>& final_snapshot_;
+        : scoped_module_interpolation(interpolation_by_prefix(model, std::move(prefix), initial, final_)) {}
 };
 
 }  // namespace depthlab::analysis
@@ -8420,13 +8410,10 @@ criticality_result criticality(nn::Module<T, B>& model, const std::vector<module
         const module_ref& m = modules[i];
         eval.step(i, modules.size(), m.name);
         criticality_entry e{m.name, m.type, m.layer, 1.0, r.base, to_string(opts.method), true, {}};
-        std::optional<scoped_interpolation<T, B>> by_prefix;
-        std::optional<scoped_module_interpolation> own;
-        if (m.interpolate) own.emplace(m.interpolate);
-        else by_prefix.emplace(model, m.prefix, initial, final_);
+        // the module's own interpolation, else the parameters under its prefix; θᶠ back at the end
+        scoped_module_interpolation interp(m.interpolate ? m.interpolate : interpolation_by_prefix(model, m.prefix, initial, final_));
         auto at = [&](double alpha) {
-            if (own) own->set(alpha);
-            else by_prefix->set(alpha);
+            interp.set(alpha);
             const double v = eval();
             e.trace.emplace_back(alpha, v);
             return v;

@@ -240,8 +240,9 @@ inline void record_ablation_means(const std::vector<module_ref>& modules, std::s
     guard.done = true;
 }
 
-/// A module's own interpolation (module_ref::interpolate) for its lifetime (set() moves α);
-/// θᶠ written back (α = 1) when destroyed, also during stack unwinding.
+/// Moves a module's parameters for its lifetime: set(α) calls the function (a module's own
+/// interpolate, or interpolation_by_prefix), and θᶠ is written back (α = 1) when destroyed,
+/// also during stack unwinding.
 class scoped_module_interpolation {
 public:
     explicit scoped_module_interpolation(std::function<void(double)> f) : f_(std::move(f)) {}
@@ -262,33 +263,21 @@ private:
     std::function<void(double)> f_;
 };
 
+/// α ↦ the parameters under `prefix` set to (1 − α) θ⁰ + α θᶠ (nn::Snapshot::interpolate).
+template <class T, class B>
+std::function<void(double)> interpolation_by_prefix(nn::Module<T, B>& model, std::string prefix, const nn::Snapshot<T, B>& initial,
+                                                    const nn::Snapshot<T, B>& final_) {
+    DEPTHLAB_CHECK(!prefix.empty(), usage_error, "interpolation: empty parameter prefix (it would move the whole model)");
+    return [&model, prefix = std::move(prefix), &initial, &final_](double alpha) { nn::Snapshot<T, B>::interpolate(model, initial, final_, alpha, prefix); };
+}
+
 /// Sets the parameters under `prefix` to (1 − α) θ⁰ + α θᶠ for its lifetime (set() moves α);
 /// writes θᶠ back under the prefix when destroyed, also during stack unwinding.
 template <class T, class B>
-class scoped_interpolation {
+class scoped_interpolation : public scoped_module_interpolation {
 public:
     scoped_interpolation(nn::Module<T, B>& model, std::string prefix, const nn::Snapshot<T, B>& initial, const nn::Snapshot<T, B>& final_)
-        : model_(model), prefix_(std::move(prefix)), initial_(initial), final_snapshot_(final_) {
-        DEPTHLAB_CHECK(!prefix_.empty(), usage_error, "interpolation: empty parameter prefix (it would move the whole model)");
-    }
-    scoped_interpolation(const scoped_interpolation&) = delete;
-    scoped_interpolation& operator=(const scoped_interpolation&) = delete;
-    ~scoped_interpolation() {
-        try {
-            final_snapshot_.restore(model_, prefix_);
-        } catch (...) {
-        }
-    }
-    void set(double alpha) {
-        DEPTHLAB_CHECK(alpha >= 0.0 && alpha <= 1.0, usage_error, "interpolation: alpha ", alpha, " outside [0, 1]");
-        nn::Snapshot<T, B>::interpolate(model_, initial_, final_snapshot_, alpha, prefix_);
-    }
-
-private:
-    nn::Module<T, B>& model_;
-    std::string prefix_;
-    const nn::Snapshot<T, B>& initial_;
-    const nn::Snapshot<T, B>& final_snapshot_;
+        : scoped_module_interpolation(interpolation_by_prefix(model, std::move(prefix), initial, final_)) {}
 };
 
 }  // namespace depthlab::analysis

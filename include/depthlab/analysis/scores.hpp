@@ -308,13 +308,10 @@ criticality_result criticality(nn::Module<T, B>& model, const std::vector<module
         const module_ref& m = modules[i];
         eval.step(i, modules.size(), m.name);
         criticality_entry e{m.name, m.type, m.layer, 1.0, r.base, to_string(opts.method), true, {}};
-        std::optional<scoped_interpolation<T, B>> by_prefix;
-        std::optional<scoped_module_interpolation> own;
-        if (m.interpolate) own.emplace(m.interpolate);
-        else by_prefix.emplace(model, m.prefix, initial, final_);
+        // the module's own interpolation, else the parameters under its prefix; θᶠ back at the end
+        scoped_module_interpolation interp(m.interpolate ? m.interpolate : interpolation_by_prefix(model, m.prefix, initial, final_));
         auto at = [&](double alpha) {
-            if (own) own->set(alpha);
-            else by_prefix->set(alpha);
+            interp.set(alpha);
             const double v = eval();
             e.trace.emplace_back(alpha, v);
             return v;

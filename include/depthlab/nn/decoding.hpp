@@ -219,8 +219,8 @@ private:
     [[nodiscard]] bool resampling() const {
         for (int l = 0; l < model_->decoder->depth; ++l) {
             const auto& layer = model_->decoder->layer(l);
-            for (const residual_base* r : {static_cast<const residual_base*>(&layer.self_attention), static_cast<const residual_base*>(&layer.cross_attention),
-                                           static_cast<const residual_base*>(&layer.feed_forward)})
+            const residual_base* subs[] = {&layer.self_attention, &layer.cross_attention, &layer.feed_forward};
+            for (const residual_base* r : subs)
                 if (!r->enabled && r->ablation == ablation_kind::resample) return true;
         }
         return false;

@@ -430,9 +430,10 @@ private:
         if (ablation == ablation_kind::mean) {
             DEPTHLAB_CHECK(mean_.defined(), usage_error, "ablation: a mean-ablated ", to_string(type),
                            " sub-layer without a recorded mean (record_mean, or analysis::record_ablation_means)");
-            const index_t P = mean_.dim(0) - 1;
+            const index_t P = mean_.dim(0) - 1, p0 = site.first_position;
+            if (p0 + Tn <= P) return Var<T, B>::constant(mean_.slice(0, p0, p0 + Tn));  // (T, D), every position recorded: a view
             std::vector<std::int64_t> at(static_cast<std::size_t>(Tn));
-            for (index_t t = 0; t < Tn; ++t) at[static_cast<std::size_t>(t)] = std::min(site.first_position + t, P);
+            for (index_t t = 0; t < Tn; ++t) at[static_cast<std::size_t>(t)] = std::min(p0 + t, P);
             return gather_rows(Var<T, B>::constant(mean_), std::span<const std::int64_t>(at));  // (T, D): broadcast over the rows
         }
         std::vector<std::int64_t> from(site.resample_from.begin(), site.resample_from.end());
