@@ -715,3 +715,120 @@ TEST_CASE("interop: from_pretrained reads the PyTorch-written HF fixtures with a
         r.check("pooled", pooled(h, *model->pooler).value());
     }, true);
 }
+
+// ---------------------------------------------------------------- GPT-2 (nn::GPT2, io::hf_gpt2_names)
+namespace {
+/// The sizes make.py builds its hf_gpt2 case with (GPT2Config: n_inner null = 4 n_embd).
+dnn::gpt2_config fixture_gpt2() {
+    return {.vocab = 23, .positions = 12, .depth = 2,
+            .layer = {.dim = 16, .heads = 4, .ff_dim = 64, .act = dnn::activation::gelu, .dropout = 0.0, .attention_dropout = 0.0,
+                      .norm_first = true, .ln_eps = 1e-5, .init = dnn::init_scheme::bert}};
+}
+dio::metadata_map gpt2_fields(const dnn::gpt2_config& c) {
+    dio::metadata_map m;
+    dio::save_config(m, "", c);
+    return m;
+}
+/// A folder holding the fixture `name` as an HF checkpoint (model.safetensors + config.json).
+std::string gpt2_folder(const interop_dir& dir, const std::string& name) {
+    const std::string d = dir.file(name);
+    fs::create_directories(d);
+    fs::copy_file(state_dict(name), d + "/model.safetensors");
+    fs::copy_file(std::string(DEPTHLAB_FIXTURE_DIR) + "/interop/" + name + ".config.json", d + "/config.json");
+    return d;
+}
+const std::set<std::string> gpt2_buffers{"transformer.h.0.attn.bias", "transformer.h.0.attn.masked_bias", "transformer.h.1.attn.bias",
+                                         "transformer.h.1.attn.masked_bias"};
+}  // namespace
+
+TEST_CASE("interop: an HF GPT2LMHeadModel state dict (Conv1D weights, tied lm_head) loads into GPT2 and matches torch") {
+    depthlab_test::run_case("interop/hf_gpt2", []<class T, class B>(Run<T, B>& r) {
+        const auto cfg = fixture_gpt2();
+        dnn::GPT2<T, B> model(cfg, 5);
+        model.eval();
+        const auto rep = dio::load_parameters(state_dict("hf_gpt2"), model, dio::hf_gpt2_names(cfg));
+        CHECK(rep.kept.empty());
+        CHECK(std::set<std::string>(rep.ignored.begin(), rep.ignored.end()) == gpt2_buffers);
+        const auto b = batch_of(r, "ids", "lengths");
+        r.check("hidden", model.hidden(b).value());
+        r.check("logits", model.logits(b).value());
+    }, true);
+}
+
+TEST_CASE("interop: GPT-2 export writes torch's tensors back bit for bit; save/from_pretrained_gpt2 round-trip") {
+    interop_dir dir;
+    const auto cfg = fixture_gpt2();
+    dnn::GPT2<float> model(cfg, 5);
+    dio::load_parameters(state_dict("hf_gpt2"), model, dio::hf_gpt2_names(cfg));
+    dio::save_parameters(dir.file("gpt2.safetensors"), model, dio::hf_gpt2_names(cfg));
+    check_same_tensors(dir.file("gpt2.safetensors"), state_dict("hf_gpt2"), gpt2_buffers);  // (Conv1D transposed back; lm_head written as the tied copy)
+
+    const std::string out = dir.file("export");
+    dio::save_pretrained_gpt2(model, out);
+    const dio::safetensors_file f(out + "/model.safetensors");
+    CHECK(f.contains("transformer.h.1.mlp.c_fc.weight"));
+    CHECK(f.entry("transformer.h.1.mlp.c_fc.weight").shape == depthlab::Shape{16, 64});  // Conv1D: (in, out)
+    CHECK_FALSE(f.contains("lm_head.weight"));  // tied: left out, as transformers' save_pretrained does
+    const auto back = dio::from_pretrained_gpt2<float>(out, 9);
+    CHECK(snapshot(*back) == snapshot(model));
+    CHECK(gpt2_fields(back->cfg) == gpt2_fields(cfg));
+
+    SUBCASE("the PyTorch-written folders: GPT2LMHeadModel with and without lm_head.weight") {
+        auto want = cfg;
+        const auto fixture = dio::from_pretrained_gpt2<float>(gpt2_folder(dir, "hf_gpt2"));
+        CHECK(gpt2_fields(fixture->cfg) == gpt2_fields(want));
+        CHECK(snapshot(*fixture) == snapshot(model));
+        const auto lm = dio::from_pretrained_gpt2<float>(std::string(DEPTHLAB_FIXTURE_DIR) + "/interop/hf_gpt2_lm");  // no lm_head.weight, no extra files
+        CHECK(lm->cfg.vocab == 120);
+        CHECK(lm->cfg.layer.heads == 2);
+        CHECK(lm->cfg.layer.ff_dim == 32);
+    }
+    SUBCASE("a GPT2Model file (no prefix) through a map with prefix \"\"") {
+        dio::save_parameters(dir.file("base.safetensors"), model, dio::hf_gpt2_names(cfg, {.prefix = ""}));
+        const dio::safetensors_file base(dir.file("base.safetensors"));
+        CHECK(base.contains("h.0.attn.c_attn.weight"));
+        CHECK_FALSE(base.contains("lm_head.weight"));
+        dnn::GPT2<float> again(cfg, 11);
+        dio::load_parameters(dir.file("base.safetensors"), again, dio::hf_gpt2_names(cfg, {.prefix = ""}));
+        CHECK(snapshot(again) == snapshot(model));
+    }
+}
+
+TEST_CASE("interop: GPT-2 loading errors name the file, the key and both shapes") {
+    interop_dir dir;
+    const std::string folder = gpt2_folder(dir, "hf_gpt2");
+    const std::string config = folder + "/config.json", in_config = "pretrained config " + config + ": ";
+    const nlohmann::json good = pretrained_test_json(config);
+    const auto with = [&](const char* key, const nlohmann::json& value) {
+        nlohmann::json j = good;
+        j[key] = value;
+        dio::write_file_atomically(config, j.dump(2));
+    };
+    const auto load = [&] { (void)dio::from_pretrained_gpt2<float>(folder); };
+    SUBCASE("config keys") {
+        with("model_type", "bert");
+        CHECK_THROWS_WITH_AS(load(), pretrained_test_has(in_config + "'model_type' = \"bert\" is not \"gpt2\""), depthlab::io_error);
+        with("embd_pdrop", 0.2);
+        CHECK_THROWS_WITH_AS(load(), pretrained_test_has(in_config + "'embd_pdrop' = 0.2 differs from 'resid_pdrop' = 0.0"), depthlab::io_error);
+        with("scale_attn_by_inverse_layer_idx", true);
+        CHECK_THROWS_WITH_AS(load(), pretrained_test_has("'scale_attn_by_inverse_layer_idx' = true is not supported"), depthlab::io_error);
+        with("n_head", 3);
+        CHECK_THROWS_WITH_AS(load(), pretrained_test_has("'n_embd' = 16 is not divisible by 'n_head' = 3"), depthlab::io_error);
+        with("activation_function", "swish");
+        CHECK_THROWS_WITH_AS(load(), pretrained_test_has("'activation_function' = \"swish\" is not supported"), depthlab::io_error);
+    }
+    SUBCASE("sizes that do not match the weights") {
+        with("n_inner", 32);
+        CHECK_THROWS_WITH_AS(load(), pretrained_test_has("'n_inner' = 32, 'n_embd' = 16 and 'n_layer' = 2 give tensor 'transformer.h.0.mlp.c_fc.weight' the shape (16, 32)"),
+                             depthlab::io_error);
+        with("n_layer", 1);
+        CHECK_THROWS_WITH_AS(load(), pretrained_test_has("has more blocks than " + config + "'s 'n_layer' = 1"), depthlab::io_error);
+    }
+    SUBCASE("a Conv1D weight stored as a Linear's (not transposed)") {
+        // (a square weight such as c_proj's cannot be caught: the layout, not the shape, says which way it goes)
+        rewrite(state_dict("hf_gpt2"), dir.file("bad.safetensors"), {}, {{"transformer.h.0.mlp.c_fc.weight", Tensor<float>::zeros({64, 16})}});
+        dnn::GPT2<float> target(fixture_gpt2(), 5);
+        check_failed_load<depthlab::io_error>(target, [&] { dio::load_parameters(dir.file("bad.safetensors"), target, dio::hf_gpt2_names(fixture_gpt2())); },
+                                              {"tensor 'transformer.h.0.mlp.c_fc.weight' for depthlab 'decoder.0.feed_forward.linear1.weight' (64, 16) (stored transposed) has shape (64, 16), expected (16, 64)"});
+    }
+}

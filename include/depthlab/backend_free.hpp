@@ -22,6 +22,7 @@
 #include "depthlab/nn/layers.hpp"
 #include "depthlab/nn/transformer.hpp"
 #include "depthlab/nn/models.hpp"
+#include "depthlab/nn/language_model.hpp"
 #include "depthlab/nn/decoding.hpp"
 #include "depthlab/nn/classification.hpp"
 #include "depthlab/optim/optimizer.hpp"

@@ -3873,6 +3873,155 @@ Var<T, B> Seq2SeqTransformer<T, B>::decode(const Var<T, B>& memory, const token_
 
 }  // namespace depthlab::nn
 // ---- end depthlab/nn/models.hpp ----
+// ---- begin depthlab/nn/language_model.hpp ----
+// A decoder-only language model in GPT-2's shape (Radford et al. 2019): learned token and
+// position embeddings, pre-LN blocks of causal self-attention and a feed-forward network,
+// a final LayerNorm, and logits from the token embedding's transpose (tied output).
+//
+//     nn::gpt2_config cfg = nn::gpt2_preset("tiny", vocab);
+//     nn::GPT2<float> lm(cfg, /*seed=*/1);
+//     auto loss = lm.loss(batch);                    // next-token cross-entropy, mean over predicted tokens
+//     auto logits = lm.logits(batch);                // (B, T, V)
+//
+// Parameters: "wte.weight" (V, D), "wpe.weight" (positions, D), the blocks under
+// "decoder.<i>" (each an EncoderLayer run with a causal mask: "decoder.<i>.self_attention",
+// "decoder.<i>.feed_forward", so the analyses type them D:SA and D:FF) and "ln_f". A block
+// has no cross-attention. io::hf_gpt2_names maps them to Hugging Face's GPT-2 names.
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <sstream>
+#include <string>
+#include <vector>
+
+
+namespace depthlab::nn {
+
+struct gpt2_config {
+    index_t vocab = 8000;
+    index_t positions = 256;  // the longest sequence (HF's n_positions)
+    int depth = 4;            // blocks (n_layer)
+    /// GPT-2's block: pre-LN, GELU (tanh, HF's "gelu_new"), dropout 0.1 on the embeddings,
+    /// the residual branches and the attention weights, N(0, 0.02) weights.
+    transformer_config layer{.dim = 256, .heads = 4, .ff_dim = 1024, .act = activation::gelu, .dropout = 0.1,
+                             .attention_dropout = 0.1, .norm_first = true, .ln_eps = 1e-5, .init = init_scheme::bert};
+
+    /// usage_error naming the first bad field.
+    void validate() const {
+        DEPTHLAB_CHECK(vocab > 0 && positions > 0 && depth >= 1, usage_error, "gpt2_config: vocab ", vocab, ", positions ", positions, ", depth ",
+                       depth, " must all be >= 1");
+        DEPTHLAB_CHECK(layer.norm_first, usage_error, "gpt2_config: GPT-2's blocks are pre-LN (layer.norm_first = true)");
+        layer.validate("gpt2_config");
+    }
+};
+/// gpt2_config's fields by name (io::save_config / load_config).
+template <class C, class F>
+    requires std::same_as<std::remove_const_t<C>, gpt2_config>
+void config_fields(C& c, F&& f) {
+    f("vocab", c.vocab);
+    f("positions", c.positions);
+    f("depth", c.depth);
+    f("layer", c.layer);
+}
+
+/// Language-model sizes for 2 cores (GPT-2 small is 12 blocks of d 768):
+///   "tiny"  4 blocks, d 128, 4 heads, FF 512, 128 positions   smoke runs, minutes
+///   "small" 6 blocks, d 256, 4 heads, FF 1024, 256 positions  tens of minutes
+inline gpt2_config gpt2_preset(const std::string& name, index_t vocab) {
+    gpt2_config c{.vocab = vocab};
+    if (name == "tiny") c.depth = 4, c.positions = 128, c.layer.dim = 128, c.layer.heads = 4, c.layer.ff_dim = 512;
+    else if (name == "small") c.depth = 6, c.positions = 256, c.layer.dim = 256, c.layer.heads = 4, c.layer.ff_dim = 1024;
+    else throw usage_error("gpt2_preset: '" + name + "' is not one of tiny, small");
+    return c;
+}
+/// "4 blocks, d 128, 4 heads, FF 512, 128 positions, dropout 0.1, vocab 8000"
+inline std::string describe(const gpt2_config& c) {
+    std::ostringstream os;
+    os << c.depth << " blocks, d " << c.layer.dim << ", " << c.layer.heads << " heads, FF " << c.layer.ff_dim << ", " << c.positions
+       << " positions, dropout " << c.layer.dropout << ", vocab " << c.vocab;
+    return os.str();
+}
+
+/// Next-token targets of a batch (B*T): position t's target is the id at t + 1; the last
+/// real position of each sequence and the padding get `ignore_index`.
+inline std::vector<std::int64_t> next_token_targets(const data::token_batch& b, std::int64_t ignore_index = -100) {
+    std::vector<std::int64_t> out(static_cast<std::size_t>(b.batch * b.length), ignore_index);
+    for (index_t s = 0; s < b.batch; ++s)
+        for (index_t t = 0; t + 1 < b.lengths[static_cast<std::size_t>(s)]; ++t)
+            out[static_cast<std::size_t>(s * b.length + t)] = b.ids[static_cast<std::size_t>(s * b.length + t + 1)];
+    return out;
+}
+
+template <class T, class B = backend::cpu>
+class GPT2 : public Module<T, B> {
+public:
+    using Block = EncoderLayer<T, B>;  // self-attention + feed-forward; causal through its mask
+    /// Called with each block's index, input and output (B, T, D) during a forward.
+    using block_observer = std::function<void(int block, const Var<T, B>& in, const Var<T, B>& out)>;
+
+    explicit GPT2(const gpt2_config& c, std::uint64_t seed = 0);
+    /// The final hidden states (B, T, D), after ln_f. ids (B*T), right-padded to b.length.
+    Var<T, B> hidden(const data::token_batch& b, const block_observer& observe = {}) const;
+    /// Logits (B, T, V): hidden states times wteᵀ.
+    Var<T, B> logits(const data::token_batch& b) const { return linear(hidden(b), wte->weight); }
+    /// Mean next-token cross-entropy over the predicted positions (next_token_targets).
+    Var<T, B> loss(const data::token_batch& b) const { return cross_entropy(logits(b), std::span<const std::int64_t>(next_token_targets(b))); }
+
+    gpt2_config cfg;
+    Embedding<T, B>*wte, *wpe;
+    Stack<Block, untied, T, B>* decoder;
+    LayerNorm<T, B>* ln_f;
+    Generator& rng() { return gen_; }
+
+private:
+    mutable Generator gen_;
+};
+
+// Defined outside the class body, so not inline: under DEPTHLAB_COMPILED a program calls the
+// library's copy instead of compiling it again (include/depthlab/compiled.hpp).
+template <class T, class B>
+GPT2<T, B>::GPT2(const gpt2_config& c, std::uint64_t seed) : cfg(c), gen_(seed) {
+    c.validate();
+    const index_t D = c.layer.dim;
+    wte = &this->register_module("wte", std::make_unique<Embedding<T, B>>(c.vocab, D, gen_, 0.02));
+    wpe = &this->register_module("wpe", std::make_unique<Embedding<T, B>>(c.positions, D, gen_, 0.02));
+    decoder = &this->register_module("decoder", std::make_unique<Stack<Block, untied, T, B>>(c.depth, c.layer, gen_));
+    // GPT-2 scales the projections into the residual stream by 1/sqrt(2 · blocks), so that the
+    // stream's variance does not grow with depth
+    const double down = 1.0 / std::sqrt(2.0 * c.depth);
+    for (int i = 0; i < c.depth; ++i) {
+        Block& blk = decoder->layer(i);
+        for (Var<T, B>* w : {&blk.self_attention.branch.out_proj->weight, &blk.feed_forward.branch.linear2->weight}) {
+            std::vector<T> v = w->value().to_vector();
+            for (T& x : v) x = static_cast<T>(x * down);
+            w->value().copy_(Tensor<T, B>::from(w->value().shape(), v));
+        }
+    }
+    ln_f = &this->register_module("ln_f", std::make_unique<LayerNorm<T, B>>(D, c.layer.ln_eps));
+}
+
+template <class T, class B>
+Var<T, B> GPT2<T, B>::hidden(const data::token_batch& b, const block_observer& observe) const {
+    DEPTHLAB_CHECK(b.length <= cfg.positions, shape_error, "GPT2: sequence length ", b.length, " > positions ", cfg.positions);
+    DEPTHLAB_CHECK(static_cast<index_t>(b.lengths.size()) == b.batch, shape_error, "GPT2: ", b.lengths.size(), " lengths for a batch of ",
+                   b.batch);
+    std::vector<std::int64_t> pos(static_cast<std::size_t>(b.batch * b.length));
+    for (std::size_t i = 0; i < pos.size(); ++i) pos[i] = static_cast<std::int64_t>(i % static_cast<std::size_t>(b.length));
+    Var<T, B> x = add((*wte)(b.ids, {b.batch, b.length}), (*wpe)(pos, {b.batch, b.length}));
+    x = dropout(x, static_cast<T>(cfg.layer.dropout), gen_, this->is_training());
+    const Tensor<T, B> mask = causal_padding_mask<T, B>(b.lengths, b.length);
+    for (int i = 0; i < decoder->depth; ++i) {
+        Var<T, B> y = decoder->layer(i)(x, mask);
+        if (observe) observe(i, x, y);
+        x = std::move(y);
+    }
+    return (*ln_f)(x);
+}
+
+}  // namespace depthlab::nn
+// ---- end depthlab/nn/language_model.hpp ----
 // ---- begin depthlab/nn/decoding.hpp ----
 // Incremental decoding for Seq2SeqTransformer: greedy search and beam search, batched over
 // sentences, with a key/value cache.
@@ -15750,7 +15899,8 @@ private:
 // save_parameters(path, model, map) exports one (atomic, metadata {"format": "pt"}).
 //
 // A map entry is one of: `tensor` (one external tensor, same shape: PyTorch's Linear weight
-// is (out, in) like depthlab's, so nothing is ever transposed), `split` (the parameter is
+// is (out, in) like depthlab's), `transposed` (one external matrix holding the parameter's
+// transpose: GPT-2's Conv1D weight is (in, out)), `split` (the parameter is
 // several external tensors concatenated along dim 0: depthlab's fused in_proj_weight (3D, D)
 // = HF's query/key/value weights (D, D) each), `fixed` (the layout has no such tensor and
 // computes as if the parameter had a fixed value: loading sets it, saving checks it), `kept`
@@ -15783,13 +15933,13 @@ private:
 
 namespace depthlab::io {
 
-enum class map_kind { tensor, split, fixed, kept };
+enum class map_kind { tensor, split, fixed, kept, transposed };
 enum class fixed_value { identity, zeros };
 
 struct name_map_entry {
     std::string internal;               ///< the depthlab parameter name
     map_kind kind = map_kind::tensor;
-    std::vector<std::string> external;  ///< tensor: one name; split: the parts along dim 0, in order
+    std::vector<std::string> external;  ///< tensor, transposed: one name; split: the parts along dim 0, in order
     std::vector<std::string> tied;      ///< more external names with the same values (tensor entries)
     fixed_value value = fixed_value::zeros;
     std::string note;                   ///< why (fixed, kept)
@@ -15815,6 +15965,10 @@ public:
     [[nodiscard]] bool used(const std::string& external) const { return uses_.count(external) && !ignored_.count(external) && !rejected_.count(external); }
 
     name_map& add(std::string internal, std::string external) { return push({std::move(internal), map_kind::tensor, {std::move(external)}, {}, {}, {}}); }
+    /// A matrix stored as its transpose in the layout.
+    name_map& transposed(std::string internal, std::string external) {
+        return push({std::move(internal), map_kind::transposed, {std::move(external)}, {}, {}, {}});
+    }
     name_map& split(std::string internal, std::vector<std::string> parts) {
         DEPTHLAB_CHECK(parts.size() >= 2, usage_error, "name_map ", layout_, ": split of '", internal, "' needs at least 2 parts");
         return push({std::move(internal), map_kind::split, std::move(parts), {}, {}, {}});
@@ -15966,6 +16120,9 @@ interop_report load_parameters(const std::string& path, nn::Module<T, B>& module
                 continue;
             }
             for (std::size_t i = 0; i < k; ++i) check(e->external[i], cat("part ", i + 1, " of ", k, " of ", role), detail::part_shape(s, k));
+        } else if (e->kind == map_kind::transposed) {
+            if (s.rank() != 2) problems.push_back(cat(role, " is not a matrix, so it cannot be stored transposed"));
+            else check(e->external[0], cat(role, " (stored transposed)"), Shape{s[1], s[0]});
         }
     }
     std::vector<std::string> extra;
@@ -16006,6 +16163,9 @@ interop_report load_parameters(const std::string& path, nn::Module<T, B>& module
                                other[i], " vs ", host[i], "), but depthlab ties both to '", e->internal, "'");
             }
             staged.emplace_back(&p.value(), std::move(v));
+        } else if (e->kind == map_kind::transposed) {
+            const std::string& src = e->external[0];
+            staged.emplace_back(&p.value(), detail::require_finite(f.template load<T, B>(src), path, src).transpose(0, 1).contiguous());
         } else {
             Tensor<T, B> v = Tensor<T, B>::empty(s);
             const index_t n = s[0] / static_cast<index_t>(e->external.size());
@@ -16046,6 +16206,10 @@ interop_report save_parameters(const std::string& path, const nn::Module<T, B>& 
             w.add(e->external[0], v);
             if (opt.write_tied)
                 for (const std::string& t : e->tied) tied.emplace_back(t, v);
+        } else if (e->kind == map_kind::transposed) {
+            DEPTHLAB_CHECK(v.rank() == 2, shape_error, where, ": '", e->internal, "' of shape ", v.shape(),
+                           " is not a matrix, so it cannot be stored transposed; nothing was written");
+            w.add(e->external[0], v.transpose(0, 1));  // (written contiguous)
         } else {
             const index_t n = v.shape()[0] / static_cast<index_t>(e->external.size());
             DEPTHLAB_CHECK(v.rank() >= 1 && n * static_cast<index_t>(e->external.size()) == v.shape()[0], shape_error, where, ": '", e->internal,
@@ -16097,6 +16261,12 @@ interop_report save_parameters(const std::string& path, const nn::Module<T, B>& 
 //    rejected: build the torch model with custom_encoder / custom_decoder and norm=None.
 //    nn.Transformer has no embeddings or output projection: extra tensors "depthlab.<name>".
 //    PyTorch's activation="gelu" is activation::gelu_erf.
+//  * hf_gpt2_names: transformers' modeling_gpt2.py (v4.x) GPT2LMHeadModel / GPT2Model over
+//    nn::GPT2: {prefix}wte, wpe, h.{i}.{ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc,
+//    mlp.c_proj}, ln_f; lm_head.weight is tied to wte (save_pretrained leaves it out). GPT-2's
+//    Conv1D stores a weight as (in, out), the transpose of a Linear's: c_attn's columns are
+//    [q | k | v], depthlab's in_proj rows. The causal-mask buffers attn.bias and
+//    attn.masked_bias that older versions save are ignored.
 // What a map cannot carry is configuration: activation (HF "gelu_new" = activation::gelu,
 // "gelu" = gelu_erf), layer_norm_eps = ln_eps (modeling_albert.py's AlbertMLMHead LayerNorm
 // uses PyTorch's default 1e-5: set model.mlm_norm->eps for exact parity), sizes, depth.
@@ -16123,6 +16293,9 @@ struct hf_albert_options {
 struct hf_bert_options {
     hf_head head = hf_head::base_model;
     std::optional<std::string> prefix{};     ///< default "bert." with heads, "" without
+};
+struct hf_gpt2_options {
+    std::string prefix = "transformer.";  ///< of every name but lm_head: "transformer." (GPT2LMHeadModel), "" (GPT2Model)
 };
 struct torch_transformer_options {
     bool embeddings = true;  ///< true: embeddings / output projection as "depthlab.*" extra tensors; false: kept
@@ -16216,6 +16389,34 @@ inline name_map hf_bert_names(const nn::albert_config& c, const hf_bert_options&
     } else {
         detail::keep_heads(m, "BertModel");
     }
+    return m;
+}
+
+/// depthlab's GPT2 <-> HF GPT2LMHeadModel (prefix "transformer.") / GPT2Model (prefix "").
+inline name_map hf_gpt2_names(const nn::gpt2_config& c, const hf_gpt2_options& o = {}) {
+    using depthlab::detail::cat;
+    const std::string& P = o.prefix;
+    name_map m(P.empty() ? "hf GPT2Model" : "hf GPT2LMHeadModel");
+    m.add("wte.weight", P + "wte.weight");
+    if (!P.empty()) m.tie("wte.weight", "lm_head.weight");
+    m.add("wpe.weight", P + "wpe.weight");
+    const auto conv1d = [&](const std::string& in, const std::string& ex) {
+        m.transposed(in + ".weight", ex + ".weight");
+        m.add(in + ".bias", ex + ".bias");
+    };
+    for (int i = 0; i < c.depth; ++i) {
+        const std::string in = cat("decoder.", i, "."), ex = cat(P, "h.", i, ".");
+        detail::map_affine(m, in + "self_attention.norm", ex + "ln_1");
+        m.transposed(in + "self_attention.in_proj_weight", ex + "attn.c_attn.weight");
+        m.add(in + "self_attention.in_proj_bias", ex + "attn.c_attn.bias");
+        conv1d(in + "self_attention.out_proj", ex + "attn.c_proj");
+        detail::map_affine(m, in + "feed_forward.norm", ex + "ln_2");
+        conv1d(in + "feed_forward.linear1", ex + "mlp.c_fc");
+        conv1d(in + "feed_forward.linear2", ex + "mlp.c_proj");
+        m.ignore(ex + "attn.bias", "the causal mask, a buffer");
+        m.ignore(ex + "attn.masked_bias", "the masking constant, a buffer");
+    }
+    detail::map_affine(m, "ln_f", P + "ln_f");
     return m;
 }
 
@@ -16434,125 +16635,199 @@ void save_pretrained(const Model& model, const std::string& dir, hf_model type =
     detail::write_pretrained_config(pc, dir);
 }
 
+// ---- GPT-2 (nn::GPT2, io::hf_gpt2_names)
+// config.json -> nn::gpt2_config (read_gpt2_config; "model_type" must be "gpt2"): vocab_size ->
+//   vocab; n_positions -> positions; n_embd -> layer.dim; n_layer -> depth; n_head ->
+//   layer.heads; n_inner -> layer.ff_dim (null: 4 n_embd); activation_function as hidden_act
+//   above; resid_pdrop -> layer.dropout (embd_pdrop must equal it: depthlab has one rate for
+//   both); attn_pdrop -> layer.attention_dropout; layer_norm_epsilon -> layer.ln_eps. When
+//   present, scale_attn_weights must be true and scale_attn_by_inverse_layer_idx and
+//   reorder_and_upcast_attn false (GPT-2's defaults; the others are not GPT-2's attention).
+//   Fixed: pre-LN, init_scheme::bert.
+// The weights: DIR/model.safetensors through hf_gpt2_names, with the prefix the file has
+// ("transformer." as GPT2LMHeadModel, "" as GPT2Model), its sizes checked against the config
+// first. save_pretrained_gpt2 writes GPT2LMHeadModel without lm_head.weight (tied), as
+// transformers does, then config.json.
+
+/// Reads DIR/config.json of a GPT-2 (io_error naming the file and key).
+DEPTHLAB_OUT_OF_LINE nn::gpt2_config read_gpt2_config(const std::string& dir);
+namespace detail {
+DEPTHLAB_OUT_OF_LINE void write_gpt2_config(const nn::gpt2_config& c, const std::string& dir);
+/// The name map of DIR/model.safetensors (its prefix), after checking the file's sizes against `c`.
+DEPTHLAB_OUT_OF_LINE name_map gpt2_pretrained_names(const nn::gpt2_config& c, const std::string& dir);
+}  // namespace detail
+
+/// Reads the Hugging Face GPT-2 folder DIR (config.json + model.safetensors).
+template <class T, class B = backend::cpu>
+std::unique_ptr<nn::GPT2<T, B>> from_pretrained_gpt2(const std::string& dir, std::uint64_t seed = 0) {
+    const nn::gpt2_config c = read_gpt2_config(dir);
+    const name_map map = detail::gpt2_pretrained_names(c, dir);
+    auto model = std::make_unique<nn::GPT2<T, B>>(c, seed);
+    load_parameters(detail::pretrained_file(dir, "model.safetensors"), *model, map);
+    return model;
+}
+/// Writes `model` as the Hugging Face folder DIR: model.safetensors (GPT2LMHeadModel, without
+/// the tied lm_head.weight), then config.json.
+template <class T, class B>
+void save_pretrained_gpt2(const nn::GPT2<T, B>& model, const std::string& dir) {
+    detail::make_pretrained_folder(dir);
+    save_parameters(detail::pretrained_file(dir, "model.safetensors"), model, hf_gpt2_names(model.cfg), {}, {.write_tied = false});
+    detail::write_gpt2_config(model.cfg, dir);
+}
+
 // Defined outside the declarations: under DEPTHLAB_COMPILED a program links the library's copy
 // and does not compile the JSON parser and serializer again (core/out_of_line.hpp).
 #if DEPTHLAB_DEFINE_OUT_OF_LINE
-DEPTHLAB_OUT_OF_LINE pretrained_config read_pretrained_config(const std::string& dir) {
-    using depthlab::detail::cat;
+namespace detail {
+/// DIR/config.json, read strictly: every accessor throws io_error naming the file and the key.
+class hf_config_json {
+public:
     using json = nlohmann::json;
-    const std::string path = detail::pretrained_file(dir, "config.json");
-    const auto error = [&](const auto&... parts) { return io_error(cat("pretrained config ", path, ": ", parts...)); };
-    std::error_code ec;
-    if (!std::filesystem::is_directory(dir, ec)) throw error("the folder ", dir, " does not exist (or is not a folder)");
-
-    std::FILE* f = std::fopen(path.c_str(), "rb");
-    if (f == nullptr) {
+    explicit hf_config_json(const std::string& dir) : path_(pretrained_file(dir, "config.json")) {
+        std::error_code ec;
+        if (!std::filesystem::is_directory(dir, ec)) throw error("the folder ", dir, " does not exist (or is not a folder)");
+        std::FILE* f = std::fopen(path_.c_str(), "rb");
+        if (f == nullptr) {
+            const int err = errno;
+            throw error("cannot open: ", errno_text(err), " (a Hugging Face model folder holds config.json and model.safetensors)");
+        }
+        constexpr std::size_t max_bytes = std::size_t{16} << 20;
+        std::string text;
+        char buf[1 << 14];
+        bool failed = false, too_large = false;
+        for (;;) {
+            const std::size_t n = std::fread(buf, 1, sizeof buf, f);
+            text.append(buf, n);
+            if (text.size() > max_bytes) {
+                too_large = true;
+                break;
+            }
+            if (n < sizeof buf) {
+                failed = std::ferror(f) != 0;
+                break;
+            }
+        }
         const int err = errno;
-        throw error("cannot open: ", detail::errno_text(err), " (a Hugging Face model folder holds config.json and model.safetensors)");
-    }
-    constexpr std::size_t max_bytes = std::size_t{16} << 20;
-    std::string text;
-    char buf[1 << 14];
-    bool failed = false, too_large = false;
-    for (;;) {
-        const std::size_t n = std::fread(buf, 1, sizeof buf, f);
-        text.append(buf, n);
-        if (text.size() > max_bytes) {
-            too_large = true;
-            break;
+        std::fclose(f);
+        if (failed) throw error("cannot read: ", errno_text(err));
+        if (too_large) throw error("larger than ", max_bytes, " bytes: not a model config");
+        try {
+            j_ = json::parse(text);
+        } catch (const json::exception& e) {
+            throw error("malformed JSON: ", e.what());
         }
-        if (n < sizeof buf) {
-            failed = std::ferror(f) != 0;
-            break;
-        }
+        if (!j_.is_object()) throw error("a JSON ", j_.type_name(), ", not an object");
     }
-    const int err = errno;
-    std::fclose(f);
-    if (failed) throw error("cannot read: ", detail::errno_text(err));
-    if (too_large) throw error("larger than ", max_bytes, " bytes: not a model config");
-
-    json j;
-    try {
-        j = json::parse(text);
-    } catch (const json::exception& e) {
-        throw error("malformed JSON: ", e.what());
-    }
-    if (!j.is_object()) throw error("a JSON ", j.type_name(), ", not an object");
-    const auto shown = [](const json& v) {  // (structured values by their kind: dump() recurses)
-        if (v.is_array()) return std::string("an array");
-        if (v.is_object()) return std::string("an object");
-        std::string s = v.dump();
-        return s.size() > 80 ? s.substr(0, 77) + "..." : s;
-    };
+    /// What the missing-key errors say needs the key ("an ALBERT config", ...).
     std::string model = "a Hugging Face config";
-    const auto at = [&](const char* key) -> const json& {
-        const auto it = j.find(key);
-        if (it == j.end()) throw error("no key '", key, "' (", model, " needs it)");
-        return *it;
-    };
-    const auto integer = [&](const char* key) -> int {  // sizes: 1 .. INT_MAX
+
+    template <class... Parts>
+    [[nodiscard]] io_error error(const Parts&... parts) const {
+        return io_error(depthlab::detail::cat("pretrained config ", path_, ": ", parts...));
+    }
+    [[nodiscard]] bool has(const char* key) const { return j_.contains(key); }
+    /// The key's value as the errors show it (structured values by their kind: dump() recurses).
+    [[nodiscard]] std::string shown(const char* key) const { return shown(at(key)); }
+    [[nodiscard]] int integer(const char* key) const {  // sizes: 1 .. INT_MAX
         const json& v = at(key);
         if (!v.is_number_integer()) throw error("'", key, "' is ", shown(v), ", not an integer");
         if (!v.is_number_unsigned() || v.get<std::uint64_t>() < 1 || v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT_MAX))
             throw error("'", key, "' = ", shown(v), " is not a size in [1, ", INT_MAX, "]");
         return static_cast<int>(v.get<std::uint64_t>());
-    };
-    const auto number = [&](const char* key) -> double {
+    }
+    [[nodiscard]] bool is_null(const char* key) const { return at(key).is_null(); }
+    [[nodiscard]] double number(const char* key) const {
         const json& v = at(key);
         if (!v.is_number()) throw error("'", key, "' is ", shown(v), ", not a number");
         return v.get<double>();
-    };
-    const auto probability = [&](const char* key) {
+    }
+    [[nodiscard]] double probability(const char* key) const {
         const double p = number(key);
-        if (!(p >= 0 && p < 1)) throw error("'", key, "' = ", shown(at(key)), " is not a dropout probability in [0, 1)");
+        if (!(p >= 0 && p < 1)) throw error("'", key, "' = ", shown(key), " is not a dropout probability in [0, 1)");
         return p;
-    };
-    const auto str = [&](const char* key) -> std::string {
+    }
+    [[nodiscard]] double positive(const char* key) const {
+        const double v = number(key);
+        if (!(v > 0)) throw error("'", key, "' = ", shown(key), " is not > 0");
+        return v;
+    }
+    [[nodiscard]] std::string str(const char* key) const {
         const json& v = at(key);
         if (!v.is_string()) throw error("'", key, "' is ", shown(v), ", not a string");
         return v.get<std::string>();
-    };
+    }
+    [[nodiscard]] bool boolean(const char* key) const {
+        const json& v = at(key);
+        if (!v.is_boolean()) throw error("'", key, "' is ", shown(v), ", not true or false");
+        return v.get<bool>();
+    }
+    /// "gelu_new" / "gelu" / "relu" -> gelu (tanh) / gelu_erf / relu.
+    [[nodiscard]] nn::activation activation(const char* key) const {
+        const std::string act = str(key);
+        if (act == "gelu_new") return nn::activation::gelu;
+        if (act == "gelu") return nn::activation::gelu_erf;
+        if (act == "relu") return nn::activation::relu;
+        throw error("'", key, "' = ", shown(key), " is not supported (\"gelu_new\", \"gelu\", \"relu\")");
+    }
 
+private:
+    const json& at(const char* key) const {
+        const auto it = j_.find(key);
+        if (it == j_.end()) throw error("no key '", key, "' (", model, " needs it)");
+        return *it;
+    }
+    static std::string shown(const json& v) {
+        if (v.is_array()) return "an array";
+        if (v.is_object()) return "an object";
+        std::string s = v.dump();
+        return s.size() > 80 ? s.substr(0, 77) + "..." : s;
+    }
+    std::string path_;
+    json j_;
+};
+/// HF's name of an activation (inverse of hf_config_json::activation).
+inline const char* hf_activation_name(nn::activation a) {
+    return a == nn::activation::gelu_erf ? "gelu" : a == nn::activation::relu ? "relu" : "gelu_new";
+}
+}  // namespace detail
+
+DEPTHLAB_OUT_OF_LINE pretrained_config read_pretrained_config(const std::string& dir) {
+    detail::hf_config_json j(dir);
     pretrained_config pc;
-    const std::string type = str("model_type");
+    const std::string type = j.str("model_type");
     if (type == "albert") pc.model_type = hf_model::albert;
     else if (type == "bert") pc.model_type = hf_model::bert;
-    else throw error("'model_type' = ", shown(at("model_type")), " is not supported (\"albert\", \"bert\")");
+    else throw j.error("'model_type' = ", j.shown("model_type"), " is not supported (\"albert\", \"bert\"; GPT-2: read_gpt2_config)");
     const bool albert = pc.model_type == hf_model::albert;
-    model = albert ? "an ALBERT config" : "a BERT config";
+    j.model = albert ? "an ALBERT config" : "a BERT config";
 
     nn::albert_config& c = pc.cfg;
-    c.vocab = integer("vocab_size");
-    c.layer.dim = integer("hidden_size");
-    c.embed = albert ? integer("embedding_size") : c.layer.dim;
-    c.depth = integer("num_hidden_layers");
-    c.layer.heads = integer("num_attention_heads");
+    c.vocab = j.integer("vocab_size");
+    c.layer.dim = j.integer("hidden_size");
+    c.embed = albert ? j.integer("embedding_size") : c.layer.dim;
+    c.depth = j.integer("num_hidden_layers");
+    c.layer.heads = j.integer("num_attention_heads");
     if (c.layer.dim % c.layer.heads != 0)
-        throw error("'hidden_size' = ", c.layer.dim, " is not divisible by 'num_attention_heads' = ", c.layer.heads);
-    c.layer.ff_dim = integer("intermediate_size");
-    const std::string act = str("hidden_act");
-    if (act == "gelu_new") c.layer.act = nn::activation::gelu;
-    else if (act == "gelu") c.layer.act = nn::activation::gelu_erf;
-    else if (act == "relu") c.layer.act = nn::activation::relu;
-    else throw error("'hidden_act' = ", shown(at("hidden_act")), " is not supported (\"gelu_new\", \"gelu\", \"relu\")");
-    c.layer.dropout = probability("hidden_dropout_prob");
-    c.layer.attention_dropout = probability("attention_probs_dropout_prob");
-    c.max_len = integer("max_position_embeddings");
-    c.segments = integer("type_vocab_size");
-    c.layer.ln_eps = number("layer_norm_eps");
-    if (!(c.layer.ln_eps > 0)) throw error("'layer_norm_eps' = ", shown(at("layer_norm_eps")), " is not > 0");
-    c.sop_dropout = albert ? probability("classifier_dropout_prob") : 0.0;
+        throw j.error("'hidden_size' = ", c.layer.dim, " is not divisible by 'num_attention_heads' = ", c.layer.heads);
+    c.layer.ff_dim = j.integer("intermediate_size");
+    c.layer.act = j.activation("hidden_act");
+    c.layer.dropout = j.probability("hidden_dropout_prob");
+    c.layer.attention_dropout = j.probability("attention_probs_dropout_prob");
+    c.max_len = j.integer("max_position_embeddings");
+    c.segments = j.integer("type_vocab_size");
+    c.layer.ln_eps = j.positive("layer_norm_eps");
+    c.sop_dropout = albert ? j.probability("classifier_dropout_prob") : 0.0;
     c.layer.norm_first = false;
     c.layer.init = nn::init_scheme::bert;
-    if (j.contains("position_embedding_type") && str("position_embedding_type") != "absolute")
-        throw error("'position_embedding_type' = ", shown(at("position_embedding_type")), " is not supported (\"absolute\")");
+    if (j.has("position_embedding_type") && j.str("position_embedding_type") != "absolute")
+        throw j.error("'position_embedding_type' = ", j.shown("position_embedding_type"), " is not supported (\"absolute\")");
     pc.tied = false;
     if (albert) {
-        const int groups = integer("num_hidden_groups"), inner = integer("inner_group_num");
-        if (inner != 1) throw error("'inner_group_num' = ", inner, " is not supported (1: depthlab's groups hold one layer)");
+        const int groups = j.integer("num_hidden_groups"), inner = j.integer("inner_group_num");
+        if (inner != 1) throw j.error("'inner_group_num' = ", inner, " is not supported (1: depthlab's groups hold one layer)");
         if (groups != 1 && groups != c.depth)
-            throw error("'num_hidden_groups' = ", groups, " with 'num_hidden_layers' = ", c.depth, " is not supported (1: tied, ", c.depth,
-                        ": untied)");
+            throw j.error("'num_hidden_groups' = ", groups, " with 'num_hidden_layers' = ", c.depth, " is not supported (1: tied, ", c.depth,
+                          ": untied)");
         pc.tied = groups == 1;
     }
     return pc;
@@ -16575,7 +16850,7 @@ DEPTHLAB_OUT_OF_LINE void detail::write_pretrained_config(const pretrained_confi
     }
     j["num_attention_heads"] = c.layer.heads;
     j["intermediate_size"] = c.layer.ff_dim;
-    j["hidden_act"] = c.layer.act == nn::activation::gelu_erf ? "gelu" : c.layer.act == nn::activation::relu ? "relu" : "gelu_new";
+    j["hidden_act"] = detail::hf_activation_name(c.layer.act);
     j["hidden_dropout_prob"] = c.layer.dropout;
     j["attention_probs_dropout_prob"] = c.layer.attention_dropout;
     j["max_position_embeddings"] = c.max_len;
@@ -16633,6 +16908,80 @@ DEPTHLAB_OUT_OF_LINE name_map detail::pretrained_names(const pretrained_config& 
     const hf_head head = heads ? hf_head::pretraining : hf_head::base_model;
     if (albert) return hf_albert_names(c, {.head = head, .tied = pc.tied, .prefix = P});
     return hf_bert_names(c, {.head = head, .prefix = P});
+}
+DEPTHLAB_OUT_OF_LINE nn::gpt2_config read_gpt2_config(const std::string& dir) {
+    detail::hf_config_json j(dir);
+    const std::string type = j.str("model_type");
+    if (type != "gpt2") throw j.error("'model_type' = ", j.shown("model_type"), " is not \"gpt2\" (ALBERT and BERT: read_pretrained_config)");
+    j.model = "a GPT-2 config";
+    nn::gpt2_config c;
+    c.vocab = j.integer("vocab_size");
+    c.positions = j.integer("n_positions");
+    c.layer.dim = j.integer("n_embd");
+    c.depth = j.integer("n_layer");
+    c.layer.heads = j.integer("n_head");
+    if (c.layer.dim % c.layer.heads != 0) throw j.error("'n_embd' = ", c.layer.dim, " is not divisible by 'n_head' = ", c.layer.heads);
+    c.layer.ff_dim = j.has("n_inner") && !j.is_null("n_inner") ? j.integer("n_inner") : 4 * c.layer.dim;
+    c.layer.act = j.activation("activation_function");
+    c.layer.dropout = j.probability("resid_pdrop");
+    if (j.probability("embd_pdrop") != c.layer.dropout)
+        throw j.error("'embd_pdrop' = ", j.shown("embd_pdrop"), " differs from 'resid_pdrop' = ", j.shown("resid_pdrop"),
+                      ": depthlab's GPT2 has one dropout rate for both");
+    c.layer.attention_dropout = j.probability("attn_pdrop");
+    c.layer.ln_eps = j.positive("layer_norm_epsilon");
+    c.layer.norm_first = true;
+    c.layer.init = nn::init_scheme::bert;
+    for (const auto& [key, want] : {std::pair{"scale_attn_weights", true}, std::pair{"scale_attn_by_inverse_layer_idx", false},
+                                    std::pair{"reorder_and_upcast_attn", false}})
+        if (j.has(key) && j.boolean(key) != want)
+            throw j.error("'", key, "' = ", j.shown(key), " is not supported (", want ? "true" : "false", ", GPT-2's attention)");
+    return c;
+}
+
+DEPTHLAB_OUT_OF_LINE void detail::write_gpt2_config(const nn::gpt2_config& c, const std::string& dir) {
+    nlohmann::json j = nlohmann::json::object();  // keys sorted, as transformers writes them
+    j["model_type"] = "gpt2";
+    j["architectures"] = nlohmann::json::array({"GPT2LMHeadModel"});
+    j["vocab_size"] = c.vocab;
+    j["n_positions"] = c.positions;
+    j["n_embd"] = c.layer.dim;
+    j["n_layer"] = c.depth;
+    j["n_head"] = c.layer.heads;
+    j["n_inner"] = c.layer.ff_dim;
+    j["activation_function"] = hf_activation_name(c.layer.act);
+    j["resid_pdrop"] = c.layer.dropout;
+    j["embd_pdrop"] = c.layer.dropout;
+    j["attn_pdrop"] = c.layer.attention_dropout;
+    j["layer_norm_epsilon"] = c.layer.ln_eps;
+    j["initializer_range"] = 0.02;
+    j["scale_attn_weights"] = true;
+    j["tie_word_embeddings"] = true;
+    write_file_atomically(pretrained_file(dir, "config.json"), j.dump(2) + "\n", "save_pretrained_gpt2");
+}
+
+DEPTHLAB_OUT_OF_LINE name_map detail::gpt2_pretrained_names(const nn::gpt2_config& c, const std::string& dir) {
+    using depthlab::detail::cat;
+    const std::string config = pretrained_file(dir, "config.json"), path = pretrained_file(dir, "model.safetensors");
+    const safetensors_file f(path);  // io_error naming the file when it is missing or corrupt
+    const std::string P = f.contains("transformer.wte.weight") ? "transformer." : "";
+    const auto expect = [&](const std::string& name, const Shape& want, const std::string& keys) {
+        DEPTHLAB_CHECK(f.contains(name), io_error, "from_pretrained_gpt2 ", path, ": no tensor '", name, "' of shape ", want, ", which ", config,
+                       "'s ", keys, " describe");
+        const Shape& got = f.entry(name).shape;
+        DEPTHLAB_CHECK(got == want, io_error, "from_pretrained_gpt2 ", dir, ": ", config, "'s ", keys, " give tensor '", name, "' the shape ", want,
+                       ", but ", path, " has ", got);
+    };
+    const std::string D = cat("'n_embd' = ", c.layer.dim);
+    expect(P + "wte.weight", {c.vocab, c.layer.dim}, cat("'vocab_size' = ", c.vocab, " and ", D));
+    expect(P + "wpe.weight", {c.positions, c.layer.dim}, cat("'n_positions' = ", c.positions, " and ", D));
+    for (int i = 0; i < c.depth; ++i) {
+        const std::string L = cat(P, "h.", i, "."), layers = cat(" and 'n_layer' = ", c.depth);
+        expect(L + "attn.c_attn.weight", {c.layer.dim, 3 * c.layer.dim}, D + layers);
+        expect(L + "mlp.c_fc.weight", {c.layer.dim, c.layer.ff_dim}, cat("'n_inner' = ", c.layer.ff_dim, ", ", D, layers));
+    }
+    DEPTHLAB_CHECK(!f.contains(cat(P, "h.", c.depth, ".ln_1.weight")), io_error, "from_pretrained_gpt2 ", dir, ": ", path, " has more blocks than ",
+                   config, "'s 'n_layer' = ", c.depth);
+    return hf_gpt2_names(c, {.prefix = P});
 }
 #endif  // DEPTHLAB_DEFINE_OUT_OF_LINE
 
@@ -17268,6 +17617,124 @@ template <class Encode>
 
 }  // namespace depthlab::data
 // ---- end depthlab/data/probing.hpp ----
+// ---- begin depthlab/data/language_model.hpp ----
+// Language-model data: an id corpus (read_id_corpus: sentences, documents) as one token stream
+// — each document's sentences in order, each document closed by a separator id, as GPT-2's
+// <|endoftext|> — cut into sequences of a fixed length; the last sequence may be shorter.
+// Sequences do not overlap: a sequence of n tokens gives n − 1 next-token predictions.
+//
+//     data::lm_sequences train(data::read_id_corpus("train.ids"), /*length=*/128, /*separator=*/3);
+//     data::lm_sampler sampler(train, /*seed=*/1);
+//     data::token_batch b = sampler.next(32);          // shuffled sequences, epoch after epoch
+//     data::token_batch d = dev.batch(0, 32);          // sequences 0..31 in order (evaluation)
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+
+namespace depthlab::data {
+
+class lm_sequences {
+public:
+    /// `length` >= 2 tokens per sequence; `separator` closes every document.
+    lm_sequences(const corpus& c, index_t length, std::int64_t separator) : length_(length) {
+        DEPTHLAB_CHECK(length >= 2, usage_error, "lm_sequences: sequence length ", length, " < 2 (a sequence predicts its tokens after the first)");
+        DEPTHLAB_CHECK(separator >= 0, usage_error, "lm_sequences: separator id ", separator, " < 0");
+        for (index_t d = 0; d < c.documents(); ++d) {
+            for (index_t s = 0; s < c.document_sentences(d); ++s) {
+                const auto ids = c.sentence(d, s);
+                stream_.insert(stream_.end(), ids.begin(), ids.end());
+            }
+            stream_.push_back(separator);
+        }
+        max_id_ = std::max<std::int64_t>(c.max_id(), separator);
+        const auto n = static_cast<index_t>(stream_.size());
+        count_ = n / length + (n % length >= 2 ? 1 : 0);
+        DEPTHLAB_CHECK(count_ > 0, usage_error, "lm_sequences: a corpus of ", n, " tokens (separators included) holds no sequence of >= 2 tokens");
+    }
+    [[nodiscard]] index_t size() const { return count_; }
+    [[nodiscard]] index_t length() const { return length_; }
+    [[nodiscard]] index_t tokens() const { return static_cast<index_t>(stream_.size()); }
+    /// Largest id in the stream, the separator included.
+    [[nodiscard]] std::int64_t max_id() const { return max_id_; }
+    /// Tokens of sequence i.
+    [[nodiscard]] std::pair<index_t, index_t> range(index_t i) const {
+        DEPTHLAB_CHECK(i >= 0 && i < count_, index_error, "lm_sequences: sequence ", i, " of ", count_);
+        const index_t begin = i * length_;
+        return {begin, std::min(begin + length_, tokens())};
+    }
+    /// The sequences `which` as a batch, right-padded with id 0 to the longest.
+    [[nodiscard]] token_batch gather(const std::vector<index_t>& which) const {
+        DEPTHLAB_CHECK(!which.empty(), usage_error, "lm_sequences: an empty batch");
+        token_batch b;
+        b.batch = static_cast<index_t>(which.size());
+        for (index_t i : which) {
+            const auto [lo, hi] = range(i);
+            b.lengths.push_back(hi - lo);
+            b.length = std::max(b.length, hi - lo);
+        }
+        b.ids.assign(static_cast<std::size_t>(b.batch * b.length), 0);
+        b.segments.assign(b.ids.size(), 0);
+        for (index_t r = 0; r < b.batch; ++r) {
+            const auto [lo, hi] = range(which[static_cast<std::size_t>(r)]);
+            std::copy(stream_.begin() + lo, stream_.begin() + hi, b.ids.begin() + r * b.length);
+        }
+        return b;
+    }
+    /// Sequences first .. first + count − 1 (clipped to the end), in order.
+    [[nodiscard]] token_batch batch(index_t first, index_t count) const {
+        std::vector<index_t> which;
+        for (index_t i = first; i < std::min(first + count, count_); ++i) which.push_back(i);
+        return gather(which);
+    }
+
+private:
+    std::vector<std::int64_t> stream_;
+    index_t length_, count_ = 0;
+    std::int64_t max_id_ = -1;
+};
+
+/// Endless shuffled batches of sequences: every epoch a new permutation, a function of (seed,
+/// epoch); state()/set_state() checkpoint and resume it (train::checkpointer::track).
+class lm_sampler {
+public:
+    lm_sampler(const lm_sequences& data, std::uint64_t seed) : data_(&data), seed_(seed) { start_epoch(0); }
+    [[nodiscard]] token_batch next(index_t batch_size) {
+        DEPTHLAB_CHECK(batch_size > 0, usage_error, "lm_sampler::next: batch size ", batch_size);
+        std::vector<index_t> which;
+        while (static_cast<index_t>(which.size()) < batch_size) {
+            if (position_ >= order_.size()) start_epoch(epoch_ + 1);
+            which.push_back(order_[position_++]);
+        }
+        return data_->gather(which);
+    }
+    [[nodiscard]] index_t epoch_size() const { return data_->size(); }
+    [[nodiscard]] sampler_state state() const { return {seed_, epoch_, position_}; }
+    void set_state(const sampler_state& s) {
+        seed_ = s.seed;
+        start_epoch(s.epoch);
+        DEPTHLAB_CHECK(s.position <= order_.size(), index_error, "lm_sampler::set_state: position ", s.position, " > epoch size ", order_.size());
+        position_ = s.position;
+    }
+
+private:
+    void start_epoch(std::uint64_t e) {
+        epoch_ = e;
+        position_ = 0;
+        Generator g(detail::splitmix64(detail::splitmix64(seed_) ^ e));
+        order_.resize(static_cast<std::size_t>(data_->size()));
+        for (std::size_t i = 0; i < order_.size(); ++i) order_[i] = static_cast<index_t>(i);
+        for (std::size_t i = order_.size(); i-- > 1;) std::swap(order_[i], order_[g.below(i + 1)]);
+    }
+    const lm_sequences* data_;
+    std::uint64_t seed_, epoch_ = 0, position_ = 0;
+    std::vector<index_t> order_;
+};
+
+}  // namespace depthlab::data
+// ---- end depthlab/data/language_model.hpp ----
 // ---- begin depthlab/report/html.hpp ----
 // Self-contained HTML reports with inline SVG figures: one file, no JavaScript, no network,
 // readable on screen and on paper. Standard library only (it may be used by programs that
@@ -19996,6 +20463,148 @@ study_result run_component_value_study(dist::communicator& comm, nn::Module<T, B
 
 }  // namespace depthlab::analysis
 // ---- end depthlab/analysis/pipeline.hpp ----
+// ---- begin depthlab/analysis/language_model.hpp ----
+// The analyses of a decoder-only language model (nn::GPT2) with perplexity as the metric:
+//
+//     auto blocks = analysis::layer_modules(lm);                   // "decoder.0", ... : whole blocks
+//     auto ppl = analysis::perplexity(lm, dev, {.batch = 16});     // exp(mean next-token NLL)
+//     auto bi = analysis::block_influence(lm, dev, {.batch = 16});  // ShortGPT's BI per block
+//
+// * layer_modules groups the sub-layers of each layer into one module (name "decoder.3",
+//   type "D:block"): contribution, criticality and pruning take blocks unchanged. Removing a
+//   pre-LN block switches both its sub-layers off, so the block is the identity — the layer
+//   removal of ShortGPT and LLM-Drop. Only the zero ablation kind applies to a group.
+// * block_influence (Men et al. 2024, "ShortGPT"): BI_i = 1 − E_t cos(x_i,t, x_i+1,t), the
+//   mean over every real token t (padding excluded) of the cosine between block i's input and
+//   output hidden states. High BI: the block changes its input a lot.
+// * The analyses want "higher is better": perplexity_metric returns −perplexity.
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+
+namespace depthlab::analysis {
+
+/// Every layer of `model` as one module: the sub-layers of default_modules(model) grouped by
+/// the name of their layer ("decoder.3.self_attention" -> "decoder.3"), in model order; type
+/// = the side of the sub-layers' paper type + ":block" ("D:block"). A tied stack's one layer
+/// is one module. ablate switches every sub-layer of the layer; the kept prefixes (post-LN
+/// norms) are those of its sub-layers.
+template <class Model>
+std::vector<module_ref> layer_modules(Model& model) {
+    std::vector<module_ref> out;
+    std::map<std::string, std::size_t> at;
+    for (module_ref& sub : default_modules(model)) {
+        const std::string layer = sub.name.substr(0, sub.name.rfind('.'));
+        auto it = at.find(layer);
+        if (it == at.end()) {
+            it = at.emplace(layer, out.size()).first;
+            module_ref m;
+            m.name = m.prefix = layer;
+            m.type = sub.type.substr(0, sub.type.find(':')) + ":block";
+            m.layer = sub.layer;
+            m.training = sub.training;
+            out.push_back(std::move(m));
+        }
+        module_ref& m = out[it->second];
+        m.kept_prefixes.insert(m.kept_prefixes.end(), sub.kept_prefixes.begin(), sub.kept_prefixes.end());
+        m.ablate = [prev = std::move(m.ablate), one = std::move(sub.ablate)](bool off) {
+            if (prev) prev(off);
+            one(off);
+        };
+    }
+    return out;
+}
+
+struct lm_eval_options {
+    index_t batch = 16;        // sequences per forward
+    index_t max_batches = 0;   // 0: every sequence
+};
+
+/// What an evaluation of a language model measured.
+struct lm_eval {
+    double nll = 0;              // mean next-token negative log-likelihood (nats)
+    double perplexity = 0;       // exp(nll)
+    std::int64_t tokens = 0;     // predicted tokens
+    double flops_per_token = 0;  // products that ran (flop_scope) per predicted token
+};
+
+namespace detail {
+/// Calls f(batch) on the evaluation batches of `data`, in order.
+template <class F>
+void for_each_eval_batch(const data::lm_sequences& data, const lm_eval_options& o, F&& f) {
+    DEPTHLAB_CHECK(o.batch > 0 && o.max_batches >= 0, usage_error, "lm evaluation: batch ", o.batch, ", max_batches ", o.max_batches);
+    index_t n = 0;
+    for (index_t first = 0; first < data.size() && (o.max_batches == 0 || n < o.max_batches); first += o.batch, ++n) f(data.batch(first, o.batch));
+}
+inline std::int64_t predicted_tokens(const data::token_batch& b) {
+    std::int64_t n = 0;
+    for (index_t len : b.lengths) n += len - 1;
+    return n;
+}
+}  // namespace detail
+
+/// Perplexity of `model` on `data` (eval mode is the caller's; runs under no_grad).
+template <class T, class B>
+lm_eval evaluate_lm(const nn::GPT2<T, B>& model, const data::lm_sequences& data, const lm_eval_options& o = {}) {
+    DEPTHLAB_CHECK(data.max_id() < model.cfg.vocab, index_error, "evaluate_lm: the data holds id ", data.max_id(), ", outside the model's vocabulary of ",
+                   model.cfg.vocab);
+    const no_grad guard;
+    const flop_scope flops;
+    double sum = 0;
+    lm_eval r;
+    detail::for_each_eval_batch(data, o, [&](const data::token_batch& b) {
+        const std::int64_t n = detail::predicted_tokens(b);
+        if (n == 0) return;
+        sum += static_cast<double>(model.loss(b).value().item()) * static_cast<double>(n);
+        r.tokens += n;
+    });
+    DEPTHLAB_CHECK(r.tokens > 0, usage_error, "evaluate_lm: no token to predict in ", data.size(), " sequences");
+    r.nll = sum / static_cast<double>(r.tokens);
+    r.perplexity = std::exp(r.nll);
+    r.flops_per_token = static_cast<double>(flops.flops()) / static_cast<double>(r.tokens);
+    return r;
+}
+
+/// The analyses' metric: −perplexity on `data` (higher is better).
+template <class T, class B>
+metric_fn perplexity_metric(const nn::GPT2<T, B>& model, const data::lm_sequences& data, const lm_eval_options& o = {}) {
+    return [&model, &data, o] { return -evaluate_lm(model, data, o).perplexity; };
+}
+
+/// ShortGPT's block influence of every block, over the real tokens of `data`.
+template <class T, class B>
+std::vector<double> block_influence(const nn::GPT2<T, B>& model, const data::lm_sequences& data, const lm_eval_options& o = {}) {
+    const no_grad guard;
+    const auto L = static_cast<std::size_t>(model.cfg.depth);
+    const index_t D = model.cfg.layer.dim;
+    std::vector<double> cos_sum(L, 0.0);
+    std::int64_t tokens = 0;
+    detail::for_each_eval_batch(data, o, [&](const data::token_batch& b) {
+        (void)model.hidden(b, [&](int block, const Var<T, B>& in, const Var<T, B>& out) {
+            const std::vector<T> x = in.value().contiguous().to_vector(), y = out.value().contiguous().to_vector();
+            for (index_t s = 0; s < b.batch; ++s)
+                for (index_t t = 0; t < b.lengths[static_cast<std::size_t>(s)]; ++t) {
+                    const std::size_t at = static_cast<std::size_t>((s * b.length + t) * D);
+                    double xy = 0, xx = 0, yy = 0;
+                    for (index_t d = 0; d < D; ++d) {
+                        const double u = x[at + static_cast<std::size_t>(d)], v = y[at + static_cast<std::size_t>(d)];
+                        xy += u * v, xx += u * u, yy += v * v;
+                    }
+                    cos_sum[static_cast<std::size_t>(block)] += xx > 0 && yy > 0 ? xy / std::sqrt(xx * yy) : 1.0;
+                }
+        });
+        for (index_t len : b.lengths) tokens += len;
+    });
+    std::vector<double> bi(L);
+    for (std::size_t i = 0; i < L; ++i) bi[i] = 1.0 - cos_sum[i] / static_cast<double>(tokens);
+    return bi;
+}
+
+}  // namespace depthlab::analysis
+// ---- end depthlab/analysis/language_model.hpp ----
 // ---- begin depthlab/report/component_value.hpp ----
 // Report sections of the component-value study (analysis/component_value.hpp): heat maps
 // of each score by module type and layer, the tables behind them, the rank agreement of

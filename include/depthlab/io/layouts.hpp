@@ -31,6 +31,12 @@
 //    rejected: build the torch model with custom_encoder / custom_decoder and norm=None.
 //    nn.Transformer has no embeddings or output projection: extra tensors "depthlab.<name>".
 //    PyTorch's activation="gelu" is activation::gelu_erf.
+//  * hf_gpt2_names: transformers' modeling_gpt2.py (v4.x) GPT2LMHeadModel / GPT2Model over
+//    nn::GPT2: {prefix}wte, wpe, h.{i}.{ln_1, attn.c_attn, attn.c_proj, ln_2, mlp.c_fc,
+//    mlp.c_proj}, ln_f; lm_head.weight is tied to wte (save_pretrained leaves it out). GPT-2's
+//    Conv1D stores a weight as (in, out), the transpose of a Linear's: c_attn's columns are
+//    [q | k | v], depthlab's in_proj rows. The causal-mask buffers attn.bias and
+//    attn.masked_bias that older versions save are ignored.
 // What a map cannot carry is configuration: activation (HF "gelu_new" = activation::gelu,
 // "gelu" = gelu_erf), layer_norm_eps = ln_eps (modeling_albert.py's AlbertMLMHead LayerNorm
 // uses PyTorch's default 1e-5: set model.mlm_norm->eps for exact parity), sizes, depth.
@@ -42,6 +48,7 @@
 
 #include "depthlab/core/error.hpp"
 #include "depthlab/io/name_map.hpp"
+#include "depthlab/nn/language_model.hpp"
 #include "depthlab/nn/models.hpp"
 
 namespace depthlab::io {
@@ -60,6 +67,9 @@ struct hf_albert_options {
 struct hf_bert_options {
     hf_head head = hf_head::base_model;
     std::optional<std::string> prefix{};     ///< default "bert." with heads, "" without
+};
+struct hf_gpt2_options {
+    std::string prefix = "transformer.";  ///< of every name but lm_head: "transformer." (GPT2LMHeadModel), "" (GPT2Model)
 };
 struct torch_transformer_options {
     bool embeddings = true;  ///< true: embeddings / output projection as "depthlab.*" extra tensors; false: kept
@@ -153,6 +163,34 @@ inline name_map hf_bert_names(const nn::albert_config& c, const hf_bert_options&
     } else {
         detail::keep_heads(m, "BertModel");
     }
+    return m;
+}
+
+/// depthlab's GPT2 <-> HF GPT2LMHeadModel (prefix "transformer.") / GPT2Model (prefix "").
+inline name_map hf_gpt2_names(const nn::gpt2_config& c, const hf_gpt2_options& o = {}) {
+    using depthlab::detail::cat;
+    const std::string& P = o.prefix;
+    name_map m(P.empty() ? "hf GPT2Model" : "hf GPT2LMHeadModel");
+    m.add("wte.weight", P + "wte.weight");
+    if (!P.empty()) m.tie("wte.weight", "lm_head.weight");
+    m.add("wpe.weight", P + "wpe.weight");
+    const auto conv1d = [&](const std::string& in, const std::string& ex) {
+        m.transposed(in + ".weight", ex + ".weight");
+        m.add(in + ".bias", ex + ".bias");
+    };
+    for (int i = 0; i < c.depth; ++i) {
+        const std::string in = cat("decoder.", i, "."), ex = cat(P, "h.", i, ".");
+        detail::map_affine(m, in + "self_attention.norm", ex + "ln_1");
+        m.transposed(in + "self_attention.in_proj_weight", ex + "attn.c_attn.weight");
+        m.add(in + "self_attention.in_proj_bias", ex + "attn.c_attn.bias");
+        conv1d(in + "self_attention.out_proj", ex + "attn.c_proj");
+        detail::map_affine(m, in + "feed_forward.norm", ex + "ln_2");
+        conv1d(in + "feed_forward.linear1", ex + "mlp.c_fc");
+        conv1d(in + "feed_forward.linear2", ex + "mlp.c_proj");
+        m.ignore(ex + "attn.bias", "the causal mask, a buffer");
+        m.ignore(ex + "attn.masked_bias", "the masking constant, a buffer");
+    }
+    detail::map_affine(m, "ln_f", P + "ln_f");
     return m;
 }
 

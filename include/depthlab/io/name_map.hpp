@@ -5,7 +5,8 @@
 // save_parameters(path, model, map) exports one (atomic, metadata {"format": "pt"}).
 //
 // A map entry is one of: `tensor` (one external tensor, same shape: PyTorch's Linear weight
-// is (out, in) like depthlab's, so nothing is ever transposed), `split` (the parameter is
+// is (out, in) like depthlab's), `transposed` (one external matrix holding the parameter's
+// transpose: GPT-2's Conv1D weight is (in, out)), `split` (the parameter is
 // several external tensors concatenated along dim 0: depthlab's fused in_proj_weight (3D, D)
 // = HF's query/key/value weights (D, D) each), `fixed` (the layout has no such tensor and
 // computes as if the parameter had a fixed value: loading sets it, saving checks it), `kept`
@@ -41,13 +42,13 @@
 
 namespace depthlab::io {
 
-enum class map_kind { tensor, split, fixed, kept };
+enum class map_kind { tensor, split, fixed, kept, transposed };
 enum class fixed_value { identity, zeros };
 
 struct name_map_entry {
     std::string internal;               ///< the depthlab parameter name
     map_kind kind = map_kind::tensor;
-    std::vector<std::string> external;  ///< tensor: one name; split: the parts along dim 0, in order
+    std::vector<std::string> external;  ///< tensor, transposed: one name; split: the parts along dim 0, in order
     std::vector<std::string> tied;      ///< more external names with the same values (tensor entries)
     fixed_value value = fixed_value::zeros;
     std::string note;                   ///< why (fixed, kept)
@@ -73,6 +74,10 @@ public:
     [[nodiscard]] bool used(const std::string& external) const { return uses_.count(external) && !ignored_.count(external) && !rejected_.count(external); }
 
     name_map& add(std::string internal, std::string external) { return push({std::move(internal), map_kind::tensor, {std::move(external)}, {}, {}, {}}); }
+    /// A matrix stored as its transpose in the layout.
+    name_map& transposed(std::string internal, std::string external) {
+        return push({std::move(internal), map_kind::transposed, {std::move(external)}, {}, {}, {}});
+    }
     name_map& split(std::string internal, std::vector<std::string> parts) {
         DEPTHLAB_CHECK(parts.size() >= 2, usage_error, "name_map ", layout_, ": split of '", internal, "' needs at least 2 parts");
         return push({std::move(internal), map_kind::split, std::move(parts), {}, {}, {}});
@@ -224,6 +229,9 @@ interop_report load_parameters(const std::string& path, nn::Module<T, B>& module
                 continue;
             }
             for (std::size_t i = 0; i < k; ++i) check(e->external[i], cat("part ", i + 1, " of ", k, " of ", role), detail::part_shape(s, k));
+        } else if (e->kind == map_kind::transposed) {
+            if (s.rank() != 2) problems.push_back(cat(role, " is not a matrix, so it cannot be stored transposed"));
+            else check(e->external[0], cat(role, " (stored transposed)"), Shape{s[1], s[0]});
         }
     }
     std::vector<std::string> extra;
@@ -264,6 +272,9 @@ interop_report load_parameters(const std::string& path, nn::Module<T, B>& module
                                other[i], " vs ", host[i], "), but depthlab ties both to '", e->internal, "'");
             }
             staged.emplace_back(&p.value(), std::move(v));
+        } else if (e->kind == map_kind::transposed) {
+            const std::string& src = e->external[0];
+            staged.emplace_back(&p.value(), detail::require_finite(f.template load<T, B>(src), path, src).transpose(0, 1).contiguous());
         } else {
             Tensor<T, B> v = Tensor<T, B>::empty(s);
             const index_t n = s[0] / static_cast<index_t>(e->external.size());
@@ -304,6 +315,10 @@ interop_report save_parameters(const std::string& path, const nn::Module<T, B>& 
             w.add(e->external[0], v);
             if (opt.write_tied)
                 for (const std::string& t : e->tied) tied.emplace_back(t, v);
+        } else if (e->kind == map_kind::transposed) {
+            DEPTHLAB_CHECK(v.rank() == 2, shape_error, where, ": '", e->internal, "' of shape ", v.shape(),
+                           " is not a matrix, so it cannot be stored transposed; nothing was written");
+            w.add(e->external[0], v.transpose(0, 1));  // (written contiguous)
         } else {
             const index_t n = v.shape()[0] / static_cast<index_t>(e->external.size());
             DEPTHLAB_CHECK(v.rank() >= 1 && n * static_cast<index_t>(e->external.size()) == v.shape()[0], shape_error, where, ": '", e->internal,

@@ -63,6 +63,7 @@
 #include "depthlab/io/layouts.hpp"
 #include "depthlab/io/name_map.hpp"
 #include "depthlab/io/safetensors.hpp"
+#include "depthlab/nn/language_model.hpp"
 #include "depthlab/nn/models.hpp"
 
 namespace depthlab::io {
@@ -172,125 +173,199 @@ void save_pretrained(const Model& model, const std::string& dir, hf_model type =
     detail::write_pretrained_config(pc, dir);
 }
 
+// ---- GPT-2 (nn::GPT2, io::hf_gpt2_names)
+// config.json -> nn::gpt2_config (read_gpt2_config; "model_type" must be "gpt2"): vocab_size ->
+//   vocab; n_positions -> positions; n_embd -> layer.dim; n_layer -> depth; n_head ->
+//   layer.heads; n_inner -> layer.ff_dim (null: 4 n_embd); activation_function as hidden_act
+//   above; resid_pdrop -> layer.dropout (embd_pdrop must equal it: depthlab has one rate for
+//   both); attn_pdrop -> layer.attention_dropout; layer_norm_epsilon -> layer.ln_eps. When
+//   present, scale_attn_weights must be true and scale_attn_by_inverse_layer_idx and
+//   reorder_and_upcast_attn false (GPT-2's defaults; the others are not GPT-2's attention).
+//   Fixed: pre-LN, init_scheme::bert.
+// The weights: DIR/model.safetensors through hf_gpt2_names, with the prefix the file has
+// ("transformer." as GPT2LMHeadModel, "" as GPT2Model), its sizes checked against the config
+// first. save_pretrained_gpt2 writes GPT2LMHeadModel without lm_head.weight (tied), as
+// transformers does, then config.json.
+
+/// Reads DIR/config.json of a GPT-2 (io_error naming the file and key).
+DEPTHLAB_OUT_OF_LINE nn::gpt2_config read_gpt2_config(const std::string& dir);
+namespace detail {
+DEPTHLAB_OUT_OF_LINE void write_gpt2_config(const nn::gpt2_config& c, const std::string& dir);
+/// The name map of DIR/model.safetensors (its prefix), after checking the file's sizes against `c`.
+DEPTHLAB_OUT_OF_LINE name_map gpt2_pretrained_names(const nn::gpt2_config& c, const std::string& dir);
+}  // namespace detail
+
+/// Reads the Hugging Face GPT-2 folder DIR (config.json + model.safetensors).
+template <class T, class B = backend::cpu>
+std::unique_ptr<nn::GPT2<T, B>> from_pretrained_gpt2(const std::string& dir, std::uint64_t seed = 0) {
+    const nn::gpt2_config c = read_gpt2_config(dir);
+    const name_map map = detail::gpt2_pretrained_names(c, dir);
+    auto model = std::make_unique<nn::GPT2<T, B>>(c, seed);
+    load_parameters(detail::pretrained_file(dir, "model.safetensors"), *model, map);
+    return model;
+}
+/// Writes `model` as the Hugging Face folder DIR: model.safetensors (GPT2LMHeadModel, without
+/// the tied lm_head.weight), then config.json.
+template <class T, class B>
+void save_pretrained_gpt2(const nn::GPT2<T, B>& model, const std::string& dir) {
+    detail::make_pretrained_folder(dir);
+    save_parameters(detail::pretrained_file(dir, "model.safetensors"), model, hf_gpt2_names(model.cfg), {}, {.write_tied = false});
+    detail::write_gpt2_config(model.cfg, dir);
+}
+
 // Defined outside the declarations: under DEPTHLAB_COMPILED a program links the library's copy
 // and does not compile the JSON parser and serializer again (core/out_of_line.hpp).
 #if DEPTHLAB_DEFINE_OUT_OF_LINE
-DEPTHLAB_OUT_OF_LINE pretrained_config read_pretrained_config(const std::string& dir) {
-    using depthlab::detail::cat;
+namespace detail {
+/// DIR/config.json, read strictly: every accessor throws io_error naming the file and the key.
+class hf_config_json {
+public:
     using json = nlohmann::json;
-    const std::string path = detail::pretrained_file(dir, "config.json");
-    const auto error = [&](const auto&... parts) { return io_error(cat("pretrained config ", path, ": ", parts...)); };
-    std::error_code ec;
-    if (!std::filesystem::is_directory(dir, ec)) throw error("the folder ", dir, " does not exist (or is not a folder)");
-
-    std::FILE* f = std::fopen(path.c_str(), "rb");
-    if (f == nullptr) {
+    explicit hf_config_json(const std::string& dir) : path_(pretrained_file(dir, "config.json")) {
+        std::error_code ec;
+        if (!std::filesystem::is_directory(dir, ec)) throw error("the folder ", dir, " does not exist (or is not a folder)");
+        std::FILE* f = std::fopen(path_.c_str(), "rb");
+        if (f == nullptr) {
+            const int err = errno;
+            throw error("cannot open: ", errno_text(err), " (a Hugging Face model folder holds config.json and model.safetensors)");
+        }
+        constexpr std::size_t max_bytes = std::size_t{16} << 20;
+        std::string text;
+        char buf[1 << 14];
+        bool failed = false, too_large = false;
+        for (;;) {
+            const std::size_t n = std::fread(buf, 1, sizeof buf, f);
+            text.append(buf, n);
+            if (text.size() > max_bytes) {
+                too_large = true;
+                break;
+            }
+            if (n < sizeof buf) {
+                failed = std::ferror(f) != 0;
+                break;
+            }
+        }
         const int err = errno;
-        throw error("cannot open: ", detail::errno_text(err), " (a Hugging Face model folder holds config.json and model.safetensors)");
-    }
-    constexpr std::size_t max_bytes = std::size_t{16} << 20;
-    std::string text;
-    char buf[1 << 14];
-    bool failed = false, too_large = false;
-    for (;;) {
-        const std::size_t n = std::fread(buf, 1, sizeof buf, f);
-        text.append(buf, n);
-        if (text.size() > max_bytes) {
-            too_large = true;
-            break;
+        std::fclose(f);
+        if (failed) throw error("cannot read: ", errno_text(err));
+        if (too_large) throw error("larger than ", max_bytes, " bytes: not a model config");
+        try {
+            j_ = json::parse(text);
+        } catch (const json::exception& e) {
+            throw error("malformed JSON: ", e.what());
         }
-        if (n < sizeof buf) {
-            failed = std::ferror(f) != 0;
-            break;
-        }
+        if (!j_.is_object()) throw error("a JSON ", j_.type_name(), ", not an object");
     }
-    const int err = errno;
-    std::fclose(f);
-    if (failed) throw error("cannot read: ", detail::errno_text(err));
-    if (too_large) throw error("larger than ", max_bytes, " bytes: not a model config");
-
-    json j;
-    try {
-        j = json::parse(text);
-    } catch (const json::exception& e) {
-        throw error("malformed JSON: ", e.what());
-    }
-    if (!j.is_object()) throw error("a JSON ", j.type_name(), ", not an object");
-    const auto shown = [](const json& v) {  // (structured values by their kind: dump() recurses)
-        if (v.is_array()) return std::string("an array");
-        if (v.is_object()) return std::string("an object");
-        std::string s = v.dump();
-        return s.size() > 80 ? s.substr(0, 77) + "..." : s;
-    };
+    /// What the missing-key errors say needs the key ("an ALBERT config", ...).
     std::string model = "a Hugging Face config";
-    const auto at = [&](const char* key) -> const json& {
-        const auto it = j.find(key);
-        if (it == j.end()) throw error("no key '", key, "' (", model, " needs it)");
-        return *it;
-    };
-    const auto integer = [&](const char* key) -> int {  // sizes: 1 .. INT_MAX
+
+    template <class... Parts>
+    [[nodiscard]] io_error error(const Parts&... parts) const {
+        return io_error(depthlab::detail::cat("pretrained config ", path_, ": ", parts...));
+    }
+    [[nodiscard]] bool has(const char* key) const { return j_.contains(key); }
+    /// The key's value as the errors show it (structured values by their kind: dump() recurses).
+    [[nodiscard]] std::string shown(const char* key) const { return shown(at(key)); }
+    [[nodiscard]] int integer(const char* key) const {  // sizes: 1 .. INT_MAX
         const json& v = at(key);
         if (!v.is_number_integer()) throw error("'", key, "' is ", shown(v), ", not an integer");
         if (!v.is_number_unsigned() || v.get<std::uint64_t>() < 1 || v.get<std::uint64_t>() > static_cast<std::uint64_t>(INT_MAX))
             throw error("'", key, "' = ", shown(v), " is not a size in [1, ", INT_MAX, "]");
         return static_cast<int>(v.get<std::uint64_t>());
-    };
-    const auto number = [&](const char* key) -> double {
+    }
+    [[nodiscard]] bool is_null(const char* key) const { return at(key).is_null(); }
+    [[nodiscard]] double number(const char* key) const {
         const json& v = at(key);
         if (!v.is_number()) throw error("'", key, "' is ", shown(v), ", not a number");
         return v.get<double>();
-    };
-    const auto probability = [&](const char* key) {
+    }
+    [[nodiscard]] double probability(const char* key) const {
         const double p = number(key);
-        if (!(p >= 0 && p < 1)) throw error("'", key, "' = ", shown(at(key)), " is not a dropout probability in [0, 1)");
+        if (!(p >= 0 && p < 1)) throw error("'", key, "' = ", shown(key), " is not a dropout probability in [0, 1)");
         return p;
-    };
-    const auto str = [&](const char* key) -> std::string {
+    }
+    [[nodiscard]] double positive(const char* key) const {
+        const double v = number(key);
+        if (!(v > 0)) throw error("'", key, "' = ", shown(key), " is not > 0");
+        return v;
+    }
+    [[nodiscard]] std::string str(const char* key) const {
         const json& v = at(key);
         if (!v.is_string()) throw error("'", key, "' is ", shown(v), ", not a string");
         return v.get<std::string>();
-    };
+    }
+    [[nodiscard]] bool boolean(const char* key) const {
+        const json& v = at(key);
+        if (!v.is_boolean()) throw error("'", key, "' is ", shown(v), ", not true or false");
+        return v.get<bool>();
+    }
+    /// "gelu_new" / "gelu" / "relu" -> gelu (tanh) / gelu_erf / relu.
+    [[nodiscard]] nn::activation activation(const char* key) const {
+        const std::string act = str(key);
+        if (act == "gelu_new") return nn::activation::gelu;
+        if (act == "gelu") return nn::activation::gelu_erf;
+        if (act == "relu") return nn::activation::relu;
+        throw error("'", key, "' = ", shown(key), " is not supported (\"gelu_new\", \"gelu\", \"relu\")");
+    }
 
+private:
+    const json& at(const char* key) const {
+        const auto it = j_.find(key);
+        if (it == j_.end()) throw error("no key '", key, "' (", model, " needs it)");
+        return *it;
+    }
+    static std::string shown(const json& v) {
+        if (v.is_array()) return "an array";
+        if (v.is_object()) return "an object";
+        std::string s = v.dump();
+        return s.size() > 80 ? s.substr(0, 77) + "..." : s;
+    }
+    std::string path_;
+    json j_;
+};
+/// HF's name of an activation (inverse of hf_config_json::activation).
+inline const char* hf_activation_name(nn::activation a) {
+    return a == nn::activation::gelu_erf ? "gelu" : a == nn::activation::relu ? "relu" : "gelu_new";
+}
+}  // namespace detail
+
+DEPTHLAB_OUT_OF_LINE pretrained_config read_pretrained_config(const std::string& dir) {
+    detail::hf_config_json j(dir);
     pretrained_config pc;
-    const std::string type = str("model_type");
+    const std::string type = j.str("model_type");
     if (type == "albert") pc.model_type = hf_model::albert;
     else if (type == "bert") pc.model_type = hf_model::bert;
-    else throw error("'model_type' = ", shown(at("model_type")), " is not supported (\"albert\", \"bert\")");
+    else throw j.error("'model_type' = ", j.shown("model_type"), " is not supported (\"albert\", \"bert\"; GPT-2: read_gpt2_config)");
     const bool albert = pc.model_type == hf_model::albert;
-    model = albert ? "an ALBERT config" : "a BERT config";
+    j.model = albert ? "an ALBERT config" : "a BERT config";
 
     nn::albert_config& c = pc.cfg;
-    c.vocab = integer("vocab_size");
-    c.layer.dim = integer("hidden_size");
-    c.embed = albert ? integer("embedding_size") : c.layer.dim;
-    c.depth = integer("num_hidden_layers");
-    c.layer.heads = integer("num_attention_heads");
+    c.vocab = j.integer("vocab_size");
+    c.layer.dim = j.integer("hidden_size");
+    c.embed = albert ? j.integer("embedding_size") : c.layer.dim;
+    c.depth = j.integer("num_hidden_layers");
+    c.layer.heads = j.integer("num_attention_heads");
     if (c.layer.dim % c.layer.heads != 0)
-        throw error("'hidden_size' = ", c.layer.dim, " is not divisible by 'num_attention_heads' = ", c.layer.heads);
-    c.layer.ff_dim = integer("intermediate_size");
-    const std::string act = str("hidden_act");
-    if (act == "gelu_new") c.layer.act = nn::activation::gelu;
-    else if (act == "gelu") c.layer.act = nn::activation::gelu_erf;
-    else if (act == "relu") c.layer.act = nn::activation::relu;
-    else throw error("'hidden_act' = ", shown(at("hidden_act")), " is not supported (\"gelu_new\", \"gelu\", \"relu\")");
-    c.layer.dropout = probability("hidden_dropout_prob");
-    c.layer.attention_dropout = probability("attention_probs_dropout_prob");
-    c.max_len = integer("max_position_embeddings");
-    c.segments = integer("type_vocab_size");
-    c.layer.ln_eps = number("layer_norm_eps");
-    if (!(c.layer.ln_eps > 0)) throw error("'layer_norm_eps' = ", shown(at("layer_norm_eps")), " is not > 0");
-    c.sop_dropout = albert ? probability("classifier_dropout_prob") : 0.0;
+        throw j.error("'hidden_size' = ", c.layer.dim, " is not divisible by 'num_attention_heads' = ", c.layer.heads);
+    c.layer.ff_dim = j.integer("intermediate_size");
+    c.layer.act = j.activation("hidden_act");
+    c.layer.dropout = j.probability("hidden_dropout_prob");
+    c.layer.attention_dropout = j.probability("attention_probs_dropout_prob");
+    c.max_len = j.integer("max_position_embeddings");
+    c.segments = j.integer("type_vocab_size");
+    c.layer.ln_eps = j.positive("layer_norm_eps");
+    c.sop_dropout = albert ? j.probability("classifier_dropout_prob") : 0.0;
     c.layer.norm_first = false;
     c.layer.init = nn::init_scheme::bert;
-    if (j.contains("position_embedding_type") && str("position_embedding_type") != "absolute")
-        throw error("'position_embedding_type' = ", shown(at("position_embedding_type")), " is not supported (\"absolute\")");
+    if (j.has("position_embedding_type") && j.str("position_embedding_type") != "absolute")
+        throw j.error("'position_embedding_type' = ", j.shown("position_embedding_type"), " is not supported (\"absolute\")");
     pc.tied = false;
     if (albert) {
-        const int groups = integer("num_hidden_groups"), inner = integer("inner_group_num");
-        if (inner != 1) throw error("'inner_group_num' = ", inner, " is not supported (1: depthlab's groups hold one layer)");
+        const int groups = j.integer("num_hidden_groups"), inner = j.integer("inner_group_num");
+        if (inner != 1) throw j.error("'inner_group_num' = ", inner, " is not supported (1: depthlab's groups hold one layer)");
         if (groups != 1 && groups != c.depth)
-            throw error("'num_hidden_groups' = ", groups, " with 'num_hidden_layers' = ", c.depth, " is not supported (1: tied, ", c.depth,
-                        ": untied)");
+            throw j.error("'num_hidden_groups' = ", groups, " with 'num_hidden_layers' = ", c.depth, " is not supported (1: tied, ", c.depth,
+                          ": untied)");
         pc.tied = groups == 1;
     }
     return pc;
@@ -313,7 +388,7 @@ DEPTHLAB_OUT_OF_LINE void detail::write_pretrained_config(const pretrained_confi
     }
     j["num_attention_heads"] = c.layer.heads;
     j["intermediate_size"] = c.layer.ff_dim;
-    j["hidden_act"] = c.layer.act == nn::activation::gelu_erf ? "gelu" : c.layer.act == nn::activation::relu ? "relu" : "gelu_new";
+    j["hidden_act"] = detail::hf_activation_name(c.layer.act);
     j["hidden_dropout_prob"] = c.layer.dropout;
     j["attention_probs_dropout_prob"] = c.layer.attention_dropout;
     j["max_position_embeddings"] = c.max_len;
@@ -371,6 +446,80 @@ DEPTHLAB_OUT_OF_LINE name_map detail::pretrained_names(const pretrained_config& 
     const hf_head head = heads ? hf_head::pretraining : hf_head::base_model;
     if (albert) return hf_albert_names(c, {.head = head, .tied = pc.tied, .prefix = P});
     return hf_bert_names(c, {.head = head, .prefix = P});
+}
+DEPTHLAB_OUT_OF_LINE nn::gpt2_config read_gpt2_config(const std::string& dir) {
+    detail::hf_config_json j(dir);
+    const std::string type = j.str("model_type");
+    if (type != "gpt2") throw j.error("'model_type' = ", j.shown("model_type"), " is not \"gpt2\" (ALBERT and BERT: read_pretrained_config)");
+    j.model = "a GPT-2 config";
+    nn::gpt2_config c;
+    c.vocab = j.integer("vocab_size");
+    c.positions = j.integer("n_positions");
+    c.layer.dim = j.integer("n_embd");
+    c.depth = j.integer("n_layer");
+    c.layer.heads = j.integer("n_head");
+    if (c.layer.dim % c.layer.heads != 0) throw j.error("'n_embd' = ", c.layer.dim, " is not divisible by 'n_head' = ", c.layer.heads);
+    c.layer.ff_dim = j.has("n_inner") && !j.is_null("n_inner") ? j.integer("n_inner") : 4 * c.layer.dim;
+    c.layer.act = j.activation("activation_function");
+    c.layer.dropout = j.probability("resid_pdrop");
+    if (j.probability("embd_pdrop") != c.layer.dropout)
+        throw j.error("'embd_pdrop' = ", j.shown("embd_pdrop"), " differs from 'resid_pdrop' = ", j.shown("resid_pdrop"),
+                      ": depthlab's GPT2 has one dropout rate for both");
+    c.layer.attention_dropout = j.probability("attn_pdrop");
+    c.layer.ln_eps = j.positive("layer_norm_epsilon");
+    c.layer.norm_first = true;
+    c.layer.init = nn::init_scheme::bert;
+    for (const auto& [key, want] : {std::pair{"scale_attn_weights", true}, std::pair{"scale_attn_by_inverse_layer_idx", false},
+                                    std::pair{"reorder_and_upcast_attn", false}})
+        if (j.has(key) && j.boolean(key) != want)
+            throw j.error("'", key, "' = ", j.shown(key), " is not supported (", want ? "true" : "false", ", GPT-2's attention)");
+    return c;
+}
+
+DEPTHLAB_OUT_OF_LINE void detail::write_gpt2_config(const nn::gpt2_config& c, const std::string& dir) {
+    nlohmann::json j = nlohmann::json::object();  // keys sorted, as transformers writes them
+    j["model_type"] = "gpt2";
+    j["architectures"] = nlohmann::json::array({"GPT2LMHeadModel"});
+    j["vocab_size"] = c.vocab;
+    j["n_positions"] = c.positions;
+    j["n_embd"] = c.layer.dim;
+    j["n_layer"] = c.depth;
+    j["n_head"] = c.layer.heads;
+    j["n_inner"] = c.layer.ff_dim;
+    j["activation_function"] = hf_activation_name(c.layer.act);
+    j["resid_pdrop"] = c.layer.dropout;
+    j["embd_pdrop"] = c.layer.dropout;
+    j["attn_pdrop"] = c.layer.attention_dropout;
+    j["layer_norm_epsilon"] = c.layer.ln_eps;
+    j["initializer_range"] = 0.02;
+    j["scale_attn_weights"] = true;
+    j["tie_word_embeddings"] = true;
+    write_file_atomically(pretrained_file(dir, "config.json"), j.dump(2) + "\n", "save_pretrained_gpt2");
+}
+
+DEPTHLAB_OUT_OF_LINE name_map detail::gpt2_pretrained_names(const nn::gpt2_config& c, const std::string& dir) {
+    using depthlab::detail::cat;
+    const std::string config = pretrained_file(dir, "config.json"), path = pretrained_file(dir, "model.safetensors");
+    const safetensors_file f(path);  // io_error naming the file when it is missing or corrupt
+    const std::string P = f.contains("transformer.wte.weight") ? "transformer." : "";
+    const auto expect = [&](const std::string& name, const Shape& want, const std::string& keys) {
+        DEPTHLAB_CHECK(f.contains(name), io_error, "from_pretrained_gpt2 ", path, ": no tensor '", name, "' of shape ", want, ", which ", config,
+                       "'s ", keys, " describe");
+        const Shape& got = f.entry(name).shape;
+        DEPTHLAB_CHECK(got == want, io_error, "from_pretrained_gpt2 ", dir, ": ", config, "'s ", keys, " give tensor '", name, "' the shape ", want,
+                       ", but ", path, " has ", got);
+    };
+    const std::string D = cat("'n_embd' = ", c.layer.dim);
+    expect(P + "wte.weight", {c.vocab, c.layer.dim}, cat("'vocab_size' = ", c.vocab, " and ", D));
+    expect(P + "wpe.weight", {c.positions, c.layer.dim}, cat("'n_positions' = ", c.positions, " and ", D));
+    for (int i = 0; i < c.depth; ++i) {
+        const std::string L = cat(P, "h.", i, "."), layers = cat(" and 'n_layer' = ", c.depth);
+        expect(L + "attn.c_attn.weight", {c.layer.dim, 3 * c.layer.dim}, D + layers);
+        expect(L + "mlp.c_fc.weight", {c.layer.dim, c.layer.ff_dim}, cat("'n_inner' = ", c.layer.ff_dim, ", ", D, layers));
+    }
+    DEPTHLAB_CHECK(!f.contains(cat(P, "h.", c.depth, ".ln_1.weight")), io_error, "from_pretrained_gpt2 ", dir, ": ", path, " has more blocks than ",
+                   config, "'s 'n_layer' = ", c.depth);
+    return hf_gpt2_names(c, {.prefix = P});
 }
 #endif  // DEPTHLAB_DEFINE_OUT_OF_LINE
 

@@ -1,0 +1,97 @@
+# ctest -P script: the whole lm_layers program on a tiny corpus (tests/fixtures/albert_tiny) in
+# seconds — training a 2-block model, every analysis, every output with its header and a row per
+# block, --config repeating the run's scores — and the same analyses on the GPT-2 checkpoint in
+# Hugging Face layout that tests/fixtures/interop/make.py writes (--hf-checkpoint); bad input
+# stops it with one line naming the flag or the file.
+#   cmake -DEXE=<lm_layers> -DDATA=<tests/fixtures/albert_tiny> -DHF=<tests/fixtures/interop/hf_gpt2_lm> -DWORK=<dir> -P lm_layers_run.cmake
+file(REMOVE_RECURSE "${WORK}")
+set(small --data "${DATA}" --layers 2 --dim 16 --heads 2 --ff 32 --seq-len 32 --batch 4 --eval-sequences 8 --dev-sequences 8
+          --grid-steps 2 --log-every 10 --eval-every 0)
+function(run_ok what)
+  execute_process(COMMAND ${ARGN} OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "lm_layers ${what} failed (rc ${rc}):\n${out}\n${err}")
+  endif()
+  set(out "${out}" PARENT_SCOPE)
+endfunction()
+function(expect_outputs dir blocks)
+  set(expect block_influence.csv "block,module,block_influence,contribution,criticality,perplexity_without,perplexity_at_alpha_0\n"
+             contribution.csv "module,type,layer,perplexity_without,rise,score\n"
+             criticality.csv "module,type,layer,alpha,perplexity_at_alpha\n"
+             pruning.csv "score,k,blocks_removed,parameters_removed,perplexity,flops_per_token\n")
+  foreach(i RANGE 0 6 2)
+    math(EXPR j "${i} + 1")
+    list(GET expect ${i} f)
+    list(GET expect ${j} header)
+    file(READ "${dir}/${f}" text)
+    if(NOT text MATCHES "^${header}")
+      message(FATAL_ERROR "lm_layers: ${dir}/${f} does not start with '${header}':\n${text}")
+    endif()
+  endforeach()
+  file(READ "${dir}/contribution.csv" text)
+  math(EXPR last "${blocks} - 1")
+  foreach(b RANGE 0 ${last})
+    foreach(row "decoder.${b},D:block,${b}," "decoder.${b}.self_attention,D:SA,${b}," "decoder.${b}.feed_forward,D:FF,${b},")
+      if(NOT text MATCHES "\n${row}")
+        message(FATAL_ERROR "lm_layers: ${dir}/contribution.csv has no row '${row}...':\n${text}")
+      endif()
+    endforeach()
+  endforeach()
+  file(READ "${dir}/pruning.csv" text)
+  foreach(row "block_influence,0,,0," "contribution,1,decoder." "criticality,1,decoder.")
+    if(NOT text MATCHES "\n${row}")
+      message(FATAL_ERROR "lm_layers: ${dir}/pruning.csv has no row '${row}...':\n${text}")
+    endif()
+  endforeach()
+  file(READ "${dir}/summary.json" json)
+  string(JSON ppl GET "${json}" dev_perplexity)
+  if(NOT ppl GREATER 1)
+    message(FATAL_ERROR "lm_layers: ${dir}/summary.json has dev_perplexity '${ppl}'")
+  endif()
+  file(READ "${dir}/report.html" html)
+  if(NOT html MATCHES "Block scores" OR NOT html MATCHES "Perplexity after removing")
+    message(FATAL_ERROR "lm_layers: ${dir}/report.html lacks its sections")
+  endif()
+endfunction()
+
+# train, analyse, and export the model as a Hugging Face folder
+run_ok("(train)" "${EXE}" ${small} --steps 30 --lr 3e-3 --out "${WORK}/trained")
+if(NOT out MATCHES "ETA" OR NOT out MATCHES "dev perplexity")
+  message(FATAL_ERROR "lm_layers printed no progress (ETA) or dev perplexity:\n${out}")
+endif()
+expect_outputs("${WORK}/trained" 2)
+# its config repeats the run: the same scores, bit for bit
+run_ok("--config" "${EXE}" --config "${WORK}/trained/config.toml" --out "${WORK}/again")
+foreach(f block_influence.csv contribution.csv criticality.csv pruning.csv)
+  file(READ "${WORK}/trained/${f}" a)
+  file(READ "${WORK}/again/${f}" b)
+  if(NOT a STREQUAL b)
+    message(FATAL_ERROR "lm_layers --config: ${f} differs from the original run's:\n${a}\n---\n${b}")
+  endif()
+endforeach()
+# the exported folder loads back as a Hugging Face checkpoint: the same dev perplexity
+run_ok("--hf-checkpoint (its own export)" "${EXE}" ${small} --hf-checkpoint "${WORK}/trained/model" --out "${WORK}/reloaded")
+file(READ "${WORK}/trained/summary.json" a)
+file(READ "${WORK}/reloaded/summary.json" b)
+string(JSON pa GET "${a}" dev_perplexity)
+string(JSON pb GET "${b}" dev_perplexity)
+if(NOT pa STREQUAL pb)
+  message(FATAL_ERROR "lm_layers: the exported model's dev perplexity ${pb} differs from the trained one's ${pa}")
+endif()
+# the GPT-2 checkpoint written by PyTorch in HF layout (GPT2LMHeadModel without lm_head.weight)
+run_ok("--hf-checkpoint (fixture)" "${EXE}" ${small} --hf-checkpoint "${HF}/model.safetensors" --out "${WORK}/hf")
+expect_outputs("${WORK}/hf" 2)
+
+# bad input: one line naming the flag or the file, exit code != 0, no crash
+foreach(bad "--hf-checkpoint;${WORK}/nowhere;nowhere" "--data;${WORK}/nowhere;nowhere/spm.vocab" "--seq-len;1;lm_sequences: sequence length 1"
+            "--preset;huge;--preset" "--separator;500;outside the model's vocabulary")
+  list(GET bad 0 flag)
+  list(GET bad 1 value)
+  list(GET bad 2 says)
+  execute_process(COMMAND "${EXE}" ${small} --steps 1 ${flag} ${value} --out "${WORK}/bad"
+                  OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+  if(rc EQUAL 0 OR NOT err MATCHES "${says}")
+    message(FATAL_ERROR "lm_layers ${flag} ${value}: expected a failure naming '${says}', got rc ${rc}:\n${out}\n${err}")
+  endif()
+endforeach()
+message(STATUS "lm_layers: training, the analyses, the exported and the PyTorch-written HF checkpoints, and bad input")
