@@ -87,6 +87,10 @@ int run(options o, const std::string& command_line) {
         }
         nn::GPT2<float, B>& lm = *model;
         const index_t seq_len = o.seq_len > 0 ? o.seq_len : cfg.positions;
+        for (const int d : o.shallow_layers) {
+            DEPTHLAB_CHECK(!imported, usage_error, "--shallow-layers trains shallower models with this run's recipe: not with --hf-checkpoint");
+            DEPTHLAB_CHECK(d < cfg.depth, usage_error, "--shallow-layers ", d, ": not shallower than the model's ", cfg.depth, " blocks");
+        }
         DEPTHLAB_CHECK(seq_len <= cfg.positions, usage_error, "--seq-len ", seq_len, " exceeds the model's ", cfg.positions, " positions");
         // θ⁰: the weights at initialisation (criticality rewinds towards them); an imported model's
         // are unknown, so a fresh initialisation of its config stands in for them
@@ -112,37 +116,45 @@ int run(options o, const std::string& command_line) {
             return analysis::lm_eval_options{.batch = o.batch, .max_batches = sequences > 0 ? (sequences + o.batch - 1) / o.batch : 0};
         };
 
-        // ---- training (AdamW, linear warm-up and decay) unless the model was imported
-        train::fit_result fit;
-        if (!imported && o.steps > 0) {
-            optim::AdamW<float, B> opt(lm.named_parameters(), optim::AdamWOptions{.lr = o.lr, .weight_decay = o.weight_decay});
+        // ---- training (AdamW, linear warm-up and decay) unless the model was imported; the same
+        // recipe trains the shallower models of --shallow-layers, each into its own folder
+        const auto train_model = [&](nn::GPT2<float, B>& m, nn::Snapshot<float, B>* initial, const std::string& out, bool resume) {
+            optim::AdamW<float, B> opt(m.named_parameters(), optim::AdamWOptions{.lr = o.lr, .weight_decay = o.weight_decay});
             const optim::warmup_linear schedule(o.lr, o.warmup >= 0 ? o.warmup : o.steps / 20, o.steps);
             data::lm_sampler sampler(train_seq, o.seed + 1);
-            train::Trainer<float, B> trainer(lm, opt, {.steps = o.steps, .clip = o.clip, .log_every = o.log_every, .eval_every = o.eval_every,
-                                                       .save_every = o.save_every, .max_train_minutes = o.max_minutes, .out = o.out, .resume = o.resume,
-                                                       .divergence = {.enabled = !o.no_divergence_guard}});
+            train::Trainer<float, B> trainer(m, opt, {.steps = o.steps, .clip = o.clip, .log_every = o.log_every, .eval_every = o.eval_every,
+                                                      .save_every = o.save_every, .max_train_minutes = o.max_minutes, .out = out, .resume = resume,
+                                                      .divergence = {.enabled = !o.no_divergence_guard}});
             auto& ckpt = trainer.checkpoint();
             ckpt.track("sampler", sampler);
-            ckpt.track("model", lm.rng());
-            ckpt.track_tensors("theta0", [&] { return theta0.tensors(); }, [&](const auto& t0s) { theta0 = nn::Snapshot<float, B>(lm, t0s); });
-            io::save_config(ckpt.metadata(), "config.", cfg);
+            ckpt.track("model", m.rng());
+            if (initial != nullptr)
+                ckpt.track_tensors("theta0", [initial] { return initial->tensors(); },
+                                   [initial, &m](const auto& t0s) { *initial = nn::Snapshot<float, B>(m, t0s); });
+            io::save_config(ckpt.metadata(), "config.", m.cfg);
             examples::record_vocabulary(ckpt.metadata(), pieces);
             trainer.schedule = [&](std::int64_t done) { return schedule.lr(done); };
             trainer.evaluate = [&](std::int64_t step, bool) {
-                lm.eval();
-                const analysis::lm_eval ev = analysis::evaluate_lm(lm, dev_seq, batches_of(o.dev_sequences));
-                lm.train();
+                m.eval();
+                const analysis::lm_eval ev = analysis::evaluate_lm(m, dev_seq, batches_of(o.dev_sequences));
+                m.train();
                 std::printf("  dev @ %lld: perplexity %.2f (%lld tokens)\n", static_cast<long long>(step), ev.perplexity, static_cast<long long>(ev.tokens));
                 return nlohmann::ordered_json{{"dev_perplexity", ev.perplexity}, {"dev_nll", ev.nll}};
             };
             trainer.restore();
-            fit = trainer.fit([&] {
+            const train::fit_result r = trainer.fit([&] {
                 const data::token_batch b = sampler.next(o.batch);
                 std::int64_t tokens = 0;
                 for (index_t len : b.lengths) tokens += len;
-                Var<float, B> loss = lm.loss(b);
+                Var<float, B> loss = m.loss(b);
                 return train::micro_batch<float, B>{.loss = loss, .logged = {{"loss", loss}}, .tokens = tokens};
             });
+            m.eval();
+            return r;
+        };
+        train::fit_result fit;
+        if (!imported && o.steps > 0) {
+            fit = train_model(lm, &theta0, o.out, o.resume);
             std::printf("%s\n", examples::memory_summary().c_str());
             io::save_pretrained_gpt2(lm, o.out + "/model");
         }
@@ -179,21 +191,55 @@ int run(options o, const std::string& command_line) {
         const analysis::criticality_result crit_sub = analysis::criticality(lm, sublayers, theta0, thetaf, metric, kopt);
         const double criticality_s = phases.lap("criticality");
 
-        // ---- pruning: the k least important blocks by each score removed together
+        // ---- pruning: the k least important blocks by each score removed together; a tie in a
+        // clipped contribution or a grid's α is broken by the unclipped rise (analysis::importance_ranks)
         const int max_k = o.prune_max_k < 0 ? cfg.depth - 1 : static_cast<int>(std::min<std::int64_t>(o.prune_max_k, cfg.depth));
         const std::vector<block_scores> scores{{"block_influence", influence}, {"contribution", contrib_blocks.scores()}, {"criticality", crit_blocks.scores()}};
+        const std::vector<std::vector<double>> pruning_order{influence, analysis::importance_ranks(contrib_blocks), analysis::importance_ranks(crit_blocks)};
         io::csv_writer pruning({"score", "k", "blocks_removed", "parameters_removed", "perplexity", "flops_per_token"});
         std::map<std::string, analysis::pruning_result> curves;
-        for (const block_scores& s : scores) {
+        std::vector<double> pruned_flops_per_token;  // FLOPs per token with k blocks removed, k = 0, 1, ...
+        for (std::size_t n = 0; n < scores.size(); ++n) {
+            const block_scores& s = scores[n];
             flops_of_calls.clear();
-            const analysis::pruning_result r = analysis::pruning_curve(lm, blocks, s.values, metric, max_k, progress);
+            const analysis::pruning_result r = analysis::pruning_curve(lm, blocks, pruning_order[n], metric, max_k, progress);
             for (std::size_t i = 0; i < r.curve.size(); ++i) {
                 const auto& p = r.curve[i];
                 pruning.row(s.name, p.k, analysis::detail::join(p.modules_removed), p.parameters_removed, -p.metric, flops_of_calls.at(i));
             }
             curves.emplace(s.name, r);
+            if (n == 0) pruned_flops_per_token = flops_of_calls;
         }
         const double pruning_s = phases.lap("pruning");
+
+        // ---- iso-FLOP: a model trained with fewer blocks against the pruned model of as many blocks
+        io::csv_writer shallow_csv({"layers", "parameters", "flops_per_token", "perplexity", "dev_perplexity", "train_seconds", "pruned_k",
+                                    "pruned_by_block_influence", "pruned_by_contribution", "pruned_by_criticality", "pruned_flops_per_token"});
+        std::vector<std::vector<std::string>> shallow_rows;
+        for (const int d : o.shallow_layers) {
+            nn::gpt2_config sc = cfg;
+            sc.depth = d;
+            nn::GPT2<float, B> shallow(sc, o.seed);
+            std::printf("shallow comparison: training %s\n", nn::describe(sc).c_str());
+            const train::fit_result sf = train_model(shallow, nullptr, o.out + "/shallow_" + std::to_string(d), false);
+            const analysis::lm_eval on_set = analysis::evaluate_lm(shallow, dev_seq, on_analysis_set), on_dev = analysis::evaluate_lm(shallow, dev_seq);
+            const int k = cfg.depth - d;
+            const auto pruned = [&](const std::string& score) {
+                const auto& curve = curves.at(score).curve;
+                return static_cast<std::size_t>(k) < curve.size() ? -curve[static_cast<std::size_t>(k)].metric : NAN;
+            };
+            // (any k blocks removed run the same products: the first curve's count stands for all)
+            const double pruned_flops = static_cast<std::size_t>(k) < pruned_flops_per_token.size() ? pruned_flops_per_token[static_cast<std::size_t>(k)] : NAN;
+            shallow_csv.row(d, shallow.parameter_count(), on_set.flops_per_token, on_set.perplexity, on_dev.perplexity, sf.seconds, k,
+                            pruned("block_influence"), pruned("contribution"), pruned("criticality"), pruned_flops);
+            shallow_rows.push_back({std::to_string(d), fmt(on_set.flops_per_token / 1e6, 3), fmt(on_set.perplexity, 2), std::to_string(k),
+                                    fmt(pruned("block_influence"), 2), fmt(pruned("contribution"), 2), fmt(pruned("criticality"), 2)});
+            std::printf("shallow comparison: %d blocks trained: perplexity %.2f at %.2f MFLOP per token; %d blocks pruned from %d: %.2f / %.2f / %.2f "
+                        "(by block influence / contribution / criticality)\n", d, on_set.perplexity, on_set.flops_per_token / 1e6, k, cfg.depth,
+                        pruned("block_influence"), pruned("contribution"), pruned("criticality"));
+        }
+        const double shallow_s = phases.lap("shallow");
+        if (!o.shallow_layers.empty()) shallow_csv.write(o.out + "/shallow.csv");
 
         // ---- the tables
         io::csv_writer block_csv({"block", "module", "block_influence", "contribution", "criticality", "perplexity_without", "perplexity_at_alpha_0"});
@@ -229,8 +275,9 @@ int run(options o, const std::string& command_line) {
                                {"dev_perplexity", dev.perplexity}, {"dev_tokens", dev.tokens}, {"flops_per_token", dev.flops_per_token},
                                {"analysis_perplexity", base}, {"analysis_sequences", o.eval_sequences}, {"metric_calls", metric.calls()},
                                {"block_score_spearman", rho}, {"threads", max_threads()},
+                               {"shallow_layers", o.shallow_layers},
                                {"seconds", {{"block_influence", influence_s}, {"contribution", contribution_s}, {"criticality", criticality_s},
-                                            {"pruning", pruning_s}, {"total", run_time.elapsed()}}}};
+                                            {"pruning", pruning_s}, {"shallow", shallow_s}, {"total", run_time.elapsed()}}}};
         io::write_file_atomically(o.out + "/summary.json", summary.dump(2) + "\n");
 
         report::html_page page("lm_layers: which blocks of a language model matter",
@@ -275,7 +322,14 @@ int run(options o, const std::string& command_line) {
         }
         page.section("Pruning").figure(report::line_chart(lines, {.title = "Perplexity after removing the k least important blocks", .x_label = "blocks removed",
                                                                   .y_label = "perplexity", .log_y = true, .integer_x = true}));
+        if (!shallow_rows.empty())
+            page.section("Iso-FLOP: pruned or trained shallower")
+                .paragraph("A model trained from scratch with fewer blocks (same recipe, steps and data) against this model with as many blocks "
+                           "removed by each score: both run the same products per token.")
+                .table({"blocks", "MFLOP per token", "perplexity, trained shallow", "blocks removed", "pruned by block influence",
+                        "pruned by contribution", "pruned by criticality"}, shallow_rows);
         page.paragraph("Outputs next to this page: block_influence.csv, contribution.csv, criticality.csv, pruning.csv, summary.json" +
+                       std::string(shallow_rows.empty() ? "" : ", shallow.csv") +
                        std::string(imported ? "." : ", metrics.jsonl, checkpoint.safetensors, model/ (a Hugging Face GPT-2 folder)."));
         page.note(std::string("depthlab examples/lm_layers, git ") + examples::git_commit);
         page.write(o.out + "/report.html");

@@ -3,6 +3,7 @@
 // the config.toml each run writes (examples/common/cli.hpp).
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/cli.hpp"
 #include "common/device.hpp"
@@ -16,6 +17,7 @@ struct options {
     std::uint64_t seed = 1;
     std::int64_t eval_sequences = 128, prune_max_k = -1, grid_steps = 10;
     double clip_fraction = 0.1, epsilon = 0.02;
+    std::vector<int> shallow_layers;  // depths of the trained shallower models (iso-FLOP comparison)
     bool resume = false, no_divergence_guard = false;
 };
 
@@ -51,6 +53,8 @@ inline void add_options(examples::cli& args, options& o) {
         .option("epsilon", o.epsilon, "criticality: a rewound module passes when perplexity stays within this fraction of the baseline").range(0.0, 100.0)
         .option("grid-steps", o.grid_steps, "criticality grid: alpha in {0, 1/k, ..., 1}").range<std::int64_t>(1, 10000)
         .option("prune-max-k", o.prune_max_k, "pruning curves up to this many blocks removed (negative: all but one)").range<std::int64_t>(-1, 100000)
+        .option("shallow-layers", o.shallow_layers, "comma-separated depths: also train a model of each depth with the same recipe and compare it "
+                                                    "with the pruned model of equal FLOPs (shallow.csv; empty: none)").list().range(1, 100000)
         .section("Output")
         .option("out", o.out, "output directory")
         .flag("resume", o.resume, "continue training from <out>/checkpoint.safetensors up to --steps")

@@ -55,11 +55,15 @@ function(expect_outputs dir blocks)
 endfunction()
 
 # train, analyse, and export the model as a Hugging Face folder
-run_ok("(train)" "${EXE}" ${small} --steps 30 --lr 3e-3 --out "${WORK}/trained")
+run_ok("(train)" "${EXE}" ${small} --steps 30 --lr 3e-3 --shallow-layers 1 --out "${WORK}/trained")
 if(NOT out MATCHES "ETA" OR NOT out MATCHES "dev perplexity")
   message(FATAL_ERROR "lm_layers printed no progress (ETA) or dev perplexity:\n${out}")
 endif()
 expect_outputs("${WORK}/trained" 2)
+file(READ "${WORK}/trained/shallow.csv" text)
+if(NOT text MATCHES "^layers,parameters,flops_per_token,perplexity,dev_perplexity,train_seconds,pruned_k,pruned_by_block_influence,pruned_by_contribution,pruned_by_criticality,pruned_flops_per_token\n1,[0-9]+,[0-9.e+-]+,[0-9.e+-]+,[0-9.e+-]+,[0-9.e+-]+,1,")
+  message(FATAL_ERROR "lm_layers --shallow-layers 1: shallow.csv is not one row for 1 block:\n${text}")
+endif()
 # its config repeats the run: the same scores, bit for bit
 run_ok("--config" "${EXE}" --config "${WORK}/trained/config.toml" --out "${WORK}/again")
 foreach(f block_influence.csv contribution.csv criticality.csv pruning.csv)
@@ -84,7 +88,7 @@ expect_outputs("${WORK}/hf" 2)
 
 # bad input: one line naming the flag or the file, exit code != 0, no crash
 foreach(bad "--hf-checkpoint;${WORK}/nowhere;nowhere" "--data;${WORK}/nowhere;nowhere/spm.vocab" "--seq-len;1;lm_sequences: sequence length 1"
-            "--preset;huge;--preset" "--separator;500;outside the model's vocabulary")
+            "--preset;huge;--preset" "--separator;500;outside the model's vocabulary" "--shallow-layers;2;not shallower than the model's 2 blocks")
   list(GET bad 0 flag)
   list(GET bad 1 value)
   list(GET bad 2 says)

@@ -113,6 +113,9 @@ TEST_CASE("GPT2: perplexity equals exp of the mean next-token NLL from the logit
     long_batch.ids.resize(13, 0);
     long_batch.lengths = {13};
     CHECK_THROWS_WITH_AS((void)lm.logits(long_batch), Contains("GPT2: sequence length 13 > positions 12"), shape_error);
+    data::token_batch empty_row = seq.batch(0, 2);
+    empty_row.lengths[1] = 0;
+    CHECK_THROWS_WITH_AS((void)lm.logits(empty_row), Contains("GPT2: a sequence of length 0 in a batch of length 8"), shape_error);
     data::corpus big;
     big.add_document(std::vector<std::vector<std::int32_t>>{{5, 40, 6}});
     CHECK_THROWS_WITH_AS((void)analysis::evaluate_lm(lm, data::lm_sequences(big, 4, 3), {}), Contains("holds id 40, outside the model's vocabulary of 17"),
@@ -166,4 +169,20 @@ TEST_CASE("GPT2 blocks as analysis modules: a removed block is the identity; a d
     const double pruned = analysis::evaluate_lm(lm, seq).flops_per_token;
     blocks[0].ablate(false);
     CHECK(pruned < full);
+}
+
+TEST_CASE("layer_modules: an encoder-decoder's layers as modules, post-LN norms kept") {
+    nn::Seq2SeqTransformer<double> model(depthlab_test::tiny_seq2seq(10, 8, 8, 2, 16), 5);
+    const auto layers = analysis::layer_modules(model);
+    REQUIRE(layers.size() == 4);
+    CHECK(layers[0].name == "encoder.0");
+    CHECK(layers[0].type == "E:block");
+    CHECK(layers[3].name == "decoder.1");
+    CHECK(layers[3].type == "D:block");
+    CHECK(layers[3].kept_prefixes ==
+          std::vector<std::string>{"decoder.1.self_attention.norm", "decoder.1.cross_attention.norm", "decoder.1.feed_forward.norm"});
+    layers[3].ablate(true);
+    for (const auto& [name, r] : nn::sublayers(model)) CHECK(r->enabled == !nn::is_under(name, "decoder.1"));
+    layers[3].ablate(false);
+    for (const auto& [name, r] : nn::sublayers(model)) CHECK(r->enabled);
 }

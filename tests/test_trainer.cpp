@@ -371,6 +371,7 @@ TEST_CASE("checkpointer: a tracked translation_stream continues exactly after a 
 static_assert(sizeof(nn::transformer_config) == 72, "transformer_config changed: add the field to its config_fields");
 static_assert(sizeof(nn::seq2seq_config) == 112, "seq2seq_config changed: add the field to its config_fields");
 static_assert(sizeof(nn::albert_config) == 120, "albert_config changed: add the field to its config_fields");
+static_assert(sizeof(nn::gpt2_config) == 96, "gpt2_config changed: add the field to its config_fields");
 // (act_options::row_quantum is left out on purpose: how the compact path groups its rows on
 // this machine, not a property of the model, and exact either way; a key for it would make
 // every older checkpoint unloadable)
@@ -406,7 +407,11 @@ TEST_CASE("config: every field of every model config round-trips through checkpo
     h.lambda_p = 0.3;
     h.halting_bias = -2.5;
 
+    nn::gpt2_config g{.vocab = 321, .positions = 48, .depth = 5, .layer = s.layer};
+    g.layer.dropout = 0.0;
+
     io::metadata_map md;
+    io::save_config(md, "gpt2.", g);
     io::save_config(md, "config.", s);
     io::save_config(md, "albert.", a);
     io::save_config(md, "act.", h);
@@ -417,6 +422,11 @@ TEST_CASE("config: every field of every model config round-trips through checkpo
         return x.dim == y.dim && x.heads == y.heads && x.ff_dim == y.ff_dim && x.act == y.act && x.dropout == y.dropout &&
                x.attention_dropout == y.attention_dropout && x.norm_first == y.norm_first && x.ln_eps == y.ln_eps && x.init == y.init;
     };
+    const auto g2 = io::load_config<nn::gpt2_config>(md, "gpt2.");
+    CHECK(g2.vocab == 321);
+    CHECK(g2.positions == 48);
+    CHECK(g2.depth == 5);
+    CHECK(same_layer(g2.layer, g.layer));
     CHECK(s2.src_vocab == 123);
     CHECK(s2.tgt_vocab == 456);
     CHECK(s2.share_embeddings);

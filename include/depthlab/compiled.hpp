@@ -26,6 +26,7 @@
 #include "depthlab/halting/act_albert.hpp"
 #include "depthlab/io/config.hpp"
 #include "depthlab/nn/classification.hpp"
+#include "depthlab/nn/language_model.hpp"
 #include "depthlab/nn/models.hpp"
 #include "depthlab/nn/snapshot.hpp"
 #include "depthlab/nn/transformer.hpp"
@@ -90,6 +91,7 @@
     KW class nn::EncoderLayer<T, backend::cpu>;                                                                               \
     KW class nn::DecoderLayer<T, backend::cpu>;                                                                               \
     KW class nn::Seq2SeqTransformer<T, backend::cpu>;                                                                         \
+    KW class nn::GPT2<T, backend::cpu>;                                                                                       \
     KW class nn::Albert<T, backend::cpu, nn::tied>;                                                                           \
     KW class nn::Albert<T, backend::cpu, nn::untied>;                                                                         \
     KW class halting::ActEncoder<T, backend::cpu, halting::act>;                                                              \
@@ -113,6 +115,7 @@
     DEPTHLAB_CONFIG_INSTANTIATIONS(KW, nn::transformer_config)     \
     DEPTHLAB_CONFIG_INSTANTIATIONS(KW, nn::seq2seq_config)         \
     DEPTHLAB_CONFIG_INSTANTIATIONS(KW, nn::albert_config)          \
+    DEPTHLAB_CONFIG_INSTANTIATIONS(KW, nn::gpt2_config)            \
     DEPTHLAB_CONFIG_INSTANTIATIONS(KW, halting::act_options)
 
 #if defined(DEPTHLAB_COMPILED) && !defined(DEPTHLAB_COMPILED_LIBRARY)

@@ -10,6 +10,9 @@
 #                    the analyses of one checkpoint (contribution, criticality, both pruning
 #                    curves): equal to 1e-9 — BLEU of greedy decoding is exact unless a
 #                    near-tie flips a token, which this model on 6 sentences avoids.
+#   lm_layers        training: the step-20 loss to 1e-3 relative; the analyses of the model the
+#                    CPU trained (read back through its Hugging Face export): every table to
+#                    1e-4 relative (perplexities from f32 sums in each device's order).
 #   tests/shell/cuda_emu_examples_test.sh <source dir> <build-emu dir>
 set -uo pipefail
 src="$1" bin="$2"
@@ -111,4 +114,21 @@ for f in contribution.csv criticality.csv pruning.csv pruning_criticality.csv; d
   same_table "$work/cv_trained/$f" "$work/cv_analyses/$f" 1e-9 || fail "component_value: $f differs between cpu and cuda"
 done
 echo "component_value: contribution, criticality and pruning tables agree between cpu and cuda"
+
+# lm_layers: a short training on each device, then each device's analyses of the CPU's model
+lm=(--data "$src/tests/fixtures/albert_tiny" --layers 2 --dim 16 --heads 2 --ff 32 --seq-len 32 --batch 4 --eval-sequences 8
+    --dev-sequences 8 --grid-steps 2 --log-every 20 --eval-every 0 --lr 3e-3 --precision f32)
+for d in cpu cuda; do
+  "$bin/examples/lm_layers" "${lm[@]}" --steps 20 --device "$d" --out "$work/lm_$d" >"$work/lm_$d.log" 2>&1 ||
+    fail "lm_layers --device $d: $(tail -3 "$work/lm_$d.log")"
+done
+want="$(sed -n 's|^step 20/20  loss \([0-9.]*\).*|\1|p' "$work/lm_cpu.log")" got="$(sed -n 's|^step 20/20  loss \([0-9.]*\).*|\1|p' "$work/lm_cuda.log")"
+echo "lm_layers step-20 loss: --device cpu $want, --device cuda (emulated) $got"
+close "$want" "$got" 1e-3 || fail "lm_layers: the step-20 loss is $got on cuda, $want on cpu"
+"$bin/examples/lm_layers" "${lm[@]}" --hf-checkpoint "$work/lm_cpu/model" --device cuda --out "$work/lm_analyses" >"$work/lm_analyses.log" 2>&1 ||
+  fail "lm_layers --hf-checkpoint on cuda: $(tail -3 "$work/lm_analyses.log")"
+for f in block_influence.csv contribution.csv criticality.csv pruning.csv; do
+  same_table "$work/lm_cpu/$f" "$work/lm_analyses/$f" 1e-4 || fail "lm_layers: $f differs between cpu and cuda"
+done
+echo "lm_layers: block influence, contribution, criticality and pruning tables agree between cpu and cuda"
 finish cuda_emu_examples

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "depthlab/analysis/modules.hpp"
+#include "depthlab/analysis/scores.hpp"  // metric_fn
 #include "depthlab/data/language_model.hpp"
 #include "depthlab/nn/language_model.hpp"
 

@@ -134,6 +134,9 @@ Var<T, B> GPT2<T, B>::hidden(const data::token_batch& b, const block_observer& o
     DEPTHLAB_CHECK(b.length <= cfg.positions, shape_error, "GPT2: sequence length ", b.length, " > positions ", cfg.positions);
     DEPTHLAB_CHECK(static_cast<index_t>(b.lengths.size()) == b.batch, shape_error, "GPT2: ", b.lengths.size(), " lengths for a batch of ",
                    b.batch);
+    for (index_t len : b.lengths)
+        DEPTHLAB_CHECK(len >= 1 && len <= b.length, shape_error, "GPT2: a sequence of length ", len, " in a batch of length ", b.length,
+                       " (each sequence needs 1 to ", b.length, " tokens)");
     std::vector<std::int64_t> pos(static_cast<std::size_t>(b.batch * b.length));
     for (std::size_t i = 0; i < pos.size(); ++i) pos[i] = static_cast<std::int64_t>(i % static_cast<std::size_t>(b.length));
     Var<T, B> x = add((*wte)(b.ids, {b.batch, b.length}), (*wpe)(pos, {b.batch, b.length}));
