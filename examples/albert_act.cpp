@@ -31,18 +31,12 @@ using namespace depthlab;
 
 namespace {
 
-std::string fmt(double v, int d = 2) {
-    char b[32];
-    std::snprintf(b, sizeof b, "%.*f", d, v);
-    return b;
-}
-
 /// A length of the schedule (a warm-up, the whole): "n steps", and the same share of the time
 /// budget under --schedule-by-time (train::trainer_options::schedule_by_time).
 std::string schedule_length(const options& o, std::int64_t n) {
     std::string s = std::to_string(n) + " steps";
     if (o.schedule_by_time && o.steps > 0)
-        s += " or " + fmt(o.max_minutes * static_cast<double>(n) / static_cast<double>(o.steps), 1) + " minutes";
+        s += " or " + report::format_fixed(o.max_minutes * static_cast<double>(n) / static_cast<double>(o.steps), 1) + " minutes";
     return s;
 }
 
@@ -139,7 +133,7 @@ int run(options o, dist::communicator& comm) {
         std::printf("albert_act: preset %s, policy %s, %lld parameters, N_max %d, %s %g (warm-up %s)%s, halting bias %g, SOP head dropout %g, %s path; "
                     "device %s, ISA %s, precision %s, %d threads, %s (global batch %lld)\n",
                     o.preset.c_str(), Policy::name, static_cast<long long>(model.parameter_count()), n_max, ponder_net ? "beta" : "tau", tau,
-                    schedule_length(o, tau_warmup).c_str(), ponder_net ? (", lambda_p " + fmt(o.lambda_p, 3)).c_str() : "", halting_bias, o.sop_dropout,
+                    schedule_length(o, tau_warmup).c_str(), ponder_net ? (", lambda_p " + report::format_fixed(o.lambda_p, 3)).c_str() : "", halting_bias, o.sop_dropout,
                     compact ? "compact" : "dense", B::name, cpu::to_string(cpu::active_isa()), examples::precision_description(B::name).c_str(), max_threads(),
                     examples::ranks_description(comm).c_str(), static_cast<long long>(o.batch * o.accum * comm.size()));
         std::printf("data: %s, %lld training examples per epoch, vocab %lld, chunk jitter %s\n", o.data.c_str(), static_cast<long long>(sampler.epoch_size()),
@@ -154,7 +148,7 @@ int run(options o, dist::communicator& comm) {
         if (o.sop_head_only_from > o.steps)
             std::printf("albert_act: warning: --sop-head-only-from %lld lies past --steps %lld, so SOP trains the encoder throughout\n",
                         static_cast<long long>(o.sop_head_only_from), static_cast<long long>(o.steps));
-        const std::string sop_term = o.sop_weight == 1 ? "SOP" : fmt(o.sop_weight, 2) + " x SOP";
+        const std::string sop_term = o.sop_weight == 1 ? "SOP" : report::format_fixed(o.sop_weight, 2) + " x SOP";
         std::printf("losses: MLM + %s + %s x ponder; SOP's gradient %s\n", sop_term.c_str(), ponder_net ? "beta" : "tau", sop_gradient.c_str());
         std::printf("schedule: warm-up, tau ramp and linear decay over %s\n", (schedule_length(o, o.steps) + (o.schedule_by_time ? ", whichever ends first" : "")).c_str());
         std::fflush(stdout);
@@ -179,25 +173,25 @@ int run(options o, dist::communicator& comm) {
                                              {"data (its tokenizer: spm.model)", o.data},
                                              {"model", "H " + std::to_string(cfg.layer.dim) + ", " + std::to_string(cfg.layer.heads) + " heads, FF " +
                                                            std::to_string(cfg.layer.ff_dim) + ", E " + std::to_string(cfg.embed) + ", vocab " + std::to_string(cfg.vocab)},
-                                             {"halting policy", o.policy + (ponder_net ? " (beta " + fmt(o.beta, 4) + ", lambda_p " + fmt(o.lambda_p, 3) +
+                                             {"halting policy", o.policy + (ponder_net ? " (beta " + report::format_fixed(o.beta, 4) + ", lambda_p " + report::format_fixed(o.lambda_p, 3) +
                                                                                             "; N = median halting step)" : "")},
                                              {ponder_net ? "N_max / beta / epsilon" : "N_max / tau / epsilon",
-                                              std::to_string(n_max) + " / " + fmt(tau, 6) + " / " + fmt(o.epsilon, 3)},
+                                              std::to_string(n_max) + " / " + report::format_fixed(tau, 6) + " / " + report::format_fixed(o.epsilon, 3)},
                                              {"batch x accumulation x length", std::to_string(o.batch) + " x " + std::to_string(o.accum) + " x " + std::to_string(o.seq_len)},
                                              {"optimizer / peak lr / warm-up / clip / weight decay",
-                                              o.optimizer + " / " + fmt(o.lr, 5) + " / " + schedule_length(o, warmup) + " / " + fmt(o.clip, 2) + " / " + fmt(o.weight_decay, 4)},
+                                              o.optimizer + " / " + report::format_fixed(o.lr, 5) + " / " + schedule_length(o, warmup) + " / " + report::format_fixed(o.clip, 2) + " / " + report::format_fixed(o.weight_decay, 4)},
                                              {"mask rate / halting bias / tau warm-up / min iterations",
-                                              fmt(o.mask_prob, 2) + " / " + fmt(halting_bias, 2) + " / " + schedule_length(o, tau_warmup) + " / " + std::to_string(o.min_iters)},
-                                             {"SOP head dropout / chunk jitter", fmt(o.sop_dropout, 2) + " / " + (o.chunk_jitter ? "on" : "off")},
-                                             {"SOP's gradient / loss weight", sop_gradient + " / " + fmt(o.sop_weight, 2)},
+                                              report::format_fixed(o.mask_prob, 2) + " / " + report::format_fixed(halting_bias, 2) + " / " + schedule_length(o, tau_warmup) + " / " + std::to_string(o.min_iters)},
+                                             {"SOP head dropout / chunk jitter", report::format_fixed(o.sop_dropout, 2) + " / " + (o.chunk_jitter ? "on" : "off")},
+                                             {"SOP's gradient / loss weight", sop_gradient + " / " + report::format_fixed(o.sop_weight, 2)},
                                              {"schedule spans", schedule_length(o, o.steps)},
                                              {"training time", train::format_duration(fit.seconds)},
                                              {"GEMM precision / ISA / threads", examples::precision_description(B::name) + " / " +
                                                                                      cpu::to_string(cpu::active_isa()) + " / " + std::to_string(max_threads())},
-                                             {"dev MLM / SOP accuracy", fmt(final_ev.mlm_acc, 1) + "% / " + fmt(final_ev.sop_acc, 1) + "%"},
+                                             {"dev MLM / SOP accuracy", report::format_fixed(final_ev.mlm_acc, 1) + "% / " + report::format_fixed(final_ev.sop_acc, 1) + "%"},
                                              {"dev encoder FLOPs per token (products that ran) / fixed depth of equal FLOPs",
-                                              fmt(final_ev.stats.flops_per_token() / 1e6, 3) + " MFLOP / " +
-                                                  fmt(final_ev.stats.flops_per_token() / halting::dense_iteration_flops_per_token(cfg.layer, o.seq_len), 2) +
+                                              report::format_fixed(final_ev.stats.flops_per_token() / 1e6, 3) + " MFLOP / " +
+                                                  report::format_fixed(final_ev.stats.flops_per_token() / halting::dense_iteration_flops_per_token(cfg.layer, o.seq_len), 2) +
                                                   " iterations (N_max " + std::to_string(n_max) + ")"}},
                                    .eval = &final_ev, .n_max = n_max, .steps = fit.steps, .log = train::read_metrics_log(trainer.metrics_path()),
                                    .outputs = "Outputs next to this page: halting.csv, fixed_point.csv, metrics.jsonl, checkpoint.safetensors.",

@@ -354,13 +354,6 @@ struct job {
     }
 };
 
-std::string fmt(double v, int d = 1) {
-    if (std::isnan(v)) return "n/a";
-    char b[32];
-    std::snprintf(b, sizeof b, "%.*f", d, v);
-    return b;
-}
-
 template <class B>
 int run(const options& o) {
     try {
@@ -433,9 +426,9 @@ int run(const options& o) {
         page.key_values({{"model", "H " + std::to_string(j.cfg.layer.dim) + ", N_max " + std::to_string(j.aopt.max_iterations) + ", vocab " +
                                        std::to_string(j.cfg.vocab)},
                          {"tasks", std::to_string(j.tasks.size()) + " (train/dev/test split by Brown document, balanced per class)"},
-                         {"probe", std::string(o.mlp ? "MLP (256, GELU)" : "linear") + ", AdamW lr " + fmt(o.probe_lr, 4) + ", " + std::to_string(o.probe_epochs) +
+                         {"probe", std::string(o.mlp ? "MLP (256, GELU)" : "linear") + ", AdamW lr " + report::format_fixed(o.probe_lr, 4) + ", " + std::to_string(o.probe_epochs) +
                                        " epochs, test accuracy at the best dev epoch"},
-                         {"fine-tuning", "AdamW lr " + fmt(o.lr, 5) + ", " + std::to_string(o.epochs) + " epochs, batch " + std::to_string(o.batch)}});
+                         {"fine-tuning", "AdamW lr " + report::format_fixed(o.lr, 5) + ", " + std::to_string(o.epochs) + " epochs, batch " + std::to_string(o.batch)}});
         if (!probes.empty()) {
             page.section("Frozen probing per iteration");
             page.paragraph("A probe trained on the state after iteration n (the halting as in pretraining, stopped at n). A curve that rises with n "
@@ -449,7 +442,7 @@ int run(const options& o) {
                         s.x.push_back(r.iteration), s.y.push_back(r.accuracy);
                     }
                 if (series[0].x.empty()) continue;
-                page.figure(report::line_chart(series, {.title = t.name, .subtitle = "chance " + fmt(100.0 / static_cast<double>(t.classes.size())) + "%",
+                page.figure(report::line_chart(series, {.title = t.name, .subtitle = "chance " + report::format_fixed(100.0 / static_cast<double>(t.classes.size()), 1) + "%",
                                                         .x_label = "iteration", .y_label = "test accuracy (%)", .width = 480, .height = 300, .integer_x = true}));
             }
         }
@@ -459,7 +452,7 @@ int run(const options& o) {
             std::vector<std::vector<std::string>> rows;
             for (const auto& r : tuned) {
                 const auto it = paper.find(r.task);
-                rows.push_back({r.task, r.policy, fmt(r.tau, 5), fmt(r.accuracy), fmt(r.mean_iterations, 2), fmt(r.main_verb, 2), fmt(r.subject_head, 2),
+                rows.push_back({r.task, r.policy, report::format_fixed(r.tau, 5), report::format_fixed(r.accuracy, 1), report::format_fixed(r.mean_iterations, 2), report::format_fixed(r.main_verb, 2), report::format_fixed(r.subject_head, 2),
                                 it == paper.end() || r.policy == "fixed" ? "" : it->second + " (N_max 24)"});
             }
             page.table({"task", "policy", "tau", "test accuracy (%)", "mean iterations", "main verbs", "subject heads", "paper: mean iterations"}, rows);

@@ -162,8 +162,11 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
         // the full model's give each contribution drop its interval
         std::vector<std::string> last_hypotheses;
         std::map<std::string, std::vector<std::string>> hypotheses_without;
+        double metric_flops = 0;  // the products every evaluation ran on this process (cached encoder outputs are not run again)
         analysis::timed_metric metric([&] {
+            const flop_scope spent;
             train::translation_score s = train::score(trans, analysis_set, metric_search);
+            metric_flops += static_cast<double>(spent.flops());
             const analysis::module_ref* off = nullptr;
             int n_off = 0;
             for (const auto& m : modules)
@@ -299,7 +302,8 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
         summary.update({{"criticality_search", o.search}, {"analyses_seconds", study.seconds()}, {"metric_calls", metric.calls()},
                         {"metric_seconds", metric.seconds()}, {"encoder_runs", trans.encoder_runs()}, {"encoder_reuses", trans.encoder_reuses()},
                         {"spearman", std::isnan(study.spearman) ? nlohmann::json(nullptr) : nlohmann::json(study.spearman)}, {"total_seconds", run_time.elapsed()},
-                        {"train_tokens_per_s", log.last("tokens_per_s")}});
+                        {"train_tokens_per_s", log.last("tokens_per_s")}, {"train_gflop_per_step", log.last("gflop_per_step")},
+                        {"metric_gflop", metric_flops / 1e9}});
         if (const auto d = log.series("dev_bleu"); !d.empty()) summary["final_dev_bleu"] = d.back().second;
         write_summary();
 
@@ -338,8 +342,7 @@ int main(int argc, char** argv) {
     args.parse(argc, argv);
     dist::communicator& comm = examples::join("component_value", o.distributed);
     if (comm.is_root()) args.save_config(o.out);
-    std::string command_line;
-    for (int i = 0; i < argc; ++i) command_line += (i ? " " : "") + std::string(argv[i]);
+    const std::string command_line = examples::command_line(argc, argv);
     examples::use_precision(o.precision, o.device);
     return examples::on_device(o.device, "component_value", [&](auto tag) { return run<decltype(tag)>(o, command_line, comm); });
 }

@@ -36,12 +36,6 @@ using namespace depthlab;
 
 namespace {
 
-std::string fmt(double v, int d = 2) {
-    char b[48];
-    std::snprintf(b, sizeof b, "%.*f", d, v);
-    return b;
-}
-
 /// --hf-checkpoint names a folder, or the model.safetensors inside one.
 std::string checkpoint_folder(const std::string& path) {
     const std::filesystem::path p(path);
@@ -232,8 +226,8 @@ int run(options o, const std::string& command_line) {
             const double pruned_flops = static_cast<std::size_t>(k) < pruned_flops_per_token.size() ? pruned_flops_per_token[static_cast<std::size_t>(k)] : NAN;
             shallow_csv.row(d, shallow.parameter_count(), on_set.flops_per_token, on_set.perplexity, on_dev.perplexity, sf.seconds, k,
                             pruned("block_influence"), pruned("contribution"), pruned("criticality"), pruned_flops);
-            shallow_rows.push_back({std::to_string(d), fmt(on_set.flops_per_token / 1e6, 3), fmt(on_set.perplexity, 2), std::to_string(k),
-                                    fmt(pruned("block_influence"), 2), fmt(pruned("contribution"), 2), fmt(pruned("criticality"), 2)});
+            shallow_rows.push_back({std::to_string(d), report::format_fixed(on_set.flops_per_token / 1e6, 3), report::format_fixed(on_set.perplexity, 2), std::to_string(k),
+                                    report::format_fixed(pruned("block_influence"), 2), report::format_fixed(pruned("contribution"), 2), report::format_fixed(pruned("criticality"), 2)});
             std::printf("shallow comparison: %d blocks trained: perplexity %.2f at %.2f MFLOP per token; %d blocks pruned from %d: %.2f / %.2f / %.2f "
                         "(by block influence / contribution / criticality)\n", d, on_set.perplexity, on_set.flops_per_token / 1e6, k, cfg.depth,
                         pruned("block_influence"), pruned("contribution"), pruned("criticality"));
@@ -265,7 +259,7 @@ int run(options o, const std::string& command_line) {
         for (std::size_t a = 0; a < scores.size(); ++a)
             for (std::size_t b = a + 1; b < scores.size(); ++b) {
                 const double r = blocks.size() >= 2 ? analysis::spearman(scores[a].values, scores[b].values) : NAN;
-                agreement.push_back({scores[a].name, scores[b].name, std::isnan(r) ? "n/a (a constant score)" : fmt(r, 3)});
+                agreement.push_back({scores[a].name, scores[b].name, std::isnan(r) ? "n/a (a constant score)" : report::format_fixed(r, 3)});
                 rho[scores[a].name + "_vs_" + scores[b].name] = rho_json(r);
             }
         const train::metrics_log log = imported || o.steps == 0 ? train::metrics_log{} : train::read_metrics_log(o.out + "/metrics.jsonl");
@@ -286,9 +280,9 @@ int run(options o, const std::string& command_line) {
                                           {"data", o.data + " (sequences of " + std::to_string(seq_len) + " tokens)"},
                                           {"parameters", std::to_string(lm.parameter_count())},
                                           {"training", imported ? std::string("none") : std::to_string(fit.steps) + " steps in " + train::format_duration(fit.seconds)},
-                                          {"dev perplexity", fmt(dev.perplexity, 3) + " over " + std::to_string(dev.tokens) + " tokens"},
-                                          {"analysis metric", "perplexity on " + std::to_string(o.eval_sequences) + " dev sequences: " + fmt(base, 3)},
-                                          {"contribution clip / criticality epsilon", fmt(o.clip_fraction, 3) + " x / " + fmt(o.epsilon, 3) + " x baseline perplexity"},
+                                          {"dev perplexity", report::format_fixed(dev.perplexity, 3) + " over " + std::to_string(dev.tokens) + " tokens"},
+                                          {"analysis metric", "perplexity on " + std::to_string(o.eval_sequences) + " dev sequences: " + report::format_fixed(base, 3)},
+                                          {"contribution clip / criticality epsilon", report::format_fixed(o.clip_fraction, 3) + " x / " + report::format_fixed(o.epsilon, 3) + " x baseline perplexity"},
                                           {"criticality's initial weights", imported ? "a fresh initialisation (the checkpoint's are unknown)" : "this run's initialisation"},
                                           {"command", command_line}});
         if (const auto loss = log.series("loss"); !loss.empty()) {
@@ -356,8 +350,7 @@ int main(int argc, char** argv) {
     args.sizes({"preset", "batch", "seq-len", "dim", "ff"});
     args.parse(argc, argv);
     args.save_config(o.out);
-    std::string command_line;
-    for (int i = 0; i < argc; ++i) command_line += (i ? " " : "") + std::string(argv[i]);
+    const std::string command_line = examples::command_line(argc, argv);
     examples::use_precision(o.precision, o.device);
     return examples::on_device(o.device, "lm_layers", [&](auto tag) { return run<decltype(tag)>(o, command_line); });
 }

@@ -51,6 +51,13 @@ inline std::string& sizing_flags() {
     static std::string text;
     return text;
 }
+/// The command that started the program, its arguments joined by spaces (summary.json and the
+/// reports name it).
+inline std::string command_line(int argc, char** argv) {
+    std::string s;
+    for (int i = 0; i < argc; ++i) s += (i ? " " : "") + std::string(argv[i]);
+    return s;
+}
 /// What a program prints for an error: its message, and for an allocation failure
 /// (depthlab::memory_error, naming the tensor, or std::bad_alloc) the flags behind the sizes.
 inline std::string failure_message(const std::exception& e) {

@@ -12,7 +12,8 @@
 #                    near-tie flips a token, which this model on 6 sentences avoids.
 #   lm_layers        training: the step-20 loss to 1e-3 relative; the analyses of the model the
 #                    CPU trained (read back through its Hugging Face export): every table to
-#                    1e-4 relative (perplexities from f32 sums in each device's order).
+#                    1e-3 relative (perplexities from f32 sums in each device's order agree to
+#                    ~1e-7; a rise, a difference of two of them, and its score to ~1e-4).
 #   tests/shell/cuda_emu_examples_test.sh <source dir> <build-emu dir>
 set -uo pipefail
 src="$1" bin="$2"
@@ -128,7 +129,7 @@ close "$want" "$got" 1e-3 || fail "lm_layers: the step-20 loss is $got on cuda, 
 "$bin/examples/lm_layers" "${lm[@]}" --hf-checkpoint "$work/lm_cpu/model" --device cuda --out "$work/lm_analyses" >"$work/lm_analyses.log" 2>&1 ||
   fail "lm_layers --hf-checkpoint on cuda: $(tail -3 "$work/lm_analyses.log")"
 for f in block_influence.csv contribution.csv criticality.csv pruning.csv; do
-  same_table "$work/lm_cpu/$f" "$work/lm_analyses/$f" 1e-4 || fail "lm_layers: $f differs between cpu and cuda"
+  same_table "$work/lm_cpu/$f" "$work/lm_analyses/$f" 1e-3 || fail "lm_layers: $f differs between cpu and cuda"
 done
-echo "lm_layers: block influence, contribution, criticality and pruning tables agree between cpu and cuda"
+echo "lm_layers: block influence, contribution, criticality and pruning tables agree between cpu and cuda (1e-3)"
 finish cuda_emu_examples

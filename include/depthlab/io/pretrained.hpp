@@ -323,6 +323,17 @@ private:
     std::string path_;
     json j_;
 };
+/// io_error unless DIR/model.safetensors (`f`) holds `name` with the shape `want` that `keys` of
+/// DIR/config.json describe; `what` names the call.
+inline void expect_config_shape(const safetensors_file& f, const char* what, const std::string& dir, const std::string& name, const Shape& want,
+                                const std::string& keys) {
+    const std::string config = pretrained_file(dir, "config.json"), path = pretrained_file(dir, "model.safetensors");
+    DEPTHLAB_CHECK(f.contains(name), io_error, what, " ", path, ": no tensor '", name, "' of shape ", want, ", which ", config, "'s ", keys,
+                   " describe");
+    const Shape& got = f.entry(name).shape;
+    DEPTHLAB_CHECK(got == want, io_error, what, " ", dir, ": ", config, "'s ", keys, " give tensor '", name, "' the shape ", want, ", but ", path,
+                   " has ", got);
+}
 /// HF's name of an activation (inverse of hf_config_json::activation).
 inline const char* hf_activation_name(nn::activation a) {
     return a == nn::activation::gelu_erf ? "gelu" : a == nn::activation::relu ? "relu" : "gelu_new";
@@ -401,7 +412,7 @@ DEPTHLAB_OUT_OF_LINE void detail::write_pretrained_config(const pretrained_confi
 
 DEPTHLAB_OUT_OF_LINE name_map detail::pretrained_names(const pretrained_config& pc, const std::string& dir) {
     using depthlab::detail::cat;
-    const std::string config = pretrained_file(dir, "config.json"), path = pretrained_file(dir, "model.safetensors");
+    const std::string path = pretrained_file(dir, "model.safetensors");
     std::error_code ec;
     if (!std::filesystem::exists(path, ec)) {
         DEPTHLAB_CHECK(!std::filesystem::exists(pretrained_file(dir, "model.safetensors.index.json"), ec), io_error, "from_pretrained ", path,
@@ -424,11 +435,7 @@ DEPTHLAB_OUT_OF_LINE name_map detail::pretrained_names(const pretrained_config& 
 
     // The sizes of config.json against the file's tensors, before the model is built.
     const auto expect = [&](const std::string& name, const Shape& want, const std::string& keys) {
-        DEPTHLAB_CHECK(f.contains(name), io_error, "from_pretrained ", path, ": no tensor '", name, "' of shape ", want, ", which ", config,
-                       "'s ", keys, " describe");
-        const Shape& got = f.entry(name).shape;
-        DEPTHLAB_CHECK(got == want, io_error, "from_pretrained ", dir, ": ", config, "'s ", keys, " give tensor '", name, "' the shape ", want,
-                       ", but ", path, " has ", got);
+        expect_config_shape(f, "from_pretrained", dir, name, want, keys);
     };
     const std::string E = albert ? cat("'embedding_size' = ", c.embed) : cat("'hidden_size' = ", c.layer.dim);
     const std::string H = cat("'hidden_size' = ", c.layer.dim);
@@ -503,11 +510,7 @@ DEPTHLAB_OUT_OF_LINE name_map detail::gpt2_pretrained_names(const nn::gpt2_confi
     const safetensors_file f(path);  // io_error naming the file when it is missing or corrupt
     const std::string P = f.contains("transformer.wte.weight") ? "transformer." : "";
     const auto expect = [&](const std::string& name, const Shape& want, const std::string& keys) {
-        DEPTHLAB_CHECK(f.contains(name), io_error, "from_pretrained_gpt2 ", path, ": no tensor '", name, "' of shape ", want, ", which ", config,
-                       "'s ", keys, " describe");
-        const Shape& got = f.entry(name).shape;
-        DEPTHLAB_CHECK(got == want, io_error, "from_pretrained_gpt2 ", dir, ": ", config, "'s ", keys, " give tensor '", name, "' the shape ", want,
-                       ", but ", path, " has ", got);
+        expect_config_shape(f, "from_pretrained_gpt2", dir, name, want, keys);
     };
     const std::string D = cat("'n_embd' = ", c.layer.dim);
     expect(P + "wte.weight", {c.vocab, c.layer.dim}, cat("'vocab_size' = ", c.vocab, " and ", D));
