@@ -12,14 +12,19 @@
 //   build/examples/albert_act --preset tiny --steps 4000 --out runs/act
 //   build/examples/albert_probe --checkpoint runs/act/checkpoint.safetensors --tasks all --mode both --out runs/probe
 //
-// Writes to --out (atomically): probing.csv (task, representation, iteration, accuracy),
-// finetune.csv (task, policy, tau, accuracy, mean_iterations), iterations_by_word.csv
-// (task, word_class, tokens, mean_iterations) and report.html.
+// Writes to --out (atomically): probing.csv (task, representation, iteration, accuracy,
+// accuracy_std, seeds), finetune.csv (task, policy, tau, accuracy, mean_iterations,
+// accuracy_std, seeds), iterations_by_word.csv (task, word_class, tokens, mean_iterations) and
+// report.html. With --seeds N every probe and fine-tuning run is repeated with N seeds (the
+// probe's or head's initialisation and the example order; the first is --seed's run): accuracy
+// and mean_iterations are their means, accuracy_std the sample standard deviation (0 for one).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <depthlab/depthlab.hpp>
@@ -39,7 +44,7 @@ struct options {
     std::vector<std::string> tasks = {"all"};
     std::vector<double> tau = {5e-4};
     std::string policy = "act", device = "cpu", precision = "auto";
-    std::int64_t epochs = 3, probe_epochs = 20, batch = 32, max_train = 4000, max_eval = 1000;
+    std::int64_t epochs = 3, probe_epochs = 20, batch = 32, max_train = 4000, max_eval = 1000, seeds = 1;
     double lr = 1e-4, probe_lr = 3e-3;
     std::uint64_t seed = 1;
     bool mlp = false;
@@ -181,12 +186,23 @@ private:
 struct probe_row {
     std::string task, representation;
     int iteration;
-    double accuracy;
+    double accuracy, accuracy_std;  // over the seeds
 };
 struct finetune_row {
     std::string task, policy;
     double tau, accuracy, mean_iterations, main_verb, subject_head;
+    double accuracy_std = 0;  // over the seeds
 };
+
+/// Mean and sample standard deviation (0 for one value).
+std::pair<double, double> mean_std(const std::vector<double>& v) {
+    double m = 0, ss = 0;
+    for (double x : v) m += x / static_cast<double>(v.size());
+    for (double x : v) ss += (x - m) * (x - m);
+    return {m, v.size() > 1 ? std::sqrt(ss / static_cast<double>(v.size() - 1)) : 0.0};
+}
+/// The seed of repeat r (r = 0: the run of --seed itself).
+std::uint64_t repeat_seed(std::uint64_t seed, std::int64_t r) { return seed + 1000 * static_cast<std::uint64_t>(r); }
 
 template <class B>
 struct job {
@@ -280,12 +296,20 @@ struct job {
             for (int n = 1; n <= n_max; ++n) {
                 model.encoder->opt.max_iterations = n;
                 const auto tr = features(model, t.train), dv = features(model, t.dev), te = features(model, t.test);
-                const double cls = probe({tr.first, dv.first, te.first}, t, o.seed + static_cast<std::uint64_t>(n));
-                const double mean = probe({tr.second, dv.second, te.second}, t, o.seed + static_cast<std::uint64_t>(n));
-                rows.push_back({t.name, "cls", n, cls});
-                rows.push_back({t.name, "mean", n, mean});
-                std::printf("probe %-8s iteration %d/%d: [CLS] %.1f%%  mean of tokens %.1f%%  (%zu train, %zu test)\n", t.name.c_str(), n, n_max, cls,
-                            mean, t.train.size(), t.test.size());
+                std::vector<double> cls_runs, mean_runs;
+                for (std::int64_t r = 0; r < o.seeds; ++r) {
+                    const std::uint64_t seed = repeat_seed(o.seed, r) + static_cast<std::uint64_t>(n);
+                    cls_runs.push_back(probe({tr.first, dv.first, te.first}, t, seed));
+                    mean_runs.push_back(probe({tr.second, dv.second, te.second}, t, seed));
+                }
+                const auto [cls, cls_sd] = mean_std(cls_runs);
+                const auto [mean, mean_sd] = mean_std(mean_runs);
+                rows.push_back({t.name, "cls", n, cls, cls_sd});
+                rows.push_back({t.name, "mean", n, mean, mean_sd});
+                std::printf("probe %-8s iteration %d/%d: [CLS] %.1f%%  mean of tokens %.1f%%%s  (%zu train, %zu test)\n", t.name.c_str(), n, n_max, cls,
+                            mean, o.seeds > 1 ? (" (std " + report::format_fixed(cls_sd, 1) + " / " + report::format_fixed(mean_sd, 1) + " over " +
+                                                 std::to_string(o.seeds) + " seeds)").c_str() : "",
+                            t.train.size(), t.test.size());
                 std::fflush(stdout);
             }
         }
@@ -295,9 +319,32 @@ struct job {
 
     /// Fine-tunes one copy of the pretrained model on task t; returns the test row and adds
     /// the test set's iterations to tally.
+    /// finetune() once per seed: the means, the accuracy's standard deviation, and the first
+    /// seed's iterations added to tally.
     template <class Policy>
-    finetune_row finetune(const task_data& t, double tau, const char* policy_name, depth_tally& tally) {
-        act_classifier<Policy, B> m(cfg, aopt, static_cast<index_t>(t.classes.size()), o.seed);
+    finetune_row finetune_seeds(const task_data& t, double tau, const char* policy_name, depth_tally& tally) {
+        std::vector<finetune_row> runs;
+        for (std::int64_t r = 0; r < o.seeds; ++r) {
+            depth_tally scratch;
+            runs.push_back(finetune<Policy>(t, tau, policy_name, r == 0 ? tally : scratch, repeat_seed(o.seed, r)));
+        }
+        finetune_row row = runs.front();
+        const auto mean_of = [&](double finetune_row::*field) {
+            std::vector<double> v;
+            for (const auto& x : runs) v.push_back(x.*field);
+            return mean_std(v);
+        };
+        std::tie(row.accuracy, row.accuracy_std) = mean_of(&finetune_row::accuracy);
+        row.mean_iterations = mean_of(&finetune_row::mean_iterations).first;
+        if (o.seeds > 1)
+            std::printf("finetune %s, %s, tau %g over %lld seeds: test accuracy %.1f%% (std %.1f), mean iterations %.2f\n", t.name.c_str(), policy_name, tau,
+                        static_cast<long long>(o.seeds), row.accuracy, row.accuracy_std, row.mean_iterations);
+        return row;
+    }
+
+    template <class Policy>
+    finetune_row finetune(const task_data& t, double tau, const char* policy_name, depth_tally& tally, std::uint64_t seed) {
+        act_classifier<Policy, B> m(cfg, aopt, static_cast<index_t>(t.classes.size()), seed);
         io::load_parameters(o.checkpoint, *m.albert);
         optim::AdamW<float, B> opt(m.named_parameters(), optim::AdamWOptions{.lr = o.lr, .weight_decay = 0.01});
         const auto per_epoch = static_cast<std::int64_t>((t.train.size() + static_cast<std::size_t>(o.batch) - 1) / static_cast<std::size_t>(o.batch));
@@ -305,7 +352,7 @@ struct job {
         const optim::warmup_linear schedule(o.lr, steps / 10, steps);
         train::Trainer<float, B> trainer(m, opt, {.steps = steps, .log_every = std::max<std::int64_t>(1, steps / 4), .save_every = steps + 1});
         trainer.schedule = [&](std::int64_t done) { return schedule.lr(done); };
-        Generator g(o.seed + 99);
+        Generator g(seed + 99);
         std::vector<std::size_t> order(t.train.size());
         std::size_t next = order.size();
         std::vector<sequence> picked;
@@ -347,7 +394,7 @@ struct job {
         }
         tally += local;
         const auto mean_of = [](double s, std::int64_t n) { return n ? s / static_cast<double>(n) : NAN; };
-        finetune_row row{t.name, policy_name, tau, acc.percent(), local.mean(), mean_of(local.verb_sum, local.verbs), mean_of(local.subject_sum, local.subjects)};
+        finetune_row row{t.name, policy_name, tau, acc.percent(), local.mean(), mean_of(local.verb_sum, local.verbs), mean_of(local.subject_sum, local.subjects), 0.0};
         std::printf("finetune %s, %s, tau %g: test accuracy %.1f%%, mean iterations %.2f (main verbs %.2f, subject heads %.2f)\n", t.name.c_str(),
                     policy_name, tau, row.accuracy, row.mean_iterations, row.main_verb, row.subject_head);
         return row;
@@ -387,8 +434,8 @@ int run(const options& o) {
         std::vector<probe_row> probes;
         if (o.mode != "finetune") {
             probes = j.run_probing();
-            io::csv_writer csv({"task", "representation", "iteration", "accuracy"});
-            for (const auto& r : probes) csv.row(r.task, r.representation, static_cast<std::int64_t>(r.iteration), r.accuracy);
+            io::csv_writer csv({"task", "representation", "iteration", "accuracy", "accuracy_std", "seeds"});
+            for (const auto& r : probes) csv.row(r.task, r.representation, static_cast<std::int64_t>(r.iteration), r.accuracy, r.accuracy_std, o.seeds);
             csv.write(o.out + "/probing.csv");
         }
         // ---- 2. fine-tuning with the ponder term, and the fixed-depth baseline
@@ -400,15 +447,15 @@ int run(const options& o) {
                 for (std::size_t k = 0; k < o.tau.size(); ++k) {
                     depth_tally scratch;
                     auto& tally = k == 0 ? by_word[t.name] : scratch;
-                    if (o.policy == "act_graves") tuned.push_back(j.template finetune<halting::act_graves>(t, o.tau[k], "act_graves", tally));
-                    else if (o.policy == "act_ut") tuned.push_back(j.template finetune<halting::act_ut>(t, o.tau[k], "act_ut", tally));
-                    else tuned.push_back(j.template finetune<halting::act>(t, o.tau[k], "act", tally));
+                    if (o.policy == "act_graves") tuned.push_back(j.template finetune_seeds<halting::act_graves>(t, o.tau[k], "act_graves", tally));
+                    else if (o.policy == "act_ut") tuned.push_back(j.template finetune_seeds<halting::act_ut>(t, o.tau[k], "act_ut", tally));
+                    else tuned.push_back(j.template finetune_seeds<halting::act>(t, o.tau[k], "act", tally));
                 }
                 depth_tally ignore;
-                tuned.push_back(j.template finetune<halting::fixed>(t, 0.0, "fixed", ignore));
+                tuned.push_back(j.template finetune_seeds<halting::fixed>(t, 0.0, "fixed", ignore));
             }
-            io::csv_writer csv({"task", "policy", "tau", "accuracy", "mean_iterations"});
-            for (const auto& r : tuned) csv.row(r.task, r.policy, r.tau, r.accuracy, r.mean_iterations);
+            io::csv_writer csv({"task", "policy", "tau", "accuracy", "mean_iterations", "accuracy_std", "seeds"});
+            for (const auto& r : tuned) csv.row(r.task, r.policy, r.tau, r.accuracy, r.mean_iterations, r.accuracy_std, o.seeds);
             csv.write(o.out + "/finetune.csv");
             io::csv_writer words({"task", "word_class", "tokens", "mean_iterations"});
             for (const auto& [task, tally] : by_word) {
@@ -452,10 +499,12 @@ int run(const options& o) {
             std::vector<std::vector<std::string>> rows;
             for (const auto& r : tuned) {
                 const auto it = paper.find(r.task);
-                rows.push_back({r.task, r.policy, report::format_fixed(r.tau, 5), report::format_fixed(r.accuracy, 1), report::format_fixed(r.mean_iterations, 2), report::format_fixed(r.main_verb, 2), report::format_fixed(r.subject_head, 2),
+                const std::string accuracy = report::format_fixed(r.accuracy, 1) + (o.seeds > 1 ? " ± " + report::format_fixed(r.accuracy_std, 1) : "");
+                rows.push_back({r.task, r.policy, report::format_fixed(r.tau, 5), accuracy, report::format_fixed(r.mean_iterations, 2), report::format_fixed(r.main_verb, 2), report::format_fixed(r.subject_head, 2),
                                 it == paper.end() || r.policy == "fixed" ? "" : it->second + " (N_max 24)"});
             }
-            page.table({"task", "policy", "tau", "test accuracy (%)", "mean iterations", "main verbs", "subject heads", "paper: mean iterations"}, rows);
+            page.table({"task", "policy", "tau", o.seeds > 1 ? "test accuracy (%, mean ± std over " + std::to_string(o.seeds) + " seeds)" : std::string("test accuracy (%)"),
+                        "mean iterations", "main verbs", "subject heads", "paper: mean iterations"}, rows);
             page.section("Iterations by word class");
             std::vector<std::string> cats;
             for (int r = 0; r < row_count; ++r) cats.push_back(row_name(r));
@@ -499,6 +548,8 @@ int main(int argc, char** argv) {
         .section("Analyses")
         .option("mode", o.mode, "probe | finetune | both").one_of({"probe", "finetune", "both"})
         .option("probe-epochs", o.probe_epochs, "probe training epochs").range<std::int64_t>(1, 10000)
+        .option("seeds", o.seeds, "repeat every probe and fine-tuning run with this many seeds and report the mean and standard deviation "
+                                  "(the first seed's run is --seed's)").range<std::int64_t>(1, 1000)
         .option("probe-lr", o.probe_lr, "probe learning rate").positive()
         .flag("mlp", o.mlp, "probe with one hidden layer (256, GELU) instead of a linear map")
         .section("Fine-tuning")

@@ -15,7 +15,7 @@ execute_process(COMMAND "${PROBE}" --checkpoint "${WORK}/act/checkpoint.safetens
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "albert_probe failed (rc ${rc}):\n${out}\n${err}")
 endif()
-set(expect probing.csv "task,representation,iteration,accuracy" finetune.csv "task,policy,tau,accuracy,mean_iterations"
+set(expect probing.csv "task,representation,iteration,accuracy,accuracy_std,seeds" finetune.csv "task,policy,tau,accuracy,mean_iterations,accuracy_std,seeds"
            iterations_by_word.csv "task,word_class,tokens,mean_iterations")
 list(LENGTH expect n)
 math(EXPR last "${n} - 1")
@@ -42,6 +42,25 @@ endforeach()
 file(READ "${WORK}/probe/report.html" html)
 if(NOT html MATCHES "Frozen probing per iteration" OR NOT html MATCHES "Iterations by word class")
   message(FATAL_ERROR "albert_probe: report.html lacks its sections")
+endif()
+# one seed: a standard deviation of 0; --seeds 2: the mean of two runs, a standard deviation, the count
+file(READ "${WORK}/probe/probing.csv" text)
+if(NOT text MATCHES "\nSubjNum,cls,1,[0-9.]+,0,1\n")
+  message(FATAL_ERROR "albert_probe: probing.csv's one-seed rows lack 'accuracy_std 0, seeds 1':\n${text}")
+endif()
+execute_process(COMMAND "${PROBE}" --checkpoint "${WORK}/act/checkpoint.safetensors" --data "${DATA}" --tasks SubjNum --mode both --epochs 1
+                        --probe-epochs 2 --batch 16 --tau 0 --seeds 2 --out "${WORK}/seeds"
+                OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0 OR NOT out MATCHES "over 2 seeds")
+  message(FATAL_ERROR "albert_probe --seeds 2 failed or did not say so (rc ${rc}):\n${out}\n${err}")
+endif()
+file(READ "${WORK}/seeds/probing.csv" text)
+if(NOT text MATCHES "\nSubjNum,mean,3,[0-9.]+,[0-9.e+-]+,2\n")
+  message(FATAL_ERROR "albert_probe --seeds 2: probing.csv has no two-seed row for SubjNum:\n${text}")
+endif()
+file(READ "${WORK}/seeds/finetune.csv" text)
+if(NOT text MATCHES "\nSubjNum,act,0,[0-9.]+,[0-9.]+,[0-9.e+-]+,2\n" OR NOT text MATCHES "\nSubjNum,fixed,0,[0-9.]+,[0-9.]+,[0-9.e+-]+,2\n")
+  message(FATAL_ERROR "albert_probe --seeds 2: finetune.csv lacks the two-seed rows:\n${text}")
 endif()
 # a bad flag and a missing checkpoint: one clear line, no crash
 execute_process(COMMAND "${PROBE}" --checkpoint "${WORK}/missing.safetensors" --data "${DATA}" --out "${WORK}/bad"
