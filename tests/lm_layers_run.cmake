@@ -7,13 +7,7 @@
 file(REMOVE_RECURSE "${WORK}")
 set(small --data "${DATA}" --layers 2 --dim 16 --heads 2 --ff 32 --seq-len 32 --batch 4 --eval-sequences 8 --dev-sequences 8
           --grid-steps 2 --log-every 10 --eval-every 0)
-function(run_ok what)
-  execute_process(COMMAND ${ARGN} OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "lm_layers ${what} failed (rc ${rc}):\n${out}\n${err}")
-  endif()
-  set(out "${out}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/run_ok.cmake)
 function(expect_outputs dir blocks)
   set(expect block_influence.csv "block,module,block_influence,contribution,criticality,perplexity_without,perplexity_at_alpha_0\n"
              contribution.csv "module,type,layer,perplexity_without,rise,score\n"
@@ -55,7 +49,7 @@ function(expect_outputs dir blocks)
 endfunction()
 
 # train, analyse, and export the model as a Hugging Face folder
-run_ok("(train)" "${EXE}" ${small} --steps 30 --lr 3e-3 --shallow-layers 1 --out "${WORK}/trained")
+run_ok("lm_layers (train)" "${EXE}" ${small} --steps 30 --lr 3e-3 --shallow-layers 1 --out "${WORK}/trained")
 if(NOT out MATCHES "ETA" OR NOT out MATCHES "dev perplexity")
   message(FATAL_ERROR "lm_layers printed no progress (ETA) or dev perplexity:\n${out}")
 endif()
@@ -65,7 +59,7 @@ if(NOT text MATCHES "^layers,parameters,flops_per_token,perplexity,dev_perplexit
   message(FATAL_ERROR "lm_layers --shallow-layers 1: shallow.csv is not one row for 1 block:\n${text}")
 endif()
 # its config repeats the run: the same scores, bit for bit
-run_ok("--config" "${EXE}" --config "${WORK}/trained/config.toml" --out "${WORK}/again")
+run_ok("lm_layers --config" "${EXE}" --config "${WORK}/trained/config.toml" --out "${WORK}/again")
 foreach(f block_influence.csv contribution.csv criticality.csv pruning.csv)
   file(READ "${WORK}/trained/${f}" a)
   file(READ "${WORK}/again/${f}" b)
@@ -74,7 +68,7 @@ foreach(f block_influence.csv contribution.csv criticality.csv pruning.csv)
   endif()
 endforeach()
 # the exported folder loads back as a Hugging Face checkpoint: the same dev perplexity
-run_ok("--hf-checkpoint (its own export)" "${EXE}" ${small} --hf-checkpoint "${WORK}/trained/model" --out "${WORK}/reloaded")
+run_ok("lm_layers --hf-checkpoint (its own export)" "${EXE}" ${small} --hf-checkpoint "${WORK}/trained/model" --out "${WORK}/reloaded")
 file(READ "${WORK}/trained/summary.json" a)
 file(READ "${WORK}/reloaded/summary.json" b)
 string(JSON pa GET "${a}" dev_perplexity)
@@ -83,7 +77,7 @@ if(NOT pa STREQUAL pb)
   message(FATAL_ERROR "lm_layers: the exported model's dev perplexity ${pb} differs from the trained one's ${pa}")
 endif()
 # the GPT-2 checkpoint written by PyTorch in HF layout (GPT2LMHeadModel without lm_head.weight)
-run_ok("--hf-checkpoint (fixture)" "${EXE}" ${small} --hf-checkpoint "${HF}/model.safetensors" --out "${WORK}/hf")
+run_ok("lm_layers --hf-checkpoint (fixture)" "${EXE}" ${small} --hf-checkpoint "${HF}/model.safetensors" --out "${WORK}/hf")
 expect_outputs("${WORK}/hf" 2)
 
 # bad input: one line naming the flag or the file, exit code != 0, no crash
