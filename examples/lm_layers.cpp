@@ -180,6 +180,29 @@ int run(options o, const std::string& command_line) {
         const double influence_s = phases.lap("block_influence");
         const analysis::contribution_result contrib_blocks = analysis::contribution(blocks, metric, copt);
         const analysis::contribution_result contrib_sub = analysis::contribution(sublayers, metric, copt);
+        // each module's rise in perplexity with its paired-bootstrap interval over the analysis sequences
+        const analysis::lm_eval full = analysis::evaluate_lm(lm, dev_seq, on_analysis_set);
+        io::csv_writer ci_csv({"module", "type", "layer", "rise", "ci_low", "ci_high", "verdict"});
+        std::size_t within_noise = 0;
+        for (const auto* group : {&blocks, &sublayers})
+            for (const analysis::module_ref& m : *group) {
+                m.ablate(true);
+                analysis::lm_eval without;
+                try {
+                    without = analysis::evaluate_lm(lm, dev_seq, on_analysis_set);
+                } catch (...) {
+                    m.ablate(false);
+                    throw;
+                }
+                m.ablate(false);
+                const metrics::paired_difference d = metrics::paired_bootstrap_perplexity(without.sequence_nll, full.sequence_nll, full.sequence_tokens,
+                                                                                          {.resamples = static_cast<int>(o.bootstrap)});
+                within_noise += !d.significant();
+                ci_csv.row(m.name, m.type, m.layer, d.delta, d.lo, d.hi, std::string(d.lo > 0 ? "worse without" : d.hi < 0 ? "better without" : "within noise"));
+            }
+        ci_csv.write(o.out + "/contribution_ci.csv");
+        std::printf("contribution: %zu of %zu modules' rises in perplexity are within noise (95%% paired bootstrap over %zu sequences)\n", within_noise,
+                    blocks.size() + sublayers.size(), full.sequence_nll.size());
         const double contribution_s = phases.lap("contribution");
         const analysis::criticality_result crit_blocks = analysis::criticality(lm, blocks, theta0, thetaf, metric, kopt);
         const analysis::criticality_result crit_sub = analysis::criticality(lm, sublayers, theta0, thetaf, metric, kopt);
@@ -269,7 +292,7 @@ int run(options o, const std::string& command_line) {
                                {"dev_perplexity", dev.perplexity}, {"dev_tokens", dev.tokens}, {"flops_per_token", dev.flops_per_token},
                                {"analysis_perplexity", base}, {"analysis_sequences", o.eval_sequences}, {"metric_calls", metric.calls()},
                                {"block_score_spearman", rho}, {"threads", max_threads()},
-                               {"shallow_layers", o.shallow_layers},
+                               {"shallow_layers", o.shallow_layers}, {"contribution_within_noise", within_noise}, {"bootstrap_resamples", o.bootstrap},
                                {"seconds", {{"block_influence", influence_s}, {"contribution", contribution_s}, {"criticality", criticality_s},
                                             {"pruning", pruning_s}, {"shallow", shallow_s}, {"total", run_time.elapsed()}}}};
         io::write_file_atomically(o.out + "/summary.json", summary.dump(2) + "\n");
@@ -322,7 +345,7 @@ int run(options o, const std::string& command_line) {
                            "removed by each score: both run the same products per token.")
                 .table({"blocks", "MFLOP per token", "perplexity, trained shallow", "blocks removed", "pruned by block influence",
                         "pruned by contribution", "pruned by criticality"}, shallow_rows);
-        page.paragraph("Outputs next to this page: block_influence.csv, contribution.csv, criticality.csv, pruning.csv, summary.json" +
+        page.paragraph("Outputs next to this page: block_influence.csv, contribution.csv, contribution_ci.csv, criticality.csv, pruning.csv, summary.json" +
                        std::string(shallow_rows.empty() ? "" : ", shallow.csv") +
                        std::string(imported ? "." : ", metrics.jsonl, checkpoint.safetensors, model/ (a Hugging Face GPT-2 folder)."));
         page.note(std::string("depthlab examples/lm_layers, git ") + examples::git_commit);

@@ -12,8 +12,9 @@ function(expect_outputs dir blocks)
   set(expect block_influence.csv "block,module,block_influence,contribution,criticality,perplexity_without,perplexity_at_alpha_0\n"
              contribution.csv "module,type,layer,perplexity_without,rise,score\n"
              criticality.csv "module,type,layer,alpha,perplexity_at_alpha\n"
-             pruning.csv "score,k,blocks_removed,parameters_removed,perplexity,flops_per_token\n")
-  foreach(i RANGE 0 6 2)
+             pruning.csv "score,k,blocks_removed,parameters_removed,perplexity,flops_per_token\n"
+             contribution_ci.csv "module,type,layer,rise,ci_low,ci_high,verdict\n")
+  foreach(i RANGE 0 8 2)
     math(EXPR j "${i} + 1")
     list(GET expect ${i} f)
     list(GET expect ${j} header)
@@ -31,6 +32,10 @@ function(expect_outputs dir blocks)
       endif()
     endforeach()
   endforeach()
+  file(READ "${dir}/contribution_ci.csv" text)
+  if(NOT text MATCHES "\ndecoder.0,D:block,0,[0-9.e+-]+,[0-9.e+-]+,[0-9.e+-]+,(worse without|better without|within noise)\n")
+    message(FATAL_ERROR "lm_layers: ${dir}/contribution_ci.csv has no interval for decoder.0:\n${text}")
+  endif()
   file(READ "${dir}/pruning.csv" text)
   foreach(row "block_influence,0,,0," "contribution,1,decoder." "criticality,1,decoder.")
     if(NOT text MATCHES "\n${row}")

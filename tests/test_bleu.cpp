@@ -439,3 +439,34 @@ TEST_CASE("paired bootstrap: identical systems tie, a planted difference is excl
     CHECK_THROWS_AS((void)paired_bootstrap_bleu(good, strings(good.begin(), good.end() - 1), refs), depthlab::shape_error);
     CHECK_THROWS_AS((void)paired_bootstrap_bleu(good, good, refs, {.resamples = 0}), depthlab::usage_error);
 }
+
+// The same for perplexity: identical losses tie at exactly 0; a model that loses 0.2 nats per
+// token on every sequence is worse with the interval excluding 0 and the whole-set difference
+// exp(m + 0.2) − exp(m); one sequence of 100 slightly worse is within the noise.
+TEST_CASE("paired bootstrap of perplexity: identical losses tie, a planted rise is excluded from zero, a tiny one is not") {
+    std::vector<double> base, worse, nearly;
+    std::vector<std::int64_t> tokens;
+    for (int i = 0; i < 100; ++i) {
+        const std::int64_t n = 20 + i % 7;
+        const double per_token = 4.0 + 0.5 * std::sin(i);
+        tokens.push_back(n);
+        base.push_back(per_token * static_cast<double>(n));
+        worse.push_back((per_token + 0.2) * static_cast<double>(n));
+        nearly.push_back(base.back() + (i == 40 ? 0.5 : 0.0));
+    }
+    const auto same = paired_bootstrap_perplexity(base, base, tokens);
+    CHECK(same.delta == 0);
+    CHECK(same.lo == 0);
+    CHECK(same.hi == 0);
+    CHECK(!same.significant());
+    const auto rise = paired_bootstrap_perplexity(worse, base, tokens, {.resamples = 300});
+    double nll = 0, count = 0;
+    for (std::size_t i = 0; i < base.size(); ++i) nll += base[i], count += static_cast<double>(tokens[i]);
+    CHECK(rise.delta == doctest::Approx(std::exp(nll / count + 0.2) - std::exp(nll / count)).epsilon(1e-12));
+    CHECK(rise.lo > 0);
+    CHECK(std::string(rise.verdict()) == "A better");  // (A: the first system; for perplexity "better" reads "higher")
+    const auto tiny = paired_bootstrap_perplexity(nearly, base, tokens, {.resamples = 300});
+    CHECK(tiny.delta > 0);
+    CHECK(!tiny.significant());
+    CHECK_THROWS_AS((void)paired_bootstrap_perplexity(base, std::vector<double>(99, 1.0), tokens), depthlab::shape_error);
+}

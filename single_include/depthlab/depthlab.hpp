@@ -19920,7 +19920,8 @@ shallow_comparison compare_shallow_checkpoint(const std::string& path, const nn:
 // ---- begin depthlab/metrics/bootstrap.hpp ----
 // Paired bootstrap resampling for the BLEU difference of two systems on the same test
 // sentences (Koehn 2004; sacreBLEU's --paired-bs): is "A scores 0.4 BLEU above B" more than
-// the luck of which sentences are in the test set?
+// the luck of which sentences are in the test set? The same for the perplexity of two language
+// models (or one model with and without a module) on the same sequences.
 //
 //   const auto d = metrics::paired_bootstrap_bleu(hyps_a, hyps_b, refs);   // {.resamples = 1000}
 //   std::printf("%+.2f BLEU [%.2f, %.2f] %s\n", d.delta, d.lo, d.hi, d.verdict());
@@ -19938,6 +19939,7 @@ shallow_comparison compare_shallow_checkpoint(const std::string& path, const nn:
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 
@@ -19963,44 +19965,27 @@ struct paired_difference {
     [[nodiscard]] const char* verdict() const { return lo > 0 ? "A better" : hi < 0 ? "B better" : "tied"; }
 };
 
-/// Paired bootstrap of BLEU(a) − BLEU(b) over the sentences; refs[i] is sentence i's reference.
-[[nodiscard]] inline paired_difference paired_bootstrap_bleu(std::span<const std::string> a, std::span<const std::string> b,
-                                                            std::span<const std::string> refs, const paired_bootstrap_options& o = {}) {
-    const std::size_t n = refs.size();
-    DEPTHLAB_CHECK(a.size() == n && b.size() == n, shape_error, "paired_bootstrap_bleu: ", a.size(), " and ", b.size(), " hypotheses for ", n,
-                   " references");
-    DEPTHLAB_CHECK(n >= 1, usage_error, "paired_bootstrap_bleu: no sentences");
-    DEPTHLAB_CHECK(o.resamples >= 1, usage_error, "paired_bootstrap_bleu: resamples ", o.resamples, " < 1");
-    DEPTHLAB_CHECK(o.confidence > 0 && o.confidence < 1, usage_error, "paired_bootstrap_bleu: confidence ", o.confidence, " outside (0, 1)");
-    const bleu_accumulator scorer(o.bleu);
-    std::vector<bleu_stats> sa, sb;
-    sa.reserve(n);
-    sb.reserve(n);
-    bleu_stats ta(o.bleu.max_ngram_order), tb(o.bleu.max_ngram_order);
-    for (std::size_t i = 0; i < n; ++i) {
-        const std::array<std::string_view, 1> ref{refs[i]};
-        sa.push_back(scorer.segment_stats(a[i], ref));
-        sb.push_back(scorer.segment_stats(b[i], ref));
-        ta += sa.back();
-        tb += sb.back();
-    }
+/// The paired bootstrap itself: `a`, `b` the two systems' scores on all n items; score(drawn)
+/// returns both systems' scores on a resample (`drawn`: n item indices, with repeats).
+template <class Score>
+[[nodiscard]] paired_difference paired_bootstrap(std::size_t n, double a, double b, Score&& score, const paired_bootstrap_options& o, const char* what) {
+    DEPTHLAB_CHECK(n >= 1, usage_error, what, ": no items to resample");
+    DEPTHLAB_CHECK(o.resamples >= 1, usage_error, what, ": resamples ", o.resamples, " < 1");
+    DEPTHLAB_CHECK(o.confidence > 0 && o.confidence < 1, usage_error, what, ": confidence ", o.confidence, " outside (0, 1)");
     paired_difference r;
-    r.a = compute_bleu(ta, o.bleu).score;
-    r.b = compute_bleu(tb, o.bleu).score;
-    r.delta = r.a - r.b;
+    r.a = a;
+    r.b = b;
+    r.delta = a - b;
     r.resamples = o.resamples;
     r.confidence = o.confidence;
     Generator gen(o.seed);
     std::vector<double> deltas(static_cast<std::size_t>(o.resamples));
+    std::vector<std::size_t> drawn(n);
     std::size_t below = 0, above = 0;
     for (auto& d : deltas) {
-        bleu_stats ra(o.bleu.max_ngram_order), rb(o.bleu.max_ngram_order);
-        for (std::size_t j = 0; j < n; ++j) {
-            const auto i = static_cast<std::size_t>((static_cast<std::uint64_t>(gen.next_u32()) * n) >> 32);  // uniform in [0, n)
-            ra += sa[i];
-            rb += sb[i];
-        }
-        d = compute_bleu(ra, o.bleu).score - compute_bleu(rb, o.bleu).score;
+        for (auto& i : drawn) i = static_cast<std::size_t>((static_cast<std::uint64_t>(gen.next_u32()) * n) >> 32);  // uniform in [0, n)
+        const auto [ra, rb] = score(std::span<const std::size_t>(drawn));
+        d = ra - rb;
         below += d <= 0;
         above += d >= 0;
     }
@@ -20016,6 +20001,58 @@ struct paired_difference {
     r.hi = at(1 - tail);
     r.p_value = std::min(1.0, 2.0 * static_cast<double>(std::min(below, above)) / static_cast<double>(o.resamples));
     return r;
+}
+
+/// Paired bootstrap of BLEU(a) − BLEU(b) over the sentences; refs[i] is sentence i's reference.
+[[nodiscard]] inline paired_difference paired_bootstrap_bleu(std::span<const std::string> a, std::span<const std::string> b,
+                                                            std::span<const std::string> refs, const paired_bootstrap_options& o = {}) {
+    const std::size_t n = refs.size();
+    DEPTHLAB_CHECK(a.size() == n && b.size() == n, shape_error, "paired_bootstrap_bleu: ", a.size(), " and ", b.size(), " hypotheses for ", n,
+                   " references");
+    DEPTHLAB_CHECK(n >= 1, usage_error, "paired_bootstrap_bleu: no sentences");
+    const bleu_accumulator scorer(o.bleu);
+    std::vector<bleu_stats> sa, sb;
+    sa.reserve(n);
+    sb.reserve(n);
+    bleu_stats ta(o.bleu.max_ngram_order), tb(o.bleu.max_ngram_order);
+    for (std::size_t i = 0; i < n; ++i) {
+        const std::array<std::string_view, 1> ref{refs[i]};
+        sa.push_back(scorer.segment_stats(a[i], ref));
+        sb.push_back(scorer.segment_stats(b[i], ref));
+        ta += sa.back();
+        tb += sb.back();
+    }
+    return paired_bootstrap(n, compute_bleu(ta, o.bleu).score, compute_bleu(tb, o.bleu).score, [&](std::span<const std::size_t> drawn) {
+        bleu_stats ra(o.bleu.max_ngram_order), rb(o.bleu.max_ngram_order);
+        for (const std::size_t i : drawn) {
+            ra += sa[i];
+            rb += sb[i];
+        }
+        return std::pair{compute_bleu(ra, o.bleu).score, compute_bleu(rb, o.bleu).score};
+    }, o, "paired_bootstrap_bleu");
+}
+
+/// Paired bootstrap of perplexity(a) − perplexity(b) over the sequences of a language-model
+/// evaluation: nll_a[i], nll_b[i] the summed negative log-likelihoods of sequence i under each
+/// system, tokens[i] its predicted tokens; perplexity = exp(Σ nll / Σ tokens) of a resample.
+[[nodiscard]] inline paired_difference paired_bootstrap_perplexity(std::span<const double> nll_a, std::span<const double> nll_b,
+                                                                  std::span<const std::int64_t> tokens, const paired_bootstrap_options& o = {}) {
+    const std::size_t n = tokens.size();
+    DEPTHLAB_CHECK(nll_a.size() == n && nll_b.size() == n, shape_error, "paired_bootstrap_perplexity: ", nll_a.size(), " and ", nll_b.size(),
+                   " sequence losses for ", n, " token counts");
+    const auto perplexities = [&](auto&& each) {
+        double sa = 0, sb = 0, t = 0;
+        each([&](std::size_t i) { sa += nll_a[i], sb += nll_b[i], t += static_cast<double>(tokens[i]); });
+        return t > 0 ? std::pair{std::exp(sa / t), std::exp(sb / t)} : std::pair{1.0, 1.0};
+    };
+    const auto [a, b] = perplexities([&](auto&& add) {
+        for (std::size_t i = 0; i < n; ++i) add(i);
+    });
+    return paired_bootstrap(n, a, b, [&](std::span<const std::size_t> drawn) {
+        return perplexities([&](auto&& add) {
+            for (const std::size_t i : drawn) add(i);
+        });
+    }, o, "paired_bootstrap_perplexity");
 }
 
 }  // namespace depthlab::metrics
@@ -20489,6 +20526,7 @@ study_result run_component_value_study(dist::communicator& comm, nn::Module<T, B
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -20537,6 +20575,8 @@ struct lm_eval {
     double perplexity = 0;       // exp(nll)
     std::int64_t tokens = 0;     // predicted tokens
     double flops_per_token = 0;  // products that ran (flop_scope) per predicted token
+    std::vector<double> sequence_nll;            // per evaluated sequence, in order: its summed NLL ...
+    std::vector<std::int64_t> sequence_tokens;   // ... and its predicted tokens (metrics::paired_bootstrap_perplexity)
 };
 
 namespace detail {
@@ -20546,11 +20586,6 @@ void for_each_eval_batch(const data::lm_sequences& data, const lm_eval_options& 
     DEPTHLAB_CHECK(o.batch > 0 && o.max_batches >= 0, usage_error, "lm evaluation: batch ", o.batch, ", max_batches ", o.max_batches);
     index_t n = 0;
     for (index_t first = 0; first < data.size() && (o.max_batches == 0 || n < o.max_batches); first += o.batch, ++n) f(data.batch(first, o.batch));
-}
-inline std::int64_t predicted_tokens(const data::token_batch& b) {
-    std::int64_t n = 0;
-    for (index_t len : b.lengths) n += len - 1;
-    return n;
 }
 }  // namespace detail
 
@@ -20564,10 +20599,16 @@ lm_eval evaluate_lm(const nn::GPT2<T, B>& model, const data::lm_sequences& data,
     double sum = 0;
     lm_eval r;
     detail::for_each_eval_batch(data, o, [&](const data::token_batch& b) {
-        const std::int64_t n = detail::predicted_tokens(b);
-        if (n == 0) return;
-        sum += static_cast<double>(model.loss(b).value().item()) * static_cast<double>(n);
-        r.tokens += n;
+        const std::vector<std::int64_t> targets = nn::next_token_targets(b);
+        const std::vector<T> rows = cross_entropy_rows(model.logits(b), std::span<const std::int64_t>(targets)).value().to_vector();  // (B*T,), 0 where ignored
+        for (index_t s = 0; s < b.batch; ++s) {
+            double nll = 0;
+            for (index_t t = 0; t < b.length; ++t) nll += static_cast<double>(rows[static_cast<std::size_t>(s * b.length + t)]);
+            r.sequence_nll.push_back(nll);
+            r.sequence_tokens.push_back(b.lengths[static_cast<std::size_t>(s)] - 1);
+            sum += nll;
+            r.tokens += b.lengths[static_cast<std::size_t>(s)] - 1;
+        }
     });
     DEPTHLAB_CHECK(r.tokens > 0, usage_error, "evaluate_lm: no token to predict in ", data.size(), " sequences");
     r.nll = sum / static_cast<double>(r.tokens);

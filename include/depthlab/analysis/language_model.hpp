@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -68,6 +69,8 @@ struct lm_eval {
     double perplexity = 0;       // exp(nll)
     std::int64_t tokens = 0;     // predicted tokens
     double flops_per_token = 0;  // products that ran (flop_scope) per predicted token
+    std::vector<double> sequence_nll;            // per evaluated sequence, in order: its summed NLL ...
+    std::vector<std::int64_t> sequence_tokens;   // ... and its predicted tokens (metrics::paired_bootstrap_perplexity)
 };
 
 namespace detail {
@@ -77,11 +80,6 @@ void for_each_eval_batch(const data::lm_sequences& data, const lm_eval_options& 
     DEPTHLAB_CHECK(o.batch > 0 && o.max_batches >= 0, usage_error, "lm evaluation: batch ", o.batch, ", max_batches ", o.max_batches);
     index_t n = 0;
     for (index_t first = 0; first < data.size() && (o.max_batches == 0 || n < o.max_batches); first += o.batch, ++n) f(data.batch(first, o.batch));
-}
-inline std::int64_t predicted_tokens(const data::token_batch& b) {
-    std::int64_t n = 0;
-    for (index_t len : b.lengths) n += len - 1;
-    return n;
 }
 }  // namespace detail
 
@@ -95,10 +93,16 @@ lm_eval evaluate_lm(const nn::GPT2<T, B>& model, const data::lm_sequences& data,
     double sum = 0;
     lm_eval r;
     detail::for_each_eval_batch(data, o, [&](const data::token_batch& b) {
-        const std::int64_t n = detail::predicted_tokens(b);
-        if (n == 0) return;
-        sum += static_cast<double>(model.loss(b).value().item()) * static_cast<double>(n);
-        r.tokens += n;
+        const std::vector<std::int64_t> targets = nn::next_token_targets(b);
+        const std::vector<T> rows = cross_entropy_rows(model.logits(b), std::span<const std::int64_t>(targets)).value().to_vector();  // (B*T,), 0 where ignored
+        for (index_t s = 0; s < b.batch; ++s) {
+            double nll = 0;
+            for (index_t t = 0; t < b.length; ++t) nll += static_cast<double>(rows[static_cast<std::size_t>(s * b.length + t)]);
+            r.sequence_nll.push_back(nll);
+            r.sequence_tokens.push_back(b.lengths[static_cast<std::size_t>(s)] - 1);
+            sum += nll;
+            r.tokens += b.lengths[static_cast<std::size_t>(s)] - 1;
+        }
     });
     DEPTHLAB_CHECK(r.tokens > 0, usage_error, "evaluate_lm: no token to predict in ", data.size(), " sequences");
     r.nll = sum / static_cast<double>(r.tokens);
