@@ -158,12 +158,14 @@ int run(options o, const std::string& command_line) {
         const analysis::lm_eval dev = analysis::evaluate_lm(lm, dev_seq, batches_of(0));
         const analysis::lm_eval_options on_analysis_set = batches_of(o.eval_sequences);
         std::vector<double> flops_of_calls;  // FLOPs per token of every metric call, in order (pruning reads them)
+        analysis::lm_eval last;              // the last metric call's evaluation (per-sequence losses for the intervals)
         analysis::timed_metric metric([&] {
-            const analysis::lm_eval ev = analysis::evaluate_lm(lm, dev_seq, on_analysis_set);
-            flops_of_calls.push_back(ev.flops_per_token);
-            return -ev.perplexity;
+            last = analysis::evaluate_lm(lm, dev_seq, on_analysis_set);
+            flops_of_calls.push_back(last.flops_per_token);
+            return -last.perplexity;
         });
         const double base = -metric();
+        const analysis::lm_eval full = last;
         std::printf("dev perplexity %.3f over %lld tokens (%.2f MFLOP per token); analysis metric: perplexity on %lld dev sequences = %.3f (%.2fs per evaluation)\n",
                     dev.perplexity, static_cast<long long>(dev.tokens), dev.flops_per_token / 1e6,
                     static_cast<long long>(std::min<std::int64_t>(o.eval_sequences > 0 ? o.eval_sequences : dev_seq.size(), dev_seq.size())), base,
@@ -173,30 +175,31 @@ int run(options o, const std::string& command_line) {
         const auto blocks = analysis::layer_modules(lm);
         const auto sublayers = analysis::default_modules(lm);
         const analysis::run_options progress{.print_progress = true};
-        const analysis::contribution_options copt{.clip_fraction = o.clip_fraction, .base = -base, .run = progress};
+        // contribution evaluates each module once, right after its progress event names it: keep
+        // that evaluation's per-sequence losses for the module's interval
+        std::string evaluating;
+        std::map<std::string, analysis::lm_eval> without;
+        const analysis::contribution_options copt{
+            .clip_fraction = o.clip_fraction, .base = -base,
+            .run = {.progress = [&](const analysis::progress_event& e) { evaluating = e.module; }, .print_progress = true}};
+        const analysis::metric_fn keep_without = [&] {
+            const double v = metric();
+            without[evaluating] = last;
+            return v;
+        };
         const analysis::criticality_options kopt{.epsilon = o.epsilon * base, .grid_steps = static_cast<int>(o.grid_steps), .base = -base, .run = progress};
         analysis::stopwatch phases;
         const std::vector<double> influence = analysis::block_influence(lm, dev_seq, on_analysis_set);
         const double influence_s = phases.lap("block_influence");
-        const analysis::contribution_result contrib_blocks = analysis::contribution(blocks, metric, copt);
-        const analysis::contribution_result contrib_sub = analysis::contribution(sublayers, metric, copt);
+        const analysis::contribution_result contrib_blocks = analysis::contribution(blocks, keep_without, copt);
+        const analysis::contribution_result contrib_sub = analysis::contribution(sublayers, keep_without, copt);
         // each module's rise in perplexity with its paired-bootstrap interval over the analysis sequences
-        const analysis::lm_eval full = analysis::evaluate_lm(lm, dev_seq, on_analysis_set);
         io::csv_writer ci_csv({"module", "type", "layer", "rise", "ci_low", "ci_high", "verdict"});
         std::size_t within_noise = 0;
         for (const auto* group : {&blocks, &sublayers})
             for (const analysis::module_ref& m : *group) {
-                m.ablate(true);
-                analysis::lm_eval without;
-                try {
-                    without = analysis::evaluate_lm(lm, dev_seq, on_analysis_set);
-                } catch (...) {
-                    m.ablate(false);
-                    throw;
-                }
-                m.ablate(false);
-                const metrics::paired_difference d = metrics::paired_bootstrap_perplexity(without.sequence_nll, full.sequence_nll, full.sequence_tokens,
-                                                                                          {.resamples = static_cast<int>(o.bootstrap)});
+                const metrics::paired_difference d = metrics::paired_bootstrap_perplexity(without.at(m.name).sequence_nll, full.sequence_nll,
+                                                                                          full.sequence_tokens, {.resamples = static_cast<int>(o.bootstrap)});
                 within_noise += !d.significant();
                 ci_csv.row(m.name, m.type, m.layer, d.delta, d.lo, d.hi, std::string(d.lo > 0 ? "worse without" : d.hi < 0 ? "better without" : "within noise"));
             }

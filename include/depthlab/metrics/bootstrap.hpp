@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <numeric>
 #include <span>
 #include <string>
 #include <string_view>
@@ -124,19 +125,15 @@ template <class Score>
     const std::size_t n = tokens.size();
     DEPTHLAB_CHECK(nll_a.size() == n && nll_b.size() == n, shape_error, "paired_bootstrap_perplexity: ", nll_a.size(), " and ", nll_b.size(),
                    " sequence losses for ", n, " token counts");
-    const auto perplexities = [&](auto&& each) {
+    const auto perplexities = [&](std::span<const std::size_t> items) {
         double sa = 0, sb = 0, t = 0;
-        each([&](std::size_t i) { sa += nll_a[i], sb += nll_b[i], t += static_cast<double>(tokens[i]); });
+        for (const std::size_t i : items) sa += nll_a[i], sb += nll_b[i], t += static_cast<double>(tokens[i]);
         return t > 0 ? std::pair{std::exp(sa / t), std::exp(sb / t)} : std::pair{1.0, 1.0};
     };
-    const auto [a, b] = perplexities([&](auto&& add) {
-        for (std::size_t i = 0; i < n; ++i) add(i);
-    });
-    return paired_bootstrap(n, a, b, [&](std::span<const std::size_t> drawn) {
-        return perplexities([&](auto&& add) {
-            for (const std::size_t i : drawn) add(i);
-        });
-    }, o, "paired_bootstrap_perplexity");
+    std::vector<std::size_t> all(n);
+    std::iota(all.begin(), all.end(), std::size_t{0});
+    const auto [a, b] = perplexities(all);
+    return paired_bootstrap(n, a, b, perplexities, o, "paired_bootstrap_perplexity");
 }
 
 }  // namespace depthlab::metrics
