@@ -5,7 +5,7 @@
 // by interpolation towards the initial weights) — and prunes the blocks in each score's order.
 //
 //   scripts/fetch-data english && scripts/train-tokenizer     # .data/english/{train,dev}.ids, spm.vocab
-//   build/examples/lm_layers --preset tiny --out runs/lm_tiny            # ~15 minutes on 2 cores
+//   build/examples/lm_layers --preset tiny --out runs/lm_tiny            # 8 minutes on 2 Zen 5 cores (docs/results/lm_layers)
 //   build/examples/lm_layers --hf-checkpoint my-gpt2/ --data DIR --out runs/lm_hf
 //   build/examples/lm_layers --config runs/lm_tiny/config.toml --out runs/lm_again
 //
