@@ -170,7 +170,7 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
             const analysis::module_ref* off = nullptr;
             int n_off = 0;
             for (const auto& m : modules)
-                if (!m.sublayer->enabled) {
+                if (!m.target->is_on()) {
                     off = &m;
                     ++n_off;
                 }
@@ -234,13 +234,20 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
         std::optional<report::head_scores> head_report;  // --granularity head: the report's head heat maps
         agreement.row("sublayer", "contribution", "criticality", study.spearman);
         if (o.granularity == "head") {
-            // ---- every attention head: contribution (switched off one at a time), Michel et al.'s
-            // gradient importance over --ablation-batches teacher-forced training batches, and
-            // pruning heads in the order of each score
+            // ---- every attention head: contribution (switched off one at a time, as --ablation
+            // says), Michel et al.'s gradient importance over --ablation-batches teacher-forced
+            // training batches, and pruning heads in the order of each score
             const auto heads = analysis::head_modules<float, B>(model, &theta0, &thetaf);
+            if (ablation == nn::ablation_kind::mean) {  // the heads' mean outputs, over the same reference as the sub-layers'
+                data::translation_stream reference(batcher, recipe.seed + 2000);
+                analysis::record_ablation_means(heads.modules, static_cast<std::size_t>(o.ablation_batches), [&](std::size_t) {
+                    const auto b = reference.next();
+                    (void)model.decode(model.encode(b.src), b.src, b.tgt_in);
+                });
+            }
             const analysis::contribution_result head_c = analysis::contribution(
                 heads.modules, metric, {.clip_fraction = o.clip_fraction, .clip = o.no_clip ? std::optional(std::numeric_limits<double>::infinity()) : std::nullopt,
-                                        .base = base, .run = {.progress = {}, .print_progress = true}});
+                                        .base = base, .ablation = ablation, .run = {.progress = {}, .print_progress = true}});
             data::translation_stream reference(batcher, recipe.seed + 3000);
             const std::vector<double> importance = analysis::head_importance<float, B>(
                 model, heads,
@@ -264,7 +271,7 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
             io::csv_writer pruning({"ranking", "k", "heads_removed", "metric"});
             for (const auto& [ranking, score] : {std::pair<std::string, std::vector<double>>{"contribution", analysis::importance_ranks(head_c)},
                                                 {"importance", importance}}) {
-                const auto curve = analysis::pruning_curve(model, heads.modules, score, metric, K, {.progress = {}, .print_progress = true});
+                const auto curve = analysis::pruning_curve(model, heads.modules, score, metric, K, {.progress = {}, .print_progress = true}, ablation);
                 for (const auto& pt : curve.curve) {
                     std::string removed;
                     for (const auto& m : pt.modules_removed) removed += (removed.empty() ? "" : ";") + m;
@@ -280,7 +287,8 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
                         "head_importance.csv, head_pruning.csv\n",
                         heads.modules.size(), rho);
             head_report = report::head_scores{.sublayer = heads.sublayer, .head = heads.head,
-                                              .scores = {{"contribution", head_c.scores()}, {"criticality", head_crit.scores()}, {"importance", importance}}};
+                                              .scores = {{"contribution", head_c.scores()}, {"criticality", head_crit.scores()}, {"importance", importance}},
+                                              .ablation = ablation};
             summary.update({{"heads", heads.modules.size()}, {"head_spearman", std::isnan(rho) ? nlohmann::json(nullptr) : nlohmann::json(rho)}});
         }
         agreement.write(o.out + "/scores_agreement.csv");

@@ -234,7 +234,7 @@ TEST_CASE("component value: ablation kinds on a batch of one repeated sentence; 
     CHECK_THROWS_WITH_AS(contribution(mods, [&] { return f.neg_mse(); }, {.clip = 1e9, .ablation = ablation_kind::mean}),
                          doctest::Contains("record_ablation_means"), usage_error);
     record_ablation_means(mods, 2, [&](std::size_t) { (void)f.logits(); });
-    for (const auto& m : mods) CHECK(m.sublayer->has_mean());
+    for (const auto& m : mods) CHECK(m.target->means().has_mean());
     for (const auto kind : {ablation_kind::mean, ablation_kind::resample, ablation_kind::zero}) {
         CAPTURE(to_string(kind));
         const auto r = contribution(mods, [&] { return f.neg_mse(); }, {.clip = 1e9, .ablation = kind});
@@ -260,6 +260,104 @@ TEST_CASE("component value: ablation kinds on a batch of one repeated sentence; 
     CHECK_THROWS_WITH_AS(contribution(fm.modules, [] { return 1.0; }, {.ablation = ablation_kind::resample}),
                          doctest::Contains("only zero ablation"), usage_error);
     CHECK_THROWS_WITH_AS(parse_ablation_kind("half", "--ablation"), "--ablation: 'half' is not an ablation kind (zero, mean or resample)", usage_error);
+
+    // heads, the same way: mean and resample leave every logit as it is, zero does not; in
+    // greedy and beam decoding, resampled heads decode the same hypotheses
+    const auto heads = head_modules(f.model);
+    CHECK_THROWS_WITH_AS(contribution(heads.modules, [&] { return f.neg_mse(); }, {.clip = 1e9, .ablation = ablation_kind::mean}),
+                         doctest::Contains("record_ablation_means"), usage_error);
+    record_ablation_means(heads.modules, 2, [&](std::size_t) { (void)f.logits(); });
+    for (const auto kind : {ablation_kind::mean, ablation_kind::resample, ablation_kind::zero}) {
+        CAPTURE(to_string(kind));
+        const auto r = contribution(heads.modules, [&] { return f.neg_mse(); }, {.clip = 1e9, .ablation = kind});
+        for (const auto& e : r.modules) {
+            CAPTURE(e.name);
+            if (kind == ablation_kind::zero) CHECK(e.metric_without < 0);
+            else CHECK(std::abs(e.metric_without) < 1e-24);
+        }
+        for (auto* a : heads.attention) CHECK(a->heads_off() == 0);
+    }
+    const auto hp = pruning_curve(f.model, heads.modules, std::vector<double>(heads.modules.size(), 0.0), [&] { return f.neg_mse(); }, 5, {},
+                                  ablation_kind::resample);
+    for (const auto& pt : hp.curve) CHECK(std::abs(pt.metric) < 1e-24);
+    no_grad guard;
+    for (const int beam : {1, 3}) {
+        CAPTURE(beam);
+        const nn::search_options o{.beam = beam, .max_len_a = 0, .max_len_b = 6};
+        const auto clean = nn::generate(f.model, f.batch.src, o);
+        scoped_ablation off;
+        for (const auto& m : heads.modules)
+            if (m.type != "E:SA") off.add(m, ablation_kind::resample);  // every decoder head
+        const auto got = nn::generate(f.model, f.batch.src, o);
+        for (std::size_t i = 0; i < got.size(); ++i) {
+            CHECK(got[i].tokens == clean[i].tokens);
+            CHECK(got[i].score == Approx(clean[i].score).epsilon(1e-9));
+        }
+    }
+}
+
+// A head's kinds by hand. Its share of the attention's output is linear in its columns before
+// the output projection, so with y the output with every head on and z with head 1 zeroed:
+// mean ablation gives z + the recorded mean of y − z per position (a position past the
+// reference: over all of them), resample gives z[b] + (y − z)[b + 1]. Incremental decoding
+// (DecoderLayer::step) gives row t of the full forward with heads ablated.
+TEST_CASE("component value: a head's mean and resample ablation by hand, and in incremental decoding") {
+    const nn::transformer_config cfg{.dim = 8, .heads = 2, .ff_dim = 16, .dropout = 0, .attention_dropout = 0};
+    Generator g(6);
+    nn::DecoderLayer<double> layer(cfg, g);
+    layer.eval();
+    no_grad guard;
+    auto& att = layer.self_attention.branch;
+    const auto x = Var<double>::constant(Tensor<double>::randn({3, 4, 8}, g));
+    const auto x2 = Var<double>::constant(Tensor<double>::randn({2, 2, 8}, g));
+    const auto x5 = Var<double>::constant(Tensor<double>::randn({2, 5, 8}, g));
+    const auto out = [&](const Var<double>& in) { return att(in, nn::causal_mask<double>(in.shape()[1])).value().to_vector(); };
+    const auto y = out(x), y2 = out(x2), y5 = out(x5);
+    att.set_head_off(1, true);
+    const auto z = out(x), z2 = out(x2), z5 = out(x5);
+    att.set_head_off(1, false);
+    att.record_mean(true);
+    (void)out(x);
+    (void)out(x2);
+    att.record_mean(false);
+    std::vector<double> mean(5 * 8, 0.0);  // of y − z: positions 0, 1 over 5 sequences, 2, 3 over 3, then all 16
+    for (index_t t = 0; t < 4; ++t)
+        for (index_t d = 0; d < 8; ++d) {
+            double s = 0, n = 3;
+            for (index_t b = 0; b < 3; ++b) s += y[static_cast<std::size_t>((b * 4 + t) * 8 + d)] - z[static_cast<std::size_t>((b * 4 + t) * 8 + d)];
+            if (t < 2) {
+                for (index_t b = 0; b < 2; ++b) s += y2[static_cast<std::size_t>((b * 2 + t) * 8 + d)] - z2[static_cast<std::size_t>((b * 2 + t) * 8 + d)];
+                n = 5;
+            }
+            mean[static_cast<std::size_t>(t * 8 + d)] = s / n;
+            mean[static_cast<std::size_t>(4 * 8 + d)] += s / 16.0;
+        }
+    att.set_head_ablation(1, ablation_kind::mean);
+    att.set_head_off(1, true);
+    const auto m5 = out(x5);
+    for (std::size_t i = 0; i < m5.size(); ++i) CHECK(m5[i] == Approx(z5[i] + mean[i % 40]).epsilon(1e-12));
+    att.set_head_ablation(1, ablation_kind::resample);
+    const auto r = out(x);
+    for (std::size_t i = 0; i < r.size(); ++i) CHECK(r[i] == Approx(z[i] + y[(i + 32) % 96] - z[(i + 32) % 96]).epsilon(1e-12));
+    CHECK_THROWS_WITH_AS(att.set_head_off(2, true), "MultiHeadAttention::set_head_off: head 2 of 2", index_error);
+
+    // incremental decoding: self-attention head 1 mean-ablated, cross-attention head 0 resampled
+    att.set_head_ablation(1, ablation_kind::mean);
+    auto& cross = layer.cross_attention.branch;
+    cross.set_head_ablation(0, ablation_kind::resample);
+    cross.set_head_off(0, true);
+    const auto memory = Var<double>::constant(Tensor<double>::randn({3, 3, 8}, g));
+    const auto want = layer(x, memory, nn::causal_mask<double>(4)).value().to_vector();
+    auto self_kv = Tensor<double>::empty({3, 4, 16});
+    const auto memory_kv = cross.project_memory(memory);
+    for (index_t t = 0; t < 4; ++t) {
+        CAPTURE(t);
+        const auto xt = Var<double>::constant(x.value().slice(1, t, t + 1).contiguous());
+        const auto got = layer.step(xt, self_kv, memory_kv, Tensor<double>(), t).value().to_vector();  // (3, 1, 8)
+        for (index_t b = 0; b < 3; ++b)
+            for (index_t d = 0; d < 8; ++d)
+                CHECK(got[static_cast<std::size_t>(b * 8 + d)] == Approx(want[static_cast<std::size_t>((b * 4 + t) * 8 + d)]).epsilon(1e-12));
+    }
 }
 
 // The kinds' definitions on one layer, by hand: mean = the recorded per-position mean (a
@@ -375,7 +473,7 @@ TEST_CASE("component value: attention heads — a dead head scores 0, ablation i
             CHECK(r.modules[i].metric_without < 0);
         }
     }
-    for (auto* a : heads.attention) CHECK(!a->head_gate().defined());  // every gate removed again
+    for (auto* a : heads.attention) CHECK((a->heads_off() == 0 && !a->head_gate().defined()));  // every head on again, no gate
     // switching head 0 of encoder.1's self-attention off = zeroing its columns of W_o
     {
         scoped_ablation off(heads.modules[static_cast<std::size_t>(H)]);
@@ -415,7 +513,7 @@ TEST_CASE("component value: attention heads — a dead head scores 0, ablation i
     CHECK(p.curve.size() == 4);
     CHECK(p.curve[1].modules_removed.front() == heads.modules[dead_index].name);  // the dead head goes first
     CHECK(p.curve[1].metric == 0.0);
-    for (auto* a : heads.attention) CHECK(!a->head_gate().defined());
+    for (auto* a : heads.attention) CHECK(a->heads_off() == 0);
     CHECK_THROWS_WITH_AS(criticality(f.model, heads.modules, f.theta0, f.thetaf, [&] { return f.neg_mse(); }), Contains("no parameter prefix"), usage_error);
 
     // criticality per head: interpolate moves exactly the head's rows of W_q, W_k, W_v and its

@@ -2986,6 +2986,7 @@ public:
 // owns its branch and its LayerNorm (parameters under that name), and can be switched off:
 // then its branch outputs zero and only the residual path remains — in a post-LN layer the
 // LayerNorm still normalises that path (y = LN(x)); in a pre-LN layer y = x.
+#include <algorithm>
 #include <cmath>
 #include <concepts>
 #include <cstdint>
@@ -2997,6 +2998,153 @@ public:
 #include <string>
 #include <vector>
 
+// ---- begin depthlab/nn/ablation.hpp ----
+// The ablation kinds the analyses switch a unit off with (a residual sub-layer, or one head of
+// an attention), and what both kinds of unit share: the interface the analyses act through
+// (ablation_target), the recorder of a unit's mean output (output_mean) and the row map of
+// resampling (resample_rows).
+#include <algorithm>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+
+namespace depthlab::nn {
+
+/// What a switched-off unit outputs instead (the analyses' ablation kinds):
+///   zero      nothing: a sub-layer's y = LN(x) post-LN, y = x pre-LN (the residual path
+///             alone); a head's columns before the output projection are 0;
+///   mean      its mean output over a reference set, per position and feature (record_mean;
+///             a position the reference never reached takes the mean over all positions);
+///   resample  its output for another input of the same batch: sequence b takes the output
+///             computed for sequence b + 1 (cyclically; see ablation_site for decoding).
+enum class ablation_kind { zero, mean, resample };
+inline const char* to_string(ablation_kind k) {
+    switch (k) {
+        case ablation_kind::mean: return "mean";
+        case ablation_kind::resample: return "resample";
+        default: return "zero";
+    }
+}
+/// "zero", "mean" or "resample"; usage_error naming `what` (a flag or key) otherwise.
+inline ablation_kind parse_ablation_kind(const std::string& s, const std::string& what = "ablation") {
+    for (const ablation_kind k : {ablation_kind::zero, ablation_kind::mean, ablation_kind::resample})
+        if (s == to_string(k)) return k;
+    throw usage_error(what + ": '" + s + "' is not an ablation kind (zero, mean or resample)");
+}
+
+/// Where a unit's rows are, for the ablation kinds that depend on it.
+struct ablation_site {
+    index_t first_position = 0;                     // the position of x's first column (incremental decoding: t)
+    std::span<const std::int64_t> resample_from{};  // row r takes row resample_from[r]'s output (empty: row r + 1, cyclically)
+};
+
+/// The rows a resample-ablated unit of `rows` rows takes its output from at `site`.
+inline std::vector<std::int64_t> resample_rows(const ablation_site& site, index_t rows) {
+    std::vector<std::int64_t> from(site.resample_from.begin(), site.resample_from.end());
+    if (from.empty())
+        for (index_t r = 0; r < rows; ++r) from.push_back((r + 1) % rows);
+    DEPTHLAB_CHECK(static_cast<index_t>(from.size()) == rows, shape_error, "ablation: resampling ", rows, " rows from a map of ", from.size());
+    return from;
+}
+
+/// What records a unit's mean output for mean ablation. The heads of one attention share one
+/// (its head outputs, before the output projection).
+struct mean_recording {
+    virtual ~mean_recording() = default;
+    /// record_mean(true) starts summing the unit's outputs per position and feature (every
+    /// forward, over every sequence of the batch, padding positions as computed);
+    /// record_mean(false) stops and makes their mean the one `mean` ablation outputs.
+    virtual void record_mean(bool on) = 0;
+    /// Stops recording and keeps the previous mean, if any.
+    virtual void discard_recording() noexcept = 0;
+    [[nodiscard]] virtual bool has_mean() const = 0;
+};
+
+/// A unit the analyses switch off with any ablation kind (analysis::module_ref::target):
+/// the kind is set first, then the module's ablate function switches it off.
+struct ablation_target {
+    virtual ~ablation_target() = default;
+    /// What the unit outputs while it is switched off.
+    virtual void set_ablation(ablation_kind kind) = 0;
+    [[nodiscard]] virtual bool is_on() const = 0;
+    [[nodiscard]] virtual mean_recording& means() = 0;
+};
+
+/// The mean of a unit's outputs (N, T, D) per position and feature over the forward passes
+/// seen between start() and finish(), summed on the host in double, and that mean served
+/// back for any positions.
+template <class T, class B>
+class output_mean {
+public:
+    void start() { sums_.emplace(); }
+    [[nodiscard]] bool recording() const { return sums_.has_value(); }
+    void discard() noexcept { sums_.reset(); }
+    [[nodiscard]] bool defined() const { return mean_.defined(); }
+    /// Counts finish() calls: a cache of the unit's outputs compares it.
+    [[nodiscard]] std::uint64_t generation() const { return generation_; }
+
+    /// Adds one forward's outputs y (N, T, D), D the width given; `what` names the unit.
+    void add(const Tensor<T, B>& y, index_t D, const char* what) {
+        DEPTHLAB_CHECK(y.shape().rank() == 3 && y.dim(2) == D, shape_error, "record_mean: ", what, " output ", y.shape(), ", expected (N, T, ", D, ")");
+        const index_t Tn = y.dim(1), N = y.dim(0);
+        auto& r = *sums_;
+        if (static_cast<index_t>(r.count.size()) < Tn) {
+            r.count.resize(static_cast<std::size_t>(Tn), 0);
+            r.sum.resize(static_cast<std::size_t>(Tn * D), 0.0);
+        }
+        const std::vector<T> v = y.to_vector();
+        for (index_t t = 0; t < Tn; ++t) r.count[static_cast<std::size_t>(t)] += N;
+        for (index_t n = 0; n < N; ++n)
+            for (index_t i = 0; i < Tn * D; ++i) r.sum[static_cast<std::size_t>(i)] += static_cast<double>(v[static_cast<std::size_t>(n * Tn * D + i)]);
+    }
+    /// Stops recording; the mean of what was added becomes the one served.
+    void finish(index_t D, const char* what) {
+        DEPTHLAB_CHECK(sums_ && !sums_->count.empty(), usage_error, "record_mean: no ", what, " output was recorded (no forward pass ran while recording)");
+        const auto& r = *sums_;
+        const index_t P = static_cast<index_t>(r.count.size());
+        std::vector<T> mean(static_cast<std::size_t>((P + 1) * D));
+        std::vector<double> pooled(static_cast<std::size_t>(D), 0.0);
+        std::int64_t total = 0;
+        for (index_t t = 0; t < P; ++t) {
+            total += r.count[static_cast<std::size_t>(t)];
+            for (index_t d = 0; d < D; ++d) {
+                const double v = r.sum[static_cast<std::size_t>(t * D + d)];
+                pooled[static_cast<std::size_t>(d)] += v;
+                mean[static_cast<std::size_t>(t * D + d)] = static_cast<T>(v / static_cast<double>(r.count[static_cast<std::size_t>(t)]));
+            }
+        }
+        for (index_t d = 0; d < D; ++d)
+            mean[static_cast<std::size_t>(P * D + d)] = static_cast<T>(pooled[static_cast<std::size_t>(d)] / static_cast<double>(total));
+        mean_ = Tensor<T, B>::from({P + 1, D}, mean);
+        ++generation_;
+        sums_.reset();
+    }
+    /// The mean at positions first, ..., first + Tn − 1: (Tn, D), broadcast over the rows of
+    /// a batch; a position past the recorded ones takes the mean over all of them.
+    [[nodiscard]] Var<T, B> at(index_t first, index_t Tn, const char* what) const {
+        DEPTHLAB_CHECK(mean_.defined(), usage_error, "ablation: a mean-ablated ", what, " without a recorded mean (record_mean, or analysis::record_ablation_means)");
+        const index_t P = mean_.dim(0) - 1;
+        if (first + Tn <= P) return Var<T, B>::constant(mean_.slice(0, first, first + Tn));  // every position recorded: a view
+        std::vector<std::int64_t> rows(static_cast<std::size_t>(Tn));
+        for (index_t t = 0; t < Tn; ++t) rows[static_cast<std::size_t>(t)] = std::min(first + t, P);
+        return gather_rows(Var<T, B>::constant(mean_), std::span<const std::int64_t>(rows));
+    }
+
+private:
+    struct sums {
+        std::vector<double> sum;          // (positions, D)
+        std::vector<std::int64_t> count;  // sequences summed at each position
+    };
+    std::optional<sums> sums_;
+    Tensor<T, B> mean_;  // (positions + 1, D): the mean at each recorded position, then over all of them
+    std::uint64_t generation_ = 0;
+};
+
+}  // namespace depthlab::nn
+// ---- end depthlab/nn/ablation.hpp ----
 
 namespace depthlab::nn {
 
@@ -3092,11 +3240,14 @@ Tensor<T, B> causal_padding_mask(const std::vector<index_t>& lengths, index_t T_
 
 // ---- attention ----
 /// Multi-head attention with PyTorch's parameter layout: in_proj_weight (3D, D) packs
-/// W_q, W_k, W_v; out_proj is a Linear(D, D).
+/// W_q, W_k, W_v; out_proj is a Linear(D, D). Its heads are units of the analyses: each can
+/// be switched off with any ablation kind (set_head_off, set_head_ablation) or scaled by a
+/// gate (set_head_gate), acting on its head_dim columns before the output projection.
 template <class T, class B = backend::cpu>
-class MultiHeadAttention : public Module<T, B> {
+class MultiHeadAttention : public Module<T, B>, public mean_recording {
 public:
-    MultiHeadAttention(const transformer_config& cfg, Generator& gen) : cfg_(cfg), rng_(&gen) {
+    MultiHeadAttention(const transformer_config& cfg, Generator& gen)
+        : head_off_(static_cast<std::size_t>(cfg.heads), false), head_kind_(static_cast<std::size_t>(cfg.heads), ablation_kind::zero), cfg_(cfg), rng_(&gen) {
         cfg.validate("MultiHeadAttention");
         const index_t D = cfg.dim;
         Tensor<T, B> w = cfg.init == init_scheme::bert
@@ -3128,7 +3279,8 @@ public:
     /// row. Writes this position's [K | V] at index t, then the query attends over positions
     /// 0..t (no mask needed: every cached position precedes it). Returns (N, 1, D); equals
     /// row t of the full causal self-attention over positions 0..t. No dropout, no gradient.
-    Var<T, B> step(const Var<T, B>& x, Tensor<T, B>& kv_cache, index_t t) const {
+    /// `resample_from`: the rows resample-ablated heads take their output from.
+    Var<T, B> step(const Var<T, B>& x, Tensor<T, B>& kv_cache, index_t t, std::span<const std::int64_t> resample_from = {}) const {
         using P = primitives<B>;
         const index_t D = cfg_.dim;
         const Shape& sx = x.shape();
@@ -3159,7 +3311,7 @@ public:
                           .batch = heads, .stride_a = Tk, .stride_b = head_dim, .stride_c = head_dim,
                           .batch2 = rows, .stride_a2 = heads * Tk, .stride_b2 = cap * cache_width, .stride_c2 = D},
                 T(1), probs.data(), kv_cache.data() + D, T(0), out.data());
-        return project_out(Var<T, B>::constant(std::move(out)));
+        return project_out(Var<T, B>::constant(std::move(out)), {.first_position = t, .resample_from = resample_from});
     }
     /// [K | V] of a memory (N, Tk, D) for cross-attention: (N, Tk, 2D). Computed once per
     /// source sentence, then used by every step_cross.
@@ -3169,39 +3321,114 @@ public:
     }
     /// Cross-attention of x (N, Tq, D) over a projected memory (project_memory: (N, Tk, 2D));
     /// mask additive, broadcastable to (N, H, Tq, Tk). Same result as operator()(x, memory,
-    /// mask) in eval mode.
-    Var<T, B> step_cross(const Var<T, B>& x, const Tensor<T, B>& memory_kv, const Tensor<T, B>& mask) const {
+    /// mask) in eval mode. `site`: where x's rows and first position are (ablated heads).
+    Var<T, B> step_cross(const Var<T, B>& x, const Tensor<T, B>& memory_kv, const Tensor<T, B>& mask, const ablation_site& site = {}) const {
         const index_t D = cfg_.dim;
         DEPTHLAB_CHECK(memory_kv.rank() == 3 && memory_kv.dim(2) == 2 * D, shape_error, "MultiHeadAttention::step_cross: projected memory ",
                        memory_kv.shape(), " (expected (N, Tk, ", 2 * D, "))");
         const Var<T, B> q = linear(x, slice(in_proj_weight, 0, 0, D), slice(in_proj_bias, 0, 0, D));
         const Var<T, B> kv = Var<T, B>::constant(memory_kv);
-        return project_out(attention<T, B>({q, 0}, {kv, 0}, {kv, D}, D, options(), mask, rng_));
+        return project_out(attention<T, B>({q, 0}, {kv, 0}, {kv, D}, D, options(), mask, rng_), site);
     }
 
     [[nodiscard]] const transformer_config& config() const { return cfg_; }
-    /// out_proj of the heads' outputs (N, T, D), each head's head_dim columns first scaled by
-    /// its gate when head_gate is set.
-    Var<T, B> project_out(const Var<T, B>& heads) const { return (*out_proj)(head_gate_.defined() ? mul(heads, head_gate_) : heads); }
-    /// The analyses' per-head gate ξ, (D,): head h's columns hold ξ_h (0: the head switched
-    /// off; a parameter of ones: Michel et al.'s gradient importance). Undefined by default:
-    /// no gate and no extra op. Not a parameter of the model (never saved or trained).
+    /// out_proj of the heads' outputs (N, T, D) (or (rows, D)): each head's head_dim columns
+    /// first scaled by its gate when head_gate is set, and a switched-off head's replaced as
+    /// its ablation kind says (`site`: where the rows are, for the mean and resample kinds).
+    Var<T, B> project_out(const Var<T, B>& heads, const ablation_site& site = {}) const {
+        if (mean_.recording()) mean_.add(heads.value(), cfg_.dim, "attention heads'");
+        Var<T, B> h = head_gate_.defined() ? mul(heads, head_gate_) : heads;
+        if (!off_.zeroed.defined()) return (*out_proj)(h);
+        h = mul(h, Var<T, B>::constant(off_.zeroed));
+        if (off_.mean.defined() || off_.resample.defined())
+            DEPTHLAB_CHECK(heads.shape().rank() == 3, shape_error, "MultiHeadAttention: mean- or resample-ablated heads need (N, T, D) head outputs, got ",
+                           heads.shape());
+        if (off_.mean.defined()) h = h + mul(mean_.at(site.first_position, heads.shape()[1], "attention head"), Var<T, B>::constant(off_.mean));
+        if (off_.resample.defined())
+            h = h + mul(gather_rows(heads, std::span<const std::int64_t>(resample_rows(site, heads.shape()[0]))), Var<T, B>::constant(off_.resample));
+        return (*out_proj)(h);
+    }
+    /// The analyses' per-head gate ξ, (D,): head h's columns hold ξ_h (a parameter of ones:
+    /// Michel et al.'s gradient importance). Undefined by default: no gate and no extra op.
+    /// Not a parameter of the model (never saved or trained).
     void set_head_gate(Var<T, B> gate) {
         DEPTHLAB_CHECK(!gate.defined() || gate.shape() == Shape{cfg_.dim}, shape_error, "MultiHeadAttention::set_head_gate: gate ", gate.shape(),
                        ", expected (", cfg_.dim, ")");
         head_gate_ = std::move(gate);
-        ++gate_version_;
+        ++head_version_;
     }
     [[nodiscard]] const Var<T, B>& head_gate() const { return head_gate_; }
-    /// Counts set_head_gate calls: a cache of this attention's outputs compares it.
-    [[nodiscard]] std::uint64_t gate_version() const { return gate_version_; }
+    /// Switches head h off (its output replaced as set_head_ablation says; zero by default)
+    /// or on again.
+    void set_head_off(int h, bool off) {
+        check_head(h, "set_head_off");
+        head_off_[static_cast<std::size_t>(h)] = off;
+        update_head_masks();
+    }
+    /// What head h outputs while it is switched off.
+    void set_head_ablation(int h, ablation_kind kind) {
+        check_head(h, "set_head_ablation");
+        head_kind_[static_cast<std::size_t>(h)] = kind;
+        update_head_masks();
+    }
+    [[nodiscard]] bool head_on(int h) const {
+        check_head(h, "head_on");
+        return !head_off_[static_cast<std::size_t>(h)];
+    }
+    /// Heads switched off now.
+    [[nodiscard]] int heads_off() const { return static_cast<int>(std::count(head_off_.begin(), head_off_.end(), true)); }
+    /// Counts changes of the head gate, the heads switched off, their kinds and their recorded
+    /// mean: a cache of this attention's outputs compares it.
+    [[nodiscard]] std::uint64_t head_version() const { return head_version_ + mean_.generation(); }
+    /// Whether a head is switched off with the resample kind now (decoding builds the row map
+    /// only then).
+    [[nodiscard]] bool resamples_heads() const { return off_.resample.defined(); }
+
+    // mean_recording: the heads' outputs (N, T, D) before the output projection, every head
+    // on (the mean of a head is its columns)
+    void record_mean(bool on) override {
+        if (on) mean_.start();
+        else mean_.finish(cfg_.dim, "attention heads'");
+    }
+    void discard_recording() noexcept override { mean_.discard(); }
+    [[nodiscard]] bool has_mean() const override { return mean_.defined(); }
 
     Var<T, B> in_proj_weight, in_proj_bias;
     Linear<T, B>* out_proj;
 
 private:
+    void check_head(int h, const char* what) const {
+        DEPTHLAB_CHECK(h >= 0 && h < cfg_.heads, index_error, "MultiHeadAttention::", what, ": head ", h, " of ", cfg_.heads);
+    }
+    // the columns of the switched-off heads, as (D,) masks: `zeroed` 0 on every one of them
+    // (1 elsewhere), `mean` and `resample` 1 on those of that kind; undefined when none
+    void update_head_masks() {
+        ++head_version_;
+        off_ = {};
+        if (heads_off() == 0) return;
+        const index_t D = cfg_.dim, width = D / cfg_.heads;
+        std::vector<T> zeroed(static_cast<std::size_t>(D), T(1)), mean(static_cast<std::size_t>(D), T(0)), resample(mean);
+        for (index_t c = 0; c < D; ++c) {
+            const auto h = static_cast<std::size_t>(c / width);
+            if (!head_off_[h]) continue;
+            zeroed[static_cast<std::size_t>(c)] = T(0);
+            if (head_kind_[h] == ablation_kind::mean) mean[static_cast<std::size_t>(c)] = T(1);
+            if (head_kind_[h] == ablation_kind::resample) resample[static_cast<std::size_t>(c)] = T(1);
+        }
+        const auto mask_of = [D](const std::vector<T>& v) { return std::find(v.begin(), v.end(), T(1)) != v.end() ? Tensor<T, B>::from({D}, v) : Tensor<T, B>(); };
+        off_.zeroed = Tensor<T, B>::from({D}, zeroed);
+        off_.mean = mask_of(mean);
+        off_.resample = mask_of(resample);
+    }
+
     Var<T, B> head_gate_;
-    std::uint64_t gate_version_ = 0;
+    std::vector<bool> head_off_;
+    std::vector<ablation_kind> head_kind_;
+    struct head_masks {
+        Tensor<T, B> zeroed, mean, resample;
+    } off_;
+    mutable output_mean<T, B> mean_;
+    std::uint64_t head_version_ = 0;
     attention_options options() const {
         return {.heads = cfg_.heads, .scale = 0, .dropout = this->is_training() ? cfg_.attention_dropout : 0.0};
     }
@@ -3242,48 +3469,15 @@ inline const char* to_string(sublayer_type t) {
     }
 }
 
-/// What a switched-off sub-layer's branch outputs instead (the analyses' ablation kinds):
-///   zero      nothing: y = LN(x) post-LN, y = x pre-LN (the residual path alone);
-///   mean      its mean output over a reference set, per position and feature
-///             (residual_base::record_mean; a position the reference never reached takes
-///             the mean over all positions);
-///   resample  its output for another input of the same batch: sequence b takes the output
-///             computed for sequence b + 1 (cyclically; see ablation_site for decoding).
-enum class ablation_kind { zero, mean, resample };
-inline const char* to_string(ablation_kind k) {
-    switch (k) {
-        case ablation_kind::mean: return "mean";
-        case ablation_kind::resample: return "resample";
-        default: return "zero";
-    }
-}
-/// "zero", "mean" or "resample"; usage_error naming `what` (a flag or key) otherwise.
-inline ablation_kind parse_ablation_kind(const std::string& s, const std::string& what = "ablation") {
-    for (const ablation_kind k : {ablation_kind::zero, ablation_kind::mean, ablation_kind::resample})
-        if (s == to_string(k)) return k;
-    throw usage_error(what + ": '" + s + "' is not an ablation kind (zero, mean or resample)");
-}
-
-/// Where a sub-layer's rows are, for the ablation kinds that depend on it.
-struct ablation_site {
-    index_t first_position = 0;                     // the position of x's first column (incremental decoding: t)
-    std::span<const std::int64_t> resample_from{};  // row r takes row resample_from[r]'s output (empty: row r + 1, cyclically)
-};
-
 /// What the analyses see of a sub-layer, whatever its branch type.
-struct residual_base {
+struct residual_base : ablation_target, mean_recording {
     sublayer_type type;
     bool enabled = true;                           // false: the branch is ablated ...
     ablation_kind ablation = ablation_kind::zero;  // ... and outputs this instead
     explicit residual_base(sublayer_type t) : type(t) {}
-    virtual ~residual_base() = default;
-    /// record_mean(true) starts summing the branch's outputs per position and feature (every
-    /// forward, over every sequence of the batch, padding positions as computed);
-    /// record_mean(false) stops and makes their mean the one `mean` ablation outputs.
-    virtual void record_mean(bool on) = 0;
-    /// Stops recording and keeps the previous mean, if any.
-    virtual void discard_recording() noexcept = 0;
-    [[nodiscard]] virtual bool has_mean() const = 0;
+    void set_ablation(ablation_kind kind) override { ablation = kind; }
+    [[nodiscard]] bool is_on() const override { return enabled; }
+    [[nodiscard]] mean_recording& means() override { return *this; }
     /// What the sub-layer outputs, as far as a cache of its results must know: switched on
     /// or off, the kind, and which recorded mean (counted up by each record_mean(false)).
     struct output_state {
@@ -3292,13 +3486,12 @@ struct residual_base {
         std::uint64_t mean_generation, branch_version;
         bool operator==(const output_state&) const = default;
     };
-    [[nodiscard]] output_state state() const { return {enabled, ablation, mean_generation_, branch_version()}; }
+    [[nodiscard]] output_state state() const { return {enabled, ablation, mean_generation(), branch_version()}; }
+    [[nodiscard]] virtual std::uint64_t mean_generation() const = 0;
     /// What else changes the branch's output without changing its parameters (an attention's
-    /// head gates: MultiHeadAttention::gate_version); 0 for a branch without such state.
+    /// head gates and head ablations: MultiHeadAttention::head_version); 0 for a branch
+    /// without such state.
     [[nodiscard]] virtual std::uint64_t branch_version() const = 0;
-
-protected:
-    std::uint64_t mean_generation_ = 0;
 };
 
 /// post-LN: y = LN(x + Drop(branch(x, ...)));  pre-LN: y = x + Drop(branch(LN(x), ...)).
@@ -3326,7 +3519,7 @@ public:
         const auto out = [&](const Var<T, B>& in) {
             if (enabled) {
                 Var<T, B> y = f(in);
-                if (recording_) record(y.value());
+                if (mean_.recording()) mean_.add(y.value(), cfg_.dim, to_string(type));
                 return dropout(y, p, *rng_, train);
             }
             return ablated(in, f, site);
@@ -3339,88 +3532,34 @@ public:
         return norm(x + out(x));
     }
     void record_mean(bool on) override {
-        if (on) {
-            recording_.emplace();
-            return;
-        }
-        DEPTHLAB_CHECK(recording_ && !recording_->count.empty(), usage_error, "record_mean: no ", to_string(type),
-                       " branch output was recorded (no forward pass ran while recording)");
-        const auto& r = *recording_;
-        const index_t P = static_cast<index_t>(r.count.size()), D = cfg_.dim;
-        std::vector<T> mean(static_cast<std::size_t>((P + 1) * D));
-        std::vector<double> pooled(static_cast<std::size_t>(D), 0.0);
-        std::int64_t total = 0;
-        for (index_t t = 0; t < P; ++t) {
-            total += r.count[static_cast<std::size_t>(t)];
-            for (index_t d = 0; d < D; ++d) {
-                const double v = r.sum[static_cast<std::size_t>(t * D + d)];
-                pooled[static_cast<std::size_t>(d)] += v;
-                mean[static_cast<std::size_t>(t * D + d)] = static_cast<T>(v / static_cast<double>(r.count[static_cast<std::size_t>(t)]));
-            }
-        }
-        for (index_t d = 0; d < D; ++d)
-            mean[static_cast<std::size_t>(P * D + d)] = static_cast<T>(pooled[static_cast<std::size_t>(d)] / static_cast<double>(total));
-        mean_ = Tensor<T, B>::from({P + 1, D}, mean);
-        ++mean_generation_;
-        recording_.reset();
+        if (on) mean_.start();
+        else mean_.finish(cfg_.dim, to_string(type));
     }
-    void discard_recording() noexcept override { recording_.reset(); }
+    void discard_recording() noexcept override { mean_.discard(); }
+    [[nodiscard]] bool has_mean() const override { return mean_.defined(); }
+    [[nodiscard]] std::uint64_t mean_generation() const override { return mean_.generation(); }
     [[nodiscard]] std::uint64_t branch_version() const override {
-        if constexpr (requires { branch.gate_version(); }) return branch.gate_version();
+        if constexpr (requires { branch.head_version(); }) return branch.head_version();
         else return 0;
     }
-    [[nodiscard]] bool has_mean() const override { return mean_.defined(); }
 
     Branch branch;
     LayerNorm<T, B> norm;
 
 private:
-    struct mean_sums {
-        std::vector<double> sum;          // (positions, D)
-        std::vector<std::int64_t> count;  // sequences summed at each position
-    };
-    // y: (N, T, D) branch outputs, summed on the host in double
-    void record(const Tensor<T, B>& y) const {
-        DEPTHLAB_CHECK(y.shape().rank() == 3 && y.dim(2) == cfg_.dim, shape_error, "record_mean: ", to_string(type), " branch output ", y.shape(),
-                       ", expected (N, T, ", cfg_.dim, ")");
-        const index_t D = cfg_.dim, Tn = y.dim(1), N = y.dim(0);
-        auto& r = *recording_;
-        if (static_cast<index_t>(r.count.size()) < Tn) {
-            r.count.resize(static_cast<std::size_t>(Tn), 0);
-            r.sum.resize(static_cast<std::size_t>(Tn * D), 0.0);
-        }
-        const std::vector<T> v = y.to_vector();
-        for (index_t t = 0; t < Tn; ++t) r.count[static_cast<std::size_t>(t)] += N;
-        for (index_t n = 0; n < N; ++n)
-            for (index_t i = 0; i < Tn * D; ++i) r.sum[static_cast<std::size_t>(i)] += static_cast<double>(v[static_cast<std::size_t>(n * Tn * D + i)]);
-    }
     // the output of an ablated branch for input `in` (N, T, D): its mean at the positions of
     // the site, or its output for the rows the site names
     template <class F>
     Var<T, B> ablated(const Var<T, B>& in, F& f, const ablation_site& site) const {
         const Shape& s = in.shape();
         DEPTHLAB_CHECK(s.rank() == 3, shape_error, "ablation: ", to_string(ablation), "-ablating a ", to_string(type), " sub-layer needs (N, T, D) inputs, got ", s);
-        const index_t rows = s[0], Tn = s[1];
-        if (ablation == ablation_kind::mean) {
-            DEPTHLAB_CHECK(mean_.defined(), usage_error, "ablation: a mean-ablated ", to_string(type),
-                           " sub-layer without a recorded mean (record_mean, or analysis::record_ablation_means)");
-            const index_t P = mean_.dim(0) - 1, p0 = site.first_position;
-            if (p0 + Tn <= P) return Var<T, B>::constant(mean_.slice(0, p0, p0 + Tn));  // (T, D), every position recorded: a view
-            std::vector<std::int64_t> at(static_cast<std::size_t>(Tn));
-            for (index_t t = 0; t < Tn; ++t) at[static_cast<std::size_t>(t)] = std::min(p0 + t, P);
-            return gather_rows(Var<T, B>::constant(mean_), std::span<const std::int64_t>(at));  // (T, D): broadcast over the rows
-        }
-        std::vector<std::int64_t> from(site.resample_from.begin(), site.resample_from.end());
-        if (from.empty())
-            for (index_t r = 0; r < rows; ++r) from.push_back((r + 1) % rows);
-        DEPTHLAB_CHECK(static_cast<index_t>(from.size()) == rows, shape_error, "ablation: resampling ", rows, " rows from a map of ", from.size());
-        return gather_rows(f(in), std::span<const std::int64_t>(from));
+        if (ablation == ablation_kind::mean) return mean_.at(site.first_position, s[1], to_string(type));
+        return gather_rows(f(in), std::span<const std::int64_t>(resample_rows(site, s[0])));
     }
 
     transformer_config cfg_;
     Generator* rng_;
-    mutable std::optional<mean_sums> recording_;
-    Tensor<T, B> mean_;  // (positions + 1, D): the mean at each recorded position, then over all of them
+    mutable output_mean<T, B> mean_;
 };
 
 template <class T, class B = backend::cpu>
@@ -3462,8 +3601,8 @@ public:
     Var<T, B> step(const Var<T, B>& x, Tensor<T, B>& self_kv, const Tensor<T, B>& memory_kv, const Tensor<T, B>& memory_mask, index_t t,
                    std::span<const std::int64_t> resample_from = {}) const {
         const ablation_site site{.first_position = t, .resample_from = resample_from};
-        Var<T, B> h = self_attention.wrap(x, [&](const Var<T, B>& in) { return self_attention.branch.step(in, self_kv, t); }, site);
-        h = cross_attention.wrap(h, [&](const Var<T, B>& in) { return cross_attention.branch.step_cross(in, memory_kv, memory_mask); }, site);
+        Var<T, B> h = self_attention.wrap(x, [&](const Var<T, B>& in) { return self_attention.branch.step(in, self_kv, t, resample_from); }, site);
+        h = cross_attention.wrap(h, [&](const Var<T, B>& in) { return cross_attention.branch.step_cross(in, memory_kv, memory_mask, site); }, site);
         return feed_forward.wrap(h, [&](const Var<T, B>& in) { return feed_forward.branch(in); }, site);
     }
 
@@ -4353,14 +4492,15 @@ public:
     }
 
 private:
-    // whether a decoder sub-layer is switched off with the resample kind (the row map is only
-    // built then)
+    // whether a decoder sub-layer or head is switched off with the resample kind (the row map
+    // is only built then)
     [[nodiscard]] bool resampling() const {
         for (int l = 0; l < model_->decoder->depth; ++l) {
             const auto& layer = model_->decoder->layer(l);
             const residual_base* subs[] = {&layer.self_attention, &layer.cross_attention, &layer.feed_forward};
             for (const residual_base* r : subs)
                 if (!r->enabled && r->ablation == ablation_kind::resample) return true;
+            if (layer.self_attention.branch.resamples_heads() || layer.cross_attention.branch.resamples_heads()) return true;
         }
         return false;
     }
@@ -7728,10 +7868,11 @@ act_result<T, B> ActEncoder<T, B, Policy>::operator()(const Var<T, B>& x, const 
 //   const auto imp = analysis::head_importance(model, heads, loss, batches);      // Michel et al.'s I_h
 //   const auto k = analysis::criticality(model, analysis::head_modules(model, &theta0, &thetaf).modules, theta0, thetaf, metric);
 //
-// A head is switched off by a zero gate on its output columns before the output projection
-// (MultiHeadAttention::set_head_gate), so contribution() and pruning_curve() take heads as they
-// take sub-layers (zero ablation: a head has no module of its own for the other kinds). A
-// head's parameters are slices (its rows of W_q, W_k, W_v and columns of W_o), not a name
+// A head is switched off on its output columns before the output projection
+// (MultiHeadAttention::set_head_off), with any ablation kind: zero, its mean output over a
+// reference set (record_ablation_means(heads.modules, ...) first), or another sequence's
+// output (resample). So contribution() and pruning_curve() take heads as they take sub-layers,
+// with the same options. A head's parameters are slices (its rows of W_q, W_k, W_v and columns of W_o), not a name
 // prefix: given θ⁰ and θᶠ, head_modules gives each head an interpolate function, so
 // criticality() moves exactly those slices; rewinding and pruning's parameter counts refuse
 // or skip heads.
@@ -7759,6 +7900,7 @@ act_result<T, B> ActEncoder<T, B, Policy>::operator()(const Var<T, B>& x, const 
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <numeric>
 #include <optional>
 #include <ostream>
@@ -7889,9 +8031,10 @@ struct module_ref {
     /// Whether the model holding the module is in training mode (set by default_modules):
     /// the analyses that evaluate a metric refuse a model with dropout on.
     std::function<bool()> training;
-    /// The residual sub-layer behind the module (set by default_modules): the ablation kinds
-    /// other than zero act on it. Null for a hand-built module, which only knows zero.
-    nn::residual_base* sublayer = nullptr;
+    /// What the ablation kinds other than zero act on: the residual sub-layer behind the
+    /// module (default_modules) or the head (head_modules). Null for a hand-built module,
+    /// which only knows zero.
+    std::shared_ptr<nn::ablation_target> target;
     /// For a module whose parameters are not a name prefix (an attention head's slices):
     /// interpolate(α) sets them to (1 − α)θ⁰ + αθᶠ, α = 1 writes θᶠ back. Criticality uses it
     /// instead of `prefix` when set; rewinding and pruning's counts still need a prefix.
@@ -7962,7 +8105,7 @@ std::vector<module_ref> default_modules(Model& model, std::optional<bool> norm_f
         m.prefix = name;
         nn::residual_base* sub = r;
         m.ablate = [sub](bool off) { sub->enabled = !off; };
-        m.sublayer = sub;
+        m.target = std::shared_ptr<nn::ablation_target>(std::shared_ptr<nn::ablation_target>(), sub);  // not owned: the model's
         if (!pre_ln) m.kept_prefixes.push_back(name + ".norm");
         m.training = [&base] { return base.is_training(); };
         out.push_back(std::move(m));
@@ -8003,9 +8146,9 @@ index_t parameters_removed(const nn::Module<T, B>& model, const std::vector<modu
 /// mean without a recorded mean.
 inline void check_ablation(const module_ref& m, nn::ablation_kind kind) {
     if (kind == nn::ablation_kind::zero) return;
-    DEPTHLAB_CHECK(m.sublayer != nullptr, usage_error, "ablation: module '", m.name, "' is not a residual sub-layer; only zero ablation applies to it, not ",
+    DEPTHLAB_CHECK(m.target != nullptr, usage_error, "ablation: module '", m.name, "' is not a residual sub-layer or a head; only zero ablation applies to it, not ",
                    nn::to_string(kind));
-    DEPTHLAB_CHECK(kind != nn::ablation_kind::mean || m.sublayer->has_mean(), usage_error, "ablation: module '", m.name,
+    DEPTHLAB_CHECK(kind != nn::ablation_kind::mean || m.target->means().has_mean(), usage_error, "ablation: module '", m.name,
                    "' has no recorded mean output for mean ablation (analysis::record_ablation_means first)");
 }
 
@@ -8025,7 +8168,7 @@ public:
         DEPTHLAB_CHECK(static_cast<bool>(m.ablate), usage_error, "ablation: module '", m.name, "' has no ablate function");
         check_ablation(m, kind);
         off_.push_back(&m);  // before the calls: a half-done ablate(true) is undone too
-        if (m.sublayer) m.sublayer->ablation = kind;
+        if (m.target) m.target->set_ablation(kind);
         m.ablate(true);
     }
     /// Switches every module on again now.
@@ -8035,7 +8178,7 @@ public:
                 off_.back()->ablate(false);
             } catch (...) {
             }
-            if (off_.back()->sublayer) off_.back()->sublayer->ablation = nn::ablation_kind::zero;
+            if (off_.back()->target) off_.back()->target->set_ablation(nn::ablation_kind::zero);
             off_.pop_back();
         }
     }
@@ -8045,20 +8188,22 @@ private:
     std::vector<const module_ref*> off_;
 };
 
-/// Records the mean output of every module's sub-layer, per position and feature, over the
-/// reference forward passes forward(0), ..., forward(batches − 1) (the caller's: e.g. the
-/// model on N training batches, teacher-forced, in eval mode), for mean ablation. Modules
-/// without a sub-layer are skipped. On an exception no partial mean is kept.
+/// Records the mean output of every module (its sub-layer's, or its head's), per position and
+/// feature, over the reference forward passes forward(0), ..., forward(batches − 1) (the
+/// caller's: e.g. the model on N training batches, teacher-forced, in eval mode), for mean
+/// ablation. Modules without a target are skipped. On an exception no partial mean is kept.
 inline void record_ablation_means(const std::vector<module_ref>& modules, std::size_t batches, const std::function<void(std::size_t)>& forward) {
     DEPTHLAB_CHECK(batches >= 1, usage_error, "record_ablation_means: ", batches, " reference batches (at least 1)");
     DEPTHLAB_CHECK(static_cast<bool>(forward), usage_error, "record_ablation_means: no reference forward function");
-    std::vector<nn::residual_base*> subs;
+    std::vector<nn::mean_recording*> subs;  // each recorder once (the heads of an attention share one)
     for (const auto& m : modules) {
-        DEPTHLAB_CHECK(!m.sublayer || m.sublayer->enabled, usage_error, "record_ablation_means: module '", m.name, "' is switched off");
-        if (m.sublayer && std::find(subs.begin(), subs.end(), m.sublayer) == subs.end()) subs.push_back(m.sublayer);
+        if (!m.target) continue;
+        DEPTHLAB_CHECK(m.target->is_on(), usage_error, "record_ablation_means: module '", m.name, "' is switched off");
+        nn::mean_recording* r = &m.target->means();
+        if (std::find(subs.begin(), subs.end(), r) == subs.end()) subs.push_back(r);
     }
     struct recording {
-        std::vector<nn::residual_base*>& subs;
+        std::vector<nn::mean_recording*>& subs;
         bool done = false;
         ~recording() {
             if (!done)
@@ -8129,22 +8274,15 @@ struct head_set {
 };
 
 namespace detail {
-// The switched-off heads of one attention, applied as its head gate (none off: no gate).
+// One head of an attention as the target of the ablation kinds.
 template <class T, class B>
-struct head_switches {
+struct head_target final : nn::ablation_target {
     nn::MultiHeadAttention<T, B>* attention;
-    std::vector<char> off;
-    void apply() const {
-        if (std::none_of(off.begin(), off.end(), [](char c) { return c != 0; })) {
-            attention->set_head_gate(Var<T, B>());
-            return;
-        }
-        const index_t D = attention->config().dim, width = D / static_cast<index_t>(off.size());
-        std::vector<T> gate(static_cast<std::size_t>(D), T(1));
-        for (index_t c = 0; c < D; ++c)
-            if (off[static_cast<std::size_t>(c / width)]) gate[static_cast<std::size_t>(c)] = T(0);
-        attention->set_head_gate(Var<T, B>::constant(Tensor<T, B>::from({D}, gate)));
-    }
+    int head;
+    head_target(nn::MultiHeadAttention<T, B>* a, int h) : attention(a), head(h) {}
+    void set_ablation(nn::ablation_kind kind) override { attention->set_head_ablation(head, kind); }
+    [[nodiscard]] bool is_on() const override { return attention->head_on(head); }
+    [[nodiscard]] nn::mean_recording& means() override { return *attention; }
 };
 
 // Head h's slices of an attention's parameters, named under `sublayer`: its rows of W_q, W_k,
@@ -8185,20 +8323,16 @@ head_set<T, B> head_modules(nn::Module<T, B>& model, const nn::Snapshot<T, B>* i
     for (auto& [name, r] : nn::sublayers(model)) {
         auto* res = dynamic_cast<nn::Residual<nn::MultiHeadAttention<T, B>, T, B>*>(r);
         if (!res) continue;
-        auto state = std::make_shared<detail::head_switches<T, B>>();
-        state->attention = &res->branch;
-        const int H = res->branch.config().heads;
-        state->off.assign(static_cast<std::size_t>(H), 0);
+        nn::MultiHeadAttention<T, B>* attention = &res->branch;
+        const int H = attention->config().heads;
         const auto [type, layer] = paper_type(name, r->type);
         for (int h = 0; h < H; ++h) {
             module_ref m;
             m.name = name + ".head" + std::to_string(h);
             m.type = type;
             m.layer = layer;
-            m.ablate = [state, h](bool off) {
-                state->off[static_cast<std::size_t>(h)] = off ? 1 : 0;
-                state->apply();
-            };
+            m.ablate = [attention, h](bool off) { attention->set_head_off(h, off); };
+            m.target = std::make_shared<detail::head_target<T, B>>(attention, h);
             m.training = [&model] { return model.is_training(); };
             if (initial) {
                 const std::string sub = name;  // (a copy: clang 14 cannot capture a structured binding)
@@ -8207,7 +8341,7 @@ head_set<T, B> head_modules(nn::Module<T, B>& model, const nn::Snapshot<T, B>* i
             out.modules.push_back(std::move(m));
             out.sublayer.push_back(name);
             out.head.push_back(h);
-            out.attention.push_back(&res->branch);
+            out.attention.push_back(attention);
         }
     }
     DEPTHLAB_CHECK(!out.modules.empty(), usage_error, "head_modules: the model has no attention sub-layers");
@@ -8228,7 +8362,8 @@ std::vector<double> head_importance(nn::Module<T, B>& model, const head_set<T, B
     for (auto* a : heads.attention)
         if (std::find(attns.begin(), attns.end(), a) == attns.end()) attns.push_back(a);
     for (auto* a : attns)
-        DEPTHLAB_CHECK(!a->head_gate().defined(), usage_error, "head_importance: a head of the model is switched off (or gated); switch every head on first");
+        DEPTHLAB_CHECK(!a->head_gate().defined() && a->heads_off() == 0, usage_error,
+                       "head_importance: a head of the model is switched off (or gated); switch every head on first");
     struct cleanup {
         std::vector<nn::MultiHeadAttention<T, B>*>& attns;
         nn::Module<T, B>& model;
@@ -20868,13 +21003,18 @@ struct head_scores {
     std::vector<std::string> sublayer;
     std::vector<int> head;
     std::vector<std::pair<std::string, std::vector<double>>> scores;  // ("contribution", ...), ...
+    nn::ablation_kind ablation = nn::ablation_kind::zero;             // what a switched-off head output (contribution, pruning)
 };
 
 /// "Attention heads": one heat map per score, a row per attention sub-layer, a column per
 /// head; a score outside [0, 1] (the gradient importance) is drawn on [0, its maximum].
 inline void heads_section(html_page& page, const head_scores& h) {
     page.section("Attention heads");
-    page.paragraph("Each head is scored as the sub-layers are: contribution (its output gated to zero before the output projection), "
+    const std::string off = h.ablation == nn::ablation_kind::mean       ? "replaced by its mean over the reference batches"
+                            : h.ablation == nn::ablation_kind::resample ? "replaced by its output for the next sentence of the batch"
+                                                                        : "set to zero";
+    page.paragraph("Each head is scored as the sub-layers are: contribution (" + std::string(nn::to_string(h.ablation)) + " ablation: its output " + off +
+                   " before the output projection), "
                    "criticality (its rows of W_q, W_k, W_v and columns of W_o moved towards θ⁰) and Michel et al.'s gradient importance "
                    "(Σ |∂L/∂ξ_h| of a gate ξ_h = 1 on its output, over teacher-forced training batches).");
     std::vector<std::string> rows;

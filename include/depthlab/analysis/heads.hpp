@@ -7,10 +7,11 @@
 //   const auto imp = analysis::head_importance(model, heads, loss, batches);      // Michel et al.'s I_h
 //   const auto k = analysis::criticality(model, analysis::head_modules(model, &theta0, &thetaf).modules, theta0, thetaf, metric);
 //
-// A head is switched off by a zero gate on its output columns before the output projection
-// (MultiHeadAttention::set_head_gate), so contribution() and pruning_curve() take heads as they
-// take sub-layers (zero ablation: a head has no module of its own for the other kinds). A
-// head's parameters are slices (its rows of W_q, W_k, W_v and columns of W_o), not a name
+// A head is switched off on its output columns before the output projection
+// (MultiHeadAttention::set_head_off), with any ablation kind: zero, its mean output over a
+// reference set (record_ablation_means(heads.modules, ...) first), or another sequence's
+// output (resample). So contribution() and pruning_curve() take heads as they take sub-layers,
+// with the same options. A head's parameters are slices (its rows of W_q, W_k, W_v and columns of W_o), not a name
 // prefix: given θ⁰ and θᶠ, head_modules gives each head an interpolate function, so
 // criticality() moves exactly those slices; rewinding and pruning's parameter counts refuse
 // or skip heads.
@@ -40,22 +41,15 @@ struct head_set {
 };
 
 namespace detail {
-// The switched-off heads of one attention, applied as its head gate (none off: no gate).
+// One head of an attention as the target of the ablation kinds.
 template <class T, class B>
-struct head_switches {
+struct head_target final : nn::ablation_target {
     nn::MultiHeadAttention<T, B>* attention;
-    std::vector<char> off;
-    void apply() const {
-        if (std::none_of(off.begin(), off.end(), [](char c) { return c != 0; })) {
-            attention->set_head_gate(Var<T, B>());
-            return;
-        }
-        const index_t D = attention->config().dim, width = D / static_cast<index_t>(off.size());
-        std::vector<T> gate(static_cast<std::size_t>(D), T(1));
-        for (index_t c = 0; c < D; ++c)
-            if (off[static_cast<std::size_t>(c / width)]) gate[static_cast<std::size_t>(c)] = T(0);
-        attention->set_head_gate(Var<T, B>::constant(Tensor<T, B>::from({D}, gate)));
-    }
+    int head;
+    head_target(nn::MultiHeadAttention<T, B>* a, int h) : attention(a), head(h) {}
+    void set_ablation(nn::ablation_kind kind) override { attention->set_head_ablation(head, kind); }
+    [[nodiscard]] bool is_on() const override { return attention->head_on(head); }
+    [[nodiscard]] nn::mean_recording& means() override { return *attention; }
 };
 
 // Head h's slices of an attention's parameters, named under `sublayer`: its rows of W_q, W_k,
@@ -96,20 +90,16 @@ head_set<T, B> head_modules(nn::Module<T, B>& model, const nn::Snapshot<T, B>* i
     for (auto& [name, r] : nn::sublayers(model)) {
         auto* res = dynamic_cast<nn::Residual<nn::MultiHeadAttention<T, B>, T, B>*>(r);
         if (!res) continue;
-        auto state = std::make_shared<detail::head_switches<T, B>>();
-        state->attention = &res->branch;
-        const int H = res->branch.config().heads;
-        state->off.assign(static_cast<std::size_t>(H), 0);
+        nn::MultiHeadAttention<T, B>* attention = &res->branch;
+        const int H = attention->config().heads;
         const auto [type, layer] = paper_type(name, r->type);
         for (int h = 0; h < H; ++h) {
             module_ref m;
             m.name = name + ".head" + std::to_string(h);
             m.type = type;
             m.layer = layer;
-            m.ablate = [state, h](bool off) {
-                state->off[static_cast<std::size_t>(h)] = off ? 1 : 0;
-                state->apply();
-            };
+            m.ablate = [attention, h](bool off) { attention->set_head_off(h, off); };
+            m.target = std::make_shared<detail::head_target<T, B>>(attention, h);
             m.training = [&model] { return model.is_training(); };
             if (initial) {
                 const std::string sub = name;  // (a copy: clang 14 cannot capture a structured binding)
@@ -118,7 +108,7 @@ head_set<T, B> head_modules(nn::Module<T, B>& model, const nn::Snapshot<T, B>* i
             out.modules.push_back(std::move(m));
             out.sublayer.push_back(name);
             out.head.push_back(h);
-            out.attention.push_back(&res->branch);
+            out.attention.push_back(attention);
         }
     }
     DEPTHLAB_CHECK(!out.modules.empty(), usage_error, "head_modules: the model has no attention sub-layers");
@@ -139,7 +129,8 @@ std::vector<double> head_importance(nn::Module<T, B>& model, const head_set<T, B
     for (auto* a : heads.attention)
         if (std::find(attns.begin(), attns.end(), a) == attns.end()) attns.push_back(a);
     for (auto* a : attns)
-        DEPTHLAB_CHECK(!a->head_gate().defined(), usage_error, "head_importance: a head of the model is switched off (or gated); switch every head on first");
+        DEPTHLAB_CHECK(!a->head_gate().defined() && a->heads_off() == 0, usage_error,
+                       "head_importance: a head of the model is switched off (or gated); switch every head on first");
     struct cleanup {
         std::vector<nn::MultiHeadAttention<T, B>*>& attns;
         nn::Module<T, B>& model;

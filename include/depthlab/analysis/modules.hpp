@@ -14,6 +14,7 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <numeric>
 #include <optional>
 #include <ostream>
@@ -55,9 +56,10 @@ struct module_ref {
     /// Whether the model holding the module is in training mode (set by default_modules):
     /// the analyses that evaluate a metric refuse a model with dropout on.
     std::function<bool()> training;
-    /// The residual sub-layer behind the module (set by default_modules): the ablation kinds
-    /// other than zero act on it. Null for a hand-built module, which only knows zero.
-    nn::residual_base* sublayer = nullptr;
+    /// What the ablation kinds other than zero act on: the residual sub-layer behind the
+    /// module (default_modules) or the head (head_modules). Null for a hand-built module,
+    /// which only knows zero.
+    std::shared_ptr<nn::ablation_target> target;
     /// For a module whose parameters are not a name prefix (an attention head's slices):
     /// interpolate(α) sets them to (1 − α)θ⁰ + αθᶠ, α = 1 writes θᶠ back. Criticality uses it
     /// instead of `prefix` when set; rewinding and pruning's counts still need a prefix.
@@ -128,7 +130,7 @@ std::vector<module_ref> default_modules(Model& model, std::optional<bool> norm_f
         m.prefix = name;
         nn::residual_base* sub = r;
         m.ablate = [sub](bool off) { sub->enabled = !off; };
-        m.sublayer = sub;
+        m.target = std::shared_ptr<nn::ablation_target>(std::shared_ptr<nn::ablation_target>(), sub);  // not owned: the model's
         if (!pre_ln) m.kept_prefixes.push_back(name + ".norm");
         m.training = [&base] { return base.is_training(); };
         out.push_back(std::move(m));
@@ -169,9 +171,9 @@ index_t parameters_removed(const nn::Module<T, B>& model, const std::vector<modu
 /// mean without a recorded mean.
 inline void check_ablation(const module_ref& m, nn::ablation_kind kind) {
     if (kind == nn::ablation_kind::zero) return;
-    DEPTHLAB_CHECK(m.sublayer != nullptr, usage_error, "ablation: module '", m.name, "' is not a residual sub-layer; only zero ablation applies to it, not ",
+    DEPTHLAB_CHECK(m.target != nullptr, usage_error, "ablation: module '", m.name, "' is not a residual sub-layer or a head; only zero ablation applies to it, not ",
                    nn::to_string(kind));
-    DEPTHLAB_CHECK(kind != nn::ablation_kind::mean || m.sublayer->has_mean(), usage_error, "ablation: module '", m.name,
+    DEPTHLAB_CHECK(kind != nn::ablation_kind::mean || m.target->means().has_mean(), usage_error, "ablation: module '", m.name,
                    "' has no recorded mean output for mean ablation (analysis::record_ablation_means first)");
 }
 
@@ -191,7 +193,7 @@ public:
         DEPTHLAB_CHECK(static_cast<bool>(m.ablate), usage_error, "ablation: module '", m.name, "' has no ablate function");
         check_ablation(m, kind);
         off_.push_back(&m);  // before the calls: a half-done ablate(true) is undone too
-        if (m.sublayer) m.sublayer->ablation = kind;
+        if (m.target) m.target->set_ablation(kind);
         m.ablate(true);
     }
     /// Switches every module on again now.
@@ -201,7 +203,7 @@ public:
                 off_.back()->ablate(false);
             } catch (...) {
             }
-            if (off_.back()->sublayer) off_.back()->sublayer->ablation = nn::ablation_kind::zero;
+            if (off_.back()->target) off_.back()->target->set_ablation(nn::ablation_kind::zero);
             off_.pop_back();
         }
     }
@@ -211,20 +213,22 @@ private:
     std::vector<const module_ref*> off_;
 };
 
-/// Records the mean output of every module's sub-layer, per position and feature, over the
-/// reference forward passes forward(0), ..., forward(batches − 1) (the caller's: e.g. the
-/// model on N training batches, teacher-forced, in eval mode), for mean ablation. Modules
-/// without a sub-layer are skipped. On an exception no partial mean is kept.
+/// Records the mean output of every module (its sub-layer's, or its head's), per position and
+/// feature, over the reference forward passes forward(0), ..., forward(batches − 1) (the
+/// caller's: e.g. the model on N training batches, teacher-forced, in eval mode), for mean
+/// ablation. Modules without a target are skipped. On an exception no partial mean is kept.
 inline void record_ablation_means(const std::vector<module_ref>& modules, std::size_t batches, const std::function<void(std::size_t)>& forward) {
     DEPTHLAB_CHECK(batches >= 1, usage_error, "record_ablation_means: ", batches, " reference batches (at least 1)");
     DEPTHLAB_CHECK(static_cast<bool>(forward), usage_error, "record_ablation_means: no reference forward function");
-    std::vector<nn::residual_base*> subs;
+    std::vector<nn::mean_recording*> subs;  // each recorder once (the heads of an attention share one)
     for (const auto& m : modules) {
-        DEPTHLAB_CHECK(!m.sublayer || m.sublayer->enabled, usage_error, "record_ablation_means: module '", m.name, "' is switched off");
-        if (m.sublayer && std::find(subs.begin(), subs.end(), m.sublayer) == subs.end()) subs.push_back(m.sublayer);
+        if (!m.target) continue;
+        DEPTHLAB_CHECK(m.target->is_on(), usage_error, "record_ablation_means: module '", m.name, "' is switched off");
+        nn::mean_recording* r = &m.target->means();
+        if (std::find(subs.begin(), subs.end(), r) == subs.end()) subs.push_back(r);
     }
     struct recording {
-        std::vector<nn::residual_base*>& subs;
+        std::vector<nn::mean_recording*>& subs;
         bool done = false;
         ~recording() {
             if (!done)

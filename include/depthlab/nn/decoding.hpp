@@ -214,14 +214,15 @@ public:
     }
 
 private:
-    // whether a decoder sub-layer is switched off with the resample kind (the row map is only
-    // built then)
+    // whether a decoder sub-layer or head is switched off with the resample kind (the row map
+    // is only built then)
     [[nodiscard]] bool resampling() const {
         for (int l = 0; l < model_->decoder->depth; ++l) {
             const auto& layer = model_->decoder->layer(l);
             const residual_base* subs[] = {&layer.self_attention, &layer.cross_attention, &layer.feed_forward};
             for (const residual_base* r : subs)
                 if (!r->enabled && r->ablation == ablation_kind::resample) return true;
+            if (layer.self_attention.branch.resamples_heads() || layer.cross_attention.branch.resamples_heads()) return true;
         }
         return false;
     }

@@ -10,6 +10,7 @@
 // owns its branch and its LayerNorm (parameters under that name), and can be switched off:
 // then its branch outputs zero and only the residual path remains — in a post-LN layer the
 // LayerNorm still normalises that path (y = LN(x)); in a pre-LN layer y = x.
+#include <algorithm>
 #include <cmath>
 #include <concepts>
 #include <cstdint>
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "depthlab/autodiff/attention.hpp"
+#include "depthlab/nn/ablation.hpp"
 #include "depthlab/nn/layers.hpp"
 
 namespace depthlab::nn {
@@ -118,11 +120,14 @@ Tensor<T, B> causal_padding_mask(const std::vector<index_t>& lengths, index_t T_
 
 // ---- attention ----
 /// Multi-head attention with PyTorch's parameter layout: in_proj_weight (3D, D) packs
-/// W_q, W_k, W_v; out_proj is a Linear(D, D).
+/// W_q, W_k, W_v; out_proj is a Linear(D, D). Its heads are units of the analyses: each can
+/// be switched off with any ablation kind (set_head_off, set_head_ablation) or scaled by a
+/// gate (set_head_gate), acting on its head_dim columns before the output projection.
 template <class T, class B = backend::cpu>
-class MultiHeadAttention : public Module<T, B> {
+class MultiHeadAttention : public Module<T, B>, public mean_recording {
 public:
-    MultiHeadAttention(const transformer_config& cfg, Generator& gen) : cfg_(cfg), rng_(&gen) {
+    MultiHeadAttention(const transformer_config& cfg, Generator& gen)
+        : head_off_(static_cast<std::size_t>(cfg.heads), false), head_kind_(static_cast<std::size_t>(cfg.heads), ablation_kind::zero), cfg_(cfg), rng_(&gen) {
         cfg.validate("MultiHeadAttention");
         const index_t D = cfg.dim;
         Tensor<T, B> w = cfg.init == init_scheme::bert
@@ -154,7 +159,8 @@ public:
     /// row. Writes this position's [K | V] at index t, then the query attends over positions
     /// 0..t (no mask needed: every cached position precedes it). Returns (N, 1, D); equals
     /// row t of the full causal self-attention over positions 0..t. No dropout, no gradient.
-    Var<T, B> step(const Var<T, B>& x, Tensor<T, B>& kv_cache, index_t t) const {
+    /// `resample_from`: the rows resample-ablated heads take their output from.
+    Var<T, B> step(const Var<T, B>& x, Tensor<T, B>& kv_cache, index_t t, std::span<const std::int64_t> resample_from = {}) const {
         using P = primitives<B>;
         const index_t D = cfg_.dim;
         const Shape& sx = x.shape();
@@ -185,7 +191,7 @@ public:
                           .batch = heads, .stride_a = Tk, .stride_b = head_dim, .stride_c = head_dim,
                           .batch2 = rows, .stride_a2 = heads * Tk, .stride_b2 = cap * cache_width, .stride_c2 = D},
                 T(1), probs.data(), kv_cache.data() + D, T(0), out.data());
-        return project_out(Var<T, B>::constant(std::move(out)));
+        return project_out(Var<T, B>::constant(std::move(out)), {.first_position = t, .resample_from = resample_from});
     }
     /// [K | V] of a memory (N, Tk, D) for cross-attention: (N, Tk, 2D). Computed once per
     /// source sentence, then used by every step_cross.
@@ -195,39 +201,114 @@ public:
     }
     /// Cross-attention of x (N, Tq, D) over a projected memory (project_memory: (N, Tk, 2D));
     /// mask additive, broadcastable to (N, H, Tq, Tk). Same result as operator()(x, memory,
-    /// mask) in eval mode.
-    Var<T, B> step_cross(const Var<T, B>& x, const Tensor<T, B>& memory_kv, const Tensor<T, B>& mask) const {
+    /// mask) in eval mode. `site`: where x's rows and first position are (ablated heads).
+    Var<T, B> step_cross(const Var<T, B>& x, const Tensor<T, B>& memory_kv, const Tensor<T, B>& mask, const ablation_site& site = {}) const {
         const index_t D = cfg_.dim;
         DEPTHLAB_CHECK(memory_kv.rank() == 3 && memory_kv.dim(2) == 2 * D, shape_error, "MultiHeadAttention::step_cross: projected memory ",
                        memory_kv.shape(), " (expected (N, Tk, ", 2 * D, "))");
         const Var<T, B> q = linear(x, slice(in_proj_weight, 0, 0, D), slice(in_proj_bias, 0, 0, D));
         const Var<T, B> kv = Var<T, B>::constant(memory_kv);
-        return project_out(attention<T, B>({q, 0}, {kv, 0}, {kv, D}, D, options(), mask, rng_));
+        return project_out(attention<T, B>({q, 0}, {kv, 0}, {kv, D}, D, options(), mask, rng_), site);
     }
 
     [[nodiscard]] const transformer_config& config() const { return cfg_; }
-    /// out_proj of the heads' outputs (N, T, D), each head's head_dim columns first scaled by
-    /// its gate when head_gate is set.
-    Var<T, B> project_out(const Var<T, B>& heads) const { return (*out_proj)(head_gate_.defined() ? mul(heads, head_gate_) : heads); }
-    /// The analyses' per-head gate ξ, (D,): head h's columns hold ξ_h (0: the head switched
-    /// off; a parameter of ones: Michel et al.'s gradient importance). Undefined by default:
-    /// no gate and no extra op. Not a parameter of the model (never saved or trained).
+    /// out_proj of the heads' outputs (N, T, D) (or (rows, D)): each head's head_dim columns
+    /// first scaled by its gate when head_gate is set, and a switched-off head's replaced as
+    /// its ablation kind says (`site`: where the rows are, for the mean and resample kinds).
+    Var<T, B> project_out(const Var<T, B>& heads, const ablation_site& site = {}) const {
+        if (mean_.recording()) mean_.add(heads.value(), cfg_.dim, "attention heads'");
+        Var<T, B> h = head_gate_.defined() ? mul(heads, head_gate_) : heads;
+        if (!off_.zeroed.defined()) return (*out_proj)(h);
+        h = mul(h, Var<T, B>::constant(off_.zeroed));
+        if (off_.mean.defined() || off_.resample.defined())
+            DEPTHLAB_CHECK(heads.shape().rank() == 3, shape_error, "MultiHeadAttention: mean- or resample-ablated heads need (N, T, D) head outputs, got ",
+                           heads.shape());
+        if (off_.mean.defined()) h = h + mul(mean_.at(site.first_position, heads.shape()[1], "attention head"), Var<T, B>::constant(off_.mean));
+        if (off_.resample.defined())
+            h = h + mul(gather_rows(heads, std::span<const std::int64_t>(resample_rows(site, heads.shape()[0]))), Var<T, B>::constant(off_.resample));
+        return (*out_proj)(h);
+    }
+    /// The analyses' per-head gate ξ, (D,): head h's columns hold ξ_h (a parameter of ones:
+    /// Michel et al.'s gradient importance). Undefined by default: no gate and no extra op.
+    /// Not a parameter of the model (never saved or trained).
     void set_head_gate(Var<T, B> gate) {
         DEPTHLAB_CHECK(!gate.defined() || gate.shape() == Shape{cfg_.dim}, shape_error, "MultiHeadAttention::set_head_gate: gate ", gate.shape(),
                        ", expected (", cfg_.dim, ")");
         head_gate_ = std::move(gate);
-        ++gate_version_;
+        ++head_version_;
     }
     [[nodiscard]] const Var<T, B>& head_gate() const { return head_gate_; }
-    /// Counts set_head_gate calls: a cache of this attention's outputs compares it.
-    [[nodiscard]] std::uint64_t gate_version() const { return gate_version_; }
+    /// Switches head h off (its output replaced as set_head_ablation says; zero by default)
+    /// or on again.
+    void set_head_off(int h, bool off) {
+        check_head(h, "set_head_off");
+        head_off_[static_cast<std::size_t>(h)] = off;
+        update_head_masks();
+    }
+    /// What head h outputs while it is switched off.
+    void set_head_ablation(int h, ablation_kind kind) {
+        check_head(h, "set_head_ablation");
+        head_kind_[static_cast<std::size_t>(h)] = kind;
+        update_head_masks();
+    }
+    [[nodiscard]] bool head_on(int h) const {
+        check_head(h, "head_on");
+        return !head_off_[static_cast<std::size_t>(h)];
+    }
+    /// Heads switched off now.
+    [[nodiscard]] int heads_off() const { return static_cast<int>(std::count(head_off_.begin(), head_off_.end(), true)); }
+    /// Counts changes of the head gate, the heads switched off, their kinds and their recorded
+    /// mean: a cache of this attention's outputs compares it.
+    [[nodiscard]] std::uint64_t head_version() const { return head_version_ + mean_.generation(); }
+    /// Whether a head is switched off with the resample kind now (decoding builds the row map
+    /// only then).
+    [[nodiscard]] bool resamples_heads() const { return off_.resample.defined(); }
+
+    // mean_recording: the heads' outputs (N, T, D) before the output projection, every head
+    // on (the mean of a head is its columns)
+    void record_mean(bool on) override {
+        if (on) mean_.start();
+        else mean_.finish(cfg_.dim, "attention heads'");
+    }
+    void discard_recording() noexcept override { mean_.discard(); }
+    [[nodiscard]] bool has_mean() const override { return mean_.defined(); }
 
     Var<T, B> in_proj_weight, in_proj_bias;
     Linear<T, B>* out_proj;
 
 private:
+    void check_head(int h, const char* what) const {
+        DEPTHLAB_CHECK(h >= 0 && h < cfg_.heads, index_error, "MultiHeadAttention::", what, ": head ", h, " of ", cfg_.heads);
+    }
+    // the columns of the switched-off heads, as (D,) masks: `zeroed` 0 on every one of them
+    // (1 elsewhere), `mean` and `resample` 1 on those of that kind; undefined when none
+    void update_head_masks() {
+        ++head_version_;
+        off_ = {};
+        if (heads_off() == 0) return;
+        const index_t D = cfg_.dim, width = D / cfg_.heads;
+        std::vector<T> zeroed(static_cast<std::size_t>(D), T(1)), mean(static_cast<std::size_t>(D), T(0)), resample(mean);
+        for (index_t c = 0; c < D; ++c) {
+            const auto h = static_cast<std::size_t>(c / width);
+            if (!head_off_[h]) continue;
+            zeroed[static_cast<std::size_t>(c)] = T(0);
+            if (head_kind_[h] == ablation_kind::mean) mean[static_cast<std::size_t>(c)] = T(1);
+            if (head_kind_[h] == ablation_kind::resample) resample[static_cast<std::size_t>(c)] = T(1);
+        }
+        const auto mask_of = [D](const std::vector<T>& v) { return std::find(v.begin(), v.end(), T(1)) != v.end() ? Tensor<T, B>::from({D}, v) : Tensor<T, B>(); };
+        off_.zeroed = Tensor<T, B>::from({D}, zeroed);
+        off_.mean = mask_of(mean);
+        off_.resample = mask_of(resample);
+    }
+
     Var<T, B> head_gate_;
-    std::uint64_t gate_version_ = 0;
+    std::vector<bool> head_off_;
+    std::vector<ablation_kind> head_kind_;
+    struct head_masks {
+        Tensor<T, B> zeroed, mean, resample;
+    } off_;
+    mutable output_mean<T, B> mean_;
+    std::uint64_t head_version_ = 0;
     attention_options options() const {
         return {.heads = cfg_.heads, .scale = 0, .dropout = this->is_training() ? cfg_.attention_dropout : 0.0};
     }
@@ -268,48 +349,15 @@ inline const char* to_string(sublayer_type t) {
     }
 }
 
-/// What a switched-off sub-layer's branch outputs instead (the analyses' ablation kinds):
-///   zero      nothing: y = LN(x) post-LN, y = x pre-LN (the residual path alone);
-///   mean      its mean output over a reference set, per position and feature
-///             (residual_base::record_mean; a position the reference never reached takes
-///             the mean over all positions);
-///   resample  its output for another input of the same batch: sequence b takes the output
-///             computed for sequence b + 1 (cyclically; see ablation_site for decoding).
-enum class ablation_kind { zero, mean, resample };
-inline const char* to_string(ablation_kind k) {
-    switch (k) {
-        case ablation_kind::mean: return "mean";
-        case ablation_kind::resample: return "resample";
-        default: return "zero";
-    }
-}
-/// "zero", "mean" or "resample"; usage_error naming `what` (a flag or key) otherwise.
-inline ablation_kind parse_ablation_kind(const std::string& s, const std::string& what = "ablation") {
-    for (const ablation_kind k : {ablation_kind::zero, ablation_kind::mean, ablation_kind::resample})
-        if (s == to_string(k)) return k;
-    throw usage_error(what + ": '" + s + "' is not an ablation kind (zero, mean or resample)");
-}
-
-/// Where a sub-layer's rows are, for the ablation kinds that depend on it.
-struct ablation_site {
-    index_t first_position = 0;                     // the position of x's first column (incremental decoding: t)
-    std::span<const std::int64_t> resample_from{};  // row r takes row resample_from[r]'s output (empty: row r + 1, cyclically)
-};
-
 /// What the analyses see of a sub-layer, whatever its branch type.
-struct residual_base {
+struct residual_base : ablation_target, mean_recording {
     sublayer_type type;
     bool enabled = true;                           // false: the branch is ablated ...
     ablation_kind ablation = ablation_kind::zero;  // ... and outputs this instead
     explicit residual_base(sublayer_type t) : type(t) {}
-    virtual ~residual_base() = default;
-    /// record_mean(true) starts summing the branch's outputs per position and feature (every
-    /// forward, over every sequence of the batch, padding positions as computed);
-    /// record_mean(false) stops and makes their mean the one `mean` ablation outputs.
-    virtual void record_mean(bool on) = 0;
-    /// Stops recording and keeps the previous mean, if any.
-    virtual void discard_recording() noexcept = 0;
-    [[nodiscard]] virtual bool has_mean() const = 0;
+    void set_ablation(ablation_kind kind) override { ablation = kind; }
+    [[nodiscard]] bool is_on() const override { return enabled; }
+    [[nodiscard]] mean_recording& means() override { return *this; }
     /// What the sub-layer outputs, as far as a cache of its results must know: switched on
     /// or off, the kind, and which recorded mean (counted up by each record_mean(false)).
     struct output_state {
@@ -318,13 +366,12 @@ struct residual_base {
         std::uint64_t mean_generation, branch_version;
         bool operator==(const output_state&) const = default;
     };
-    [[nodiscard]] output_state state() const { return {enabled, ablation, mean_generation_, branch_version()}; }
+    [[nodiscard]] output_state state() const { return {enabled, ablation, mean_generation(), branch_version()}; }
+    [[nodiscard]] virtual std::uint64_t mean_generation() const = 0;
     /// What else changes the branch's output without changing its parameters (an attention's
-    /// head gates: MultiHeadAttention::gate_version); 0 for a branch without such state.
+    /// head gates and head ablations: MultiHeadAttention::head_version); 0 for a branch
+    /// without such state.
     [[nodiscard]] virtual std::uint64_t branch_version() const = 0;
-
-protected:
-    std::uint64_t mean_generation_ = 0;
 };
 
 /// post-LN: y = LN(x + Drop(branch(x, ...)));  pre-LN: y = x + Drop(branch(LN(x), ...)).
@@ -352,7 +399,7 @@ public:
         const auto out = [&](const Var<T, B>& in) {
             if (enabled) {
                 Var<T, B> y = f(in);
-                if (recording_) record(y.value());
+                if (mean_.recording()) mean_.add(y.value(), cfg_.dim, to_string(type));
                 return dropout(y, p, *rng_, train);
             }
             return ablated(in, f, site);
@@ -365,88 +412,34 @@ public:
         return norm(x + out(x));
     }
     void record_mean(bool on) override {
-        if (on) {
-            recording_.emplace();
-            return;
-        }
-        DEPTHLAB_CHECK(recording_ && !recording_->count.empty(), usage_error, "record_mean: no ", to_string(type),
-                       " branch output was recorded (no forward pass ran while recording)");
-        const auto& r = *recording_;
-        const index_t P = static_cast<index_t>(r.count.size()), D = cfg_.dim;
-        std::vector<T> mean(static_cast<std::size_t>((P + 1) * D));
-        std::vector<double> pooled(static_cast<std::size_t>(D), 0.0);
-        std::int64_t total = 0;
-        for (index_t t = 0; t < P; ++t) {
-            total += r.count[static_cast<std::size_t>(t)];
-            for (index_t d = 0; d < D; ++d) {
-                const double v = r.sum[static_cast<std::size_t>(t * D + d)];
-                pooled[static_cast<std::size_t>(d)] += v;
-                mean[static_cast<std::size_t>(t * D + d)] = static_cast<T>(v / static_cast<double>(r.count[static_cast<std::size_t>(t)]));
-            }
-        }
-        for (index_t d = 0; d < D; ++d)
-            mean[static_cast<std::size_t>(P * D + d)] = static_cast<T>(pooled[static_cast<std::size_t>(d)] / static_cast<double>(total));
-        mean_ = Tensor<T, B>::from({P + 1, D}, mean);
-        ++mean_generation_;
-        recording_.reset();
+        if (on) mean_.start();
+        else mean_.finish(cfg_.dim, to_string(type));
     }
-    void discard_recording() noexcept override { recording_.reset(); }
+    void discard_recording() noexcept override { mean_.discard(); }
+    [[nodiscard]] bool has_mean() const override { return mean_.defined(); }
+    [[nodiscard]] std::uint64_t mean_generation() const override { return mean_.generation(); }
     [[nodiscard]] std::uint64_t branch_version() const override {
-        if constexpr (requires { branch.gate_version(); }) return branch.gate_version();
+        if constexpr (requires { branch.head_version(); }) return branch.head_version();
         else return 0;
     }
-    [[nodiscard]] bool has_mean() const override { return mean_.defined(); }
 
     Branch branch;
     LayerNorm<T, B> norm;
 
 private:
-    struct mean_sums {
-        std::vector<double> sum;          // (positions, D)
-        std::vector<std::int64_t> count;  // sequences summed at each position
-    };
-    // y: (N, T, D) branch outputs, summed on the host in double
-    void record(const Tensor<T, B>& y) const {
-        DEPTHLAB_CHECK(y.shape().rank() == 3 && y.dim(2) == cfg_.dim, shape_error, "record_mean: ", to_string(type), " branch output ", y.shape(),
-                       ", expected (N, T, ", cfg_.dim, ")");
-        const index_t D = cfg_.dim, Tn = y.dim(1), N = y.dim(0);
-        auto& r = *recording_;
-        if (static_cast<index_t>(r.count.size()) < Tn) {
-            r.count.resize(static_cast<std::size_t>(Tn), 0);
-            r.sum.resize(static_cast<std::size_t>(Tn * D), 0.0);
-        }
-        const std::vector<T> v = y.to_vector();
-        for (index_t t = 0; t < Tn; ++t) r.count[static_cast<std::size_t>(t)] += N;
-        for (index_t n = 0; n < N; ++n)
-            for (index_t i = 0; i < Tn * D; ++i) r.sum[static_cast<std::size_t>(i)] += static_cast<double>(v[static_cast<std::size_t>(n * Tn * D + i)]);
-    }
     // the output of an ablated branch for input `in` (N, T, D): its mean at the positions of
     // the site, or its output for the rows the site names
     template <class F>
     Var<T, B> ablated(const Var<T, B>& in, F& f, const ablation_site& site) const {
         const Shape& s = in.shape();
         DEPTHLAB_CHECK(s.rank() == 3, shape_error, "ablation: ", to_string(ablation), "-ablating a ", to_string(type), " sub-layer needs (N, T, D) inputs, got ", s);
-        const index_t rows = s[0], Tn = s[1];
-        if (ablation == ablation_kind::mean) {
-            DEPTHLAB_CHECK(mean_.defined(), usage_error, "ablation: a mean-ablated ", to_string(type),
-                           " sub-layer without a recorded mean (record_mean, or analysis::record_ablation_means)");
-            const index_t P = mean_.dim(0) - 1, p0 = site.first_position;
-            if (p0 + Tn <= P) return Var<T, B>::constant(mean_.slice(0, p0, p0 + Tn));  // (T, D), every position recorded: a view
-            std::vector<std::int64_t> at(static_cast<std::size_t>(Tn));
-            for (index_t t = 0; t < Tn; ++t) at[static_cast<std::size_t>(t)] = std::min(p0 + t, P);
-            return gather_rows(Var<T, B>::constant(mean_), std::span<const std::int64_t>(at));  // (T, D): broadcast over the rows
-        }
-        std::vector<std::int64_t> from(site.resample_from.begin(), site.resample_from.end());
-        if (from.empty())
-            for (index_t r = 0; r < rows; ++r) from.push_back((r + 1) % rows);
-        DEPTHLAB_CHECK(static_cast<index_t>(from.size()) == rows, shape_error, "ablation: resampling ", rows, " rows from a map of ", from.size());
-        return gather_rows(f(in), std::span<const std::int64_t>(from));
+        if (ablation == ablation_kind::mean) return mean_.at(site.first_position, s[1], to_string(type));
+        return gather_rows(f(in), std::span<const std::int64_t>(resample_rows(site, s[0])));
     }
 
     transformer_config cfg_;
     Generator* rng_;
-    mutable std::optional<mean_sums> recording_;
-    Tensor<T, B> mean_;  // (positions + 1, D): the mean at each recorded position, then over all of them
+    mutable output_mean<T, B> mean_;
 };
 
 template <class T, class B = backend::cpu>
@@ -488,8 +481,8 @@ public:
     Var<T, B> step(const Var<T, B>& x, Tensor<T, B>& self_kv, const Tensor<T, B>& memory_kv, const Tensor<T, B>& memory_mask, index_t t,
                    std::span<const std::int64_t> resample_from = {}) const {
         const ablation_site site{.first_position = t, .resample_from = resample_from};
-        Var<T, B> h = self_attention.wrap(x, [&](const Var<T, B>& in) { return self_attention.branch.step(in, self_kv, t); }, site);
-        h = cross_attention.wrap(h, [&](const Var<T, B>& in) { return cross_attention.branch.step_cross(in, memory_kv, memory_mask); }, site);
+        Var<T, B> h = self_attention.wrap(x, [&](const Var<T, B>& in) { return self_attention.branch.step(in, self_kv, t, resample_from); }, site);
+        h = cross_attention.wrap(h, [&](const Var<T, B>& in) { return cross_attention.branch.step_cross(in, memory_kv, memory_mask, site); }, site);
         return feed_forward.wrap(h, [&](const Var<T, B>& in) { return feed_forward.branch(in); }, site);
     }
 

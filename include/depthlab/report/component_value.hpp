@@ -221,13 +221,18 @@ struct head_scores {
     std::vector<std::string> sublayer;
     std::vector<int> head;
     std::vector<std::pair<std::string, std::vector<double>>> scores;  // ("contribution", ...), ...
+    nn::ablation_kind ablation = nn::ablation_kind::zero;             // what a switched-off head output (contribution, pruning)
 };
 
 /// "Attention heads": one heat map per score, a row per attention sub-layer, a column per
 /// head; a score outside [0, 1] (the gradient importance) is drawn on [0, its maximum].
 inline void heads_section(html_page& page, const head_scores& h) {
     page.section("Attention heads");
-    page.paragraph("Each head is scored as the sub-layers are: contribution (its output gated to zero before the output projection), "
+    const std::string off = h.ablation == nn::ablation_kind::mean       ? "replaced by its mean over the reference batches"
+                            : h.ablation == nn::ablation_kind::resample ? "replaced by its output for the next sentence of the batch"
+                                                                        : "set to zero";
+    page.paragraph("Each head is scored as the sub-layers are: contribution (" + std::string(nn::to_string(h.ablation)) + " ablation: its output " + off +
+                   " before the output projection), "
                    "criticality (its rows of W_q, W_k, W_v and columns of W_o moved towards θ⁰) and Michel et al.'s gradient importance "
                    "(Σ |∂L/∂ξ_h| of a gate ξ_h = 1 on its output, over teacher-forced training batches).");
     std::vector<std::string> rows;
