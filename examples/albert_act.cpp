@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <numeric>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -168,6 +169,42 @@ int run(options o, dist::communicator& comm) {
         if (!trainer.is_root()) return 0;  // (rank 0 writes the outputs)
         final_ev.stats.write_halting_csv(o.out + "/halting.csv");
         final_ev.stats.write_fixed_point_csv(o.out + "/fixed_point.csv");
+
+        // ---- iso-FLOP: this model against fixed depths, on the final evaluation's dev batches:
+        // its own weights at every depth 1..N_max, and a model trained at fixed depth
+        // (--fixed-checkpoint); each with its encoder FLOPs per token
+        const auto final_dev = [&] { return data::albert_sampler(corpus.dev, dev_cfg, 4242); };
+        std::vector<halting::depth_comparison> iso_flop{halting::compare_depth(std::string(std::is_same_v<Policy, halting::fixed> ? "fixed depth (" : "adaptive (") +
+                                                                                   Policy::name + ")", final_ev)};
+        if constexpr (!std::is_same_v<Policy, halting::fixed>) {
+            std::vector<int> depths(static_cast<std::size_t>(n_max));
+            std::iota(depths.begin(), depths.end(), 1);
+            for (const auto& ev : halting::evaluate_at_fixed_depths(model, depths, final_dev, o.dev_batches * 4, o.batch))
+                iso_flop.push_back(halting::compare_depth("same weights, fixed depth", ev));
+        }
+        if (!o.fixed_checkpoint.empty()) {
+            const io::metadata_map meta = io::safetensors_file(o.fixed_checkpoint).metadata();
+            const auto fc = io::load_config<nn::albert_config>(meta, "config.");
+            const auto fa = io::load_config<halting::act_options>(meta, "act.");
+            const auto policy = meta.find("policy");
+            DEPTHLAB_CHECK(policy != meta.end() && policy->second == "fixed" && fc.vocab == cfg.vocab && fc.embed == cfg.embed && fc.layer.dim == cfg.layer.dim &&
+                               fc.layer.heads == cfg.layer.heads && fc.layer.ff_dim == cfg.layer.ff_dim,
+                           usage_error, "--fixed-checkpoint ", o.fixed_checkpoint, ": expected a checkpoint of albert_act --policy fixed with this run's sizes (H ",
+                           cfg.layer.dim, ", ", cfg.layer.heads, " heads, FF ", cfg.layer.ff_dim, ", E ", cfg.embed, ", vocab ", cfg.vocab, "), got policy ",
+                           policy == meta.end() ? std::string("none") : policy->second, ", H ", fc.layer.dim, ", ", fc.layer.heads, " heads, FF ", fc.layer.ff_dim,
+                           ", E ", fc.embed, ", vocab ", fc.vocab);
+            halting::ActAlbert<float, B, halting::fixed> trained(fc, fa, o.seed);
+            (void)io::load_checkpoint(o.fixed_checkpoint, trained);
+            trained.eval();
+            data::albert_sampler dev = final_dev();
+            iso_flop.push_back(halting::compare_depth("trained at fixed depth", halting::evaluate_albert(trained, dev, o.dev_batches * 4, o.batch)));
+        }
+        io::csv_writer iso({"model", "iterations", "flops_per_token", "mlm_acc", "sop_acc", "mlm_loss"});
+        for (const auto& r : iso_flop) iso.row(r.model, r.iterations, r.flops_per_token, r.mlm_acc, r.sop_acc, r.mlm_loss);
+        iso.write(o.out + "/iso_flop.csv");
+        std::printf("iso-FLOP (dev, MFLOP per token / MLM %% / SOP %%):");
+        for (const auto& r : iso_flop) std::printf("  %s N %.2f: %.2f / %.1f / %.1f;", r.model.c_str(), r.iterations, r.flops_per_token / 1e6, r.mlm_acc, r.sop_acc);
+        std::printf("\n");
         report::act_albert_report({.subtitle = "depthlab reproduction of Simoulin & Crabbé (2021), preset " + o.preset,
                                    .setup = {{"steps", std::to_string(fit.steps)},
                                              {"data (its tokenizer: spm.model)", o.data},
@@ -194,11 +231,12 @@ int run(options o, dist::communicator& comm) {
                                                   report::format_fixed(final_ev.stats.flops_per_token() / halting::dense_iteration_flops_per_token(cfg.layer, o.seq_len), 2) +
                                                   " iterations (N_max " + std::to_string(n_max) + ")"}},
                                    .eval = &final_ev, .n_max = n_max, .steps = fit.steps, .log = train::read_metrics_log(trainer.metrics_path()),
-                                   .outputs = "Outputs next to this page: halting.csv, fixed_point.csv, metrics.jsonl, checkpoint.safetensors.",
+                                   .iso_flop = iso_flop,
+                                   .outputs = "Outputs next to this page: halting.csv, fixed_point.csv, iso_flop.csv, metrics.jsonl, checkpoint.safetensors.",
                                    .provenance = "depthlab examples/albert_act, preset " + o.preset + ", seed " + std::to_string(o.seed)})
             .write(o.out + "/report.html");
-        std::printf("halting table: %s/halting.csv\nfixed point: %s/fixed_point.csv\nreport: %s/report.html\n", o.out.c_str(), o.out.c_str(),
-                    o.out.c_str());
+        std::printf("halting table: %s/halting.csv\nfixed point: %s/fixed_point.csv\niso-FLOP table: %s/iso_flop.csv\nreport: %s/report.html\n", o.out.c_str(),
+                    o.out.c_str(), o.out.c_str(), o.out.c_str());
         std::printf("%s\n", examples::memory_summary().c_str());
         return 0;
     } catch (const std::exception& e) {  // depthlab::error and the standard library's (bad_alloc, filesystem)

@@ -16,7 +16,7 @@ struct options {
                  profile_steps = 0, sop_head_only_from = 0;
     double lr = 5e-3, weight_decay = 0.01, sop_dropout = 0, sop_weight = 1, max_minutes = 0, tau = -1, halting_bias = NAN,
            mask_prob = 0.15, clip = 1.0, epsilon = 0.01, beta = 0.01, lambda_p = 0.2;
-    std::string policy = "act", device = "cpu", precision = "auto", optimizer = "lamb";
+    std::string policy = "act", device = "cpu", precision = "auto", optimizer = "lamb", fixed_checkpoint;
     std::uint64_t seed = 1;
     bool resume = false, no_divergence_guard = false, dense = false, distributed = false, chunk_jitter = false, schedule_by_time = false;
 };
@@ -65,6 +65,8 @@ inline void add_options(examples::cli& args, options& o) {
         .option("eval-every", o.eval_every, "steps between dev evaluations").range<std::int64_t>(0, 1000000000)
         .option("dev-batches", o.dev_batches, "dev batches per evaluation").range<std::int64_t>(1, 1 << 20)
         .option("save-every", o.save_every, "steps between checkpoints").range<std::int64_t>(1, 1000000000)
+        .option("fixed-checkpoint", o.fixed_checkpoint, "iso_flop.csv: also a model trained apart with --policy fixed (this run's sizes; its --max-iters is its depth), "
+                                                        "evaluated on the same dev batches")
         .option("profile-steps", o.profile_steps, "time every op of this many steps (after 5 warm-up steps), print the table and write <out>/profile.csv (0: off)").range<std::int64_t>(0, 1000000)
         .flag("resume", o.resume, "continue from <out>/checkpoint.safetensors")
         .flag("no-divergence-guard", o.no_divergence_guard, examples::no_divergence_guard_help)

@@ -162,6 +162,10 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
         // the full model's give each contribution drop its interval
         std::vector<std::string> last_hypotheses;
         std::map<std::string, std::vector<std::string>> hypotheses_without;
+        // and of every criticality evaluation, each module's in its trace's order (the analysis
+        // and module an evaluation belongs to: the study's last progress event)
+        std::string stage, evaluating;
+        std::map<std::string, std::vector<std::vector<std::string>>> traced_hypotheses;
         double metric_flops = 0;  // the products every evaluation ran on this process (cached encoder outputs are not run again)
         analysis::timed_metric metric([&] {
             const flop_scope spent;
@@ -175,6 +179,7 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
                     ++n_off;
                 }
             if (n_off == 1) hypotheses_without[off->name] = s.hypotheses;
+            if (stage == "criticality") traced_hypotheses[evaluating].push_back(s.hypotheses);
             last_hypotheses = std::move(s.hypotheses);
             return s.bleu;
         });
@@ -206,9 +211,11 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
                               .base = base, .ablation = ablation},
              .criticality = {.epsilon = o.epsilon, .method = o.search == "grid" ? analysis::search_method::grid : analysis::search_method::bisection,
                              .grid_steps = static_cast<int>(o.grid_steps), .tolerance = o.tolerance, .max_evaluations = static_cast<int>(o.max_evaluations)},
-             .run = {.progress = {}, .print_progress = comm.is_root()}, .prune_max_k = static_cast<int>(o.prune_max_k),
+             .run = {.progress = [&](const analysis::progress_event& e) { stage = e.stage, evaluating = e.module; }, .print_progress = comm.is_root()},
+             .prune_max_k = static_cast<int>(o.prune_max_k),
              .rewind_by_criticality = o.rank_by == "criticality", .rewind_k = o.rewind_steps > 0 ? o.rewind_k : std::vector<int>{}, .out = o.out,
              .metric_name = "BLEU"});
+        stage.clear();
         if (!study.complete) return 0;  // pruning, rewinding and the outputs: rank 0
         trans.invalidate();
         // each contribution drop with its paired-bootstrap interval over the analysis sentences
@@ -229,6 +236,20 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
         std::printf("contribution intervals (paired bootstrap, %lld resamples, 95%%): %d of %zu drops within noise\n", static_cast<long long>(o.bootstrap),
                     within_noise, study.contribution.modules.size());
         summary.update({{"contribution_within_noise", within_noise}, {"bootstrap_resamples", o.bootstrap}});
+        // each criticality score with its bootstrap interval over the analysis sentences (a
+        // module another rank evaluated: empty fields)
+        io::csv_writer crit_ci({"module", "type", "layer", "alpha", "lo", "hi"});
+        for (const auto& e : study.criticality.modules) {
+            const auto it = traced_hypotheses.find(e.name);
+            if (it == traced_hypotheses.end() || it->second.size() != e.trace.size()) {
+                crit_ci.row(e.name, e.type, e.layer, e.alpha, "", "");
+                continue;
+            }
+            const analysis::score_interval k = analysis::criticality_interval_bleu(e, study.criticality.epsilon, base_hypotheses, it->second,
+                                                                                  analysis_set.references, {.resamples = static_cast<int>(o.bootstrap)});
+            crit_ci.row(e.name, e.type, e.layer, e.alpha, k.lo, k.hi);
+        }
+        crit_ci.write(o.out + "/criticality_ci.csv");
         // scores_agreement.csv: Spearman between every pair of scores, sub-layer and head level
         io::csv_writer agreement({"level", "score_a", "score_b", "spearman"});
         std::optional<report::head_scores> head_report;  // --granularity head: the report's head heat maps
@@ -292,15 +313,43 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
             summary.update({{"heads", heads.modules.size()}, {"head_spearman", std::isnan(rho) ? nlohmann::json(nullptr) : nlohmann::json(rho)}});
         }
         agreement.write(o.out + "/scores_agreement.csv");
-        // --shallow-checkpoint: a model with fewer decoder layers, trained separately with the same recipe
+        // ---- iso-FLOP: the cost per target token (a teacher-forced forward over two training
+        // batches of their own stream) of the full model, of it pruned by each score, and of a
+        // model with fewer decoder layers trained separately with the same recipe
+        // (--shallow-checkpoint), each beside its BLEU
+        std::vector<data::seq2seq_batch> flop_batches;
+        {
+            data::translation_stream reference(batcher, recipe.seed + 4000);
+            for (int i = 0; i < 2; ++i) flop_batches.push_back(reference.next());
+        }
+        std::vector<report::iso_flop_row> iso_flop{{.model = "full", .flops_per_token = train::teacher_forced_flops_per_token(model, flop_batches), .metric = base}};
+        for (const auto& [ranking, curve] : {std::pair<std::string, const analysis::pruning_result*>{"contribution", &study.pruning_by_contribution},
+                                            {"criticality", &study.pruning_by_criticality}})
+            for (const auto& pt : curve->curve) {
+                if (pt.k == 0) continue;
+                analysis::scoped_ablation off;
+                for (const auto& name : pt.modules_removed)
+                    for (const auto& m : modules)
+                        if (m.name == name) off.add(m, ablation);
+                iso_flop.push_back({.model = "pruned by " + ranking, .modules_removed = pt.k,
+                                    .flops_per_token = train::teacher_forced_flops_per_token(model, flop_batches), .metric = pt.metric});
+            }
         std::optional<train::shallow_comparison> shallow;
         if (!o.shallow_checkpoint.empty()) {
-            shallow = train::compare_shallow_checkpoint<float, B>(o.shallow_checkpoint, cfg, analysis_set, detokenize, metric_search, recipe.seed);
+            shallow = train::compare_shallow_checkpoint<float, B>(o.shallow_checkpoint, cfg, analysis_set, detokenize, metric_search, recipe.seed, flop_batches);
+            iso_flop.push_back({.model = "trained with " + std::to_string(shallow->fewer_decoder_layers) + " fewer decoder layer(s)",
+                                .modules_removed = 3 * shallow->fewer_decoder_layers, .flops_per_token = shallow->flops_per_token, .metric = shallow->bleu});
             std::printf("shallow comparison: %s, %lld parameters, %llu steps: BLEU %.2f on the analysis sentences\n", nn::describe(shallow->config).c_str(),
                         static_cast<long long>(shallow->parameters), static_cast<unsigned long long>(shallow->steps), shallow->bleu);
             summary.update({{"shallow_bleu", shallow->bleu}, {"shallow_parameters", shallow->parameters}, {"shallow_steps", shallow->steps},
-                            {"shallow_fewer_decoder_layers", shallow->fewer_decoder_layers}});
+                            {"shallow_fewer_decoder_layers", shallow->fewer_decoder_layers}, {"shallow_flops_per_token", shallow->flops_per_token}});
         }
+        io::csv_writer iso({"model", "modules_removed", "flops_per_token", "bleu"});
+        for (const auto& m : iso_flop) iso.row(m.model, m.modules_removed, m.flops_per_token, m.metric);
+        iso.write(o.out + "/iso_flop.csv");
+        summary["flops_per_token"] = iso_flop.front().flops_per_token;
+        std::printf("iso-FLOP: full model %.3f MFLOP per target token; wrote iso_flop.csv (%zu models)\n", iso_flop.front().flops_per_token / 1e6,
+                    iso_flop.size());
 
         // ---- summary.json and report.html
         const auto log = train::read_metrics_log(loaded.empty() ? o.out + "/metrics.jsonl"
@@ -322,14 +371,14 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
              .threads = max_threads(), .recipe = recipe, .test_sentences = test_set.size(), .dev_sentences = dev_set.size(),
              .analysis_sentences = analysis_set.size(), .greedy_bleu = greedy.bleu, .beam_bleu = beam.bleu, .chrf = beam.chrf,
              .baseline_seconds = greedy.seconds + (o.beam > 1 ? beam.seconds : 0), .beam = static_cast<int>(o.beam),
-             .analysis_beam = static_cast<int>(o.analysis_beam), .alpha = o.alpha, .analysis_bleu = base, .shallow = shallow, .rank_by = o.rank_by,
+             .analysis_beam = static_cast<int>(o.analysis_beam), .alpha = o.alpha, .analysis_bleu = base, .shallow = shallow, .iso_flop = iso_flop, .rank_by = o.rank_by,
              .rewind_steps = o.rewind_steps, .finetune_lr = ft_lr, .metric_calls = metric.calls(), .encoder_runs = trans.encoder_runs(),
              .encoder_reuses = trans.encoder_reuses(), .metric_seconds = metric.seconds(), .total_seconds = run_time.elapsed(),
              .command = command_line, .provenance = std::string("examples/component_value, git ") + examples::git_commit,
              .heads = head_report ? &*head_report : nullptr},
             log, &study);
         page.write(o.out + "/report.html");
-        std::printf("wrote %s/{contribution,contribution_ci,criticality,criticality_trace,pruning,pruning_criticality,rewinding}.csv, summary.json, report.html in %s\n",
+        std::printf("wrote %s/{contribution,contribution_ci,criticality,criticality_trace,criticality_ci,pruning,pruning_criticality,rewinding,iso_flop}.csv, summary.json, report.html in %s\n",
                     o.out.c_str(), train::format_duration(run_time.elapsed()).c_str());
         return 0;
     } catch (const std::exception& e) {  // depthlab::error and the standard library's (bad_alloc, filesystem)

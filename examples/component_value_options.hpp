@@ -73,7 +73,7 @@ inline void add_options(examples::cli& args, options& o) {
         .option("ablation-batches", o.ablation_batches, "--ablation mean: training batches the mean output is taken over").range<std::int64_t>(1, 1000000)
         .option("granularity", o.granularity, "sublayer: the sub-layer study; head: also every attention head (contribution, gradient importance, "
                                               "pruning; head_*.csv, scores_agreement.csv)").one_of({"sublayer", "head"})
-        .option("bootstrap", o.bootstrap, "contribution_ci.csv: paired-bootstrap resamples per module (95% interval of each BLEU drop)").range<std::int64_t>(1, 1000000)
+        .option("bootstrap", o.bootstrap, "contribution_ci.csv, criticality_ci.csv: bootstrap resamples of the analysis sentences (95% interval of each BLEU drop and each α)").range<std::int64_t>(1, 1000000)
         .option("search", o.search, "criticality search: grid | bisection").one_of({"grid", "bisection"})
         .option("grid-steps", o.grid_steps, "criticality grid: alpha in {0, 1/k, ..., 1}").range<std::int64_t>(1, 10000)
         .option("tolerance", o.tolerance, "criticality bisection: bracket width to stop at").range(1e-6, 1.0)

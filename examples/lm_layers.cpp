@@ -10,7 +10,8 @@
 //   build/examples/lm_layers --config runs/lm_tiny/config.toml --out runs/lm_again
 //
 // Writes to --out (each file atomically): block_influence.csv (every block's three scores),
-// contribution.csv and criticality.csv (blocks and sub-layers), pruning.csv (perplexity and
+// contribution.csv and criticality.csv (blocks and sub-layers), contribution_ci.csv and
+// criticality_ci.csv (each score's bootstrap interval), pruning.csv (perplexity and
 // FLOPs per token after removing the k least important blocks by each score), summary.json,
 // report.html, model/ (the trained model as a Hugging Face GPT-2 folder), and from training
 // metrics.jsonl and checkpoint.safetensors (--resume continues).
@@ -187,7 +188,17 @@ int run(options o, const std::string& command_line) {
             without[evaluating] = last;
             return v;
         };
-        const analysis::criticality_options kopt{.epsilon = o.epsilon * base, .grid_steps = static_cast<int>(o.grid_steps), .base = -base, .run = progress};
+        // criticality evaluates each module at the α of its trace, in that order, after its
+        // progress event: keep those evaluations for the module's interval
+        std::map<std::string, std::vector<analysis::lm_eval>> traced;
+        const analysis::criticality_options kopt{
+            .epsilon = o.epsilon * base, .grid_steps = static_cast<int>(o.grid_steps), .base = -base,
+            .run = {.progress = [&](const analysis::progress_event& e) { evaluating = e.module; }, .print_progress = true}};
+        const analysis::metric_fn keep_traced = [&] {
+            const double v = metric();
+            traced[evaluating].push_back(last);
+            return v;
+        };
         analysis::stopwatch phases;
         const std::vector<double> influence = analysis::block_influence(lm, dev_seq, on_analysis_set);
         const double influence_s = phases.lap("block_influence");
@@ -207,8 +218,17 @@ int run(options o, const std::string& command_line) {
         std::printf("contribution: %zu of %zu modules' rises in perplexity are within noise (95%% paired bootstrap over %zu sequences)\n", within_noise,
                     blocks.size() + sublayers.size(), full.sequence_nll.size());
         const double contribution_s = phases.lap("contribution");
-        const analysis::criticality_result crit_blocks = analysis::criticality(lm, blocks, theta0, thetaf, metric, kopt);
-        const analysis::criticality_result crit_sub = analysis::criticality(lm, sublayers, theta0, thetaf, metric, kopt);
+        const analysis::criticality_result crit_blocks = analysis::criticality(lm, blocks, theta0, thetaf, keep_traced, kopt);
+        const analysis::criticality_result crit_sub = analysis::criticality(lm, sublayers, theta0, thetaf, keep_traced, kopt);
+        // each criticality score with its bootstrap interval over the analysis sequences
+        io::csv_writer crit_ci_csv({"module", "type", "layer", "alpha", "ci_low", "ci_high"});
+        for (const auto* r : {&crit_blocks, &crit_sub})
+            for (const auto& e : r->modules) {
+                const analysis::score_interval ci =
+                    analysis::criticality_interval_lm(e, kopt.epsilon, full, traced.at(e.name), {.resamples = static_cast<int>(o.bootstrap)});
+                crit_ci_csv.row(e.name, e.type, e.layer, e.alpha, ci.lo, ci.hi);
+            }
+        crit_ci_csv.write(o.out + "/criticality_ci.csv");
         const double criticality_s = phases.lap("criticality");
 
         // ---- pruning: the k least important blocks by each score removed together; a tie in a
@@ -348,7 +368,8 @@ int run(options o, const std::string& command_line) {
                            "removed by each score: both run the same products per token.")
                 .table({"blocks", "MFLOP per token", "perplexity, trained shallow", "blocks removed", "pruned by block influence",
                         "pruned by contribution", "pruned by criticality"}, shallow_rows);
-        page.paragraph("Outputs next to this page: block_influence.csv, contribution.csv, contribution_ci.csv, criticality.csv, pruning.csv, summary.json" +
+        page.paragraph("Outputs next to this page: block_influence.csv, contribution.csv, contribution_ci.csv, criticality.csv, criticality_ci.csv, pruning.csv, "
+                       "summary.json" +
                        std::string(shallow_rows.empty() ? "" : ", shallow.csv") +
                        std::string(imported ? "." : ", metrics.jsonl, checkpoint.safetensors, model/ (a Hugging Face GPT-2 folder)."));
         page.note(std::string("depthlab examples/lm_layers, git ") + examples::git_commit);

@@ -50,7 +50,7 @@ inline void add_options(examples::cli& args, options& o) {
         .section("Analyses")
         .option("eval-sequences", o.eval_sequences, "dev sequences of the analyses' metric, perplexity (0: all)").range<std::int64_t>(0, 1 << 30)
         .option("clip-fraction", o.clip_fraction, "contribution: each rise in perplexity is clipped at this x the baseline perplexity").range(1e-6, 1e6)
-        .option("bootstrap", o.bootstrap, "contribution_ci.csv: paired-bootstrap resamples of the analysis sequences (95% interval of each rise)").range<std::int64_t>(1, 1000000)
+        .option("bootstrap", o.bootstrap, "contribution_ci.csv, criticality_ci.csv: bootstrap resamples of the analysis sequences (95% interval of each rise and each α)").range<std::int64_t>(1, 1000000)
         .option("epsilon", o.epsilon, "criticality: a rewound module passes when perplexity stays within this fraction of the baseline").range(0.0, 100.0)
         .option("grid-steps", o.grid_steps, "criticality grid: alpha in {0, 1/k, ..., 1}").range<std::int64_t>(1, 10000)
         .option("prune-max-k", o.prune_max_k, "pruning curves up to this many blocks removed (negative: all but one)").range<std::int64_t>(-1, 100000)

@@ -13,7 +13,7 @@ foreach(policy act pondernet)
       message(FATAL_ERROR "albert_act --policy ${policy} --device ${device} failed (rc ${rc}):\n${out}\n${err}")
     endif()
   endforeach()
-  foreach(f checkpoint.safetensors halting.csv fixed_point.csv)
+  foreach(f checkpoint.safetensors halting.csv fixed_point.csv iso_flop.csv)
     execute_process(COMMAND ${CMAKE_COMMAND} -E compare_files "${WORK}/${policy}_cpu/${f}" "${WORK}/${policy}_host_device/${f}"
                     RESULT_VARIABLE differ)
     if(NOT differ EQUAL 0)
@@ -22,3 +22,26 @@ foreach(policy act pondernet)
   endforeach()
 endforeach()
 message(STATUS "albert_act: cpu and host_device agree bit for bit (act, pondernet)")
+
+# iso_flop.csv: the adaptive model, its weights at depths 1..6 (the preset's N_max), and a model
+# trained with --policy fixed --max-iters 2
+execute_process(COMMAND "${EXE}" ${common} --policy fixed --max-iters 2 --out "${WORK}/fixed2" OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "albert_act --policy fixed failed (rc ${rc}):\n${out}\n${err}")
+endif()
+execute_process(COMMAND "${EXE}" ${common} --fixed-checkpoint "${WORK}/fixed2/checkpoint.safetensors" --out "${WORK}/iso"
+                OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+file(STRINGS "${WORK}/iso/iso_flop.csv" iso)
+list(LENGTH iso rows)
+list(GET iso 0 header)
+list(GET iso 8 trained)
+if(NOT rc EQUAL 0 OR NOT header STREQUAL "model,iterations,flops_per_token,mlm_acc,sop_acc,mlm_loss" OR NOT rows EQUAL 9
+   OR NOT trained MATCHES "^trained at fixed depth,2,")
+  message(FATAL_ERROR "albert_act --fixed-checkpoint (rc ${rc}): iso_flop.csv\n${iso}\n${out}\n${err}")
+endif()
+execute_process(COMMAND "${EXE}" ${common} --fixed-checkpoint "${WORK}/act_cpu/checkpoint.safetensors" --out "${WORK}/iso_bad"
+                OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+if(rc EQUAL 0 OR NOT err MATCHES "--fixed-checkpoint .*act_cpu/checkpoint.safetensors: expected a checkpoint of albert_act --policy fixed")
+  message(FATAL_ERROR "albert_act --fixed-checkpoint <an ACT checkpoint>: expected an error naming it (rc ${rc}):\n${out}\n${err}")
+endif()
+message(STATUS "albert_act: iso_flop.csv with a fixed-depth checkpoint; an ACT checkpoint refused")

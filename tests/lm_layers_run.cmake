@@ -13,8 +13,9 @@ function(expect_outputs dir blocks)
              contribution.csv "module,type,layer,perplexity_without,rise,score\n"
              criticality.csv "module,type,layer,alpha,perplexity_at_alpha\n"
              pruning.csv "score,k,blocks_removed,parameters_removed,perplexity,flops_per_token\n"
-             contribution_ci.csv "module,type,layer,rise,ci_low,ci_high,verdict\n")
-  foreach(i RANGE 0 8 2)
+             contribution_ci.csv "module,type,layer,rise,ci_low,ci_high,verdict\n"
+             criticality_ci.csv "module,type,layer,alpha,ci_low,ci_high\n")
+  foreach(i RANGE 0 10 2)
     math(EXPR j "${i} + 1")
     list(GET expect ${i} f)
     list(GET expect ${j} header)
@@ -35,6 +36,10 @@ function(expect_outputs dir blocks)
   file(READ "${dir}/contribution_ci.csv" text)
   if(NOT text MATCHES "\ndecoder.0,D:block,0,[0-9.e+-]+,[0-9.e+-]+,[0-9.e+-]+,(worse without|better without|within noise)\n")
     message(FATAL_ERROR "lm_layers: ${dir}/contribution_ci.csv has no interval for decoder.0:\n${text}")
+  endif()
+  file(READ "${dir}/criticality_ci.csv" text)
+  if(NOT text MATCHES "\ndecoder.0,D:block,0,[0-9.e+-]+,[0-9.e+-]+,[0-9.e+-]+\n")
+    message(FATAL_ERROR "lm_layers: ${dir}/criticality_ci.csv has no interval for decoder.0:\n${text}")
   endif()
   file(READ "${dir}/pruning.csv" text)
   foreach(row "block_influence,0,,0," "contribution,1,decoder." "criticality,1,decoder.")

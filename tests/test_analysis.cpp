@@ -669,6 +669,55 @@ TEST_CASE("component value: criticality moves one module only; α = 0 is θ⁰ t
     CHECK_THROWS_WITH_AS(criticality(f.model, mods, f.thetaf, f.theta0, metric, opts), Contains("does not hold"), usage_error);
 }
 
+// Criticality intervals where the answer is known: a metric shifted by the same amount on
+// every item gives the same α on every resample (a zero-width interval); a metric whose loss
+// at α = 0.5 is exactly ε on average, item by item noisy, passes on about half the resamples
+// (the interval spans 0.5 to 1, the full model); BLEU with the full model's own hypotheses at
+// α = 0 passes everywhere.
+TEST_CASE("component value: criticality intervals by bootstrap over the evaluation set") {
+    const std::size_t n = 200;
+    std::vector<double> x(n), noise(n);
+    Generator g(3);
+    for (std::size_t i = 0; i < n; ++i) x[i] = g.uniform(), noise[i] = (i % 2 ? 1.0 : -1.0) * 0.5;  // mean 0 exactly
+    const auto mean_of = [&](std::span<const std::size_t> drawn, double shift, bool noisy) {
+        double s = 0;
+        for (const std::size_t i : drawn) s += x[i] - shift + (noisy ? noise[i] : 0.0);
+        return s / static_cast<double>(drawn.size());
+    };
+    const double eps = 0.1;
+    const auto entry = [](const char* name, double alpha, std::vector<std::pair<double, double>> trace) {
+        criticality_entry e;
+        e.name = name;
+        e.alpha = alpha;
+        e.trace = std::move(trace);
+        return e;
+    };
+    const criticality_entry e = entry("m", 0.5, {{0.0, 0}, {0.5, 0}});
+    // a constant shift: α = 0 fails (shift 1), α = 0.5 passes (shift 0.05) on every resample
+    const auto flat = criticality_interval(
+        e, eps, n, [&](std::span<const std::size_t> d) { return mean_of(d, 0, false); },
+        [&](std::size_t j, std::span<const std::size_t> d) { return mean_of(d, j == 0 ? 1.0 : 0.05, false); }, {.resamples = 200});
+    CHECK(flat.score == 0.5);
+    CHECK(flat.lo == 0.5);
+    CHECK(flat.hi == 0.5);
+    // α = 0.5 loses exactly ε on the whole set, with ±0.5 per item: about half the resamples fail
+    const auto noisy = criticality_interval(
+        e, eps, n, [&](std::span<const std::size_t> d) { return mean_of(d, 0, false); },
+        [&](std::size_t j, std::span<const std::size_t> d) { return mean_of(d, j == 0 ? 1.0 : eps, j == 1); }, {.resamples = 400});
+    CHECK(noisy.lo == 0.5);
+    CHECK(noisy.hi == 1.0);
+    // BLEU: the full model's hypotheses at α = 0 pass on every resample
+    const std::vector<std::string> refs{"the cat sat on the mat", "a dog ran in the park", "it rains today", "we like green tea"};
+    const std::vector<std::string> bad{"mat", "dog", "rain", "tea"};
+    const criticality_entry b = entry("b", 0.0, {{0.0, 100}});
+    const auto same = criticality_interval_bleu(b, 1.0, refs, {refs}, refs, {.resamples = 50});
+    CHECK((same.lo == 0.0 && same.hi == 0.0));
+    const criticality_entry w = entry("w", 1.0, {{0.0, 0}});
+    const auto worse = criticality_interval_bleu(w, 1.0, refs, {bad}, refs, {.resamples = 50});
+    CHECK((worse.lo == 1.0 && worse.hi == 1.0));
+    CHECK_THROWS_WITH_AS(criticality_interval_bleu(w, 1.0, refs, {bad, bad}, refs), Contains("2 evaluations' hypotheses for 'w', whose trace has 1"), shape_error);
+}
+
 TEST_CASE("component value: bisection agrees with the grid on a monotone metric") {
     cv_fixture f;
     const auto mods = default_modules(f.model);

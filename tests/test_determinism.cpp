@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "harness.hpp"
+#include "random_corpus.hpp"
 
 using namespace depthlab;
 
@@ -34,20 +35,6 @@ std::vector<std::uint32_t> parameter_bits(const M& model) {
     return bits;
 }
 
-data::corpus random_corpus(std::uint64_t seed, int docs, std::int64_t vocab) {
-    Generator g(seed);
-    data::corpus c;
-    for (int d = 0; d < docs; ++d) {
-        std::vector<std::vector<std::int32_t>> doc(2 + g.below(10));
-        for (auto& s : doc) {
-            s.resize(4 + g.below(30));
-            for (auto& t : s) t = static_cast<std::int32_t>(5 + g.below(static_cast<std::uint64_t>(vocab - 5)));
-        }
-        c.add_document(doc);
-    }
-    return c;
-}
-
 /// Two training steps of a small ACT-ALBERT with `threads` threads; the parameters after.
 std::vector<std::uint32_t> albert_steps(int threads) {
     const scoped_num_threads use(threads);
@@ -66,7 +53,7 @@ std::vector<std::uint32_t> albert_steps(int threads) {
     data::albert_data_config dcfg;
     dcfg.max_len = 64;
     dcfg.vocab = cfg.vocab;
-    data::albert_sampler sampler(random_corpus(3, 60, cfg.vocab), dcfg, 9);
+    data::albert_sampler sampler(depthlab_test::random_albert_corpus(3, 60, cfg.vocab), dcfg, 9);
     for (int step = 0; step < 2; ++step) {
         const data::albert_batch b = sampler.next(24);
         const auto l = model.losses(b);

@@ -3,11 +3,13 @@
 // keys/values) with the dense masked reference — values and every gradient.
 #include <array>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <map>
 #include <vector>
 
 #include "harness.hpp"
+#include "random_corpus.hpp"
 
 using namespace depthlab;
 using namespace depthlab::halting;
@@ -647,4 +649,48 @@ TEST_CASE("ACT: options out of range, an empty or NaN input and a negative ponde
     xs.data()[17] = std::numeric_limits<double>::quiet_NaN();
     CHECK_THROWS_WITH_AS(enc(Var<double>::constant(xs), {5, 5}), doctest::Contains("ACT: iteration 1: the halting probability of token 0 is nan"),
                          numeric_error);
+}
+
+// albert_act's iso-FLOP table: evaluate_at_fixed_depths runs a model's own weights at depth N
+// for every token (mean N exactly N, N times depth 1's FLOPs) on the same batches as an
+// evaluation of the model: a fixed-depth model at its own depth gives its own evaluation bit
+// for bit. An ACT model whose tokens all halt at the first iteration (halting bias +100: p = 1,
+// w = 1, s¹ = the layer's output) computes what its weights compute at depth 1.
+TEST_CASE("evaluate_at_fixed_depths: a model's weights at depth N, on the same batches") {
+    nn::albert_config cfg;
+    cfg.vocab = 300, cfg.embed = 16, cfg.max_len = 32, cfg.depth = 3;
+    cfg.layer.dim = 16, cfg.layer.heads = 2, cfg.layer.ff_dim = 32, cfg.layer.dropout = cfg.layer.attention_dropout = 0;
+    data::albert_data_config dcfg;
+    dcfg.max_len = 32;
+    dcfg.vocab = cfg.vocab;
+    const data::corpus corpus = depthlab_test::random_albert_corpus(2, 30, cfg.vocab);
+    const std::function<data::albert_sampler()> dev = [&] { return data::albert_sampler(corpus, dcfg, 7); };
+
+    ActAlbert<double, backend::cpu, fixed> three(cfg, {.max_iterations = 3}, 4);
+    three.eval();
+    auto s = dev();
+    const albert_eval own = evaluate_albert(three, s, 2, 8);
+    const auto evs = evaluate_at_fixed_depths(three, {1, 2, 3}, dev, 2, 8);
+    REQUIRE(evs.size() == 3);
+    for (int n = 1; n <= 3; ++n) {
+        CAPTURE(n);
+        const albert_eval& ev = evs[static_cast<std::size_t>(n - 1)];
+        CHECK(ev.stats.mean_iterations("all") == n);
+        CHECK(ev.stats.flops_per_token() == doctest::Approx(n * evs[0].stats.flops_per_token()).epsilon(1e-12));
+    }
+    CHECK(evs[2].mlm_loss == own.mlm_loss);
+    CHECK(evs[2].sop_loss == own.sop_loss);
+    CHECK(evs[2].mlm_acc == own.mlm_acc);
+    CHECK(evs[0].mlm_loss != doctest::Approx(own.mlm_loss).epsilon(1e-6));
+
+    ActAlbert<double, backend::cpu, act> halts_at_once(cfg, {.max_iterations = 3, .halting_bias = 100}, 5);
+    halts_at_once.eval();
+    auto s2 = dev();
+    const albert_eval adaptive = evaluate_albert(halts_at_once, s2, 2, 8);
+    CHECK(adaptive.stats.mean_iterations("all") == 1);
+    const auto one = evaluate_at_fixed_depths(halts_at_once, {1}, dev, 2, 8);
+    CHECK(one[0].mlm_loss == doctest::Approx(adaptive.mlm_loss).epsilon(1e-12));
+    CHECK(one[0].sop_loss == doctest::Approx(adaptive.sop_loss).epsilon(1e-12));
+    CHECK(one[0].mlm_loss != doctest::Approx(evs[0].mlm_loss).epsilon(1e-6));  // (other weights than `three`'s: the copy is what agrees)
+    CHECK_THROWS_WITH_AS(evaluate_at_fixed_depths(three, {0}, dev, 1, 8), doctest::Contains("depth 0"), usage_error);
 }

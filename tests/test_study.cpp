@@ -284,6 +284,29 @@ TEST_CASE("snapshots from saved tensors; presets and descriptions") {
     CHECK_THROWS_AS(halting::act_albert_preset("x", 1, 8), usage_error);
 }
 
+// The iso-FLOP tables' cost: a teacher-forced forward's products per target token; a removed
+// decoder feed-forward runs none of its 2·n·D·F + 2·n·F·D (n the padded target positions).
+TEST_CASE("teacher_forced_flops_per_token counts what ran: a removed feed-forward saves exactly its products") {
+    nn::Seq2SeqTransformer<float> model(small_model(false), 1);
+    model.eval();
+    Generator g(2);
+    const std::vector<data::seq2seq_batch> batches{data::reverse_task_batch(g, 3, 5, 12), data::reverse_task_batch(g, 2, 4, 12)};
+    const std::int64_t tokens = batches[0].target_tokens() + batches[1].target_tokens();
+    const std::int64_t positions = batches[0].tgt_in.batch * batches[0].tgt_in.length + batches[1].tgt_in.batch * batches[1].tgt_in.length;
+    const double full = train::teacher_forced_flops_per_token(model, batches);
+    const auto mods = analysis::default_modules(model);
+    const auto ff = std::find_if(mods.begin(), mods.end(), [](const analysis::module_ref& m) { return m.name == "decoder.0.feed_forward"; });
+    REQUIRE(ff != mods.end());
+    double pruned = 0;
+    {
+        analysis::scoped_ablation off(*ff);
+        pruned = train::teacher_forced_flops_per_token(model, batches);
+    }
+    CHECK((full - pruned) * static_cast<double>(tokens) == doctest::Approx(4.0 * static_cast<double>(positions) * 16 * 32).epsilon(1e-9));
+    CHECK(train::teacher_forced_flops_per_token(model, batches) == full);
+    CHECK_THROWS_WITH_AS(train::teacher_forced_flops_per_token(model, {}), Contains("without a target token"), usage_error);
+}
+
 TEST_CASE("translation recipe: saved and loaded by name; the shallower-model check; the study's report") {
     const train::translation_recipe r{.lr = 2e-3, .warmup = 77, .max_tokens = 512, .label_smoothing = 0.2, .clip = 0.5, .seed = 9};
     io::metadata_map meta;
@@ -312,7 +335,7 @@ TEST_CASE("translation recipe: saved and loaded by name; the shallower-model che
     const nn::translation_set set = nn::make_translation_set("t", sources, {"ab"});
     CHECK_THROWS_WITH_AS((train::compare_shallow_checkpoint<float, backend::cpu>(path, small_model(false), set, [](std::span<const std::int64_t>) {
                              return std::string("x");
-                         }, {}, 1)),
+                         }, {}, 1, {})),
                          Contains("expected the same model with fewer decoder layers, got 1+1 layers"), usage_error);
 
     // the report: baseline rows from the run's facts; without a study, no analysis sections

@@ -8413,13 +8413,185 @@ std::vector<double> head_importance(nn::Module<T, B>& model, const head_set<T, B
 #include <numeric>
 #include <optional>
 #include <ostream>
+#include <span>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
 
+// ---- begin depthlab/metrics/bootstrap.hpp ----
+// Paired bootstrap resampling for the BLEU difference of two systems on the same test
+// sentences (Koehn 2004; sacreBLEU's --paired-bs): is "A scores 0.4 BLEU above B" more than
+// the luck of which sentences are in the test set? The same for the perplexity of two language
+// models (or one model with and without a module) on the same sequences.
+//
+//   const auto d = metrics::paired_bootstrap_bleu(hyps_a, hyps_b, refs);   // {.resamples = 1000}
+//   std::printf("%+.2f BLEU [%.2f, %.2f] %s\n", d.delta, d.lo, d.hi, d.verdict());
+//
+// Each resample draws n sentence indices with replacement (the same indices for both
+// systems: the pairing), adds the drawn sentences' BLEU statistics and scores both corpora.
+// The interval is the percentile interval of the resampled differences; it excludes zero
+// when one system is better at that confidence. The draws come from depthlab's counter RNG
+// (Generator(seed)), so a result is reproducible, not sacreBLEU's numpy stream.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <numeric>
+#include <span>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+
+namespace depthlab::metrics {
+
+struct paired_bootstrap_options {
+    int resamples = 1000;      // sacreBLEU's default
+    double confidence = 0.95;  // the interval's coverage
+    std::uint64_t seed = 12345;
+    bleu_options bleu{};       // corpus BLEU as scored everywhere else (13a, exp smoothing)
+};
+
+struct paired_difference {
+    double a = 0, b = 0;     // corpus BLEU of each system on the whole set
+    double delta = 0;        // a − b
+    double lo = 0, hi = 0;   // the percentile interval of the resampled a − b
+    double p_value = 1;      // two-sided: 2 · the smaller share of resamples on either side of 0 (at most 1)
+    int resamples = 0;
+    double confidence = 0;
+    /// The interval excludes zero.
+    [[nodiscard]] bool significant() const { return lo > 0 || hi < 0; }
+    /// "A better", "B better" or "tied" (the interval holds zero).
+    [[nodiscard]] const char* verdict() const { return lo > 0 ? "A better" : hi < 0 ? "B better" : "tied"; }
+};
+
+/// The resampling loop: stat(drawn) on o.resamples resamples of n items, in draw order
+/// (`drawn`: n item indices drawn with replacement from Generator(o.seed)).
+template <class Statistic>
+[[nodiscard]] std::vector<double> bootstrap_values(std::size_t n, Statistic&& stat, const paired_bootstrap_options& o, const char* what) {
+    DEPTHLAB_CHECK(n >= 1, usage_error, what, ": no items to resample");
+    DEPTHLAB_CHECK(o.resamples >= 1, usage_error, what, ": resamples ", o.resamples, " < 1");
+    DEPTHLAB_CHECK(o.confidence > 0 && o.confidence < 1, usage_error, what, ": confidence ", o.confidence, " outside (0, 1)");
+    Generator gen(o.seed);
+    std::vector<double> values(static_cast<std::size_t>(o.resamples));
+    std::vector<std::size_t> drawn(n);
+    for (auto& v : values) {
+        for (auto& i : drawn) i = static_cast<std::size_t>((static_cast<std::uint64_t>(gen.next_u32()) * n) >> 32);  // uniform in [0, n)
+        v = stat(std::span<const std::size_t>(drawn));
+    }
+    return values;
+}
+
+/// The percentile interval of resampled values at `confidence` (the values end up sorted):
+/// the (1 − confidence)/2 and (1 + confidence)/2 quantiles, linear between order statistics.
+[[nodiscard]] inline std::pair<double, double> percentile_interval(std::vector<double>& values, double confidence) {
+    DEPTHLAB_CHECK(!values.empty(), usage_error, "percentile_interval: no values");
+    std::sort(values.begin(), values.end());
+    const auto at = [&](double q) {
+        const double pos = q * static_cast<double>(values.size() - 1);
+        const auto i = static_cast<std::size_t>(pos);
+        const double f = pos - static_cast<double>(i);
+        return i + 1 < values.size() ? values[i] * (1 - f) + values[i + 1] * f : values[i];
+    };
+    const double tail = (1 - confidence) / 2;
+    return {at(tail), at(1 - tail)};
+}
+
+/// The paired bootstrap itself: `a`, `b` the two systems' scores on all n items; score(drawn)
+/// returns both systems' scores on a resample (`drawn`: n item indices, with repeats).
+template <class Score>
+[[nodiscard]] paired_difference paired_bootstrap(std::size_t n, double a, double b, Score&& score, const paired_bootstrap_options& o, const char* what) {
+    std::vector<double> deltas = bootstrap_values(
+        n,
+        [&](std::span<const std::size_t> drawn) {
+            const auto [ra, rb] = score(drawn);
+            return ra - rb;
+        },
+        o, what);
+    paired_difference r;
+    r.a = a;
+    r.b = b;
+    r.delta = a - b;
+    r.resamples = o.resamples;
+    r.confidence = o.confidence;
+    std::size_t below = 0, above = 0;
+    for (const double d : deltas) {
+        below += d <= 0;
+        above += d >= 0;
+    }
+    std::tie(r.lo, r.hi) = percentile_interval(deltas, o.confidence);
+    r.p_value = std::min(1.0, 2.0 * static_cast<double>(std::min(below, above)) / static_cast<double>(o.resamples));
+    return r;
+}
+
+/// Each sentence's BLEU statistics (hyps[i] against refs[i]), for corpus BLEU of any resample
+/// (corpus_bleu_of).
+[[nodiscard]] inline std::vector<bleu_stats> sentence_bleu_stats(std::span<const std::string> hyps, std::span<const std::string> refs,
+                                                                 const bleu_options& o = {}) {
+    DEPTHLAB_CHECK(hyps.size() == refs.size(), shape_error, "sentence_bleu_stats: ", hyps.size(), " hypotheses for ", refs.size(), " references");
+    const bleu_accumulator scorer(o);
+    std::vector<bleu_stats> out;
+    out.reserve(hyps.size());
+    for (std::size_t i = 0; i < hyps.size(); ++i) {
+        const std::array<std::string_view, 1> ref{refs[i]};
+        out.push_back(scorer.segment_stats(hyps[i], ref));
+    }
+    return out;
+}
+/// Corpus BLEU of the sentences `items` (repeats count again) from their statistics.
+[[nodiscard]] inline double corpus_bleu_of(const std::vector<bleu_stats>& stats, std::span<const std::size_t> items, const bleu_options& o = {}) {
+    bleu_stats total(o.max_ngram_order);
+    for (const std::size_t i : items) total += stats[i];
+    return compute_bleu(total, o).score;
+}
+
+/// Paired bootstrap of BLEU(a) − BLEU(b) over the sentences; refs[i] is sentence i's reference.
+[[nodiscard]] inline paired_difference paired_bootstrap_bleu(std::span<const std::string> a, std::span<const std::string> b,
+                                                            std::span<const std::string> refs, const paired_bootstrap_options& o = {}) {
+    const std::size_t n = refs.size();
+    DEPTHLAB_CHECK(a.size() == n && b.size() == n, shape_error, "paired_bootstrap_bleu: ", a.size(), " and ", b.size(), " hypotheses for ", n,
+                   " references");
+    DEPTHLAB_CHECK(n >= 1, usage_error, "paired_bootstrap_bleu: no sentences");
+    const std::vector<bleu_stats> sa = sentence_bleu_stats(a, refs, o.bleu), sb = sentence_bleu_stats(b, refs, o.bleu);
+    const auto both = [&](std::span<const std::size_t> items) { return std::pair{corpus_bleu_of(sa, items, o.bleu), corpus_bleu_of(sb, items, o.bleu)}; };
+    std::vector<std::size_t> all(n);
+    std::iota(all.begin(), all.end(), std::size_t{0});
+    const auto [whole_a, whole_b] = both(all);
+    return paired_bootstrap(n, whole_a, whole_b, both, o, "paired_bootstrap_bleu");
+}
+
+/// The perplexity exp(Σ nll / Σ tokens) of the sequences `items` (repeats count again), from
+/// each sequence's summed negative log-likelihood and predicted tokens; 1 without tokens.
+[[nodiscard]] inline double perplexity_of(std::span<const double> nll, std::span<const std::int64_t> tokens, std::span<const std::size_t> items) {
+    double s = 0, t = 0;
+    for (const std::size_t i : items) s += nll[i], t += static_cast<double>(tokens[i]);
+    return t > 0 ? std::exp(s / t) : 1.0;
+}
+
+/// Paired bootstrap of perplexity(a) − perplexity(b) over the sequences of a language-model
+/// evaluation: nll_a[i], nll_b[i] the summed negative log-likelihoods of sequence i under each
+/// system, tokens[i] its predicted tokens; perplexity = exp(Σ nll / Σ tokens) of a resample.
+[[nodiscard]] inline paired_difference paired_bootstrap_perplexity(std::span<const double> nll_a, std::span<const double> nll_b,
+                                                                  std::span<const std::int64_t> tokens, const paired_bootstrap_options& o = {}) {
+    const std::size_t n = tokens.size();
+    DEPTHLAB_CHECK(nll_a.size() == n && nll_b.size() == n, shape_error, "paired_bootstrap_perplexity: ", nll_a.size(), " and ", nll_b.size(),
+                   " sequence losses for ", n, " token counts");
+    const auto perplexities = [&](std::span<const std::size_t> items) { return std::pair{perplexity_of(nll_a, tokens, items), perplexity_of(nll_b, tokens, items)}; };
+    std::vector<std::size_t> all(n);
+    std::iota(all.begin(), all.end(), std::size_t{0});
+    const auto [a, b] = perplexities(all);
+    return paired_bootstrap(n, a, b, perplexities, o, "paired_bootstrap_perplexity");
+}
+
+}  // namespace depthlab::metrics
+// ---- end depthlab/metrics/bootstrap.hpp ----
 
 namespace depthlab::analysis {
 
@@ -8748,6 +8920,51 @@ criticality_result criticality(nn::Module<T, B>& model, const std::vector<module
     }
     r.evaluations = eval.count();
     return r;
+}
+
+/// A score with its bootstrap percentile interval over the items of the evaluation set.
+struct score_interval {
+    double score = 0, lo = 0, hi = 0;
+};
+
+/// The bootstrap interval of a criticality score (entry `e` of a criticality_result with
+/// tolerance ε) over the n items (sentences, sequences) its metric averages: on each resample,
+/// base_on(drawn) scores the full model and metric_on(j, drawn) the module's j-th evaluation
+/// (e.trace[j]) on the drawn items, and the resample's score is the smallest traced α whose
+/// metric passes (≥ base − ε). When none does, it is 1 (θᶠ, the full model, always passes):
+/// an upper bound, since the α between the trace's last and 1 were never evaluated; a
+/// bisection's trace is the path it took on the whole set. Both functions come from the
+/// caller, who kept each evaluation's per-item results.
+template <class BaseOn, class MetricOn>
+score_interval criticality_interval(const criticality_entry& e, double epsilon, std::size_t n, BaseOn&& base_on, MetricOn&& metric_on,
+                                    const metrics::paired_bootstrap_options& o = {}) {
+    DEPTHLAB_CHECK(!e.trace.empty(), usage_error, "criticality_interval: module '", e.name, "' has no evaluations in its trace");
+    const auto score_on = [&](std::span<const std::size_t> drawn) {
+        const double threshold = base_on(drawn) - epsilon;
+        double alpha = 1.0;
+        for (std::size_t j = 0; j < e.trace.size(); ++j)
+            if (e.trace[j].first < alpha && metric_on(j, drawn) >= threshold) alpha = e.trace[j].first;
+        return alpha;
+    };
+    std::vector<double> values = metrics::bootstrap_values(n, score_on, o, "criticality_interval");
+    score_interval r{.score = e.alpha};
+    std::tie(r.lo, r.hi) = metrics::percentile_interval(values, o.confidence);
+    return r;
+}
+
+/// criticality_interval with corpus BLEU as the metric: `base` the full model's hypotheses,
+/// traced[j] those of the module's j-th evaluation (e.trace[j]), refs the references.
+inline score_interval criticality_interval_bleu(const criticality_entry& e, double epsilon, std::span<const std::string> base,
+                                                const std::vector<std::vector<std::string>>& traced, std::span<const std::string> refs,
+                                                const metrics::paired_bootstrap_options& o = {}) {
+    DEPTHLAB_CHECK(traced.size() == e.trace.size(), shape_error, "criticality_interval_bleu: ", traced.size(), " evaluations' hypotheses for '", e.name,
+                   "', whose trace has ", e.trace.size());
+    const auto full = metrics::sentence_bleu_stats(base, refs, o.bleu);
+    std::vector<std::vector<metrics::bleu_stats>> at;
+    for (const auto& h : traced) at.push_back(metrics::sentence_bleu_stats(h, refs, o.bleu));
+    return criticality_interval(
+        e, epsilon, refs.size(), [&](std::span<const std::size_t> drawn) { return metrics::corpus_bleu_of(full, drawn, o.bleu); },
+        [&](std::size_t j, std::span<const std::size_t> drawn) { return metrics::corpus_bleu_of(at[j], drawn, o.bleu); }, o);
 }
 
 /// Criticality of default_modules(model).
@@ -19435,6 +19652,7 @@ private:
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <string>
 #include <type_traits>
@@ -19613,6 +19831,47 @@ albert_eval evaluate_albert(const Model& model, data::albert_sampler& dev, std::
     r.mlm_acc = mlm_acc.percent();
     r.sop_acc = sop_acc.percent();
     return r;
+}
+
+/// The weights of `model` run at fixed depth N for each N of `depths` (every token N
+/// iterations of the tied layer, whose last state is the output: the `fixed` policy), each
+/// evaluated with evaluate_albert on `batches` batches of a fresh dev() sampler, so that every
+/// depth sees the same batches as an evaluation of `model` on dev(). With the FLOPs per token
+/// of each, it places adaptive depth among fixed depths of the same weights.
+template <class T, class B, class Policy>
+std::vector<albert_eval> evaluate_at_fixed_depths(const ActAlbert<T, B, Policy>& model, const std::vector<int>& depths,
+                                                  const std::function<data::albert_sampler()>& dev, std::int64_t batches, std::int64_t batch_size) {
+    DEPTHLAB_CHECK(!depths.empty() && static_cast<bool>(dev), usage_error, "evaluate_at_fixed_depths: ", depths.size(), " depths and ",
+                   dev ? "a" : "no", " dev sampler");
+    act_options opt = model.encoder->opt;
+    opt.min_iterations = 0;
+    opt.max_iterations = 1;
+    for (const int n : depths) {
+        DEPTHLAB_CHECK(n >= 1, usage_error, "evaluate_at_fixed_depths: depth ", n, " (at least 1)");
+        opt.max_iterations = std::max(opt.max_iterations, n);
+    }
+    ActAlbert<T, B, fixed> same(model.cfg, opt);
+    nn::Snapshot<T, B>(model).restore(same);
+    same.eval();
+    std::vector<albert_eval> out;
+    for (const int n : depths) {
+        same.encoder->opt.max_iterations = n;
+        data::albert_sampler sampler = dev();
+        out.push_back(evaluate_albert(same, sampler, batches, batch_size));
+    }
+    return out;
+}
+
+/// One row of the iso-FLOP comparison of adaptive and fixed depth (albert_act's iso_flop.csv).
+struct depth_comparison {
+    std::string model;            // "adaptive (act)", "same weights, fixed depth", "trained at fixed depth"
+    double iterations = 0;        // mean iterations per token
+    double flops_per_token = 0;   // encoder products that ran, per token
+    double mlm_acc = 0, sop_acc = 0, mlm_loss = 0;
+};
+inline depth_comparison compare_depth(std::string model, const albert_eval& ev) {
+    return {.model = std::move(model), .iterations = ev.stats.mean_iterations("all"), .flops_per_token = ev.stats.flops_per_token(),
+            .mlm_acc = ev.mlm_acc, .sop_acc = ev.sop_acc, .mlm_loss = ev.mlm_loss};
 }
 
 /// The metrics log's record of a dev evaluation: dev_mlm_acc, dev_sop_acc, dev_mlm_loss,
@@ -19907,6 +20166,7 @@ private:
 #include <cstdint>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 // ---- begin depthlab/train/translation_score.hpp ----
 // A translation_set translated by an nn::translator and scored against its references (BLEU
@@ -20018,21 +20278,37 @@ double finetune_translation(nn::Seq2SeqTransformer<T, B>& model, const data::tra
     return fine_tune.fit([&] { return translation_loss(model, batches, recipe.label_smoothing); }).last_log.front().second;
 }
 
+/// The matrix products (flop_scope) of a teacher-forced forward of `model` as it is now (a
+/// switched-off sub-layer does not run) over `batches`, per target token: the model's cost
+/// per token, independent of how long its decoded hypotheses are.
+template <class T, class B>
+double teacher_forced_flops_per_token(const nn::Seq2SeqTransformer<T, B>& model, const std::vector<data::seq2seq_batch>& batches) {
+    std::int64_t tokens = 0;
+    for (const auto& b : batches) tokens += b.target_tokens();
+    DEPTHLAB_CHECK(tokens > 0, usage_error, "teacher_forced_flops_per_token: ", batches.size(), " batches without a target token");
+    no_grad guard;
+    const flop_scope spent;
+    for (const auto& b : batches) (void)model.decode(model.encode(b.src), b.src, b.tgt_in);
+    return static_cast<double>(spent.flops()) / static_cast<double>(tokens);
+}
+
 /// A model with fewer decoder layers, trained apart with the same recipe: the paper's
-/// baseline for pruning decoder modules. Its BLEU on the analysis sentences.
+/// baseline for pruning decoder modules. Its BLEU on the analysis sentences and its cost.
 struct shallow_comparison {
     nn::seq2seq_config config;
     std::int64_t parameters = 0;
     std::uint64_t steps = 0;
     int fewer_decoder_layers = 0;
     double bleu = 0;
+    double flops_per_token = 0;  // teacher_forced_flops_per_token on the caller's batches
 };
 /// Loads the checkpoint at `path`, which must hold `full`'s model with fewer decoder layers
-/// (else usage_error naming both), and scores it on `set`.
+/// (else usage_error naming both), scores it on `set` and counts its FLOPs per target token
+/// on `flop_batches`.
 template <class T, class B>
 shallow_comparison compare_shallow_checkpoint(const std::string& path, const nn::seq2seq_config& full, const nn::translation_set& set,
                                               const typename nn::translator<T, B>::detokenizer& detokenize, const nn::search_options& search,
-                                              std::uint64_t seed) {
+                                              std::uint64_t seed, const std::vector<data::seq2seq_batch>& flop_batches) {
     shallow_comparison r;
     r.config = io::load_config<nn::seq2seq_config>(io::safetensors_file(path).metadata(), "config.");
     const nn::seq2seq_config& sc = r.config;
@@ -20045,6 +20321,7 @@ shallow_comparison compare_shallow_checkpoint(const std::string& path, const nn:
     shallow.eval();
     nn::translator<T, B> scorer(shallow, detokenize);
     r.bleu = score(scorer, set, search).bleu;
+    r.flops_per_token = teacher_forced_flops_per_token(shallow, flop_batches);
     r.parameters = shallow.parameter_count();
     r.fewer_decoder_layers = full.decoder_layers - sc.decoder_layers;
     return r;
@@ -20052,143 +20329,6 @@ shallow_comparison compare_shallow_checkpoint(const std::string& path, const nn:
 
 }  // namespace depthlab::train
 // ---- end depthlab/train/translation.hpp ----
-// ---- begin depthlab/metrics/bootstrap.hpp ----
-// Paired bootstrap resampling for the BLEU difference of two systems on the same test
-// sentences (Koehn 2004; sacreBLEU's --paired-bs): is "A scores 0.4 BLEU above B" more than
-// the luck of which sentences are in the test set? The same for the perplexity of two language
-// models (or one model with and without a module) on the same sequences.
-//
-//   const auto d = metrics::paired_bootstrap_bleu(hyps_a, hyps_b, refs);   // {.resamples = 1000}
-//   std::printf("%+.2f BLEU [%.2f, %.2f] %s\n", d.delta, d.lo, d.hi, d.verdict());
-//
-// Each resample draws n sentence indices with replacement (the same indices for both
-// systems: the pairing), adds the drawn sentences' BLEU statistics and scores both corpora.
-// The interval is the percentile interval of the resampled differences; it excludes zero
-// when one system is better at that confidence. The draws come from depthlab's counter RNG
-// (Generator(seed)), so a result is reproducible, not sacreBLEU's numpy stream.
-#include <algorithm>
-#include <array>
-#include <cmath>
-#include <cstddef>
-#include <cstdint>
-#include <numeric>
-#include <span>
-#include <string>
-#include <string_view>
-#include <utility>
-#include <vector>
-
-
-namespace depthlab::metrics {
-
-struct paired_bootstrap_options {
-    int resamples = 1000;      // sacreBLEU's default
-    double confidence = 0.95;  // the interval's coverage
-    std::uint64_t seed = 12345;
-    bleu_options bleu{};       // corpus BLEU as scored everywhere else (13a, exp smoothing)
-};
-
-struct paired_difference {
-    double a = 0, b = 0;     // corpus BLEU of each system on the whole set
-    double delta = 0;        // a − b
-    double lo = 0, hi = 0;   // the percentile interval of the resampled a − b
-    double p_value = 1;      // two-sided: 2 · the smaller share of resamples on either side of 0 (at most 1)
-    int resamples = 0;
-    double confidence = 0;
-    /// The interval excludes zero.
-    [[nodiscard]] bool significant() const { return lo > 0 || hi < 0; }
-    /// "A better", "B better" or "tied" (the interval holds zero).
-    [[nodiscard]] const char* verdict() const { return lo > 0 ? "A better" : hi < 0 ? "B better" : "tied"; }
-};
-
-/// The paired bootstrap itself: `a`, `b` the two systems' scores on all n items; score(drawn)
-/// returns both systems' scores on a resample (`drawn`: n item indices, with repeats).
-template <class Score>
-[[nodiscard]] paired_difference paired_bootstrap(std::size_t n, double a, double b, Score&& score, const paired_bootstrap_options& o, const char* what) {
-    DEPTHLAB_CHECK(n >= 1, usage_error, what, ": no items to resample");
-    DEPTHLAB_CHECK(o.resamples >= 1, usage_error, what, ": resamples ", o.resamples, " < 1");
-    DEPTHLAB_CHECK(o.confidence > 0 && o.confidence < 1, usage_error, what, ": confidence ", o.confidence, " outside (0, 1)");
-    paired_difference r;
-    r.a = a;
-    r.b = b;
-    r.delta = a - b;
-    r.resamples = o.resamples;
-    r.confidence = o.confidence;
-    Generator gen(o.seed);
-    std::vector<double> deltas(static_cast<std::size_t>(o.resamples));
-    std::vector<std::size_t> drawn(n);
-    std::size_t below = 0, above = 0;
-    for (auto& d : deltas) {
-        for (auto& i : drawn) i = static_cast<std::size_t>((static_cast<std::uint64_t>(gen.next_u32()) * n) >> 32);  // uniform in [0, n)
-        const auto [ra, rb] = score(std::span<const std::size_t>(drawn));
-        d = ra - rb;
-        below += d <= 0;
-        above += d >= 0;
-    }
-    std::sort(deltas.begin(), deltas.end());
-    const double tail = (1 - o.confidence) / 2;
-    const auto at = [&](double q) {  // the q-quantile, linear between order statistics
-        const double pos = q * static_cast<double>(deltas.size() - 1);
-        const auto i = static_cast<std::size_t>(pos);
-        const double f = pos - static_cast<double>(i);
-        return i + 1 < deltas.size() ? deltas[i] * (1 - f) + deltas[i + 1] * f : deltas[i];
-    };
-    r.lo = at(tail);
-    r.hi = at(1 - tail);
-    r.p_value = std::min(1.0, 2.0 * static_cast<double>(std::min(below, above)) / static_cast<double>(o.resamples));
-    return r;
-}
-
-/// Paired bootstrap of BLEU(a) − BLEU(b) over the sentences; refs[i] is sentence i's reference.
-[[nodiscard]] inline paired_difference paired_bootstrap_bleu(std::span<const std::string> a, std::span<const std::string> b,
-                                                            std::span<const std::string> refs, const paired_bootstrap_options& o = {}) {
-    const std::size_t n = refs.size();
-    DEPTHLAB_CHECK(a.size() == n && b.size() == n, shape_error, "paired_bootstrap_bleu: ", a.size(), " and ", b.size(), " hypotheses for ", n,
-                   " references");
-    DEPTHLAB_CHECK(n >= 1, usage_error, "paired_bootstrap_bleu: no sentences");
-    const bleu_accumulator scorer(o.bleu);
-    std::vector<bleu_stats> sa, sb;
-    sa.reserve(n);
-    sb.reserve(n);
-    bleu_stats ta(o.bleu.max_ngram_order), tb(o.bleu.max_ngram_order);
-    for (std::size_t i = 0; i < n; ++i) {
-        const std::array<std::string_view, 1> ref{refs[i]};
-        sa.push_back(scorer.segment_stats(a[i], ref));
-        sb.push_back(scorer.segment_stats(b[i], ref));
-        ta += sa.back();
-        tb += sb.back();
-    }
-    return paired_bootstrap(n, compute_bleu(ta, o.bleu).score, compute_bleu(tb, o.bleu).score, [&](std::span<const std::size_t> drawn) {
-        bleu_stats ra(o.bleu.max_ngram_order), rb(o.bleu.max_ngram_order);
-        for (const std::size_t i : drawn) {
-            ra += sa[i];
-            rb += sb[i];
-        }
-        return std::pair{compute_bleu(ra, o.bleu).score, compute_bleu(rb, o.bleu).score};
-    }, o, "paired_bootstrap_bleu");
-}
-
-/// Paired bootstrap of perplexity(a) − perplexity(b) over the sequences of a language-model
-/// evaluation: nll_a[i], nll_b[i] the summed negative log-likelihoods of sequence i under each
-/// system, tokens[i] its predicted tokens; perplexity = exp(Σ nll / Σ tokens) of a resample.
-[[nodiscard]] inline paired_difference paired_bootstrap_perplexity(std::span<const double> nll_a, std::span<const double> nll_b,
-                                                                  std::span<const std::int64_t> tokens, const paired_bootstrap_options& o = {}) {
-    const std::size_t n = tokens.size();
-    DEPTHLAB_CHECK(nll_a.size() == n && nll_b.size() == n, shape_error, "paired_bootstrap_perplexity: ", nll_a.size(), " and ", nll_b.size(),
-                   " sequence losses for ", n, " token counts");
-    const auto perplexities = [&](std::span<const std::size_t> items) {
-        double sa = 0, sb = 0, t = 0;
-        for (const std::size_t i : items) sa += nll_a[i], sb += nll_b[i], t += static_cast<double>(tokens[i]);
-        return t > 0 ? std::pair{std::exp(sa / t), std::exp(sb / t)} : std::pair{1.0, 1.0};
-    };
-    std::vector<std::size_t> all(n);
-    std::iota(all.begin(), all.end(), std::size_t{0});
-    const auto [a, b] = perplexities(all);
-    return paired_bootstrap(n, a, b, perplexities, o, "paired_bootstrap_perplexity");
-}
-
-}  // namespace depthlab::metrics
-// ---- end depthlab/metrics/bootstrap.hpp ----
 // ---- begin depthlab/analysis/study.hpp ----
 // What a study does around the analyses of analysis/component_value.hpp: count and time
 // its metric, rank the modules with a tie-break, group the scores by type and layer, and
@@ -20784,6 +20924,22 @@ std::vector<double> block_influence(const nn::GPT2<T, B>& model, const data::lm_
     return bi;
 }
 
+/// criticality_interval with perplexity as the metric (−perplexity: higher is better): `full`
+/// the full model's evaluation, traced[j] the module's j-th (e.trace[j]), each with its
+/// per-sequence losses; epsilon in perplexity.
+inline score_interval criticality_interval_lm(const criticality_entry& e, double epsilon, const lm_eval& full, const std::vector<lm_eval>& traced,
+                                              const metrics::paired_bootstrap_options& o = {}) {
+    DEPTHLAB_CHECK(traced.size() == e.trace.size(), shape_error, "criticality_interval_lm: ", traced.size(), " evaluations for '", e.name,
+                   "', whose trace has ", e.trace.size());
+    for (const auto& t : traced)
+        DEPTHLAB_CHECK(t.sequence_nll.size() == full.sequence_nll.size(), shape_error, "criticality_interval_lm: an evaluation of ", t.sequence_nll.size(),
+                       " sequences against the full model's ", full.sequence_nll.size());
+    return criticality_interval(
+        e, epsilon, full.sequence_nll.size(),
+        [&](std::span<const std::size_t> drawn) { return -metrics::perplexity_of(full.sequence_nll, full.sequence_tokens, drawn); },
+        [&](std::size_t j, std::span<const std::size_t> drawn) { return -metrics::perplexity_of(traced[j].sequence_nll, traced[j].sequence_tokens, drawn); }, o);
+}
+
 }  // namespace depthlab::analysis
 // ---- end depthlab/analysis/language_model.hpp ----
 // ---- begin depthlab/report/component_value.hpp ----
@@ -21047,6 +21203,15 @@ struct curve_spec {
     bool markers = true;
 };
 
+/// One model of the iso-FLOP comparison: the full model, it pruned by a score, or a shallower
+/// model trained apart; its cost per token and its metric.
+struct iso_flop_row {
+    std::string model;           // "full", "pruned by contribution", "trained with 1 fewer decoder layer", ...
+    int modules_removed = 0;     // modules it lacks against the full model
+    double flops_per_token = 0;  // products that ran, per target token
+    double metric = 0;
+};
+
 /// Everything the study's report shows, in its order; see component_value_report.
 struct component_value_run {
     std::string title{}, subtitle{};
@@ -21059,6 +21224,7 @@ struct component_value_run {
     int encoder_layers = 0, decoder_layers = 0;
     std::string pruning_note{};                                      // e.g. a shallower model trained for comparison
     std::optional<analysis::smaller_model> smaller{};                // that model, for the pruning findings; none: n/a
+    std::vector<iso_flop_row> iso_flop{};                            // empty: no iso-FLOP table
     std::string rewinding_how{};                                     // how the modules were rewound and fine-tuned
     std::vector<std::pair<std::string, std::string>> run_details{};  // "Where the time went"
     std::string command{}, provenance{};
@@ -21069,6 +21235,7 @@ struct component_value_run {
 /// The page: baseline and curves, contribution, criticality, rank agreement, the paper's
 /// findings, pruning, rewinding, run details. Sections whose results are absent are left out.
 inline html_page component_value_report(const component_value_run& r) {
+    using detail::fixed;
     html_page page(r.title, r.subtitle);
     if (!r.note.empty()) page.note(r.note);
     page.section("Baseline");
@@ -21087,6 +21254,14 @@ inline html_page component_value_report(const component_value_run& r) {
         if (st->complete) {
             pruning_section(page, st->pruning_by_contribution, st->pruning_by_criticality, r.labels);
             if (!r.pruning_note.empty()) page.paragraph(r.pruning_note);
+            if (!r.iso_flop.empty()) {
+                std::vector<std::vector<std::string>> rows;
+                for (const auto& m : r.iso_flop)
+                    rows.push_back({m.model, std::to_string(m.modules_removed), fixed(m.flops_per_token / 1e6, 3), fixed(m.metric)});
+                page.table({"model", "modules removed", "MFLOP per target token", r.labels.metric}, rows,
+                           {.caption = "Iso-FLOP: the products a teacher-forced forward runs per target token (a removed module runs none), "
+                                       "and the metric on " + r.labels.measured_on});
+            }
             if (!st->rewinding.empty()) rewinding_section(page, st->rewinding, st->contribution.base, r.rewinding_how, r.labels);
             std::vector<std::vector<std::string>> rows;
             for (const auto& f : analysis::pruning_findings(st->pruning_by_contribution, st->pruning_by_criticality, st->rewinding,
@@ -21123,6 +21298,7 @@ struct translation_run {
     double alpha = 0.6;         // GNMT length penalty
     double analysis_bleu = 0;   // the metric on the analysis sentences, unablated
     std::optional<train::shallow_comparison> shallow{};
+    std::vector<iso_flop_row> iso_flop{};  // the full, pruned and shallower models' cost and BLEU
     std::string rank_by = "contribution";  // rewinding's ranking
     std::int64_t rewind_steps = 0;
     double finetune_lr = 0;
@@ -21191,6 +21367,7 @@ inline html_page translation_study_report(const translation_run& r, const train:
                                                                      .what = std::to_string(r.shallow->fewer_decoder_layers) +
                                                                              " fewer decoder layer(s), trained apart"})
                              : std::nullopt,
+        .iso_flop = r.iso_flop,
         .rewinding_how = "The k least important modules (by " + r.rank_by + ") are reset to θ⁰, then the whole model is fine-tuned for " +
                          std::to_string(r.rewind_steps) + " steps (fresh Adam, lr " + lr_text +
                          " after a short warm-up; same batches as training). k = 0 is the control: the same fine-tuning without rewinding.",
@@ -21224,6 +21401,7 @@ struct act_albert_run {
     int n_max = 6;                                             // picks the paper's row
     std::int64_t steps = 0;
     train::metrics_log log{};
+    std::vector<halting::depth_comparison> iso_flop{};         // adaptive and fixed depths on the same dev batches; empty: no table
     std::string outputs{}, provenance{};
 };
 
@@ -21277,6 +21455,28 @@ inline html_page act_albert_report(const act_albert_run& r) {
     page.figure(line_chart(series, {.title = "cos(s^{n-1}, s^n) per category", .x_label = "iteration n", .y_label = "mean cosine", .integer_x = true}),
                 "Averaged over the tokens still running at iteration n. The paper: tokens converge; unmasked and [SEP] faster "
                 "than [MASK]; [CLS] oscillates before settling.");
+
+    if (!r.iso_flop.empty()) {
+        page.section("Iso-FLOP: adaptive or fixed depth");
+        std::vector<std::vector<std::string>> iso;
+        const auto& first = r.iso_flop.front();  // this run's model
+        line_series same{"same weights, fixed depth", {}, {}}, here{first.model, {first.flops_per_token / 1e6}, {first.mlm_acc}};
+        for (const auto& m : r.iso_flop) {
+            iso.push_back({m.model, fixed(m.iterations), fixed(m.flops_per_token / 1e6, 3), fixed(m.mlm_acc, 1), fixed(m.sop_acc, 1), fixed(m.mlm_loss, 3)});
+            if (m.model == same.name) {
+                same.x.push_back(m.flops_per_token / 1e6);
+                same.y.push_back(m.mlm_acc);
+            }
+        }
+        page.table({"model", "mean iterations", "MFLOP per token", "MLM accuracy (%)", "SOP accuracy (%)", "MLM loss"}, iso,
+                   {.caption = "The same dev batches for every row; FLOPs are the encoder's products that ran. \"Same weights, fixed depth\": this "
+                               "model's tied layer run N times for every token, its last state the output; \"trained at fixed depth\": a model "
+                               "trained apart with --policy fixed (--fixed-checkpoint).",
+                    .decimals = -1});
+        if (!same.x.empty())
+            page.figure(line_chart({same, here}, {.title = "MLM accuracy against encoder FLOPs per token", .x_label = "MFLOP per token", .y_label = "MLM accuracy (%)"}),
+                        "Adaptive depth beats fixed depth where its point lies above the fixed-depth line at the same FLOPs.");
+    }
 
     page.section("Training");
     page.figure(line_chart({step_series("MLM loss", r.log.series("mlm")), step_series("SOP loss", r.log.series("sop"))},

@@ -146,4 +146,20 @@ std::vector<double> block_influence(const nn::GPT2<T, B>& model, const data::lm_
     return bi;
 }
 
+/// criticality_interval with perplexity as the metric (−perplexity: higher is better): `full`
+/// the full model's evaluation, traced[j] the module's j-th (e.trace[j]), each with its
+/// per-sequence losses; epsilon in perplexity.
+inline score_interval criticality_interval_lm(const criticality_entry& e, double epsilon, const lm_eval& full, const std::vector<lm_eval>& traced,
+                                              const metrics::paired_bootstrap_options& o = {}) {
+    DEPTHLAB_CHECK(traced.size() == e.trace.size(), shape_error, "criticality_interval_lm: ", traced.size(), " evaluations for '", e.name,
+                   "', whose trace has ", e.trace.size());
+    for (const auto& t : traced)
+        DEPTHLAB_CHECK(t.sequence_nll.size() == full.sequence_nll.size(), shape_error, "criticality_interval_lm: an evaluation of ", t.sequence_nll.size(),
+                       " sequences against the full model's ", full.sequence_nll.size());
+    return criticality_interval(
+        e, epsilon, full.sequence_nll.size(),
+        [&](std::span<const std::size_t> drawn) { return -metrics::perplexity_of(full.sequence_nll, full.sequence_tokens, drawn); },
+        [&](std::size_t j, std::span<const std::size_t> drawn) { return -metrics::perplexity_of(traced[j].sequence_nll, traced[j].sequence_tokens, drawn); }, o);
+}
+
 }  // namespace depthlab::analysis

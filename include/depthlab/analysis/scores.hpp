@@ -16,8 +16,10 @@
 #include <numeric>
 #include <optional>
 #include <ostream>
+#include <span>
 #include <sstream>
 #include <string>
+#include <tuple>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -31,6 +33,7 @@
 #include "depthlab/nn/transformer.hpp"
 #include "depthlab/train/progress.hpp"
 #include "depthlab/analysis/modules.hpp"
+#include "depthlab/metrics/bootstrap.hpp"
 
 namespace depthlab::analysis {
 
@@ -359,6 +362,51 @@ criticality_result criticality(nn::Module<T, B>& model, const std::vector<module
     }
     r.evaluations = eval.count();
     return r;
+}
+
+/// A score with its bootstrap percentile interval over the items of the evaluation set.
+struct score_interval {
+    double score = 0, lo = 0, hi = 0;
+};
+
+/// The bootstrap interval of a criticality score (entry `e` of a criticality_result with
+/// tolerance ε) over the n items (sentences, sequences) its metric averages: on each resample,
+/// base_on(drawn) scores the full model and metric_on(j, drawn) the module's j-th evaluation
+/// (e.trace[j]) on the drawn items, and the resample's score is the smallest traced α whose
+/// metric passes (≥ base − ε). When none does, it is 1 (θᶠ, the full model, always passes):
+/// an upper bound, since the α between the trace's last and 1 were never evaluated; a
+/// bisection's trace is the path it took on the whole set. Both functions come from the
+/// caller, who kept each evaluation's per-item results.
+template <class BaseOn, class MetricOn>
+score_interval criticality_interval(const criticality_entry& e, double epsilon, std::size_t n, BaseOn&& base_on, MetricOn&& metric_on,
+                                    const metrics::paired_bootstrap_options& o = {}) {
+    DEPTHLAB_CHECK(!e.trace.empty(), usage_error, "criticality_interval: module '", e.name, "' has no evaluations in its trace");
+    const auto score_on = [&](std::span<const std::size_t> drawn) {
+        const double threshold = base_on(drawn) - epsilon;
+        double alpha = 1.0;
+        for (std::size_t j = 0; j < e.trace.size(); ++j)
+            if (e.trace[j].first < alpha && metric_on(j, drawn) >= threshold) alpha = e.trace[j].first;
+        return alpha;
+    };
+    std::vector<double> values = metrics::bootstrap_values(n, score_on, o, "criticality_interval");
+    score_interval r{.score = e.alpha};
+    std::tie(r.lo, r.hi) = metrics::percentile_interval(values, o.confidence);
+    return r;
+}
+
+/// criticality_interval with corpus BLEU as the metric: `base` the full model's hypotheses,
+/// traced[j] those of the module's j-th evaluation (e.trace[j]), refs the references.
+inline score_interval criticality_interval_bleu(const criticality_entry& e, double epsilon, std::span<const std::string> base,
+                                                const std::vector<std::vector<std::string>>& traced, std::span<const std::string> refs,
+                                                const metrics::paired_bootstrap_options& o = {}) {
+    DEPTHLAB_CHECK(traced.size() == e.trace.size(), shape_error, "criticality_interval_bleu: ", traced.size(), " evaluations' hypotheses for '", e.name,
+                   "', whose trace has ", e.trace.size());
+    const auto full = metrics::sentence_bleu_stats(base, refs, o.bleu);
+    std::vector<std::vector<metrics::bleu_stats>> at;
+    for (const auto& h : traced) at.push_back(metrics::sentence_bleu_stats(h, refs, o.bleu));
+    return criticality_interval(
+        e, epsilon, refs.size(), [&](std::span<const std::size_t> drawn) { return metrics::corpus_bleu_of(full, drawn, o.bleu); },
+        [&](std::size_t j, std::span<const std::size_t> drawn) { return metrics::corpus_bleu_of(at[j], drawn, o.bleu); }, o);
 }
 
 /// Criticality of default_modules(model).

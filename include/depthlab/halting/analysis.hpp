@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <string>
 #include <type_traits>
@@ -19,8 +20,10 @@
 #include "depthlab/core/error.hpp"
 #include "depthlab/data/albert_data.hpp"
 #include "depthlab/halting/act.hpp"
+#include "depthlab/halting/act_albert.hpp"
 #include "depthlab/io/csv.hpp"
 #include "depthlab/nn/classification.hpp"
+#include "depthlab/nn/snapshot.hpp"
 
 namespace depthlab::halting {
 
@@ -192,6 +195,47 @@ albert_eval evaluate_albert(const Model& model, data::albert_sampler& dev, std::
     r.mlm_acc = mlm_acc.percent();
     r.sop_acc = sop_acc.percent();
     return r;
+}
+
+/// The weights of `model` run at fixed depth N for each N of `depths` (every token N
+/// iterations of the tied layer, whose last state is the output: the `fixed` policy), each
+/// evaluated with evaluate_albert on `batches` batches of a fresh dev() sampler, so that every
+/// depth sees the same batches as an evaluation of `model` on dev(). With the FLOPs per token
+/// of each, it places adaptive depth among fixed depths of the same weights.
+template <class T, class B, class Policy>
+std::vector<albert_eval> evaluate_at_fixed_depths(const ActAlbert<T, B, Policy>& model, const std::vector<int>& depths,
+                                                  const std::function<data::albert_sampler()>& dev, std::int64_t batches, std::int64_t batch_size) {
+    DEPTHLAB_CHECK(!depths.empty() && static_cast<bool>(dev), usage_error, "evaluate_at_fixed_depths: ", depths.size(), " depths and ",
+                   dev ? "a" : "no", " dev sampler");
+    act_options opt = model.encoder->opt;
+    opt.min_iterations = 0;
+    opt.max_iterations = 1;
+    for (const int n : depths) {
+        DEPTHLAB_CHECK(n >= 1, usage_error, "evaluate_at_fixed_depths: depth ", n, " (at least 1)");
+        opt.max_iterations = std::max(opt.max_iterations, n);
+    }
+    ActAlbert<T, B, fixed> same(model.cfg, opt);
+    nn::Snapshot<T, B>(model).restore(same);
+    same.eval();
+    std::vector<albert_eval> out;
+    for (const int n : depths) {
+        same.encoder->opt.max_iterations = n;
+        data::albert_sampler sampler = dev();
+        out.push_back(evaluate_albert(same, sampler, batches, batch_size));
+    }
+    return out;
+}
+
+/// One row of the iso-FLOP comparison of adaptive and fixed depth (albert_act's iso_flop.csv).
+struct depth_comparison {
+    std::string model;            // "adaptive (act)", "same weights, fixed depth", "trained at fixed depth"
+    double iterations = 0;        // mean iterations per token
+    double flops_per_token = 0;   // encoder products that ran, per token
+    double mlm_acc = 0, sop_acc = 0, mlm_loss = 0;
+};
+inline depth_comparison compare_depth(std::string model, const albert_eval& ev) {
+    return {.model = std::move(model), .iterations = ev.stats.mean_iterations("all"), .flops_per_token = ev.stats.flops_per_token(),
+            .mlm_acc = ev.mlm_acc, .sop_acc = ev.sop_acc, .mlm_loss = ev.mlm_loss};
 }
 
 /// The metrics log's record of a dev evaluation: dev_mlm_acc, dev_sop_acc, dev_mlm_loss,

@@ -23,6 +23,7 @@ struct act_albert_run {
     int n_max = 6;                                             // picks the paper's row
     std::int64_t steps = 0;
     train::metrics_log log{};
+    std::vector<halting::depth_comparison> iso_flop{};         // adaptive and fixed depths on the same dev batches; empty: no table
     std::string outputs{}, provenance{};
 };
 
@@ -76,6 +77,28 @@ inline html_page act_albert_report(const act_albert_run& r) {
     page.figure(line_chart(series, {.title = "cos(s^{n-1}, s^n) per category", .x_label = "iteration n", .y_label = "mean cosine", .integer_x = true}),
                 "Averaged over the tokens still running at iteration n. The paper: tokens converge; unmasked and [SEP] faster "
                 "than [MASK]; [CLS] oscillates before settling.");
+
+    if (!r.iso_flop.empty()) {
+        page.section("Iso-FLOP: adaptive or fixed depth");
+        std::vector<std::vector<std::string>> iso;
+        const auto& first = r.iso_flop.front();  // this run's model
+        line_series same{"same weights, fixed depth", {}, {}}, here{first.model, {first.flops_per_token / 1e6}, {first.mlm_acc}};
+        for (const auto& m : r.iso_flop) {
+            iso.push_back({m.model, fixed(m.iterations), fixed(m.flops_per_token / 1e6, 3), fixed(m.mlm_acc, 1), fixed(m.sop_acc, 1), fixed(m.mlm_loss, 3)});
+            if (m.model == same.name) {
+                same.x.push_back(m.flops_per_token / 1e6);
+                same.y.push_back(m.mlm_acc);
+            }
+        }
+        page.table({"model", "mean iterations", "MFLOP per token", "MLM accuracy (%)", "SOP accuracy (%)", "MLM loss"}, iso,
+                   {.caption = "The same dev batches for every row; FLOPs are the encoder's products that ran. \"Same weights, fixed depth\": this "
+                               "model's tied layer run N times for every token, its last state the output; \"trained at fixed depth\": a model "
+                               "trained apart with --policy fixed (--fixed-checkpoint).",
+                    .decimals = -1});
+        if (!same.x.empty())
+            page.figure(line_chart({same, here}, {.title = "MLM accuracy against encoder FLOPs per token", .x_label = "MFLOP per token", .y_label = "MLM accuracy (%)"}),
+                        "Adaptive depth beats fixed depth where its point lies above the fixed-depth line at the same FLOPs.");
+    }
 
     page.section("Training");
     page.figure(line_chart({step_series("MLM loss", r.log.series("mlm")), step_series("SOP loss", r.log.series("sop"))},

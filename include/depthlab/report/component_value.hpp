@@ -265,6 +265,15 @@ struct curve_spec {
     bool markers = true;
 };
 
+/// One model of the iso-FLOP comparison: the full model, it pruned by a score, or a shallower
+/// model trained apart; its cost per token and its metric.
+struct iso_flop_row {
+    std::string model;           // "full", "pruned by contribution", "trained with 1 fewer decoder layer", ...
+    int modules_removed = 0;     // modules it lacks against the full model
+    double flops_per_token = 0;  // products that ran, per target token
+    double metric = 0;
+};
+
 /// Everything the study's report shows, in its order; see component_value_report.
 struct component_value_run {
     std::string title{}, subtitle{};
@@ -277,6 +286,7 @@ struct component_value_run {
     int encoder_layers = 0, decoder_layers = 0;
     std::string pruning_note{};                                      // e.g. a shallower model trained for comparison
     std::optional<analysis::smaller_model> smaller{};                // that model, for the pruning findings; none: n/a
+    std::vector<iso_flop_row> iso_flop{};                            // empty: no iso-FLOP table
     std::string rewinding_how{};                                     // how the modules were rewound and fine-tuned
     std::vector<std::pair<std::string, std::string>> run_details{};  // "Where the time went"
     std::string command{}, provenance{};
@@ -287,6 +297,7 @@ struct component_value_run {
 /// The page: baseline and curves, contribution, criticality, rank agreement, the paper's
 /// findings, pruning, rewinding, run details. Sections whose results are absent are left out.
 inline html_page component_value_report(const component_value_run& r) {
+    using detail::fixed;
     html_page page(r.title, r.subtitle);
     if (!r.note.empty()) page.note(r.note);
     page.section("Baseline");
@@ -305,6 +316,14 @@ inline html_page component_value_report(const component_value_run& r) {
         if (st->complete) {
             pruning_section(page, st->pruning_by_contribution, st->pruning_by_criticality, r.labels);
             if (!r.pruning_note.empty()) page.paragraph(r.pruning_note);
+            if (!r.iso_flop.empty()) {
+                std::vector<std::vector<std::string>> rows;
+                for (const auto& m : r.iso_flop)
+                    rows.push_back({m.model, std::to_string(m.modules_removed), fixed(m.flops_per_token / 1e6, 3), fixed(m.metric)});
+                page.table({"model", "modules removed", "MFLOP per target token", r.labels.metric}, rows,
+                           {.caption = "Iso-FLOP: the products a teacher-forced forward runs per target token (a removed module runs none), "
+                                       "and the metric on " + r.labels.measured_on});
+            }
             if (!st->rewinding.empty()) rewinding_section(page, st->rewinding, st->contribution.base, r.rewinding_how, r.labels);
             std::vector<std::vector<std::string>> rows;
             for (const auto& f : analysis::pruning_findings(st->pruning_by_contribution, st->pruning_by_criticality, st->rewinding,
@@ -341,6 +360,7 @@ struct translation_run {
     double alpha = 0.6;         // GNMT length penalty
     double analysis_bleu = 0;   // the metric on the analysis sentences, unablated
     std::optional<train::shallow_comparison> shallow{};
+    std::vector<iso_flop_row> iso_flop{};  // the full, pruned and shallower models' cost and BLEU
     std::string rank_by = "contribution";  // rewinding's ranking
     std::int64_t rewind_steps = 0;
     double finetune_lr = 0;
@@ -409,6 +429,7 @@ inline html_page translation_study_report(const translation_run& r, const train:
                                                                      .what = std::to_string(r.shallow->fewer_decoder_layers) +
                                                                              " fewer decoder layer(s), trained apart"})
                              : std::nullopt,
+        .iso_flop = r.iso_flop,
         .rewinding_how = "The k least important modules (by " + r.rank_by + ") are reset to θ⁰, then the whole model is fine-tuned for " +
                          std::to_string(r.rewind_steps) + " steps (fresh Adam, lr " + lr_text +
                          " after a short warm-up; same batches as training). k = 0 is the control: the same fine-tuning without rewinding.",

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "depthlab/autodiff/ops.hpp"
 #include "depthlab/data/translation.hpp"
@@ -72,21 +73,37 @@ double finetune_translation(nn::Seq2SeqTransformer<T, B>& model, const data::tra
     return fine_tune.fit([&] { return translation_loss(model, batches, recipe.label_smoothing); }).last_log.front().second;
 }
 
+/// The matrix products (flop_scope) of a teacher-forced forward of `model` as it is now (a
+/// switched-off sub-layer does not run) over `batches`, per target token: the model's cost
+/// per token, independent of how long its decoded hypotheses are.
+template <class T, class B>
+double teacher_forced_flops_per_token(const nn::Seq2SeqTransformer<T, B>& model, const std::vector<data::seq2seq_batch>& batches) {
+    std::int64_t tokens = 0;
+    for (const auto& b : batches) tokens += b.target_tokens();
+    DEPTHLAB_CHECK(tokens > 0, usage_error, "teacher_forced_flops_per_token: ", batches.size(), " batches without a target token");
+    no_grad guard;
+    const flop_scope spent;
+    for (const auto& b : batches) (void)model.decode(model.encode(b.src), b.src, b.tgt_in);
+    return static_cast<double>(spent.flops()) / static_cast<double>(tokens);
+}
+
 /// A model with fewer decoder layers, trained apart with the same recipe: the paper's
-/// baseline for pruning decoder modules. Its BLEU on the analysis sentences.
+/// baseline for pruning decoder modules. Its BLEU on the analysis sentences and its cost.
 struct shallow_comparison {
     nn::seq2seq_config config;
     std::int64_t parameters = 0;
     std::uint64_t steps = 0;
     int fewer_decoder_layers = 0;
     double bleu = 0;
+    double flops_per_token = 0;  // teacher_forced_flops_per_token on the caller's batches
 };
 /// Loads the checkpoint at `path`, which must hold `full`'s model with fewer decoder layers
-/// (else usage_error naming both), and scores it on `set`.
+/// (else usage_error naming both), scores it on `set` and counts its FLOPs per target token
+/// on `flop_batches`.
 template <class T, class B>
 shallow_comparison compare_shallow_checkpoint(const std::string& path, const nn::seq2seq_config& full, const nn::translation_set& set,
                                               const typename nn::translator<T, B>::detokenizer& detokenize, const nn::search_options& search,
-                                              std::uint64_t seed) {
+                                              std::uint64_t seed, const std::vector<data::seq2seq_batch>& flop_batches) {
     shallow_comparison r;
     r.config = io::load_config<nn::seq2seq_config>(io::safetensors_file(path).metadata(), "config.");
     const nn::seq2seq_config& sc = r.config;
@@ -99,6 +116,7 @@ shallow_comparison compare_shallow_checkpoint(const std::string& path, const nn:
     shallow.eval();
     nn::translator<T, B> scorer(shallow, detokenize);
     r.bleu = score(scorer, set, search).bleu;
+    r.flops_per_token = teacher_forced_flops_per_token(shallow, flop_batches);
     r.parameters = shallow.parameter_count();
     r.fewer_decoder_layers = full.decoder_layers - sc.decoder_layers;
     return r;
