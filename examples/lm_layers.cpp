@@ -189,10 +189,12 @@ int run(options o, const std::string& command_line) {
             return v;
         };
         // criticality evaluates each module at the α of its trace, in that order, after its
-        // progress event: keep those evaluations for the module's interval
+        // progress event: keep those evaluations for the module's interval. Every grid α is
+        // evaluated (an evaluation is cheap here), so that a resample on which the first
+        // passing α fails finds the next one instead of counting 1.
         std::map<std::string, std::vector<analysis::lm_eval>> traced;
         const analysis::criticality_options kopt{
-            .epsilon = o.epsilon * base, .grid_steps = static_cast<int>(o.grid_steps), .base = -base,
+            .epsilon = o.epsilon * base, .grid_steps = static_cast<int>(o.grid_steps), .grid_full_scan = true, .base = -base,
             .run = {.progress = [&](const analysis::progress_event& e) { evaluating = e.module; }, .print_progress = true}};
         const analysis::metric_fn keep_traced = [&] {
             const double v = metric();
