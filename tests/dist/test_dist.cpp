@@ -29,6 +29,8 @@
 #include <depthlab/depthlab.hpp>
 #include <depthlab/dist/launch.hpp>
 
+#include "../random_corpus.hpp"
+
 using namespace depthlab;
 namespace fs = std::filesystem;
 
@@ -36,20 +38,6 @@ namespace {
 
 dist::communicator* g_world = nullptr;
 dist::communicator& world() { return *g_world; }
-
-data::corpus random_corpus(std::uint64_t seed, int docs, std::int64_t vocab) {
-    Generator g(seed);
-    data::corpus c;
-    for (int d = 0; d < docs; ++d) {
-        std::vector<std::vector<std::int32_t>> doc(2 + g.below(10));
-        for (auto& s : doc) {
-            s.resize(4 + g.below(30));
-            for (auto& t : s) t = static_cast<std::int32_t>(5 + g.below(static_cast<std::uint64_t>(vocab - 5)));
-        }
-        c.add_document(doc);
-    }
-    return c;
-}
 
 std::vector<std::uint32_t> parameter_bits(const nn::Module<float>& m) {
     std::vector<std::uint32_t> bits;
@@ -84,7 +72,7 @@ struct albert_run {
 
     explicit albert_run(std::uint64_t model_seed)
         : model(cfg, {.max_iterations = 4}, model_seed), lamb(model.named_parameters(), {.lr = 2e-3}),
-          sampler(random_corpus(3, 60, cfg.vocab), sampler_config(cfg), 9), own(100 + static_cast<std::uint64_t>(world().rank())) {}
+          sampler(depthlab_test::random_albert_corpus(3, 60, cfg.vocab), sampler_config(cfg), 9), own(100 + static_cast<std::uint64_t>(world().rank())) {}
     static data::albert_data_config sampler_config(const nn::albert_config& c) {
         data::albert_data_config d;
         d.max_len = c.max_len;
