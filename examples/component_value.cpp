@@ -157,28 +157,22 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
         const nn::translation_set analysis_set = set("analysis", test, static_cast<std::size_t>(o.eval_sentences), o.analysis_beam);
         const nn::search_options metric_search{.beam = static_cast<int>(o.analysis_beam), .alpha = o.alpha};
         const auto modules = analysis::default_modules(model);
-        // the hypotheses of the last evaluation, and of every evaluation with exactly one module
-        // ablated (contribution; pruning's k = 1 repeats one): their paired bootstraps against
-        // the full model's give each contribution drop its interval
+        // the hypotheses of the last evaluation, of each contribution evaluation (one module
+        // switched off: its paired bootstrap against the full model's gives the drop its
+        // interval) and of every criticality evaluation, each module's in its trace's order (for
+        // the α's interval); the analysis and module an evaluation belongs to are those of the
+        // last progress event, which every analysis sends before a module's evaluations
         std::vector<std::string> last_hypotheses;
         std::map<std::string, std::vector<std::string>> hypotheses_without;
-        // and of every criticality evaluation, each module's in its trace's order (the analysis
-        // and module an evaluation belongs to: the study's last progress event)
-        std::string stage, evaluating;
         std::map<std::string, std::vector<std::vector<std::string>>> traced_hypotheses;
+        std::string stage, evaluating;
+        const analysis::progress_fn track = [&](const analysis::progress_event& e) { stage = e.stage, evaluating = e.module; };
         double metric_flops = 0;  // the products every evaluation ran on this process (cached encoder outputs are not run again)
         analysis::timed_metric metric([&] {
             const flop_scope spent;
             train::translation_score s = train::score(trans, analysis_set, metric_search);
             metric_flops += static_cast<double>(spent.flops());
-            const analysis::module_ref* off = nullptr;
-            int n_off = 0;
-            for (const auto& m : modules)
-                if (!m.target->is_on()) {
-                    off = &m;
-                    ++n_off;
-                }
-            if (n_off == 1) hypotheses_without[off->name] = s.hypotheses;
+            if (stage == "contribution") hypotheses_without[evaluating] = s.hypotheses;
             if (stage == "criticality") traced_hypotheses[evaluating].push_back(s.hypotheses);
             last_hypotheses = std::move(s.hypotheses);
             return s.bleu;
@@ -211,44 +205,48 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
                               .base = base, .ablation = ablation},
              .criticality = {.epsilon = o.epsilon, .method = o.search == "grid" ? analysis::search_method::grid : analysis::search_method::bisection,
                              .grid_steps = static_cast<int>(o.grid_steps), .tolerance = o.tolerance, .max_evaluations = static_cast<int>(o.max_evaluations)},
-             .run = {.progress = [&](const analysis::progress_event& e) { stage = e.stage, evaluating = e.module; }, .print_progress = comm.is_root()},
+             .run = {.progress = track, .print_progress = comm.is_root()},
              .prune_max_k = static_cast<int>(o.prune_max_k),
              .rewind_by_criticality = o.rank_by == "criticality", .rewind_k = o.rewind_steps > 0 ? o.rewind_k : std::vector<int>{}, .out = o.out,
              .metric_name = "BLEU"});
         stage.clear();
         if (!study.complete) return 0;  // pruning, rewinding and the outputs: rank 0
         trans.invalidate();
-        // each contribution drop with its paired-bootstrap interval over the analysis sentences
-        // (modules another rank evaluated under --distributed have none: empty fields)
-        io::csv_writer ci({"module", "type", "layer", "drop", "lo", "hi", "p_value", "verdict"});
+        // each contribution drop with its paired-bootstrap interval over the analysis sentences,
+        // and each criticality α with its bootstrap interval (modules another rank evaluated
+        // under --distributed have none: empty fields)
+        const metrics::paired_bootstrap_options resampling{.resamples = static_cast<int>(o.bootstrap)};
         int within_noise = 0;
-        for (const auto& e : study.contribution.modules) {
+        const auto drop_interval = [&](const analysis::contribution_entry& e) -> std::vector<std::string> {
             const auto it = hypotheses_without.find(e.name);
-            if (it == hypotheses_without.end()) {
-                ci.row(e.name, e.type, e.layer, base - e.metric_without, "", "", "", "");
-                continue;
-            }
-            const auto d = metrics::paired_bootstrap_bleu(base_hypotheses, it->second, analysis_set.references, {.resamples = static_cast<int>(o.bootstrap)});
-            within_noise += !d.significant();
-            ci.row(e.name, e.type, e.layer, d.delta, d.lo, d.hi, d.p_value, d.lo > 0 ? "matters" : d.hi < 0 ? "better without" : "within noise");
+            if (it == hypotheses_without.end()) return {io::csv_number(base - e.metric_without), "", "", "", ""};
+            const auto d = metrics::paired_bootstrap_bleu(base_hypotheses, it->second, analysis_set.references, resampling);
+            return {io::csv_number(d.delta), io::csv_number(d.lo), io::csv_number(d.hi), io::csv_number(d.p_value),
+                    d.lo > 0 ? "matters" : d.hi < 0 ? "better without" : "within noise"};
+        };
+        const auto alpha_interval = [&](const analysis::criticality_entry& e, double epsilon) -> std::vector<std::string> {
+            const auto it = traced_hypotheses.find(e.name);
+            if (it == traced_hypotheses.end() || it->second.size() != e.trace.size()) return {io::csv_number(e.alpha), "", ""};
+            const analysis::score_interval k = analysis::criticality_interval_bleu(e, epsilon, base_hypotheses, it->second, analysis_set.references, resampling);
+            return {io::csv_number(e.alpha), io::csv_number(k.lo), io::csv_number(k.hi)};
+        };
+        const auto cells = [](std::initializer_list<std::vector<std::string>> parts) {
+            std::vector<std::string> r;
+            for (const auto& p : parts) r.insert(r.end(), p.begin(), p.end());
+            return r;
+        };
+        io::csv_writer ci({"module", "type", "layer", "drop", "lo", "hi", "p_value", "verdict"});
+        for (const auto& e : study.contribution.modules) {
+            const std::vector<std::string> interval = drop_interval(e);
+            within_noise += interval.back() == "within noise";
+            ci.row(cells({{e.name, e.type, std::to_string(e.layer)}, interval}));
         }
         ci.write(o.out + "/contribution_ci.csv");
         std::printf("contribution intervals (paired bootstrap, %lld resamples, 95%%): %d of %zu drops within noise\n", static_cast<long long>(o.bootstrap),
                     within_noise, study.contribution.modules.size());
         summary.update({{"contribution_within_noise", within_noise}, {"bootstrap_resamples", o.bootstrap}});
-        // each criticality score with its bootstrap interval over the analysis sentences (a
-        // module another rank evaluated: empty fields)
         io::csv_writer crit_ci({"module", "type", "layer", "alpha", "lo", "hi"});
-        for (const auto& e : study.criticality.modules) {
-            const auto it = traced_hypotheses.find(e.name);
-            if (it == traced_hypotheses.end() || it->second.size() != e.trace.size()) {
-                crit_ci.row(e.name, e.type, e.layer, e.alpha, "", "");
-                continue;
-            }
-            const analysis::score_interval k = analysis::criticality_interval_bleu(e, study.criticality.epsilon, base_hypotheses, it->second,
-                                                                                  analysis_set.references, {.resamples = static_cast<int>(o.bootstrap)});
-            crit_ci.row(e.name, e.type, e.layer, e.alpha, k.lo, k.hi);
-        }
+        for (const auto& e : study.criticality.modules) crit_ci.row(cells({{e.name, e.type, std::to_string(e.layer)}, alpha_interval(e, study.criticality.epsilon)}));
         crit_ci.write(o.out + "/criticality_ci.csv");
         // scores_agreement.csv: Spearman between every pair of scores, sub-layer and head level
         io::csv_writer agreement({"level", "score_a", "score_b", "spearman"});
@@ -268,7 +266,8 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
             }
             const analysis::contribution_result head_c = analysis::contribution(
                 heads.modules, metric, {.clip_fraction = o.clip_fraction, .clip = o.no_clip ? std::optional(std::numeric_limits<double>::infinity()) : std::nullopt,
-                                        .base = base, .ablation = ablation, .run = {.progress = {}, .print_progress = true}});
+                                        .base = base, .ablation = ablation, .run = {.progress = track, .print_progress = true}});
+            stage.clear();
             data::translation_stream reference(batcher, recipe.seed + 3000);
             const std::vector<double> importance = analysis::head_importance<float, B>(
                 model, heads,
@@ -283,11 +282,19 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
                 csv.write(o.out + "/" + file);
             };
             analysis::criticality_options head_k = study.criticality_options;
-            head_k.run = {.progress = {}, .print_progress = true};
+            head_k.run = {.progress = track, .print_progress = true};
             const analysis::criticality_result head_crit = analysis::criticality(model, heads.modules, theta0, thetaf, metric, head_k);
+            stage.clear();
             write_heads("head_contribution.csv", head_c.scores());
             write_heads("head_criticality.csv", head_crit.scores());
             write_heads("head_importance.csv", importance);
+            // the heads' drops and α with their intervals, as the sub-layers' (under --distributed
+            // rank 0 evaluates every head)
+            io::csv_writer head_ci({"layer", "module", "head", "drop", "lo", "hi", "p_value", "verdict", "alpha", "alpha_lo", "alpha_hi"});
+            for (std::size_t i = 0; i < heads.modules.size(); ++i)
+                head_ci.row(cells({{std::to_string(heads.modules[i].layer), heads.sublayer[i], std::to_string(heads.head[i])}, drop_interval(head_c.modules[i]),
+                                   alpha_interval(head_crit.modules[i], head_crit.epsilon)}));
+            head_ci.write(o.out + "/head_intervals.csv");
             const int K = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(o.prune_max_k), heads.modules.size()));
             io::csv_writer pruning({"ranking", "k", "heads_removed", "metric"});
             for (const auto& [ranking, score] : {std::pair<std::string, std::vector<double>>{"contribution", analysis::importance_ranks(head_c)},
@@ -305,7 +312,7 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
             agreement.row("head", "contribution", "criticality", analysis::spearman(head_c.scores(), head_crit.scores()));
             agreement.row("head", "criticality", "gradient importance", analysis::spearman(head_crit.scores(), importance));
             std::printf("heads: %zu; Spearman contribution vs gradient importance %.3f; wrote head_contribution.csv, head_criticality.csv, "
-                        "head_importance.csv, head_pruning.csv\n",
+                        "head_importance.csv, head_pruning.csv, head_intervals.csv\n",
                         heads.modules.size(), rho);
             head_report = report::head_scores{.sublayer = heads.sublayer, .head = heads.head,
                                               .scores = {{"contribution", head_c.scores()}, {"criticality", head_crit.scores()}, {"importance", importance}},

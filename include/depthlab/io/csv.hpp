@@ -61,6 +61,17 @@ public:
         ++rows_;
         return *this;
     }
+    /// One row of text fields (a number already formatted, e.g. by csv_number, stays as is),
+    /// for rows assembled at run time.
+    csv_writer& row(const std::vector<std::string>& fields) {
+        DEPTHLAB_CHECK(fields.size() == columns_.size(), usage_error, "csv_writer: a row of ", fields.size(), " fields for ", columns_.size(),
+                       " columns (", columns_.front(), ", ...)");
+        std::vector<std::string> quoted;
+        for (const auto& f : fields) quoted.push_back(csv_field(f));
+        append_line(quoted);
+        ++rows_;
+        return *this;
+    }
     [[nodiscard]] std::size_t rows() const { return rows_; }
     [[nodiscard]] const std::string& str() const { return text_; }
     void write(std::ostream& os) const { os << text_; }
