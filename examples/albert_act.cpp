@@ -120,9 +120,13 @@ int run(options o, dist::communicator& comm) {
         data::albert_data_config dev_cfg = corpus.config;
         dev_cfg.shuffle_instances = true;
         dev_cfg.chunk_jitter = false;  // the dev set is ALBERT's chunks whatever the training flags, so runs compare
+        // the same dev batches at every evaluation (the final one takes 4x as many; the iso-FLOP
+        // table below evaluates its other models on those)
+        const auto dev_batches = [&] { return data::albert_sampler(corpus.dev, dev_cfg, 4242); };
+        const std::int64_t final_batches = o.dev_batches * 4;
         trainer.evaluate = [&](std::int64_t step, bool final) {
-            data::albert_sampler dev(corpus.dev, dev_cfg, 4242);  // the same dev batches every time
-            const auto ev = halting::evaluate_albert(model, dev, final ? o.dev_batches * 4 : o.dev_batches, o.batch);
+            data::albert_sampler dev = dev_batches();
+            const auto ev = halting::evaluate_albert(model, dev, final ? final_batches : o.dev_batches, o.batch);
             std::printf("  dev @ %lld: %s\n", static_cast<long long>(step), halting::summary(ev).c_str());
             std::fflush(stdout);  // (a log redirected to a file shows it now, not at the next progress line)
             if (final) final_ev = ev;
@@ -173,13 +177,12 @@ int run(options o, dist::communicator& comm) {
         // ---- iso-FLOP: this model against fixed depths, on the final evaluation's dev batches:
         // its own weights at every depth 1..N_max, and a model trained at fixed depth
         // (--fixed-checkpoint); each with its encoder FLOPs per token
-        const auto final_dev = [&] { return data::albert_sampler(corpus.dev, dev_cfg, 4242); };
         std::vector<halting::depth_comparison> iso_flop{halting::compare_depth(std::string(std::is_same_v<Policy, halting::fixed> ? "fixed depth (" : "adaptive (") +
                                                                                    Policy::name + ")", final_ev)};
         if constexpr (!std::is_same_v<Policy, halting::fixed>) {
             std::vector<int> depths(static_cast<std::size_t>(n_max));
             std::iota(depths.begin(), depths.end(), 1);
-            for (const auto& ev : halting::evaluate_at_fixed_depths(model, depths, final_dev, o.dev_batches * 4, o.batch))
+            for (const auto& ev : halting::evaluate_at_fixed_depths(model, depths, dev_batches, final_batches, o.batch))
                 iso_flop.push_back(halting::compare_depth("same weights, fixed depth", ev));
         }
         if (!o.fixed_checkpoint.empty()) {
@@ -196,8 +199,8 @@ int run(options o, dist::communicator& comm) {
             halting::ActAlbert<float, B, halting::fixed> trained(fc, fa, o.seed);
             (void)io::load_checkpoint(o.fixed_checkpoint, trained);
             trained.eval();
-            data::albert_sampler dev = final_dev();
-            iso_flop.push_back(halting::compare_depth("trained at fixed depth", halting::evaluate_albert(trained, dev, o.dev_batches * 4, o.batch)));
+            data::albert_sampler dev = dev_batches();
+            iso_flop.push_back(halting::compare_depth("trained at fixed depth", halting::evaluate_albert(trained, dev, final_batches, o.batch)));
         }
         io::csv_writer iso({"model", "iterations", "flops_per_token", "mlm_acc", "sop_acc", "mlm_loss"});
         for (const auto& r : iso_flop) iso.row(r.model, r.iterations, r.flops_per_token, r.mlm_acc, r.sop_acc, r.mlm_loss);

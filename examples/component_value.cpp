@@ -190,14 +190,18 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
             std::fprintf(stderr, "rewinding: k=%d fine-tuned %lld steps at lr %.2e, mean loss %.3f\n", k, static_cast<long long>(o.rewind_steps), ft_lr, loss);
         };
         const nn::ablation_kind ablation = nn::parse_ablation_kind(o.ablation, "--ablation");
-        if (ablation == nn::ablation_kind::mean) {  // the reference: teacher-forced training batches, their own stream
+        // --ablation mean: the modules' mean outputs over --ablation-batches teacher-forced
+        // training batches of their own stream (the same batches for sub-layers and heads)
+        const auto record_means = [&](const std::vector<analysis::module_ref>& units) {
+            if (ablation != nn::ablation_kind::mean) return;
             data::translation_stream reference(batcher, recipe.seed + 2000);
-            analysis::record_ablation_means(modules, static_cast<std::size_t>(o.ablation_batches), [&](std::size_t) {
+            analysis::record_ablation_means(units, static_cast<std::size_t>(o.ablation_batches), [&](std::size_t) {
                 const auto b = reference.next();
                 (void)model.decode(model.encode(b.src), b.src, b.tgt_in);
             });
-            std::printf("ablation: mean outputs of %zu modules over %lld training batches\n", modules.size(), static_cast<long long>(o.ablation_batches));
-        }
+            std::printf("ablation: mean outputs of %zu modules over %lld training batches\n", units.size(), static_cast<long long>(o.ablation_batches));
+        };
+        record_means(modules);
         summary["ablation"] = o.ablation;
         const analysis::study_result study = analysis::run_component_value_study(
             comm, model, modules, theta0, thetaf, metric, finetune,
@@ -257,13 +261,7 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
             // says), Michel et al.'s gradient importance over --ablation-batches teacher-forced
             // training batches, and pruning heads in the order of each score
             const auto heads = analysis::head_modules<float, B>(model, &theta0, &thetaf);
-            if (ablation == nn::ablation_kind::mean) {  // the heads' mean outputs, over the same reference as the sub-layers'
-                data::translation_stream reference(batcher, recipe.seed + 2000);
-                analysis::record_ablation_means(heads.modules, static_cast<std::size_t>(o.ablation_batches), [&](std::size_t) {
-                    const auto b = reference.next();
-                    (void)model.decode(model.encode(b.src), b.src, b.tgt_in);
-                });
-            }
+            record_means(heads.modules);
             const analysis::contribution_result head_c = analysis::contribution(
                 heads.modules, metric, {.clip_fraction = o.clip_fraction, .clip = o.no_clip ? std::optional(std::numeric_limits<double>::infinity()) : std::nullopt,
                                         .base = base, .ablation = ablation, .run = {.progress = track, .print_progress = true}});
@@ -336,8 +334,7 @@ int run(options o, const std::string& command_line, dist::communicator& comm) {
                 if (pt.k == 0) continue;
                 analysis::scoped_ablation off;
                 for (const auto& name : pt.modules_removed)
-                    for (const auto& m : modules)
-                        if (m.name == name) off.add(m, ablation);
+                    off.add(*std::find_if(modules.begin(), modules.end(), [&](const analysis::module_ref& m) { return m.name == name; }), ablation);
                 iso_flop.push_back({.model = "pruned by " + ranking, .modules_removed = pt.k,
                                     .flops_per_token = train::teacher_forced_flops_per_token(model, flop_batches), .metric = pt.metric});
             }

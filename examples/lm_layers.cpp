@@ -179,10 +179,9 @@ int run(options o, const std::string& command_line) {
         // contribution evaluates each module once, right after its progress event names it: keep
         // that evaluation's per-sequence losses for the module's interval
         std::string evaluating;
+        const analysis::run_options tracked{.progress = [&](const analysis::progress_event& e) { evaluating = e.module; }, .print_progress = true};
         std::map<std::string, analysis::lm_eval> without;
-        const analysis::contribution_options copt{
-            .clip_fraction = o.clip_fraction, .base = -base,
-            .run = {.progress = [&](const analysis::progress_event& e) { evaluating = e.module; }, .print_progress = true}};
+        const analysis::contribution_options copt{.clip_fraction = o.clip_fraction, .base = -base, .run = tracked};
         const analysis::metric_fn keep_without = [&] {
             const double v = metric();
             without[evaluating] = last;
@@ -194,8 +193,7 @@ int run(options o, const std::string& command_line) {
         // passing α fails finds the next one instead of counting 1.
         std::map<std::string, std::vector<analysis::lm_eval>> traced;
         const analysis::criticality_options kopt{
-            .epsilon = o.epsilon * base, .grid_steps = static_cast<int>(o.grid_steps), .grid_full_scan = true, .base = -base,
-            .run = {.progress = [&](const analysis::progress_event& e) { evaluating = e.module; }, .print_progress = true}};
+            .epsilon = o.epsilon * base, .grid_steps = static_cast<int>(o.grid_steps), .grid_full_scan = true, .base = -base, .run = tracked};
         const analysis::metric_fn keep_traced = [&] {
             const double v = metric();
             traced[evaluating].push_back(last);

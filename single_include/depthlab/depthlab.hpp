@@ -7966,22 +7966,14 @@ public:
     /// in shortest round-trip form. usage_error unless there is one field per column.
     template <class... Fields>
     csv_writer& row(const Fields&... fields) {
-        DEPTHLAB_CHECK(sizeof...(Fields) == columns_.size(), usage_error, "csv_writer: a row of ", sizeof...(Fields), " fields for ",
-                       columns_.size(), " columns (", columns_.front(), ", ...)");
-        append_line({text(fields)...});
-        ++rows_;
-        return *this;
+        return append_row({text(fields)...});
     }
     /// One row of text fields (a number already formatted, e.g. by csv_number, stays as is),
     /// for rows assembled at run time.
     csv_writer& row(const std::vector<std::string>& fields) {
-        DEPTHLAB_CHECK(fields.size() == columns_.size(), usage_error, "csv_writer: a row of ", fields.size(), " fields for ", columns_.size(),
-                       " columns (", columns_.front(), ", ...)");
         std::vector<std::string> quoted;
         for (const auto& f : fields) quoted.push_back(csv_field(f));
-        append_line(quoted);
-        ++rows_;
-        return *this;
+        return append_row(quoted);
     }
     [[nodiscard]] std::size_t rows() const { return rows_; }
     [[nodiscard]] const std::string& str() const { return text_; }
@@ -8002,6 +7994,14 @@ private:
             static_assert(std::is_convertible_v<const V&, std::string_view>, "csv_writer: a field must be text or a number");
             return csv_field(std::string_view(v));
         }
+    }
+    // one row of fields as written (quoted as needed); usage_error unless one per column
+    csv_writer& append_row(const std::vector<std::string>& fields) {
+        DEPTHLAB_CHECK(fields.size() == columns_.size(), usage_error, "csv_writer: a row of ", fields.size(), " fields for ", columns_.size(),
+                       " columns (", columns_.front(), ", ...)");
+        append_line(fields);
+        ++rows_;
+        return *this;
     }
     void append_line(const std::vector<std::string>& fields) {
         for (std::size_t i = 0; i < fields.size(); ++i) {
@@ -8500,6 +8500,13 @@ template <class Statistic>
     return values;
 }
 
+/// Items 0, ..., n − 1: the whole set, scored as a resample is.
+[[nodiscard]] inline std::vector<std::size_t> every_item(std::size_t n) {
+    std::vector<std::size_t> all(n);
+    std::iota(all.begin(), all.end(), std::size_t{0});
+    return all;
+}
+
 /// The percentile interval of resampled values at `confidence` (the values end up sorted):
 /// the (1 − confidence)/2 and (1 + confidence)/2 quantiles, linear between order statistics.
 [[nodiscard]] inline std::pair<double, double> percentile_interval(std::vector<double>& values, double confidence) {
@@ -8572,9 +8579,7 @@ template <class Score>
     DEPTHLAB_CHECK(n >= 1, usage_error, "paired_bootstrap_bleu: no sentences");
     const std::vector<bleu_stats> sa = sentence_bleu_stats(a, refs, o.bleu), sb = sentence_bleu_stats(b, refs, o.bleu);
     const auto both = [&](std::span<const std::size_t> items) { return std::pair{corpus_bleu_of(sa, items, o.bleu), corpus_bleu_of(sb, items, o.bleu)}; };
-    std::vector<std::size_t> all(n);
-    std::iota(all.begin(), all.end(), std::size_t{0});
-    const auto [whole_a, whole_b] = both(all);
+    const auto [whole_a, whole_b] = both(every_item(n));
     return paired_bootstrap(n, whole_a, whole_b, both, o, "paired_bootstrap_bleu");
 }
 
@@ -8595,9 +8600,7 @@ template <class Score>
     DEPTHLAB_CHECK(nll_a.size() == n && nll_b.size() == n, shape_error, "paired_bootstrap_perplexity: ", nll_a.size(), " and ", nll_b.size(),
                    " sequence losses for ", n, " token counts");
     const auto perplexities = [&](std::span<const std::size_t> items) { return std::pair{perplexity_of(nll_a, tokens, items), perplexity_of(nll_b, tokens, items)}; };
-    std::vector<std::size_t> all(n);
-    std::iota(all.begin(), all.end(), std::size_t{0});
-    const auto [a, b] = perplexities(all);
+    const auto [a, b] = perplexities(every_item(n));
     return paired_bootstrap(n, a, b, perplexities, o, "paired_bootstrap_perplexity");
 }
 

@@ -55,22 +55,14 @@ public:
     /// in shortest round-trip form. usage_error unless there is one field per column.
     template <class... Fields>
     csv_writer& row(const Fields&... fields) {
-        DEPTHLAB_CHECK(sizeof...(Fields) == columns_.size(), usage_error, "csv_writer: a row of ", sizeof...(Fields), " fields for ",
-                       columns_.size(), " columns (", columns_.front(), ", ...)");
-        append_line({text(fields)...});
-        ++rows_;
-        return *this;
+        return append_row({text(fields)...});
     }
     /// One row of text fields (a number already formatted, e.g. by csv_number, stays as is),
     /// for rows assembled at run time.
     csv_writer& row(const std::vector<std::string>& fields) {
-        DEPTHLAB_CHECK(fields.size() == columns_.size(), usage_error, "csv_writer: a row of ", fields.size(), " fields for ", columns_.size(),
-                       " columns (", columns_.front(), ", ...)");
         std::vector<std::string> quoted;
         for (const auto& f : fields) quoted.push_back(csv_field(f));
-        append_line(quoted);
-        ++rows_;
-        return *this;
+        return append_row(quoted);
     }
     [[nodiscard]] std::size_t rows() const { return rows_; }
     [[nodiscard]] const std::string& str() const { return text_; }
@@ -91,6 +83,14 @@ private:
             static_assert(std::is_convertible_v<const V&, std::string_view>, "csv_writer: a field must be text or a number");
             return csv_field(std::string_view(v));
         }
+    }
+    // one row of fields as written (quoted as needed); usage_error unless one per column
+    csv_writer& append_row(const std::vector<std::string>& fields) {
+        DEPTHLAB_CHECK(fields.size() == columns_.size(), usage_error, "csv_writer: a row of ", fields.size(), " fields for ", columns_.size(),
+                       " columns (", columns_.front(), ", ...)");
+        append_line(fields);
+        ++rows_;
+        return *this;
     }
     void append_line(const std::vector<std::string>& fields) {
         for (std::size_t i = 0; i < fields.size(); ++i) {

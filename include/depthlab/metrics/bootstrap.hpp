@@ -68,6 +68,13 @@ template <class Statistic>
     return values;
 }
 
+/// Items 0, ..., n − 1: the whole set, scored as a resample is.
+[[nodiscard]] inline std::vector<std::size_t> every_item(std::size_t n) {
+    std::vector<std::size_t> all(n);
+    std::iota(all.begin(), all.end(), std::size_t{0});
+    return all;
+}
+
 /// The percentile interval of resampled values at `confidence` (the values end up sorted):
 /// the (1 − confidence)/2 and (1 + confidence)/2 quantiles, linear between order statistics.
 [[nodiscard]] inline std::pair<double, double> percentile_interval(std::vector<double>& values, double confidence) {
@@ -140,9 +147,7 @@ template <class Score>
     DEPTHLAB_CHECK(n >= 1, usage_error, "paired_bootstrap_bleu: no sentences");
     const std::vector<bleu_stats> sa = sentence_bleu_stats(a, refs, o.bleu), sb = sentence_bleu_stats(b, refs, o.bleu);
     const auto both = [&](std::span<const std::size_t> items) { return std::pair{corpus_bleu_of(sa, items, o.bleu), corpus_bleu_of(sb, items, o.bleu)}; };
-    std::vector<std::size_t> all(n);
-    std::iota(all.begin(), all.end(), std::size_t{0});
-    const auto [whole_a, whole_b] = both(all);
+    const auto [whole_a, whole_b] = both(every_item(n));
     return paired_bootstrap(n, whole_a, whole_b, both, o, "paired_bootstrap_bleu");
 }
 
@@ -163,9 +168,7 @@ template <class Score>
     DEPTHLAB_CHECK(nll_a.size() == n && nll_b.size() == n, shape_error, "paired_bootstrap_perplexity: ", nll_a.size(), " and ", nll_b.size(),
                    " sequence losses for ", n, " token counts");
     const auto perplexities = [&](std::span<const std::size_t> items) { return std::pair{perplexity_of(nll_a, tokens, items), perplexity_of(nll_b, tokens, items)}; };
-    std::vector<std::size_t> all(n);
-    std::iota(all.begin(), all.end(), std::size_t{0});
-    const auto [a, b] = perplexities(all);
+    const auto [a, b] = perplexities(every_item(n));
     return paired_bootstrap(n, a, b, perplexities, o, "paired_bootstrap_perplexity");
 }
 
