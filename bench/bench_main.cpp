@@ -7,6 +7,7 @@
 //   linear/depthlab[_bf16]/MxKxN     depthlab::linear with a bias (the bias epilogue), same product
 //   matmul_primitive/depthlab/MxKxN  primitives<cpu>::gemm into a preallocated output
 //   matmul/onednn/MxKxN              a raw oneDNN matmul primitive made once, preallocated output
+//   matmul/onednn_bf16/MxKxN         the same with bf16 operands converted once, f32 output
 //   matmul/libtorch/MxKxN            at::mm_out (bench_libtorch.cpp)
 //   gelu|softmax|layernorm/<isa>/... the CPU primitives with the ISA path forced
 //   cross_entropy/<isa>/RxC          the loss op forward + backward, ISA path forced
@@ -148,21 +149,32 @@ void bm_matmul_primitive(benchmark::State& state, mm_shape s) {
 }
 
 #if defined(DEPTHLAB_HAVE_ONEDNN)
-/// Raw oneDNN: plain 2-D row-major descriptors, primitive and memory objects made once.
-void bm_matmul_onednn(benchmark::State& state, mm_shape s) {
+/// Raw oneDNN: plain 2-D row-major descriptors, primitive and memory objects made once. With
+/// bf16: oneDNN's own bf16 GEMM, its operands converted to bf16 once before timing (f32
+/// output), the bound for depthlab's bf16 matmul op, which takes f32 operands.
+void bm_matmul_onednn(benchmark::State& state, mm_shape s, bool bf16) {
     using dt = dnnl::memory::data_type;
     using tag = dnnl::memory::format_tag;
+    if (bf16 && !dcpu::onednn::bf16_supported()) {
+        state.SkipWithError("this CPU has no native bf16 products (oneDNN would emulate them)");
+        return;
+    }
     const Tensorf a = random_tensor({s.m, s.k}, 1), b = random_tensor({s.k, s.n}, 2);
     Tensorf c = Tensorf::zeros({s.m, s.n});
 
     dnnl::engine eng(dnnl::engine::kind::cpu, 0);
     dnnl::stream strm(eng);
-    const dnnl::memory::desc a_md({s.m, s.k}, dt::f32, tag::ab), b_md({s.k, s.n}, dt::f32, tag::ab),
-        c_md({s.m, s.n}, dt::f32, tag::ab);
+    const dt in = bf16 ? dt::bf16 : dt::f32;
+    const dnnl::memory::desc a32({s.m, s.k}, dt::f32, tag::ab), b32({s.k, s.n}, dt::f32, tag::ab);
+    const dnnl::memory::desc a_md({s.m, s.k}, in, tag::ab), b_md({s.k, s.n}, in, tag::ab), c_md({s.m, s.n}, dt::f32, tag::ab);
     const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_md, c_md), eng);
     const dnnl::matmul prim(pd);
-    dnnl::memory ma(a_md, eng, const_cast<float*>(a.data())), mb(b_md, eng, const_cast<float*>(b.data())),
-        mc(c_md, eng, c.data());
+    dnnl::memory fa(a32, eng, const_cast<float*>(a.data())), fb(b32, eng, const_cast<float*>(b.data()));
+    dnnl::memory ma = bf16 ? dnnl::memory(a_md, eng) : fa, mb = bf16 ? dnnl::memory(b_md, eng) : fb, mc(c_md, eng, c.data());
+    if (bf16) {  // the operands in bf16, once
+        dnnl::reorder(fa, ma).execute(strm, fa, ma);
+        dnnl::reorder(fb, mb).execute(strm, fb, mb);
+    }
     const std::unordered_map<int, dnnl::memory> args{{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};
 
     prim.execute(strm, args);  // warm-up
@@ -506,7 +518,10 @@ void register_depthlab_benchmarks() {
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond);
 #if defined(DEPTHLAB_HAVE_ONEDNN)
-        benchmark::RegisterBenchmark(("matmul/onednn/" + s.name()).c_str(), bm_matmul_onednn, s)->UseRealTime()->Unit(benchmark::kMillisecond);
+        benchmark::RegisterBenchmark(("matmul/onednn/" + s.name()).c_str(), bm_matmul_onednn, s, false)->UseRealTime()->Unit(benchmark::kMillisecond);
+        benchmark::RegisterBenchmark(("matmul/onednn_bf16/" + s.name()).c_str(), bm_matmul_onednn, s, true)
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
 #endif
     }
     const std::string gelu_shape = std::to_string(gelu_n);

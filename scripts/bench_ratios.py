@@ -10,7 +10,7 @@ GB/s counter (else 1/real_time); with --benchmark_repetitions the median is used
 
 Each group prints every impl's throughput, then ratios row / column: depthlab's impls
 (depthlab, depthlab_bf16, and the ISA paths scalar/avx2/avx512 of the memory-bound kernels)
-against every other impl (libtorch, libtorch_bf16, onednn), each ISA path against scalar and
+against every other impl (libtorch, libtorch_bf16, onednn, onednn_bf16), each ISA path against scalar and
 each depthlab variant against depthlab's f32. A ratio above 1 means the row is faster.
 
 act_encoder_train/interleaved/... runs three steps in turn (compact, masked, fixed depth)

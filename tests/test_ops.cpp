@@ -157,6 +157,9 @@ std::vector<op_case<B>> all_cases() {
                              [=](const inputs_t& x) { return linear_ref(x, true); }));
     c.push_back(make_case<B>("linear no bias", op_kind::linear, {{{6, 4}}, {{5, 4}}}, [](const auto& v) { return linear(v[0], v[1]); },
                              [=](const inputs_t& x) { return linear_ref(x, false); }));
+    c.push_back(make_case<B>("linear_gelu", op_kind::linear_gelu, {{{2, 3, 4}}, {{5, 4}}, {{5}}},
+                             [](const auto& v) { return linear_gelu(v[0], v[1], v[2]); },
+                             [=](const inputs_t& x) { return map1(linear_ref(x, true), gelu_ref); }));
     // add / mul, same shape and broadcast suffix
     const auto bin_ref = [](const inputs_t& x, bool is_mul) {
         vec y(x[0].size());

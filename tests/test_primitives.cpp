@@ -339,6 +339,95 @@ TEST_CASE_TEMPLATE("primitives: gemm_bias adds the bias to every row of the prod
         }
 }
 
+// A feed-forward layer's first half: pre = op(A) op(B) + bias and c = gelu(pre) (tanh form),
+// against the reference in double, f32 and bf16, a width that cuBLASLt's GELU epilogue takes
+// (a multiple of 8: one call on CUDA) and one it does not (20: the unfused path).
+TEST_CASE_TEMPLATE("primitives: gemm_bias_gelu writes the GELU of the biased product and keeps its input", B, DEPTHLAB_TEST_BACKENDS) {
+    const std::vector<gemm_args> shapes = {
+        {.trans_b = true, .m = 33, .n = 24, .k = 48, .lda = 48, .ldb = 48, .ldc = 24},
+        {.trans_b = true, .m = 9, .n = 20, .k = 16, .lda = 19, .ldb = 16, .ldc = 20},
+    };
+    std::uint64_t seed = 90;
+    for (const bool bf16 : {false, true})
+        for (const gemm_args& g : shapes) {
+            CAPTURE(bf16);
+            CAPTURE(g.n);
+            const auto na = static_cast<std::size_t>(g.m * g.lda), nb = static_cast<std::size_t>(g.n * g.ldb);
+            const auto nc = static_cast<std::size_t>(g.m * g.ldc);
+            std::vector<double> a = random_values(na, seed++), b = random_values(nb, seed++), bias = random_values(static_cast<std::size_t>(g.n), seed++);
+            for (std::vector<double>* v : {&a, &b, &bias})
+                for (double& e : *v) e = static_cast<float>(e);
+            const auto in = [bf16](double v) { return bf16 ? round_bf16(v) : v; };
+            std::vector<double> pre = reference_product(g, 1.0, a, b, 0.0, std::vector<double>(nc, 0.0), in), out(nc);
+            for (std::size_t i = 0; i < nc; ++i) {
+                pre[i] += bias[i % static_cast<std::size_t>(g.n)];
+                out[i] = 0.5 * pre[i] * (1 + std::tanh(0.7978845608028654 * (pre[i] + 0.044715 * pre[i] * pre[i] * pre[i])));
+            }
+            const auto ta = depthlab_test::from_double<float, B>({static_cast<index_t>(na)}, a);
+            const auto tb = depthlab_test::from_double<float, B>({static_cast<index_t>(nb)}, b);
+            const auto tbias = depthlab_test::from_double<float, B>({g.n}, bias);
+            auto tpre = Tensor<float, B>::full({static_cast<index_t>(nc)}, std::nanf("")), tc = tpre.clone();
+            counters<B>().reset();
+            {
+                matmul_precision_scope scope(bf16 ? matmul_precision::bf16 : matmul_precision::f32);
+                primitives<B>::gemm_bias_gelu(g, ta.data(), tb.data(), tbias.data(), tpre.data(), tc.data());
+            }
+            const auto launches = counters<B>().launches.load(), gemms = counters<B>().gemms.load();
+            depthlab_test::check_close("gemm_bias_gelu pre", depthlab_test::to_double(tpre), pre, 1e-4, 1e-4);
+            depthlab_test::check_close("gemm_bias_gelu out", depthlab_test::to_double(tc), out, 1e-4, 1e-4);
+            CHECK(gemms == (std::is_same_v<B, backend::cpu> ? 0 : 1));
+            if constexpr (std::is_same_v<B, backend::cuda>) {
+                const int conversions = bf16 ? 2 : 0;
+                CHECK(launches == conversions + (g.n % 8 == 0 ? 1 : 2));  // fused, or the bias product and a GELU pass
+            } else if constexpr (!B::host_accessible) {
+                CHECK(launches == 1);  // the counting device: one primitive, one launch
+            }
+        }
+    CHECK_THROWS_WITH_AS(primitives<B>::template gemm_bias_gelu<float>(gemm_args{.m = 2, .n = 3, .k = 1, .lda = 1, .ldb = 3, .ldc = 4},
+                                                                         nullptr, nullptr, nullptr, nullptr, nullptr),
+                         doctest::Contains("gemm_bias_gelu: no bias for 3 columns"), usage_error);
+}
+
+// A linear layer's weight gradient with its bias gradient: c = dY^T X + beta c and db = the
+// column sums of dY (written over whatever db held), f32 and bf16 (dY's sums stay f32: from
+// the unrounded dY), accumulating (beta 1) and writing (beta 0). On CUDA an f32 product is one
+// cuBLASLt call with the BGRADB epilogue.
+TEST_CASE_TEMPLATE("primitives: gemm_bias_grad writes the bias gradient beside the weight gradient", B, DEPTHLAB_TEST_BACKENDS) {
+    const gemm_args g{.trans_a = true, .m = 12, .n = 10, .k = 37, .lda = 12, .ldb = 10, .ldc = 10};
+    std::uint64_t seed = 110;
+    for (const bool bf16 : {false, true})
+        for (const double beta : {0.0, 1.0}) {
+            CAPTURE(bf16);
+            CAPTURE(beta);
+            const auto na = static_cast<std::size_t>(g.k * g.m), nb = static_cast<std::size_t>(g.k * g.n), nc = static_cast<std::size_t>(g.m * g.n);
+            std::vector<double> a = random_values(na, seed++), b = random_values(nb, seed++), c = random_values(nc, seed++);
+            for (std::vector<double>* v : {&a, &b, &c})
+                for (double& e : *v) e = static_cast<float>(e);
+            const auto in = [bf16](double v) { return bf16 ? round_bf16(v) : v; };
+            const std::vector<double> want = reference_product(g, 1.0, a, b, beta, c, in);
+            std::vector<double> want_db(static_cast<std::size_t>(g.m), 0.0);
+            for (index_t r = 0; r < g.k; ++r)
+                for (index_t i = 0; i < g.m; ++i) want_db[static_cast<std::size_t>(i)] += a[static_cast<std::size_t>(r * g.m + i)];
+            const auto ta = depthlab_test::from_double<float, B>({static_cast<index_t>(na)}, a);
+            const auto tb = depthlab_test::from_double<float, B>({static_cast<index_t>(nb)}, b);
+            auto tc = depthlab_test::from_double<float, B>({static_cast<index_t>(nc)}, c);
+            auto tdb = Tensor<float, B>::full({g.m}, std::nanf(""));
+            counters<B>().reset();
+            {
+                matmul_precision_scope scope(bf16 ? matmul_precision::bf16 : matmul_precision::f32);
+                primitives<B>::gemm_bias_grad(g, ta.data(), tb.data(), static_cast<float>(beta), tc.data(), tdb.data());
+            }
+            const auto launches = counters<B>().launches.load();
+            depthlab_test::check_close("gemm_bias_grad c", depthlab_test::to_double(tc), want, 1e-4, 1e-4);
+            depthlab_test::check_close("gemm_bias_grad db", depthlab_test::to_double(tdb), want_db, 1e-5, 1e-5);
+            if constexpr (std::is_same_v<B, backend::cuda>) CHECK(launches == (bf16 ? 4 : 1));  // fused, or conversions + GEMM + column sums
+            else if constexpr (!B::host_accessible) CHECK(launches == 1);
+        }
+    CHECK_THROWS_WITH_AS(primitives<B>::template gemm_bias_grad<float>(gemm_args{.m = 4, .n = 3, .k = 5, .lda = 5, .ldb = 3, .ldc = 3},
+                                                                         nullptr, nullptr, 0.0f, nullptr, nullptr),
+                         doctest::Contains("gemm_bias_grad: A must be dY stored (k, m) = (5, 4) and transposed"), shape_error);
+}
+
 // The multi-tensor optimiser and clipping routines (one call for every parameter) against the
 // per-element rules applied on the host, over tensors that fill no chunk, one, and several
 // (a device cuts them into 8192-element chunks); one launch per pass on a device.

@@ -623,10 +623,22 @@ inline bool bf16_product(const gemm_args& g) {
     return g.k > 0 && active_matmul_precision() == matmul_precision::bf16 && !vector_product(g);
 }
 /// gemm_bias's extra conditions (every backend): one product and a bias pointer.
-inline void check_gemm_bias(const gemm_args& g, const void* bias) {
-    DEPTHLAB_CHECK(g.batch == 1 && g.batch2 == 1, shape_error, "gemm_bias: one product (batch 1), got batch ", g.batch, " x ",
+inline void check_gemm_bias(const gemm_args& g, const void* bias, const char* name = "gemm_bias") {
+    DEPTHLAB_CHECK(g.batch == 1 && g.batch2 == 1, shape_error, name, ": one product (batch 1), got batch ", g.batch, " x ", g.batch2);
+    DEPTHLAB_CHECK(bias != nullptr || g.n == 0, usage_error, name, ": no bias for ", g.n, " columns");
+}
+/// gemm_bias_gelu's: gemm_bias's, and packed rows (its GELU runs over pre and c as n-element rows).
+inline void check_gemm_bias_gelu(const gemm_args& g, const void* bias) {
+    check_gemm_bias(g, bias, "gemm_bias_gelu");
+    DEPTHLAB_CHECK(g.ldc == g.n, shape_error, "gemm_bias_gelu: packed output rows (ldc = n = ", g.n, "), got ldc ", g.ldc);
+}
+/// gemm_bias_grad's: one product whose A is dY stored (k, m) with packed rows, and a db pointer.
+inline void check_gemm_bias_grad(const gemm_args& g, const void* db) {
+    DEPTHLAB_CHECK(g.batch == 1 && g.batch2 == 1, shape_error, "gemm_bias_grad: one product (batch 1), got batch ", g.batch, " x ",
                    g.batch2);
-    DEPTHLAB_CHECK(bias != nullptr || g.n == 0, usage_error, "gemm_bias: no bias for ", g.n, " columns");
+    DEPTHLAB_CHECK(g.trans_a && g.lda == g.m, shape_error, "gemm_bias_grad: A must be dY stored (k, m) = (", g.k, ", ", g.m,
+                   ") and transposed (trans_a, lda = m), got trans_a ", g.trans_a, ", lda ", g.lda);
+    DEPTHLAB_CHECK(db != nullptr || g.m == 0, usage_error, "gemm_bias_grad: no bias gradient for ", g.m, " columns of dY");
 }
 
 /// Maps a row of a (..., cols) tensor to the row of a broadcast operand (e.g. an attention
@@ -971,7 +983,7 @@ namespace depthlab {
     X(leaf) X(matmul) X(linear) X(add) X(mul) X(scale) X(bias) X(gelu) X(gelu_erf) X(relu) X(tanh) X(sigmoid) \
     X(log_sigmoid) X(softmax) X(log_softmax) X(cross_entropy) X(layer_norm) X(dropout) X(embedding) X(concat) \
     X(split) X(slice) X(reshape) X(transpose) X(gather_rows) X(scatter_rows) X(sum) X(mean) X(mse) X(attention)\
-    X(ragged_attention) X(scale_rows) X(interpolate_rows) X(row_update) X(act_halting)
+    X(ragged_attention) X(scale_rows) X(interpolate_rows) X(row_update) X(act_halting) X(linear_gelu)
 
 enum class op_kind : int {
 #define DEPTHLAB_OP_ENUM(name) name,
@@ -1715,50 +1727,96 @@ Var<T, B> matmul(const Var<T, B>& a, const Var<T, B>& b, bool trans_a = false, b
 }
 
 // ---------------------------------------------------------------- linear
+namespace detail {
+/// A linear layer's product y = x W^T (+ b) as its forward sets it up and its backward reads
+/// it: the contiguous input and weight, and under bf16 their copies, made once and read by
+/// the forward product and by both gradient products (dX reads W, dW reads X).
+template <class T, class B>
+struct linear_product {
+    Tensor<T, B> X, W, b;
+    bf16_operand Xb, Wb;
+    index_t rows = 0, in = 0, out = 0;
+    gemm_args fwd;
+
+    linear_product(const char* name, const Var<T, B>& x, const Var<T, B>& weight, const Var<T, B>& bias) {
+        const Shape& sx = x.shape();
+        DEPTHLAB_CHECK(weight.shape().rank() == 2 && sx.rank() >= 1 && sx.back() == weight.shape()[1], shape_error, name, ": input ", sx,
+                       " does not fit weight ", weight.shape(), " (expected weight (out, ", (sx.rank() ? sx.back() : 0), "))");
+        in = weight.shape()[1];
+        out = weight.shape()[0];
+        rows = sx.rows();
+        if (bias.defined()) {
+            DEPTHLAB_CHECK(bias.shape() == Shape{out}, shape_error, name, ": bias ", bias.shape(), " does not fit weight ", weight.shape());
+            b = contiguous_value(bias);
+        }
+        X = contiguous_value(x);
+        W = contiguous_value(weight);
+        fwd = gemm_args{.trans_b = true, .m = rows, .n = out, .k = in, .lda = in, .ldb = in, .ldc = out};
+        Xb = bf16_copy_for<T, B>(fwd, layout_a(fwd), X.data());
+        Wb = bf16_copy_for<T, B>(fwd, layout_b(fwd), W.data());
+    }
+    /// The forward's arguments, with the bf16 copies (valid while this object lives).
+    [[nodiscard]] gemm_args forward_args() const {
+        gemm_args g = fwd;
+        g.a_bf16 = &Xb;
+        g.b_bf16 = &Wb;
+        return g;
+    }
+    /// dX (rows, in) = dY W, dW (out, in) = dY^T X and db = Σ_rows dY into parents 0, 1 and 2
+    /// of nd, each written when it is the first gradient to arrive, else accumulated. dY is
+    /// converted to bf16 once for both products; a first bias gradient comes with dW's product
+    /// (gemm_bias_grad: on a GPU one cuBLASLt call).
+    void backward(Node<T, B>& nd, const T* dY) const {
+        using P = primitives<B>;
+        const auto gX = parent_grad_out(nd, 0);
+        const auto gW = parent_grad_out(nd, 1);
+        const auto gb = b.defined() ? parent_grad_out(nd, 2) : grad_out<T, B>{};
+        gemm_args dx{.m = rows, .n = in, .k = out, .lda = out, .ldb = in, .ldc = in, .b_bf16 = &Wb};
+        gemm_args dw{.trans_a = true, .m = out, .n = in, .k = rows, .lda = out, .ldb = in, .ldc = in, .b_bf16 = &Xb};
+        const bf16_operand dYb = gX.data && gW.data ? bf16_copy_for<T, B>(dx, layout_a(dx), dY) : bf16_operand{};  // (read by both)
+        dx.a_bf16 = dw.a_bf16 = &dYb;
+        if (gX.data) P::gemm(dx, T(1), dY, W.data(), gX.beta, gX.data);
+        if (gW.data && gb.data && gb.beta == T(0)) {
+            P::gemm_bias_grad(dw, dY, X.data(), gW.beta, gW.data, gb.data);
+            return;
+        }
+        if (gW.data) P::gemm(dw, T(1), dY, X.data(), gW.beta, gW.data);
+        if (gb.data) P::sum_rows_acc(rows, out, dY, gb.data, gb.beta != T(0));
+    }
+};
+}  // namespace detail
+
 /// y = x W^T + b.  x: (..., in), W: (out, in) as in PyTorch, b: (out) or undefined.
 template <class T, class B>
 Var<T, B> linear(const Var<T, B>& x, const Var<T, B>& W, const Var<T, B>& b = {}) {
     using P = primitives<B>;
-    const Shape& sx = x.shape();
-    DEPTHLAB_CHECK(W.shape().rank() == 2 && sx.rank() >= 1 && sx.back() == W.shape()[1], shape_error, "linear: input ", sx,
-                   " does not fit weight ", W.shape(), " (expected weight (out, ", (sx.rank() ? sx.back() : 0), "))");
-    const index_t in = W.shape()[1], out = W.shape()[0], rows = sx.rows();
-    if (b.defined())
-        DEPTHLAB_CHECK(b.shape() == Shape{out}, shape_error, "linear: bias ", b.shape(), " does not fit weight ", W.shape());
-    const auto X = detail::contiguous_value(x);
-    const auto Wv = detail::contiguous_value(W);
-    auto Y = Tensor<T, B>::empty(sx.with_back(out));
-    // Under bf16 precision X and W are converted once, here, and read as bf16 by the forward
-    // product and by the backward products (dX reads W, dW reads X); dY likewise, once for both.
-    gemm_args fwd{.trans_b = true, .m = rows, .n = out, .k = in, .lda = in, .ldb = in, .ldc = out};
-    const bf16_operand Xb = detail::bf16_copy_for<T, B>(fwd, layout_a(fwd), X.data());
-    const bf16_operand Wb = detail::bf16_copy_for<T, B>(fwd, layout_b(fwd), Wv.data());
-    fwd.a_bf16 = &Xb;
-    fwd.b_bf16 = &Wb;
-    if (b.defined()) {
-        // Y = X W^T + b: the bias is the GEMM's epilogue, added as Y is written
-        const auto bv = detail::contiguous_value(b);
-        P::gemm_bias(fwd, X.data(), Wv.data(), bv.data(), Y.data());
-    } else {
-        P::gemm(fwd, T(1), X.data(), Wv.data(), T(0), Y.data());
-    }
+    detail::linear_product<T, B> lp("linear", x, W, b);
+    auto Y = Tensor<T, B>::empty(x.shape().with_back(lp.out));
+    // Y = X W^T + b: the bias is the GEMM's epilogue, added as Y is written
+    if (b.defined()) P::gemm_bias(lp.forward_args(), lp.X.data(), lp.W.data(), lp.b.data(), Y.data());
+    else P::gemm(lp.forward_args(), T(1), lp.X.data(), lp.W.data(), T(0), Y.data());
     std::vector<Var<T, B>> inputs{x, W};
     if (b.defined()) inputs.push_back(b);
-    const bool has_bias = b.defined();
-    return detail::make_result<T, B>(op_kind::linear, std::move(Y), std::move(inputs), [=](Node<T, B>& nd) {
-        const T* dY = nd.grad.data();  // (dX and dW: written by their GEMM when first, else accumulated)
-        const auto gX = detail::parent_grad_out(nd, 0);
-        const auto gW = detail::parent_grad_out(nd, 1);
-        // dX (rows, in) = dY W;  dW (out, in) = dY^T X
-        gemm_args dx{.m = rows, .n = in, .k = out, .lda = out, .ldb = in, .ldc = in, .b_bf16 = &Wb};
-        gemm_args dw{.trans_a = true, .m = out, .n = in, .k = rows, .lda = out, .ldb = in, .ldc = in, .b_bf16 = &Xb};
-        const bf16_operand dYb =
-            gX.data && gW.data ? detail::bf16_copy_for<T, B>(dx, layout_a(dx), dY) : bf16_operand{};  // (read by both)
-        dx.a_bf16 = dw.a_bf16 = &dYb;
-        if (gX.data) P::gemm(dx, T(1), dY, Wv.data(), gX.beta, gX.data);
-        if (gW.data) P::gemm(dw, T(1), dY, X.data(), gW.beta, gW.data);
-        if (has_bias)
-            if (const auto gb = detail::parent_grad_out(nd, 2); gb.data) P::sum_rows_acc(rows, out, dY, gb.data, gb.beta != T(0));
+    return detail::make_result<T, B>(op_kind::linear, std::move(Y), std::move(inputs),
+                                     [lp = std::move(lp)](Node<T, B>& nd) { lp.backward(nd, nd.grad.data()); });
+}
+
+/// gelu(x W^T + b) (the tanh form, as gelu()): a feed-forward layer's first half as one op,
+/// whose product writes the GELU and keeps its input for backward (on a GPU one cuBLASLt call
+/// with the GELU_AUX_BIAS epilogue; on the CPU the same bits as linear then gelu).
+template <class T, class B>
+Var<T, B> linear_gelu(const Var<T, B>& x, const Var<T, B>& W, const Var<T, B>& b) {
+    using P = primitives<B>;
+    DEPTHLAB_CHECK(b.defined(), usage_error, "linear_gelu: needs a bias (linear then gelu otherwise)");
+    detail::linear_product<T, B> lp("linear_gelu", x, W, b);
+    const Shape sy = x.shape().with_back(lp.out);
+    auto pre = Tensor<T, B>::empty(sy), Y = Tensor<T, B>::empty(sy);
+    P::gemm_bias_gelu(lp.forward_args(), lp.X.data(), lp.W.data(), lp.b.data(), pre.data(), Y.data());
+    return detail::make_result<T, B>(op_kind::linear_gelu, std::move(Y), {x, W, b}, [lp = std::move(lp), pre](Node<T, B>& nd) {
+        // d pre = gelu'(pre) dY, then the linear layer's gradients from it
+        auto dpre = Tensor<T, B>::empty(pre.shape());
+        P::gelu_bwd(pre.numel(), pre.data(), nd.grad.data(), dpre.data(), false);
+        lp.backward(nd, dpre.data());
     });
 }
 
@@ -3166,6 +3224,13 @@ Var<T, B> activate(activation a, const Var<T, B>& x) {
         default: return gelu(x);
     }
 }
+/// activation a of the linear layer y = x W^T + b (b may be undefined): GELU (tanh form) after
+/// a biased product is one op (linear_gelu: on a GPU one GEMM with a GELU epilogue).
+template <class T, class B>
+Var<T, B> linear_activate(activation a, const Var<T, B>& x, const Var<T, B>& W, const Var<T, B>& b) {
+    if (a == activation::gelu && b.defined()) return linear_gelu(x, W, b);
+    return activate(a, linear(x, W, b));
+}
 
 struct transformer_config {
     index_t dim = 256;              // model width H
@@ -3446,8 +3511,7 @@ public:
     }
     /// x: (..., D) -> (..., D)
     Var<T, B> operator()(const Var<T, B>& x) const {
-        Var<T, B> h = (*linear1)(x);
-        h = activate(cfg_.act, h);
+        Var<T, B> h = linear_activate(cfg_.act, x, linear1->weight, linear1->bias);
         h = dropout(h, static_cast<T>(cfg_.dropout), *rng_, this->is_training());
         return (*linear2)(h);
     }
@@ -3784,7 +3848,7 @@ Var<T, B> albert_mlm_logits(const Var<T, B>& hidden, std::span<const std::int64_
                             activation act = activation::gelu) {
     const Shape& s = hidden.shape();
     Var<T, B> h = gather_rows(reshape(hidden, {s[0] * s[1], s[2]}), positions);
-    return linear(norm(activate(act, dense(h))), word_embedding, bias);
+    return linear(norm(linear_activate(act, h, dense.weight, dense.bias)), word_embedding, bias);
 }
 /// Sentence-order (or classification) logits from the pooled [CLS] token: dense + tanh,
 /// dropout p (when training; `gen` draws the mask), then the classifier.
@@ -12748,6 +12812,24 @@ struct host_primitives {
     static void gemm_bias(const gemm_args& g, const T* a, const T* b, const T* bias, T* c) {
         launch_gemm(g);
         cpu::gemm_bias(g, a, b, bias, c);
+    }
+    // pre = op(a) op(b) + bias, c = gelu(pre): on a device one product with a GELU epilogue
+    // that keeps its input, here gemm_bias then gelu_fwd (the same bits as the two ops)
+    template <class T>
+    static void gemm_bias_gelu(const gemm_args& g, const T* a, const T* b, const T* bias, T* pre, T* c) {
+        check_gemm_bias_gelu(g, bias);
+        const one_launch fused;
+        gemm_bias(g, a, b, bias, pre);
+        gelu_fwd(g.m * g.n, pre, c);
+    }
+    // c = op(a) op(b) + beta c and db = the column sums of dY = a (rows k, columns m), written:
+    // on a device one product with a bias-gradient epilogue, here gemm then sum_rows_acc
+    template <class T>
+    static void gemm_bias_grad(const gemm_args& g, const T* a, const T* b, T beta, T* c, T* db) {
+        check_gemm_bias_grad(g, db);
+        const one_launch fused;
+        gemm(g, T(1), a, b, beta, c);
+        sum_rows_acc(g.k, g.m, a, db, false);
     }
     /// The CPU's products need no address tables: none are made (and nothing is launched).
     template <class T>

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -431,7 +432,9 @@ struct cublasLtMatmulDescOpaque_t {
     cudaDataType_t scale;
     std::int32_t ta = CUBLAS_OP_N, tb = CUBLAS_OP_N;
     std::uint32_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-    const void* bias = nullptr;
+    const void* bias = nullptr;  // (BGRADB: written)
+    void* aux = nullptr;
+    std::int64_t aux_ld = 0;
 };
 struct cublasLtMatrixLayoutOpaque_t {
     cudaDataType type;
@@ -1049,6 +1052,8 @@ cublasStatus_t cublasLtMatmulDescSetAttribute(cublasLtMatmulDesc_t desc, cublasL
     case CUBLASLT_MATMUL_DESC_TRANSB: return take(desc->tb);
     case CUBLASLT_MATMUL_DESC_EPILOGUE: return take(desc->epilogue);
     case CUBLASLT_MATMUL_DESC_BIAS_POINTER: return take(desc->bias);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER: return take(desc->aux);
+    case CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD: return take(desc->aux_ld);
     }
     return CUBLAS_STATUS_INVALID_VALUE;
 }
@@ -1067,15 +1072,20 @@ namespace {
 /// One Lt matmul once its types are known: checked like a cuBLAS GEMM, queued on `stream`.
 template <class In, class T>
 cublasStatus_t lt_matmul(const gemm_shape& g, const void* alpha, const void* A, const void* B, const void* beta, const void* C, void* D,
-                         const void* bias, cudaStream_t stream) {
+                         const cublasLtMatmulDescOpaque_t& e, cudaStream_t stream) {
     constexpr const char* name = "cublasLtMatmul";
     const T a = *static_cast<const T*>(alpha), b = *static_cast<const T*>(beta);
     if (C != D && b != T(0)) {
         std::fprintf(stderr, "depthlab CUDA emulation: %s: C apart from D with beta != 0 is not emulated\n", name);
         return CUBLAS_STATUS_NOT_SUPPORTED;
     }
+    const bool bias_in = e.epilogue == CUBLASLT_EPILOGUE_BIAS || e.epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    const bool bias_grad = e.epilogue == CUBLASLT_EPILOGUE_BGRADB;
+    const bool gelu = e.epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    const long long bias_length = bias_in ? g.m : bias_grad ? g.n : 0;
+    const long long aux_reach = gelu && g.m > 0 && g.n > 0 ? static_cast<long long>(g.n - 1) * e.aux_ld + g.m : 0;
     auto o = outside_allocations<In>({{A, g.reach_a(), "A"}, {B, g.reach_b(), "B"}});
-    if (!o) o = outside_allocations<T>({{D, g.reach_c(), "D"}, {bias, bias ? g.m : 0, "bias"}});
+    if (!o) o = outside_allocations<T>({{D, g.reach_c(), "D"}, {e.bias, bias_length, "bias"}, {e.aux, aux_reach, "aux"}});
     if (o) {
         std::fprintf(stderr, "depthlab CUDA emulation: %s: operand %s (%p, %lld elements reached by m=%d n=%d k=%d and its layout) is not "
                              "inside one device allocation\n", name, o->what, o->p, o->elements, g.m, g.n, g.k);
@@ -1086,11 +1096,29 @@ cublasStatus_t lt_matmul(const gemm_shape& g, const void* alpha, const void* A, 
     const auto* pa = static_cast<const In*>(A);
     const auto* pb = static_cast<const In*>(B);
     auto* pd = static_cast<T*>(D);
-    const auto* pbias = static_cast<const T*>(bias);
+    const auto* pbias = bias_in ? static_cast<const T*>(e.bias) : nullptr;
+    auto* pgrad = bias_grad ? static_cast<T*>(const_cast<void*>(e.bias)) : nullptr;
+    auto* paux = gelu ? static_cast<T*>(e.aux) : nullptr;
+    const long long aux_ld = e.aux_ld;
     enqueue(stream, name, [=] {
         profiled(name, static_cast<std::int64_t>(g.m) * g.n, [&] {
             std::vector<double> ap;
             reference_gemm(g, a, pa, pb, b, pd, ap, pbias);
+            if (paux)  // GELU (tanh form) of the biased product, its input kept
+                for (int j = 0; j < g.n; ++j)
+                    for (int i = 0; i < g.m; ++i) {
+                        T& d = pd[i + static_cast<long long>(j) * g.ldc];
+                        paux[i + j * aux_ld] = d;
+                        const double x = static_cast<double>(d);
+                        d = static_cast<T>(0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x))));
+                    }
+            if (pgrad)  // the sums of op(B) over k, one per column of D
+                for (int j = 0; j < g.n; ++j) {
+                    double sum = 0;
+                    for (int l = 0; l < g.k; ++l)
+                        sum += widen(g.tb == CUBLAS_OP_N ? pb[l + static_cast<long long>(j) * g.ldb] : pb[j + static_cast<long long>(l) * g.ldb]);
+                    pgrad[j] = static_cast<T>(sum);
+                }
         });
     });
     return CUBLAS_STATUS_SUCCESS;
@@ -1123,23 +1151,33 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
         return CUBLAS_STATUS_INVALID_VALUE;
     }
     if (workspace_bytes > 0 && !is_device(workspace, workspace_bytes)) return CUBLAS_STATUS_INVALID_VALUE;
-    const void* bias = nullptr;
-    if (desc->epilogue == CUBLASLT_EPILOGUE_BIAS) {
+    switch (desc->epilogue) {
+    case CUBLASLT_EPILOGUE_DEFAULT: break;
+    case CUBLASLT_EPILOGUE_BIAS:
+    case CUBLASLT_EPILOGUE_BGRADB:
         if (!desc->bias) return CUBLAS_STATUS_INVALID_VALUE;
-        bias = desc->bias;
-    } else if (desc->epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
-        return CUBLAS_STATUS_NOT_SUPPORTED;
+        break;
+    case CUBLASLT_EPILOGUE_GELU_AUX_BIAS:
+        // the aux matrix: a leading dimension that is a multiple of 8 and covers D's rows
+        if (!desc->bias || !desc->aux || desc->aux_ld % 8 != 0 || desc->aux_ld < static_cast<std::int64_t>(dl->rows)) {
+            std::fprintf(stderr, "depthlab CUDA emulation: cublasLtMatmul: GELU_AUX_BIAS needs a bias, an aux pointer and an aux leading "
+                                 "dimension that is a multiple of 8 and >= %llu (got %lld)\n",
+                         static_cast<unsigned long long>(dl->rows), static_cast<long long>(desc->aux_ld));
+            return CUBLAS_STATUS_INVALID_VALUE;
+        }
+        break;
+    default: return CUBLAS_STATUS_NOT_SUPPORTED;
     }
     switch (ex_types(al->type, bl->type, dl->type, desc->compute)) {
     case ex_kind::bf16_f32:
         if (desc->scale != CUDA_R_32F) break;
-        return lt_matmul<__nv_bfloat16, float>(g, alpha, A, B, beta, C, D, bias, stream);
+        return lt_matmul<__nv_bfloat16, float>(g, alpha, A, B, beta, C, D, *desc, stream);
     case ex_kind::f32:
         if (desc->scale != CUDA_R_32F) break;
-        return lt_matmul<float, float>(g, alpha, A, B, beta, C, D, bias, stream);
+        return lt_matmul<float, float>(g, alpha, A, B, beta, C, D, *desc, stream);
     case ex_kind::f64:
         if (desc->scale != CUDA_R_64F) break;
-        return lt_matmul<double, double>(g, alpha, A, B, beta, C, D, bias, stream);
+        return lt_matmul<double, double>(g, alpha, A, B, beta, C, D, *desc, stream);
     case ex_kind::unsupported: break;
     }
     return CUBLAS_STATUS_NOT_SUPPORTED;

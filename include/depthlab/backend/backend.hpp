@@ -185,10 +185,22 @@ inline bool bf16_product(const gemm_args& g) {
     return g.k > 0 && active_matmul_precision() == matmul_precision::bf16 && !vector_product(g);
 }
 /// gemm_bias's extra conditions (every backend): one product and a bias pointer.
-inline void check_gemm_bias(const gemm_args& g, const void* bias) {
-    DEPTHLAB_CHECK(g.batch == 1 && g.batch2 == 1, shape_error, "gemm_bias: one product (batch 1), got batch ", g.batch, " x ",
+inline void check_gemm_bias(const gemm_args& g, const void* bias, const char* name = "gemm_bias") {
+    DEPTHLAB_CHECK(g.batch == 1 && g.batch2 == 1, shape_error, name, ": one product (batch 1), got batch ", g.batch, " x ", g.batch2);
+    DEPTHLAB_CHECK(bias != nullptr || g.n == 0, usage_error, name, ": no bias for ", g.n, " columns");
+}
+/// gemm_bias_gelu's: gemm_bias's, and packed rows (its GELU runs over pre and c as n-element rows).
+inline void check_gemm_bias_gelu(const gemm_args& g, const void* bias) {
+    check_gemm_bias(g, bias, "gemm_bias_gelu");
+    DEPTHLAB_CHECK(g.ldc == g.n, shape_error, "gemm_bias_gelu: packed output rows (ldc = n = ", g.n, "), got ldc ", g.ldc);
+}
+/// gemm_bias_grad's: one product whose A is dY stored (k, m) with packed rows, and a db pointer.
+inline void check_gemm_bias_grad(const gemm_args& g, const void* db) {
+    DEPTHLAB_CHECK(g.batch == 1 && g.batch2 == 1, shape_error, "gemm_bias_grad: one product (batch 1), got batch ", g.batch, " x ",
                    g.batch2);
-    DEPTHLAB_CHECK(bias != nullptr || g.n == 0, usage_error, "gemm_bias: no bias for ", g.n, " columns");
+    DEPTHLAB_CHECK(g.trans_a && g.lda == g.m, shape_error, "gemm_bias_grad: A must be dY stored (k, m) = (", g.k, ", ", g.m,
+                   ") and transposed (trans_a, lda = m), got trans_a ", g.trans_a, ", lda ", g.lda);
+    DEPTHLAB_CHECK(db != nullptr || g.m == 0, usage_error, "gemm_bias_grad: no bias gradient for ", g.m, " columns of dY");
 }
 
 /// Maps a row of a (..., cols) tensor to the row of a broadcast operand (e.g. an attention

@@ -103,6 +103,11 @@
     /* ---- GEMM ---- */ \
     X(gemm, (const gemm_args& g, T alpha, const T* a, const T* b, T beta, T* c)) \
     X(gemm_bias, (const gemm_args& g, const T* a, const T* b, const T* bias, T* c)) \
+    /* a linear layer with GELU (tanh form), one product, packed rows (ldc = n): pre = op(a) op(b) + bias, c = gelu(pre) */ \
+    X(gemm_bias_gelu, (const gemm_args& g, const T* a, const T* b, const T* bias, T* pre, T* c)) \
+    /* a linear layer's weight and bias gradients from dY = a (trans_a, lda = m, one product): */ \
+    /* c = op(a) op(b) + beta c, and db[i] = Σ_k a(k, i) written */ \
+    X(gemm_bias_grad, (const gemm_args& g, const T* a, const T* b, T beta, T* c, T* db)) \
     /* out = the bf16 copy of a float operand read in `layout` (gemm_args::a_bf16 / b_bf16); double: none */ \
     X(prepare_bf16, (const operand_layout& layout, const T* src, bf16_operand& out)) \
     /* out[i] = the address table of product requests[i] (gemm_addresses), all in one launch; empty where none is needed or known */ \

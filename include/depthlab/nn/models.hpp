@@ -90,7 +90,7 @@ Var<T, B> albert_mlm_logits(const Var<T, B>& hidden, std::span<const std::int64_
                             activation act = activation::gelu) {
     const Shape& s = hidden.shape();
     Var<T, B> h = gather_rows(reshape(hidden, {s[0] * s[1], s[2]}), positions);
-    return linear(norm(activate(act, dense(h))), word_embedding, bias);
+    return linear(norm(linear_activate(act, h, dense.weight, dense.bias)), word_embedding, bias);
 }
 /// Sentence-order (or classification) logits from the pooled [CLS] token: dense + tanh,
 /// dropout p (when training; `gen` draws the mask), then the classifier.

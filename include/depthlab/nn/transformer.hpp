@@ -46,6 +46,13 @@ Var<T, B> activate(activation a, const Var<T, B>& x) {
         default: return gelu(x);
     }
 }
+/// activation a of the linear layer y = x W^T + b (b may be undefined): GELU (tanh form) after
+/// a biased product is one op (linear_gelu: on a GPU one GEMM with a GELU epilogue).
+template <class T, class B>
+Var<T, B> linear_activate(activation a, const Var<T, B>& x, const Var<T, B>& W, const Var<T, B>& b) {
+    if (a == activation::gelu && b.defined()) return linear_gelu(x, W, b);
+    return activate(a, linear(x, W, b));
+}
 
 struct transformer_config {
     index_t dim = 256;              // model width H
@@ -326,8 +333,7 @@ public:
     }
     /// x: (..., D) -> (..., D)
     Var<T, B> operator()(const Var<T, B>& x) const {
-        Var<T, B> h = (*linear1)(x);
-        h = activate(cfg_.act, h);
+        Var<T, B> h = linear_activate(cfg_.act, x, linear1->weight, linear1->bias);
         h = dropout(h, static_cast<T>(cfg_.dropout), *rng_, this->is_training());
         return (*linear2)(h);
     }

@@ -122,50 +122,96 @@ Var<T, B> matmul(const Var<T, B>& a, const Var<T, B>& b, bool trans_a = false, b
 }
 
 // ---------------------------------------------------------------- linear
+namespace detail {
+/// A linear layer's product y = x W^T (+ b) as its forward sets it up and its backward reads
+/// it: the contiguous input and weight, and under bf16 their copies, made once and read by
+/// the forward product and by both gradient products (dX reads W, dW reads X).
+template <class T, class B>
+struct linear_product {
+    Tensor<T, B> X, W, b;
+    bf16_operand Xb, Wb;
+    index_t rows = 0, in = 0, out = 0;
+    gemm_args fwd;
+
+    linear_product(const char* name, const Var<T, B>& x, const Var<T, B>& weight, const Var<T, B>& bias) {
+        const Shape& sx = x.shape();
+        DEPTHLAB_CHECK(weight.shape().rank() == 2 && sx.rank() >= 1 && sx.back() == weight.shape()[1], shape_error, name, ": input ", sx,
+                       " does not fit weight ", weight.shape(), " (expected weight (out, ", (sx.rank() ? sx.back() : 0), "))");
+        in = weight.shape()[1];
+        out = weight.shape()[0];
+        rows = sx.rows();
+        if (bias.defined()) {
+            DEPTHLAB_CHECK(bias.shape() == Shape{out}, shape_error, name, ": bias ", bias.shape(), " does not fit weight ", weight.shape());
+            b = contiguous_value(bias);
+        }
+        X = contiguous_value(x);
+        W = contiguous_value(weight);
+        fwd = gemm_args{.trans_b = true, .m = rows, .n = out, .k = in, .lda = in, .ldb = in, .ldc = out};
+        Xb = bf16_copy_for<T, B>(fwd, layout_a(fwd), X.data());
+        Wb = bf16_copy_for<T, B>(fwd, layout_b(fwd), W.data());
+    }
+    /// The forward's arguments, with the bf16 copies (valid while this object lives).
+    [[nodiscard]] gemm_args forward_args() const {
+        gemm_args g = fwd;
+        g.a_bf16 = &Xb;
+        g.b_bf16 = &Wb;
+        return g;
+    }
+    /// dX (rows, in) = dY W, dW (out, in) = dY^T X and db = Σ_rows dY into parents 0, 1 and 2
+    /// of nd, each written when it is the first gradient to arrive, else accumulated. dY is
+    /// converted to bf16 once for both products; a first bias gradient comes with dW's product
+    /// (gemm_bias_grad: on a GPU one cuBLASLt call).
+    void backward(Node<T, B>& nd, const T* dY) const {
+        using P = primitives<B>;
+        const auto gX = parent_grad_out(nd, 0);
+        const auto gW = parent_grad_out(nd, 1);
+        const auto gb = b.defined() ? parent_grad_out(nd, 2) : grad_out<T, B>{};
+        gemm_args dx{.m = rows, .n = in, .k = out, .lda = out, .ldb = in, .ldc = in, .b_bf16 = &Wb};
+        gemm_args dw{.trans_a = true, .m = out, .n = in, .k = rows, .lda = out, .ldb = in, .ldc = in, .b_bf16 = &Xb};
+        const bf16_operand dYb = gX.data && gW.data ? bf16_copy_for<T, B>(dx, layout_a(dx), dY) : bf16_operand{};  // (read by both)
+        dx.a_bf16 = dw.a_bf16 = &dYb;
+        if (gX.data) P::gemm(dx, T(1), dY, W.data(), gX.beta, gX.data);
+        if (gW.data && gb.data && gb.beta == T(0)) {
+            P::gemm_bias_grad(dw, dY, X.data(), gW.beta, gW.data, gb.data);
+            return;
+        }
+        if (gW.data) P::gemm(dw, T(1), dY, X.data(), gW.beta, gW.data);
+        if (gb.data) P::sum_rows_acc(rows, out, dY, gb.data, gb.beta != T(0));
+    }
+};
+}  // namespace detail
+
 /// y = x W^T + b.  x: (..., in), W: (out, in) as in PyTorch, b: (out) or undefined.
 template <class T, class B>
 Var<T, B> linear(const Var<T, B>& x, const Var<T, B>& W, const Var<T, B>& b = {}) {
     using P = primitives<B>;
-    const Shape& sx = x.shape();
-    DEPTHLAB_CHECK(W.shape().rank() == 2 && sx.rank() >= 1 && sx.back() == W.shape()[1], shape_error, "linear: input ", sx,
-                   " does not fit weight ", W.shape(), " (expected weight (out, ", (sx.rank() ? sx.back() : 0), "))");
-    const index_t in = W.shape()[1], out = W.shape()[0], rows = sx.rows();
-    if (b.defined())
-        DEPTHLAB_CHECK(b.shape() == Shape{out}, shape_error, "linear: bias ", b.shape(), " does not fit weight ", W.shape());
-    const auto X = detail::contiguous_value(x);
-    const auto Wv = detail::contiguous_value(W);
-    auto Y = Tensor<T, B>::empty(sx.with_back(out));
-    // Under bf16 precision X and W are converted once, here, and read as bf16 by the forward
-    // product and by the backward products (dX reads W, dW reads X); dY likewise, once for both.
-    gemm_args fwd{.trans_b = true, .m = rows, .n = out, .k = in, .lda = in, .ldb = in, .ldc = out};
-    const bf16_operand Xb = detail::bf16_copy_for<T, B>(fwd, layout_a(fwd), X.data());
-    const bf16_operand Wb = detail::bf16_copy_for<T, B>(fwd, layout_b(fwd), Wv.data());
-    fwd.a_bf16 = &Xb;
-    fwd.b_bf16 = &Wb;
-    if (b.defined()) {
-        // Y = X W^T + b: the bias is the GEMM's epilogue, added as Y is written
-        const auto bv = detail::contiguous_value(b);
-        P::gemm_bias(fwd, X.data(), Wv.data(), bv.data(), Y.data());
-    } else {
-        P::gemm(fwd, T(1), X.data(), Wv.data(), T(0), Y.data());
-    }
+    detail::linear_product<T, B> lp("linear", x, W, b);
+    auto Y = Tensor<T, B>::empty(x.shape().with_back(lp.out));
+    // Y = X W^T + b: the bias is the GEMM's epilogue, added as Y is written
+    if (b.defined()) P::gemm_bias(lp.forward_args(), lp.X.data(), lp.W.data(), lp.b.data(), Y.data());
+    else P::gemm(lp.forward_args(), T(1), lp.X.data(), lp.W.data(), T(0), Y.data());
     std::vector<Var<T, B>> inputs{x, W};
     if (b.defined()) inputs.push_back(b);
-    const bool has_bias = b.defined();
-    return detail::make_result<T, B>(op_kind::linear, std::move(Y), std::move(inputs), [=](Node<T, B>& nd) {
-        const T* dY = nd.grad.data();  // (dX and dW: written by their GEMM when first, else accumulated)
-        const auto gX = detail::parent_grad_out(nd, 0);
-        const auto gW = detail::parent_grad_out(nd, 1);
-        // dX (rows, in) = dY W;  dW (out, in) = dY^T X
-        gemm_args dx{.m = rows, .n = in, .k = out, .lda = out, .ldb = in, .ldc = in, .b_bf16 = &Wb};
-        gemm_args dw{.trans_a = true, .m = out, .n = in, .k = rows, .lda = out, .ldb = in, .ldc = in, .b_bf16 = &Xb};
-        const bf16_operand dYb =
-            gX.data && gW.data ? detail::bf16_copy_for<T, B>(dx, layout_a(dx), dY) : bf16_operand{};  // (read by both)
-        dx.a_bf16 = dw.a_bf16 = &dYb;
-        if (gX.data) P::gemm(dx, T(1), dY, Wv.data(), gX.beta, gX.data);
-        if (gW.data) P::gemm(dw, T(1), dY, X.data(), gW.beta, gW.data);
-        if (has_bias)
-            if (const auto gb = detail::parent_grad_out(nd, 2); gb.data) P::sum_rows_acc(rows, out, dY, gb.data, gb.beta != T(0));
+    return detail::make_result<T, B>(op_kind::linear, std::move(Y), std::move(inputs),
+                                     [lp = std::move(lp)](Node<T, B>& nd) { lp.backward(nd, nd.grad.data()); });
+}
+
+/// gelu(x W^T + b) (the tanh form, as gelu()): a feed-forward layer's first half as one op,
+/// whose product writes the GELU and keeps its input for backward (on a GPU one cuBLASLt call
+/// with the GELU_AUX_BIAS epilogue; on the CPU the same bits as linear then gelu).
+template <class T, class B>
+Var<T, B> linear_gelu(const Var<T, B>& x, const Var<T, B>& W, const Var<T, B>& b) {
+    using P = primitives<B>;
+    DEPTHLAB_CHECK(b.defined(), usage_error, "linear_gelu: needs a bias (linear then gelu otherwise)");
+    detail::linear_product<T, B> lp("linear_gelu", x, W, b);
+    const Shape sy = x.shape().with_back(lp.out);
+    auto pre = Tensor<T, B>::empty(sy), Y = Tensor<T, B>::empty(sy);
+    P::gemm_bias_gelu(lp.forward_args(), lp.X.data(), lp.W.data(), lp.b.data(), pre.data(), Y.data());
+    return detail::make_result<T, B>(op_kind::linear_gelu, std::move(Y), {x, W, b}, [lp = std::move(lp), pre](Node<T, B>& nd) {
+        // d pre = gelu'(pre) dY, then the linear layer's gradients from it
+        auto dpre = Tensor<T, B>::empty(pre.shape());
+        P::gelu_bwd(pre.numel(), pre.data(), nd.grad.data(), dpre.data(), false);
+        lp.backward(nd, dpre.data());
     });
 }
 

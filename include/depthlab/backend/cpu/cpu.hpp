@@ -741,6 +741,24 @@ struct host_primitives {
         launch_gemm(g);
         cpu::gemm_bias(g, a, b, bias, c);
     }
+    // pre = op(a) op(b) + bias, c = gelu(pre): on a device one product with a GELU epilogue
+    // that keeps its input, here gemm_bias then gelu_fwd (the same bits as the two ops)
+    template <class T>
+    static void gemm_bias_gelu(const gemm_args& g, const T* a, const T* b, const T* bias, T* pre, T* c) {
+        check_gemm_bias_gelu(g, bias);
+        const one_launch fused;
+        gemm_bias(g, a, b, bias, pre);
+        gelu_fwd(g.m * g.n, pre, c);
+    }
+    // c = op(a) op(b) + beta c and db = the column sums of dY = a (rows k, columns m), written:
+    // on a device one product with a bias-gradient epilogue, here gemm then sum_rows_acc
+    template <class T>
+    static void gemm_bias_grad(const gemm_args& g, const T* a, const T* b, T beta, T* c, T* db) {
+        check_gemm_bias_grad(g, db);
+        const one_launch fused;
+        gemm(g, T(1), a, b, beta, c);
+        sum_rows_acc(g.k, g.m, a, db, false);
+    }
     /// The CPU's products need no address tables: none are made (and nothing is launched).
     template <class T>
     static void gemm_address_tables(index_t count, const gemm_table_request<T>*, gemm_addresses* out) {

@@ -12,7 +12,9 @@
 // CUBLAS_COMPUTE_32F); products with a vector operand stay f32, as on the CPU. f32 runs in
 // full fp32 (no TF32) unless DEPTHLAB_CUDA_TF32=1 (see runtime.cuh); double is double.
 //
-// gemm_bias (a linear layer's forward) is one cuBLASLt matmul with the BIAS epilogue.
+// cuBLASLt epilogues (lt_matmul): a linear layer's forward is one matmul with the BIAS
+// epilogue, with GELU after it the GELU_AUX_BIAS epilogue (GELU's input kept for backward), and
+// an f32 weight gradient brings its bias gradient (BGRADB).
 #include <algorithm>
 #include <cstdint>
 #include <type_traits>
@@ -175,51 +177,64 @@ struct lt_plan {
         cublasLtMatmulDescDestroy(desc);
     }
 };
-/// C = op(A) op(B) + bias in every row (one product, k > 0) as one cuBLASLt matmul with the
-/// BIAS epilogue: the bias is added as C is written, no pass of its own. Operands of type In
-/// (T, or bf16 for a float product). False where cuBLASLt has no kernel for the problem
-/// (CUBLAS_STATUS_NOT_SUPPORTED): the caller then takes the unfused path.
+/// A cuBLASLt epilogue and its vectors, in the column-major view (D = C^T, n x m):
+/// BIAS adds `bias` (n) down each column (to every row of C); GELU_AUX_BIAS also applies GELU
+/// (tanh form, as depthlab's gelu) and writes its input to `aux` (laid out as C, leading
+/// dimension aux_ld); BGRADB writes into `bias` the sums of cuBLASLt's B = our A over k
+/// (the column sums of dY for a weight gradient dW = dY^T X).
+struct lt_epilogue {
+    std::uint32_t kind = CUBLASLT_EPILOGUE_BIAS;
+    const void* bias = nullptr;
+    void* aux = nullptr;
+    std::int64_t aux_ld = 0;
+};
+/// C = alpha op(A) op(B) + beta C with the epilogue e, as one cuBLASLt matmul (one product,
+/// k > 0). Operands of type In (T, or bf16 for a float product). False where cuBLASLt has no
+/// kernel for the problem (CUBLAS_STATUS_NOT_SUPPORTED): the caller then takes the unfused path.
 template <class In, class T>
-bool gemm_bias_lt(const gemm_args& g, const In* a, const In* b, const T* bias, T* c) {
+bool lt_matmul(const gemm_args& g, const lt_epilogue& e, T alpha, const In* a, const In* b, T beta, T* c) {
     const blas_context& ctx = blas_handles();
-    // column-major view: D (n x m) = op(B)^T (n x k) op(A)^T (k x m) + bias (n, down each column)
+    // column-major view: D (n x m) = op(B)^T (n x k) op(A)^T (k x m)
     const std::int32_t ta = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N, tb = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-    const std::uint32_t epilogue = CUBLASLT_EPILOGUE_BIAS;
-    const void* bias_pointer = bias;
     const bool f64 = std::is_same_v<T, double>;
     const cublasComputeType_t compute = f64 ? CUBLAS_COMPUTE_64F
                                             : std::is_same_v<In, float> && tf32_requested() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
     const auto u = [](index_t v) { return static_cast<std::uint64_t>(v); };
     lt_plan p;
     check(cublasLtMatmulDescCreate(&p.desc, compute, element_type<T>()), "cublasLtMatmulDescCreate");
-    check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "cublasLtMatmulDescSetAttribute (transa)");
-    check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "cublasLtMatmulDescSetAttribute (transb)");
-    check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof epilogue), "cublasLtMatmulDescSetAttribute (epilogue)");
-    check(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias_pointer, sizeof bias_pointer),
-          "cublasLtMatmulDescSetAttribute (bias)");
+    const auto attribute = [&](cublasLtMatmulDescAttributes_t which, const auto& value, const char* what) {
+        check(cublasLtMatmulDescSetAttribute(p.desc, which, &value, sizeof value), what);
+    };
+    attribute(CUBLASLT_MATMUL_DESC_TRANSA, ta, "cublasLtMatmulDescSetAttribute (transa)");
+    attribute(CUBLASLT_MATMUL_DESC_TRANSB, tb, "cublasLtMatmulDescSetAttribute (transb)");
+    attribute(CUBLASLT_MATMUL_DESC_EPILOGUE, e.kind, "cublasLtMatmulDescSetAttribute (epilogue)");
+    attribute(CUBLASLT_MATMUL_DESC_BIAS_POINTER, e.bias, "cublasLtMatmulDescSetAttribute (bias)");
+    if (e.aux != nullptr) {
+        attribute(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, e.aux, "cublasLtMatmulDescSetAttribute (aux)");
+        attribute(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, e.aux_ld, "cublasLtMatmulDescSetAttribute (aux ld)");
+    }
     // stored matrices: op(B)^T is B stored n x k (row-major k x n when not transposed)...
     check(cublasLtMatrixLayoutCreate(&p.a, element_type<In>(), g.trans_b ? u(g.k) : u(g.n), g.trans_b ? u(g.n) : u(g.k), g.ldb), "cublasLtMatrixLayoutCreate (B)");
     check(cublasLtMatrixLayoutCreate(&p.b, element_type<In>(), g.trans_a ? u(g.m) : u(g.k), g.trans_a ? u(g.k) : u(g.m), g.lda), "cublasLtMatrixLayoutCreate (A)");
     check(cublasLtMatrixLayoutCreate(&p.d, element_type<T>(), u(g.n), u(g.m), g.ldc), "cublasLtMatrixLayoutCreate (C)");
-    const T one = T(1), zero = T(0);
-    const cublasStatus_t st = cublasLtMatmul(ctx.lt, p.desc, &one, b, p.a, a, p.b, &zero, c, p.d, c, p.d, nullptr, ctx.workspace,
+    const cublasStatus_t st = cublasLtMatmul(ctx.lt, p.desc, &alpha, b, p.a, a, p.b, &beta, c, p.d, c, p.d, nullptr, ctx.workspace,
                                              blas_workspace_bytes, stream());
     if (st == CUBLAS_STATUS_NOT_SUPPORTED) return false;
-    check(st, "gemm_bias (cublasLtMatmul)");
+    check(st, "cublasLtMatmul (epilogue)");
     note_gemm(g);
     return true;
 }
-/// gemm_bias in one cuBLASLt call (under bf16, after converting the operands); false where
-/// cuBLASLt has no kernel for it.
+/// The product with epilogue e in one cuBLASLt call (under bf16, after converting the
+/// operands); false where cuBLASLt has no kernel for it.
 template <class T>
-bool gemm_bias_fused(const gemm_args& g, const T* a, const T* b, const T* bias, T* c) {
+bool lt_matmul_fused(const gemm_args& g, const lt_epilogue& e, T alpha, const T* a, const T* b, T beta, T* c) {
     if constexpr (std::is_same_v<T, float>) {
         if (bf16_product(g)) {
             const bf16_operands ops(g, a, b);
-            return gemm_bias_lt<__nv_bfloat16, float>(g, ops.a.get(), ops.b.get(), bias, c);
+            return lt_matmul<__nv_bfloat16, float>(g, e, alpha, ops.a.get(), ops.b.get(), beta, c);
         }
     }
-    return gemm_bias_lt<T, T>(g, a, b, bias, c);
+    return lt_matmul<T, T>(g, e, alpha, a, b, beta, c);
 }
 
 template <class T>

@@ -820,10 +820,39 @@ void primitives<backend::cuda>::gemm_bias(const gemm_args& g, const T* a, const 
     check_gemm_bias(g, bias);
     cuda::check_cublas_gemm(g);
     if (g.m == 0 || g.n == 0) return;
-    if (g.k > 0 && cuda::gemm_bias_fused(g, a, b, bias, c)) return;
+    if (g.k > 0 && cuda::lt_matmul_fused(g, {.bias = bias}, T(1), a, b, T(0), c)) return;
     const index_t n = g.n, ldc = g.ldc;
     cuda::for_each(g.m * n, [=] __device__(index_t i) { c[(i / n) * ldc + i % n] = bias[i % n]; }, "gemm_bias (bias)");
     cuda::gemm(g, T(1), a, b, T(1), c);
+}
+
+// One cuBLASLt call with the GELU_AUX_BIAS epilogue (pre is its aux output, whose leading
+// dimension cuBLASLt wants a multiple of 8); else gemm_bias and a GELU pass.
+template <class T>
+void primitives<backend::cuda>::gemm_bias_gelu(const gemm_args& g, const T* a, const T* b, const T* bias, T* pre, T* c) {
+    check_gemm_bias_gelu(g, bias);
+    cuda::check_cublas_gemm(g);
+    if (g.m == 0 || g.n == 0) return;
+    if (g.k > 0 && g.n % 8 == 0 &&
+        cuda::lt_matmul_fused(g, {.kind = CUBLASLT_EPILOGUE_GELU_AUX_BIAS, .bias = bias, .aux = pre, .aux_ld = g.n}, T(1), a, b, T(0), c))
+        return;
+    gemm_bias(g, a, b, bias, pre);
+    gelu_fwd(g.m * g.n, pre, c);
+}
+
+// An f32 or f64 weight gradient with its bias gradient from the same cuBLASLt call (BGRADB:
+// the sums of dY over k, read as the product reads it). Under bf16 the product reads dY
+// rounded to bf16 while the bias gradient is an f32 reduction (backend/precision.hpp), so the
+// column sums run apart, as where cuBLASLt has no kernel.
+template <class T>
+void primitives<backend::cuda>::gemm_bias_grad(const gemm_args& g, const T* a, const T* b, T beta, T* c, T* db) {
+    check_gemm_bias_grad(g, db);
+    cuda::check_cublas_gemm(g);
+    if (g.m == 0) return;
+    if (g.k > 0 && g.n > 0 && !bf16_product(g) && cuda::lt_matmul<T, T>(g, {.kind = CUBLASLT_EPILOGUE_BGRADB, .bias = db}, T(1), a, b, beta, c))
+        return;
+    gemm(g, T(1), a, b, beta, c);
+    sum_rows_acc(g.k, g.m, a, db, false);
 }
 
 // The address tables of several pointer-batched products in one launch. A product under bf16
