@@ -622,9 +622,13 @@ inline bool vector_product(const gemm_args& g) { return g.m == 1 || g.n == 1 || 
 inline bool bf16_product(const gemm_args& g) {
     return g.k > 0 && active_matmul_precision() == matmul_precision::bf16 && !vector_product(g);
 }
+/// The fused products' common condition: one product (no batch).
+inline void check_one_product(const gemm_args& g, const char* name) {
+    DEPTHLAB_CHECK(g.batch == 1 && g.batch2 == 1, shape_error, name, ": one product (batch 1), got batch ", g.batch, " x ", g.batch2);
+}
 /// gemm_bias's extra conditions (every backend): one product and a bias pointer.
 inline void check_gemm_bias(const gemm_args& g, const void* bias, const char* name = "gemm_bias") {
-    DEPTHLAB_CHECK(g.batch == 1 && g.batch2 == 1, shape_error, name, ": one product (batch 1), got batch ", g.batch, " x ", g.batch2);
+    check_one_product(g, name);
     DEPTHLAB_CHECK(bias != nullptr || g.n == 0, usage_error, name, ": no bias for ", g.n, " columns");
 }
 /// gemm_bias_gelu's: gemm_bias's, and packed rows (its GELU runs over pre and c as n-element rows).
@@ -634,8 +638,7 @@ inline void check_gemm_bias_gelu(const gemm_args& g, const void* bias) {
 }
 /// gemm_bias_grad's: one product whose A is dY stored (k, m) with packed rows, and a db pointer.
 inline void check_gemm_bias_grad(const gemm_args& g, const void* db) {
-    DEPTHLAB_CHECK(g.batch == 1 && g.batch2 == 1, shape_error, "gemm_bias_grad: one product (batch 1), got batch ", g.batch, " x ",
-                   g.batch2);
+    check_one_product(g, "gemm_bias_grad");
     DEPTHLAB_CHECK(g.trans_a && g.lda == g.m, shape_error, "gemm_bias_grad: A must be dY stored (k, m) = (", g.k, ", ", g.m,
                    ") and transposed (trans_a, lda = m), got trans_a ", g.trans_a, ", lda ", g.lda);
     DEPTHLAB_CHECK(db != nullptr || g.m == 0, usage_error, "gemm_bias_grad: no bias gradient for ", g.m, " columns of dY");
@@ -1736,7 +1739,6 @@ struct linear_product {
     Tensor<T, B> X, W, b;
     bf16_operand Xb, Wb;
     index_t rows = 0, in = 0, out = 0;
-    gemm_args fwd;
 
     linear_product(const char* name, const Var<T, B>& x, const Var<T, B>& weight, const Var<T, B>& bias) {
         const Shape& sx = x.shape();
@@ -1751,16 +1753,13 @@ struct linear_product {
         }
         X = contiguous_value(x);
         W = contiguous_value(weight);
-        fwd = gemm_args{.trans_b = true, .m = rows, .n = out, .k = in, .lda = in, .ldb = in, .ldc = out};
+        const gemm_args fwd = forward_args();
         Xb = bf16_copy_for<T, B>(fwd, layout_a(fwd), X.data());
         Wb = bf16_copy_for<T, B>(fwd, layout_b(fwd), W.data());
     }
-    /// The forward's arguments, with the bf16 copies (valid while this object lives).
+    /// The forward product Y = X W^T, reading the bf16 copies (valid while this object lives).
     [[nodiscard]] gemm_args forward_args() const {
-        gemm_args g = fwd;
-        g.a_bf16 = &Xb;
-        g.b_bf16 = &Wb;
-        return g;
+        return {.trans_b = true, .m = rows, .n = out, .k = in, .lda = in, .ldb = in, .ldc = out, .a_bf16 = &Xb, .b_bf16 = &Wb};
     }
     /// dX (rows, in) = dY W, dW (out, in) = dY^T X and db = Σ_rows dY into parents 0, 1 and 2
     /// of nd, each written when it is the first gradient to arrive, else accumulated. dY is

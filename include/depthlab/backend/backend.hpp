@@ -184,9 +184,13 @@ inline bool vector_product(const gemm_args& g) { return g.m == 1 || g.n == 1 || 
 inline bool bf16_product(const gemm_args& g) {
     return g.k > 0 && active_matmul_precision() == matmul_precision::bf16 && !vector_product(g);
 }
+/// The fused products' common condition: one product (no batch).
+inline void check_one_product(const gemm_args& g, const char* name) {
+    DEPTHLAB_CHECK(g.batch == 1 && g.batch2 == 1, shape_error, name, ": one product (batch 1), got batch ", g.batch, " x ", g.batch2);
+}
 /// gemm_bias's extra conditions (every backend): one product and a bias pointer.
 inline void check_gemm_bias(const gemm_args& g, const void* bias, const char* name = "gemm_bias") {
-    DEPTHLAB_CHECK(g.batch == 1 && g.batch2 == 1, shape_error, name, ": one product (batch 1), got batch ", g.batch, " x ", g.batch2);
+    check_one_product(g, name);
     DEPTHLAB_CHECK(bias != nullptr || g.n == 0, usage_error, name, ": no bias for ", g.n, " columns");
 }
 /// gemm_bias_gelu's: gemm_bias's, and packed rows (its GELU runs over pre and c as n-element rows).
@@ -196,8 +200,7 @@ inline void check_gemm_bias_gelu(const gemm_args& g, const void* bias) {
 }
 /// gemm_bias_grad's: one product whose A is dY stored (k, m) with packed rows, and a db pointer.
 inline void check_gemm_bias_grad(const gemm_args& g, const void* db) {
-    DEPTHLAB_CHECK(g.batch == 1 && g.batch2 == 1, shape_error, "gemm_bias_grad: one product (batch 1), got batch ", g.batch, " x ",
-                   g.batch2);
+    check_one_product(g, "gemm_bias_grad");
     DEPTHLAB_CHECK(g.trans_a && g.lda == g.m, shape_error, "gemm_bias_grad: A must be dY stored (k, m) = (", g.k, ", ", g.m,
                    ") and transposed (trans_a, lda = m), got trans_a ", g.trans_a, ", lda ", g.lda);
     DEPTHLAB_CHECK(db != nullptr || g.m == 0, usage_error, "gemm_bias_grad: no bias gradient for ", g.m, " columns of dY");

@@ -131,7 +131,6 @@ struct linear_product {
     Tensor<T, B> X, W, b;
     bf16_operand Xb, Wb;
     index_t rows = 0, in = 0, out = 0;
-    gemm_args fwd;
 
     linear_product(const char* name, const Var<T, B>& x, const Var<T, B>& weight, const Var<T, B>& bias) {
         const Shape& sx = x.shape();
@@ -146,16 +145,13 @@ struct linear_product {
         }
         X = contiguous_value(x);
         W = contiguous_value(weight);
-        fwd = gemm_args{.trans_b = true, .m = rows, .n = out, .k = in, .lda = in, .ldb = in, .ldc = out};
+        const gemm_args fwd = forward_args();
         Xb = bf16_copy_for<T, B>(fwd, layout_a(fwd), X.data());
         Wb = bf16_copy_for<T, B>(fwd, layout_b(fwd), W.data());
     }
-    /// The forward's arguments, with the bf16 copies (valid while this object lives).
+    /// The forward product Y = X W^T, reading the bf16 copies (valid while this object lives).
     [[nodiscard]] gemm_args forward_args() const {
-        gemm_args g = fwd;
-        g.a_bf16 = &Xb;
-        g.b_bf16 = &Wb;
-        return g;
+        return {.trans_b = true, .m = rows, .n = out, .k = in, .lda = in, .ldb = in, .ldc = out, .a_bf16 = &Xb, .b_bf16 = &Wb};
     }
     /// dX (rows, in) = dY W, dW (out, in) = dY^T X and db = Σ_rows dY into parents 0, 1 and 2
     /// of nd, each written when it is the first gradient to arrive, else accumulated. dY is
