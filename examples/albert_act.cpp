@@ -72,6 +72,7 @@ int run(options o, dist::communicator& comm) {
         aopt.epsilon = o.epsilon;
         aopt.min_iterations = static_cast<int>(o.min_iters);
         aopt.compact = !o.dense;
+        aopt.host_reads = static_cast<int>(o.host_reads);
         aopt.lambda_p = o.lambda_p;
         aopt.halting_bias = o.halting_bias;  // NaN: the policy's
         const int n_max = aopt.max_iterations;

@@ -13,7 +13,7 @@ struct options {
     std::string preset = "tiny", data = ".data/english", out = "runs/albert_act";
     std::int64_t steps = 2000, batch = 32, accum = 1, seq_len = 128, warmup = -1, log_every = 25, eval_every = 250, dev_batches = 8,
                  save_every = 500, hidden = 0, heads = 0, ff = 0, embed = 128, max_iters = 0, tau_warmup = -1, min_iters = 0,
-                 profile_steps = 0, sop_head_only_from = 0;
+                 profile_steps = 0, sop_head_only_from = 0, host_reads = 1;
     double lr = 5e-3, weight_decay = 0.01, sop_dropout = 0, sop_weight = 1, max_minutes = 0, tau = -1, halting_bias = NAN,
            mask_prob = 0.15, clip = 1.0, epsilon = 0.01, beta = 0.01, lambda_p = 0.2;
     std::string policy = "act", device = "cpu", precision = "auto", optimizer = "lamb", fixed_checkpoint;
@@ -73,5 +73,7 @@ inline void add_options(examples::cli& args, options& o) {
         .section("Device")
         .option("device", o.device, examples::device_help).one_of({"cpu", "cuda", "host_device"})
         .option("precision", o.precision, examples::precision_help).one_of({"auto", "f32", "bf16"})
+        .option("host-reads", o.host_reads, "compact ACT path on a device: reads per forward of which tokens still run, one synchronisation each "
+                                            "(-1: after every iteration, the CPU's rows and so its results bit for bit; the CPU always reads every iteration)").range<std::int64_t>(-1, 1024)
         .flag("distributed", o.distributed, examples::distributed_help);
 }

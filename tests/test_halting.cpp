@@ -634,6 +634,7 @@ TEST_CASE("ACT: options out of range, an empty or NaN input and a negative ponde
     bad({.max_iterations = 0}, "max_iterations (N_max) 0 must be >= 1");
     bad({.max_iterations = 6, .min_iterations = 100}, "min_iterations 100 must lie in [0, max_iterations = 6]");
     bad({.row_quantum = 0}, "row_quantum 0 must be >= 1");
+    bad({.host_reads = -2}, "host_reads -2 must be >= 0, or -1 (after every iteration)");
     bad({.halting_bias = std::numeric_limits<double>::infinity()}, "halting_bias inf must be finite");
     CHECK_THROWS_WITH_AS(ponder_weight(-1e-3, 0, 5), doctest::Contains("a negative weight rewards pondering"), usage_error);
     CHECK(ponder_weight(1e-3, 10, 5) == doctest::Approx(5e-4));

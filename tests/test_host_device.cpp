@@ -81,7 +81,8 @@ TEST_CASE("host_device: a dense encoder-layer training step makes no host synchr
     for (std::size_t i = 0; i < a.size(); ++i) CHECK(std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)) == 0);
 }
 
-TEST_CASE("host_device: an ACT step synchronises once per iteration run, plus the loss it prints") {
+TEST_CASE("host_device: an ACT step synchronises twice (compact: a read of the running tokens and the record) or once per iteration (dense), "
+          "plus the loss it prints") {
     using halting::act;
     nn::transformer_config c = layer_config();
     c.init = nn::init_scheme::bert;
@@ -113,7 +114,8 @@ TEST_CASE("host_device: an ACT step synchronises once per iteration run, plus th
         dev_opt.step();
         const float printed = checked_item(ld);
         CHECK(rd.record.iterations >= 2);
-        CHECK(hd_counters().syncs == rd.record.iterations + 1);
+        CHECK(rd.record.compact == compact);
+        CHECK(hd_counters().syncs == (compact ? dev_enc.opt.host_reads + 2 : rd.record.iterations + 1));
         MESSAGE("ACT step (", std::string(compact ? "compact" : "dense"), ", ", rd.record.iterations, " iterations): ", hd_counters().launches.load(),
                 " launches, ", hd_counters().syncs.load(), " syncs");
         CHECK(printed == lc.value().item());
@@ -121,6 +123,59 @@ TEST_CASE("host_device: an ACT step synchronises once per iteration run, plus th
     }
     const auto a = values(cpu_enc), b = values(dev_enc);
     for (std::size_t i = 0; i < a.size(); ++i) CHECK(std::memcmp(a[i].data(), b[i].data(), a[i].size() * sizeof(float)) == 0);
+}
+
+// The compact path's reads of which tokens run (act_options::host_reads) decide only which rows
+// are computed: halted tokens among them have weight 0, so every schedule computes the CPU's
+// values (which reads after every iteration) — bit for bit with a read after every iteration;
+// with fewer reads the products and the gradients' sums over rows meet other row counts, so the
+// last bits may differ. One synchronisation per read made, plus the record.
+TEST_CASE("host_device: the compact ACT path computes the CPU's values whatever its read schedule") {
+    nn::transformer_config c = layer_config();
+    c.init = nn::init_scheme::bert;
+    Generator gx(9);
+    const auto x = Tensor<float>::uniform({4, 8, 32}, gx, -1, 1);
+    const std::vector<index_t> lengths{8, 6, 3, 8};
+    const auto run = [&]<class Bk>(Bk, int host_reads) {
+        Generator g(5);
+        halting::ActEncoder<float, Bk, halting::act> enc(c, g, {.max_iterations = 6, .min_iterations = 2, .host_reads = host_reads});
+        enc.halting_unit->bias.value().fill_(-0.6f);
+        hd_counters().reset();
+        auto r = enc(Var<float, Bk>::constant(x.to<Bk>()), lengths);
+        const std::int64_t syncs = hd_counters().syncs.load();
+        add(sum(r.hidden), scale(r.ponder, 0.01f)).backward();
+        std::vector<std::vector<float>> out{r.hidden.value().to_host(), r.ponder.value().to_host()};
+        for (const auto& v : values(enc)) out.push_back(v);
+        for (auto& [name, p] : enc.named_parameters()) out.push_back(p.grad().to_host());
+        return std::tuple{out, r.record, syncs};
+    };
+    [[maybe_unused]] const auto [want, want_record, cpu_syncs] = run(backend::cpu{}, 1);
+    REQUIRE(want_record.iterations >= 3);  // a profile that the schedules below cut differently
+    for (const int reads : {-1, 0, 1, 2, 5}) {
+        CAPTURE(reads);
+        const auto [got, record, syncs] = run(hd{}, reads);
+        CHECK(record.N == want_record.N);
+        CHECK(record.R == want_record.R);
+        CHECK(record.running_per_iteration == want_record.running_per_iteration);
+        REQUIRE(got.size() == want.size());
+        for (std::size_t i = 0; i < got.size(); ++i) {
+            REQUIRE(got[i].size() == want[i].size());
+            if (reads < 0) CHECK(std::memcmp(got[i].data(), want[i].data(), got[i].size() * sizeof(float)) == 0);
+            else
+                for (std::size_t j = 0; j < got[i].size(); ++j) CHECK(got[i][j] == doctest::Approx(want[i][j]).epsilon(1e-5).scale(1.0));
+        }
+        // the reads made: after each scheduled iteration before N_max, up to the first that finds
+        // no token running (one at or after the last iteration a token ran)
+        int made = 0;
+        for (int n = 1; n < 6; ++n) {
+            bool scheduled = reads < 0;
+            for (int i = 1; i <= reads; ++i) scheduled = scheduled || n == (i * 6 + reads) / (reads + 1);
+            if (!scheduled) continue;
+            ++made;
+            if (n >= want_record.iterations) break;
+        }
+        CHECK(syncs == made + 1);
+    }
 }
 
 TEST_CASE("host_device: greedy and beam decoding synchronise once per output position") {

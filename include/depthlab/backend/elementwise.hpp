@@ -43,6 +43,28 @@ DEPTHLAB_HOST_AND_GPU inline T halting_grad(halting_coefficient<T> c, T ra, T nh
     return beta == T(0) ? g : g + beta * old;
 }
 
+// ACT's halting decision for one token at iteration `iteration` (1-based): act_state::step's
+// rule, so that the compact path decides on the device what the host would. A token that is not
+// active (halted before, or a row that only pads the set) gets ra = nh = 0 and nothing of it
+// changes. An active one halts (nh = 1) when cum + p > threshold (strict) and iteration >=
+// min_iterations, else runs on (ra = 1); either way the iteration counts in `steps`. A
+// probability that is not a number stops the token (ra = nh = 0: a NaN would compare false and
+// keep it running on NaN states) and records the iteration in first_bad, for the host to report.
+template <class T>
+DEPTHLAB_HOST_AND_GPU inline void act_decide(T p, T cum, T active, T threshold, int iteration, int min_iterations, T& ra, T& nh, T& steps,
+                                             T& first_bad) {
+    ra = nh = T(0);
+    if (active == T(0)) return;
+    if (!(p == p)) {  // (a sigmoid's output: NaN is its only non-finite value)
+        if (first_bad == T(0)) first_bad = static_cast<T>(iteration);
+        return;
+    }
+    const bool halt = cum + p > threshold && iteration >= min_iterations;
+    nh = halt ? T(1) : T(0);
+    ra = halt ? T(0) : T(1);
+    steps += T(1);
+}
+
 // GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
 template <class T>
 DEPTHLAB_HOST_AND_GPU inline T gelu(T x) {

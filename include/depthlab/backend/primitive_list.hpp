@@ -85,6 +85,9 @@
     X(dropout_apply, (index_t n, T p, const Generator& gen, std::uint64_t first, const T* x, T* y, bool accumulate = false)) \
     /* ---- ACT's halting step over n tokens (elementwise::act_halting): ra, nh its 0/1 masks ---- */ \
     X(act_halting_fwd, (index_t n, const T* p, const T* cum, const T* r, const T* ra, const T* nh, T* w, T* cum_out, T* r_out)) \
+    /* its decision over n tokens (elementwise::act_decide): writes the masks ra, nh from p, cum and active; state (n, 2) holds \
+       each token's iterations run and first iteration with a NaN probability, updated in place */ \
+    X(act_decide, (index_t n, const T* p, const T* cum, const T* active, T threshold, int iteration, int min_iterations, T* ra, T* nh, T* state)) \
     /* the gradients of one output: da (=|+=) ca(ra, nh) · dy, db likewise (da or db may be null) */ \
     X(act_halting_bwd, (index_t n, const T* ra, const T* nh, const T* dy, elementwise::halting_coefficient<T> ca, T* da, T beta_a, \
                         elementwise::halting_coefficient<T> cb, T* db, T beta_b)) \

@@ -94,6 +94,16 @@ struct act_options {
     // (89 s) in a cache of 4096, and a resumed minute ~3 700 where 16 makes 890 (docs/performance.md, "GEMM
     // shapes of the compact path"). The padding costs < row_quantum rows per iteration.
     int row_quantum = 16;
+    // compact path on a device: the halting decisions are taken on the device, and the host
+    // reads which tokens still run (one synchronisation each) host_reads times per forward,
+    // spread evenly over the N_max iterations (after iterations ⌈i·N_max/(host_reads + 1)⌉);
+    // until the next read the rows are the last read's running set, tokens halted since among
+    // them with weight 0 (exact, as padding rows, but computed). The iterations after the last
+    // read run to N_max unless it found no token running. −1: a read after every iteration
+    // (the fewest rows; a synchronisation per iteration). A forward then synchronises
+    // host_reads + 1 times (the last for the record). The CPU, whose memory is the host's, and a
+    // traced forward (fixed_point_trace) read after every iteration whatever this says.
+    int host_reads = 1;
 
     /// usage_error naming the first field outside its range, and the range.
     void validate() const {
@@ -105,6 +115,7 @@ struct act_options {
         DEPTHLAB_CHECK(!std::isinf(halting_bias), usage_error, "act_options: halting_bias ", halting_bias,
                        " must be finite (or NaN, which means the policy's)");
         DEPTHLAB_CHECK(row_quantum >= 1, usage_error, "act_options: row_quantum ", row_quantum, " must be >= 1");
+        DEPTHLAB_CHECK(host_reads >= -1, usage_error, "act_options: host_reads ", host_reads, " must be >= 0, or -1 (after every iteration)");
     }
 };
 /// The names of the trace settings, in the enum's order (configs store them: io/config.hpp).
@@ -121,7 +132,7 @@ void config_fields(C& c, F&& f) {
     f("fixed_point_trace", c.fixed_point_trace);
     f("lambda_p", c.lambda_p);
     f("halting_bias", c.halting_bias);
-    // (row_quantum is not saved: an execution choice of the compact path, exact either way)
+    // (row_quantum and host_reads are not saved: execution choices of the compact path, exact either way)
 }
 
 /// The ponder-cost weight at a step: tau ramped up linearly from 0 over warmup_steps (the
@@ -279,7 +290,10 @@ private:
     /// returns w and updates cum and R (Vars of length m).
     static V halting_step(const V& p, V& cum, V& R, const step_masks& m) {
         const index_t n = p.shape()[0];
-        halting_step_result<T, B> r = act_halting_step(p, cum, R, Tn::from({n}, m.running_after), Tn::from({n}, m.new_halt));
+        return halting_step(p, cum, R, Tn::from({n}, m.running_after), Tn::from({n}, m.new_halt));
+    }
+    static V halting_step(const V& p, V& cum, V& R, const Tn& running_after, const Tn& new_halt) {
+        halting_step_result<T, B> r = act_halting_step(p, cum, R, running_after, new_halt);
         cum = std::move(r.cum);
         R = std::move(r.R);
         return r.w;  // w = p·running + new_halt·R
@@ -502,89 +516,156 @@ private:
     act_result<T, B> compact_forward(const V& x, const std::vector<index_t>& lengths) const {
         run_state r = start(x, lengths);
         // (named references, not a structured binding: clang 14 cannot capture those in lambdas)
-        const index_t Bn = r.Bn, Tt = r.Tt, H = r.H;
-        auto& st = r.st;
+        const index_t Bn = r.Bn, Tt = r.Tt, H = r.H, N = r.N;
+        const auto& tokens = r.tokens;
         auto& rec = r.rec;
         V &s = r.s, &cum = r.cum, &R = r.R;
         const auto& attn = layer->self_attention.branch;
         // keys and values of every position from the initial states; afterwards only the rows
-        // whose state changed in the previous iteration are recomputed (tied weights)
+        // computed in the previous iteration are recomputed (tied weights)
         const V w_q = slice(attn.in_proj_weight, 0, 0, H), b_q = slice(attn.in_proj_bias, 0, 0, H);
         const V w_kv = slice(attn.in_proj_weight, 0, H, 3 * H), b_kv = slice(attn.in_proj_bias, 0, H, 3 * H);
         V KV = linear(s, w_kv, b_kv);  // (N, 2H)
-        // The running set only shrinks, so each iteration gathers its rows from the previous
-        // iteration's (prev: rows, states, cum, R) instead of updating full (N, H) states;
-        // a token's final state and remainder are kept once, when it stops.
-        std::vector<std::int64_t> prev;
-        V s_prev, cum_prev, r_prev;
+        // The rows an iteration computes, idx (host, sorted: grouped by sequence): the running
+        // tokens as of the last read, padded with tokens that do not run to a multiple of
+        // opt.row_quantum. Over them, on the device: states, cum and R, whether each token still
+        // runs (active, 0/1) and its record so far (state: iterations run, first iteration with a
+        // NaN probability). The running set only shrinks, so a read gathers the next rows from
+        // the current ones; a token's final state, R and record are kept once, at the first read
+        // that finds it stopped (or at the end).
+        std::vector<std::int64_t> real;
+        for (index_t i = 0; i < N; ++i)
+            if (tokens[i]) real.push_back(i);
+        std::vector<std::int64_t> idx = padded_rows(real, nullptr, Bn, Tt);
+        // (a gather of every row, or an update of every row, is a copy for nothing: while all
+        // tokens run, as in the first iterations, the rows are taken as they are)
+        const bool every_row = static_cast<index_t>(idx.size()) == N;
+        V s_run = every_row ? s : gather_rows(s, idx), cum_run = every_row ? cum : gather_rows(cum, idx), r_run = every_row ? R : gather_rows(R, idx);
+        // (an upload, not a launch: the host knows which rows run where it chose them)
+        const auto active_among = [&](const std::vector<std::int64_t>& rows, auto&& runs) {
+            std::vector<T> a(rows.size());
+            for (std::size_t j = 0; j < rows.size(); ++j) a[j] = runs(rows[j]) ? T(1) : T(0);
+            return Tn::from({static_cast<index_t>(rows.size())}, a);
+        };
+        Tn active = active_among(idx, [&](std::int64_t i) { return tokens[static_cast<std::size_t>(i)] != 0; });
+        Tn state = Tn::zeros({static_cast<index_t>(idx.size()), 2});
+        std::vector<char> kept(static_cast<std::size_t>(N), 0);
         std::vector<std::int64_t> done_rows;
         std::vector<V> s_done, r_done;
-        for (int n = 1; n <= opt.max_iterations && st.any_running(); ++n) {
-            const bool first = prev.empty();
-            const std::vector<std::int64_t> running = running_rows(st);  // sorted: grouped by sequence
-            rec.running_per_iteration.push_back(static_cast<index_t>(running.size()));
-            rec.iterations = n;
-            // the rows this iteration computes: the running ones, padded with halted rows of the
-            // source (the previous iteration's rows, or all rows at first) to a multiple of
-            // opt.row_quantum
-            const std::vector<std::int64_t> idx = padded_rows(running, first ? nullptr : &prev, Bn, Tt);
+        std::vector<Tn> state_done;
+        const auto keep = [&](const std::vector<std::int64_t>& pos) {  // positions within idx
+            if (pos.empty()) return;
+            for (std::int64_t j : pos) {
+                kept[static_cast<std::size_t>(idx[j])] = 1;
+                done_rows.push_back(idx[j]);
+            }
+            const bool whole = pos.size() == idx.size();
+            s_done.push_back(whole ? s_run : gather_rows(s_run, pos));
+            r_done.push_back(whole ? r_run : gather_rows(r_run, pos));
+            state_done.push_back(whole ? state : gather_rows(V::constant(state), pos).value());
+        };
+        const T threshold = static_cast<T>(1.0 - opt.epsilon);
+        const bool read_every = B::host_accessible || tracing() || opt.host_reads < 0;
+        const auto read_after = [&](int n) {  // whether the host reads which tokens run after iteration n
+            if (read_every) return true;
+            for (int i = 1; i <= opt.host_reads; ++i)
+                if (n == (i * opt.max_iterations + opt.host_reads) / (opt.host_reads + 1)) return true;
+            return false;
+        };
+        for (int n = 1; n <= opt.max_iterations; ++n) {
+            if (n > 1) {
+                std::vector<std::int64_t> next = idx, running;
+                if (read_after(n - 1)) {
+                    const std::vector<T> running_now = active.to_vector();  // the read: a synchronisation
+                    std::vector<std::int64_t> stopped;
+                    for (std::size_t j = 0; j < idx.size(); ++j) {
+                        const auto i = static_cast<std::size_t>(idx[j]);
+                        if (running_now[j] > T(0)) running.push_back(idx[j]);
+                        else if (tokens[i] && !kept[i]) stopped.push_back(static_cast<std::int64_t>(j));
+                    }
+                    keep(stopped);
+                    if (running.empty()) break;
+                    next = padded_rows(running, &idx, Bn, Tt);
+                }
+                const V kv_prev = linear(s_run, w_kv, b_kv);
+                KV = static_cast<index_t>(idx.size()) == N ? kv_prev : row_update(KV, idx, kv_prev);
+                if (next.size() != idx.size()) {  // (next ⊆ idx)
+                    const std::vector<std::int64_t> pos = positions_within(idx, next);
+                    s_run = gather_rows(s_run, pos);
+                    cum_run = gather_rows(cum_run, pos);
+                    r_run = gather_rows(r_run, pos);
+                    state = gather_rows(V::constant(state), pos).value();
+                    idx = std::move(next);
+                    active = active_among(idx, [&](std::int64_t i) { return std::binary_search(running.begin(), running.end(), i); });
+                }
+            }
+            const index_t nr = static_cast<index_t>(idx.size());
             std::vector<index_t> q_off(static_cast<std::size_t>(Bn + 1), 0);
             for (std::int64_t i : idx) ++q_off[static_cast<std::size_t>(i / Tt) + 1];
             for (index_t b = 0; b < Bn; ++b) q_off[b + 1] += q_off[b];
-            const index_t nr = static_cast<index_t>(idx.size());
-            // (a gather of every row, or an update of every row, is a copy for nothing: while
-            // all tokens run, as in the first iterations, the rows are taken as they are)
-            if (!first) {
-                const V kv_prev = linear(s_prev, w_kv, b_kv);
-                KV = static_cast<index_t>(prev.size()) == Bn * Tt ? kv_prev : row_update(KV, prev, kv_prev);
-            }
-            const V &s_src = first ? s : s_prev, &cum_src = first ? cum : cum_prev, &r_src = first ? R : r_prev;
-            const bool every = nr == s_src.shape()[0];  // every row of the source runs, in order
-            // (cum_run and r_run are updated by halting_step below)
-            const std::vector<std::int64_t> rows = every ? std::vector<std::int64_t>{} : first ? idx : positions_within(prev, idx);
-            const V s_run = every ? s_src : gather_rows(s_src, rows);
-            V cum_run = every ? cum_src : gather_rows(cum_src, rows);
-            V r_run = every ? r_src : gather_rows(r_src, rows);
             const V q = linear(s_run, w_q, b_q);
             const V a = attn.project_out(ragged_attention<T, B>({q, 0}, q_off, {KV, 0}, {KV, H}, Tt, lengths, H, cfg_.heads));
             const V y = run_rest_of_layer(s_run, a);
             const V p = reshape(sigmoid((*halting_unit)(y)), {nr});
-            const step_masks m = st.step(p.value().to_vector(), idx, n);  // (padding rows: masks 0, so w 0)
-            const auto ran = [&](std::size_t j) { return m.new_halt[j] > T(0) || m.running_after[j] > T(0); };
-            const V w = halting_step(p, cum_run, r_run, m);
+            // the halting decision, on the device (rows that do not run: masks 0, so w 0)
+            Tn ra = Tn::empty({nr}), nh = Tn::empty({nr});
+            const Tn pv = p.value().contiguous(), cv = cum_run.value().contiguous();
+            primitives<B>::act_decide(nr, pv.data(), cv.data(), active.data(), threshold, n, opt.min_iterations, ra.data(), nh.data(),
+                                      state.data());
+            const V w = halting_step(p, cum_run, r_run, ra, nh);
             const V s_new = interpolate_rows(s_run, y, w);
-            record_cosine(rec, [&] { return s_run.value(); }, [&] { return s_new.value(); }, idx);
-            if (tracing() && idx.size() != running.size())  // padding rows did not run
+            if (tracing()) {
+                record_cosine(rec, [&] { return s_run.value(); }, [&] { return s_new.value(); }, idx);
+                const std::vector<T> ran_on = ra.to_vector(), halted = nh.to_vector();
                 for (std::size_t j = 0; j < idx.size(); ++j)
-                    if (!ran(j)) rec.cosine.back()[static_cast<std::size_t>(idx[j])] = std::numeric_limits<double>::quiet_NaN();
-            // tokens that stop here (halted, or out of iterations): their final state and R
-            std::vector<std::int64_t> stop;
-            for (std::size_t j = 0; j < idx.size(); ++j)
-                if (m.new_halt[j] > T(0) || (n == opt.max_iterations && ran(j))) {
-                    stop.push_back(static_cast<std::int64_t>(j));
-                    done_rows.push_back(idx[j]);
-                }
-            if (stop.size() == idx.size()) {
-                s_done.push_back(s_new);
-                r_done.push_back(r_run);
-            } else if (!stop.empty()) {
-                s_done.push_back(gather_rows(s_new, stop));
-                r_done.push_back(gather_rows(r_run, stop));
+                    if (ran_on[j] == T(0) && halted[j] == T(0)) rec.cosine.back()[static_cast<std::size_t>(idx[j])] = std::numeric_limits<double>::quiet_NaN();
             }
-            prev = idx;
-            s_prev = s_new;
-            cum_prev = cum_run;
-            r_prev = r_run;
+            s_run = s_new;
+            active = ra;
         }
-        finish_record(rec, st);
+        {
+            // the tokens not kept yet stop here: out of iterations, or stopped since the last read
+            std::vector<std::int64_t> rest;
+            for (std::size_t j = 0; j < idx.size(); ++j)
+                if (tokens[static_cast<std::size_t>(idx[j])] && !kept[static_cast<std::size_t>(idx[j])]) rest.push_back(static_cast<std::int64_t>(j));
+            keep(rest);
+        }
         rec.compact = true;
-        if (!done_rows.empty()) {
-            // every token stopped in the same iteration: its states, in row order, are the result
-            const bool all_at_once = s_done.size() == 1 && static_cast<index_t>(done_rows.size()) == Bn * Tt;
-            s = all_at_once ? s_done[0] : row_update(s, done_rows, s_done.size() == 1 ? s_done[0] : concat(s_done, 0));
-            R = r_done.size() == 1 ? r_done[0] : concat(r_done, 0);  // only its sum is used
-        }
+        R = r_done.size() == 1 ? r_done[0] : concat(r_done, 0);  // only its sum is used
+        read_record(rec, done_rows, state_done, R.value());
+        // every token stopped at the same read: its states, in row order, are the result
+        const bool all_at_once = s_done.size() == 1 && static_cast<index_t>(done_rows.size()) == N;
+        s = all_at_once ? s_done[0] : row_update(s, done_rows, s_done.size() == 1 ? s_done[0] : concat(s_done, 0));
         return {reshape(s, {Bn, Tt, H}), ponder_cost(R, rec), std::move(rec), {}, {}};
+    }
+    /// The compact path's record from the device, in one read: the kept tokens' (rows, in
+    /// keeping order) iterations run, first iteration with a NaN halting probability (0: none)
+    /// and remainders. A NaN probability is reported here, at its iteration and token.
+    void read_record(halting_record& rec, const std::vector<std::int64_t>& rows, const std::vector<Tn>& state_parts, const Tn& remainders) const {
+        const index_t m = static_cast<index_t>(rows.size());
+        std::vector<V> parts;
+        for (const Tn& t : state_parts) parts.push_back(V::constant(t.reshape({2 * t.shape()[0]})));
+        parts.push_back(V::constant(remainders));
+        const std::vector<T> host = (parts.size() == 1 ? parts[0] : concat(parts, 0)).value().to_vector();
+        const auto N = static_cast<std::size_t>(rec.batch * rec.length);
+        rec.N.assign(N, 0);
+        rec.R.assign(N, 0.0);
+        std::int64_t bad_iteration = 0, bad_token = -1;
+        for (index_t k = 0; k < m; ++k) {
+            const auto i = static_cast<std::size_t>(rows[static_cast<std::size_t>(k)]);
+            rec.N[i] = static_cast<int>(host[static_cast<std::size_t>(2 * k)]);
+            rec.R[i] = static_cast<double>(host[static_cast<std::size_t>(2 * m + k)]);
+            const auto first_bad = static_cast<std::int64_t>(host[static_cast<std::size_t>(2 * k + 1)]);
+            if (first_bad > 0 && (bad_token < 0 || first_bad < bad_iteration || (first_bad == bad_iteration && rows[k] < bad_token))) {
+                bad_iteration = first_bad;
+                bad_token = rows[static_cast<std::size_t>(k)];
+            }
+        }
+        DEPTHLAB_CHECK(bad_token < 0, numeric_error, "ACT: iteration ", bad_iteration, ": the halting probability of token ", bad_token,
+                       " is nan: the input or the state holds a non-finite value");
+        rec.iterations = *std::max_element(rec.N.begin(), rec.N.end());
+        for (int n = 1; n <= rec.iterations; ++n)
+            rec.running_per_iteration.push_back(static_cast<index_t>(std::count_if(rec.N.begin(), rec.N.end(), [n](int v) { return v >= n; })));
     }
     /// `running` (sorted, ⊆ source) plus rows of `source` (sorted; null: every row, 0..Bn·Tt)
     /// that do not run, up to the next multiple of opt.row_quantum (at most all of the source),

@@ -688,6 +688,13 @@ struct host_primitives {
             }
         });
     }
+    template <class T>
+    static void act_decide(index_t n, const T* p, const T* cum, const T* active, T threshold, int iteration, int min_iterations, T* ra, T* nh,
+                           T* state) {
+        launch();
+        for (index_t i = 0; i < n; ++i)
+            elementwise::act_decide(p[i], cum[i], active[i], threshold, iteration, min_iterations, ra[i], nh[i], state[2 * i], state[2 * i + 1]);
+    }
     // (beta 0 never reads the gradient: a fresh buffer may hold anything, NaN included)
     template <class T>
     static void act_halting_bwd(index_t n, const T* ra, const T* nh, const T* dy, elementwise::halting_coefficient<T> ca, T* da, T beta_a,

@@ -327,6 +327,14 @@ void primitives<backend::cuda>::act_halting_fwd(index_t n, const T* p, const T* 
 }
 
 template <class T>
+void primitives<backend::cuda>::act_decide(index_t n, const T* p, const T* cum, const T* active, T threshold, int iteration, int min_iterations,
+                                           T* ra, T* nh, T* state) {
+    cuda::for_each(n, [=] __device__(index_t i) {
+        elementwise::act_decide(p[i], cum[i], active[i], threshold, iteration, min_iterations, ra[i], nh[i], state[2 * i], state[2 * i + 1]);
+    }, "act_decide");
+}
+
+template <class T>
 void primitives<backend::cuda>::act_halting_bwd(index_t n, const T* ra, const T* nh, const T* dy, elementwise::halting_coefficient<T> ca, T* da,
                                                 T beta_a, elementwise::halting_coefficient<T> cb, T* db, T beta_b) {
     // (beta 0 never reads the gradient: a fresh buffer may hold anything, NaN included)
