@@ -29,6 +29,7 @@ inline const std::vector<mm_shape>& matmul_shapes() {
 
 // Memory-bound kernels: elements of the GELU, (rows, cols) of softmax and layer norm.
 inline constexpr std::int64_t gelu_n = 1048576;
+inline constexpr std::int64_t dropout_n = 1048576;  // inverted dropout, p = 0.1, in training
 inline constexpr std::int64_t softmax_rows = 4096, softmax_cols = 128;
 inline constexpr std::int64_t layernorm_rows = 4096, layernorm_cols = 512;
 // Cross-entropy forward + backward: the MLM loss of an albert_act step (batch 32 of 64
@@ -39,6 +40,7 @@ inline std::int64_t cross_entropy_target(std::int64_t row) { return (row * 7919)
 // Bytes each kernel moves per call (float): input read + output written; layer norm also
 // reads gamma/beta and writes the per-row mean and rstd.
 inline double gelu_bytes() { return 2.0 * 4.0 * gelu_n; }
+inline double dropout_bytes() { return 2.0 * 4.0 * dropout_n; }
 inline double softmax_bytes() { return 2.0 * 4.0 * softmax_rows * softmax_cols; }
 inline double layernorm_bytes() {
     return 4.0 * (2.0 * layernorm_rows * layernorm_cols + 2.0 * layernorm_cols + 2.0 * layernorm_rows);

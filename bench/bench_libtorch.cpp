@@ -6,6 +6,8 @@
 //   matmul/libtorch/MxKxN        at::mm_out into a preallocated output (BLAS sgemm: OpenBLAS
 //                                on Debian, hence LD_LIBRARY_PATH=.../openblas-openmp)
 //   gelu/libtorch/N              at::gelu_out(..., "tanh")  (depthlab's GELU is the tanh form)
+//   dropout/libtorch/N           at::native_dropout(x, 0.1, train) (what F.dropout runs in training;
+//                                allocates its output and its mask)
 //   softmax/libtorch/RxC         at::_softmax_out over the last axis
 //   layernorm/libtorch/RxC       at::native_layer_norm (allocates its three results; its
 //                                out= variant is a functional call plus a copy in 1.13)
@@ -108,6 +110,17 @@ void bm_matmul(benchmark::State& state, mm_shape s) {
     set_gflops(state, s.flops());
 }
 
+void bm_dropout(benchmark::State& state) {
+    at::NoGradGuard no_grad;
+    const at::Tensor x = random_tensor({dropout_n});
+    for (auto _ : state) {
+        auto [y, mask] = at::native_dropout(x, 0.1, true);
+        benchmark::DoNotOptimize(y.data_ptr<float>());
+        benchmark::DoNotOptimize(mask.data_ptr());
+    }
+    set_gbytes(state, dropout_bytes());
+}
+
 void bm_gelu(benchmark::State& state) {
     at::NoGradGuard no_grad;
     const at::Tensor x = random_tensor({gelu_n});
@@ -187,6 +200,7 @@ std::vector<std::pair<std::string, std::string>> register_libtorch_benchmarks(in
     for (const mm_shape& s : matmul_shapes())
         benchmark::RegisterBenchmark(("matmul/libtorch/" + s.name()).c_str(), bm_matmul, s)->UseRealTime()->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark(("gelu/libtorch/" + std::to_string(gelu_n)).c_str(), bm_gelu)->UseRealTime()->Unit(benchmark::kMicrosecond);
+    benchmark::RegisterBenchmark(("dropout/libtorch/" + std::to_string(dropout_n)).c_str(), bm_dropout)->UseRealTime()->Unit(benchmark::kMicrosecond);
     benchmark::RegisterBenchmark(("softmax/libtorch/" + std::to_string(softmax_rows) + "x" + std::to_string(softmax_cols)).c_str(), bm_softmax)
         ->UseRealTime()
         ->Unit(benchmark::kMicrosecond);

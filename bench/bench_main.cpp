@@ -5,11 +5,12 @@
 //   */depthlab_bf16/...              the same under matmul_precision::bf16 (bf16 GEMM inputs,
 //                                    f32 accumulation; matmul, encoder_layer_train, act_encoder_train)
 //   linear/depthlab[_bf16]/MxKxN     depthlab::linear with a bias (the bias epilogue), same product
+//   encoder_layer_train/depthlab_dropout/<shape>  the f32 layer step with dropout 0.1
 //   matmul_primitive/depthlab/MxKxN  primitives<cpu>::gemm into a preallocated output
 //   matmul/onednn/MxKxN              a raw oneDNN matmul primitive made once, preallocated output
 //   matmul/onednn_bf16/MxKxN         the same with bf16 operands converted once, f32 output
 //   matmul/libtorch/MxKxN            at::mm_out (bench_libtorch.cpp)
-//   gelu|softmax|layernorm/<isa>/... the CPU primitives with the ISA path forced
+//   gelu|dropout|softmax|layernorm/<isa>/... the CPU primitives with the ISA path forced
 //   cross_entropy/<isa>/RxC          the loss op forward + backward, ISA path forced
 //   act_encoder_train/interleaved/.. the compact, masked and fixed-depth ACT steps in turn, each
 //                                    timed apart: their ratios free of the machine's drift
@@ -213,6 +214,23 @@ void bm_gelu(benchmark::State& state, dcpu::isa path) {
     set_gbytes(state, gelu_bytes());
 }
 
+// Inverted dropout at p = 0.1 as a training step applies it: each call draws a new mask (the
+// generator's words advance) and writes y = x · mask.
+void bm_dropout(benchmark::State& state, dcpu::isa path) {
+    if (!usable(state, path)) return;
+    const dcpu::isa_scope scope(path);
+    const Tensorf x = random_tensor({dropout_n}, 3);
+    Tensorf y = Tensorf::zeros({dropout_n});
+    depthlab::Generator gen(7);
+    P::dropout_apply(dropout_n, 0.1f, gen, gen.reserve(dropout_n), x.data(), y.data());
+    for (auto _ : state) {
+        P::dropout_apply(dropout_n, 0.1f, gen, gen.reserve(dropout_n), x.data(), y.data());
+        benchmark::DoNotOptimize(y.data());
+        benchmark::ClobberMemory();
+    }
+    set_gbytes(state, dropout_bytes());
+}
+
 void bm_softmax(benchmark::State& state, dcpu::isa path) {
     if (!usable(state, path)) return;
     const dcpu::isa_scope scope(path);
@@ -286,19 +304,19 @@ void copy_parameters(const A& from, Bm& to) {
 }
 
 // ------------------------------------------------------------------ encoder layer
-depthlab::nn::transformer_config layer_config(const layer_shape& l) {
-    // as torch::nn::TransformerEncoderLayer's defaults: post-LN, ReLU; dropout 0 here
-    return {.dim = l.d, .heads = static_cast<int>(l.h), .ff_dim = l.ff, .act = depthlab::nn::activation::relu, .dropout = 0.0,
-            .attention_dropout = 0.0, .norm_first = false, .ln_eps = 1e-5, .init = depthlab::nn::init_scheme::pytorch};
+depthlab::nn::transformer_config layer_config(const layer_shape& l, double dropout = 0.0) {
+    // as torch::nn::TransformerEncoderLayer's defaults: post-LN, ReLU; dropout 0 unless asked
+    return {.dim = l.d, .heads = static_cast<int>(l.h), .ff_dim = l.ff, .act = depthlab::nn::activation::relu, .dropout = dropout,
+            .attention_dropout = dropout, .norm_first = false, .ln_eps = 1e-5, .init = depthlab::nn::init_scheme::pytorch};
 }
 
 /// One training step of a layer: forward, backward of sum(y * 1) into every parameter and
 /// the input (as inside a stack), gradients reset each step.
-void bm_encoder_layer_train(benchmark::State& state, layer_shape l, depthlab::matmul_precision precision) {
+void bm_encoder_layer_train(benchmark::State& state, layer_shape l, depthlab::matmul_precision precision, double dropout) {
     const depthlab::matmul_precision_scope scope(precision);
     memory_peaks memory;
     depthlab::Generator gen(1);
-    depthlab::nn::EncoderLayer<float> layer(layer_config(l), gen);
+    depthlab::nn::EncoderLayer<float> layer(layer_config(l, dropout), gen);
     const Varf x = Varf::parameter(random_tensor({l.b, l.s, l.d}, 3));
     const Tensorf seed = Tensorf::ones({l.b, l.s, l.d});
     auto step = [&] {
@@ -315,7 +333,7 @@ void bm_encoder_layer_train(benchmark::State& state, layer_shape l, depthlab::ma
     memory.report(state);
     // the same step on backend::host_device: what a GPU would be asked to do per step
     depthlab::Generator hd_gen(1);
-    depthlab::nn::EncoderLayer<float, hd> hd_layer(layer_config(l), hd_gen);
+    depthlab::nn::EncoderLayer<float, hd> hd_layer(layer_config(l, dropout), hd_gen);
     const auto hd_x = depthlab::Var<float, hd>::parameter(x.value().to<hd>());
     const auto hd_seed = seed.to<hd>();
     set_device_counters(state, [&] {
@@ -495,10 +513,15 @@ void register_depthlab_benchmarks() {
         }
     }
     for (const layer_shape& l : layer_shapes()) {
-        benchmark::RegisterBenchmark(("encoder_layer_train/depthlab/" + l.name()).c_str(), bm_encoder_layer_train, l, f32)
+        benchmark::RegisterBenchmark(("encoder_layer_train/depthlab/" + l.name()).c_str(), bm_encoder_layer_train, l, f32, 0.0)
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond);
-        benchmark::RegisterBenchmark(("encoder_layer_train/depthlab_bf16/" + l.name()).c_str(), bm_encoder_layer_train, l, bf16)
+        benchmark::RegisterBenchmark(("encoder_layer_train/depthlab_bf16/" + l.name()).c_str(), bm_encoder_layer_train, l, bf16, 0.0)
+            ->UseRealTime()
+            ->Unit(benchmark::kMillisecond);
+        // dropout 0.1 on the attention probabilities and both residual branches (BERT's places;
+        // torch's layer also drops after the feed-forward's activation, so no libtorch twin)
+        benchmark::RegisterBenchmark(("encoder_layer_train/depthlab_dropout/" + l.name()).c_str(), bm_encoder_layer_train, l, f32, 0.1)
             ->UseRealTime()
             ->Unit(benchmark::kMillisecond);
         benchmark::RegisterBenchmark(("encoder_layer_forward/depthlab/" + l.name()).c_str(), bm_encoder_layer_forward, l)
@@ -531,6 +554,9 @@ void register_depthlab_benchmarks() {
     for (const dcpu::isa path : all_isas) {
         const std::string isa = dcpu::to_string(path);
         benchmark::RegisterBenchmark(("gelu/" + isa + "/" + gelu_shape).c_str(), bm_gelu, path)->UseRealTime()->Unit(benchmark::kMicrosecond);
+        benchmark::RegisterBenchmark(("dropout/" + isa + "/" + std::to_string(dropout_n)).c_str(), bm_dropout, path)
+            ->UseRealTime()
+            ->Unit(benchmark::kMicrosecond);
         benchmark::RegisterBenchmark(("softmax/" + isa + "/" + softmax_shape).c_str(), bm_softmax, path)->UseRealTime()->Unit(benchmark::kMicrosecond);
         benchmark::RegisterBenchmark(("layernorm/" + isa + "/" + layernorm_shape).c_str(), bm_layernorm, path)
             ->UseRealTime()

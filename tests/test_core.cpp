@@ -112,6 +112,35 @@ TEST_CASE("dropout masks do not depend on the thread count") {
     CHECK(std::abs(static_cast<double>(dropped) / one.size() - 0.25) < 0.01);
 }
 
+// The mask kernels run Philox in vector lanes (cpu/kernels.inl, dropout_keep_mask): on every
+// ISA path, every element's value is the one its Generator word defines, from any offset and for
+// any length (chunks start anywhere within a 4-word block), on one thread and on two.
+TEST_CASE("dropout masks are the Generator's words on every ISA path") {
+    const Generator gen(0x0123456789abcdefULL);
+    const float p = 0.3f, keep = 1.0f / (1.0f - p);
+    const auto threshold = static_cast<std::uint64_t>(static_cast<double>(p) * 4294967296.0);
+    for (const cpu::isa path : {cpu::isa::scalar, cpu::isa::avx2, cpu::isa::avx512}) {
+        if (!cpu::cpu_supports(path)) continue;
+        const cpu::isa_scope scope(path);
+        for (const int threads : {1, 2}) {
+            const scoped_num_threads use(threads);
+            for (const std::uint64_t first : {std::uint64_t{0}, std::uint64_t{4}, (std::uint64_t{1} << 34) + 8})
+                for (const index_t n : {1, 3, 4, 5, 63, 64, 65, 1000, 70001}) {
+                    CAPTURE(cpu::to_string(path));
+                    CAPTURE(threads);
+                    CAPTURE(first);
+                    CAPTURE(n);
+                    auto m = Tensor<float>::empty({n});
+                    primitives<backend::cpu>::dropout_mask<float>(n, p, gen, first, m.data());
+                    std::int64_t wrong = 0;
+                    for (index_t i = 0; i < n; ++i)
+                        wrong += m.data()[i] != detail::dropout_keep(gen.word(first + static_cast<std::uint64_t>(i)), threshold, keep);
+                    CHECK(wrong == 0);
+                }
+        }
+    }
+}
+
 TEST_CASE("ISA selection: parse, support, forcing") {
     CHECK(cpu::parse_isa("avx2") == cpu::isa::avx2);
     CHECK_THROWS_WITH_AS(cpu::parse_isa("sse9"), Contains("unknown value 'sse9'"), usage_error);

@@ -517,16 +517,9 @@ struct host_primitives {
     // mask[i] = (u_i >= p) / (1 - p), u_i the i-th uniform of the reserved stream.
     template <class T>
     static void dropout_mask(index_t n, T p, const Generator& gen, std::uint64_t first, T* mask) {
-        launch();
         const T keep = T(1) / (T(1) - p);
         const auto threshold = static_cast<std::uint64_t>(static_cast<double>(p) * 4294967296.0);
-        parallel_for((n + 3) / 4, elem_grain / 4, [&](index_t b, index_t e) {
-            for (index_t blk = b; blk < e; ++blk) {
-                const auto w = gen.block((first >> 2) + static_cast<std::uint64_t>(blk));
-                for (index_t j = 0; j < 4 && blk * 4 + j < n; ++j)
-                    mask[blk * 4 + j] = depthlab::detail::dropout_keep(w[static_cast<std::size_t>(j)], threshold, keep);
-            }
-        });
+        chunked<T>(n, [&]<class K>(index_t o, index_t m) { K::dropout_keep_mask(m, gen.seed(), first + static_cast<std::uint64_t>(o), threshold, keep, mask + o); });
     }
 
     // greedy decoding's choice per row: the log-softmax in double (elementwise::log_softmax_row,
@@ -570,8 +563,9 @@ struct host_primitives {
     }
 
     // y = x * dropout_mask's value (y += with accumulate), the mask drawn for 1024 elements at a
-    // time into a local buffer and applied by the product kernels mul / mul_acc: the same bits as
-    // the stored mask and a product, without the mask (x may be y)
+    // time into a local buffer (K::dropout_keep_mask: Philox in vector lanes) and applied by the
+    // product kernels mul / mul_acc: the same bits as the stored mask and a product, without the
+    // mask (x may be y)
     template <class T>
     static void dropout_apply(index_t n, T p, const Generator& gen, std::uint64_t first, const T* x, T* y, bool accumulate = false) {
         const T keep = T(1) / (T(1) - p);
@@ -581,11 +575,7 @@ struct host_primitives {
             alignas(64) T mask[piece];
             for (index_t o = b; o < b + len; o += piece) {
                 const index_t m = std::min(piece, b + len - o);
-                std::array<std::uint32_t, 4> w{};
-                for (index_t i = o; i < o + m; ++i) {
-                    if (i == o || i % 4 == 0) w = gen.block((first >> 2) + static_cast<std::uint64_t>(i / 4));
-                    mask[i - o] = depthlab::detail::dropout_keep(w[static_cast<std::size_t>(i % 4)], threshold, keep);
-                }
+                K::dropout_keep_mask(m, gen.seed(), first + static_cast<std::uint64_t>(o), threshold, keep, mask);
                 if (accumulate) K::mul_acc(m, x + o, mask, y + o);
                 else K::mul(m, x + o, mask, y + o);
             }

@@ -4,9 +4,11 @@
 // call, so a primitive is written once and runs every path.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 #include "depthlab/backend/cpu/vec.hpp"
+#include "depthlab/core/rng.hpp"
 #include "depthlab/core/shape.hpp"
 
 namespace depthlab::cpu {

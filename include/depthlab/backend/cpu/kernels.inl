@@ -270,3 +270,61 @@ static void layernorm_param_grad_row(index_t n, const T* x, const T* dy, T mean,
         (V::load(dbeta + i, m) + d).store(dbeta + i, m);
     });
 }
+
+// ---- inverted dropout's mask from the Philox stream (core/rng.hpp) ----
+// Philox4x32-10 on `lanes` consecutive blocks at once, one array per counter word, so that the
+// compiler turns every round into vector multiplies for this ISA: words[4 b + j] is word j of
+// block block0 + b, the bits of detail::philox_block (tested against it).
+static constexpr int philox_lanes = 16;
+static DEPTHLAB_VEC_INLINE void philox_blocks(std::uint64_t seed, std::uint64_t block0, std::uint32_t* words) {
+    constexpr int L = philox_lanes;
+    constexpr std::uint32_t m0 = 0xD2511F53u, m1 = 0xCD9E8D57u, w0 = 0x9E3779B9u, w1 = 0xBB67AE85u;
+    alignas(64) std::uint32_t c0[L], c1[L], c2[L], c3[L];
+    for (int b = 0; b < L; ++b) {
+        const std::uint64_t block = block0 + static_cast<std::uint64_t>(b);
+        c0[b] = static_cast<std::uint32_t>(block);
+        c1[b] = static_cast<std::uint32_t>(block >> 32);
+        c2[b] = c3[b] = 0u;
+    }
+    std::uint32_t k0 = static_cast<std::uint32_t>(seed), k1 = static_cast<std::uint32_t>(seed >> 32);
+    for (int r = 0; r < 10; ++r) {
+#pragma omp simd
+        for (int b = 0; b < L; ++b) {
+            const std::uint64_t p0 = std::uint64_t{m0} * c0[b];
+            const std::uint64_t p1 = std::uint64_t{m1} * c2[b];
+            const std::uint32_t n0 = static_cast<std::uint32_t>(p1 >> 32) ^ c1[b] ^ k0;
+            const std::uint32_t n2 = static_cast<std::uint32_t>(p0 >> 32) ^ c3[b] ^ k1;
+            c1[b] = static_cast<std::uint32_t>(p1);
+            c3[b] = static_cast<std::uint32_t>(p0);
+            c0[b] = n0;
+            c2[b] = n2;
+        }
+        k0 += w0;
+        k1 += w1;
+    }
+    for (int b = 0; b < L; ++b) {
+        words[4 * b] = c0[b];
+        words[4 * b + 1] = c1[b];
+        words[4 * b + 2] = c2[b];
+        words[4 * b + 3] = c3[b];
+    }
+}
+// mask[j] = detail::dropout_keep(word(word0 + j)) for j < m, word(i) the i-th word of the
+// stream of `seed`: keep (1 / (1 − p)) where the word is at or above threshold = p·2^32, else 0
+static void dropout_keep_mask(index_t m, std::uint64_t seed, std::uint64_t word0, std::uint64_t threshold, T keep, T* mask) {
+    index_t j = 0;
+    const auto one_block = [&](std::uint64_t block, index_t from, index_t to) {  // the words [from, to) of one block
+        std::uint32_t w[4];
+        depthlab::detail::philox_block(seed, block, w);
+        for (index_t t = from; t < to; ++t, ++j) mask[j] = depthlab::detail::dropout_keep(w[t], threshold, keep);
+    };
+    if (const auto lane = static_cast<index_t>(word0 % 4); lane != 0 && m > 0) one_block(word0 / 4, lane, std::min<index_t>(4, lane + m));
+    constexpr index_t span = 4 * philox_lanes;
+    alignas(64) std::uint32_t words[span];
+    for (; j + span <= m; j += span) {
+        philox_blocks(seed, (word0 + static_cast<std::uint64_t>(j)) / 4, words);
+#pragma omp simd
+        for (index_t t = 0; t < span; ++t) mask[j + t] = std::uint64_t{words[t]} >= threshold ? keep : T(0);
+    }
+    while (j < m) one_block((word0 + static_cast<std::uint64_t>(j)) / 4, 0, std::min<index_t>(4, m - j));
+}
