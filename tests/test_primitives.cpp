@@ -595,6 +595,67 @@ TEST_CASE_TEMPLATE("primitives: backward routines write a first gradient without
     CHECK(dc_w.to_vector() == dc_a.to_vector());
 }
 
+// ACT's halting decision on the device (the compact path's) against the host rule it stands for,
+// act_state::step, over five iterations: the same masks, cumulative probabilities and counts for
+// running, halting and padding tokens, with min_iterations holding halts back until iteration 2;
+// a NaN probability stops its token without counting and records the iteration.
+TEST_CASE_TEMPLATE("primitives: act_decide takes act_state::step's decisions", B, DEPTHLAB_TEST_BACKENDS) {
+    using P = primitives<B>;
+    const index_t n = 37;
+    std::vector<char> tokens(static_cast<std::size_t>(n));
+    std::vector<double> cum0(tokens.size()), active0(tokens.size());
+    std::vector<std::int64_t> rows(tokens.size());
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+        tokens[i] = i % 7 != 6;  // every seventh is padding
+        cum0[i] = tokens[i] ? 0.0 : 1.0;
+        active0[i] = tokens[i] ? 1.0 : 0.0;
+        rows[i] = static_cast<std::int64_t>(i);
+    }
+    const double eps = 0.05;
+    const int min_iterations = 2;
+    halting::act_state<float> st(tokens, eps, min_iterations);
+    auto cum = depthlab_test::from_double<float, B>({n}, cum0), active = depthlab_test::from_double<float, B>({n}, active0);
+    auto r = Tensor<float, B>::zeros({n}), state = Tensor<float, B>::zeros({n, 2});
+    for (int it = 1; it <= 5; ++it) {
+        CAPTURE(it);
+        std::vector<double> p(tokens.size());
+        for (std::size_t i = 0; i < p.size(); ++i) p[i] = 0.4 * static_cast<double>((i * 7919 + static_cast<std::size_t>(it) * 104729) % 1000) / 1000.0;
+        const auto pt = depthlab_test::from_double<float, B>({n}, p);
+        auto ra = Tensor<float, B>::empty({n}), nh = Tensor<float, B>::empty({n});
+        P::act_decide(n, pt.data(), cum.data(), active.data(), static_cast<float>(1.0 - eps), it, min_iterations, ra.data(), nh.data(), state.data());
+        const auto host = st.step(pt.to_vector(), rows, it);
+        CHECK(ra.to_vector() == host.running_after);
+        CHECK(nh.to_vector() == host.new_halt);
+        auto w = Tensor<float, B>::empty({n}), cum_next = Tensor<float, B>::empty({n}), r_next = Tensor<float, B>::empty({n});
+        P::act_halting_fwd(n, pt.data(), cum.data(), r.data(), ra.data(), nh.data(), w.data(), cum_next.data(), r_next.data());
+        const auto c = cum_next.to_vector(), counts = state.to_vector();
+        for (std::size_t i = 0; i < tokens.size(); ++i) {
+            CAPTURE(i);
+            if (host.running_after[i] > 0) CHECK(c[i] == st.cum[i]);  // (the running tokens' cum decides the next step)
+            CHECK(counts[2 * i] == static_cast<float>(st.N[i]));
+            CHECK(counts[2 * i + 1] == 0.0f);
+        }
+        cum = cum_next;
+        r = r_next;
+        active = ra;
+    }
+    CHECK(std::count(st.running.begin(), st.running.end(), 1) > 0);  // some still run, some halted: both rules met
+    CHECK(std::count(st.N.begin(), st.N.end(), 5) < std::count(tokens.begin(), tokens.end(), 1));
+    // a NaN probability: the token stops (masks 0), its count stays, the iteration is recorded
+    std::vector<double> p(tokens.size(), 0.01);
+    p[0] = std::numeric_limits<double>::quiet_NaN();
+    const auto pt = depthlab_test::from_double<float, B>({n}, p);
+    const auto before = state.to_vector();
+    auto ra = Tensor<float, B>::empty({n}), nh = Tensor<float, B>::empty({n});
+    auto one = Tensor<float, B>::ones({n});
+    P::act_decide(n, pt.data(), cum.data(), one.data(), 0.95f, 6, 0, ra.data(), nh.data(), state.data());
+    const auto after = state.to_vector();
+    CHECK(ra.to_vector()[0] == 0.0f);
+    CHECK(nh.to_vector()[0] == 0.0f);
+    CHECK(after[0] == before[0]);
+    CHECK(after[1] == 6.0f);
+}
+
 // Dropout applied where the mask is drawn: the same bits as dropout_mask then a product (or a
 // product added), in place too, for a length that is no multiple of the 4 words per draw.
 TEST_CASE_TEMPLATE("primitives: dropout_apply equals the stored mask's product", B, DEPTHLAB_TEST_BACKENDS) {
