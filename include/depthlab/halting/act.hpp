@@ -22,7 +22,9 @@
 //    are its key and value projections; each iteration computes keys/values only for the
 //    tokens whose state changed in the previous iteration, and queries, attention, output
 //    projection, feed-forward and halting unit only for the running tokens. Exact, and its
-//    cost falls with the number of running tokens.
+//    cost falls with the number of running tokens. Its halting decisions run on the device
+//    (act_decide); on a device the host learns the running set only act_options::host_reads
+//    times per forward, so between reads tokens halted since are computed with weight 0.
 //
 // Policies (compile-time): fixed (N_max iterations, no halting unit use), act (the paper),
 // act_graves (Graves 2016 mean-field output s = Σ_n w^n y^n, the state passed on is y^n;
