@@ -286,14 +286,9 @@ private:
     using V = Var<T, B>;
     using Tn = Tensor<T, B>;
 
-    using step_masks = typename act_state<T>::masks;
     static V constant(const std::vector<T>& v) { return V::constant(Tn::from({static_cast<index_t>(v.size())}, v)); }
-    /// The differentiable part of one halting step over m tokens:
+    /// The differentiable part of one halting step over m tokens, its masks decided (act_decide):
     /// returns w and updates cum and R (Vars of length m).
-    static V halting_step(const V& p, V& cum, V& R, const step_masks& m) {
-        const index_t n = p.shape()[0];
-        return halting_step(p, cum, R, Tn::from({n}, m.running_after), Tn::from({n}, m.new_halt));
-    }
     static V halting_step(const V& p, V& cum, V& R, const Tn& running_after, const Tn& new_halt) {
         halting_step_result<T, B> r = act_halting_step(p, cum, R, running_after, new_halt);
         cum = std::move(r.cum);
@@ -352,6 +347,15 @@ private:
         });
         rec.cosine.push_back(std::move(cos));
     }
+    /// Whether the host reads which tokens still run after iteration n (act_options::host_reads):
+    /// after every iteration on the CPU (its memory is the host's), when tracing (the trace is
+    /// read anyway), for act_ut (its halted tokens' rows are chosen on the host) and with −1.
+    [[nodiscard]] bool reads_after(int n) const {
+        if (B::host_accessible || tracing() || opt.host_reads < 0 || std::is_same_v<Policy, act_ut>) return true;
+        for (int i = 1; i <= opt.host_reads; ++i)
+            if (n == (i * opt.max_iterations + opt.host_reads) / (opt.host_reads + 1)) return true;
+        return false;
+    }
     static std::vector<std::int64_t> running_rows(const act_state<T>& st) {
         std::vector<std::int64_t> rows;
         for (std::size_t i = 0; i < st.running.size(); ++i)
@@ -387,23 +391,45 @@ private:
         auto& rec = r.rec;
         V &s = r.s, &cum = r.cum, &R = r.R;
         const Tn mask = nn::padding_mask<T, B>(lengths, Tt);
-        V out;  // Graves: the mean-field sum
-        std::vector<std::int64_t> all(static_cast<std::size_t>(N));
-        for (index_t i = 0; i < N; ++i) all[i] = i;
-        for (int n = 1; n <= opt.max_iterations && st.any_running(); ++n) {
+        if constexpr (std::is_same_v<Policy, fixed>) {
+            // every real token runs N_max iterations: nothing to decide, nothing to read
             const std::vector<std::int64_t> rows = running_rows(st);
-            rec.running_per_iteration.push_back(static_cast<index_t>(rows.size()));
-            rec.iterations = n;
-            const V y = reshape((*layer)(reshape(s, {Bn, Tt, H}), mask), {N, H});
-            if constexpr (std::is_same_v<Policy, fixed>) {
+            for (int n = 1; n <= opt.max_iterations; ++n) {
+                rec.running_per_iteration.push_back(static_cast<index_t>(rows.size()));
+                rec.iterations = n;
+                const V y = reshape((*layer)(reshape(s, {Bn, Tt, H}), mask), {N, H});
                 record_cosine(rec, [&] { return gather_rows(s, rows).value(); }, [&] { return gather_rows(y, rows).value(); }, rows);
                 for (std::int64_t i : rows) st.N[static_cast<std::size_t>(i)] += 1;
                 s = y;
-                continue;
-            } else {
+            }
+            finish_record(rec, st);
+            return {reshape(s, {Bn, Tt, H}), V::constant(Tn::zeros(Shape{})), std::move(rec), {}, {}};
+        } else {
+            // the halting decisions on the device (act_decide), as in the compact path; the host
+            // reads which tokens run only where reads_after says (to stop early, and for the
+            // trace), and the record once at the end
+            std::vector<std::int64_t> all(static_cast<std::size_t>(N)), rows = running_rows(st);
+            for (index_t i = 0; i < N; ++i) all[i] = i;
+            std::vector<T> real(static_cast<std::size_t>(N));
+            for (index_t i = 0; i < N; ++i) real[i] = tokens[i] ? T(1) : T(0);
+            Tn active = Tn::from({N}, real), state = Tn::zeros({N, 2});
+            const T threshold = static_cast<T>(1.0 - opt.epsilon);
+            V out;  // Graves: the mean-field sum
+            for (int n = 1; n <= opt.max_iterations; ++n) {
+                if (n > 1 && reads_after(n - 1)) {
+                    const std::vector<T> running_now = active.to_vector();  // the read: a synchronisation
+                    rows.clear();
+                    for (index_t i = 0; i < N; ++i)
+                        if (running_now[i] > T(0)) rows.push_back(i);
+                    if (rows.empty()) break;
+                }
+                const V y = reshape((*layer)(reshape(s, {Bn, Tt, H}), mask), {N, H});
                 const V p = reshape(sigmoid((*halting_unit)(y)), {N});
-                const step_masks m = st.step(p.value().to_vector(), all, n);
-                const V w = halting_step(p, cum, R, m);
+                Tn ra = Tn::empty({N}), nh = Tn::empty({N});
+                const Tn pv = p.value().contiguous(), cv = cum.value().contiguous();
+                primitives<B>::act_decide(N, pv.data(), cv.data(), active.data(), threshold, n, opt.min_iterations, ra.data(), nh.data(),
+                                          state.data());
+                const V w = halting_step(p, cum, R, ra, nh);
                 V s_next;
                 if constexpr (std::is_same_v<Policy, act_graves>) {
                     s_next = y;  // the state passed on is the layer output
@@ -412,7 +438,8 @@ private:
                 } else {
                     s_next = interpolate_rows(s, y, w);  // w·y + (1 − w)·s
                     if constexpr (std::is_same_v<Policy, act_ut>) {
-                        // tokens halted before this iteration keep being transformed
+                        // tokens halted before this iteration keep being transformed (reads_after
+                        // reads after every iteration under this policy: rows are this iteration's)
                         std::vector<std::int64_t> halted;
                         std::vector<char> was_running(static_cast<std::size_t>(N), 0);
                         for (std::int64_t i : rows) was_running[static_cast<std::size_t>(i)] = 1;
@@ -421,16 +448,17 @@ private:
                         if (!halted.empty()) s_next = row_update(s_next, halted, gather_rows(y, halted));
                     }
                 }
+                // (tracing reads after every iteration: rows are this iteration's running tokens)
                 record_cosine(rec, [&] { return gather_rows(s, rows).value(); }, [&] { return gather_rows(s_next, rows).value(); }, rows);
                 s = s_next;
+                active = ra;
             }
+            if constexpr (std::is_same_v<Policy, act_graves>) {
+                if (out.defined()) s = out;  // tokens that never halted keep weights summing below 1, as in Graves
+            }
+            read_record(rec, all, {state}, R.value());
+            return {reshape(s, {Bn, Tt, H}), ponder_cost(R, rec), std::move(rec), {}, {}};
         }
-        if constexpr (std::is_same_v<Policy, act_graves>) {
-            if (out.defined()) s = out;  // tokens that never halted keep weights summing below 1, as in Graves
-        }
-        finish_record(rec, st);
-        V ponder = std::is_same_v<Policy, fixed> ? V::constant(Tn::zeros(Shape{})) : ponder_cost(R, rec);
-        return {reshape(s, {Bn, Tt, H}), ponder, std::move(rec), {}, {}};
     }
 
     // ---- PonderNet: a halting distribution over iterations ----
@@ -567,17 +595,10 @@ private:
             state_done.push_back(whole ? state : gather_rows(V::constant(state), pos).value());
         };
         const T threshold = static_cast<T>(1.0 - opt.epsilon);
-        const bool read_every = B::host_accessible || tracing() || opt.host_reads < 0;
-        const auto read_after = [&](int n) {  // whether the host reads which tokens run after iteration n
-            if (read_every) return true;
-            for (int i = 1; i <= opt.host_reads; ++i)
-                if (n == (i * opt.max_iterations + opt.host_reads) / (opt.host_reads + 1)) return true;
-            return false;
-        };
         for (int n = 1; n <= opt.max_iterations; ++n) {
             if (n > 1) {
                 std::vector<std::int64_t> next = idx, running;
-                if (read_after(n - 1)) {
+                if (reads_after(n - 1)) {
                     const std::vector<T> running_now = active.to_vector();  // the read: a synchronisation
                     std::vector<std::int64_t> stopped;
                     for (std::size_t j = 0; j < idx.size(); ++j) {
