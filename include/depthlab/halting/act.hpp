@@ -356,6 +356,14 @@ private:
             if (n == (i * opt.max_iterations + opt.host_reads) / (opt.host_reads + 1)) return true;
         return false;
     }
+    /// 1 where `runs(rows[j])`, else 0: which of `rows` still run, as the device's 0/1 mask (an
+    /// upload, not a launch: the host knows it where it chose the rows).
+    template <class Runs>
+    static Tn flags(const std::vector<std::int64_t>& rows, Runs&& runs) {
+        std::vector<T> a(rows.size());
+        for (std::size_t j = 0; j < rows.size(); ++j) a[j] = runs(rows[j]) ? T(1) : T(0);
+        return Tn::from({static_cast<index_t>(rows.size())}, a);
+    }
     static std::vector<std::int64_t> running_rows(const act_state<T>& st) {
         std::vector<std::int64_t> rows;
         for (std::size_t i = 0; i < st.running.size(); ++i)
@@ -410,9 +418,7 @@ private:
             // trace), and the record once at the end
             std::vector<std::int64_t> all(static_cast<std::size_t>(N)), rows = running_rows(st);
             for (index_t i = 0; i < N; ++i) all[i] = i;
-            std::vector<T> real(static_cast<std::size_t>(N));
-            for (index_t i = 0; i < N; ++i) real[i] = tokens[i] ? T(1) : T(0);
-            Tn active = Tn::from({N}, real), state = Tn::zeros({N, 2});
+            Tn active = flags(all, [&](std::int64_t i) { return tokens[static_cast<std::size_t>(i)] != 0; }), state = Tn::zeros({N, 2});
             const T threshold = static_cast<T>(1.0 - opt.epsilon);
             V out;  // Graves: the mean-field sum
             for (int n = 1; n <= opt.max_iterations; ++n) {
@@ -563,21 +569,12 @@ private:
         // NaN probability). The running set only shrinks, so a read gathers the next rows from
         // the current ones; a token's final state, R and record are kept once, at the first read
         // that finds it stopped (or at the end).
-        std::vector<std::int64_t> real;
-        for (index_t i = 0; i < N; ++i)
-            if (tokens[i]) real.push_back(i);
-        std::vector<std::int64_t> idx = padded_rows(real, nullptr, Bn, Tt);
+        std::vector<std::int64_t> idx = padded_rows(running_rows(r.st), nullptr, Bn, Tt);
         // (a gather of every row, or an update of every row, is a copy for nothing: while all
         // tokens run, as in the first iterations, the rows are taken as they are)
         const bool every_row = static_cast<index_t>(idx.size()) == N;
         V s_run = every_row ? s : gather_rows(s, idx), cum_run = every_row ? cum : gather_rows(cum, idx), r_run = every_row ? R : gather_rows(R, idx);
-        // (an upload, not a launch: the host knows which rows run where it chose them)
-        const auto active_among = [&](const std::vector<std::int64_t>& rows, auto&& runs) {
-            std::vector<T> a(rows.size());
-            for (std::size_t j = 0; j < rows.size(); ++j) a[j] = runs(rows[j]) ? T(1) : T(0);
-            return Tn::from({static_cast<index_t>(rows.size())}, a);
-        };
-        Tn active = active_among(idx, [&](std::int64_t i) { return tokens[static_cast<std::size_t>(i)] != 0; });
+        Tn active = flags(idx, [&](std::int64_t i) { return tokens[static_cast<std::size_t>(i)] != 0; });
         Tn state = Tn::zeros({static_cast<index_t>(idx.size()), 2});
         std::vector<char> kept(static_cast<std::size_t>(N), 0);
         std::vector<std::int64_t> done_rows;
@@ -619,7 +616,7 @@ private:
                     r_run = gather_rows(r_run, pos);
                     state = gather_rows(V::constant(state), pos).value();
                     idx = std::move(next);
-                    active = active_among(idx, [&](std::int64_t i) { return std::binary_search(running.begin(), running.end(), i); });
+                    active = flags(idx, [&](std::int64_t i) { return std::binary_search(running.begin(), running.end(), i); });
                 }
             }
             const index_t nr = static_cast<index_t>(idx.size());
