@@ -21,6 +21,11 @@ int main() {
 #else
     std::printf("onednn: no\n");
 #endif
+#ifdef DEPTHLAB_COMPILED
+    std::printf("compiled mode: yes\n");
+#else
+    std::printf("compiled mode: no\n");
+#endif
 #ifdef _OPENMP
     std::printf("openmp: yes (max threads %d)\n", omp_get_max_threads());
 #else

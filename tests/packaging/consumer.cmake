@@ -3,7 +3,7 @@
 #         [-DPREFIX=<install prefix>]        (find_package mode)
 #         [-DDEPTHLAB_SOURCE_DIR=<src>]      (subdirectory mode)
 #         [-DGENERATOR=...] [-DMAKE_PROGRAM=...] [-DCXX_COMPILER=...] [-DCXX_FLAGS=...]
-#         [-DCXX_COMPILER_LAUNCHER=...] [-DBUILD_TYPE=...] [-DWITH_ONEDNN=ON|OFF]
+#         [-DCXX_COMPILER_ID=GNU] [-DCXX_COMPILER_LAUNCHER=...] [-DBUILD_TYPE=...] [-DWITH_ONEDNN=ON|OFF]
 #         [-DEXPECTED_VERSION=x.y.z] [-DPREFIX_PATH=a|b|c] [-DHINTS=Eigen3_DIR=..|dnnl_DIR=..]
 #         -P consumer.cmake
 foreach(v MODE CONSUMER_SOURCE_DIR CONSUMER_BINARY_DIR)
@@ -86,7 +86,10 @@ set(cfg)
 if(BUILD_TYPE)
   set(cfg --config "${BUILD_TYPE}")
 endif()
-run(build "${CMAKE_COMMAND}" --build "${CONSUMER_BINARY_DIR}" ${cfg} --parallel 1)
+# (two jobs: from source, depthlab::depthlab first builds depthlab::compiled and the shared
+# precompiled header)
+run(build "${CMAKE_COMMAND}" --build "${CONSUMER_BINARY_DIR}" ${cfg} --parallel 2)
+set(build_out "${out}")
 
 set(exe)
 foreach(cand "${CONSUMER_BINARY_DIR}/depthlab_consumer"
@@ -118,6 +121,19 @@ if(DEFINED WITH_ONEDNN AND NOT "${WITH_ONEDNN}" STREQUAL "")
   if(pos EQUAL -1)
     message(FATAL_ERROR "consumer (${MODE}): expected '${want}' (DEPTHLAB_HAVE_ONEDNN usage requirement)")
   endif()
+endif()
+# Built from source, depthlab::depthlab is the compiled mode with g++'s precompiled header (the
+# consumer compiles with -H, which marks a precompiled header it used with "!"); the installed
+# package's depthlab::depthlab is header-only.
+if(MODE STREQUAL "subdirectory")
+  if(NOT out MATCHES "compiled mode: yes")
+    message(FATAL_ERROR "consumer (subdirectory): depthlab::depthlab did not bring the compiled mode:\n${out}")
+  endif()
+  if(CXX_COMPILER_ID STREQUAL "GNU" AND NOT build_out MATCHES "! [^\n]*depthlab_all\\.hpp\\.gch")
+    message(FATAL_ERROR "consumer (subdirectory): g++ did not use depthlab::depthlab's precompiled header:\n${build_out}")
+  endif()
+elseif(NOT out MATCHES "compiled mode: no")
+  message(FATAL_ERROR "consumer (find_package): the installed depthlab::depthlab should be header-only, got the compiled mode:\n${out}")
 endif()
 if(MODE STREQUAL "find_package")
   string(FIND "${configure_out}" "from ${PREFIX}" pos)
