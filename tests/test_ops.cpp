@@ -296,6 +296,45 @@ std::vector<op_case<B>> all_cases() {
             }
             return y;
         }));
+    // layer_norm(x + dropout(y)): without dropout, and with it (p 0.3, a fresh generator per
+    // evaluation: the same mask every time); rows of 19 plus a row longer than the CPU's
+    // 1024-element mask pieces
+    const auto residual_ln_ref = [](index_t rows, index_t cols, double p) {
+        return [=](const inputs_t& x) {
+            Generator gen(7);
+            const std::uint64_t first = p > 0 ? gen.reserve(x[0].size()) : 0;
+            const auto threshold = static_cast<std::uint64_t>(p * 4294967296.0);
+            vec z(x[0].size()), y(x[0].size());
+            for (std::size_t i = 0; i < z.size(); ++i)
+                z[i] = x[0][i] + (p == 0 || gen.word(first + i) >= threshold ? x[1][i] / (1 - p) : 0.0);
+            for (index_t r = 0; r < rows; ++r) {
+                double m = 0, var = 0;
+                for (index_t j = 0; j < cols; ++j) m += z[r * cols + j] / static_cast<double>(cols);
+                for (index_t j = 0; j < cols; ++j) var += (z[r * cols + j] - m) * (z[r * cols + j] - m) / static_cast<double>(cols);
+                for (index_t j = 0; j < cols; ++j) y[r * cols + j] = (z[r * cols + j] - m) / std::sqrt(var + 1e-5) * x[2][j] + x[3][j];
+            }
+            return y;
+        };
+    };
+    c.push_back(make_case<B>(
+        "residual_layer_norm", op_kind::residual_layer_norm, {{{3, 19}}, {{3, 19}}, {{19}}, {{19}}},
+        [](const auto& v) { return residual_layer_norm(v[0], v[1], v[2], v[3], scalar_of<decltype(v)>(1e-5)); }, residual_ln_ref(3, 19, 0.0)));
+    c.push_back(make_case<B>(
+        "residual_layer_norm with dropout", op_kind::residual_layer_norm, {{{2, 3, 19}}, {{2, 3, 19}}, {{19}}, {{19}}},
+        [](const auto& v) {
+            using T = scalar_of<decltype(v)>;
+            Generator gen(7);
+            return residual_layer_norm(v[0], v[1], v[2], v[3], T(1e-5), T(0.3), gen);
+        },
+        residual_ln_ref(6, 19, 0.3)));
+    c.push_back(make_case<B>(
+        "residual_layer_norm with dropout, rows of 1100", op_kind::residual_layer_norm, {{{2, 1100}}, {{2, 1100}}, {{1100}}, {{1100}}},
+        [](const auto& v) {
+            using T = scalar_of<decltype(v)>;
+            Generator gen(7);
+            return residual_layer_norm(v[0], v[1], v[2], v[3], T(1e-5), T(0.3), gen);
+        },
+        residual_ln_ref(2, 1100, 0.3)));
     c.push_back(make_case<B>(
         "dropout", op_kind::dropout, {{{5, 7}}},
         [](const auto& v) {
@@ -649,4 +688,41 @@ TEST_CASE("op harness covers every op kind") {
         if (kind == op_kind::leaf) continue;
         CHECK_MESSAGE(covered.count(kind) == 1, "op '", op_name(kind), "' has no case in the harness (tests/test_ops.cpp)");
     }
+}
+
+TEST_CASE_TEMPLATE("residual_layer_norm is layer_norm(x + dropout(y)): values, masks and gradients, bit for bit on the host", B,
+                   DEPTHLAB_TEST_BACKENDS) {
+    // rows of 256 and of 1500 (two of the CPU's mask pieces), with and without dropout, with
+    // x's gradient written first and added to, in float (the ISA path the machine runs)
+    for (const index_t cols : {index_t{256}, index_t{1500}})
+        for (const float p : {0.0f, 0.1f})
+            for (const bool x_has_grad : {false, true}) {
+                CAPTURE(cols);
+                CAPTURE(p);
+                CAPTURE(x_has_grad);
+                Generator init(cols);
+                const auto make = [&](const Shape& s, double stddev) { return Var<float, B>::parameter(Tensor<float, B>::randn(s, init, stddev)); };
+                const Shape s{3, 5, cols};
+                const auto x = make(s, 1.0), y = make(s, 2.0), gamma = make({cols}, 1.0), beta = make({cols}, 1.0);
+                const auto w = Tensor<float, B>::randn(s, init);
+                const auto run = [&](bool fused) {
+                    for (const auto* v : {&x, &y, &gamma, &beta}) v->zero_grad();
+                    Generator gen(99);
+                    Var<float, B> out = fused ? residual_layer_norm(x, y, gamma, beta, 1e-5f, p, gen)
+                                              : layer_norm(x + dropout(y, p, gen), gamma, beta, 1e-5f);
+                    Var<float, B> loss = sum(mul(out, Var<float, B>::constant(w)));
+                    if (x_has_grad) loss = loss + sum(mul(x, x));  // a second gradient for x, before or after
+                    loss.backward();
+                    std::vector<std::vector<double>> r{to_double(out.value())};
+                    for (const auto* v : {&x, &y, &gamma, &beta}) r.push_back(to_double(v->grad()));
+                    r.push_back({static_cast<double>(gen.offset())});
+                    return r;
+                };
+                const auto fused = run(true), unfused = run(false);
+                if constexpr (B::host_accessible) {
+                    CHECK(fused == unfused);
+                } else {
+                    for (std::size_t i = 0; i < fused.size(); ++i) check_close("residual_layer_norm " + std::to_string(i), fused[i], unfused[i], 1e-5, 1e-5);
+                }
+            }
 }

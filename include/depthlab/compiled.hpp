@@ -55,6 +55,9 @@
     KW Var<T, backend::cpu> layer_norm<T, backend::cpu>(const Var<T, backend::cpu>&, const Var<T, backend::cpu>&,             \
                                                         const Var<T, backend::cpu>&, T);                                      \
     KW Var<T, backend::cpu> dropout<T, backend::cpu>(const Var<T, backend::cpu>&, T, Generator&, bool);                       \
+    KW Var<T, backend::cpu> residual_layer_norm<T, backend::cpu>(const Var<T, backend::cpu>&, const Var<T, backend::cpu>&,    \
+                                                                 const Var<T, backend::cpu>&, const Var<T, backend::cpu>&, T, T,  \
+                                                                 Generator&, bool);                                           \
     KW Var<T, backend::cpu> sum<T, backend::cpu>(const Var<T, backend::cpu>&);                                                \
     KW Var<T, backend::cpu> mean<T, backend::cpu>(const Var<T, backend::cpu>&);                                               \
     KW Var<T, backend::cpu> slice<T, backend::cpu>(const Var<T, backend::cpu>&, int, index_t, index_t);                       \

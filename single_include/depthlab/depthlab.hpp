@@ -986,7 +986,8 @@ namespace depthlab {
     X(leaf) X(matmul) X(linear) X(add) X(mul) X(scale) X(bias) X(gelu) X(gelu_erf) X(relu) X(tanh) X(sigmoid) \
     X(log_sigmoid) X(softmax) X(log_softmax) X(cross_entropy) X(layer_norm) X(dropout) X(embedding) X(concat) \
     X(split) X(slice) X(reshape) X(transpose) X(gather_rows) X(scatter_rows) X(sum) X(mean) X(mse) X(attention)\
-    X(ragged_attention) X(scale_rows) X(interpolate_rows) X(row_update) X(act_halting) X(linear_gelu)
+    X(ragged_attention) X(scale_rows) X(interpolate_rows) X(row_update) X(act_halting) X(linear_gelu) \
+    X(residual_layer_norm)
 
 enum class op_kind : int {
 #define DEPTHLAB_OP_ENUM(name) name,
@@ -2082,14 +2083,45 @@ Var<T, B> cross_entropy_rows(const Var<T, B>& logits, std::span<const std::int64
 }
 
 // ---------------------------------------------------------------- layer norm
+namespace detail {
+/// A layer norm's backward (node nd, its input X with gamma and beta at parents
+/// `gamma_index` and + 1): the input's gradient into dx (null: none; written when acc_x is
+/// false, else added) and gamma's and beta's. gamma and beta share one choice: written when
+/// neither has a gradient yet (the usual first backward through a layer), else added (a fresh
+/// one zero-filled).
+template <class T, class B>
+void layer_norm_backward(Node<T, B>& nd, std::size_t gamma_index, index_t rows, index_t cols, const Tensor<T, B>& X, const Tensor<T, B>& G,
+                         const Tensor<T, B>& mean, const Tensor<T, B>& rstd, T* dx, bool acc_x) {
+    using P = primitives<B>;
+    const Node<T, B>&pg = *nd.parents[gamma_index], &pb = *nd.parents[gamma_index + 1];
+    if (pg.requires_grad && pb.requires_grad && &pg != &pb && !pg.grad.defined() && !pb.grad.defined()) {
+        const auto gG = parent_grad_out(nd, gamma_index);
+        const auto gB = parent_grad_out(nd, gamma_index + 1);
+        P::layernorm_bwd(rows, cols, X.data(), nd.grad.data(), G.data(), mean.data(), rstd.data(), dx, gG.data, gB.data, acc_x, false);
+        return;
+    }
+    T* dG = parent_grad(nd, gamma_index);
+    T* dB = parent_grad(nd, gamma_index + 1);
+    Tensor<T, B> scratch;  // receives the gradient of a frozen gamma or beta
+    if ((dG == nullptr) != (dB == nullptr)) {
+        scratch = Tensor<T, B>::zeros({cols});
+        (dG ? dB : dG) = scratch.data();
+    }
+    P::layernorm_bwd(rows, cols, X.data(), nd.grad.data(), G.data(), mean.data(), rstd.data(), dx, dG, dB, acc_x);
+}
+template <class T, class B>
+void check_layer_norm_params(const char* name, const Shape& sx, const Var<T, B>& gamma, const Var<T, B>& beta) {
+    DEPTHLAB_CHECK(sx.rank() >= 1 && gamma.shape() == Shape{sx.back()} && beta.shape() == Shape{sx.back()}, shape_error, name, ": input ",
+                   sx, ", gamma ", gamma.shape(), ", beta ", beta.shape(), " (expected both (", (sx.rank() ? sx.back() : 0), ",))");
+}
+}  // namespace detail
+
 /// LayerNorm over the last axis: (x - mean) / sqrt(var + eps) * gamma + beta.
 template <class T, class B>
 Var<T, B> layer_norm(const Var<T, B>& x, const Var<T, B>& gamma, const Var<T, B>& beta, T eps = T(1e-5)) {
     using P = primitives<B>;
     const Shape& sx = x.shape();
-    DEPTHLAB_CHECK(sx.rank() >= 1 && gamma.shape() == Shape{sx.back()} && beta.shape() == Shape{sx.back()}, shape_error,
-                   "layer_norm: input ", sx, ", gamma ", gamma.shape(), ", beta ", beta.shape(), " (expected both (",
-                   (sx.rank() ? sx.back() : 0), ",))");
+    detail::check_layer_norm_params("layer_norm", sx, gamma, beta);
     const index_t cols = sx.back(), rows = sx.rows();
     const auto X = detail::contiguous_value(x);
     const auto G = detail::contiguous_value(gamma);
@@ -2099,28 +2131,61 @@ Var<T, B> layer_norm(const Var<T, B>& x, const Var<T, B>& gamma, const Var<T, B>
     auto rstd = Tensor<T, B>::empty({rows});
     P::layernorm_fwd(rows, cols, X.data(), G.data(), Bt.data(), eps, Y.data(), mean.data(), rstd.data());
     return detail::make_result<T, B>(op_kind::layer_norm, std::move(Y), {x, gamma, beta}, [=](Node<T, B>& nd) {
-        // The first gradient to reach x is written, later ones added. gamma and beta share one
-        // choice: written when neither has a gradient yet (the usual first backward through a
-        // layer), else added (a fresh one zero-filled).
+        // The first gradient to reach x is written, later ones added.
         const auto gX = detail::parent_grad_out(nd, 0);
-        const bool acc_x = gX.beta != T(0);
-        const Node<T, B>&pg = *nd.parents[1], &pb = *nd.parents[2];
-        if (pg.requires_grad && pb.requires_grad && &pg != &pb && !pg.grad.defined() && !pb.grad.defined()) {
-            const auto gG = detail::parent_grad_out(nd, 1);
-            const auto gB = detail::parent_grad_out(nd, 2);
-            P::layernorm_bwd(rows, cols, X.data(), nd.grad.data(), G.data(), mean.data(), rstd.data(), gX.data, gG.data, gB.data, acc_x,
-                             false);
-            return;
-        }
-        T* dG = detail::parent_grad(nd, 1);
-        T* dB = detail::parent_grad(nd, 2);
-        Tensor<T, B> scratch;  // receives the gradient of a frozen gamma or beta
-        if ((dG == nullptr) != (dB == nullptr)) {
-            scratch = Tensor<T, B>::zeros({cols});
-            (dG ? dB : dG) = scratch.data();
-        }
-        P::layernorm_bwd(rows, cols, X.data(), nd.grad.data(), G.data(), mean.data(), rstd.data(), gX.data, dG, dB, acc_x);
+        detail::layer_norm_backward(nd, 1, rows, cols, X, G, mean, rstd, gX.data, gX.beta != T(0));
     });
+}
+
+namespace detail {
+/// residual_layer_norm with the dropout probability p in effect (0: none, gen not used).
+template <class T, class B>
+Var<T, B> residual_layer_norm(const Var<T, B>& x, const Var<T, B>& y, const Var<T, B>& gamma, const Var<T, B>& beta, T eps, T p,
+                              Generator& gen) {
+    using P = primitives<B>;
+    const Shape& sx = x.shape();
+    DEPTHLAB_CHECK(y.shape() == sx, shape_error, "residual_layer_norm: residual ", sx, " and branch ", y.shape(), " differ");
+    check_layer_norm_params("residual_layer_norm", sx, gamma, beta);
+    const index_t cols = sx.back(), rows = sx.rows();
+    const std::uint64_t first = p > T(0) ? gen.reserve(static_cast<std::uint64_t>(sx.numel())) : 0;
+    const auto X = contiguous_value(x);
+    const auto Yb = contiguous_value(y);
+    const auto G = contiguous_value(gamma);
+    const auto Bt = contiguous_value(beta);
+    auto Z = Tensor<T, B>::empty(sx);
+    auto out = Tensor<T, B>::empty(sx);
+    auto mean = Tensor<T, B>::empty({rows});
+    auto rstd = Tensor<T, B>::empty({rows});
+    P::residual_layernorm_fwd(rows, cols, X.data(), Yb.data(), p, gen, first, G.data(), Bt.data(), eps, Z.data(), out.data(), mean.data(),
+                              rstd.data());
+    return make_result<T, B>(op_kind::residual_layer_norm, std::move(out), {x, y, gamma, beta}, [=, words = gen](Node<T, B>& nd) {
+        // y (the branch) first, then x: the order of add's backward, whose x may be handed
+        // the buffer of the sum's gradient
+        const auto gY = parent_grad_out(nd, 1);
+        const auto gX = parent_grad_out(nd, 0);
+        P::residual_layernorm_bwd(rows, cols, Z.data(), nd.grad.data(), G.data(), mean.data(), rstd.data(), p, words, first, gX.data,
+                                  gX.beta != T(0), gY.data, gY.beta != T(0));
+        layer_norm_backward(nd, 2, rows, cols, Z, G, mean, rstd, static_cast<T*>(nullptr), false);
+    });
+}
+}  // namespace detail
+
+/// layer_norm(x + dropout(y, p, gen, training), gamma, beta, eps) as one op: the post-LN
+/// residual of nn::Residual. The values, the gradients and the dropout mask (the same words of
+/// gen) are those of the three ops bit for bit on the CPU; it reads x and y once and writes
+/// the sum and the output, where the three ops write and read the dropped y and the sum again,
+/// and its backward gives x and y their gradients in one pass.
+template <class T, class B>
+Var<T, B> residual_layer_norm(const Var<T, B>& x, const Var<T, B>& y, const Var<T, B>& gamma, const Var<T, B>& beta, T eps, T p,
+                              Generator& gen, bool training = true) {
+    DEPTHLAB_CHECK(p >= T(0) && p < T(1), usage_error, "residual_layer_norm: dropout probability ", p, " outside [0, 1)");
+    return detail::residual_layer_norm(x, y, gamma, beta, eps, training ? p : T(0), gen);
+}
+/// layer_norm(x + y, gamma, beta, eps) as one op (residual_layer_norm without dropout).
+template <class T, class B>
+Var<T, B> residual_layer_norm(const Var<T, B>& x, const Var<T, B>& y, const Var<T, B>& gamma, const Var<T, B>& beta, T eps = T(1e-5)) {
+    Generator unused;
+    return detail::residual_layer_norm(x, y, gamma, beta, eps, T(0), unused);
 }
 
 // ---------------------------------------------------------------- dropout
@@ -3592,7 +3657,11 @@ public:
             return x + out(norm(x));
         }
         if (!enabled && ablation == ablation_kind::zero) return norm(x);
-        return norm(x + out(x));
+        if (!enabled) return norm(x + out(x));
+        // post-LN: norm(x + dropout(f(x))) as one op (the same values and masks)
+        Var<T, B> y = f(x);
+        if (mean_.recording()) mean_.add(y.value(), cfg_.dim, to_string(type));
+        return residual_layer_norm(x, y, norm.weight, norm.bias, static_cast<T>(norm.eps), p, *rng_, train);
     }
     void record_mean(bool on) override {
         if (on) mean_.start();
@@ -7951,7 +8020,8 @@ private:
     /// The layer after its attention core, for running rows only: output projection done by
     /// the caller; residual + LN (post-LN) and the feed-forward sub-layer.
     V run_rest_of_layer(const V& s_run, const V& attn_out) const {
-        return layer->feed_forward(layer->self_attention.norm(add(s_run, attn_out)));
+        const auto& norm = layer->self_attention.norm;
+        return layer->feed_forward(residual_layer_norm(s_run, attn_out, norm.weight, norm.bias, static_cast<T>(norm.eps)));
     }
 
     nn::transformer_config cfg_;
@@ -11325,8 +11395,12 @@ static void layernorm_row(index_t n, const T* x, const T* gamma, const T* beta, 
     *mean_out = mean;
     *rstd_out = rstd;
 }
-// dx += rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = gamma * dy
-static void layernorm_bwd_row(index_t n, const T* x, const T* dy, const T* gamma, T mean, T rstd, T* dx) {
+// dx += rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = gamma * dy: the row's two means
+// (layernorm_bwd_means), then any column range of it (layernorm_bwd_apply)
+struct layernorm_bwd_row_means {
+    T g, gx;  // mean(g), mean(g * xhat)
+};
+static layernorm_bwd_row_means layernorm_bwd_means(index_t n, const T* x, const T* dy, const T* gamma, T mean, T rstd) {
     const V vm = V::set1(mean), vr = V::set1(rstd);
     V sg = V::zero(), sgx = V::zero();
     for_each_vec(n, [&](index_t i, int m) {
@@ -11335,13 +11409,18 @@ static void layernorm_bwd_row(index_t n, const T* x, const T* dy, const T* gamma
         sg = sg + g;
         sgx = V::fma(g, xh, sgx);
     });
-    const V mg = V::set1(sg.reduce_add() / static_cast<T>(n));
-    const V mgx = V::set1(sgx.reduce_add() / static_cast<T>(n));
+    return {sg.reduce_add() / static_cast<T>(n), sgx.reduce_add() / static_cast<T>(n)};
+}
+static void layernorm_bwd_apply(index_t n, const T* x, const T* dy, const T* gamma, T mean, T rstd, layernorm_bwd_row_means means, T* dx) {
+    const V vm = V::set1(mean), vr = V::set1(rstd), mg = V::set1(means.g), mgx = V::set1(means.gx);
     for_each_vec(n, [&](index_t i, int m) {
         const V xh = (V::load(x + i, m) - vm) * vr;
         const V g = V::load(dy + i, m) * V::load(gamma + i, m);
         V::fma(vr, g - mg - xh * mgx, V::load(dx + i, m)).store(dx + i, m);
     });
+}
+static void layernorm_bwd_row(index_t n, const T* x, const T* dy, const T* gamma, T mean, T rstd, T* dx) {
+    layernorm_bwd_apply(n, x, dy, gamma, mean, rstd, layernorm_bwd_means(n, x, dy, gamma, mean, rstd), dx);
 }
 // Parameter gradients of one row segment: dgamma += dy * xhat, dbeta += dy.
 // The caller splits columns between threads, so no two threads touch the same entry.
@@ -11663,8 +11742,12 @@ static void layernorm_row(index_t n, const T* x, const T* gamma, const T* beta, 
     *mean_out = mean;
     *rstd_out = rstd;
 }
-// dx += rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = gamma * dy
-static void layernorm_bwd_row(index_t n, const T* x, const T* dy, const T* gamma, T mean, T rstd, T* dx) {
+// dx += rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = gamma * dy: the row's two means
+// (layernorm_bwd_means), then any column range of it (layernorm_bwd_apply)
+struct layernorm_bwd_row_means {
+    T g, gx;  // mean(g), mean(g * xhat)
+};
+static layernorm_bwd_row_means layernorm_bwd_means(index_t n, const T* x, const T* dy, const T* gamma, T mean, T rstd) {
     const V vm = V::set1(mean), vr = V::set1(rstd);
     V sg = V::zero(), sgx = V::zero();
     for_each_vec(n, [&](index_t i, int m) {
@@ -11673,13 +11756,18 @@ static void layernorm_bwd_row(index_t n, const T* x, const T* dy, const T* gamma
         sg = sg + g;
         sgx = V::fma(g, xh, sgx);
     });
-    const V mg = V::set1(sg.reduce_add() / static_cast<T>(n));
-    const V mgx = V::set1(sgx.reduce_add() / static_cast<T>(n));
+    return {sg.reduce_add() / static_cast<T>(n), sgx.reduce_add() / static_cast<T>(n)};
+}
+static void layernorm_bwd_apply(index_t n, const T* x, const T* dy, const T* gamma, T mean, T rstd, layernorm_bwd_row_means means, T* dx) {
+    const V vm = V::set1(mean), vr = V::set1(rstd), mg = V::set1(means.g), mgx = V::set1(means.gx);
     for_each_vec(n, [&](index_t i, int m) {
         const V xh = (V::load(x + i, m) - vm) * vr;
         const V g = V::load(dy + i, m) * V::load(gamma + i, m);
         V::fma(vr, g - mg - xh * mgx, V::load(dx + i, m)).store(dx + i, m);
     });
+}
+static void layernorm_bwd_row(index_t n, const T* x, const T* dy, const T* gamma, T mean, T rstd, T* dx) {
+    layernorm_bwd_apply(n, x, dy, gamma, mean, rstd, layernorm_bwd_means(n, x, dy, gamma, mean, rstd), dx);
 }
 // Parameter gradients of one row segment: dgamma += dy * xhat, dbeta += dy.
 // The caller splits columns between threads, so no two threads touch the same entry.
@@ -12003,8 +12091,12 @@ static void layernorm_row(index_t n, const T* x, const T* gamma, const T* beta, 
     *mean_out = mean;
     *rstd_out = rstd;
 }
-// dx += rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = gamma * dy
-static void layernorm_bwd_row(index_t n, const T* x, const T* dy, const T* gamma, T mean, T rstd, T* dx) {
+// dx += rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = gamma * dy: the row's two means
+// (layernorm_bwd_means), then any column range of it (layernorm_bwd_apply)
+struct layernorm_bwd_row_means {
+    T g, gx;  // mean(g), mean(g * xhat)
+};
+static layernorm_bwd_row_means layernorm_bwd_means(index_t n, const T* x, const T* dy, const T* gamma, T mean, T rstd) {
     const V vm = V::set1(mean), vr = V::set1(rstd);
     V sg = V::zero(), sgx = V::zero();
     for_each_vec(n, [&](index_t i, int m) {
@@ -12013,13 +12105,18 @@ static void layernorm_bwd_row(index_t n, const T* x, const T* dy, const T* gamma
         sg = sg + g;
         sgx = V::fma(g, xh, sgx);
     });
-    const V mg = V::set1(sg.reduce_add() / static_cast<T>(n));
-    const V mgx = V::set1(sgx.reduce_add() / static_cast<T>(n));
+    return {sg.reduce_add() / static_cast<T>(n), sgx.reduce_add() / static_cast<T>(n)};
+}
+static void layernorm_bwd_apply(index_t n, const T* x, const T* dy, const T* gamma, T mean, T rstd, layernorm_bwd_row_means means, T* dx) {
+    const V vm = V::set1(mean), vr = V::set1(rstd), mg = V::set1(means.g), mgx = V::set1(means.gx);
     for_each_vec(n, [&](index_t i, int m) {
         const V xh = (V::load(x + i, m) - vm) * vr;
         const V g = V::load(dy + i, m) * V::load(gamma + i, m);
         V::fma(vr, g - mg - xh * mgx, V::load(dx + i, m)).store(dx + i, m);
     });
+}
+static void layernorm_bwd_row(index_t n, const T* x, const T* dy, const T* gamma, T mean, T rstd, T* dx) {
+    layernorm_bwd_apply(n, x, dy, gamma, mean, rstd, layernorm_bwd_means(n, x, dy, gamma, mean, rstd), dx);
 }
 // Parameter gradients of one row segment: dgamma += dy * xhat, dbeta += dy.
 // The caller splits columns between threads, so no two threads touch the same entry.
@@ -12343,8 +12440,12 @@ static void layernorm_row(index_t n, const T* x, const T* gamma, const T* beta, 
     *mean_out = mean;
     *rstd_out = rstd;
 }
-// dx += rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = gamma * dy
-static void layernorm_bwd_row(index_t n, const T* x, const T* dy, const T* gamma, T mean, T rstd, T* dx) {
+// dx += rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = gamma * dy: the row's two means
+// (layernorm_bwd_means), then any column range of it (layernorm_bwd_apply)
+struct layernorm_bwd_row_means {
+    T g, gx;  // mean(g), mean(g * xhat)
+};
+static layernorm_bwd_row_means layernorm_bwd_means(index_t n, const T* x, const T* dy, const T* gamma, T mean, T rstd) {
     const V vm = V::set1(mean), vr = V::set1(rstd);
     V sg = V::zero(), sgx = V::zero();
     for_each_vec(n, [&](index_t i, int m) {
@@ -12353,13 +12454,18 @@ static void layernorm_bwd_row(index_t n, const T* x, const T* dy, const T* gamma
         sg = sg + g;
         sgx = V::fma(g, xh, sgx);
     });
-    const V mg = V::set1(sg.reduce_add() / static_cast<T>(n));
-    const V mgx = V::set1(sgx.reduce_add() / static_cast<T>(n));
+    return {sg.reduce_add() / static_cast<T>(n), sgx.reduce_add() / static_cast<T>(n)};
+}
+static void layernorm_bwd_apply(index_t n, const T* x, const T* dy, const T* gamma, T mean, T rstd, layernorm_bwd_row_means means, T* dx) {
+    const V vm = V::set1(mean), vr = V::set1(rstd), mg = V::set1(means.g), mgx = V::set1(means.gx);
     for_each_vec(n, [&](index_t i, int m) {
         const V xh = (V::load(x + i, m) - vm) * vr;
         const V g = V::load(dy + i, m) * V::load(gamma + i, m);
         V::fma(vr, g - mg - xh * mgx, V::load(dx + i, m)).store(dx + i, m);
     });
+}
+static void layernorm_bwd_row(index_t n, const T* x, const T* dy, const T* gamma, T mean, T rstd, T* dx) {
+    layernorm_bwd_apply(n, x, dy, gamma, mean, rstd, layernorm_bwd_means(n, x, dy, gamma, mean, rstd), dx);
 }
 // Parameter gradients of one row segment: dgamma += dy * xhat, dbeta += dy.
 // The caller splits columns between threads, so no two threads touch the same entry.
@@ -12825,6 +12931,57 @@ struct host_primitives {
             });
     }
 
+    // ---- a post-LN residual: out = layer norm of z = x + dropout(y) ----
+    // z = x + y * mask (the mask of dropout_apply from `first`; p 0: none) is kept for the
+    // backward. The same bits as dropout_apply, add and layernorm_fwd in turn: the same kernels
+    // on the same values, without writing the dropped y and reading it back.
+    template <class T>
+    static void residual_layernorm_fwd(index_t rows, index_t cols, const T* x, const T* y, T p, const Generator& gen, std::uint64_t first,
+                                       const T* gamma, const T* beta, T eps, T* z, T* out, T* mean, T* rstd) {
+        const dropout_words<T> words(p, gen, first);
+        rowwise<T>(rows, cols, [&]<class K>(index_t r) {
+            const index_t o = r * cols;
+            for_each_piece<K>(words, o, cols, [&](index_t c, index_t m, const T* mask) {
+                if (!mask) return K::add(m, x + o + c, y + o + c, z + o + c);
+                alignas(64) T dropped[dropout_piece];
+                K::mul(m, y + o + c, mask, dropped);
+                K::add(m, x + o + c, dropped, z + o + c);
+            });
+            K::layernorm_row(cols, z + o, gamma, beta, eps, out + o, mean + r, rstd + r);
+        });
+    }
+    // Its backward to x and y: dz = layer norm's input gradient for dout, dx = dz and
+    // dy = dropout(dz) (+= with accumulate_*; a null one is skipped). gamma's and beta's
+    // gradients are layernorm_bwd's (with dx null). The bits of layernorm_bwd, add's backward
+    // and dropout_apply in turn.
+    template <class T>
+    static void residual_layernorm_bwd(index_t rows, index_t cols, const T* z, const T* dout, const T* gamma, const T* mean, const T* rstd,
+                                       T p, const Generator& gen, std::uint64_t first, T* dx, bool accumulate_dx, T* dy, bool accumulate_dy) {
+        if (!dx && !dy) return;
+        const dropout_words<T> words(p, gen, first);
+        rowwise<T>(rows, cols, [&]<class K>(index_t r) {
+            const index_t o = r * cols;
+            const auto means = K::layernorm_bwd_means(cols, z + o, dout + o, gamma, mean[r], rstd[r]);
+            for_each_piece<K>(words, o, cols, [&](index_t c, index_t m, const T* mask) {
+                alignas(64) T dz[dropout_piece];
+                std::fill_n(dz, m, T(0));
+                K::layernorm_bwd_apply(m, z + o + c, dout + o + c, gamma + c, mean[r], rstd[r], means, dz);
+                // dy before dx: when x and y are one variable, dx adds to what dy wrote
+                if (dy && !mask) {
+                    if (accumulate_dy) K::add(m, dy + o + c, dz, dy + o + c);
+                    else std::copy_n(dz, m, dy + o + c);
+                } else if (dy) {
+                    if (accumulate_dy) K::mul_acc(m, dz, mask, dy + o + c);
+                    else K::mul(m, dz, mask, dy + o + c);
+                }
+                if (dx) {
+                    if (accumulate_dx) K::add(m, dx + o + c, dz, dx + o + c);
+                    else std::copy_n(dz, m, dx + o + c);
+                }
+            });
+        });
+    }
+
     // ---- cross-entropy over rows of logits (rows, V) ----
     // loss[r] = (1-eps)(lse - x[t]) + eps (lse - mean_j x[j]); rows with t == ignore get 0,
     // rows with t outside [0, V) get NaN.
@@ -12995,18 +13152,47 @@ struct host_primitives {
     // mask (x may be y)
     template <class T>
     static void dropout_apply(index_t n, T p, const Generator& gen, std::uint64_t first, const T* x, T* y, bool accumulate = false) {
-        const T keep = T(1) / (T(1) - p);
-        const auto threshold = static_cast<std::uint64_t>(static_cast<double>(p) * 4294967296.0);
+        const dropout_words<T> words(p, gen, first);
         chunked<T>(n, [&]<class K>(index_t b, index_t len) {
-            constexpr index_t piece = 1024;
-            alignas(64) T mask[piece];
-            for (index_t o = b; o < b + len; o += piece) {
-                const index_t m = std::min(piece, b + len - o);
-                K::dropout_keep_mask(m, gen.seed(), first + static_cast<std::uint64_t>(o), threshold, keep, mask);
-                if (accumulate) K::mul_acc(m, x + o, mask, y + o);
-                else K::mul(m, x + o, mask, y + o);
-            }
+            for_each_piece<K>(words, b, len, [&](index_t o, index_t m, const T* mask) {
+                if (!mask) {  // p 0: a mask of ones
+                    if (accumulate) K::add(m, y + b + o, x + b + o, y + b + o);
+                    else if (x != y) std::copy_n(x + b + o, m, y + b + o);
+                } else if (accumulate) {
+                    K::mul_acc(m, x + b + o, mask, y + b + o);
+                } else {
+                    K::mul(m, x + b + o, mask, y + b + o);
+                }
+            });
         });
+    }
+    /// Where the dropout masks of the elements [first, first + n) of a stream come from: p,
+    /// gen's key, the first element's counter word (p 0: no mask at all).
+    template <class T>
+    struct dropout_words {
+        dropout_words(T p, const Generator& gen, std::uint64_t first)
+            : keep(T(1) / (T(1) - p)), threshold(static_cast<std::uint64_t>(static_cast<double>(p) * 4294967296.0)), seed(gen.seed()),
+              first(first), none(p == T(0)) {}
+        T keep;
+        std::uint64_t threshold, seed, first;
+        bool none;
+    };
+    static constexpr index_t dropout_piece = 1024;
+    /// f(offset, count, mask) over [begin, begin + n) of a stream in pieces of at most
+    /// dropout_piece elements, each piece's mask drawn into a local buffer (null when the
+    /// words say no dropout); offsets are relative to begin.
+    template <class K, class T, class F>
+    static void for_each_piece(const dropout_words<T>& words, index_t begin, index_t n, F&& f) {
+        alignas(64) T mask[dropout_piece];
+        for (index_t o = 0; o < n; o += dropout_piece) {
+            const index_t m = std::min(dropout_piece, n - o);
+            if (words.none) {
+                f(o, m, static_cast<const T*>(nullptr));
+                continue;
+            }
+            K::dropout_keep_mask(m, words.seed, words.first + static_cast<std::uint64_t>(begin + o), words.threshold, words.keep, mask);
+            f(o, m, static_cast<const T*>(mask));
+        }
     }
 
     // ---- optimiser updates (the element rules of backend/update_rules.hpp) ----
@@ -16206,6 +16392,9 @@ void Trainer<T, B>::run_evaluation(bool final) {
     KW Var<T, backend::cpu> layer_norm<T, backend::cpu>(const Var<T, backend::cpu>&, const Var<T, backend::cpu>&,             \
                                                         const Var<T, backend::cpu>&, T);                                      \
     KW Var<T, backend::cpu> dropout<T, backend::cpu>(const Var<T, backend::cpu>&, T, Generator&, bool);                       \
+    KW Var<T, backend::cpu> residual_layer_norm<T, backend::cpu>(const Var<T, backend::cpu>&, const Var<T, backend::cpu>&,    \
+                                                                 const Var<T, backend::cpu>&, const Var<T, backend::cpu>&, T, T,  \
+                                                                 Generator&, bool);                                           \
     KW Var<T, backend::cpu> sum<T, backend::cpu>(const Var<T, backend::cpu>&);                                                \
     KW Var<T, backend::cpu> mean<T, backend::cpu>(const Var<T, backend::cpu>&);                                               \
     KW Var<T, backend::cpu> slice<T, backend::cpu>(const Var<T, backend::cpu>&, int, index_t, index_t);                       \

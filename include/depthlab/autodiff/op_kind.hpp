@@ -9,7 +9,8 @@ namespace depthlab {
     X(leaf) X(matmul) X(linear) X(add) X(mul) X(scale) X(bias) X(gelu) X(gelu_erf) X(relu) X(tanh) X(sigmoid) \
     X(log_sigmoid) X(softmax) X(log_softmax) X(cross_entropy) X(layer_norm) X(dropout) X(embedding) X(concat) \
     X(split) X(slice) X(reshape) X(transpose) X(gather_rows) X(scatter_rows) X(sum) X(mean) X(mse) X(attention)\
-    X(ragged_attention) X(scale_rows) X(interpolate_rows) X(row_update) X(act_halting) X(linear_gelu)
+    X(ragged_attention) X(scale_rows) X(interpolate_rows) X(row_update) X(act_halting) X(linear_gelu) \
+    X(residual_layer_norm)
 
 enum class op_kind : int {
 #define DEPTHLAB_OP_ENUM(name) name,

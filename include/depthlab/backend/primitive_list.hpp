@@ -63,6 +63,10 @@
     /* ---- layer norm (last axis) ---- */ \
     X(layernorm_fwd, (index_t rows, index_t cols, const T* x, const T* gamma, const T* beta, T eps, T* y, T* mean, T* rstd)) \
     X(layernorm_bwd, (index_t rows, index_t cols, const T* x, const T* dy, const T* gamma, const T* mean, const T* rstd, T* dx, T* dgamma, T* dbeta, bool accumulate_dx = true, bool accumulate_params = true)) \
+    /* ---- a post-LN residual: z = x + y * dropout mask (dropout_apply's from `first`; p 0: none), out = layer norm of z ---- */ \
+    X(residual_layernorm_fwd, (index_t rows, index_t cols, const T* x, const T* y, T p, const Generator& gen, std::uint64_t first, const T* gamma, const T* beta, T eps, T* z, T* out, T* mean, T* rstd)) \
+    /* its backward to x and y: dz = layer norm's input gradient, dx = dz, dy = dz * mask (+= with accumulate; null: skipped) */ \
+    X(residual_layernorm_bwd, (index_t rows, index_t cols, const T* z, const T* dout, const T* gamma, const T* mean, const T* rstd, T p, const Generator& gen, std::uint64_t first, T* dx, bool accumulate_dx, T* dy, bool accumulate_dy)) \
     /* ---- cross-entropy over rows of logits (rows, V) ---- */ \
     X(cross_entropy_fwd, (index_t rows, index_t V, const T* logits, const std::int64_t* target, std::int64_t ignore, T smoothing, T* loss, T* lse)) \
     X(cross_entropy_mean, (index_t rows, const T* loss, const std::int64_t* target, std::int64_t ignore, T* mean, T* inv_count)) \

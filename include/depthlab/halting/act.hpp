@@ -737,7 +737,8 @@ private:
     /// The layer after its attention core, for running rows only: output projection done by
     /// the caller; residual + LN (post-LN) and the feed-forward sub-layer.
     V run_rest_of_layer(const V& s_run, const V& attn_out) const {
-        return layer->feed_forward(layer->self_attention.norm(add(s_run, attn_out)));
+        const auto& norm = layer->self_attention.norm;
+        return layer->feed_forward(residual_layer_norm(s_run, attn_out, norm.weight, norm.bias, static_cast<T>(norm.eps)));
     }
 
     nn::transformer_config cfg_;

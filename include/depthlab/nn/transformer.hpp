@@ -415,7 +415,11 @@ public:
             return x + out(norm(x));
         }
         if (!enabled && ablation == ablation_kind::zero) return norm(x);
-        return norm(x + out(x));
+        if (!enabled) return norm(x + out(x));
+        // post-LN: norm(x + dropout(f(x))) as one op (the same values and masks)
+        Var<T, B> y = f(x);
+        if (mean_.recording()) mean_.add(y.value(), cfg_.dim, to_string(type));
+        return residual_layer_norm(x, y, norm.weight, norm.bias, static_cast<T>(norm.eps), p, *rng_, train);
     }
     void record_mean(bool on) override {
         if (on) mean_.start();

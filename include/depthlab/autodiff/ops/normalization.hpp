@@ -125,14 +125,45 @@ Var<T, B> cross_entropy_rows(const Var<T, B>& logits, std::span<const std::int64
 }
 
 // ---------------------------------------------------------------- layer norm
+namespace detail {
+/// A layer norm's backward (node nd, its input X with gamma and beta at parents
+/// `gamma_index` and + 1): the input's gradient into dx (null: none; written when acc_x is
+/// false, else added) and gamma's and beta's. gamma and beta share one choice: written when
+/// neither has a gradient yet (the usual first backward through a layer), else added (a fresh
+/// one zero-filled).
+template <class T, class B>
+void layer_norm_backward(Node<T, B>& nd, std::size_t gamma_index, index_t rows, index_t cols, const Tensor<T, B>& X, const Tensor<T, B>& G,
+                         const Tensor<T, B>& mean, const Tensor<T, B>& rstd, T* dx, bool acc_x) {
+    using P = primitives<B>;
+    const Node<T, B>&pg = *nd.parents[gamma_index], &pb = *nd.parents[gamma_index + 1];
+    if (pg.requires_grad && pb.requires_grad && &pg != &pb && !pg.grad.defined() && !pb.grad.defined()) {
+        const auto gG = parent_grad_out(nd, gamma_index);
+        const auto gB = parent_grad_out(nd, gamma_index + 1);
+        P::layernorm_bwd(rows, cols, X.data(), nd.grad.data(), G.data(), mean.data(), rstd.data(), dx, gG.data, gB.data, acc_x, false);
+        return;
+    }
+    T* dG = parent_grad(nd, gamma_index);
+    T* dB = parent_grad(nd, gamma_index + 1);
+    Tensor<T, B> scratch;  // receives the gradient of a frozen gamma or beta
+    if ((dG == nullptr) != (dB == nullptr)) {
+        scratch = Tensor<T, B>::zeros({cols});
+        (dG ? dB : dG) = scratch.data();
+    }
+    P::layernorm_bwd(rows, cols, X.data(), nd.grad.data(), G.data(), mean.data(), rstd.data(), dx, dG, dB, acc_x);
+}
+template <class T, class B>
+void check_layer_norm_params(const char* name, const Shape& sx, const Var<T, B>& gamma, const Var<T, B>& beta) {
+    DEPTHLAB_CHECK(sx.rank() >= 1 && gamma.shape() == Shape{sx.back()} && beta.shape() == Shape{sx.back()}, shape_error, name, ": input ",
+                   sx, ", gamma ", gamma.shape(), ", beta ", beta.shape(), " (expected both (", (sx.rank() ? sx.back() : 0), ",))");
+}
+}  // namespace detail
+
 /// LayerNorm over the last axis: (x - mean) / sqrt(var + eps) * gamma + beta.
 template <class T, class B>
 Var<T, B> layer_norm(const Var<T, B>& x, const Var<T, B>& gamma, const Var<T, B>& beta, T eps = T(1e-5)) {
     using P = primitives<B>;
     const Shape& sx = x.shape();
-    DEPTHLAB_CHECK(sx.rank() >= 1 && gamma.shape() == Shape{sx.back()} && beta.shape() == Shape{sx.back()}, shape_error,
-                   "layer_norm: input ", sx, ", gamma ", gamma.shape(), ", beta ", beta.shape(), " (expected both (",
-                   (sx.rank() ? sx.back() : 0), ",))");
+    detail::check_layer_norm_params("layer_norm", sx, gamma, beta);
     const index_t cols = sx.back(), rows = sx.rows();
     const auto X = detail::contiguous_value(x);
     const auto G = detail::contiguous_value(gamma);
@@ -142,28 +173,61 @@ Var<T, B> layer_norm(const Var<T, B>& x, const Var<T, B>& gamma, const Var<T, B>
     auto rstd = Tensor<T, B>::empty({rows});
     P::layernorm_fwd(rows, cols, X.data(), G.data(), Bt.data(), eps, Y.data(), mean.data(), rstd.data());
     return detail::make_result<T, B>(op_kind::layer_norm, std::move(Y), {x, gamma, beta}, [=](Node<T, B>& nd) {
-        // The first gradient to reach x is written, later ones added. gamma and beta share one
-        // choice: written when neither has a gradient yet (the usual first backward through a
-        // layer), else added (a fresh one zero-filled).
+        // The first gradient to reach x is written, later ones added.
         const auto gX = detail::parent_grad_out(nd, 0);
-        const bool acc_x = gX.beta != T(0);
-        const Node<T, B>&pg = *nd.parents[1], &pb = *nd.parents[2];
-        if (pg.requires_grad && pb.requires_grad && &pg != &pb && !pg.grad.defined() && !pb.grad.defined()) {
-            const auto gG = detail::parent_grad_out(nd, 1);
-            const auto gB = detail::parent_grad_out(nd, 2);
-            P::layernorm_bwd(rows, cols, X.data(), nd.grad.data(), G.data(), mean.data(), rstd.data(), gX.data, gG.data, gB.data, acc_x,
-                             false);
-            return;
-        }
-        T* dG = detail::parent_grad(nd, 1);
-        T* dB = detail::parent_grad(nd, 2);
-        Tensor<T, B> scratch;  // receives the gradient of a frozen gamma or beta
-        if ((dG == nullptr) != (dB == nullptr)) {
-            scratch = Tensor<T, B>::zeros({cols});
-            (dG ? dB : dG) = scratch.data();
-        }
-        P::layernorm_bwd(rows, cols, X.data(), nd.grad.data(), G.data(), mean.data(), rstd.data(), gX.data, dG, dB, acc_x);
+        detail::layer_norm_backward(nd, 1, rows, cols, X, G, mean, rstd, gX.data, gX.beta != T(0));
     });
+}
+
+namespace detail {
+/// residual_layer_norm with the dropout probability p in effect (0: none, gen not used).
+template <class T, class B>
+Var<T, B> residual_layer_norm(const Var<T, B>& x, const Var<T, B>& y, const Var<T, B>& gamma, const Var<T, B>& beta, T eps, T p,
+                              Generator& gen) {
+    using P = primitives<B>;
+    const Shape& sx = x.shape();
+    DEPTHLAB_CHECK(y.shape() == sx, shape_error, "residual_layer_norm: residual ", sx, " and branch ", y.shape(), " differ");
+    check_layer_norm_params("residual_layer_norm", sx, gamma, beta);
+    const index_t cols = sx.back(), rows = sx.rows();
+    const std::uint64_t first = p > T(0) ? gen.reserve(static_cast<std::uint64_t>(sx.numel())) : 0;
+    const auto X = contiguous_value(x);
+    const auto Yb = contiguous_value(y);
+    const auto G = contiguous_value(gamma);
+    const auto Bt = contiguous_value(beta);
+    auto Z = Tensor<T, B>::empty(sx);
+    auto out = Tensor<T, B>::empty(sx);
+    auto mean = Tensor<T, B>::empty({rows});
+    auto rstd = Tensor<T, B>::empty({rows});
+    P::residual_layernorm_fwd(rows, cols, X.data(), Yb.data(), p, gen, first, G.data(), Bt.data(), eps, Z.data(), out.data(), mean.data(),
+                              rstd.data());
+    return make_result<T, B>(op_kind::residual_layer_norm, std::move(out), {x, y, gamma, beta}, [=, words = gen](Node<T, B>& nd) {
+        // y (the branch) first, then x: the order of add's backward, whose x may be handed
+        // the buffer of the sum's gradient
+        const auto gY = parent_grad_out(nd, 1);
+        const auto gX = parent_grad_out(nd, 0);
+        P::residual_layernorm_bwd(rows, cols, Z.data(), nd.grad.data(), G.data(), mean.data(), rstd.data(), p, words, first, gX.data,
+                                  gX.beta != T(0), gY.data, gY.beta != T(0));
+        layer_norm_backward(nd, 2, rows, cols, Z, G, mean, rstd, static_cast<T*>(nullptr), false);
+    });
+}
+}  // namespace detail
+
+/// layer_norm(x + dropout(y, p, gen, training), gamma, beta, eps) as one op: the post-LN
+/// residual of nn::Residual. The values, the gradients and the dropout mask (the same words of
+/// gen) are those of the three ops bit for bit on the CPU; it reads x and y once and writes
+/// the sum and the output, where the three ops write and read the dropped y and the sum again,
+/// and its backward gives x and y their gradients in one pass.
+template <class T, class B>
+Var<T, B> residual_layer_norm(const Var<T, B>& x, const Var<T, B>& y, const Var<T, B>& gamma, const Var<T, B>& beta, T eps, T p,
+                              Generator& gen, bool training = true) {
+    DEPTHLAB_CHECK(p >= T(0) && p < T(1), usage_error, "residual_layer_norm: dropout probability ", p, " outside [0, 1)");
+    return detail::residual_layer_norm(x, y, gamma, beta, eps, training ? p : T(0), gen);
+}
+/// layer_norm(x + y, gamma, beta, eps) as one op (residual_layer_norm without dropout).
+template <class T, class B>
+Var<T, B> residual_layer_norm(const Var<T, B>& x, const Var<T, B>& y, const Var<T, B>& gamma, const Var<T, B>& beta, T eps = T(1e-5)) {
+    Generator unused;
+    return detail::residual_layer_norm(x, y, gamma, beta, eps, T(0), unused);
 }
 
 // ---------------------------------------------------------------- dropout

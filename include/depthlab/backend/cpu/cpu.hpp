@@ -398,6 +398,57 @@ struct host_primitives {
             });
     }
 
+    // ---- a post-LN residual: out = layer norm of z = x + dropout(y) ----
+    // z = x + y * mask (the mask of dropout_apply from `first`; p 0: none) is kept for the
+    // backward. The same bits as dropout_apply, add and layernorm_fwd in turn: the same kernels
+    // on the same values, without writing the dropped y and reading it back.
+    template <class T>
+    static void residual_layernorm_fwd(index_t rows, index_t cols, const T* x, const T* y, T p, const Generator& gen, std::uint64_t first,
+                                       const T* gamma, const T* beta, T eps, T* z, T* out, T* mean, T* rstd) {
+        const dropout_words<T> words(p, gen, first);
+        rowwise<T>(rows, cols, [&]<class K>(index_t r) {
+            const index_t o = r * cols;
+            for_each_piece<K>(words, o, cols, [&](index_t c, index_t m, const T* mask) {
+                if (!mask) return K::add(m, x + o + c, y + o + c, z + o + c);
+                alignas(64) T dropped[dropout_piece];
+                K::mul(m, y + o + c, mask, dropped);
+                K::add(m, x + o + c, dropped, z + o + c);
+            });
+            K::layernorm_row(cols, z + o, gamma, beta, eps, out + o, mean + r, rstd + r);
+        });
+    }
+    // Its backward to x and y: dz = layer norm's input gradient for dout, dx = dz and
+    // dy = dropout(dz) (+= with accumulate_*; a null one is skipped). gamma's and beta's
+    // gradients are layernorm_bwd's (with dx null). The bits of layernorm_bwd, add's backward
+    // and dropout_apply in turn.
+    template <class T>
+    static void residual_layernorm_bwd(index_t rows, index_t cols, const T* z, const T* dout, const T* gamma, const T* mean, const T* rstd,
+                                       T p, const Generator& gen, std::uint64_t first, T* dx, bool accumulate_dx, T* dy, bool accumulate_dy) {
+        if (!dx && !dy) return;
+        const dropout_words<T> words(p, gen, first);
+        rowwise<T>(rows, cols, [&]<class K>(index_t r) {
+            const index_t o = r * cols;
+            const auto means = K::layernorm_bwd_means(cols, z + o, dout + o, gamma, mean[r], rstd[r]);
+            for_each_piece<K>(words, o, cols, [&](index_t c, index_t m, const T* mask) {
+                alignas(64) T dz[dropout_piece];
+                std::fill_n(dz, m, T(0));
+                K::layernorm_bwd_apply(m, z + o + c, dout + o + c, gamma + c, mean[r], rstd[r], means, dz);
+                // dy before dx: when x and y are one variable, dx adds to what dy wrote
+                if (dy && !mask) {
+                    if (accumulate_dy) K::add(m, dy + o + c, dz, dy + o + c);
+                    else std::copy_n(dz, m, dy + o + c);
+                } else if (dy) {
+                    if (accumulate_dy) K::mul_acc(m, dz, mask, dy + o + c);
+                    else K::mul(m, dz, mask, dy + o + c);
+                }
+                if (dx) {
+                    if (accumulate_dx) K::add(m, dx + o + c, dz, dx + o + c);
+                    else std::copy_n(dz, m, dx + o + c);
+                }
+            });
+        });
+    }
+
     // ---- cross-entropy over rows of logits (rows, V) ----
     // loss[r] = (1-eps)(lse - x[t]) + eps (lse - mean_j x[j]); rows with t == ignore get 0,
     // rows with t outside [0, V) get NaN.
@@ -568,18 +619,47 @@ struct host_primitives {
     // mask (x may be y)
     template <class T>
     static void dropout_apply(index_t n, T p, const Generator& gen, std::uint64_t first, const T* x, T* y, bool accumulate = false) {
-        const T keep = T(1) / (T(1) - p);
-        const auto threshold = static_cast<std::uint64_t>(static_cast<double>(p) * 4294967296.0);
+        const dropout_words<T> words(p, gen, first);
         chunked<T>(n, [&]<class K>(index_t b, index_t len) {
-            constexpr index_t piece = 1024;
-            alignas(64) T mask[piece];
-            for (index_t o = b; o < b + len; o += piece) {
-                const index_t m = std::min(piece, b + len - o);
-                K::dropout_keep_mask(m, gen.seed(), first + static_cast<std::uint64_t>(o), threshold, keep, mask);
-                if (accumulate) K::mul_acc(m, x + o, mask, y + o);
-                else K::mul(m, x + o, mask, y + o);
-            }
+            for_each_piece<K>(words, b, len, [&](index_t o, index_t m, const T* mask) {
+                if (!mask) {  // p 0: a mask of ones
+                    if (accumulate) K::add(m, y + b + o, x + b + o, y + b + o);
+                    else if (x != y) std::copy_n(x + b + o, m, y + b + o);
+                } else if (accumulate) {
+                    K::mul_acc(m, x + b + o, mask, y + b + o);
+                } else {
+                    K::mul(m, x + b + o, mask, y + b + o);
+                }
+            });
         });
+    }
+    /// Where the dropout masks of the elements [first, first + n) of a stream come from: p,
+    /// gen's key, the first element's counter word (p 0: no mask at all).
+    template <class T>
+    struct dropout_words {
+        dropout_words(T p, const Generator& gen, std::uint64_t first)
+            : keep(T(1) / (T(1) - p)), threshold(static_cast<std::uint64_t>(static_cast<double>(p) * 4294967296.0)), seed(gen.seed()),
+              first(first), none(p == T(0)) {}
+        T keep;
+        std::uint64_t threshold, seed, first;
+        bool none;
+    };
+    static constexpr index_t dropout_piece = 1024;
+    /// f(offset, count, mask) over [begin, begin + n) of a stream in pieces of at most
+    /// dropout_piece elements, each piece's mask drawn into a local buffer (null when the
+    /// words say no dropout); offsets are relative to begin.
+    template <class K, class T, class F>
+    static void for_each_piece(const dropout_words<T>& words, index_t begin, index_t n, F&& f) {
+        alignas(64) T mask[dropout_piece];
+        for (index_t o = 0; o < n; o += dropout_piece) {
+            const index_t m = std::min(dropout_piece, n - o);
+            if (words.none) {
+                f(o, m, static_cast<const T*>(nullptr));
+                continue;
+            }
+            K::dropout_keep_mask(m, words.seed, words.first + static_cast<std::uint64_t>(begin + o), words.threshold, words.keep, mask);
+            f(o, m, static_cast<const T*>(mask));
+        }
     }
 
     // ---- optimiser updates (the element rules of backend/update_rules.hpp) ----

@@ -242,8 +242,12 @@ static void layernorm_row(index_t n, const T* x, const T* gamma, const T* beta, 
     *mean_out = mean;
     *rstd_out = rstd;
 }
-// dx += rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = gamma * dy
-static void layernorm_bwd_row(index_t n, const T* x, const T* dy, const T* gamma, T mean, T rstd, T* dx) {
+// dx += rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = gamma * dy: the row's two means
+// (layernorm_bwd_means), then any column range of it (layernorm_bwd_apply)
+struct layernorm_bwd_row_means {
+    T g, gx;  // mean(g), mean(g * xhat)
+};
+static layernorm_bwd_row_means layernorm_bwd_means(index_t n, const T* x, const T* dy, const T* gamma, T mean, T rstd) {
     const V vm = V::set1(mean), vr = V::set1(rstd);
     V sg = V::zero(), sgx = V::zero();
     for_each_vec(n, [&](index_t i, int m) {
@@ -252,13 +256,18 @@ static void layernorm_bwd_row(index_t n, const T* x, const T* dy, const T* gamma
         sg = sg + g;
         sgx = V::fma(g, xh, sgx);
     });
-    const V mg = V::set1(sg.reduce_add() / static_cast<T>(n));
-    const V mgx = V::set1(sgx.reduce_add() / static_cast<T>(n));
+    return {sg.reduce_add() / static_cast<T>(n), sgx.reduce_add() / static_cast<T>(n)};
+}
+static void layernorm_bwd_apply(index_t n, const T* x, const T* dy, const T* gamma, T mean, T rstd, layernorm_bwd_row_means means, T* dx) {
+    const V vm = V::set1(mean), vr = V::set1(rstd), mg = V::set1(means.g), mgx = V::set1(means.gx);
     for_each_vec(n, [&](index_t i, int m) {
         const V xh = (V::load(x + i, m) - vm) * vr;
         const V g = V::load(dy + i, m) * V::load(gamma + i, m);
         V::fma(vr, g - mg - xh * mgx, V::load(dx + i, m)).store(dx + i, m);
     });
+}
+static void layernorm_bwd_row(index_t n, const T* x, const T* dy, const T* gamma, T mean, T rstd, T* dx) {
+    layernorm_bwd_apply(n, x, dy, gamma, mean, rstd, layernorm_bwd_means(n, x, dy, gamma, mean, rstd), dx);
 }
 // Parameter gradients of one row segment: dgamma += dy * xhat, dbeta += dy.
 // The caller splits columns between threads, so no two threads touch the same entry.

@@ -533,6 +533,84 @@ void primitives<backend::cuda>::layernorm_bwd(index_t rows, index_t cols, const 
         }, "layernorm_bwd (dgamma, dbeta)");
 }
 
+namespace cuda {
+/// Element i's inverted-dropout value (0, or 1 / (1 - p)) of the words from `first` on, as
+/// for_each_dropout draws it; 1 when p is 0 (no dropout, no words).
+template <class T>
+struct dropout_element {
+    dropout_element(T p, const Generator& gen, std::uint64_t first)
+        : keep(T(1) / (T(1) - p)), threshold(static_cast<std::uint64_t>(static_cast<double>(p) * 4294967296.0)), seed(gen.seed()),
+          first(first), none(p == T(0)) {}
+    __device__ T operator()(index_t i) const {
+        if (none) return T(1);
+        const std::uint64_t word = first + static_cast<std::uint64_t>(i);
+        std::uint32_t w[4];
+        depthlab::detail::philox_block(seed, word >> 2, w);
+        return depthlab::detail::dropout_keep(w[word & 3], threshold, keep);
+    }
+    T keep;
+    std::uint64_t threshold, seed, first;
+    bool none;
+};
+}  // namespace cuda
+
+// One block per row: z = x + y * mask written, then the row's layer norm over z (each thread
+// reads back the columns it wrote).
+template <class T>
+void primitives<backend::cuda>::residual_layernorm_fwd(index_t rows, index_t cols, const T* x, const T* y, T p, const Generator& gen,
+                                                       std::uint64_t first, const T* gamma, const T* beta, T eps, T* z, T* out, T* mean,
+                                                       T* rstd) {
+    const cuda::dropout_element<T> drop(p, gen, first);
+    cuda::for_each_row(rows, cols, [=] __device__(index_t r) {
+        T* zr = z + r * cols;
+        T s = T(0);
+        for (index_t c = threadIdx.x; c < cols; c += blockDim.x) {
+            const index_t i = r * cols + c;
+            zr[c] = x[i] + (drop.none ? y[i] : y[i] * drop(i));
+            s += zr[c];
+        }
+        const T m = cuda::block_sum(s) / static_cast<T>(cols);
+        T v = T(0);
+        for (index_t c = threadIdx.x; c < cols; c += blockDim.x) v += (zr[c] - m) * (zr[c] - m);
+        const T var = cuda::block_sum(v) / static_cast<T>(cols);
+        const T rs = T(1) / std::sqrt(max(var, T(0)) + eps);
+        for (index_t c = threadIdx.x; c < cols; c += blockDim.x) out[r * cols + c] = (zr[c] - m) * rs * gamma[c] + beta[c];
+        if (threadIdx.x == 0) {
+            mean[r] = m;
+            rstd[r] = rs;
+        }
+    }, "residual_layernorm_fwd");
+}
+
+template <class T>
+void primitives<backend::cuda>::residual_layernorm_bwd(index_t rows, index_t cols, const T* z, const T* dout, const T* gamma, const T* mean,
+                                                       const T* rstd, T p, const Generator& gen, std::uint64_t first, T* dx, bool accumulate_dx,
+                                                       T* dy, bool accumulate_dy) {
+    if (!dx && !dy) return;
+    const cuda::dropout_element<T> drop(p, gen, first);
+    cuda::for_each_row(rows, cols, [=] __device__(index_t r) {
+        const T m = mean[r], rs = rstd[r];
+        T sg = T(0), sgx = T(0);
+        for (index_t c = threadIdx.x; c < cols; c += blockDim.x) {
+            const T g = dout[r * cols + c] * gamma[c];
+            sg += g;
+            sgx += g * (z[r * cols + c] - m) * rs;
+        }
+        const T mg = cuda::block_sum(sg) / static_cast<T>(cols);
+        const T mgx = cuda::block_sum(sgx) / static_cast<T>(cols);
+        for (index_t c = threadIdx.x; c < cols; c += blockDim.x) {
+            const index_t i = r * cols + c;
+            const T xh = (z[i] - m) * rs, g = dout[i] * gamma[c];
+            const T dz = rs * (g - mg - xh * mgx);
+            if (dy) {  // before dx: when x and y are one variable, dx adds to what dy wrote
+                const T d = drop.none ? dz : dz * drop(i);
+                dy[i] = (accumulate_dy ? dy[i] : T(0)) + d;
+            }
+            if (dx) dx[i] = (accumulate_dx ? dx[i] : T(0)) + dz;
+        }
+    }, "residual_layernorm_bwd");
+}
+
 template <class T>
 void primitives<backend::cuda>::cross_entropy_fwd(index_t rows, index_t V, const T* logits, const std::int64_t* target, std::int64_t ignore, T smoothing, T* loss, T* lse) {
     cuda::for_each_row(rows, V, [=] __device__(index_t r) {
