@@ -43,6 +43,15 @@ template <class T>
 DEPTHLAB_HOST_AND_GPU inline T dropout_keep(std::uint32_t word, std::uint64_t threshold, T keep) {
     return word >= threshold ? keep : T(0);
 }
+/// Inverted dropout's constants for probability p: an element whose word is below `threshold`
+/// (p of the 2^32 words) is dropped, the others are scaled by `keep` = 1 / (1 - p).
+template <class T>
+struct dropout_constants {
+    explicit dropout_constants(T p)
+        : keep(T(1) / (T(1) - p)), threshold(static_cast<std::uint64_t>(static_cast<double>(p) * 4294967296.0)) {}
+    T keep;
+    std::uint64_t threshold;
+};
 }  // namespace detail
 
 /// Counter-based generator. `offset` counts 32-bit words consumed so far.

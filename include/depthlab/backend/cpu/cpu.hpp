@@ -568,9 +568,8 @@ struct host_primitives {
     // mask[i] = (u_i >= p) / (1 - p), u_i the i-th uniform of the reserved stream.
     template <class T>
     static void dropout_mask(index_t n, T p, const Generator& gen, std::uint64_t first, T* mask) {
-        const T keep = T(1) / (T(1) - p);
-        const auto threshold = static_cast<std::uint64_t>(static_cast<double>(p) * 4294967296.0);
-        chunked<T>(n, [&]<class K>(index_t o, index_t m) { K::dropout_keep_mask(m, gen.seed(), first + static_cast<std::uint64_t>(o), threshold, keep, mask + o); });
+        const depthlab::detail::dropout_constants<T> d(p);
+        chunked<T>(n, [&]<class K>(index_t o, index_t m) { K::dropout_keep_mask(m, gen.seed(), first + static_cast<std::uint64_t>(o), d.threshold, d.keep, mask + o); });
     }
 
     // greedy decoding's choice per row: the log-softmax in double (elementwise::log_softmax_row,
@@ -636,12 +635,10 @@ struct host_primitives {
     /// Where the dropout masks of the elements [first, first + n) of a stream come from: p,
     /// gen's key, the first element's counter word (p 0: no mask at all).
     template <class T>
-    struct dropout_words {
+    struct dropout_words : depthlab::detail::dropout_constants<T> {
         dropout_words(T p, const Generator& gen, std::uint64_t first)
-            : keep(T(1) / (T(1) - p)), threshold(static_cast<std::uint64_t>(static_cast<double>(p) * 4294967296.0)), seed(gen.seed()),
-              first(first), none(p == T(0)) {}
-        T keep;
-        std::uint64_t threshold, seed, first;
+            : depthlab::detail::dropout_constants<T>(p), seed(gen.seed()), first(first), none(p == T(0)) {}
+        std::uint64_t seed, first;
         bool none;
     };
     static constexpr index_t dropout_piece = 1024;

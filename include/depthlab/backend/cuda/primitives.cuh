@@ -172,9 +172,9 @@ __global__ void clip_scale_many_kernel(tensor_table<optim::rules::tensor_span<T>
 /// gen's counter words from `first` on, one Philox block per 4 elements, as on the CPU.
 template <class T, class F>
 void for_each_dropout(index_t n, T p, const Generator& gen, std::uint64_t first, F f, const char* name) {
-    const T keep = T(1) / (T(1) - p);
-    const auto threshold = static_cast<std::uint64_t>(static_cast<double>(p) * 4294967296.0);
-    const std::uint64_t seed = gen.seed(), block0 = first >> 2;
+    const depthlab::detail::dropout_constants<T> d(p);
+    const T keep = d.keep;
+    const std::uint64_t threshold = d.threshold, seed = gen.seed(), block0 = first >> 2;
     for_each((n + 3) / 4, [=] __device__(index_t blk) {
         std::uint32_t w[4];
         depthlab::detail::philox_block(seed, block0 + static_cast<std::uint64_t>(blk), w);
@@ -485,22 +485,60 @@ void primitives<backend::cuda>::log_softmax_bwd(index_t rows, index_t cols, cons
     }, "log_softmax_bwd");
 }
 
+namespace cuda {
+/// Element i's inverted-dropout value (0, or 1 / (1 - p)) of the words from `first` on, as
+/// for_each_dropout draws it; 1 when p is 0 (no dropout, no words).
+template <class T>
+struct dropout_element : depthlab::detail::dropout_constants<T> {
+    dropout_element(T p, const Generator& gen, std::uint64_t first)
+        : depthlab::detail::dropout_constants<T>(p), seed(gen.seed()), first(first), none(p == T(0)) {}
+    __device__ T operator()(index_t i) const {
+        if (none) return T(1);
+        const std::uint64_t word = first + static_cast<std::uint64_t>(i);
+        std::uint32_t w[4];
+        depthlab::detail::philox_block(seed, word >> 2, w);
+        return depthlab::detail::dropout_keep(w[word & 3], this->threshold, this->keep);
+    }
+    std::uint64_t seed, first;
+    bool none;
+};
+
+/// The layer norm of row r by its block (for_each_row): `partial` is this thread's sum of its
+/// columns of xr (c = threadIdx.x, + blockDim.x, ...), which the caller may take while writing xr.
+template <class T>
+__device__ inline void layernorm_row(index_t r, index_t cols, const T* xr, T partial, const T* gamma, const T* beta, T eps, T* y, T* mean,
+                                     T* rstd) {
+    const T m = block_sum(partial) / static_cast<T>(cols);
+    T v = T(0);
+    for (index_t c = threadIdx.x; c < cols; c += blockDim.x) v += (xr[c] - m) * (xr[c] - m);
+    const T var = block_sum(v) / static_cast<T>(cols);
+    const T rs = T(1) / std::sqrt(max(var, T(0)) + eps);
+    for (index_t c = threadIdx.x; c < cols; c += blockDim.x) y[r * cols + c] = (xr[c] - m) * rs * gamma[c] + beta[c];
+    if (threadIdx.x == 0) {
+        mean[r] = m;
+        rstd[r] = rs;
+    }
+}
+/// Layer norm's backward means of row r by its block: {mean(g), mean(g * xhat)}, g = gamma * dy.
+template <class T>
+__device__ inline column_sums<T, 2> layernorm_bwd_means(index_t r, index_t cols, const T* x, const T* dy, const T* gamma, T m, T rs) {
+    T sg = T(0), sgx = T(0);
+    for (index_t c = threadIdx.x; c < cols; c += blockDim.x) {
+        const T g = dy[r * cols + c] * gamma[c];
+        sg += g;
+        sgx += g * (x[r * cols + c] - m) * rs;
+    }
+    return {{block_sum(sg) / static_cast<T>(cols), block_sum(sgx) / static_cast<T>(cols)}};
+}
+}  // namespace cuda
+
 template <class T>
 void primitives<backend::cuda>::layernorm_fwd(index_t rows, index_t cols, const T* x, const T* gamma, const T* beta, T eps, T* y, T* mean, T* rstd) {
     cuda::for_each_row(rows, cols, [=] __device__(index_t r) {
         const T* xr = x + r * cols;
         T s = T(0);
         for (index_t c = threadIdx.x; c < cols; c += blockDim.x) s += xr[c];
-        const T m = cuda::block_sum(s) / static_cast<T>(cols);
-        T v = T(0);
-        for (index_t c = threadIdx.x; c < cols; c += blockDim.x) v += (xr[c] - m) * (xr[c] - m);
-        const T var = cuda::block_sum(v) / static_cast<T>(cols);
-        const T rs = T(1) / std::sqrt(max(var, T(0)) + eps);
-        for (index_t c = threadIdx.x; c < cols; c += blockDim.x) y[r * cols + c] = (xr[c] - m) * rs * gamma[c] + beta[c];
-        if (threadIdx.x == 0) {
-            mean[r] = m;
-            rstd[r] = rs;
-        }
+        cuda::layernorm_row(r, cols, xr, s, gamma, beta, eps, y, mean, rstd);
     }, "layernorm_fwd");
 }
 
@@ -510,14 +548,8 @@ void primitives<backend::cuda>::layernorm_bwd(index_t rows, index_t cols, const 
     if (dx)
         cuda::for_each_row(rows, cols, [=] __device__(index_t r) {
             const T m = mean[r], rs = rstd[r];
-            T sg = T(0), sgx = T(0);
-            for (index_t c = threadIdx.x; c < cols; c += blockDim.x) {
-                const T g = dy[r * cols + c] * gamma[c];
-                sg += g;
-                sgx += g * (x[r * cols + c] - m) * rs;
-            }
-            const T mg = cuda::block_sum(sg) / static_cast<T>(cols);
-            const T mgx = cuda::block_sum(sgx) / static_cast<T>(cols);
+            const auto means = cuda::layernorm_bwd_means(r, cols, x, dy, gamma, m, rs);
+            const T mg = means.v[0], mgx = means.v[1];
             for (index_t c = threadIdx.x; c < cols; c += blockDim.x) {
                 const T xh = (x[r * cols + c] - m) * rs, g = dy[r * cols + c] * gamma[c];
                 dx[r * cols + c] = (accumulate_dx ? dx[r * cols + c] : T(0)) + rs * (g - mg - xh * mgx);
@@ -533,26 +565,6 @@ void primitives<backend::cuda>::layernorm_bwd(index_t rows, index_t cols, const 
         }, "layernorm_bwd (dgamma, dbeta)");
 }
 
-namespace cuda {
-/// Element i's inverted-dropout value (0, or 1 / (1 - p)) of the words from `first` on, as
-/// for_each_dropout draws it; 1 when p is 0 (no dropout, no words).
-template <class T>
-struct dropout_element {
-    dropout_element(T p, const Generator& gen, std::uint64_t first)
-        : keep(T(1) / (T(1) - p)), threshold(static_cast<std::uint64_t>(static_cast<double>(p) * 4294967296.0)), seed(gen.seed()),
-          first(first), none(p == T(0)) {}
-    __device__ T operator()(index_t i) const {
-        if (none) return T(1);
-        const std::uint64_t word = first + static_cast<std::uint64_t>(i);
-        std::uint32_t w[4];
-        depthlab::detail::philox_block(seed, word >> 2, w);
-        return depthlab::detail::dropout_keep(w[word & 3], threshold, keep);
-    }
-    T keep;
-    std::uint64_t threshold, seed, first;
-    bool none;
-};
-}  // namespace cuda
 
 // One block per row: z = x + y * mask written, then the row's layer norm over z (each thread
 // reads back the columns it wrote).
@@ -569,16 +581,7 @@ void primitives<backend::cuda>::residual_layernorm_fwd(index_t rows, index_t col
             zr[c] = x[i] + (drop.none ? y[i] : y[i] * drop(i));
             s += zr[c];
         }
-        const T m = cuda::block_sum(s) / static_cast<T>(cols);
-        T v = T(0);
-        for (index_t c = threadIdx.x; c < cols; c += blockDim.x) v += (zr[c] - m) * (zr[c] - m);
-        const T var = cuda::block_sum(v) / static_cast<T>(cols);
-        const T rs = T(1) / std::sqrt(max(var, T(0)) + eps);
-        for (index_t c = threadIdx.x; c < cols; c += blockDim.x) out[r * cols + c] = (zr[c] - m) * rs * gamma[c] + beta[c];
-        if (threadIdx.x == 0) {
-            mean[r] = m;
-            rstd[r] = rs;
-        }
+        cuda::layernorm_row(r, cols, static_cast<const T*>(zr), s, gamma, beta, eps, out, mean, rstd);
     }, "residual_layernorm_fwd");
 }
 
@@ -590,14 +593,8 @@ void primitives<backend::cuda>::residual_layernorm_bwd(index_t rows, index_t col
     const cuda::dropout_element<T> drop(p, gen, first);
     cuda::for_each_row(rows, cols, [=] __device__(index_t r) {
         const T m = mean[r], rs = rstd[r];
-        T sg = T(0), sgx = T(0);
-        for (index_t c = threadIdx.x; c < cols; c += blockDim.x) {
-            const T g = dout[r * cols + c] * gamma[c];
-            sg += g;
-            sgx += g * (z[r * cols + c] - m) * rs;
-        }
-        const T mg = cuda::block_sum(sg) / static_cast<T>(cols);
-        const T mgx = cuda::block_sum(sgx) / static_cast<T>(cols);
+        const auto means = cuda::layernorm_bwd_means(r, cols, z, dout, gamma, m, rs);
+        const T mg = means.v[0], mgx = means.v[1];
         for (index_t c = threadIdx.x; c < cols; c += blockDim.x) {
             const index_t i = r * cols + c;
             const T xh = (z[i] - m) * rs, g = dout[i] * gamma[c];
