@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "depthlab/backend/index_divisor.hpp"
 #include "depthlab/backend/primitive_list.hpp"
 #include "harness.hpp"
 
@@ -115,6 +116,33 @@ TEST_CASE("dropout masks do not depend on the thread count") {
 // The mask kernels run Philox in vector lanes (cpu/kernels.inl, dropout_keep_mask): on every
 // ISA path, every element's value is the one its Generator word defines, from any offset and for
 // any length (chunks start anywhere within a 4-word block), on one thread and on two.
+TEST_CASE("index_divisor: the quotient and remainder of / and % for every divisor width") {
+    // edge divisors (1, powers of two and their neighbours, the largest 32-bit ones, 64-bit
+    // ones) and random ones, against edge indices (0, around multiples, around 2^31 and 2^32,
+    // 64-bit ones) and random ones
+    std::vector<index_t> divisors{1, 2, 3, 5, 7, 255, 256, 257, 1000, 1024, 65535, 65536, 65537, 0x7ffffffe, 0x7fffffff, 0x80000000LL,
+                                  0xffffffffLL, 0x100000001LL, (index_t{1} << 40) + 3};
+    Generator gen(17);
+    for (int k = 0; k < 200; ++k) divisors.push_back(1 + static_cast<index_t>(gen.below(k % 2 ? 5000 : 0x7fffffff)));
+    std::vector<index_t> indices{0, 1, 2, 0x7ffffffe, 0x7fffffff, 0x80000000LL, 0xfffffffeLL, 0xffffffffLL, 0x100000000LL, 0x100000001LL,
+                                 (index_t{1} << 45) + 12345};
+    for (int k = 0; k < 300; ++k) indices.push_back(static_cast<index_t>(gen.below(k % 3 ? 0xffffffffULL + 1 : 1000000)));
+    for (const index_t d : divisors) {
+        const index_divisor div(d);
+        std::vector<index_t> near = indices;
+        for (const index_t m : {index_t{1}, index_t{2}, index_t{1000}, index_t{0xffffffff} / d})
+            for (const index_t off : {index_t{-1}, index_t{0}, index_t{1}})
+                if (m * d + off >= 0) near.push_back(m * d + off);
+        for (const index_t i : near) {
+            if (div.div(i) != i / d || div.mod(i) != i % d) {
+                FAIL_CHECK("index_divisor(", d, "): ", i, " gives ", div.div(i), " r ", div.mod(i), ", want ", i / d, " r ", i % d);
+                return;
+            }
+        }
+    }
+    CHECK_THROWS_AS(index_divisor(0), usage_error);
+}
+
 TEST_CASE("dropout masks are the Generator's words on every ISA path") {
     const Generator gen(0x0123456789abcdefULL);
     const float p = 0.3f, keep = 1.0f / (1.0f - p);

@@ -1519,7 +1519,7 @@ grad_out<T, B> parent_grad_out(Node<T, B>& nd, std::size_t i) {
 //
 // The ops live by concern in autodiff/ops/: common.hpp (shared machinery), arithmetic.hpp
 // (matmul, linear, add, mul, bias, scale, activations), normalization.hpp (softmax family,
-// cross-entropy, layer norm, dropout), structure.hpp (rows, concat, split, slice, reshape,
+// cross-entropy, layer norm, a post-LN residual, dropout), structure.hpp (rows, concat, split, slice, reshape,
 // transpose), reductions.hpp (sum, mean, mse). This header includes them all.
 // ---- begin depthlab/autodiff/ops/common.hpp ----
 // Shared machinery of the differentiable ops (autodiff/ops.hpp): operand checks, the result
@@ -1970,7 +1970,8 @@ Var<T, B> log_sigmoid(const Var<T, B>& x) {
 }  // namespace depthlab
 // ---- end depthlab/autodiff/ops/arithmetic.hpp ----
 // ---- begin depthlab/autodiff/ops/normalization.hpp ----
-// Differentiable softmax, log-softmax and cross-entropy, layer norm and dropout.
+// Differentiable softmax, log-softmax and cross-entropy, layer norm (alone and after a residual
+// sum, residual_layer_norm) and dropout.
 // Part of autodiff/ops.hpp (whose header says what every op guarantees).
 #include <cmath>
 #include <cstdint>

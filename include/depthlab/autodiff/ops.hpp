@@ -13,7 +13,7 @@
 //
 // The ops live by concern in autodiff/ops/: common.hpp (shared machinery), arithmetic.hpp
 // (matmul, linear, add, mul, bias, scale, activations), normalization.hpp (softmax family,
-// cross-entropy, layer norm, dropout), structure.hpp (rows, concat, split, slice, reshape,
+// cross-entropy, layer norm, a post-LN residual, dropout), structure.hpp (rows, concat, split, slice, reshape,
 // transpose), reductions.hpp (sum, mean, mse). This header includes them all.
 #include "depthlab/autodiff/ops/common.hpp"
 #include "depthlab/autodiff/ops/arithmetic.hpp"

@@ -1,5 +1,6 @@
 #pragma once
-// Differentiable softmax, log-softmax and cross-entropy, layer norm and dropout.
+// Differentiable softmax, log-softmax and cross-entropy, layer norm (alone and after a residual
+// sum, residual_layer_norm) and dropout.
 // Part of autodiff/ops.hpp (whose header says what every op guarantees).
 #include <cmath>
 #include <cstdint>

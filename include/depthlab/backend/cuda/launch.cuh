@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "depthlab/backend/backend.hpp"
+#include "depthlab/backend/index_divisor.hpp"
 #include "depthlab/backend/cuda/memory.cuh"
 #include "depthlab/backend/cuda/runtime.cuh"
 #include "depthlab/core/shape.hpp"
@@ -25,6 +26,9 @@ inline constexpr int reduce_blocks = DEPTHLAB_CUDA_REDUCE_BLOCKS;
 inline unsigned grid_for(index_t n) {
     return static_cast<unsigned>(std::clamp<index_t>((n + block_threads - 1) / block_threads, 1, 65535));
 }
+/// Division of element indices by d in a kernel (index_divisor: 32-bit where the sizes allow);
+/// d 0 (an empty launch, whose kernel never runs) divides by 1.
+inline index_divisor divisor_of(index_t d) { return index_divisor(std::max<index_t>(d, 1)); }
 inline void note_launch() { counters<backend::cuda>().launches.fetch_add(1, std::memory_order_relaxed); }
 /// A cuBLAS call: a launch, and a GEMM.
 inline void note_gemm(const gemm_args& g) {
@@ -169,10 +173,10 @@ inline index_t column_tile_rows(index_t rows) {
     return t;
 }
 template <class A, int K, class Term, class Finish>
-__global__ void column_reduce_kernel(index_t rows, index_t cols, index_t tile, Term term, Finish finish, A* partial, unsigned* ticket) {
-    const index_t tiles = (rows + tile - 1) / tile;
+__global__ void column_reduce_kernel(index_t rows, index_divisor cols_div, index_t tile, Term term, Finish finish, A* partial, unsigned* ticket) {
+    const index_t cols = cols_div.divisor(), tiles = (rows + tile - 1) / tile;
     for (index_t i = blockIdx.x * static_cast<index_t>(blockDim.x) + threadIdx.x; i < tiles * cols; i += static_cast<index_t>(gridDim.x) * blockDim.x) {
-        const index_t t = i / cols, c = i % cols, end = std::min(rows, (t + 1) * tile);
+        const index_t t = cols_div.div(i), c = i - t * cols, end = std::min(rows, (t + 1) * tile);
         column_sums<A, K> s;
         for (index_t r = t * tile; r < end; ++r) {
             const column_sums<A, K> v = term(r, c);
@@ -201,7 +205,7 @@ void column_reduce(index_t rows, index_t cols, Term term, Finish finish, const c
     const index_t tile = column_tile_rows(rows), tiles = std::max<index_t>(1, (rows + tile - 1) / tile);
     const auto partial = memory<backend::cuda>::allocate<A>(static_cast<std::size_t>(K * tiles * cols));
     const unsigned grid = grid_for(tiles * cols);
-    DEPTHLAB_CUDA_LAUNCH((column_reduce_kernel<A, K, Term, Finish>), grid, block_threads, 0, stream())(rows, cols, tile, term, finish, partial.get(),
+    DEPTHLAB_CUDA_LAUNCH((column_reduce_kernel<A, K, Term, Finish>), grid, block_threads, 0, stream())(rows, index_divisor(cols), tile, term, finish, partial.get(),
                                                                                                     reduction_ticket());
     check_launch(name, grid, block_threads);
 }

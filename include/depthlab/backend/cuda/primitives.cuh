@@ -244,17 +244,20 @@ void primitives<backend::cuda>::axpby(index_t n, T alpha, const T* x, T beta, T*
 
 template <class T>
 void primitives<backend::cuda>::add_row_vector(index_t rows, index_t cols, const T* x, const T* v, T* y) {
-    cuda::for_each(rows * cols, [=] __device__(index_t i) { y[i] = x[i] + v[i % cols]; }, "add_row_vector");
+    const auto col = cuda::divisor_of(cols);
+    cuda::for_each(rows * cols, [=] __device__(index_t i) { y[i] = x[i] + v[col.mod(i)]; }, "add_row_vector");
 }
 
 template <class T>
 void primitives<backend::cuda>::mul_row_vector(index_t rows, index_t cols, const T* x, const T* v, T* y) {
-    cuda::for_each(rows * cols, [=] __device__(index_t i) { y[i] = x[i] * v[i % cols]; }, "mul_row_vector");
+    const auto col = cuda::divisor_of(cols);
+    cuda::for_each(rows * cols, [=] __device__(index_t i) { y[i] = x[i] * v[col.mod(i)]; }, "mul_row_vector");
 }
 
 template <class T>
 void primitives<backend::cuda>::mul_row_vector_acc(index_t rows, index_t cols, const T* dy, const T* v, T* dx) {
-    cuda::for_each(rows * cols, [=] __device__(index_t i) { dx[i] += dy[i] * v[i % cols]; }, "mul_row_vector_acc");
+    const auto col = cuda::divisor_of(cols);
+    cuda::for_each(rows * cols, [=] __device__(index_t i) { dx[i] += dy[i] * v[col.mod(i)]; }, "mul_row_vector_acc");
 }
 
 template <class T>
@@ -272,12 +275,14 @@ void primitives<backend::cuda>::sum_rows_mul_acc(index_t rows, index_t cols, con
 
 template <class T>
 void primitives<backend::cuda>::scale_rows(index_t rows, index_t cols, const T* x, const T* w, T* y) {
-    cuda::for_each(rows * cols, [=] __device__(index_t i) { y[i] = w[i / cols] * x[i]; }, "scale_rows");
+    const auto row = cuda::divisor_of(cols);
+    cuda::for_each(rows * cols, [=] __device__(index_t i) { y[i] = w[row.div(i)] * x[i]; }, "scale_rows");
 }
 
 template <class T>
 void primitives<backend::cuda>::scale_rows_bwd(index_t rows, index_t cols, const T* x, const T* w, const T* dy, T* dx, T* dw) {
-    if (dx) cuda::for_each(rows * cols, [=] __device__(index_t i) { dx[i] += w[i / cols] * dy[i]; }, "scale_rows_bwd (dx)");
+    const auto row = cuda::divisor_of(cols);
+    if (dx) cuda::for_each(rows * cols, [=] __device__(index_t i) { dx[i] += w[row.div(i)] * dy[i]; }, "scale_rows_bwd (dx)");
     if (dw)
         cuda::for_each_row(rows, cols, [=] __device__(index_t r) {
             T s = T(0);
@@ -289,21 +294,23 @@ void primitives<backend::cuda>::scale_rows_bwd(index_t rows, index_t cols, const
 
 template <class T>
 void primitives<backend::cuda>::interpolate_rows(index_t rows, index_t cols, const T* a, const T* b, const T* w, T* y) {
-    cuda::for_each(rows * cols, [=] __device__(index_t i) { y[i] = a[i] + w[i / cols] * (b[i] - a[i]); }, "interpolate_rows");
+    const auto row = cuda::divisor_of(cols);
+    cuda::for_each(rows * cols, [=] __device__(index_t i) { y[i] = a[i] + w[row.div(i)] * (b[i] - a[i]); }, "interpolate_rows");
 }
 
 template <class T>
 void primitives<backend::cuda>::interpolate_rows_bwd(index_t rows, index_t cols, const T* a, const T* b, const T* w, const T* dy, T* da,
                                                      T beta_a, T* db, T beta_b, T* dw, T beta_w) {
     // (beta 0 never reads the gradient: a fresh buffer may hold anything, NaN included)
+    const auto row = cuda::divisor_of(cols);
     if (da)
         cuda::for_each(rows * cols, [=] __device__(index_t i) {
-            const T g = (T(1) - w[i / cols]) * dy[i];
+            const T g = (T(1) - w[row.div(i)]) * dy[i];
             da[i] = beta_a == T(0) ? g : g + beta_a * da[i];
         }, "interpolate_rows_bwd (da)");
     if (db)
         cuda::for_each(rows * cols, [=] __device__(index_t i) {
-            const T g = w[i / cols] * dy[i];
+            const T g = w[row.div(i)] * dy[i];
             db[i] = beta_b == T(0) ? g : g + beta_b * db[i];
         }, "interpolate_rows_bwd (db)");
     if (dw)
@@ -640,8 +647,9 @@ void primitives<backend::cuda>::cross_entropy_mean(index_t rows, const T* loss, 
 
 template <class T>
 void primitives<backend::cuda>::cross_entropy_bwd(index_t rows, index_t V, const T* logits, const std::int64_t* target, std::int64_t ignore, T smoothing, const T* lse, const T* g, index_t g_stride, const T* g_scale, T* dlogits) {
+    const auto row = cuda::divisor_of(V);
     cuda::for_each(rows * V, [=] __device__(index_t i) {
-        const index_t r = i / V, j = i % V;
+        const index_t r = row.div(i), j = i - r * V;
         const std::int64_t t = target[r];
         if (t == ignore || t < 0 || t >= V) return;
         const T gr = g_scale ? g[r * g_stride] * g_scale[0] : g[r * g_stride];
@@ -737,8 +745,9 @@ void primitives<backend::cuda>::gather_rows(index_t n, index_t cols, const T* ta
 
 template <class T>
 void primitives<backend::cuda>::gather_rows_strided(index_t n, index_t cols, index_t src_stride, index_t dst_stride, const T* table, index_t limit, const std::int64_t* ids, T* out, bool accumulate) {
+    const auto row = cuda::divisor_of(cols);
     cuda::for_each(n * cols, [=] __device__(index_t k) {
-        const index_t i = k / cols, c = k % cols;
+        const index_t i = row.div(k), c = k - i * cols;
         const std::int64_t id = ids[i];
         T* o = out + i * dst_stride + c;
         if (id < 0 || id >= limit) *o = cuda::quiet_nan<T>();
@@ -755,8 +764,9 @@ void primitives<backend::cuda>::scatter_add_rows(index_t n, index_t cols, const 
                                                  bool accumulate) {
     const index_t buckets = std::clamp<index_t>(65536 / std::max<index_t>(cols, 1), 1, std::max<index_t>(limit, 1));
     const index_t width = (limit + buckets - 1) / buckets;
+    const auto row = cuda::divisor_of(cols);
     cuda::for_each(cols * buckets, [=] __device__(index_t k) {
-        const index_t c = k % cols, lo = (k / cols) * width, hi = std::min(limit, lo + width);
+        const index_t b = row.div(k), c = k - b * cols, lo = b * width, hi = std::min(limit, lo + width);
         if (!accumulate)  // this thread owns rows [lo, hi) of column c: zeros, then the sums
             for (index_t r = lo; r < hi; ++r) table[r * cols + c] = T(0);
         for (index_t i = 0; i < n; ++i)
@@ -766,16 +776,18 @@ void primitives<backend::cuda>::scatter_add_rows(index_t n, index_t cols, const 
 
 template <class T>
 void primitives<backend::cuda>::scatter_rows_set(index_t n, index_t cols, const T* src, index_t limit, const std::int64_t* ids, T* dst) {
+    const auto row = cuda::divisor_of(cols);
     cuda::for_each(n * cols, [=] __device__(index_t k) {
-        const index_t i = k / cols, c = k % cols;
+        const index_t i = row.div(k), c = k - i * cols;
         if (ids[i] >= 0 && ids[i] < limit) dst[ids[i] * cols + c] = src[k];
     }, "scatter_rows_set");
 }
 
 template <class T>
 void primitives<backend::cuda>::rows_axpy(index_t n, index_t cols, T alpha, const T* src, index_t limit, const std::int64_t* ids, T* dst) {
+    const auto row = cuda::divisor_of(cols);
     cuda::for_each(n * cols, [=] __device__(index_t k) {
-        const index_t i = k / cols, c = k % cols;
+        const index_t i = row.div(k), c = k - i * cols;
         if (ids[i] < 0 || ids[i] >= limit) return;
         T& d = dst[ids[i] * cols + c];
         d = src ? d + alpha * src[ids[i] * cols + c] : T(0);
@@ -905,7 +917,11 @@ void primitives<backend::cuda>::gemm_bias(const gemm_args& g, const T* a, const 
     if (g.m == 0 || g.n == 0) return;
     if (g.k > 0 && cuda::lt_matmul_fused(g, {.bias = bias}, T(1), a, b, T(0), c)) return;
     const index_t n = g.n, ldc = g.ldc;
-    cuda::for_each(g.m * n, [=] __device__(index_t i) { c[(i / n) * ldc + i % n] = bias[i % n]; }, "gemm_bias (bias)");
+    const auto row = cuda::divisor_of(n);
+    cuda::for_each(g.m * n, [=] __device__(index_t i) {
+        const index_t r = row.div(i), j = i - r * n;
+        c[r * ldc + j] = bias[j];
+    }, "gemm_bias (bias)");
     cuda::gemm(g, T(1), a, b, T(1), c);
 }
 
