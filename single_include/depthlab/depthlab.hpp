@@ -16382,6 +16382,8 @@ void Trainer<T, B>::run_evaluation(bool final) {
 // (KW: `extern template` or `template`; T: float or double; the backend is the CPU)
 #define DEPTHLAB_COMMON_INSTANTIATIONS(KW, T)                                                                                  \
     namespace depthlab {                                                                                                      \
+    KW class Tensor<T, backend::cpu>;                                                                                          \
+    KW class Var<T, backend::cpu>;                                                                                             \
     KW Var<T, backend::cpu> matmul<T, backend::cpu>(const Var<T, backend::cpu>&, const Var<T, backend::cpu>&, bool, bool);   \
     KW Var<T, backend::cpu> linear<T, backend::cpu>(const Var<T, backend::cpu>&, const Var<T, backend::cpu>&,                 \
                                                     const Var<T, backend::cpu>&);                                             \
