@@ -402,24 +402,18 @@ public:
     Var<T, B> wrap(const Var<T, B>& x, F&& f, const ablation_site& site = {}) const {
         const T p = static_cast<T>(cfg_.dropout);
         const bool train = this->is_training();
-        const auto out = [&](const Var<T, B>& in) {
-            if (enabled) {
-                Var<T, B> y = f(in);
-                if (mean_.recording()) mean_.add(y.value(), cfg_.dim, to_string(type));
-                return dropout(y, p, *rng_, train);
-            }
-            return ablated(in, f, site);
+        const auto branch = [&](const Var<T, B>& in) {  // f(in), its mean recorded when asked
+            Var<T, B> y = f(in);
+            if (mean_.recording()) mean_.add(y.value(), cfg_.dim, to_string(type));
+            return y;
         };
         if (cfg_.norm_first) {
-            if (!enabled && ablation == ablation_kind::zero) return x;
-            return x + out(norm(x));
+            if (!enabled) return ablation == ablation_kind::zero ? x : x + ablated(norm(x), f, site);
+            return x + dropout(branch(norm(x)), p, *rng_, train);
         }
-        if (!enabled && ablation == ablation_kind::zero) return norm(x);
-        if (!enabled) return norm(x + out(x));
+        if (!enabled) return ablation == ablation_kind::zero ? norm(x) : norm(x + ablated(x, f, site));
         // post-LN: norm(x + dropout(f(x))) as one op (the same values and masks)
-        Var<T, B> y = f(x);
-        if (mean_.recording()) mean_.add(y.value(), cfg_.dim, to_string(type));
-        return residual_layer_norm(x, y, norm.weight, norm.bias, static_cast<T>(norm.eps), p, *rng_, train);
+        return residual_layer_norm(x, branch(x), norm.weight, norm.bias, static_cast<T>(norm.eps), p, *rng_, train);
     }
     void record_mean(bool on) override {
         if (on) mean_.start();

@@ -173,12 +173,11 @@ __global__ void clip_scale_many_kernel(tensor_table<optim::rules::tensor_span<T>
 template <class T, class F>
 void for_each_dropout(index_t n, T p, const Generator& gen, std::uint64_t first, F f, const char* name) {
     const depthlab::detail::dropout_constants<T> d(p);
-    const T keep = d.keep;
-    const std::uint64_t threshold = d.threshold, seed = gen.seed(), block0 = first >> 2;
+    const std::uint64_t seed = gen.seed(), block0 = first >> 2;
     for_each((n + 3) / 4, [=] __device__(index_t blk) {
         std::uint32_t w[4];
         depthlab::detail::philox_block(seed, block0 + static_cast<std::uint64_t>(blk), w);
-        for (index_t j = 0; j < 4 && blk * 4 + j < n; ++j) f(blk * 4 + j, depthlab::detail::dropout_keep(w[j], threshold, keep));
+        for (index_t j = 0; j < 4 && blk * 4 + j < n; ++j) f(blk * 4 + j, depthlab::detail::dropout_keep(w[j], d.threshold, d.keep));
     }, name);
 }
 /// log Σ exp over a row (block-wide; every thread gets the result).
@@ -537,6 +536,12 @@ __device__ inline column_sums<T, 2> layernorm_bwd_means(index_t r, index_t cols,
     }
     return {{block_sum(sg) / static_cast<T>(cols), block_sum(sgx) / static_cast<T>(cols)}};
 }
+/// Layer norm's input gradient of one element (x, dy, gamma at its column) from the row's means.
+template <class T>
+__device__ inline T layernorm_dx(T x, T dy, T gamma, T m, T rs, const column_sums<T, 2>& means) {
+    const T xh = (x - m) * rs, g = dy * gamma;
+    return rs * (g - means.v[0] - xh * means.v[1]);
+}
 }  // namespace cuda
 
 template <class T>
@@ -556,10 +561,9 @@ void primitives<backend::cuda>::layernorm_bwd(index_t rows, index_t cols, const 
         cuda::for_each_row(rows, cols, [=] __device__(index_t r) {
             const T m = mean[r], rs = rstd[r];
             const auto means = cuda::layernorm_bwd_means(r, cols, x, dy, gamma, m, rs);
-            const T mg = means.v[0], mgx = means.v[1];
             for (index_t c = threadIdx.x; c < cols; c += blockDim.x) {
-                const T xh = (x[r * cols + c] - m) * rs, g = dy[r * cols + c] * gamma[c];
-                dx[r * cols + c] = (accumulate_dx ? dx[r * cols + c] : T(0)) + rs * (g - mg - xh * mgx);
+                const index_t i = r * cols + c;
+                dx[i] = (accumulate_dx ? dx[i] : T(0)) + cuda::layernorm_dx(x[i], dy[i], gamma[c], m, rs, means);
             }
         }, "layernorm_bwd (dx)");
     if (dgamma && dbeta)
@@ -571,7 +575,6 @@ void primitives<backend::cuda>::layernorm_bwd(index_t rows, index_t cols, const 
             dbeta[c] = (accumulate_params ? dbeta[c] : T(0)) + s.v[1];
         }, "layernorm_bwd (dgamma, dbeta)");
 }
-
 
 // One block per row: z = x + y * mask written, then the row's layer norm over z (each thread
 // reads back the columns it wrote).
@@ -601,11 +604,9 @@ void primitives<backend::cuda>::residual_layernorm_bwd(index_t rows, index_t col
     cuda::for_each_row(rows, cols, [=] __device__(index_t r) {
         const T m = mean[r], rs = rstd[r];
         const auto means = cuda::layernorm_bwd_means(r, cols, z, dout, gamma, m, rs);
-        const T mg = means.v[0], mgx = means.v[1];
         for (index_t c = threadIdx.x; c < cols; c += blockDim.x) {
             const index_t i = r * cols + c;
-            const T xh = (z[i] - m) * rs, g = dout[i] * gamma[c];
-            const T dz = rs * (g - mg - xh * mgx);
+            const T dz = cuda::layernorm_dx(z[i], dout[i], gamma[c], m, rs, means);
             if (dy) {  // before dx: when x and y are one variable, dx adds to what dy wrote
                 const T d = drop.none ? dz : dz * drop(i);
                 dy[i] = (accumulate_dy ? dy[i] : T(0)) + d;
