@@ -141,6 +141,9 @@ TEST_CASE("index_divisor: the quotient and remainder of / and % for every diviso
         }
     }
     CHECK_THROWS_AS(index_divisor(0), usage_error);
+    const index_divisor one;  // a descriptor's unused slot divides by 1
+    CHECK(one.divisor() == 1);
+    for (const index_t i : {index_t{0}, index_t{7}, index_t{0xffffffff}, index_t{1} << 40}) CHECK((one.div(i) == i && one.mod(i) == 0));
 }
 
 TEST_CASE("dropout masks are the Generator's words on every ISA path") {

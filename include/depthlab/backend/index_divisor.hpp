@@ -17,6 +17,8 @@ namespace depthlab {
 
 class index_divisor {
 public:
+    /// Division by 1 (a slot of a descriptor that a launch fills in).
+    index_divisor() : index_divisor(1) {}
     /// d >= 1.
     explicit index_divisor(index_t d) : d_(d) {
         DEPTHLAB_CHECK(d >= 1, usage_error, "index_divisor: divisor ", d, " < 1");

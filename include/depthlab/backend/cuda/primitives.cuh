@@ -28,7 +28,8 @@ namespace cuda {
 /// Shape and strides of a strided copy, by value into the kernel.
 struct strided_desc {
     int rank = 0;
-    index_t dims[Shape::max_rank] = {}, src[Shape::max_rank] = {}, dst[Shape::max_rank] = {};
+    index_divisor dims[Shape::max_rank];  // 32-bit division of the element index where the sizes allow
+    index_t src[Shape::max_rank] = {}, dst[Shape::max_rank] = {};
 };
 /// Scratch device memory for reductions (from the caching allocator: cheap to ask for).
 inline std::shared_ptr<double> reduce_scratch() { return memory<backend::cuda>::allocate<double>(2 * reduce_blocks); }
@@ -204,15 +205,15 @@ void primitives<backend::cuda>::copy_strided(const Shape& shape, const T* src, c
     cuda::strided_desc d;
     d.rank = shape.rank();
     for (int k = 0; k < d.rank; ++k) {
-        d.dims[k] = shape[k];
+        d.dims[k] = cuda::divisor_of(shape[k]);
         d.src[k] = sst[k];
         d.dst[k] = dst_st[k];
     }
     cuda::for_each(shape.numel(), [=] __device__(index_t i) {
         index_t so = 0, doff = 0, rem = i;
         for (int k = d.rank - 1; k >= 0; --k) {
-            const index_t c = rem % d.dims[k];
-            rem /= d.dims[k];
+            const index_t q = d.dims[k].div(rem), c = rem - q * d.dims[k].divisor();
+            rem = q;
             so += c * d.src[k];
             doff += c * d.dst[k];
         }
@@ -492,25 +493,38 @@ void primitives<backend::cuda>::log_softmax_bwd(index_t rows, index_t cols, cons
 }
 
 namespace cuda {
-/// Element i's inverted-dropout value (0, or 1 / (1 - p)) of the words from `first` on, as
-/// for_each_dropout draws it; 1 when p is 0 (no dropout, no words).
+/// Inverted dropout's mask (0, or 1 / (1 - p)) over the rows of a for_each_row kernel, drawn
+/// from gen's counter words from `first` on as for_each_dropout draws them: element i's word is
+/// first + i, and a thread takes a row's words four at a time, aligned as the Philox blocks
+/// are, so each block is computed once (a row need not start at a block's first word).
 template <class T>
-struct dropout_element : depthlab::detail::dropout_constants<T> {
-    dropout_element(T p, const Generator& gen, std::uint64_t first)
+struct dropout_rows : depthlab::detail::dropout_constants<T> {
+    dropout_rows(T p, const Generator& gen, std::uint64_t first)
         : depthlab::detail::dropout_constants<T>(p), seed(gen.seed()), first(first), none(p == T(0)) {}
-    __device__ T operator()(index_t i) const {
-        if (none) return T(1);
-        const std::uint64_t word = first + static_cast<std::uint64_t>(i);
-        std::uint32_t w[4];
-        depthlab::detail::philox_block(seed, word >> 2, w);
-        return depthlab::detail::dropout_keep(w[word & 3], this->threshold, this->keep);
+    /// f(c, mask) for this thread's columns c of row r; the mask is 1 when p is 0 (no words drawn).
+    template <class F>
+    __device__ void for_row(index_t r, index_t cols, F f) const {
+        if (none) {
+            for (index_t c = threadIdx.x; c < cols; c += blockDim.x) f(c, T(1));
+            return;
+        }
+        const std::uint64_t w0 = first + static_cast<std::uint64_t>(r * cols), w1 = w0 + static_cast<std::uint64_t>(cols);
+        for (std::uint64_t b = (w0 >> 2) + threadIdx.x; b < (w1 + 3) >> 2; b += blockDim.x) {
+            std::uint32_t w[4];
+            depthlab::detail::philox_block(seed, b, w);
+            for (unsigned j = 0; j < 4; ++j) {
+                const std::uint64_t word = 4 * b + j;
+                if (word >= w0 && word < w1) f(static_cast<index_t>(word - w0), depthlab::detail::dropout_keep(w[j], this->threshold, this->keep));
+            }
+        }
     }
     std::uint64_t seed, first;
     bool none;
 };
 
-/// The layer norm of row r by its block (for_each_row): `partial` is this thread's sum of its
-/// columns of xr (c = threadIdx.x, + blockDim.x, ...), which the caller may take while writing xr.
+/// The layer norm of row r by its block (for_each_row): `partial` is this thread's share of the
+/// sum of xr's columns, which the caller may take while writing xr (any split of the columns
+/// among the threads: block_sum's barrier comes before any column is read back).
 template <class T>
 __device__ inline void layernorm_row(index_t r, index_t cols, const T* xr, T partial, const T* gamma, const T* beta, T eps, T* y, T* mean,
                                      T* rstd) {
@@ -582,15 +596,15 @@ template <class T>
 void primitives<backend::cuda>::residual_layernorm_fwd(index_t rows, index_t cols, const T* x, const T* y, T p, const Generator& gen,
                                                        std::uint64_t first, const T* gamma, const T* beta, T eps, T* z, T* out, T* mean,
                                                        T* rstd) {
-    const cuda::dropout_element<T> drop(p, gen, first);
+    const cuda::dropout_rows<T> drop(p, gen, first);
     cuda::for_each_row(rows, cols, [=] __device__(index_t r) {
         T* zr = z + r * cols;
         T s = T(0);
-        for (index_t c = threadIdx.x; c < cols; c += blockDim.x) {
+        drop.for_row(r, cols, [&](index_t c, T mask) {
             const index_t i = r * cols + c;
-            zr[c] = x[i] + (drop.none ? y[i] : y[i] * drop(i));
+            zr[c] = x[i] + y[i] * mask;
             s += zr[c];
-        }
+        });
         cuda::layernorm_row(r, cols, static_cast<const T*>(zr), s, gamma, beta, eps, out, mean, rstd);
     }, "residual_layernorm_fwd");
 }
@@ -600,19 +614,16 @@ void primitives<backend::cuda>::residual_layernorm_bwd(index_t rows, index_t col
                                                        const T* rstd, T p, const Generator& gen, std::uint64_t first, T* dx, bool accumulate_dx,
                                                        T* dy, bool accumulate_dy) {
     if (!dx && !dy) return;
-    const cuda::dropout_element<T> drop(p, gen, first);
+    const cuda::dropout_rows<T> drop(p, gen, first);
     cuda::for_each_row(rows, cols, [=] __device__(index_t r) {
         const T m = mean[r], rs = rstd[r];
         const auto means = cuda::layernorm_bwd_means(r, cols, z, dout, gamma, m, rs);
-        for (index_t c = threadIdx.x; c < cols; c += blockDim.x) {
+        drop.for_row(r, cols, [&](index_t c, T mask) {
             const index_t i = r * cols + c;
             const T dz = cuda::layernorm_dx(z[i], dout[i], gamma[c], m, rs, means);
-            if (dy) {  // before dx: when x and y are one variable, dx adds to what dy wrote
-                const T d = drop.none ? dz : dz * drop(i);
-                dy[i] = (accumulate_dy ? dy[i] : T(0)) + d;
-            }
+            if (dy) dy[i] = (accumulate_dy ? dy[i] : T(0)) + dz * mask;  // before dx: when x and y are one variable, dx adds to what dy wrote
             if (dx) dx[i] = (accumulate_dx ? dx[i] : T(0)) + dz;
-        }
+        });
     }, "residual_layernorm_bwd");
 }
 
