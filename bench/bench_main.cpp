@@ -15,7 +15,7 @@
 //   act_encoder_train/interleaved/.. the compact, masked and fixed-depth ACT steps in turn, each
 //                                    timed apart: their ratios free of the machine's drift
 //                                    (DEPTHLAB_BENCH_PROFILE=K: then K steps of each under
-//                                    an op_profiler, the op tables on stderr)
+//                                    an op_profiler, the op tables on stderr; encoder_layer_train too)
 //
 // Run it through scripts/bench (OMP_NUM_THREADS, the OpenBLAS library path, JSON output and
 // the ratio tables of scripts/bench_ratios.py).
@@ -304,6 +304,18 @@ void copy_parameters(const A& from, Bm& to) {
 }
 
 // ------------------------------------------------------------------ encoder layer
+/// DEPTHLAB_BENCH_PROFILE=K: after a benchmark's timing, K more of its steps under an
+/// op_profiler, the op table on stderr (the profiler's clock reads stay out of the timed steps).
+template <class Step>
+void profile_steps(const char* name, Step&& step) {
+    const char* env = std::getenv("DEPTHLAB_BENCH_PROFILE");
+    const int steps = env ? std::atoi(env) : 0;
+    if (steps <= 0) return;
+    depthlab::op_profiler prof;
+    for (int i = 0; i < steps; ++i) step();
+    std::fprintf(stderr, "%s: %.2f ms per step\n%s", name, 1e3 * prof.seconds() / steps, prof.table(steps, 60).c_str());
+}
+
 depthlab::nn::transformer_config layer_config(const layer_shape& l, double dropout = 0.0) {
     // as torch::nn::TransformerEncoderLayer's defaults: post-LN, ReLU; dropout 0 unless asked
     return {.dim = l.d, .heads = static_cast<int>(l.h), .ff_dim = l.ff, .act = depthlab::nn::activation::relu, .dropout = dropout,
@@ -329,6 +341,8 @@ void bm_encoder_layer_train(benchmark::State& state, layer_shape l, depthlab::ma
     step();  // warm-up: primitives created, allocator cache filled
     memory.timing_starts();
     for (auto _ : state) step();
+    profile_steps(("encoder_layer_train " + l.name() + (precision == depthlab::matmul_precision::bf16 ? " bf16" : " f32") +
+                   (dropout > 0 ? " dropout" : "") + " step").c_str(), step);
     set_layer_counters(state, l, true);
     memory.report(state);
     // the same step on backend::host_device: what a GPU would be asked to do per step
@@ -459,21 +473,11 @@ void bm_act_interleaved(benchmark::State& state, layer_shape l, double fraction)
         timed(1, [&] { step(su, false); });
         timed(2, [&] { step(fx, false); });
     }
-    // DEPTHLAB_BENCH_PROFILE=K: after the timing, K more steps of each kind under an
-    // op_profiler, their op tables on stderr (where the compact step's time goes against the
-    // masked one's; the profiler's clock reads are outside the timed steps)
-    const char* profile_env = std::getenv("DEPTHLAB_BENCH_PROFILE");
-    if (const int steps = profile_env ? std::atoi(profile_env) : 0; steps > 0) {
-        const auto profile = [&](const char* name, auto& s, bool compact, double mean_iterations) {
-            depthlab::op_profiler prof;
-            for (int i = 0; i < steps; ++i) step(s, compact);
-            std::fprintf(stderr, "act_encoder_train/interleaved at %.0f%%, %s step (mean %.2f iterations): %.2f ms per step\n%s", 100 * fraction, name,
-                         mean_iterations, 1e3 * prof.seconds() / steps, prof.table(steps, 60).c_str());
-        };
-        profile("compact", su, true, su.mean_iterations);
-        profile("masked", su, false, su.mean_iterations);
-        profile("fixed-depth", fx, false, double(act_max_iterations));
-    }
+    // where the compact step's time goes against the masked one's (DEPTHLAB_BENCH_PROFILE)
+    const std::string at = "act_encoder_train/interleaved at " + std::to_string(static_cast<int>(100 * fraction + 0.5)) + "%, ";
+    profile_steps((at + "compact step (mean " + std::to_string(su.mean_iterations) + " iterations)").c_str(), [&] { step(su, true); });
+    profile_steps((at + "masked step").c_str(), [&] { step(su, false); });
+    profile_steps((at + "fixed-depth step").c_str(), [&] { step(fx, false); });
     const double n = static_cast<double>(state.iterations());
     state.counters["compact_ms"] = seconds[0] / n * 1e3;
     state.counters["masked_ms"] = seconds[1] / n * 1e3;

@@ -75,7 +75,7 @@ struct fake_modules {
     std::vector<module_ref> modules;
     explicit fake_modules(std::size_t n) : off(n, false) {
         for (std::size_t i = 0; i < n; ++i)
-            modules.push_back({"m" + std::to_string(i), "X", static_cast<int>(i), "", [this, i](bool o) { off[i] = o; }, {}, {}});
+            modules.push_back({"m" + std::to_string(i), "X", static_cast<int>(i), "", [this, i](bool o) { off[i] = o; }, {}, {}, {}, {}});
     }
 };
 

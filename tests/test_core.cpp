@@ -298,11 +298,8 @@ TEST_CASE("matmul precision: parse, scope, preferred") {
     MESSAGE("native bf16 on this CPU: ", std::string(cpu_has_native_bf16() ? "yes" : "no"));
 }
 
-/// The k-groups of a single product's fixed grid (1: output tiles only).
-static index_t grid_k_groups(const gemm_args& g) {
-    const cpu::tile_grid t = cpu::tiles_of(g);
-    return cpu::k_groups_of(g, t.rows * t.cols);
-}
+/// The k-groups of a single f32 product's fixed grid (1: output tiles only).
+static index_t grid_k_groups(const gemm_args& g) { return cpu::grid_of<float, float>(g).groups; }
 
 // bf16 precision: every float GEMM shape class (batched and strided, broadcast, transposed,
 // tiled, k-grouped) equals the exact product of the bf16-rounded operands up to f32
@@ -322,6 +319,7 @@ TEST_CASE("GEMM bf16: bf16-rounded operands, f32 accumulation, on every path") {
         {"k-grouped", {true, false, 16, 12, 4500, 16, 12, 12, 1, 0, 0, 0}},
         {"k-grouped tiles, padded", {true, false, 300, 12, 6300, 301, 14, 13, 1, 0, 0, 0}},
         {"k-grouped, larger output", {true, false, 80, 60, 4200, 80, 60, 60, 1, 0, 0, 0}},
+        {"k-grouped, one tile (a weight gradient: dense A^T and B, C padded)", {true, false, 130, 140, 4100, 130, 140, 141, 1, 0, 0, 0}},
         // vector operands stay f32 (depthlab::vector_product)
         {"vector: n = 1", {false, true, 300, 1, 256, 256, 256, 1, 1, 0, 0, 0}},
         {"vector: m = 1, k-grouped", {true, false, 1, 256, 2000, 1, 256, 256, 1, 0, 0, 0}},
@@ -334,6 +332,8 @@ TEST_CASE("GEMM bf16: bf16-rounded operands, f32 accumulation, on every path") {
         CAPTURE(name);
         const gemm_args& g = sc.g;
         if (name.starts_with("k-grouped")) REQUIRE(grid_k_groups(g) > 1);  // (the path really runs)
+        const cpu::tile_grid bf16_grid = cpu::grid_of<float, cpu::bf16_bits>(g);
+        if (name.find("one tile") != std::string::npos) REQUIRE((bf16_grid.rows == 1 && bf16_grid.cols == 1 && bf16_grid.groups == 4));
         const index_t nb = g.batch * g.batch2;
         const auto extent = [&](index_t rows, index_t ld, index_t s, index_t s2) {
             return (g.batch2 - 1) * s2 + (g.batch - 1) * s + rows * ld;

@@ -160,3 +160,29 @@ TEST_CASE("determinism: GEMM tile grids give the loop result and the same bits a
         }
     }
 }
+
+// A weight gradient (A transposed, k the tokens) is cut into k-groups as well: row tiles and
+// k-groups in f32, one tile and four k-groups under bf16 (cpu::grid_of). Both give the same
+// bits at 1, 2 and 3 threads.
+TEST_CASE("determinism: a weight gradient's k-groups give the same bits at 1, 2 and 3 threads") {
+    Generator g(8);
+    const gemm_args wgrad{.trans_a = true, .m = 130, .n = 140, .k = 4100, .lda = 130, .ldb = 140, .ldc = 140};
+    REQUIRE(cpu::grid_of<float, float>(wgrad).groups > 1);
+    REQUIRE(cpu::grid_of<float, cpu::bf16_bits>(wgrad).groups == 4);
+    const auto A = Tensor<float>::randn({wgrad.k, wgrad.m}, g), Bm = Tensor<float>::randn({wgrad.k, wgrad.n}, g);
+    for (const auto precision : {matmul_precision::f32, matmul_precision::bf16}) {
+        const matmul_precision_scope scope(precision);
+        std::vector<float> out[3];
+        for (int t = 1; t <= 3; ++t) {
+            const scoped_num_threads use(t);
+            auto C = Tensor<float>::empty({wgrad.m, wgrad.n});
+            primitives<backend::cpu>::gemm<float>(wgrad, 1.0f, A.data(), Bm.data(), 0.0f, C.data());
+            out[t - 1] = C.to_vector();
+        }
+        CAPTURE(to_string(precision));
+        if (threaded_build) {
+            CHECK(std::memcmp(out[0].data(), out[1].data(), out[0].size() * sizeof(float)) == 0);
+            CHECK(std::memcmp(out[0].data(), out[2].data(), out[0].size() * sizeof(float)) == 0);
+        }
+    }
+}

@@ -192,12 +192,12 @@ TEST_CASE("study: the paper's findings say 'tied' when the compared means are eq
 TEST_CASE("study: the paper's pruning and rewinding findings, with the numbers behind each verdict") {
     analysis::pruning_result by_c, by_k;
     for (int k = 0; k <= 3; ++k) {
-        by_c.curve.push_back({.k = k, .metric = 30.0 - 0.1 * k});  // 3 modules cost 0.3: holds
-        by_k.curve.push_back({.k = k, .metric = 30.0 - 0.3 * k});  // cost 0.9: fails
+        by_c.curve.push_back({.k = k, .modules_removed = {}, .parameters_removed = 0, .metric = 30.0 - 0.1 * k});  // 3 modules cost 0.3: holds
+        by_k.curve.push_back({.k = k, .modules_removed = {}, .parameters_removed = 0, .metric = 30.0 - 0.3 * k});  // cost 0.9: fails
     }
-    const std::vector<analysis::rewinding_point> rewinding{{.k = 0, .metric_after_finetune = 30.5},
-                                                           {.k = 2, .metric_after_finetune = 30.0},
-                                                           {.k = 3, .metric_after_finetune = 29.0}};
+    const std::vector<analysis::rewinding_point> rewinding{{.k = 0, .modules = {}, .metric_before_finetune = 0, .metric_after_finetune = 30.5},
+                                                           {.k = 2, .modules = {}, .metric_before_finetune = 0, .metric_after_finetune = 30.0},
+                                                           {.k = 3, .modules = {}, .metric_before_finetune = 0, .metric_after_finetune = 29.0}};
     const analysis::smaller_model shallow{.metric = 29.5, .modules_fewer = 3, .what = "1 fewer decoder layer"};
     const auto f = analysis::pruning_findings(by_c, by_k, rewinding, 30.0, "BLEU", &shallow);
     REQUIRE(f.size() == 4);

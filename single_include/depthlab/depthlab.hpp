@@ -10701,6 +10701,7 @@ inline constexpr index_t max_tiles = 8;
 inline constexpr index_t min_tile_rows = 32;
 struct tile_grid {
     index_t rows, cols;  // tiles along m and along n
+    index_t groups = 1;  // k-groups (below)
 };
 inline tile_grid tiles_of(const gemm_args& g) {
     index_t rows = std::clamp<index_t>(g.m / 128, 1, max_tiles);
@@ -10728,10 +10729,33 @@ inline index_t k_groups_of(const gemm_args& g, index_t tiles) {
     return std::clamp<index_t>(g.k / min_k, 1, std::max<index_t>(1, max_tiles / tiles));
 }
 
+// A weight gradient's transposed A under bf16: oneDNN 2.6 multiplies a transposed bf16 A on
+// its brgemm kernels only when A, B and C are all dense (each leading dimension its matrix's
+// width); a tile of a wider product goes to its older gemm:jit kernels, 5-17% slower on one
+// thread (probe and DNNL_VERBOSE, AMD EPYC Zen 5, 2026-12-07). So such a product, when its k
+// is long enough for k-groups, is one tile cut into an even number of k-groups of at least
+// min_dense_group_k (each group's output a dense buffer of its own): shorter groups than the
+// row tiles' because they are the only parallelism left, and brgemm ran 303, 325 and 345
+// GFLOP/s on one thread at k = 2048, 1024 and 512 (768 x k x 256), so the extra sum pays.
+inline constexpr index_t min_dense_group_k = 1024;
+
+/// The grid of a single product whose A and B elements are In (T: the output's type).
+template <class T, class In>
+tile_grid grid_of(const gemm_args& g) {
+    tile_grid t = tiles_of(g);
+    t.groups = k_groups_of(g, t.rows * t.cols);
+    if constexpr (!std::is_same_v<In, T>) {
+        const bool dense = g.lda == g.m && g.ldb == (g.trans_b ? g.k : g.n);
+        const index_t groups = std::min<index_t>(g.k / min_dense_group_k, max_tiles) / 2 * 2;
+        if (g.trans_a && dense && g.k >= 2 * std::max(g.m, g.n) && groups >= 2) return {1, 1, groups};
+    }
+    return t;
+}
+
 template <class T, class In>
 void gemm_fixed_grid(const gemm_args& g, T alpha, const In* a, const In* b, T beta, T* c, const T* bias = nullptr) {
-    const tile_grid t = tiles_of(g);
-    const index_t tiles = t.rows * t.cols, groups = k_groups_of(g, tiles);
+    const tile_grid t = grid_of<T, In>(g);
+    const index_t tiles = t.rows * t.cols, groups = t.groups;
     const std::size_t mn = static_cast<std::size_t>(g.m * g.n);
     std::shared_ptr<T> parts;  // (groups > 1) group i's product at i * mn, ld n
     if (groups > 1) parts = memory<backend::cpu>::template allocate<T>(mn * static_cast<std::size_t>(groups));
