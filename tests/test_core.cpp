@@ -316,6 +316,7 @@ TEST_CASE("GEMM bf16: bf16-rounded operands, f32 accumulation, on every path") {
         {"batched, padded, B shared", {false, false, 5, 7, 9, 11, 8, 10, 3, 5 * 11, 0, 5 * 10}},
         {"A^T B^T", {true, true, 6, 5, 8, 7, 9, 5, 1, 0, 0, 0}},
         {"tiled", {false, true, 260, 40, 24, 24, 24, 40, 1, 0, 0, 0}},
+        {"tiled, A rounded in the tile tasks, padded", {false, false, 300, 40, 50, 53, 41, 41, 1, 0, 0, 0}},
         {"k-grouped", {true, false, 16, 12, 4500, 16, 12, 12, 1, 0, 0, 0}},
         {"k-grouped tiles, padded", {true, false, 300, 12, 6300, 301, 14, 13, 1, 0, 0, 0}},
         {"k-grouped, larger output", {true, false, 80, 60, 4200, 80, 60, 60, 1, 0, 0, 0}},
@@ -334,6 +335,7 @@ TEST_CASE("GEMM bf16: bf16-rounded operands, f32 accumulation, on every path") {
         if (name.starts_with("k-grouped")) REQUIRE(grid_k_groups(g) > 1);  // (the path really runs)
         const cpu::tile_grid bf16_grid = cpu::grid_of<float, cpu::bf16_bits>(g);
         if (name.find("one tile") != std::string::npos) REQUIRE((bf16_grid.rows == 1 && bf16_grid.cols == 1 && bf16_grid.groups == 4));
+        if (name.find("tile tasks") != std::string::npos) REQUIRE(cpu::rows_of_a_in_tiles<cpu::bf16_bits>(g, nullptr));
         const index_t nb = g.batch * g.batch2;
         const auto extent = [&](index_t rows, index_t ld, index_t s, index_t s2) {
             return (g.batch2 - 1) * s2 + (g.batch - 1) * s + rows * ld;

@@ -719,3 +719,24 @@ TEST_CASE_TEMPLATE("residual_layer_norm is layer_norm(x + dropout(y)): values, m
                 }
             }
 }
+
+// Under bf16 a linear layer keeps a bf16 copy of its input for the weight gradient; with no
+// weight gradient to come (no_grad, a frozen weight) the product rounds the input itself (on
+// the CPU row block by row block inside its tasks). The values are the training forward's bits.
+TEST_CASE_TEMPLATE("linear under bf16: without a weight gradient to come, the forward has the training forward's bits", B,
+                   DEPTHLAB_TEST_BACKENDS) {
+    const matmul_precision_scope bf16(matmul_precision::bf16);
+    Generator gen(5);
+    const auto x = Var<float, B>::parameter(Tensor<float, B>::randn({300, 48}, gen));
+    const auto W = Var<float, B>::parameter(Tensor<float, B>::randn({40, 48}, gen));
+    const auto b = Var<float, B>::parameter(Tensor<float, B>::randn({40}, gen));
+    const std::vector<double> train = to_double(linear(x, W, b).value());
+    std::vector<double> inference;
+    {
+        const no_grad guard;
+        inference = to_double(linear(x, W, b).value());
+    }
+    CHECK(inference == train);
+    const Var<float, B> frozen(W.value());  // no gradient for the weight
+    CHECK(to_double(linear(x, frozen, b).value()) == train);
+}

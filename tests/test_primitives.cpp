@@ -192,6 +192,7 @@ TEST_CASE_TEMPLATE("primitives: bf16 copies made beforehand serve the products t
     const std::vector<gemm_args> shapes = {
         {.trans_b = true, .m = 37, .n = 29, .k = 70, .lda = 70, .ldb = 70, .ldc = 29},
         {.trans_a = true, .m = 21, .n = 33, .k = 64, .lda = 25, .ldb = 40, .ldc = 40},
+        {.trans_b = true, .m = 300, .n = 40, .k = 50, .lda = 53, .ldb = 50, .ldc = 41},  // CPU: A's rows rounded in the tile tasks
         {.trans_b = true, .m = 12, .n = 10, .k = 32, .lda = 4 * 32, .ldb = 4 * 32, .ldc = 10, .batch = 4, .stride_a = 32, .stride_b = 32,
          .stride_c = 12 * 10, .batch2 = 2, .stride_a2 = 12 * 4 * 32, .stride_b2 = 10 * 4 * 32, .stride_c2 = 4 * 12 * 10},
     };

@@ -1764,7 +1764,9 @@ struct linear_product {
         X = contiguous_value(x);
         W = contiguous_value(weight);
         const gemm_args fwd = forward_args();
-        Xb = bf16_copy_for<T, B>(fwd, layout_a(fwd), X.data());
+        // X's copy serves the weight gradient; without one to come (inference, no_grad, a
+        // frozen weight) the forward product rounds X itself, row block by row block
+        if (grad_enabled() && weight.requires_grad()) Xb = bf16_copy_for<T, B>(fwd, layout_a(fwd), X.data());
         Wb = bf16_copy_for<T, B>(fwd, layout_b(fwd), W.data());
     }
     /// The forward product Y = X W^T, reading the bf16 copies (valid while this object lives).
@@ -10752,8 +10754,18 @@ tile_grid grid_of(const gemm_args& g) {
     return t;
 }
 
+/// A's f32 rows that a bf16 product rounds inside its tile tasks (rows_of_a_in_tiles): the
+/// source, its leading dimension, and the dense rows (ld = k) that the product then reads as A.
+template <class In>
+struct rows_to_round {
+    const float* src = nullptr;
+    index_t ld = 0;
+    In* dst = nullptr;
+};
+
 template <class T, class In>
-void gemm_fixed_grid(const gemm_args& g, T alpha, const In* a, const In* b, T beta, T* c, const T* bias = nullptr) {
+void gemm_fixed_grid(const gemm_args& g, T alpha, const In* a, const In* b, T beta, T* c, const T* bias = nullptr,
+                     rows_to_round<In> a_from = {}) {
     const tile_grid t = grid_of<T, In>(g);
     const index_t tiles = t.rows * t.cols, groups = t.groups;
     const std::size_t mn = static_cast<std::size_t>(g.m * g.n);
@@ -10785,6 +10797,9 @@ void gemm_fixed_grid(const gemm_args& g, T alpha, const In* a, const In* b, T be
     parallel_for(tiles * groups, 1, [&](index_t i0, index_t i1) {
         for (index_t i = i0; i < i1; ++i) {
             const task_at w = task(i);
+            if constexpr (std::is_same_v<T, float>)
+                if (a_from.src != nullptr)  // this task's rows of A, rounded now and read from cache next
+                    for (index_t r = w.m0; r < w.m0 + w.s.m; ++r) to_bf16(a_from.src + r * a_from.ld, a_from.dst + r * g.lda, g.k);
             const In* ai = g.trans_a ? a + w.k0 * g.lda + w.m0 : a + w.m0 * g.lda + w.k0;  // op(A)[m0.., k0..]
             const In* bi = g.trans_b ? b + w.n0 * g.ldb + w.k0 : b + w.k0 * g.ldb + w.n0;  // op(B)[k0.., n0..]
             if (groups == 1)
@@ -10856,12 +10871,34 @@ packed_operand<Packed> bf16_input(const bf16_operand* made, const float* src, co
     return pack_operand<Packed>(src, layout);
 }
 
+/// Whether a single bf16 product rounds A's rows inside its tile tasks instead of in a pass of
+/// their own: A has no copy made beforehand and is not transposed, and each row of A belongs
+/// to exactly one task (one column of tiles, no k-groups, more than one tile). A standalone
+/// product then reads each task's rows of A from cache right after rounding them, with no
+/// separate parallel pass (the matmul op's per-call conversion).
+template <class Packed>
+bool rows_of_a_in_tiles(const gemm_args& g, const float* a) {
+    if (g.trans_a || g.batch != 1 || g.batch2 != 1 || g.k == 0) return false;
+    if (g.a_bf16 != nullptr && g.a_bf16->serves(a, layout_a(g))) return false;
+    gemm_args dense = g;
+    dense.lda = g.k;
+    const tile_grid t = grid_of<float, Packed>(dense);
+    return t.cols == 1 && t.groups == 1 && t.rows > 1;
+}
+
 /// C = alpha op(A) op(B) + beta C with A and B rounded to bf16 and f32 accumulation.
 inline void gemm_bf16(const gemm_args& g, float alpha, const float* a, const float* b, float beta, float* c,
                       const float* bias = nullptr) {
     with_bf16_input_type([&]<class Packed>(Packed*) {
-        const auto pa = bf16_input<Packed>(g.a_bf16, a, layout_a(g));
         const auto pb = bf16_input<Packed>(g.b_bf16, b, layout_b(g));
+        if (rows_of_a_in_tiles<Packed>(g, a)) {
+            const auto rows = memory<backend::cpu>::template allocate<Packed>(static_cast<std::size_t>(g.m * g.k));
+            const operand_layout dense{.rows = g.m, .cols = g.k, .ld = g.k};
+            gemm_fixed_grid(with_packed(g, dense, pb.layout), alpha, static_cast<const Packed*>(rows.get()), pb.data.get(), beta, c, bias,
+                            rows_to_round<Packed>{.src = a, .ld = g.lda, .dst = rows.get()});
+            return;
+        }
+        const auto pa = bf16_input<Packed>(g.a_bf16, a, layout_a(g));
         gemm_dispatch(with_packed(g, pa.layout, pb.layout), alpha, pa.data.get(), pb.data.get(), beta, c, bias);
     });
 }

@@ -146,7 +146,9 @@ struct linear_product {
         X = contiguous_value(x);
         W = contiguous_value(weight);
         const gemm_args fwd = forward_args();
-        Xb = bf16_copy_for<T, B>(fwd, layout_a(fwd), X.data());
+        // X's copy serves the weight gradient; without one to come (inference, no_grad, a
+        // frozen weight) the forward product rounds X itself, row block by row block
+        if (grad_enabled() && weight.requires_grad()) Xb = bf16_copy_for<T, B>(fwd, layout_a(fwd), X.data());
         Wb = bf16_copy_for<T, B>(fwd, layout_b(fwd), W.data());
     }
     /// The forward product Y = X W^T, reading the bf16 copies (valid while this object lives).
