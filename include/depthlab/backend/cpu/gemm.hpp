@@ -358,8 +358,10 @@ inline tile_grid tiles_of(const gemm_args& g) {
 inline constexpr index_t min_group_k = 2048;
 inline constexpr index_t min_small_group_k = 256;
 inline constexpr index_t small_output = 4096;  // m * n
+/// A weight gradient's shape: k (the tokens) at least twice the output's larger side.
+inline bool k_dominates(const gemm_args& g) { return g.k >= 2 * std::max(g.m, g.n); }
 inline index_t k_groups_of(const gemm_args& g, index_t tiles) {
-    if (g.k < 2 * std::max(g.m, g.n)) return 1;
+    if (!k_dominates(g)) return 1;
     const index_t min_k = g.m * g.n <= small_output ? min_small_group_k : min_group_k;
     return std::clamp<index_t>(g.k / min_k, 1, std::max<index_t>(1, max_tiles / tiles));
 }
@@ -382,7 +384,7 @@ tile_grid grid_of(const gemm_args& g) {
     if constexpr (!std::is_same_v<In, T>) {
         const bool dense = g.lda == g.m && g.ldb == (g.trans_b ? g.k : g.n);
         const index_t groups = std::min<index_t>(g.k / min_dense_group_k, max_tiles) / 2 * 2;
-        if (g.trans_a && dense && g.k >= 2 * std::max(g.m, g.n) && groups >= 2) return {1, 1, groups};
+        if (g.trans_a && dense && k_dominates(g) && groups >= 2) return {1, 1, groups};
     }
     return t;
 }
